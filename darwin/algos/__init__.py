@@ -1,0 +1,44 @@
+"""Pure RL maths for the learner: advantages and losses on step rows.
+
+Every function is pure (no state, no RNG, no I/O) and works on step rows: one row per agent
+step, holding that step's response tokens right-padded to ``max_response_len`` with a
+``response_mask``. Shapes are in each docstring; the maths is in ``docs/algorithms.md``.
+
+- :func:`trajectory_gae`: token-level GAE over whole multi-turn trajectories (paper Eq. 8).
+- :func:`grpo_advantages`, :func:`group_normalize`: GRPO, normalised per trajectory.
+- :func:`ppo_policy_loss`, :func:`value_loss`, :func:`kl_penalty`, :func:`entropy_from_logits`,
+  :func:`aggregate_loss`, :func:`masked_mean`, :func:`masked_whiten`: wrappers over verl.
+"""
+
+from darwin.algos.gae import trajectory_gae
+from darwin.algos.grpo import group_normalize, grpo_advantages
+from darwin.algos.losses import (
+    KL_ESTIMATORS,
+    LOSS_AGG_MODES,
+    PolicyLossOutput,
+    ValueLossOutput,
+    aggregate_loss,
+    entropy_from_logits,
+    kl_penalty,
+    masked_mean,
+    masked_whiten,
+    ppo_policy_loss,
+    value_loss,
+)
+
+__all__ = [
+    "KL_ESTIMATORS",
+    "LOSS_AGG_MODES",
+    "PolicyLossOutput",
+    "ValueLossOutput",
+    "aggregate_loss",
+    "entropy_from_logits",
+    "group_normalize",
+    "grpo_advantages",
+    "kl_penalty",
+    "masked_mean",
+    "masked_whiten",
+    "ppo_policy_loss",
+    "trajectory_gae",
+    "value_loss",
+]

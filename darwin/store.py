@@ -1,0 +1,1142 @@
+"""The run database: runs, tasks, episodes, steps and verdicts, plus content-addressed screenshots.
+
+One SQLite file per run by default (``<run_dir>/run.db`` with screenshots under
+``<run_dir>/screenshots/``); any SQLAlchemy URL (e.g. ``postgresql://...``) for runs shared
+between machines. Every write is one transaction (nothing half-written), every query
+returns frozen dataclasses (no ORM objects or open sessions leak out), and the store is
+safe to use from several threads at once (one engine, one session per call).
+
+>>> import numpy as np
+>>> from darwin.store import RunStore
+>>> store = RunStore("sqlite://")  # in memory; RunStore.for_run_dir(run_dir) for a real run
+>>> run_id = store.start_run("demo", config=None)
+>>> [r.name for r in store.runs()]
+['demo']
+>>> store.close()
+
+Secrets never reach the database: run configs pass through :func:`redact_secrets` first.
+See ``docs/store.md`` for the schema and SQL examples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import io
+import logging
+import os
+import re
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from PIL import Image
+from pydantic import BaseModel, JsonValue, TypeAdapter
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    case,
+    create_engine,
+    event,
+    func,
+    select,
+)
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from darwin.actions import Action, parse_action
+from darwin.types import ParseError, Phase, Task, TerminationReason, Trajectory, Transition
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+"""Bumped whenever the tables change incompatibly; opening an older database says so."""
+
+DB_FILENAME = "run.db"
+SCREENSHOT_DIRNAME = "screenshots"
+MAX_TEXT_CHARS = 100_000
+"""Longest model response stored per step; longer text is cut (and the cut is logged)."""
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class StoreError(RuntimeError):
+    """A run-database operation failed; the message names what, why and how to fix it."""
+
+
+class StoreOpenError(StoreError):
+    """The database could not be opened (missing directory, unreachable server, no driver)."""
+
+
+# --------------------------------------------------------------------------- secrets
+
+# A name is secret-looking when its last word is one of these (``api_key``, ``hf_token``,
+# ``db_password``) or when it contains one of the always-secret words anywhere. Matching
+# on words rather than substrings keeps harmless fields such as ``max_tokens``,
+# ``key_components`` and ``tokenizer`` in the stored config.
+_SECRET_LAST_WORDS = frozenset(
+    {
+        "key",
+        "apikey",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "credential",
+        "credentials",
+        "authorization",
+        "auth",
+        "cookie",
+    }
+)
+_SECRET_ANY_WORDS = frozenset({"apikey", "secret", "password", "passwd", "credentials"})
+_SECRET_VALUE_PATTERNS = re.compile(
+    r"""
+      \bsk-[A-Za-z0-9_\-]{6,}            # OpenAI / Anthropic style (sk-..., sk-ant-...)
+    | \bAIza[0-9A-Za-z_\-]{20,}          # Google API keys
+    | \bgh[pousr]_[A-Za-z0-9]{20,}       # GitHub tokens
+    | \bgithub_pat_[A-Za-z0-9_]{20,}
+    | \bhf_[A-Za-z0-9]{20,}              # Hugging Face tokens
+    | \bxox[abprs]-[A-Za-z0-9\-]{10,}    # Slack tokens
+    | \bAKIA[0-9A-Z]{16}\b               # AWS access key ids
+    | \bBearer\s+\S{8,}                  # HTTP bearer credentials
+    | [a-z][a-z0-9+.\-]*://[^/\s:@]+:[^/\s@]+@  # URLs with user:password@
+    """,
+    re.VERBOSE,
+)
+
+
+def _name_words(name: str) -> list[str]:
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
+
+
+def is_secret_name(name: str) -> bool:
+    """True if a config key looks like it holds a credential (``api_key``, ``hfToken``...)."""
+    words = _name_words(name)
+    if not words:
+        return False
+    joined = "".join(words)
+    return (
+        words[-1] in _SECRET_LAST_WORDS
+        or any(w in _SECRET_ANY_WORDS for w in words)
+        or joined.endswith("apikey")
+    )
+
+
+def _secret_env_values() -> frozenset[str]:
+    """Values of secret-looking environment variables (so they are caught under any name)."""
+    return frozenset(v for k, v in os.environ.items() if is_secret_name(k) and len(v) >= 8)
+
+
+def is_secret_value(value: str, env_secrets: frozenset[str] | None = None) -> bool:
+    """True if a string looks like (or contains) a credential, or equals a secret env var."""
+    if _SECRET_VALUE_PATTERNS.search(value):
+        return True
+    secrets = _secret_env_values() if env_secrets is None else env_secrets
+    return any(s in value for s in secrets)
+
+
+_DROP = object()
+
+
+def redact_secrets(value: JsonValue) -> JsonValue:
+    """Return a copy of a JSON-like value with everything that looks like a secret dropped.
+
+    Drops mapping entries whose key looks secret (``api_key``, ``token``, ``password``,
+    ``client_secret``...), and any string (mapping value or list item) that looks like a
+    credential (``sk-...``, ``hf_...``, ``Bearer ...``, ``scheme://user:pass@host``) or equals
+    the value of a secret-looking environment variable (``OPENAI_API_KEY``...).
+
+    >>> redact_secrets({"model": "gpt-4o", "api_key": "x", "n": [1, "sk-abcdef123"]})
+    {'model': 'gpt-4o', 'n': [1]}
+    """
+    env_secrets = _secret_env_values()
+
+    def walk(v: JsonValue) -> object:
+        if isinstance(v, str):
+            return _DROP if is_secret_value(v, env_secrets) else v
+        if isinstance(v, Mapping):
+            out: dict[str, JsonValue] = {}
+            for k, item in v.items():
+                if is_secret_name(str(k)):
+                    continue
+                cleaned = walk(item)
+                if cleaned is not _DROP:
+                    out[str(k)] = cleaned  # type: ignore[assignment]
+            return out
+        if isinstance(v, list | tuple):
+            return [c for c in (walk(item) for item in v) if c is not _DROP]
+        return v
+
+    result = walk(value)
+    return None if result is _DROP else result  # type: ignore[return-value]
+
+
+def _config_to_json(config: BaseModel | DataclassInstance) -> JsonValue:
+    """Dump a pydantic model or dataclass config to JSON-compatible data (mode='json')."""
+    if isinstance(config, BaseModel):
+        return config.model_dump(mode="json")
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        return TypeAdapter(type(config)).dump_python(config, mode="json")
+    raise TypeError(
+        f"config must be a pydantic BaseModel or a dataclass instance, got {type(config).__name__}"
+    )
+
+
+# --------------------------------------------------------------------------- ORM models
+
+
+class _UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        value = value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return (
+            value.replace(tzinfo=timezone.utc)
+            if value.tzinfo is None
+            else value.astimezone(timezone.utc)
+        )
+
+
+_JSON = JSON().with_variant(JSONB(), "postgresql")
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the run-database tables."""
+
+
+class StoreMeta(Base):
+    """Key/value facts about the database itself (``schema_version``)."""
+
+    __tablename__ = "store_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(256))
+
+
+class RunModel(Base):
+    """One experiment run; ``config`` is the redacted experiment config."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
+    config: Mapped[JsonValue | None] = mapped_column(_JSON, nullable=True)
+
+
+class TaskModel(Base):
+    """A task as run; ``task_json`` is the full ``Task.model_dump_json()``."""
+
+    __tablename__ = "tasks"
+
+    id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    instruction: Mapped[str] = mapped_column(Text)
+    app: Mapped[str] = mapped_column(String(256))
+    source: Mapped[str] = mapped_column(String(256), default="")
+    task_json: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
+
+
+class EpisodeModel(Base):
+    """One episode on one phone; ``success`` NULL means unverified (or not finished)."""
+
+    __tablename__ = "episodes"
+    __table_args__ = (
+        Index("ix_episodes_run_task", "run_id", "task_id"),
+        Index("ix_episodes_run_started", "run_id", "started_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"))
+    phone: Mapped[str] = mapped_column(String(256))
+    seed: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    started_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
+    ended_at: Mapped[datetime | None] = mapped_column(_UTCDateTime, nullable=True)
+    termination_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    termination_cause: Mapped[str] = mapped_column(Text, default="")
+    success: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    num_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    phase_success: Mapped[dict[str, bool | None] | None] = mapped_column(_JSON, nullable=True)
+
+
+class StepModel(Base):
+    """One transition: the action (or parse error), the response, tokens and reward."""
+
+    __tablename__ = "steps"
+    __table_args__ = (
+        UniqueConstraint("episode_id", "phase", "step", name="uq_steps_episode_phase_step"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    episode_id: Mapped[str] = mapped_column(ForeignKey("episodes.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    phase: Mapped[str] = mapped_column(String(16))
+    action_type: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
+    action_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    parse_error_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    parse_error_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    response_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    response_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    policy_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reward: Mapped[float] = mapped_column(Float, default=0.0)
+    done: Mapped[bool] = mapped_column(Boolean, default=False)
+    termination_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    termination_cause: Mapped[str] = mapped_column(Text, default="")
+    screenshot_path: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
+
+
+class VerdictModel(Base):
+    """A verifier's verdict on one phase of an episode; ``success`` NULL means unverified."""
+
+    __tablename__ = "verdicts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    episode_id: Mapped[str] = mapped_column(
+        ForeignKey("episodes.id", ondelete="CASCADE"), index=True
+    )
+    phase: Mapped[str] = mapped_column(String(16))
+    verifier_kind: Mapped[str] = mapped_column(String(64))
+    success: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    reward: Mapped[float | None] = mapped_column(Float, nullable=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
+
+
+# --------------------------------------------------------------------------- query rows
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run as stored."""
+
+    run_id: str
+    name: str
+    created_at: datetime
+    config: JsonValue | None
+
+
+@dataclass(frozen=True)
+class EpisodeRow:
+    """An episode as stored; ``success is None`` means unverified or not finished."""
+
+    episode_id: str
+    run_id: str
+    task_id: str
+    phone: str
+    seed: int | None
+    started_at: datetime
+    ended_at: datetime | None
+    termination_reason: TerminationReason | None
+    termination_cause: str
+    success: bool | None
+    num_steps: int | None
+    phase_success: Mapping[Phase, bool | None]
+
+    @property
+    def finished(self) -> bool:
+        return self.ended_at is not None
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """A step as stored. ``screenshot_path`` is relative to the store's screenshot directory."""
+
+    episode_id: str
+    step: int
+    phase: Phase
+    action_json: str | None
+    parse_error: ParseError | None
+    response_text: str | None
+    prompt_tokens: int | None
+    response_tokens: int | None
+    policy_version: int | None
+    reward: float
+    done: bool
+    termination_reason: TerminationReason | None
+    termination_cause: str
+    screenshot_path: str | None
+
+    @property
+    def action(self) -> Action | None:
+        """The action, parsed back from ``action_json`` (``None`` for a parse error)."""
+        return None if self.action_json is None else parse_action(self.action_json)
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """A verdict as stored; ``success is None`` / ``reward is None`` mean unverified."""
+
+    episode_id: str
+    phase: Phase
+    verifier_kind: str
+    success: bool | None
+    reward: float | None
+    reason: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class SuccessStats:
+    """Outcome counts of one task's episodes in a run.
+
+    Every episode lands in exactly one bucket: ``infra_truncated`` (the phone failed; never
+    a failure), ``errors`` (a bug, recorded with its cause), ``unfinished`` (no
+    ``finish_episode`` yet), else by verdict: ``successes``, ``failures`` or ``unverified``
+    (the verifier could not decide; never a silent 0 or 1).
+    """
+
+    episodes: int = 0
+    successes: int = 0
+    failures: int = 0
+    unverified: int = 0
+    infra_truncated: int = 0
+    errors: int = 0
+    unfinished: int = 0
+
+    @property
+    def verified(self) -> int:
+        return self.successes + self.failures
+
+    @property
+    def success_rate(self) -> float | None:
+        """Successes over verified episodes; ``None`` when none was verified."""
+        return self.successes / self.verified if self.verified else None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _clean_text(text: str | None, limit: int | None = None) -> str | None:
+    """Make text storable everywhere: no NUL (PostgreSQL), no lone surrogates, bounded length."""
+    if text is None:
+        return None
+    if limit is not None and len(text) > limit:
+        logger.warning("truncating stored text from %d to %d characters", len(text), limit)
+        text = text[:limit]
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text.replace("\x00", "\ufffd")
+
+
+def encode_png(image: np.ndarray) -> bytes:
+    """Encode an ``(H, W, 3)`` uint8 array as PNG (fast, ``compress_level=1``)."""
+    if (
+        not isinstance(image, np.ndarray)
+        or image.dtype != np.uint8
+        or image.ndim != 3
+        or image.shape[2] != 3
+    ):
+        shape = getattr(image, "shape", None)
+        dtype = getattr(image, "dtype", type(image).__name__)
+        raise ValueError(f"screenshot must be an (H, W, 3) uint8 array, got {shape} {dtype}")
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(image)).save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def _enum_or_none(cls: type[enum.Enum], value: str | None) -> Any:
+    return None if value is None else cls(value)
+
+
+def _is_memory_sqlite(url: URL) -> bool:
+    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+
+
+def _driver_hint(url: URL) -> str:
+    driver = url.get_driver_name()
+    if url.get_backend_name() == "postgresql":
+        if driver == "psycopg2":
+            return "Install it with 'pip install psycopg2-binary'"
+        return "Install it with 'pip install \"psycopg[binary]\"' (postgresql:// uses psycopg 3)"
+    return f"Install the Python DBAPI driver for {url.drivername!r} (pip install ...)"
+
+
+def _describe_url(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class RunStore:
+    """The run database: SQLAlchemy tables plus a content-addressed screenshot directory.
+
+    ``url_or_path`` is a filesystem path to a SQLite file (its directory must exist) or any
+    SQLAlchemy URL (``sqlite:///abs/run.db``, ``sqlite://`` in memory,
+    ``postgresql+psycopg://user@host/db``). Tables are created on open. Screenshots go to
+    ``screenshot_dir``, by default ``screenshots/`` next to a SQLite file; in-memory and
+    server databases need an explicit ``screenshot_dir`` to store screenshots.
+
+    Thread-safe: one engine, one session per call; each write is one transaction. SQLite
+    runs in WAL mode with a busy timeout, and writes take the write lock up front
+    (``BEGIN IMMEDIATE``) so concurrent writers queue instead of failing.
+
+    >>> store = RunStore("sqlite://")
+    >>> rid = store.start_run("smoke", config=None)
+    >>> store.episodes(rid)
+    []
+    >>> store.close()
+    """
+
+    def __init__(
+        self,
+        url_or_path: str | os.PathLike[str],
+        *,
+        screenshot_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.url: URL = self._resolve_url(url_or_path)
+        self._is_sqlite = self.url.get_backend_name() == "sqlite"
+        self._in_memory = _is_memory_sqlite(self.url)
+        if screenshot_dir is not None:
+            self.screenshot_dir: Path | None = Path(screenshot_dir)
+        elif self._is_sqlite and not self._in_memory:
+            self.screenshot_dir = Path(str(self.url.database)).parent / SCREENSHOT_DIRNAME
+        else:
+            self.screenshot_dir = None
+        # SQLite allows one writer at a time; queueing writers of this process on a lock is
+        # cheaper than SQLite's busy-sleep. An in-memory database is one shared connection,
+        # so there every session (reads too) takes the lock.
+        self._lock = threading.RLock()
+        self._engine = self._create_engine()
+        self._write_engine = self._engine.execution_options(darwin_write=True)
+        self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+        self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False)
+        self._open_schema()
+        logger.info("opened run store %s", _describe_url(self.url))
+
+    # ----------------------------------------------------------------- opening
+
+    @classmethod
+    def for_run_dir(cls, run_dir: str | os.PathLike[str]) -> RunStore:
+        """Open (creating the directory if needed) ``<run_dir>/run.db`` + ``<run_dir>/screenshots/``."""
+        root = Path(run_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        return cls(root / DB_FILENAME, screenshot_dir=root / SCREENSHOT_DIRNAME)
+
+    @staticmethod
+    def _resolve_url(url_or_path: str | os.PathLike[str]) -> URL:
+        if isinstance(url_or_path, str) and url_or_path == ":memory:":
+            return make_url("sqlite://")
+        if isinstance(url_or_path, str) and "://" in url_or_path:
+            try:
+                url = make_url(url_or_path)
+            except sa_exc.ArgumentError as e:
+                raise StoreOpenError(
+                    f"cannot parse database URL {url_or_path!r}: {e}. Use a SQLAlchemy URL such as "
+                    "'sqlite:///path/run.db' or 'postgresql+psycopg://user@host/dbname', or a plain file path."
+                ) from e
+        else:
+            url = URL.create("sqlite", database=str(Path(url_or_path).expanduser().absolute()))
+        if url.get_backend_name() == "sqlite" and not _is_memory_sqlite(url):
+            db_path = Path(str(url.database)).expanduser()
+            parent = db_path.absolute().parent
+            if not parent.is_dir():
+                raise StoreOpenError(
+                    f"cannot open run database {str(db_path)!r}: directory {str(parent)!r} does not exist. "
+                    f"Create it first (mkdir -p {parent}) or open the run with "
+                    "RunStore.for_run_dir(run_dir), which creates the directory."
+                )
+            if db_path.is_dir():
+                raise StoreOpenError(
+                    f"cannot open run database {str(db_path)!r}: it is a directory. "
+                    f"Pass the database file instead (e.g. {db_path / DB_FILENAME}) or use "
+                    "RunStore.for_run_dir(run_dir)."
+                )
+        return url
+
+    def _create_engine(self) -> Engine:
+        url_text = _describe_url(self.url)
+        try:
+            if self._in_memory:
+                engine = create_engine(
+                    self.url, poolclass=StaticPool, connect_args={"check_same_thread": False}
+                )
+            elif self._is_sqlite:
+                engine = create_engine(
+                    self.url,
+                    connect_args={
+                        "check_same_thread": False,
+                        "timeout": _SQLITE_BUSY_TIMEOUT_MS / 1000,
+                    },
+                )
+            else:
+                engine = create_engine(self.url, pool_pre_ping=True)
+        except (sa_exc.NoSuchModuleError, ImportError) as e:
+            raise StoreOpenError(
+                f"cannot open database {url_text}: its driver is not installed ({e}). "
+                f"{_driver_hint(self.url)}, or use a SQLite path such as "
+                "RunStore.for_run_dir('runs/my_run')."
+            ) from e
+        except sa_exc.ArgumentError as e:
+            raise StoreOpenError(f"cannot open database {url_text}: {e}") from e
+        if self._is_sqlite:
+            self._configure_sqlite(engine)
+        return engine
+
+    def _configure_sqlite(self, engine: Engine) -> None:
+        in_memory = self._in_memory
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # Take transaction control from the sqlite3 module (it defers BEGIN, which breaks
+            # write-lock upgrades under concurrency); we emit BEGIN ourselves below.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            try:
+                cur.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
+                cur.execute("PRAGMA foreign_keys = ON")
+                if not in_memory:
+                    cur.execute("PRAGMA journal_mode = WAL")
+                    cur.execute("PRAGMA synchronous = NORMAL")
+            finally:
+                cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Any) -> None:
+            write = conn.get_execution_options().get("darwin_write", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def _open_schema(self) -> None:
+        url_text = _describe_url(self.url)
+        try:
+            with self._lock:
+                try:
+                    Base.metadata.create_all(self._write_engine)
+                except (sa_exc.ProgrammingError, sa_exc.IntegrityError) as e:
+                    # Another process created the tables at the same moment; check again.
+                    logger.info("retrying schema creation after a concurrent create: %s", e)
+                    Base.metadata.create_all(self._write_engine)
+                with self._write_sessions.begin() as s:
+                    row = s.get(StoreMeta, "schema_version")
+                    if row is None:
+                        s.add(StoreMeta(key="schema_version", value=str(SCHEMA_VERSION)))
+                    elif row.value != str(SCHEMA_VERSION):
+                        raise StoreOpenError(
+                            f"database {url_text} has schema version {row.value}, this darwin "
+                            f"expects {SCHEMA_VERSION}. Open it with the darwin version that wrote "
+                            "it, or start a new run directory."
+                        )
+        except StoreOpenError:
+            self._engine.dispose()
+            raise
+        except sa_exc.OperationalError as e:
+            self._engine.dispose()
+            if self._is_sqlite:
+                fix = (
+                    "Check that the file and its directory are writable by this user and the "
+                    "disk is not full, or use another run directory."
+                )
+            else:
+                fix = (
+                    "Check that the server is running and reachable from this machine, that the "
+                    "database exists and the credentials are right (pass passwords via the URL "
+                    "from an environment variable), or use a SQLite path such as "
+                    "RunStore.for_run_dir('runs/my_run')."
+                )
+            raise StoreOpenError(f"cannot open database {url_text}: {e.orig or e}. {fix}") from e
+        except sa_exc.DBAPIError as e:
+            self._engine.dispose()
+            raise StoreOpenError(f"cannot open database {url_text}: {e.orig or e}") from e
+
+    def close(self) -> None:
+        """Release all connections (SQLite checkpoints its WAL into ``run.db`` on the last close)."""
+        self._engine.dispose()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RunStore({_describe_url(self.url)!r})"
+
+    # ----------------------------------------------------------------- sessions
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        """One write transaction: commits on success, rolls everything back on any error."""
+        lock = self._lock if self._is_sqlite else None
+        if lock is not None:
+            lock.acquire()
+        try:
+            with self._write_sessions.begin() as s:
+                yield s
+        finally:
+            if lock is not None:
+                lock.release()
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        lock = self._lock if self._in_memory else None
+        if lock is not None:
+            lock.acquire()
+        try:
+            with self._sessions.begin() as s:
+                yield s
+        finally:
+            if lock is not None:
+                lock.release()
+
+    # ----------------------------------------------------------------- screenshots
+
+    def put_screenshot(self, image: bytes | np.ndarray) -> str:
+        """Store a screenshot (PNG bytes or ``(H, W, 3)`` uint8 array) once; return its relative path.
+
+        The file is ``<screenshot_dir>/<sha[:2]>/<sha>.png`` with ``sha`` the SHA-256 of the
+        PNG bytes, written via a temporary file and an atomic rename; identical bytes map to
+        the same file, which is written only once.
+        """
+        if self.screenshot_dir is None:
+            raise StoreError(
+                f"store {_describe_url(self.url)} has no screenshot directory. Pass "
+                "screenshot_dir=... to RunStore, or use RunStore.for_run_dir(run_dir)."
+            )
+        if isinstance(image, np.ndarray):
+            png = encode_png(image)
+        elif isinstance(image, bytes | bytearray | memoryview):
+            png = bytes(image)
+            if not png.startswith(_PNG_SIGNATURE):
+                raise ValueError("screenshot bytes are not a PNG (missing the PNG signature)")
+        else:
+            raise TypeError(
+                f"screenshot must be PNG bytes or a numpy array, got {type(image).__name__}"
+            )
+        digest = hashlib.sha256(png).hexdigest()
+        rel = f"{digest[:2]}/{digest}.png"
+        final = self.screenshot_dir / rel
+        if final.is_file() and final.stat().st_size == len(png):
+            return rel
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=final.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(png)
+            os.replace(tmp_name, final)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+        return rel
+
+    def screenshot_file(self, rel_path: str) -> Path:
+        """The absolute path of a stored screenshot given its relative path from a :class:`StepRow`."""
+        if self.screenshot_dir is None:
+            raise StoreError(f"store {_describe_url(self.url)} has no screenshot directory")
+        return self.screenshot_dir / rel_path
+
+    def load_screenshot(self, rel_path: str) -> np.ndarray:
+        """Decode a stored screenshot back to an ``(H, W, 3)`` uint8 array."""
+        with Image.open(self.screenshot_file(rel_path)) as im:
+            return np.asarray(im.convert("RGB"), dtype=np.uint8)
+
+    # ----------------------------------------------------------------- writes
+
+    def start_run(
+        self,
+        name: str,
+        config: BaseModel | DataclassInstance | None = None,
+        *,
+        run_id: str | None = None,
+    ) -> str:
+        """Record a new run and return its id; ``config`` (pydantic model or dataclass) is redacted.
+
+        Passing the ``run_id`` of an existing run resumes it (nothing is changed).
+        """
+        config_json = None if config is None else redact_secrets(_config_to_json(config))
+        rid = run_id or uuid.uuid4().hex
+        with self._write() as s:
+            existing = s.get(RunModel, rid)
+            if existing is not None:
+                logger.info("resuming run %s (%s)", rid, existing.name)
+                return rid
+            s.add(
+                RunModel(
+                    id=rid, name=_clean_text(name) or "", created_at=_now(), config=config_json
+                )
+            )
+        logger.info("started run %s (%s)", rid, name)
+        return rid
+
+    def record_task(self, task: Task) -> None:
+        """Insert or update a task (idempotent; the latest definition of an id wins)."""
+        with self._write() as s:
+            self._upsert_task(s, task)
+
+    def _upsert_task(self, s: Session, task: Task) -> None:
+        values = {
+            "id": task.id,
+            "instruction": _clean_text(task.instruction) or "",
+            "app": task.app,
+            "source": task.source,
+            "task_json": task.model_dump_json(),
+            "updated_at": _now(),
+        }
+        dialect = self._engine.dialect.name
+        if dialect in ("sqlite", "postgresql"):
+            ins = sqlite_insert(TaskModel) if dialect == "sqlite" else pg_insert(TaskModel)
+            stmt = ins.values(**values)
+            changed = stmt.excluded.task_json != TaskModel.task_json
+            stmt = stmt.on_conflict_do_update(
+                index_elements=[TaskModel.id],
+                set_={k: stmt.excluded[k] for k in values if k != "id"},
+                where=changed,
+            )
+            s.execute(stmt)
+            return
+        existing = s.get(TaskModel, task.id)
+        if existing is None:
+            s.add(TaskModel(**values))
+        elif existing.task_json != values["task_json"]:
+            for k, v in values.items():
+                setattr(existing, k, v)
+
+    def start_episode(
+        self, run_id: str, episode_id: str, task: Task, phone: str, seed: int | None = None
+    ) -> None:
+        """Record the start of an episode (also records ``task``); episode ids are unique."""
+        with self._write() as s:
+            if s.get(RunModel, run_id) is None:
+                raise StoreError(
+                    f"cannot start episode {episode_id!r}: run {run_id!r} does not exist; call start_run first"
+                )
+            if s.get(EpisodeModel, episode_id) is not None:
+                raise StoreError(
+                    f"episode {episode_id!r} already exists; every episode needs a fresh id (e.g. uuid4().hex)"
+                )
+            self._upsert_task(s, task)
+            s.add(
+                EpisodeModel(
+                    id=episode_id,
+                    run_id=run_id,
+                    task_id=task.id,
+                    phone=_clean_text(phone) or "",
+                    seed=seed,
+                    started_at=_now(),
+                )
+            )
+
+    def record_step(
+        self, transition: Transition, screenshot_png: bytes | np.ndarray | None = None
+    ) -> None:
+        """Record one transition, with an optional screenshot (PNG bytes or the observation array).
+
+        Pass ``transition.observation.screenshot`` to keep what the agent saw, or the device's
+        raw PNG. Raises :class:`StoreError` if the episode was not started or the
+        ``(phase, step)`` was already recorded (nothing is written then).
+        """
+        shot = None if screenshot_png is None else self.put_screenshot(screenshot_png)
+        with self._write() as s:
+            if s.get(EpisodeModel, transition.episode_id) is None:
+                raise StoreError(
+                    f"cannot record step {transition.step} of episode {transition.episode_id!r}: "
+                    "the episode does not exist; call start_episode first"
+                )
+            s.add(self._step_model(transition, shot))
+            try:
+                s.flush()
+            except sa_exc.IntegrityError as e:
+                raise StoreError(
+                    f"step {transition.step} ({transition.phase.value}) of episode "
+                    f"{transition.episode_id!r} is already recorded; a transition is stored once"
+                ) from e
+
+    @staticmethod
+    def _step_model(t: Transition, screenshot_path: str | None) -> StepModel:
+        d = t.decision
+        g = d.generation
+        return StepModel(
+            episode_id=t.episode_id,
+            step=t.step,
+            phase=t.phase.value,
+            action_type=None if d.action is None else d.action.type,
+            action_json=None if d.action is None else d.action.model_dump_json(),
+            parse_error_reason=None
+            if d.parse_error is None
+            else _clean_text(d.parse_error.reason, MAX_TEXT_CHARS),
+            parse_error_text=None if d.parse_error is None else _clean_text(d.parse_error.text),
+            response_text=None if g is None else _clean_text(g.text, MAX_TEXT_CHARS),
+            prompt_tokens=None if g is None else len(g.prompt_ids),
+            response_tokens=None if g is None else len(g.response_ids),
+            policy_version=None if g is None else g.policy_version,
+            reward=float(t.reward),
+            done=bool(t.done),
+            termination_reason=None if t.termination is None else t.termination.reason.value,
+            termination_cause=""
+            if t.termination is None
+            else _clean_text(t.termination.cause, MAX_TEXT_CHARS) or "",
+            screenshot_path=screenshot_path,
+            created_at=_now(),
+        )
+
+    def record_verdict(
+        self,
+        episode_id: str,
+        phase: Phase,
+        verifier_kind: str,
+        success: bool | None,
+        reward: float | None,
+        reason: str = "",
+    ) -> None:
+        """Record a verifier's verdict on one phase (``success=None``: unverified, never a 0 or 1)."""
+        with self._write() as s:
+            if s.get(EpisodeModel, episode_id) is None:
+                raise StoreError(
+                    f"cannot record a verdict for episode {episode_id!r}: it does not exist; call start_episode first"
+                )
+            s.add(
+                VerdictModel(
+                    episode_id=episode_id,
+                    phase=Phase(phase).value,
+                    verifier_kind=verifier_kind,
+                    success=success,
+                    reward=None if reward is None else float(reward),
+                    reason=_clean_text(reason, MAX_TEXT_CHARS) or "",
+                    created_at=_now(),
+                )
+            )
+
+    def finish_episode(self, trajectory: Trajectory) -> None:
+        """Record how an episode ended: termination, success per phase, step count.
+
+        Transitions of ``trajectory`` not yet recorded with :meth:`record_step` are recorded
+        here (without screenshots) in the same transaction, so nothing completed is lost.
+        """
+        term = trajectory.termination
+        if term is None:
+            raise StoreError(
+                f"cannot finish episode {trajectory.episode_id!r}: the trajectory has no termination yet"
+            )
+        with self._write() as s:
+            ep = s.get(EpisodeModel, trajectory.episode_id)
+            if ep is None:
+                raise StoreError(
+                    f"cannot finish episode {trajectory.episode_id!r}: it does not exist; call start_episode first"
+                )
+            recorded = {
+                (phase, step)
+                for phase, step in s.execute(
+                    select(StepModel.phase, StepModel.step).where(StepModel.episode_id == ep.id)
+                )
+            }
+            missing = [t for t in trajectory.transitions if (t.phase.value, t.step) not in recorded]
+            for t in missing:
+                s.add(self._step_model(t, None))
+            if missing:
+                logger.debug("episode %s: recorded %d steps at finish", ep.id, len(missing))
+            ep.ended_at = _now()
+            ep.termination_reason = term.reason.value
+            ep.termination_cause = _clean_text(term.cause, MAX_TEXT_CHARS) or ""
+            ep.success = trajectory.success
+            ep.num_steps = len(trajectory.transitions)
+            ep.phase_success = {Phase(p).value: v for p, v in trajectory.phase_success.items()}
+
+    # ----------------------------------------------------------------- queries
+
+    def runs(self) -> list[RunRow]:
+        """All runs, oldest first."""
+        with self._read() as s:
+            rows = s.scalars(select(RunModel).order_by(RunModel.created_at, RunModel.id)).all()
+            return [
+                RunRow(run_id=r.id, name=r.name, created_at=r.created_at, config=r.config)
+                for r in rows
+            ]
+
+    def task(self, task_id: str) -> Task | None:
+        """The stored definition of a task, or ``None``."""
+        with self._read() as s:
+            row = s.get(TaskModel, task_id)
+            return None if row is None else Task.model_validate_json(row.task_json)
+
+    def episodes(self, run_id: str) -> list[EpisodeRow]:
+        """Episodes of a run in start order."""
+        with self._read() as s:
+            rows = s.scalars(
+                select(EpisodeModel)
+                .where(EpisodeModel.run_id == run_id)
+                .order_by(EpisodeModel.started_at, EpisodeModel.id)
+            ).all()
+            return [
+                EpisodeRow(
+                    episode_id=r.id,
+                    run_id=r.run_id,
+                    task_id=r.task_id,
+                    phone=r.phone,
+                    seed=r.seed,
+                    started_at=r.started_at,
+                    ended_at=r.ended_at,
+                    termination_reason=_enum_or_none(TerminationReason, r.termination_reason),
+                    termination_cause=r.termination_cause,
+                    success=r.success,
+                    num_steps=r.num_steps,
+                    phase_success={Phase(k): v for k, v in (r.phase_success or {}).items()},
+                )
+                for r in rows
+            ]
+
+    def steps(self, episode_id: str) -> list[StepRow]:
+        """Steps of an episode in the order they were recorded."""
+        with self._read() as s:
+            rows = s.scalars(
+                select(StepModel).where(StepModel.episode_id == episode_id).order_by(StepModel.id)
+            ).all()
+            return [
+                StepRow(
+                    episode_id=r.episode_id,
+                    step=r.step,
+                    phase=Phase(r.phase),
+                    action_json=r.action_json,
+                    parse_error=None
+                    if r.parse_error_reason is None
+                    else ParseError(reason=r.parse_error_reason, text=r.parse_error_text or ""),
+                    response_text=r.response_text,
+                    prompt_tokens=r.prompt_tokens,
+                    response_tokens=r.response_tokens,
+                    policy_version=r.policy_version,
+                    reward=r.reward,
+                    done=r.done,
+                    termination_reason=_enum_or_none(TerminationReason, r.termination_reason),
+                    termination_cause=r.termination_cause,
+                    screenshot_path=r.screenshot_path,
+                )
+                for r in rows
+            ]
+
+    def verdicts(self, episode_id: str) -> list[VerdictRow]:
+        """Verdicts of an episode in the order they were recorded."""
+        with self._read() as s:
+            rows = s.scalars(
+                select(VerdictModel)
+                .where(VerdictModel.episode_id == episode_id)
+                .order_by(VerdictModel.id)
+            ).all()
+            return [
+                VerdictRow(
+                    episode_id=r.episode_id,
+                    phase=Phase(r.phase),
+                    verifier_kind=r.verifier_kind,
+                    success=r.success,
+                    reward=r.reward,
+                    reason=r.reason,
+                    created_at=r.created_at,
+                )
+                for r in rows
+            ]
+
+    def success_by_task(self, run_id: str) -> dict[str, SuccessStats]:
+        """Outcome counts per task id for a run (see :class:`SuccessStats` for the buckets)."""
+        e = EpisodeModel
+        reason = func.coalesce(e.termination_reason, "")
+        infra = reason == TerminationReason.INFRA_TRUNCATED.value
+        error = reason == TerminationReason.ERROR.value
+        unfinished = e.ended_at.is_(None)
+        judged = ~infra & ~error & ~unfinished
+
+        def count(cond: Any) -> Any:
+            return func.coalesce(func.sum(case((cond, 1), else_=0)), 0)
+
+        stmt = (
+            select(
+                e.task_id,
+                func.count(),
+                count(judged & (e.success.is_(True))),
+                count(judged & (e.success.is_(False))),
+                count(judged & e.success.is_(None)),
+                count(infra & ~unfinished),
+                count(error & ~unfinished),
+                count(unfinished),
+            )
+            .where(e.run_id == run_id)
+            .group_by(e.task_id)
+            .order_by(e.task_id)
+        )
+        with self._read() as s:
+            return {
+                task_id: SuccessStats(
+                    episodes=int(n),
+                    successes=int(ok),
+                    failures=int(bad),
+                    unverified=int(unv),
+                    infra_truncated=int(inf),
+                    errors=int(err),
+                    unfinished=int(unf),
+                )
+                for task_id, n, ok, bad, unv, inf, err, unf in s.execute(stmt)
+            }
+
+
+__all__ = [
+    "Base",
+    "EpisodeModel",
+    "EpisodeRow",
+    "RunModel",
+    "RunRow",
+    "RunStore",
+    "SCHEMA_VERSION",
+    "StepModel",
+    "StepRow",
+    "StoreError",
+    "StoreMeta",
+    "StoreOpenError",
+    "SuccessStats",
+    "TaskModel",
+    "VerdictModel",
+    "VerdictRow",
+    "encode_png",
+    "is_secret_name",
+    "is_secret_value",
+    "redact_secrets",
+]

@@ -1,0 +1,241 @@
+"""Core data types that travel between phones, agents, workflows, the buffer and the learner.
+
+Tasks and verifier specs are pydantic models (validated when built, JSON round-trip);
+observations, transitions and trajectories are plain dataclasses because they carry
+numpy screenshots and token arrays.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+
+from darwin.actions import Action
+
+
+class TaskDefinitionError(ValueError):
+    """A task definition is invalid; the message names the task, the field and the fix."""
+
+
+class VerifierSpec(BaseModel):
+    """Which check decides success: a named rule predicate over phone state, with its parameters.
+
+    ``params`` is validated against the predicate's own parameter model when the task is
+    registered (see :mod:`darwin.tasks`), so a typo fails at build time, not mid-run.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["rule"] = "rule"
+    predicate: str = Field(min_length=1, description="registered predicate name, e.g. 'settings.dark_theme'")
+    params: dict[str, JsonValue] = Field(default_factory=dict, description="predicate parameters")
+
+
+class PhaseSpec(BaseModel):
+    """One optional lifecycle phase (setup or teardown): an instruction and its own check."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    instruction: str = Field(min_length=1)
+    verifier: VerifierSpec
+    step_budget: int = Field(default=16, ge=1, le=256)
+
+
+class Lifecycle(BaseModel):
+    """Task Lifecycle Protocol (paper section 3.3): setup -> execution -> teardown, success-gated."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    setup: PhaseSpec | None = None
+    teardown: PhaseSpec | None = None
+
+
+class Task(BaseModel):
+    """A natural-language goal with the metadata needed to run and verify it.
+
+    >>> from darwin.types import Task, VerifierSpec
+    >>> t = Task(id="settings_dark", instruction="Turn on dark theme.", app="Settings",
+    ...          verifier=VerifierSpec(predicate="settings.dark_theme", params={"enabled": True}))
+    >>> t.step_budget
+    32
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    instruction: str = Field(min_length=1)
+    app: str = Field(min_length=1, description="app name as shown on the launcher")
+    language: Literal["ENG", "CHN"] = "ENG"
+    difficulty: int = Field(default=1, ge=1, le=3)
+    golden_steps: int | None = Field(default=None, ge=1, description="human step count")
+    step_budget: int = Field(default=32, ge=1, le=1024, description="horizon of the execution phase")
+    verifier: VerifierSpec
+    lifecycle: Lifecycle | None = None
+    key_components: tuple[str, ...] = ()
+    source: str = Field(default="darwin", description="where the task comes from (e.g. 'spa-bench')")
+
+    @field_validator("instruction")
+    @classmethod
+    def _strip(cls, v: str) -> str:
+        return v.strip()
+
+    def phases(self) -> list[tuple[Phase, str, VerifierSpec, int]]:
+        """The phases to run in order as ``(phase, instruction, verifier, step_budget)``."""
+        out: list[tuple[Phase, str, VerifierSpec, int]] = []
+        lc = self.lifecycle
+        if lc is not None and lc.setup is not None:
+            out.append((Phase.SETUP, lc.setup.instruction, lc.setup.verifier, lc.setup.step_budget))
+        out.append((Phase.EXECUTION, self.instruction, self.verifier, self.step_budget))
+        if lc is not None and lc.teardown is not None:
+            out.append(
+                (Phase.TEARDOWN, lc.teardown.instruction, lc.teardown.verifier, lc.teardown.step_budget)
+            )
+        return out
+
+
+class Phase(str, enum.Enum):
+    """Lifecycle phase a step belongs to."""
+
+    SETUP = "setup"
+    EXECUTION = "execution"
+    TEARDOWN = "teardown"
+
+
+class TerminationReason(str, enum.Enum):
+    """Why an episode (or phase) ended."""
+
+    SUCCESS = "success"
+    """The verifier confirmed the goal before the agent stopped."""
+    AGENT_FINISHED = "agent_finished"
+    """The agent emitted ``finished``/``answer``; the verdict says whether it was right."""
+    STEP_BUDGET = "step_budget"
+    """The phase exhausted its step budget (a time limit: truncation, not failure by itself)."""
+    INFRA_TRUNCATED = "infra_truncated"
+    """The phone or its connection failed; never a reward, always with a cause."""
+    ERROR = "error"
+    """A bug in the workflow, agent or verifier; recorded with the exception text."""
+
+
+@dataclass(frozen=True)
+class Termination:
+    """How an episode ended; ``cause`` is required for infrastructure truncations and errors."""
+
+    reason: TerminationReason
+    cause: str = ""
+
+    def __post_init__(self) -> None:
+        if self.reason in (TerminationReason.INFRA_TRUNCATED, TerminationReason.ERROR) and not self.cause:
+            raise ValueError(f"termination {self.reason.value!r} needs a cause")
+
+    @property
+    def truncated(self) -> bool:
+        """True when the episode was cut short rather than ended by the task (gym semantics)."""
+        return self.reason in (TerminationReason.STEP_BUDGET, TerminationReason.INFRA_TRUNCATED)
+
+
+class ParseError(BaseModel):
+    """Model text that could not be turned into an action. A value, never raised."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: str
+    text: str = Field(default="", description="the offending text, truncated to 500 characters")
+
+    @field_validator("text")
+    @classmethod
+    def _truncate(cls, v: str) -> str:
+        return v[:500]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What an agent sees at one step: the screenshot and the goal (pixels and text only).
+
+    ``screenshot`` is an ``(H, W, 3)`` uint8 array at agent resolution; ``device_size`` is
+    the phone's real ``(width, height)`` in pixels, which action coordinates refer to.
+    """
+
+    screenshot: np.ndarray
+    goal: str
+    device_size: tuple[int, int]
+    task_id: str = ""
+    phase: Phase = Phase.EXECUTION
+    step: int = 0
+
+    def __post_init__(self) -> None:
+        s = self.screenshot
+        if s.dtype != np.uint8 or s.ndim != 3 or s.shape[2] != 3:
+            raise ValueError(f"screenshot must be (H, W, 3) uint8, got {s.shape} {s.dtype}")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A policy's sampled response with what training needs (token ids, log-probs, version)."""
+
+    text: str
+    prompt_ids: tuple[int, ...] = ()
+    response_ids: tuple[int, ...] = ()
+    response_logprobs: tuple[float, ...] = ()
+    policy_version: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One step's choice: the action (or a parse error) and the generation behind it, if any."""
+
+    action: Action | None
+    parse_error: ParseError | None = None
+    generation: Generation | None = None
+
+    def __post_init__(self) -> None:
+        if (self.action is None) == (self.parse_error is None):
+            raise ValueError("a Decision holds exactly one of action or parse_error")
+
+
+@dataclass(frozen=True)
+class Transition:
+    """The atomic data unit: one step of one episode (paper section 3.4)."""
+
+    episode_id: str
+    task_id: str
+    step: int
+    phase: Phase
+    observation: Observation
+    decision: Decision
+    reward: float = 0.0
+    done: bool = False
+    termination: Termination | None = None
+
+
+@dataclass
+class Trajectory:
+    """All transitions of one episode in time order, plus how it ended and its verdicts."""
+
+    episode_id: str
+    task: Task
+    transitions: list[Transition] = field(default_factory=list)
+    termination: Termination | None = None
+    phase_success: dict[Phase, bool | None] = field(default_factory=dict)
+
+    @property
+    def success(self) -> bool | None:
+        """Execution-phase verdict (``None`` if it never ran or was unverifiable)."""
+        return self.phase_success.get(Phase.EXECUTION)
+
+    @property
+    def completed(self) -> bool:
+        return self.termination is not None
+
+    def __len__(self) -> int:
+        return len(self.transitions)
+
+
+__all__ = [
+    "Decision", "Generation", "Lifecycle", "Observation", "ParseError", "Phase", "PhaseSpec",
+    "Task", "TaskDefinitionError", "Termination", "TerminationReason", "Trajectory", "Transition",
+    "VerifierSpec",
+]

@@ -1,0 +1,21 @@
+"""The apps installed on every SimPhone (one module per app)."""
+
+from __future__ import annotations
+
+from darwin.envs.sim.apps.amazon import AmazonApp
+from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.apps.booking import BookingApp
+from darwin.envs.sim.apps.chrome import ChromeApp
+from darwin.envs.sim.apps.clock import ClockApp
+from darwin.envs.sim.apps.dictionary import DictionaryApp
+from darwin.envs.sim.apps.play import PlayApp
+from darwin.envs.sim.apps.settings import SettingsApp
+from darwin.envs.sim.apps.x import XApp
+
+
+def default_apps() -> list[SimApp]:
+    """Fresh instances of the built-in apps, in canonical launcher order."""
+    return [AmazonApp(), BookingApp(), ChromeApp(), ClockApp(), SettingsApp(), DictionaryApp(), PlayApp(), XApp()]
+
+
+__all__ = ["AppContext", "SimApp", "default_apps"]

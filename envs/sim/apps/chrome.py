@@ -1,0 +1,188 @@
+"""Chrome: omnibox search, tab switcher with 'Close all tabs'."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.predicates import (
+    Check,
+    NoParams,
+    PredicateParams,
+    data,
+    norm,
+    on_screen,
+    predicate,
+)
+from darwin.envs.sim.ui import UI, Row
+
+SEED_TABS = ("weather today", "news", "football scores", "pasta recipe", "train times", "best laptops 2026")
+SHORTCUTS = ("YouTube", "Wikipedia", "Gmail", "Maps")
+
+
+class ChromeApp(SimApp):
+    """A browser with tabs: the omnibox searches in the current tab."""
+
+    id = "chrome"
+    label = "Chrome"
+    package = "com.android.chrome"
+    activity = "com.google.android.apps.chrome.Main"
+    color = (66, 133, 244)
+    glyph = "C"
+    aliases = ("google chrome", "browser")
+    root_screen = "browser"
+
+    def initial_data(self, rng: random.Random) -> dict[str, Any]:
+        queries = rng.sample(SEED_TABS, k=rng.randint(2, 4))
+        return {"tabs": [{"query": q} for q in queries], "current": len(queries) - 1, "history": []}
+
+    def popup(self) -> tuple[str, str, str]:
+        return ("Make Chrome your own", "Sign in to sync your bookmarks, passwords and more.", "No thanks")
+
+    def build(self, ui: UI, ctx: AppContext) -> None:
+        name = ctx.screen["name"]
+        d = ctx.data
+        if name == "browser":
+            current = d["current"] if d["tabs"] else None
+            query = d["tabs"][current]["query"] if current is not None else ""
+            ui.app_bar("Chrome", actions=[
+                ("chrome.tab_switcher", str(len(d["tabs"])), ctx.pusher("tabs")),
+                ("chrome.menu", "menu", ctx.pusher("menu")),
+            ])
+            ctx.text_field(ui, "chrome.omnibox", "Search or type web address", on_submit=self._search(ctx))
+            if query:
+                ui.label("chrome.page_title", f"{query} - Google Search", role="text")
+                results = [f"{query.title()} - Wikipedia", f"{query.title()} - Official site", f"Images for {query}", f"{query.title()} - News", f"Videos: {query}"]
+                rows = [Row(f"chrome.result.{i}", r, f"www.example{i}.com") for i, r in enumerate(results)]
+                ui.list("results", ctx.scroll_offset("results"), rows)
+            else:
+                ui.title("Google", size="large")
+                for i, s in enumerate(SHORTCUTS):
+                    ui.row(f"chrome.shortcut.{i}", s, glyph=s[0])
+        elif name == "tabs":
+            n = len(d["tabs"])
+            ui.app_bar(f"{n} open tab{'s' if n != 1 else ''}", on_back=ctx.popper(), actions=[
+                ("chrome.new_tab", "+", self._new_tab(ctx)),
+                ("chrome.tabs_menu", "menu", lambda: ctx.replace("tabs", menu=True)),
+            ])
+            if n == 0:
+                ui.label("chrome.no_tabs", "No open tabs")
+            rows = [
+                Row(f"chrome.tab.{i}", t["query"] or "New tab", "Google Search" if t["query"] else "chrome://newtab",
+                    on_tap=self._select_tab(ctx, i), trailing="Close", on_trailing=self._close_tab(ctx, i))
+                for i, t in enumerate(d["tabs"])
+            ]
+            ui.list("tabs", ctx.scroll_offset("tabs"), rows)
+            if ctx.screen.get("menu"):
+                ui.dialog("chrome.tabs_menu_dialog", "Tabs", "Manage your open tabs.", [
+                    ("chrome.menu.cancel", "Cancel", lambda: ctx.replace("tabs")),
+                    ("chrome.menu.close_all", "Close all tabs", lambda: ctx.replace("tabs", confirm=True)),
+                ])
+            elif ctx.screen.get("confirm"):
+                ui.dialog("chrome.confirm_dialog", "Close all tabs?", f"This closes {n} tab{'s' if n != 1 else ''}.", [
+                    ("chrome.confirm.cancel", "Cancel", lambda: ctx.replace("tabs")),
+                    ("chrome.confirm.close_all", "Close all", self._close_all(ctx)),
+                ])
+        elif name == "menu":
+            ui.app_bar("Chrome menu", on_back=ctx.popper())
+            ui.row("chrome.menu.new_tab", "New tab", on_tap=self._new_tab(ctx))
+            ui.row("chrome.menu.incognito", "New Incognito tab", on_tap=lambda: ctx.toast("Incognito is disabled"))
+            ui.row("chrome.menu.history", "History", on_tap=ctx.pusher("history"))
+            ui.row("chrome.menu.bookmarks", "Bookmarks")
+            ui.row("chrome.menu.settings", "Settings")
+        elif name == "history":
+            ui.app_bar("History", on_back=ctx.popper())
+            if not d["history"]:
+                ui.label("chrome.history_empty", "Your history appears here")
+            for i, q in enumerate(d["history"][:8]):
+                ui.row(f"chrome.history.{i}", q, "Google Search")
+        else:
+            raise ValueError(f"chrome: unknown screen {name!r}")
+
+    def handle_back(self, ctx: AppContext) -> bool:
+        if ctx.screen["name"] == "tabs" and (ctx.screen.get("menu") or ctx.screen.get("confirm")):
+            ctx.replace("tabs")
+            return True
+        return False
+
+    @staticmethod
+    def _search(ctx: AppContext):
+        def submit(query: str) -> None:
+            q = query.strip()
+            if not q:
+                return
+            d = ctx.data
+            if not d["tabs"]:
+                d["tabs"].append({"query": q})
+                d["current"] = 0
+            else:
+                d["tabs"][d["current"]]["query"] = q
+            d["history"] = ([q] + d["history"])[:20]
+            ctx.set_field("chrome.omnibox", "")
+            ctx.phone.state["focus"] = None
+
+        return submit
+
+    @staticmethod
+    def _new_tab(ctx: AppContext):
+        def new_tab() -> None:
+            ctx.data["tabs"].append({"query": ""})
+            ctx.data["current"] = len(ctx.data["tabs"]) - 1
+            ctx.reset_to("browser")
+
+        return new_tab
+
+    @staticmethod
+    def _select_tab(ctx: AppContext, i: int):
+        def select() -> None:
+            ctx.data["current"] = i
+            ctx.reset_to("browser")
+
+        return select
+
+    @staticmethod
+    def _close_tab(ctx: AppContext, i: int):
+        def close() -> None:
+            tabs = ctx.data["tabs"]
+            del tabs[i]
+            ctx.data["current"] = min(ctx.data["current"], len(tabs) - 1) if tabs else 0
+
+        return close
+
+    @staticmethod
+    def _close_all(ctx: AppContext):
+        def close_all() -> None:
+            ctx.data["tabs"] = []
+            ctx.data["current"] = 0
+            ctx.reset_to("browser")
+
+        return close_all
+
+
+class Query(PredicateParams):
+    query: str
+
+    def texts(self) -> list[str]:
+        return [self.query]
+
+
+@predicate("chrome.search_results", Query)
+def search_results(state: dict[str, Any], p: Query) -> Check:
+    """Chrome shows the Google results for ``query`` in the current tab."""
+    d = data(state, "chrome")
+    ok = on_screen(state, "chrome", "browser") and bool(d["tabs"]) and norm(d["tabs"][d["current"]]["query"]) == norm(p.query)
+    return Check.of(0 if ok else 1)
+
+
+@predicate("chrome.no_tabs", NoParams)
+def no_tabs(state: dict[str, Any], p: NoParams) -> Check:
+    """Chrome has no open tabs."""
+    return Check.of(0 if not data(state, "chrome")["tabs"] else 1)
+
+
+@predicate("chrome.tab_with_query", Query)
+def tab_with_query(state: dict[str, Any], p: Query) -> Check:
+    """Some Chrome tab shows the results for ``query``."""
+    ok = any(norm(t["query"]) == norm(p.query) for t in data(state, "chrome")["tabs"])
+    return Check.of(0 if ok else 1)

@@ -1,0 +1,143 @@
+"""Settings: notifications (notification history) and display (dark theme), plus distractors."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.predicates import Check, PredicateParams, data, predicate
+from darwin.envs.sim.ui import UI, Row
+
+MAIN_ENTRIES = (
+    ("network", "Network & internet", "Wi-Fi, mobile, data usage", "W"),
+    ("devices", "Connected devices", "Bluetooth, pairing", "B"),
+    ("apps", "Apps", "Recent apps, default apps", "A"),
+    ("notifications", "Notifications", "Notification history, conversations", "N"),
+    ("battery", "Battery", "100%", "b"),
+    ("storage", "Storage", "38% used - 79 GB free", "S"),
+    ("sound", "Sound & vibration", "Volume, haptics, Do Not Disturb", "s"),
+    ("display", "Display", "Dark theme, font size, brightness", "D"),
+    ("wallpaper", "Wallpaper & style", "Colours, themed icons", "w"),
+    ("accessibility", "Accessibility", "Display, interaction, audio", "a"),
+    ("security", "Security & privacy", "App security, device lock", "L"),
+    ("location", "Location", "On - 3 apps have access", "l"),
+    ("system", "System", "Languages, gestures, time, backup", "i"),
+)
+GENERIC_TOGGLES = {
+    "network": ("Wi-Fi", "Mobile data", "Airplane mode"),
+    "devices": ("Bluetooth", "NFC"),
+    "battery": ("Battery Saver", "Adaptive Battery"),
+    "sound": ("Vibrate for calls", "Touch sounds"),
+    "location": ("Use location",),
+    "accessibility": ("Color inversion", "Extra dim"),
+    "security": ("Show passwords",),
+    "wallpaper": ("Themed icons",),
+    "system": ("Automatic updates",),
+    "apps": ("Show system apps",),
+    "storage": ("Storage manager",),
+}
+APPS_WITH_NOTIFICATIONS = ("Amazon Shopping", "Booking.com", "Chrome", "Clock", "Google Play Store", "X")
+TIMEOUTS = ("15 seconds", "30 seconds", "1 minute", "2 minutes", "5 minutes", "10 minutes", "30 minutes")
+
+
+class SettingsApp(SimApp):
+    """The system Settings app; its data also holds phone-wide settings (dark theme)."""
+
+    id = "settings"
+    label = "Settings"
+    package = "com.android.settings"
+    activity = "com.android.settings.Settings"
+    color = (96, 125, 139)
+    glyph = "S"
+    aliases = ("system settings",)
+
+    def initial_data(self, rng: random.Random) -> dict[str, Any]:
+        return {
+            "dark_theme": False,
+            "notification_history": False,
+            "hide_silent": rng.random() < 0.5,
+            "notification_dots": True,
+            "adaptive_brightness": True,
+            "screen_timeout": "30 seconds",
+            "app_notifications": {name: True for name in APPS_WITH_NOTIFICATIONS},
+            "toggles": {f"{k}:{t}": rng.random() < 0.5 for k, ts in GENERIC_TOGGLES.items() for t in ts},
+        }
+
+    def popup(self) -> None:
+        return None  # the system app never nags
+
+    def build(self, ui: UI, ctx: AppContext) -> None:
+        name = ctx.screen["name"]
+        d = ctx.data
+        if name == "home":
+            ui.app_bar("Settings")
+            rows = [Row(f"settings.{key}", title, sub, on_tap=ctx.pusher(key if key in ("notifications", "display") else "generic", section=key), glyph=g) for key, title, sub, g in MAIN_ENTRIES]
+            ui.list("main", ctx.scroll_offset("main"), rows)
+        elif name == "notifications":
+            ui.app_bar("Notifications", on_back=ctx.popper())
+            ui.row("settings.app_notifications", "App notifications", "Control notifications from individual apps", on_tap=ctx.pusher("app_notifications"))
+            ui.row("settings.notification_history", "Notification history", "Show recent and snoozed notifications", on_tap=ctx.pusher("notification_history"))
+            ui.row("settings.conversations", "Conversations", "No priority conversations")
+            ui.toggle_row("settings.hide_silent", "Hide silent notifications in status bar", d["hide_silent"], _flip(d, "hide_silent"))
+            ui.toggle_row("settings.dots", "Notification dot on app icon", d["notification_dots"], _flip(d, "notification_dots"))
+        elif name == "notification_history":
+            ui.app_bar("Notification history", on_back=ctx.popper())
+            ui.toggle_row("settings.use_notification_history", "Use notification history", d["notification_history"], _flip(d, "notification_history"))
+            ui.label("settings.history_hint", "Recent notifications appear here" if d["notification_history"] else "Turn on notification history to see recent\nand snoozed notifications", h=160)
+        elif name == "app_notifications":
+            ui.app_bar("App notifications", on_back=ctx.popper())
+            rows = [Row(f"settings.notif.{app}", app, checked=on, on_tap=_flip(d["app_notifications"], app)) for app, on in d["app_notifications"].items()]
+            ui.list("apps", ctx.scroll_offset("apps"), rows)
+        elif name == "display":
+            ui.app_bar("Display", on_back=ctx.popper())
+            ui.title("Appearance", size="small")
+            ui.toggle_row("settings.dark_theme", "Dark theme", d["dark_theme"], _flip(d, "dark_theme"), subtitle="Use dark background")
+            ui.row("settings.font_size", "Font size and text", "Default")
+            ui.title("Brightness", size="small")
+            ui.toggle_row("settings.adaptive_brightness", "Adaptive brightness", d["adaptive_brightness"], _flip(d, "adaptive_brightness"))
+            ui.row("settings.screen_timeout", "Screen timeout", d["screen_timeout"], on_tap=ctx.pusher("timeout"))
+        elif name == "timeout":
+            ui.app_bar("Screen timeout", on_back=ctx.popper())
+            rows = [Row(f"settings.timeout.{t}", t, checked=(d["screen_timeout"] == t), on_tap=_setter(d, "screen_timeout", t, ctx)) for t in TIMEOUTS]
+            ui.list("timeouts", ctx.scroll_offset("timeouts"), rows)
+        elif name == "generic":
+            section = ctx.screen["section"]
+            title = next(t for k, t, _, _ in MAIN_ENTRIES if k == section)
+            ui.app_bar(title, on_back=ctx.popper())
+            for toggle in GENERIC_TOGGLES.get(section, ()):
+                key = f"{section}:{toggle}"
+                ui.toggle_row(f"settings.{key}", toggle, d["toggles"][key], _flip(d["toggles"], key))
+        else:
+            raise ValueError(f"settings: unknown screen {name!r}")
+
+
+def _flip(d: dict[str, Any], key: str):
+    def flip() -> None:
+        d[key] = not d[key]
+
+    return flip
+
+
+def _setter(d: dict[str, Any], key: str, value: Any, ctx: AppContext):
+    def set_and_back() -> None:
+        d[key] = value
+        ctx.pop()
+
+    return set_and_back
+
+
+class Enabled(PredicateParams):
+    enabled: bool = True
+
+
+@predicate("settings.dark_theme", Enabled)
+def dark_theme(state: dict[str, Any], p: Enabled) -> Check:
+    """System dark theme is on (or off, with ``enabled=False``)."""
+    return Check.of(int(data(state, "settings")["dark_theme"] != p.enabled))
+
+
+@predicate("settings.notification_history", Enabled)
+def notification_history(state: dict[str, Any], p: Enabled) -> Check:
+    """'Use notification history' is on (or off)."""
+    return Check.of(int(data(state, "settings")["notification_history"] != p.enabled))

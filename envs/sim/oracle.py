@@ -1,0 +1,139 @@
+"""The oracle: shortest action sequences computed from the simulator itself.
+
+An A* search over SimPhone states. Successors come from what is on screen (tap every
+interactive widget at its centre, scroll every scrollable list, type the task's strings
+into a focused field, system back, open the task's app); states are deduplicated by
+their canonical JSON; the predicate's ``unmet`` count is an admissible heuristic, so the
+first plan found is a shortest one over that action set. Coordinates come from the
+current layout, so plans follow perturbations (icon order, list order, pop-ups).
+
+    >>> from darwin.envs.sim import SimPhone
+    >>> from darwin.envs.sim.oracle import shortest_plan
+    >>> from darwin.types import VerifierSpec
+    >>> phone = SimPhone(seed=0)
+    >>> plan = shortest_plan(phone, VerifierSpec(predicate="settings.dark_theme", params={"enabled": True}), apps=["Settings"])
+    >>> [a.type for a in plan]
+    ['open_app', 'click', 'click']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import itertools
+from collections.abc import Iterator, Sequence
+
+import orjson
+
+from darwin.actions import Action, Click, Direction, OpenApp, PressBack, Scroll, Type
+from darwin.envs.sim.phone import SimPhone
+from darwin.envs.sim.predicates import resolve
+from darwin.types import VerifierSpec
+
+DEFAULT_MAX_EXPANSIONS = 20_000
+
+
+class OracleError(RuntimeError):
+    """The search found no plan within its budget (the task is unsolvable or too deep)."""
+
+
+def _key(state: dict) -> bytes:
+    return hashlib.blake2b(orjson.dumps(state, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+
+
+def candidate_actions(phone: SimPhone, texts: Sequence[str], apps: Sequence[str]) -> Iterator[Action]:
+    """Actions worth trying on the current screen (keyboard keys are covered by ``type``)."""
+    screen = phone.layout()
+    for w in phone.interactive_widgets():
+        if w.kind in ("key", "navbutton"):
+            continue
+        x, y = w.center
+        yield Click(x=x, y=y)
+    if not screen.modal:
+        for w in screen.widgets:
+            if w.scroll_key is None or w.scroll_max <= 0:
+                continue
+            offset = int(w.text or 0)
+            x, y = w.center
+            if offset < w.scroll_max:
+                yield Scroll(x=x, y=y, direction=Direction.DOWN)
+            if offset > 0:
+                yield Scroll(x=x, y=y, direction=Direction.UP)
+    field = screen.focused_field()
+    if field is not None and not screen.modal:
+        # Type only into empty fields (clear first otherwise): appending repeats never helps.
+        if not field.text:
+            for t in texts:
+                yield Type(content=t)
+                if not field.multiline:
+                    yield Type(content=t + "\n")
+        elif not field.multiline:
+            yield Type(content="\n")
+    yield PressBack()
+    for app in apps:
+        if phone.foreground != phone.resolve_app(app).id:
+            yield OpenApp(app=app)
+
+
+def shortest_plan(
+    phone: SimPhone,
+    spec: VerifierSpec,
+    apps: Sequence[str],
+    max_expansions: int = DEFAULT_MAX_EXPANSIONS,
+) -> list[Action]:
+    """A shortest action list that makes ``spec`` hold, starting from ``phone``'s state.
+
+    ``phone`` is not modified. ``apps`` are the app names the plan may open.
+    Raises :class:`OracleError` if no plan exists within ``max_expansions`` states.
+    """
+    pred, params = resolve(spec)
+    texts = params.texts()
+    scratch = phone.fork()
+    start = scratch.snapshot()
+    h0 = pred.fn(start, params)
+    if h0.success:
+        return []
+    start_key = _key(start)
+    parents: dict[bytes, tuple[bytes, Action] | None] = {start_key: None}
+    best_g: dict[bytes, int] = {start_key: 0}
+    tie = itertools.count()
+    # Entries: (f, -g, tie, g, key, state bytes); deeper nodes first among equal f.
+    frontier: list[tuple[int, int, int, int, bytes, bytes]] = [(h0.unmet, 0, next(tie), 0, start_key, orjson.dumps(start))]
+    expansions = 0
+    while frontier:
+        _, _, _, g, key, blob = heapq.heappop(frontier)
+        if g > best_g.get(key, g):
+            continue
+        expansions += 1
+        if expansions > max_expansions:
+            break
+        state = orjson.loads(blob)
+        scratch.restore(state)
+        for action in list(candidate_actions(scratch, texts, apps)):
+            scratch.restore(state)
+            scratch.execute(action)
+            child = scratch.state
+            child_key = _key(child)
+            if best_g.get(child_key, 1 << 30) <= g + 1:
+                continue
+            best_g[child_key] = g + 1
+            parents[child_key] = (key, action)
+            check = pred.fn(child, params)
+            if check.success:
+                return _unwind(parents, child_key)
+            heapq.heappush(frontier, (g + 1 + check.unmet, -(g + 1), next(tie), g + 1, child_key, orjson.dumps(child)))
+    raise OracleError(
+        f"no plan for {spec.predicate} {spec.params} within {max_expansions} expanded states "
+        f"({expansions} expanded, {len(best_g)} seen); raise max_expansions or check the task"
+    )
+
+
+def _unwind(parents: dict[bytes, tuple[bytes, Action] | None], key: bytes) -> list[Action]:
+    plan: list[Action] = []
+    link = parents[key]
+    while link is not None:
+        parent, action = link
+        plan.append(action)
+        link = parents[parent]
+    plan.reverse()
+    return plan

@@ -1,0 +1,31 @@
+"""A fast PNG encoder for screenshots (RGB, 8 bit, no filter, ISA-L deflate).
+
+Pillow's encoder spends ~50 ms on a 1080x2400 screen; ISA-L's level-1 deflate does the
+same image in ~2 ms at a similar size, which keeps full-resolution steps cheap.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+from isal import isal_zlib
+
+_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _chunk(kind: bytes, payload: bytes) -> bytes:
+    return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload) & 0xFFFFFFFF)
+
+
+def encode_png(image: np.ndarray, level: int = 1) -> bytes:
+    """Encode an ``(H, W, 3)`` uint8 array as PNG bytes (decodable by any PNG reader)."""
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f"encode_png needs an (H, W, 3) uint8 array, got {image.shape} {image.dtype}")
+    h, w, _ = image.shape
+    raw = np.empty((h, w * 3 + 1), np.uint8)
+    raw[:, 0] = 0  # filter type "None" for every scanline
+    raw[:, 1:] = image.reshape(h, w * 3)
+    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", isal_zlib.compress(raw.tobytes(), level)) + _chunk(b"IEND", b"")

@@ -1,0 +1,130 @@
+"""Success predicates over SimPhone state, registered by name for task verifier specs.
+
+A predicate reads the phone's JSON state (in process, or through an ADB state probe)
+and returns a :class:`Check`: whether the goal holds and a lower bound on the number of
+actions still needed (the oracle's search uses it as an admissible heuristic).
+
+    >>> from darwin.envs.sim.predicates import evaluate
+    >>> from darwin.types import VerifierSpec
+    >>> from darwin.envs.sim import SimPhone
+    >>> evaluate(VerifierSpec(predicate="settings.dark_theme", params={"enabled": True}), SimPhone().state).success
+    False
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from darwin.types import TaskDefinitionError, VerifierSpec
+
+P = TypeVar("P", bound=BaseModel)
+State = dict[str, Any]
+
+
+class PredicateParams(BaseModel):
+    """Base for predicate parameter models (frozen, unknown fields rejected)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def texts(self) -> list[str]:
+        """Strings an agent may need to type to satisfy this predicate (used by the oracle)."""
+        return []
+
+
+class NoParams(PredicateParams):
+    """For predicates without parameters."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """Result of a predicate: ``unmet`` is 0 iff ``success``, else a lower bound on actions left."""
+
+    success: bool
+    unmet: int
+
+    @staticmethod
+    def of(conditions_unmet: int) -> Check:
+        return Check(success=conditions_unmet == 0, unmet=conditions_unmet)
+
+
+@dataclass(frozen=True)
+class Predicate(Generic[P]):
+    name: str
+    params_model: type[P]
+    fn: Callable[[State, P], Check]
+    doc: str
+
+
+PREDICATES: dict[str, Predicate] = {}
+
+
+def predicate(name: str, params_model: type[P] = NoParams) -> Callable[[Callable[[State, P], Check]], Callable[[State, P], Check]]:
+    """Register ``fn(state, params) -> Check`` under ``name``."""
+
+    def register(fn: Callable[[State, P], Check]) -> Callable[[State, P], Check]:
+        if name in PREDICATES:
+            raise ValueError(f"predicate {name!r} is registered twice")
+        PREDICATES[name] = Predicate(name, params_model, fn, (fn.__doc__ or "").strip())
+        return fn
+
+    return register
+
+
+def resolve(spec: VerifierSpec, task_id: str = "?", field: str = "verifier") -> tuple[Predicate, PredicateParams]:
+    """Look up and validate a spec; raises :class:`TaskDefinitionError` naming task, field and fix."""
+    _ensure_loaded()
+    pred = PREDICATES.get(spec.predicate)
+    if pred is None:
+        close = difflib.get_close_matches(spec.predicate, PREDICATES, n=3)
+        hint = f"did you mean {', '.join(map(repr, close))}?" if close else f"known: {', '.join(sorted(PREDICATES))}"
+        raise TaskDefinitionError(
+            f"task {task_id!r}: field '{field}.predicate' = {spec.predicate!r} is not a registered predicate; {hint}"
+        )
+    try:
+        params = pred.params_model.model_validate(spec.params)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
+        fields = ", ".join(pred.params_model.model_fields) or "none"
+        raise TaskDefinitionError(
+            f"task {task_id!r}: field '{field}.params' is invalid for predicate {spec.predicate!r}: {problems}. "
+            f"Fix: give exactly the parameters {fields}."
+        ) from None
+    return pred, params
+
+
+def evaluate(spec: VerifierSpec, state: State) -> Check:
+    """Evaluate a verifier spec against a phone state."""
+    pred, params = resolve(spec)
+    return pred.fn(state, params)
+
+
+def oracle_texts(spec: VerifierSpec) -> list[str]:
+    _, params = resolve(spec)
+    return params.texts()
+
+
+def norm(text: str) -> str:
+    """Case- and space-insensitive comparison key (``"  Taylor  SWIFT "`` -> ``"taylor swift"``)."""
+    return " ".join(text.lower().split())
+
+
+def on_screen(state: State, app: str, screen: str) -> bool:
+    return state["foreground"] == app and state["popup"] is None and state["apps"][app]["stack"][-1]["name"] == screen
+
+
+def top(state: State, app: str) -> dict[str, Any]:
+    return state["apps"][app]["stack"][-1]
+
+
+def data(state: State, app: str) -> dict[str, Any]:
+    return state["apps"][app]["data"]
+
+
+def _ensure_loaded() -> None:
+    # Predicates live next to their apps; importing the apps registers them.
+    import darwin.envs.sim.apps  # noqa: F401
