@@ -912,7 +912,12 @@ class AdbdServer:
                 await self._emit(
                     transport, stream, _error_result("before_command hook", hook_error)
                 )
-                await self._finish(transport, stream, BACKEND_ERROR_EXIT_CODE, str(hook_error))
+                await self._finish(
+                    transport,
+                    stream,
+                    BACKEND_ERROR_EXIT_CODE,
+                    f"before_command hook error: {type(hook_error).__name__}: {hook_error}",
+                )
                 return
             await self._execute(transport, stream)
         except CloseStream:

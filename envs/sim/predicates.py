@@ -117,6 +117,19 @@ def on_screen(state: State, app: str, screen: str) -> bool:
     return state["foreground"] == app and state["popup"] is None and state["apps"][app]["stack"][-1]["name"] == screen
 
 
+def nav_cost(state: State, app: str, path: tuple[str, ...]) -> int:
+    """Lower bound on the actions needed to show screen ``path[-1]`` of ``app``.
+
+    ``path`` lists the screens a user must pass through, each entered by at least one
+    action; one more action is needed if the app is not in front (or a pop-up covers it).
+    """
+    cost = 0 if state["foreground"] == app and state["popup"] is None else 1
+    name = state["apps"][app]["stack"][-1]["name"]
+    if name in path:
+        return cost + len(path) - 1 - path.index(name)
+    return cost + len(path)
+
+
 def top(state: State, app: str) -> dict[str, Any]:
     return state["apps"][app]["stack"][-1]
 

@@ -13,6 +13,7 @@ from darwin.envs.sim.predicates import (
     NoParams,
     PredicateParams,
     data,
+    nav_cost,
     norm,
     on_screen,
     predicate,
@@ -204,4 +205,4 @@ def stays_results(state: dict[str, Any], p: StaysSearch) -> Check:
 @predicate("booking.app_settings", NoParams)
 def app_settings(state: dict[str, Any], p: NoParams) -> Check:
     """Booking.com's app settings screen is open."""
-    return Check.of(0 if on_screen(state, "booking", "settings") else 1)
+    return Check.of(nav_cost(state, "booking", ("profile", "settings")))

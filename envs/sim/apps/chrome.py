@@ -11,9 +11,11 @@ from darwin.envs.sim.predicates import (
     NoParams,
     PredicateParams,
     data,
+    nav_cost,
     norm,
     on_screen,
     predicate,
+    top,
 )
 from darwin.envs.sim.ui import UI, Row
 
@@ -178,7 +180,18 @@ def search_results(state: dict[str, Any], p: Query) -> Check:
 @predicate("chrome.no_tabs", NoParams)
 def no_tabs(state: dict[str, Any], p: NoParams) -> Check:
     """Chrome has no open tabs."""
-    return Check.of(0 if not data(state, "chrome")["tabs"] else 1)
+    if not data(state, "chrome")["tabs"]:
+        return Check.of(0)
+    # Closing needs the tab switcher: one 'Close' per tab, or menu -> 'Close all tabs' -> confirm.
+    screen = top(state, "chrome")
+    in_front = state["foreground"] == "chrome" and state["popup"] is None
+    if in_front and screen["name"] == "tabs" and screen.get("confirm"):
+        left = 1
+    elif in_front and screen["name"] == "tabs" and screen.get("menu"):
+        left = 2
+    else:
+        left = min(3, len(data(state, "chrome")["tabs"]))
+    return Check.of(nav_cost(state, "chrome", ("tabs",)) + left)
 
 
 @predicate("chrome.tab_with_query", Query)

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
-from darwin.envs.sim.predicates import Check, PredicateParams, data, norm, predicate
+from darwin.envs.sim.predicates import Check, PredicateParams, data, nav_cost, norm, predicate, top
 from darwin.envs.sim.ui import UI, Row
 
 DAY_LETTERS = ("M", "T", "W", "T", "F", "S", "S")
@@ -238,14 +238,40 @@ class AlarmParams(PredicateParams):
 @predicate("clock.alarm", AlarmParams)
 def alarm(state: dict[str, Any], p: AlarmParams) -> Check:
     """An alarm at ``hour:minute`` repeating on exactly ``days`` and switched on/off as given."""
-    # Lower bound on actions: fix one existing alarm (time, each wrong day, switch) or create one.
-    best = 1 + len(p.days)
+    # Admissible lower bound: the cheaper of fixing an existing alarm and creating a new one.
+    best = _create_cost(state, p)
     for a in data(state, "clock")["alarms"]:
-        # Saving a new time also switches the alarm on, so one action can fix both.
-        cost = max(int((a["hour"], a["minute"]) != (p.hour, p.minute)), int(a["enabled"] != p.enabled))
-        cost += len(set(a["days"]) ^ set(p.days))
-        best = min(best, cost)
+        best = min(best, _edit_cost(state, a, p))
     return Check.of(best)
+
+
+def _picker_taps(screen: dict[str, Any], p: AlarmParams) -> int:
+    hour12, pm = p.hour % 12, p.hour >= 12
+    return int(screen["hour"] % 12 != hour12) + int(screen["minute"] != p.minute) + int(screen["pm"] != pm)
+
+
+def _create_cost(state: dict[str, Any], p: AlarmParams) -> int:
+    screen = top(state, "clock")
+    if state["foreground"] == "clock" and screen["name"] == "time_picker" and screen["alarm"] is None:
+        taps = _picker_taps(screen, p)
+    else:
+        taps = _picker_taps({"hour": 6, "minute": 0, "pm": False}, p)  # the picker's defaults
+    # '+' (if needed), the picker taps, OK, then one tap per repeat day of the new alarm.
+    return nav_cost(state, "clock", ("alarms", "time_picker")) + taps + 1 + len(p.days)
+
+
+def _edit_cost(state: dict[str, Any], a: dict[str, Any], p: AlarmParams) -> int:
+    days = len(set(a["days"]) ^ set(p.days))
+    if (a["hour"], a["minute"]) != (p.hour, p.minute):
+        screen = top(state, "clock")
+        on_picker = state["foreground"] == "clock" and screen["name"] == "time_picker" and screen["alarm"] == a["id"]
+        taps = _picker_taps(screen, p) if on_picker else 1
+        # Saving a new time also switches the alarm on.
+        return nav_cost(state, "clock", ("alarm_edit", "time_picker")) + taps + 1 + days
+    enabled_wrong = int(a["enabled"] != p.enabled)
+    if enabled_wrong or days:
+        return nav_cost(state, "clock", ("alarm_edit",)) + enabled_wrong + days
+    return 0
 
 
 class AlarmTime(PredicateParams):
@@ -270,8 +296,9 @@ class City(PredicateParams):
 @predicate("clock.world_clock", City)
 def world_clock(state: dict[str, Any], p: City) -> Check:
     """``city`` is among the world clocks."""
-    ok = norm(p.city) in {norm(c) for c in data(state, "clock")["world_clocks"]}
-    return Check.of(0 if ok else 1)
+    if norm(p.city) in {norm(c) for c in data(state, "clock")["world_clocks"]}:
+        return Check.of(0)
+    return Check.of(nav_cost(state, "clock", ("world", "city_picker")) + 1)
 
 
 class Zone(PredicateParams):
@@ -281,4 +308,6 @@ class Zone(PredicateParams):
 @predicate("clock.home_time_zone", Zone)
 def home_time_zone(state: dict[str, Any], p: Zone) -> Check:
     """The home time zone is ``zone`` (a city name such as 'Hong Kong')."""
-    return Check.of(0 if norm(data(state, "clock")["home_time_zone"]) == norm(p.zone) else 1)
+    if norm(data(state, "clock")["home_time_zone"]) == norm(p.zone):
+        return Check.of(0)
+    return Check.of(nav_cost(state, "clock", ("settings", "tz_picker")) + 1)

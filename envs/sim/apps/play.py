@@ -10,6 +10,7 @@ from darwin.envs.sim.predicates import (
     Check,
     NoParams,
     PredicateParams,
+    nav_cost,
     norm,
     on_screen,
     predicate,
@@ -117,5 +118,6 @@ def search_results(state: dict[str, Any], p: Query) -> Check:
 @predicate("play.general_settings", NoParams)
 def general_settings(state: dict[str, Any], p: NoParams) -> Check:
     """Google Play's settings show the details of the General section."""
-    ok = on_screen(state, "play", "settings") and top(state, "play").get("expanded") == "general"
-    return Check.of(0 if ok else 1)
+    if on_screen(state, "play", "settings") and top(state, "play").get("expanded") == "general":
+        return Check.of(0)
+    return Check.of(nav_cost(state, "play", ("account", "settings")) + 1)

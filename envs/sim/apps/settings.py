@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
-from darwin.envs.sim.predicates import Check, PredicateParams, data, predicate
+from darwin.envs.sim.predicates import Check, PredicateParams, data, nav_cost, predicate
 from darwin.envs.sim.ui import UI, Row
 
 MAIN_ENTRIES = (
@@ -134,10 +134,14 @@ class Enabled(PredicateParams):
 @predicate("settings.dark_theme", Enabled)
 def dark_theme(state: dict[str, Any], p: Enabled) -> Check:
     """System dark theme is on (or off, with ``enabled=False``)."""
-    return Check.of(int(data(state, "settings")["dark_theme"] != p.enabled))
+    if data(state, "settings")["dark_theme"] == p.enabled:
+        return Check.of(0)
+    return Check.of(nav_cost(state, "settings", ("display",)) + 1)
 
 
 @predicate("settings.notification_history", Enabled)
 def notification_history(state: dict[str, Any], p: Enabled) -> Check:
     """'Use notification history' is on (or off)."""
-    return Check.of(int(data(state, "settings")["notification_history"] != p.enabled))
+    if data(state, "settings")["notification_history"] == p.enabled:
+        return Check.of(0)
+    return Check.of(nav_cost(state, "settings", ("notifications", "notification_history")) + 1)

@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
-from darwin.envs.sim.predicates import Check, PredicateParams, data, norm, predicate, top
+from darwin.envs.sim.predicates import Check, PredicateParams, data, nav_cost, norm, predicate, top
 from darwin.envs.sim.ui import UI, Row
 
 ACCOUNTS = (
@@ -175,5 +175,6 @@ class Handle(PredicateParams):
 @predicate("x.following", Handle)
 def following(state: dict[str, Any], p: Handle) -> Check:
     """The account ``@handle`` is followed."""
-    ok = norm(p.handle).lstrip("@") in {norm(h) for h in data(state, "x")["following"]}
-    return Check.of(0 if ok else 1)
+    if norm(p.handle).lstrip("@") in {norm(h) for h in data(state, "x")["following"]}:
+        return Check.of(0)
+    return Check.of(nav_cost(state, "x", ("search",)) + 1)

@@ -1,0 +1,68 @@
+"""Who chooses actions in an episode.
+
+An :class:`Actor` maps an observation (and the history) to a :class:`~darwin.types.Decision`.
+VLM agents are the paper's two functions around a policy: :class:`Agent` provides context
+processing (psi: history -> prompt) and action projection (xi: text -> action), and
+:class:`ModelActor` chains ``agent.build_context -> policy.generate -> agent.project_action``.
+Scripted actors (the simulator's oracle, a random agent) implement :meth:`Actor.act` directly.
+
+    >>> import asyncio, numpy as np
+    >>> from darwin.agents.base import Actor
+    >>> from darwin.actions import PressHome
+    >>> from darwin.types import Decision, Observation
+    >>> class AlwaysHome(Actor):
+    ...     async def act(self, observation, history):
+    ...         return Decision(action=PressHome())
+    >>> obs = Observation(screenshot=np.zeros((4, 2, 3), np.uint8), goal="go home", device_size=(1080, 2400))
+    >>> asyncio.run(AlwaysHome().act(obs, [])).action.type
+    'press_home'
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from darwin.actions import Action
+from darwin.envs.base import PhoneEnv
+from darwin.policies.base import Policy, Prompt
+from darwin.types import Decision, Observation, ParseError, Phase, Task, Transition, VerifierSpec
+
+
+class Actor(ABC):
+    """Chooses one action per step."""
+
+    async def start_phase(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec) -> None:
+        """Called when a task phase starts on ``env`` (scripted actors may plan here)."""
+
+    @abstractmethod
+    async def act(self, observation: Observation, history: Sequence[Transition]) -> Decision:
+        """The decision for the current step. Must not raise on bad model output."""
+
+
+class Agent(ABC):
+    """A VLM agent's prompt building and output parsing, kept outside the learner."""
+
+    @abstractmethod
+    def build_context(self, observation: Observation, history: Sequence[Transition]) -> Prompt:
+        """psi: the prompt for the current step (memory lives here)."""
+
+    @abstractmethod
+    def project_action(self, text: str, observation: Observation) -> Action | ParseError:
+        """xi: parse model text into an action in device pixels; never raises."""
+
+
+class ModelActor(Actor):
+    """An :class:`Agent` driving a :class:`Policy`: the paper's data path for one step."""
+
+    def __init__(self, agent: Agent, policy: Policy) -> None:
+        self.agent = agent
+        self.policy = policy
+
+    async def act(self, observation: Observation, history: Sequence[Transition]) -> Decision:
+        prompt = self.agent.build_context(observation, history)
+        (generation,) = await self.policy.generate([prompt])
+        projected = self.agent.project_action(generation.text, observation)
+        if isinstance(projected, ParseError):
+            return Decision(action=None, parse_error=projected, generation=generation)
+        return Decision(action=projected, generation=generation)

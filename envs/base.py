@@ -1,0 +1,82 @@
+"""The phone interface every environment implements (SimPhone in process, ADB devices, ...).
+
+Three abstract methods; async twins run the blocking calls off the event loop so one
+slow phone never stalls the others::
+
+    >>> import numpy as np
+    >>> from darwin.envs.base import PhoneEnv
+    >>> class BlackPhone(PhoneEnv):
+    ...     device_size = (1080, 2400)
+    ...     def screenshot(self, size=None):
+    ...         w, h = size or self.device_size
+    ...         return np.zeros((h, w, 3), np.uint8)
+    ...     def execute(self, action):
+    ...         pass
+    ...     def go_home(self):
+    ...         pass
+    >>> BlackPhone().screenshot((54, 120)).shape
+    (120, 54, 3)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from darwin.actions import Action
+
+
+class InfraError(RuntimeError):
+    """The phone or its connection failed (not the agent's fault).
+
+    ``cause`` is a short machine-readable tag (``"disconnect"``, ``"timeout"``,
+    ``"crash"``, ``"black_screen"`` ...); workflows turn this into a truncation.
+    """
+
+    def __init__(self, cause: str, detail: str = "") -> None:
+        super().__init__(f"{cause}: {detail}" if detail else cause)
+        self.cause = cause
+        self.detail = detail
+
+
+class PhoneEnv(ABC):
+    """A phone an agent acts on. Coordinates in actions are device pixels."""
+
+    device_size: tuple[int, int]
+    """``(width, height)`` of the device screen in pixels."""
+
+    name: str = "phone"
+
+    @abstractmethod
+    def screenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
+        """The current screen as ``(H, W, 3)`` uint8, resized to ``size = (W, H)`` if given."""
+
+    @abstractmethod
+    def execute(self, action: Action) -> None:
+        """Perform one action; raise :class:`InfraError` if the phone fails."""
+
+    @abstractmethod
+    def go_home(self) -> None:
+        """Minimal cleanup between episodes: return to the launcher (state persists)."""
+
+    def probe_state(self) -> dict[str, Any] | None:
+        """Machine-readable phone state for rule verification, or ``None`` if unavailable."""
+        return None
+
+    def close(self) -> None:
+        """Release the phone (connections, processes)."""
+
+    async def ascreenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
+        return await asyncio.to_thread(self.screenshot, size)
+
+    async def aexecute(self, action: Action) -> None:
+        await asyncio.to_thread(self.execute, action)
+
+    async def ago_home(self) -> None:
+        await asyncio.to_thread(self.go_home)
+
+    async def aprobe_state(self) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.probe_state)

@@ -1,0 +1,60 @@
+"""SimPhone as a :class:`~darwin.envs.base.PhoneEnv` (in process, no I/O)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from darwin.actions import Action, OpenApp
+from darwin.envs.base import PhoneEnv
+from darwin.envs.sim.perturb import PerturbationConfig
+from darwin.envs.sim.phone import SimPhone, UnknownAppError
+
+
+class SimPhoneEnv(PhoneEnv):
+    """An in-process SimPhone. Its async methods run inline: rendering is a few milliseconds.
+
+    >>> from darwin.envs.sim.env import SimPhoneEnv
+    >>> env = SimPhoneEnv(seed=1)
+    >>> env.screenshot((252, 560)).shape
+    (560, 252, 3)
+    """
+
+    def __init__(self, seed: int = 0, perturbation: PerturbationConfig | None = None, name: str | None = None, phone: SimPhone | None = None) -> None:
+        self.phone = phone if phone is not None else SimPhone(seed=seed, perturbation=perturbation)
+        self.device_size = (self.phone.width, self.phone.height)
+        self.name = name or f"sim-{seed}"
+        self.last_error: str | None = None
+
+    def screenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
+        return self.phone.screenshot(size)
+
+    def execute(self, action: Action) -> None:
+        try:
+            self.phone.execute(action)
+            self.last_error = None
+        except UnknownAppError as exc:
+            # Like `am start` of a missing package: nothing happens on screen; keep the reason.
+            assert isinstance(action, OpenApp)
+            self.last_error = str(exc)
+
+    def go_home(self) -> None:
+        self.phone.press_home()
+        self.phone.advance_clock(3)
+
+    def probe_state(self) -> dict[str, Any]:
+        return self.phone.snapshot()
+
+    # In-process calls are fast: no thread hop needed.
+    async def ascreenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
+        return self.screenshot(size)
+
+    async def aexecute(self, action: Action) -> None:
+        self.execute(action)
+
+    async def ago_home(self) -> None:
+        self.go_home()
+
+    async def aprobe_state(self) -> dict[str, Any]:
+        return self.probe_state()

@@ -1,0 +1,26 @@
+"""Rule verification (self-evolution stage 1): programmatic predicates over phone state."""
+
+from __future__ import annotations
+
+from darwin.envs.sim.predicates import resolve
+from darwin.verifiers.base import Verdict, VerificationRequest, Verifier
+
+
+class RuleVerifier(Verifier):
+    """Evaluates the phase's registered predicate on the phone's probed state.
+
+    Phones without a state probe give ``success=None`` (unverified), never a failure.
+    """
+
+    kind = "rule"
+
+    @property
+    def cheap(self) -> bool:
+        return True
+
+    async def verify(self, request: VerificationRequest) -> Verdict:
+        if request.final_state is None:
+            return Verdict(success=None, reason="the phone has no state probe; use an LLM judge")
+        pred, params = resolve(request.spec, request.task.id)
+        check = pred.fn(request.final_state, params)
+        return Verdict(success=check.success, reason=f"{request.spec.predicate}: {'met' if check.success else 'not met'}")

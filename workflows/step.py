@@ -1,0 +1,150 @@
+"""The paper's step loop: observe, act, execute, emit; verified at the end of each phase."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from darwin.actions import is_terminal
+from darwin.agents.base import Actor
+from darwin.envs.base import InfraError, PhoneEnv
+from darwin.tasks import goal_text
+from darwin.types import (
+    Observation,
+    Phase,
+    Task,
+    Termination,
+    TerminationReason,
+    Trajectory,
+    Transition,
+    VerifierSpec,
+)
+from darwin.verifiers.base import Verdict, VerificationRequest, Verifier
+from darwin.verifiers.rule import RuleVerifier
+from darwin.workflows.base import Emit, Workflow
+
+logger = logging.getLogger(__name__)
+
+
+class StepConfig(BaseModel):
+    """Settings of the step loop."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    observation_size: tuple[int, int] = Field(default=(252, 560), description="(W, H) of screenshots given to the actor")
+    end_on_success: bool = Field(default=True, description="end a phase as soon as a cheap (rule) verifier confirms the goal")
+    parse_error_penalty: float = Field(default=0.0, ge=0.0, description="reward subtracted for unparseable model output (the step is a no-op)")
+
+
+class StepWorkflow(Workflow):
+    """Runs the execution phase of a task (lifecycle phases are ignored; see LifecycleWorkflow)."""
+
+    def __init__(self, verifier: Verifier | None = None, config: StepConfig | None = None) -> None:
+        self.verifier = verifier or RuleVerifier()
+        self.config = config or StepConfig()
+
+    def phases(self, task: Task) -> list[tuple[Phase, str, VerifierSpec, int]]:
+        return [p for p in task.phases() if p[0] == Phase.EXECUTION]
+
+    async def run(self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None) -> Trajectory:
+        trajectory = Trajectory(episode_id=uuid.uuid4().hex, task=task)
+        for phase, instruction, spec, budget in self.phases(task):
+            termination, verdict = await self.run_phase(env, task, actor, trajectory, phase, instruction, spec, budget, emit)
+            trajectory.phase_success[phase] = verdict.success if verdict is not None else None
+            trajectory.termination = termination
+            if verdict is None or verdict.success is not True:
+                break  # success-gated: the next phase starts only after this one is verified done
+        return trajectory
+
+    async def run_phase(
+        self,
+        env: PhoneEnv,
+        task: Task,
+        actor: Actor,
+        trajectory: Trajectory,
+        phase: Phase,
+        instruction: str,
+        spec: VerifierSpec,
+        budget: int,
+        emit: Emit | None,
+    ) -> tuple[Termination, Verdict | None]:
+        """Play one phase; returns how it ended and its verdict (``None`` if never verified)."""
+        goal = goal_text(task, instruction)
+        history: list[Transition] = []
+        try:
+            await actor.start_phase(env, task, phase, instruction, spec)
+        except Exception as exc:
+            logger.exception("actor failed to start phase %s of %s", phase.value, task.id)
+            return Termination(TerminationReason.ERROR, f"actor.start_phase: {exc!r}"), None
+        for step in range(budget):
+            try:
+                shot = await env.ascreenshot(self.config.observation_size)
+            except InfraError as exc:
+                return self._infra(env, task, exc), None
+            obs = Observation(screenshot=shot, goal=goal, device_size=env.device_size, task_id=task.id, phase=phase, step=step)
+            try:
+                decision = await actor.act(obs, history)
+            except Exception as exc:
+                logger.exception("actor failed on %s step %d", task.id, step)
+                return Termination(TerminationReason.ERROR, f"actor.act: {exc!r}"), None
+            reward = -self.config.parse_error_penalty if decision.parse_error is not None else 0.0
+            action = decision.action
+            if action is not None:
+                try:
+                    # Terminal actions go to the phone too: phones that keep answers record them.
+                    await env.aexecute(action)
+                except InfraError as exc:
+                    return self._infra(env, task, exc), None
+            ended: TerminationReason | None = None
+            if action is not None and is_terminal(action):
+                ended = TerminationReason.AGENT_FINISHED
+            elif step == budget - 1:
+                ended = TerminationReason.STEP_BUDGET
+            verdict: Verdict | None = None
+            if ended is not None or (self.config.end_on_success and self.verifier.cheap):
+                verdict = await self._verify(env, task, phase, instruction, spec, history)
+                if verdict is None:
+                    return Termination(TerminationReason.INFRA_TRUNCATED, "state probe failed"), None
+                if verdict.success and ended != TerminationReason.AGENT_FINISHED:
+                    ended = TerminationReason.SUCCESS
+                elif ended is None:
+                    verdict = None  # an intermediate check that found the goal not met yet
+            termination = Termination(ended) if ended is not None else None
+            if verdict is not None and verdict.reward is not None:
+                reward += verdict.reward
+            transition = Transition(
+                episode_id=trajectory.episode_id, task_id=task.id, step=len(trajectory.transitions), phase=phase,
+                observation=obs, decision=decision, reward=reward, done=ended is not None, termination=termination,
+            )
+            history.append(transition)
+            trajectory.transitions.append(transition)
+            if emit is not None:
+                emit(transition)
+            if termination is not None:
+                return termination, verdict
+        raise AssertionError("unreachable: the last step always ends the phase")
+
+    async def _verify(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, spec: VerifierSpec, history: list[Transition]) -> Verdict | None:
+        try:
+            state = await env.aprobe_state()
+            # Screen-reading judges get the final screen; rule checks only need the state.
+            final_screenshot = None if self.verifier.cheap else await env.ascreenshot()
+        except InfraError as exc:
+            logger.warning("state probe failed on %s: %s", env.name, exc)
+            return None
+        request = VerificationRequest(task=task, phase=phase, instruction=instruction, spec=spec, transitions=list(history), final_state=state, final_screenshot=final_screenshot)
+        return await self.verifier.verify(request)
+
+    @staticmethod
+    def _infra(env: PhoneEnv, task: Task, exc: InfraError) -> Termination:
+        logger.warning("infrastructure failure on %s during %s: %s", env.name, task.id, exc)
+        return Termination(TerminationReason.INFRA_TRUNCATED, exc.cause)
+
+
+class LifecycleWorkflow(StepWorkflow):
+    """Setup -> execution -> teardown, each success-gated by the verifier (paper section 3.3)."""
+
+    def phases(self, task: Task) -> list[tuple[Phase, str, VerifierSpec, int]]:
+        return task.phases()
