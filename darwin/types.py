@@ -220,6 +220,8 @@ class Trajectory:
     transitions: list[Transition] = field(default_factory=list)
     termination: Termination | None = None
     phase_success: dict[Phase, bool | None] = field(default_factory=dict)
+    phase_reasons: dict[Phase, str] = field(default_factory=dict)
+    """The verifier's explanation of each phase verdict."""
 
     @property
     def success(self) -> bool | None:

@@ -7,7 +7,7 @@ agents); :class:`~darwin.workflows.step.StepWorkflow` is the paper's plain step 
     >>> from darwin.workflows.base import Workflow
     >>> from darwin.types import Trajectory
     >>> class DoNothing(Workflow):
-    ...     async def run(self, env, task, actor, emit=None):
+    ...     async def run(self, env, task, actor, emit=None, episode_id=None):
     ...         return Trajectory(episode_id="e0", task=task)
     >>> from darwin.tasks import get_task
     >>> asyncio.run(DoNothing().run(None, get_task("amazon_0"), None)).task.id
@@ -30,6 +30,11 @@ Emit = Callable[[Transition], None]
 class Workflow(ABC):
     """Runs one episode of ``task`` on ``env`` with ``actor``."""
 
+    @property
+    def verifier_kind(self) -> str:
+        """Name of the verifier behind this workflow's verdicts (stored with each verdict)."""
+        return "custom"
+
     @abstractmethod
-    async def run(self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None) -> Trajectory:
+    async def run(self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None, episode_id: str | None = None) -> Trajectory:
         """Play the episode, emitting transitions as they happen; return the trajectory."""

@@ -45,14 +45,19 @@ class StepWorkflow(Workflow):
         self.verifier = verifier or RuleVerifier()
         self.config = config or StepConfig()
 
+    @property
+    def verifier_kind(self) -> str:
+        return self.verifier.kind
+
     def phases(self, task: Task) -> list[tuple[Phase, str, VerifierSpec, int]]:
         return [p for p in task.phases() if p[0] == Phase.EXECUTION]
 
-    async def run(self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None) -> Trajectory:
-        trajectory = Trajectory(episode_id=uuid.uuid4().hex, task=task)
+    async def run(self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None, episode_id: str | None = None) -> Trajectory:
+        trajectory = Trajectory(episode_id=episode_id or uuid.uuid4().hex, task=task)
         for phase, instruction, spec, budget in self.phases(task):
             termination, verdict = await self.run_phase(env, task, actor, trajectory, phase, instruction, spec, budget, emit)
             trajectory.phase_success[phase] = verdict.success if verdict is not None else None
+            trajectory.phase_reasons[phase] = verdict.reason if verdict is not None else termination.cause
             trajectory.termination = termination
             if verdict is None or verdict.success is not True:
                 break  # success-gated: the next phase starts only after this one is verified done

@@ -429,7 +429,7 @@ class SimPhone:
             raise ValueError(f"screenshot size must be within 1..{WIDTH} x 1..{HEIGHT}, got {w}x{h}")
         key = (w, h)
         if key not in self._shots:
-            self._shots[key] = self._renderer.render(self.layout(), self, (w, h))
+            self._shots = {key: self._renderer.render(self.layout(), self, (w, h))}  # keep only the latest size
         return self._shots[key]
 
     def screenshot_png(self, size: tuple[int, int] | None = None) -> bytes:

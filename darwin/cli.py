@@ -1,0 +1,156 @@
+"""The ``darwin`` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+console = Console()
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(message)s", handlers=[RichHandler(console=console, show_path=False)])
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a size; write WIDTHxHEIGHT, e.g. 252x560") from None
+    if not (0 < w <= 1080 and 0 < h <= 2400):
+        raise click.BadParameter(f"{text!r} must fit in 1080x2400")
+    return w, h
+
+
+@click.group()
+@click.option("--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]), show_default=True)
+def main(log_level: str) -> None:
+    """Darwin: train mobile GUI agents with online multi-turn RL."""
+    _setup_logging(log_level)
+
+
+# ---------------------------------------------------------------------------------- tasks
+@main.group()
+def tasks() -> None:
+    """The task registry."""
+
+
+@tasks.command("list")
+@click.option("--set", "set_name", default=None, help="only tasks of this set (base8, paper16, cycle8)")
+def tasks_list(set_name: str | None) -> None:
+    """Show the registered tasks."""
+    from darwin.tasks import TASK_SETS, registry, task_set
+
+    chosen = task_set(set_name) if set_name else list(registry().values())
+    table = Table(title=f"tasks ({set_name or 'all'})")
+    table.add_column("id", no_wrap=True)
+    for col in ("app", "instruction", "golden", "phases", "sets"):
+        table.add_column(col)
+    for t in chosen:
+        phases = "+".join(p.value for p, *_ in t.phases())
+        sets = ",".join(name for name, ids in TASK_SETS.items() if t.id in ids)
+        table.add_row(t.id, t.app, t.instruction, str(t.golden_steps or ""), phases, sets)
+    console.print(table)
+
+
+# ----------------------------------------------------------------------------------- eval
+AGENT_KINDS = ("oracle", "random")
+
+
+def _actor_factory(spec: str, seed: int) -> Callable[[int], object]:
+    from darwin.agents.scripted import OracleActor, RandomActor
+
+    kind = spec.split(":", 1)[0]
+    if kind == "oracle":
+        return lambda i: OracleActor()
+    if kind == "random":
+        return lambda i: RandomActor(seed=seed * 1000 + i)
+    raise click.BadParameter(f"unknown agent {spec!r}; available: {', '.join(AGENT_KINDS)}", param_hint="--agent")
+
+
+@main.command("eval")
+@click.option("--agent", "agent_spec", required=True, help="oracle | random")
+@click.option("--phones", default=4, show_default=True, type=click.IntRange(1, 512), help="SimPhones run concurrently")
+@click.option("--tasks", "task_names", default="base8", show_default=True, help="comma-separated task ids, set names or task files")
+@click.option("--episodes", default=1, show_default=True, type=click.IntRange(1), help="episodes per task")
+@click.option("--seed", default=0, show_default=True, type=int, help="phone seeds are seed, seed+1, ...")
+@click.option("--run-dir", default=None, type=click.Path(file_okay=False), help="where run.db and screenshots go (default runs/eval-<time>)")
+@click.option("--db", default=None, help="SQLAlchemy URL instead of <run-dir>/run.db")
+@click.option("--observation-size", default="252x560", show_default=True, callback=lambda c, p, v: _size(v), help="screenshot size given to the agent")
+@click.option("--no-perturb", is_flag=True, help="canonical look: no theme, wallpaper, order or pop-up perturbations")
+def eval_cmd(agent_spec: str, phones: int, task_names: str, episodes: int, seed: int, run_dir: str | None, db: str | None, observation_size: tuple[int, int], no_perturb: bool) -> None:
+    """Evaluate an agent on SimPhones; prints success per task and overall."""
+    from darwin.envs.sim import PerturbationConfig
+    from darwin.envs.sim.env import SimPhoneEnv
+    from darwin.evaluate import evaluate
+    from darwin.store import RunStore
+    from darwin.tasks import resolve_tasks
+    from darwin.types import TaskDefinitionError
+    from darwin.workflows import LifecycleWorkflow, StepConfig
+
+    make_actor = _actor_factory(agent_spec, seed)
+    try:
+        chosen = resolve_tasks([n.strip() for n in task_names.split(",") if n.strip()])
+    except (KeyError, TaskDefinitionError) as exc:
+        raise click.BadParameter(str(exc).strip("'\""), param_hint="--tasks") from None
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    run_path = Path(run_dir or f"runs/eval-{stamp}")
+    store = RunStore(db, screenshot_dir=run_path / "screenshots") if db else RunStore.for_run_dir(run_path)
+    perturbation = PerturbationConfig(enabled=not no_perturb)
+    envs = [SimPhoneEnv(seed=seed + i, perturbation=perturbation, name=f"sim-{seed + i}") for i in range(phones)]
+    workflow = LifecycleWorkflow(config=StepConfig(observation_size=observation_size))
+    run_id = store.start_run(f"eval {agent_spec}", config=None)
+    total = len(chosen) * episodes
+    started = time.perf_counter()
+    with Progress(TextColumn("[bold]eval[/] {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False) as progress:
+        bar = progress.add_task(f"{agent_spec} on {phones} phones", total=total)
+        report = asyncio.run(evaluate(chosen, envs, make_actor, episodes, workflow, store, run_id, on_episode=lambda t: progress.advance(bar)))
+    elapsed = time.perf_counter() - started
+    table = Table(title=f"{agent_spec}: success per task ({episodes} episode(s) each)")
+    table.add_column("task", no_wrap=True)
+    for col in ("success", "episodes", "infra", "unverified", "errors", "mean steps"):
+        table.add_column(col, justify="right")
+    for task_id, score in [*report.per_task.items(), ("overall", report.overall)]:
+        rate = score.success_rate
+        table.add_row(task_id, "-" if rate is None else f"{100 * rate:.1f}%", str(score.episodes), str(score.infra_truncated), str(score.unverified), str(score.errors), f"{score.steps / max(1, score.episodes):.1f}")
+    console.print(table)
+    steps = report.overall.steps
+    console.print(f"{steps} steps in {elapsed:.1f}s ({steps / max(elapsed, 1e-9):.1f} steps/s); run {run_id} stored in {store.url.render_as_string(hide_password=True)}")
+    store.close()
+
+
+# ---------------------------------------------------------------------------------- bench
+@main.group()
+def bench() -> None:
+    """Benchmarks that back docs/benchmarks.md."""
+
+
+@bench.command("sim")
+@click.option("--instances", default=64, show_default=True, type=click.IntRange(2), help="SimPhones for the memory measurement")
+@click.option("--steps", default=200, show_default=True, type=click.IntRange(10), help="steps per throughput measurement")
+def bench_sim(instances: int, steps: int) -> None:
+    """SimPhone memory per instance, cold start, steps/s (full-res PNG and agent resolution)."""
+    from darwin.bench import bench_sim as run
+
+    result = run(instances=instances, steps=steps)
+    table = Table(title="SimPhone benchmark (one process, one core)")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("target", justify="right")
+    for name, value, target in result.rows():
+        table.add_row(name, value, target)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

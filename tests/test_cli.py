@@ -1,0 +1,45 @@
+import sqlite3
+
+from click.testing import CliRunner
+
+from darwin.cli import main
+
+
+def test_tasks_list_shows_the_registry():
+    result = CliRunner().invoke(main, ["tasks", "list", "--set", "base8"])
+    assert result.exit_code == 0, result.output
+    assert "chrome_clear_tabs" in result.output and "clock_1" in result.output
+
+
+def test_eval_oracle_stores_everything(tmp_path):
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(main, ["eval", "--agent", "oracle", "--phones", "3", "--tasks", "amazon_0,settings_dark_theme.cycle,x_3", "--episodes", "2", "--run-dir", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    assert "overall" in result.output and "100.0%" in result.output
+    db = sqlite3.connect(run_dir / "run.db")
+    assert db.execute("select count(*) from episodes").fetchone()[0] == 6
+    steps = db.execute("select count(*), count(screenshot_path) from steps").fetchone()
+    assert steps[0] > 6 and steps[0] == steps[1]
+    assert any((run_dir / "screenshots").rglob("*.png"))
+
+
+def test_eval_random_runs(tmp_path):
+    result = CliRunner().invoke(main, ["eval", "--agent", "random", "--phones", "2", "--tasks", "amazon_0", "--run-dir", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+
+
+def test_eval_rejects_bad_input_clearly(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(main, ["eval", "--agent", "gpt5", "--run-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "available: oracle, random" in result.output
+    result = runner.invoke(main, ["eval", "--agent", "oracle", "--tasks", "clock1", "--run-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "did you mean 'clock_1'" in result.output
+    result = runner.invoke(main, ["eval", "--agent", "oracle", "--observation-size", "big", "--run-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "WIDTHxHEIGHT" in result.output
+
+
+def test_bench_sim_reports_all_metrics():
+    result = CliRunner().invoke(main, ["bench", "sim", "--instances", "4", "--steps", "20"])
+    assert result.exit_code == 0, result.output
+    for metric in ("RSS growth", "cold start", "1080x2400 PNG", "252x560"):
+        assert metric in result.output
