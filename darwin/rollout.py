@@ -1,0 +1,225 @@
+"""The rollout engine: one worker per phone, transitions streamed into the replay buffer.
+
+Asynchronous mode (the paper's): phones never wait for each other; a worker samples a new
+task the moment its episode ends. Synchronous vectorised mode (for comparison): every phone
+finishes its step before any phone takes the next one, as in a vectorised gym loop.
+
+    >>> import asyncio
+    >>> from darwin.agents.scripted import OracleActor
+    >>> from darwin.buffer import ReplayBuffer
+    >>> from darwin.curricula import StaticCurriculum
+    >>> from darwin.envs.sim.env import SimPhoneEnv
+    >>> from darwin.rollout import RolloutEngine
+    >>> from darwin.tasks import task_set
+    >>> buffer = ReplayBuffer(rollout_steps=20)
+    >>> engine = RolloutEngine([SimPhoneEnv(seed=i) for i in range(2)], lambda i: OracleActor(),
+    ...                        curriculum=StaticCurriculum(task_set("base8")), buffer=buffer)
+    >>> stats = asyncio.run(engine.run(until=lambda: buffer.completed_steps >= 20))
+    >>> len(buffer.take_completed()) > 0 and stats.env_steps >= 20
+    True
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from darwin.actions import Action
+from darwin.agents.base import Actor
+from darwin.buffer import ReplayBuffer
+from darwin.curricula.base import Curriculum, EpisodeOutcome
+from darwin.envs.base import PhoneEnv
+from darwin.store import RunStore
+from darwin.types import TerminationReason, Trajectory, Transition
+from darwin.workflows.base import Workflow
+from darwin.workflows.step import StepWorkflow
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RolloutStats:
+    """Counters of one engine run."""
+
+    started: float = field(default_factory=time.perf_counter)
+    finished: float | None = None
+    env_steps: int = 0
+    episodes: int = 0
+    successes: int = 0
+    terminations: Counter[str] = field(default_factory=Counter)
+    truncation_causes: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def elapsed(self) -> float:
+        return (self.finished or time.perf_counter()) - self.started
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.env_steps / self.elapsed if self.elapsed > 0 else 0.0
+
+    def record(self, trajectory: Trajectory) -> None:
+        self.episodes += 1
+        self.successes += bool(trajectory.success)
+        if trajectory.termination is not None:
+            self.terminations[trajectory.termination.reason.value] += 1
+            if trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED:
+                self.truncation_causes[trajectory.termination.cause] += 1
+
+
+class _Lockstep(PhoneEnv):
+    """Makes every phone wait for all the others after each action (synchronous mode)."""
+
+    def __init__(self, env: PhoneEnv, barrier: asyncio.Barrier) -> None:
+        self.env = env
+        self.barrier = barrier
+        self.device_size = env.device_size
+        self.name = env.name
+
+    def screenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
+        return self.env.screenshot(size)
+
+    def execute(self, action: Action) -> None:
+        self.env.execute(action)
+
+    def go_home(self) -> None:
+        self.env.go_home()
+
+    def probe_state(self):  # noqa: ANN201 - same type as the wrapped env
+        return self.env.probe_state()
+
+    async def ascreenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
+        return await self.env.ascreenshot(size)
+
+    async def aexecute(self, action: Action) -> None:
+        await self.env.aexecute(action)
+        await self.barrier.wait()
+
+    async def ago_home(self) -> None:
+        await self.env.ago_home()
+
+    async def aprobe_state(self):  # noqa: ANN201
+        return await self.env.aprobe_state()
+
+
+class RolloutEngine:
+    """Runs episodes on every phone until told to stop, feeding the replay buffer.
+
+    Args:
+        envs: one phone per worker.
+        make_actor: builds the actor of worker ``i`` (model actors share one batched policy).
+        curriculum: picks each next task.
+        buffer: receives every transition as it happens and every completed trajectory.
+        workflow: the interaction pattern (default: the step loop).
+        store: optional run database for episodes and steps.
+        mode: ``"async"`` (the paper's) or ``"sync"`` (all phones step together).
+        group_size: GRPO: run each sampled task this many times in a group.
+    """
+
+    def __init__(
+        self,
+        envs: Sequence[PhoneEnv],
+        make_actor: Callable[[int], Actor],
+        curriculum: Curriculum,
+        buffer: ReplayBuffer,
+        workflow: Workflow | None = None,
+        store: RunStore | None = None,
+        run_id: str | None = None,
+        mode: Literal["async", "sync"] = "async",
+        group_size: int | None = None,
+    ) -> None:
+        if not envs:
+            raise ValueError("RolloutEngine needs at least one phone")
+        if mode not in ("async", "sync"):
+            raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
+        if store is not None and run_id is None:
+            raise ValueError("pass the run_id of store.start_run(...) together with store")
+        self.envs = list(envs)
+        self.make_actor = make_actor
+        self.curriculum = curriculum
+        self.buffer = buffer
+        self.workflow = workflow or StepWorkflow()
+        self.store = store
+        self.run_id = run_id
+        self.mode = mode
+        self.group_size = group_size
+        self.stats = RolloutStats()
+        self._group_queue: list[tuple[str, object]] = []
+
+    def _next_task(self) -> tuple[object, str | None]:
+        if self.group_size is None:
+            return self.curriculum.next_task(), None
+        if not self._group_queue:
+            task = self.curriculum.next_task()
+            group = uuid.uuid4().hex
+            self._group_queue = [(group, task)] * self.group_size
+        group, task = self._group_queue.pop()
+        return task, group
+
+    async def run(self, until: Callable[[], bool], poll_interval: float = 0.01) -> RolloutStats:
+        """Run all workers until ``until()`` is true, then stop them cleanly.
+
+        Episodes still running at the stop are abandoned (their transitions never reach
+        the learner); completed ones are all in the buffer.
+        """
+        self.stats = RolloutStats()
+        stop = asyncio.Event()
+        envs: list[PhoneEnv] = self.envs
+        barrier = None
+        if self.mode == "sync":
+            barrier = asyncio.Barrier(len(self.envs))
+            envs = [_Lockstep(e, barrier) for e in self.envs]
+        workers = [asyncio.create_task(self._worker(i, env, stop), name=f"phone-{i}") for i, env in enumerate(envs)]
+        try:
+            while not until():
+                done = [w for w in workers if w.done()]
+                for w in done:
+                    w.result()  # a crashed worker is a bug: surface it now
+                await asyncio.sleep(poll_interval)
+        finally:
+            stop.set()
+            if barrier is not None:
+                await barrier.abort()
+            for w in workers:
+                w.cancel()
+            results = await asyncio.gather(*workers, return_exceptions=True)
+            self.stats.finished = time.perf_counter()
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, (asyncio.CancelledError, asyncio.BrokenBarrierError)):
+                raise r
+        return self.stats
+
+    async def _worker(self, i: int, env: PhoneEnv, stop: asyncio.Event) -> None:
+        actor = self.make_actor(i)
+        while not stop.is_set():
+            await asyncio.sleep(0)  # in-process phones never block: let the others and the stop check run
+            task, group = self._next_task()
+            episode_id = uuid.uuid4().hex
+            self.buffer.start(episode_id, group=group)
+            if self.store is not None:
+                assert self.run_id is not None
+                self.store.start_episode(self.run_id, episode_id, task, phone=env.name)
+            try:
+                trajectory = await self.workflow.run(env, task, actor, emit=self._emit, episode_id=episode_id)
+                await env.ago_home()
+            except (asyncio.CancelledError, asyncio.BrokenBarrierError):
+                self.buffer.abandon(episode_id)
+                raise
+            self.buffer.finish(trajectory)
+            self.stats.record(trajectory)
+            self.curriculum.update(task, EpisodeOutcome(task.id, trajectory.success, len(trajectory), trajectory.termination.reason))
+            if self.store is not None:
+                self.store.finish_episode(trajectory)
+
+    def _emit(self, transition: Transition) -> None:
+        self.buffer.add(transition)
+        self.stats.env_steps += 1
+        if self.store is not None:
+            self.store.record_step(transition, transition.observation.screenshot)
