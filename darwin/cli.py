@@ -122,9 +122,10 @@ def eval_cmd(agent_spec: str, phones: int, task_names: str, episodes: int, seed:
         table.add_column(col, justify="right")
     for task_id, score in [*report.per_task.items(), ("overall", report.overall)]:
         rate = score.success_rate
-        table.add_row(task_id, "-" if rate is None else f"{100 * rate:.1f}%", str(score.episodes), str(score.infra_truncated), str(score.unverified), str(score.errors), f"{score.steps / max(1, score.episodes):.1f}")
+        mean_steps = report.mean_steps(None if task_id == "overall" else task_id)
+        table.add_row(task_id, "-" if rate is None else f"{100 * rate:.1f}%", str(score.episodes), str(score.infra_truncated), str(score.unverified), str(score.errors), f"{mean_steps:.1f}")
     console.print(table)
-    steps = report.overall.steps
+    steps = sum(len(t) for t in report.trajectories)
     console.print(f"{steps} steps in {elapsed:.1f}s ({steps / max(elapsed, 1e-9):.1f} steps/s); run {run_id} stored in {store.url.render_as_string(hide_password=True)}")
     store.close()
 
@@ -150,6 +151,119 @@ def bench_sim(instances: int, steps: int) -> None:
     for name, value, target in result.rows():
         table.add_row(name, value, target)
     console.print(table)
+
+
+@bench.command("adb")
+@click.option("--phones", default=16, show_default=True, type=click.IntRange(1, 256), help="phones served and driven at once")
+@click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.1), help="length of each measurement")
+@click.option("--adb-port", default=None, type=click.IntRange(1, 65535), help="use this adb server (default: a private one on a free port)")
+@click.option("--write", "write_path", default=None, type=click.Path(dir_okay=False), help="write the figures to this file's '## ADB' section (e.g. docs/benchmarks.md)")
+def bench_adb(phones: int, seconds: float, adb_port: int | None, write_path: str | None) -> None:
+    """Phone commands/s and screenshot latency through a real adb server: darwin vs plain adbutils."""
+    import shlex
+
+    from darwin.bench_adb import run_adb_bench, update_benchmarks_md
+
+    try:
+        result = run_adb_bench(phones=phones, seconds=seconds, adb_port=adb_port)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    table = Table(title=f"ADB benchmark, one phone ({result.adb_version})")
+    table.add_column("client")
+    table.add_column("commands/s", justify="right")
+    for name, value in result.commands_per_s.items():
+        table.add_row(name, f"{value:.0f}")
+    console.print(table)
+    table = Table(title="full-resolution screenshot, one phone")
+    for col in ("client", "median ms", "p95 ms"):
+        table.add_column(col, justify="left" if col == "client" else "right")
+    for name, (p50, p95) in result.screenshot_ms.items():
+        table.add_row(name, f"{p50:.1f}", f"{p95:.1f}")
+    console.print(table)
+    table = Table(title=f"{phones} phones at once")
+    for col in ("client", "per phone", "total"):
+        table.add_column(col, justify="left" if col == "client" else "right")
+    for name, (per, total) in result.many_commands_per_s.items():
+        table.add_row(f"{name} (commands/s)", f"{per:.0f}", f"{total:.0f}")
+    for name, (p50, p95, rate) in result.many_screenshot_ms.items():
+        table.add_row(f"{name} (screenshots/s; p50 {p50:.1f} ms, p95 {p95:.1f} ms)", f"{rate:.1f}", f"{rate * phones:.1f}")
+    console.print(table)
+    console.print(f"darwin vs plain adbutils per phone: {result.ratio():.1f}x (one phone), {result.many_ratio():.1f}x ({phones} phones); target >= 4x")
+    if write_path:
+        command = f"darwin bench adb --phones {phones} --seconds {seconds:g} --write {shlex.quote(write_path)}"
+        update_benchmarks_md(write_path, result.markdown(command))
+        console.print(f"wrote the '## ADB' section of {write_path}")
+
+
+# --------------------------------------------------------------------------------- phones
+@main.group()
+def phones() -> None:
+    """Phones over ADB: serve SimPhones as ADB devices."""
+
+
+@phones.command("serve")
+@click.option("--count", default=1, show_default=True, type=click.IntRange(1, 1024), help="number of SimPhones")
+@click.option("--port-base", default=None, type=click.IntRange(1, 65535), help="phone i listens on PORT_BASE + i (default: free ports); avoid 5555-5585")
+@click.option("--faults", default="none", show_default=True, help="fault spec, e.g. 'drop=0.01,hang=0.005,slow=lognormal:0.05:0.5,stall=0.01:3,crash=0.002,reboot=0.001:keep' (docs/phones.md)")
+@click.option("--seed", default=0, show_default=True, type=int, help="phone i is SimPhone(seed=SEED + i)")
+@click.option("--no-perturb", is_flag=True, help="canonical look: no theme, wallpaper, order or pop-up perturbations")
+@click.option("--log-limit", default=100_000, show_default=True, type=click.IntRange(1), help="commands kept in memory per phone")
+@click.option("--connect", is_flag=True, help="also `adb connect` every phone to the adb server on --adb-port")
+@click.option("--adb-port", default=5037, show_default=True, type=click.IntRange(1, 65535), help="adb server for --connect")
+@click.option("--ready-file", default=None, type=click.Path(dir_okay=False), help="write {\"addresses\": [...]} here once serving (for scripts)")
+def phones_serve(count: int, port_base: int | None, faults: str, seed: int, no_perturb: bool, log_limit: int, connect: bool, adb_port: int, ready_file: str | None) -> None:
+    """Serve SimPhones as ADB devices on 127.0.0.1 until interrupted (Ctrl-C / SIGTERM)."""
+    import json
+    import signal
+    import threading
+
+    from darwin.envs.adb import AdbServerClient
+    from darwin.envs.base import InfraError
+    from darwin.envs.faults import FaultSpec, FaultSpecError
+    from darwin.envs.providers import SimFarm
+    from darwin.envs.sim import PerturbationConfig
+
+    try:
+        spec = FaultSpec.parse(faults)
+    except FaultSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--faults") from None
+    if port_base is not None and port_base + count - 1 > 65535:
+        raise click.BadParameter(f"ports {port_base}..{port_base + count - 1} exceed 65535", param_hint="--port-base")
+    farm = SimFarm(count, seed=seed, faults=spec, port_base=port_base, perturbation=PerturbationConfig(enabled=not no_perturb), log_limit=log_limit, adb_port=adb_port)
+    try:
+        farm.start()
+    except OSError as exc:
+        raise click.ClickException(f"{exc}; pick another --port-base or omit it for free ports") from None
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        if connect:
+            client = AdbServerClient(port=adb_port)
+            for address in farm.addresses:
+                try:
+                    client.connect_device(address, time.monotonic() + 10)
+                except InfraError as exc:
+                    raise click.ClickException(f"adb connect {address} failed: {exc} (is an adb server running on port {adb_port}?)") from None
+        table = Table(title=f"{count} SimPhone(s) served over ADB" + (f" with faults {spec}" if spec.enabled else ""))
+        for col in ("phone", "address", "seed"):
+            table.add_column(col)
+        for i, address in enumerate(farm.addresses):
+            table.add_row(f"sim-{i}", address, str(seed + i))
+        console.print(table)
+        console.print("connect with: " + ("(done) " if connect else "") + f"adb connect {farm.addresses[0]}  ...  Ctrl-C stops.")
+        if ready_file:
+            Path(ready_file).write_text(json.dumps({"addresses": farm.addresses}))
+        stop.wait()
+    finally:
+        if connect:
+            client = AdbServerClient(port=adb_port)
+            for address in farm.addresses:
+                try:
+                    client.disconnect_device(address, time.monotonic() + 5)
+                except InfraError as exc:
+                    console.print(f"adb disconnect {address}: {exc}")
+        farm.stop()
 
 
 if __name__ == "__main__":

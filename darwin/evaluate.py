@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from darwin.agents.base import Actor
 from darwin.envs.base import PhoneEnv
-from darwin.store import RunStore
+from darwin.store import RunStore, SuccessStats
 from darwin.types import Task, TerminationReason, Trajectory, Transition
 from darwin.workflows.base import Workflow
 from darwin.workflows.step import LifecycleWorkflow
@@ -28,48 +29,45 @@ from darwin.workflows.step import LifecycleWorkflow
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class TaskScore:
-    """Outcome counts for one task (or overall)."""
+def _bucket(t: Trajectory) -> str:
+    """The :class:`SuccessStats` field an episode counts in."""
+    reason = t.termination.reason if t.termination else None
+    if reason is None:
+        return "unfinished"
+    if reason == TerminationReason.INFRA_TRUNCATED:
+        return "infra_truncated"
+    if reason == TerminationReason.ERROR:
+        return "errors"
+    if t.success is None:
+        return "unverified"
+    return "successes" if t.success else "failures"
 
-    episodes: int = 0
-    successes: int = 0
-    unverified: int = 0
-    infra_truncated: int = 0
-    errors: int = 0
-    steps: int = 0
 
-    @property
-    def verified(self) -> int:
-        return self.episodes - self.unverified - self.infra_truncated - self.errors
-
-    @property
-    def success_rate(self) -> float | None:
-        """Successes over verified episodes; infrastructure truncations never count as failures."""
-        return self.successes / self.verified if self.verified else None
-
-    def add(self, t: Trajectory) -> None:
-        self.episodes += 1
-        self.steps += len(t)
-        reason = t.termination.reason if t.termination else TerminationReason.ERROR
-        if reason == TerminationReason.INFRA_TRUNCATED:
-            self.infra_truncated += 1
-        elif reason == TerminationReason.ERROR:
-            self.errors += 1
-        elif t.success is None:
-            self.unverified += 1
-        elif t.success:
-            self.successes += 1
+def summarize(trajectories: Sequence[Trajectory]) -> SuccessStats:
+    """Outcome counts of some episodes (infrastructure truncations never count as failures)."""
+    counts = Counter(_bucket(t) for t in trajectories)
+    return SuccessStats(episodes=len(trajectories), **counts)
 
 
 @dataclass
 class EvalReport:
-    """Per-task and overall scores plus every trajectory."""
+    """Every trajectory of an evaluation, with per-task and overall summaries."""
 
     run_id: str
-    per_task: dict[str, TaskScore] = field(default_factory=dict)
-    overall: TaskScore = field(default_factory=TaskScore)
+    task_ids: list[str]
     trajectories: list[Trajectory] = field(default_factory=list)
+
+    @property
+    def per_task(self) -> dict[str, SuccessStats]:
+        return {tid: summarize([t for t in self.trajectories if t.task.id == tid]) for tid in self.task_ids}
+
+    @property
+    def overall(self) -> SuccessStats:
+        return summarize(self.trajectories)
+
+    def mean_steps(self, task_id: str | None = None) -> float:
+        chosen = [len(t) for t in self.trajectories if task_id is None or t.task.id == task_id]
+        return sum(chosen) / len(chosen) if chosen else 0.0
 
 
 async def evaluate(
@@ -91,9 +89,7 @@ async def evaluate(
     if not envs:
         raise ValueError("evaluate needs at least one phone")
     workflow = workflow or LifecycleWorkflow()
-    report = EvalReport(run_id=run_id or uuid.uuid4().hex)
-    for t in tasks:
-        report.per_task[t.id] = TaskScore()
+    report = EvalReport(run_id=run_id or uuid.uuid4().hex, task_ids=[t.id for t in tasks])
     queue: asyncio.Queue[Task] = asyncio.Queue()
     for _ in range(episodes_per_task):
         for t in tasks:
@@ -118,8 +114,6 @@ async def evaluate(
                     reason = trajectory.phase_reasons.get(phase, "")
                     store.record_verdict(episode_id, phase, workflow.verifier_kind, success, None if success is None else float(success), reason)
                 store.finish_episode(trajectory)
-            report.per_task[task.id].add(trajectory)
-            report.overall.add(trajectory)
             report.trajectories.append(trajectory)
             if on_episode is not None:
                 on_episode(trajectory)
