@@ -1,0 +1,265 @@
+"""TinyAgent: a compact prompt and output format for small models trained from scratch by SFT.
+
+The output is one call with positional arguments, nothing else, so a tiny model has few
+tokens to learn and to sample (Qwen's tokenizer splits digits one by one, so ``click(54,50)``
+costs about eight tokens)::
+
+    click(x,y)   long_press(x,y)   type('text')   scroll(x,y,down)   drag(x1,y1,x2,y2)
+    open_app('Clock')   press_home()   press_back()   wait()   finished('msg')   answer('text')
+
+Coordinates are integers on a ``grid x grid`` lattice over the screen (default 100: 0..99
+across the width and the height), independent of the device resolution; an integer maps
+to the centre of its cell, so a pixel comes back within half a cell (5.4 x 12 px on a
+1080x2400 phone). ``grid=None`` uses device pixels instead (exact, more digits). Strings
+are single-quoted Python literals (``\\'``, ``\\n``, ``\\\\`` escapes).
+
+Prompt (through the same chat-template path as every agent): an optional short system turn
+listing the format, then one user turn with the screenshot(s) and ``Goal: ...`` plus
+``Done: a1; a2; ...`` (the remembered raw actions, oldest first).
+
+    >>> import numpy as np
+    >>> from darwin.actions import Click
+    >>> from darwin.agents import TinyAgent
+    >>> from darwin.types import Observation
+    >>> obs = Observation(screenshot=np.zeros((560, 252, 3), np.uint8), goal="Open Clock",
+    ...                   device_size=(1080, 2400))
+    >>> agent = TinyAgent()
+    >>> agent.format_action(Click(x=540, y=1200), obs)
+    'click(50,50)'
+    >>> agent.project_action("click(50,50)", obs)
+    Click(type='click', x=545, y=1212)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from darwin.actions import (
+    Action,
+    Answer,
+    Click,
+    Drag,
+    Finished,
+    LongPress,
+    OpenApp,
+    PressBack,
+    PressHome,
+    Scroll,
+    Type,
+    Wait,
+)
+from darwin.agents.coords import (
+    CoordinateConvention,
+    DeviceCoordinates,
+    RelativeCoordinates,
+    visual_tokens,
+)
+from darwin.agents.parsing import MAX_PARSE_CHARS, Call, find_calls, numbers
+from darwin.agents.vlm import (
+    Geometry,
+    OffScreen,
+    ParsedOutput,
+    Reject,
+    VLMAgent,
+    build_action,
+    parse_direction,
+    quote,
+)
+from darwin.memory.base import HistoryItem, Memory
+from darwin.policies.base import ChatMessage, Prompt
+from darwin.types import Observation, ParseError, Transition
+
+ACTION_SPACE = (
+    "click(x,y) long_press(x,y) type('text') scroll(x,y,up|down|left|right) drag(x1,y1,x2,y2) "
+    "open_app('name') press_home() press_back() wait() finished('message') answer('text')"
+)
+
+_NAMES = frozenset(
+    {"click", "long_press", "type", "scroll", "drag", "open_app", "press_home", "press_back", "wait",
+     "finished", "answer"}
+)
+
+
+class TinyAgentConfig(BaseModel):
+    """Settings of :class:`TinyAgent` (validated when built)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    grid: int | None = Field(
+        100, ge=2, le=10_000, description="coordinate lattice per axis (cell centres); None = device pixels"
+    )
+    system_prompt: bool = Field(
+        True, description="start with a short system turn listing the format (off: the model learns it by SFT alone)"
+    )
+    off_screen: OffScreen = Field("clamp", description="off-screen coordinates: clamp to the edge or ParseError")
+
+    @property
+    def convention(self) -> CoordinateConvention:
+        if self.grid is None:
+            return DeviceCoordinates()
+        return RelativeCoordinates(scale=self.grid, center=True)
+
+
+class TinyAgent(VLMAgent):
+    """The tiny model's agent: one short call per step, raw-action history.
+
+    ``TinyAgent(config, memory)`` or ``TinyAgent(grid=1000, ...)`` with config fields as
+    keywords. :meth:`format_action` produces the SFT targets; :meth:`parse` reads them back.
+    """
+
+    def __init__(self, config: TinyAgentConfig | None = None, memory: Memory | None = None, **overrides: object) -> None:
+        if config is not None and overrides:
+            raise TypeError("pass either a TinyAgentConfig or keyword overrides, not both")
+        super().__init__(memory)
+        self.config = config if config is not None else TinyAgentConfig.model_validate(overrides)
+        self.convention = self.config.convention
+
+    # ---------------------------------------------------------------- prompt (psi)
+    def system_text(self, observation: Observation) -> str:
+        grid = self.config.grid
+        if grid is None:
+            w, h = observation.device_size
+            coords = f"x,y: screen pixels of the {w}x{h} screen."
+        else:
+            coords = f"x,y: 0-{grid - 1} across the screen width and height."
+        return f"Phone agent. Reply with one action:\n{ACTION_SPACE}\n{coords}"
+
+    def build_context(self, observation: Observation, history: Sequence[Transition]) -> Prompt:
+        system = self.system_text(observation) if self.config.system_prompt else ""
+        goal = f"Goal: {observation.goal}"
+        h, w = observation.screenshot.shape[:2]
+        image_tokens = visual_tokens(h, w)
+        reserved = self.memory.count_tokens(system) + self.memory.count_tokens(goal) + image_tokens + 8
+        window = self.memory.window(history, self.render, reserved_tokens=reserved, image_tokens=image_tokens)
+        text = goal
+        if window.entries:
+            text += "\nDone: " + "; ".join(e.text for e in window.entries)
+        images = (*window.images, observation.screenshot)
+        messages = [ChatMessage(role="system", text=system)] if system else []
+        messages.append(ChatMessage(role="user", text=text, images=images))
+        return Prompt(messages=tuple(messages))
+
+    def history_item(self, parsed: ParsedOutput) -> HistoryItem:
+        return HistoryItem(action=parsed.action_text)
+
+    def invalid_history_text(self, text: str) -> str:
+        """Unparseable past outputs read ``invalid``: a random model's noise would crowd the prompt."""
+        return "invalid"
+
+    # ---------------------------------------------------------------- parser (xi)
+    def parse(self, text: str, observation: Observation) -> ParsedOutput:
+        warnings: list[str] = []
+        if len(text) > MAX_PARSE_CHARS:
+            warnings.append(f"response of {len(text)} characters; only the first {MAX_PARSE_CHARS} were read")
+            text = text[:MAX_PARSE_CHARS]
+        calls = find_calls(text, _NAMES)
+        if not calls:
+            return ParsedOutput(
+                error=ParseError(reason="no action found (expected e.g. click(50,50))", text=text),
+                warnings=tuple(warnings),
+            )
+        geo = Geometry(self.convention, observation, self.config.off_screen)
+        call = calls[0]
+        try:
+            action = _convert(call, geo)
+        except Reject as e:
+            return ParsedOutput(
+                error=ParseError(reason=f"{call.name}(): {e.reason}", text=text),
+                num_actions=len(calls),
+                warnings=tuple(warnings + geo.warnings),
+            )
+        if len(calls) > 1:
+            warnings.append(f"{len(calls)} actions in one response; using the first")
+        if not call.terminated:
+            warnings.append(f"{call.name}( is not closed; read to the end of the response")
+        return ParsedOutput(
+            action=action,
+            action_text=call.text.strip(),
+            num_actions=len(calls),
+            warnings=tuple(warnings + geo.warnings),
+        )
+
+    # ---------------------------------------------------------------- inverse
+    def format_action(self, action: Action, observation: Observation) -> str:
+        geo = Geometry(self.convention, observation, "clamp")
+
+        def pt(x: int, y: int) -> str:
+            mx, my = geo.model_point(x, y)
+            return f"{mx},{my}"
+
+        if isinstance(action, Click):
+            return f"click({pt(action.x, action.y)})"
+        if isinstance(action, LongPress):
+            return f"long_press({pt(action.x, action.y)})"
+        if isinstance(action, Type):
+            return f"type({quote(action.content)})"
+        if isinstance(action, Scroll):
+            return f"scroll({pt(action.x, action.y)},{action.direction.value})"
+        if isinstance(action, Drag):
+            return f"drag({pt(action.x1, action.y1)},{pt(action.x2, action.y2)})"
+        if isinstance(action, OpenApp):
+            return f"open_app({quote(action.app)})"
+        if isinstance(action, PressHome):
+            return "press_home()"
+        if isinstance(action, PressBack):
+            return "press_back()"
+        if isinstance(action, Wait):
+            return "wait()"
+        if isinstance(action, Finished):
+            return f"finished({quote(action.content)})" if action.content else "finished()"
+        if isinstance(action, Answer):
+            return f"answer({quote(action.content)})"
+        raise TypeError(f"unknown action {action!r}")
+
+
+def _point_values(call: Call, count: int) -> list[float]:
+    named = [call.kwarg(k) for k in (("x", "y") if count == 2 else ("x1", "y1", "x2", "y2"))]
+    if all(v is not None for v in named):
+        values = [numbers(v, limit=1) for v in named if v is not None]
+        if all(values):
+            return [v[0] for v in values]
+    found = numbers(",".join(a for a in call.args if not a.strip().isalpha()), limit=count + 1)
+    if len(found) != count:
+        raise Reject(f"expected {count} coordinates, got {len(found)}")
+    return found
+
+
+def _text(call: Call, *keys: str) -> str:
+    value = call.kwarg(*keys)
+    if value is None:
+        value = call.args[0] if call.args else ""
+    return value
+
+
+def _convert(call: Call, geo: Geometry) -> Action:
+    name = call.name
+    if name in ("click", "long_press"):
+        x, y = geo.point(_point_values(call, 2), name)
+        return build_action(Click if name == "click" else LongPress, x=x, y=y)
+    if name == "scroll":
+        direction = call.kwarg("direction") or next((a for a in call.args if a.strip().isalpha()), None)
+        d = parse_direction(direction)
+        x, y = geo.point(_point_values(call, 2), name)
+        return build_action(Scroll, x=x, y=y, direction=d)
+    if name == "drag":
+        v = _point_values(call, 4)
+        (x1, y1), (x2, y2) = geo.point(v[:2], "drag start"), geo.point(v[2:], "drag end")
+        return build_action(Drag, x1=x1, y1=y1, x2=x2, y2=y2)
+    if name == "type":
+        return build_action(Type, content=_text(call, "content", "text"))
+    if name == "open_app":
+        return build_action(OpenApp, app=_text(call, "app", "app_name", "name").strip())
+    if name == "press_home":
+        return PressHome()
+    if name == "press_back":
+        return PressBack()
+    if name == "wait":
+        return Wait()
+    if name == "finished":
+        return build_action(Finished, content=_text(call, "content"))
+    return build_action(Answer, content=_text(call, "content", "text"))
+
+
+__all__ = ["ACTION_SPACE", "TinyAgent", "TinyAgentConfig"]
