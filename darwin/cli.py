@@ -188,6 +188,12 @@ def bench_adb(phones: int, seconds: float, adb_port: int | None, write_path: str
     for name, (p50, p95, rate) in result.many_screenshot_ms.items():
         table.add_row(f"{name} (screenshots/s; p50 {p50:.1f} ms, p95 {p95:.1f} ms)", f"{rate:.1f}", f"{rate * phones:.1f}")
     console.print(table)
+    table = Table(title="CPU during the command runs (client, adb server and phones share this machine)")
+    for col in ("run", "machine CPU idle", "client CPU per command"):
+        table.add_column(col, justify="left" if col == "run" else "right")
+    for name, (idle, us) in result.cpu.items():
+        table.add_row(name, f"{idle:.0f}%", f"{us:.0f} us")
+    console.print(table)
     console.print(f"darwin vs plain adbutils per phone: {result.ratio():.1f}x (one phone), {result.many_ratio():.1f}x ({phones} phones); target >= 4x")
     if write_path:
         command = f"darwin bench adb --phones {phones} --seconds {seconds:g} --write {shlex.quote(write_path)}"

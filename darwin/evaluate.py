@@ -98,6 +98,9 @@ async def evaluate(
     async def worker(i: int, env: PhoneEnv) -> None:
         actor = make_actor(i)
         while True:
+            if env.quarantined:
+                logger.error("phone %s is quarantined; it takes no more episodes", env.name)
+                return
             try:
                 task = queue.get_nowait()
             except asyncio.QueueEmpty:
@@ -119,6 +122,11 @@ async def evaluate(
                 on_episode(trajectory)
 
     await asyncio.gather(*(worker(i, env) for i, env in enumerate(envs)))
+    if not queue.empty():
+        raise RuntimeError(
+            f"every phone is quarantined; {queue.qsize()} episode(s) did not run "
+            f"({len(report.trajectories)} did); reset the phones through their provider and rerun"
+        )
     return report
 
 

@@ -182,6 +182,8 @@ class RolloutEngine:
                 done = [w for w in workers if w.done()]
                 for w in done:
                     w.result()  # a crashed worker is a bug: surface it now
+                if len(done) == len(workers):
+                    raise RuntimeError("every phone is quarantined; reset them through their provider and resume")
                 await asyncio.sleep(poll_interval)
         finally:
             stop.set()
@@ -199,6 +201,9 @@ class RolloutEngine:
     async def _worker(self, i: int, env: PhoneEnv, stop: asyncio.Event) -> None:
         actor = self.make_actor(i)
         while not stop.is_set():
+            if env.quarantined:
+                logger.error("phone %s is quarantined; its worker stops", env.name)
+                return
             await asyncio.sleep(0)  # in-process phones never block: let the others and the stop check run
             task, group = self._next_task()
             episode_id = uuid.uuid4().hex

@@ -62,6 +62,11 @@ class PhoneEnv(ABC):
     def go_home(self) -> None:
         """Minimal cleanup between episodes: return to the launcher (state persists)."""
 
+    @property
+    def quarantined(self) -> bool:
+        """True when the phone failed too often to be trusted; workers stop using it."""
+        return False
+
     def probe_state(self) -> dict[str, Any] | None:
         """Machine-readable phone state for rule verification, or ``None`` if unavailable."""
         return None

@@ -80,3 +80,30 @@ def test_worker_crash_is_surfaced():
     eng.buffer = None  # any bug inside a worker must reach the caller, not vanish
     with pytest.raises(AttributeError):
         asyncio.run(eng.run(until=lambda: False))
+
+
+class QuarantinedAfter(SimPhoneEnv):
+    def __init__(self, n, **kw):
+        super().__init__(**kw)
+        self.n = n
+
+    @property
+    def quarantined(self):
+        return self.n <= 0
+
+    def execute(self, action):
+        self.n -= 1
+        super().execute(action)
+
+
+def test_quarantined_phones_stop_taking_work():
+    from darwin.evaluate import evaluate
+
+    envs = [QuarantinedAfter(3, seed=0), SimPhoneEnv(seed=1)]
+    report = asyncio.run(evaluate(task_set("base8"), envs, lambda i: OracleActor()))
+    assert len(report.trajectories) == 8
+    with pytest.raises(RuntimeError, match="every phone is quarantined"):
+        asyncio.run(evaluate(task_set("base8"), [QuarantinedAfter(3, seed=0)], lambda i: OracleActor()))
+    eng, buffer = engine([QuarantinedAfter(5, seed=2)])
+    with pytest.raises(RuntimeError, match="every phone is quarantined"):
+        asyncio.run(eng.run(until=lambda: False))

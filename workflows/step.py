@@ -80,6 +80,8 @@ class StepWorkflow(Workflow):
         history: list[Transition] = []
         try:
             await actor.start_phase(env, task, phase, instruction, spec)
+        except InfraError as exc:  # the actor read the phone (e.g. the oracle's state probe)
+            return self._infra(env, task, exc), None
         except Exception as exc:
             logger.exception("actor failed to start phase %s of %s", phase.value, task.id)
             return Termination(TerminationReason.ERROR, f"actor.start_phase: {exc!r}"), None
@@ -91,6 +93,8 @@ class StepWorkflow(Workflow):
             obs = Observation(screenshot=shot, goal=goal, device_size=env.device_size, task_id=task.id, phase=phase, step=step)
             try:
                 decision = await actor.act(obs, history)
+            except InfraError as exc:  # the actor read the phone (e.g. the oracle's state probe)
+                return self._infra(env, task, exc), None
             except Exception as exc:
                 logger.exception("actor failed on %s step %d", task.id, step)
                 return Termination(TerminationReason.ERROR, f"actor.act: {exc!r}"), None

@@ -35,9 +35,15 @@ class ChatMessage:
 
 @dataclass(frozen=True)
 class Prompt:
-    """What an agent's context processing (psi) hands to a policy."""
+    """What an agent's context processing (psi) hands to a policy.
+
+    ``seed`` optionally fixes this request's sampling randomness: backends that support it
+    (:class:`~darwin.policies.hf.HFPolicy`) then give the same sample whatever batch the
+    request lands in and whenever it arrives. Without it the backend draws a seed.
+    """
 
     messages: tuple[ChatMessage, ...]
+    seed: int | None = None
 
     @property
     def images(self) -> list[np.ndarray]:

@@ -45,6 +45,7 @@ Example (needs the ``adb`` binary; adbutils talks to the adb server on 5037 here
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -213,7 +214,11 @@ class CommandRecord:
 
 
 class DropConnection(Exception):  # noqa: N818 - a control signal, not an error
-    """Raise from a ``before_command`` hook to drop the whole TCP connection abruptly."""
+    """Raise from a ``before_command`` hook to drop the whole TCP connection abruptly.
+
+    A backend's ``run`` may raise it too: the command's effect stays, the connection is
+    cut before any output or exit code is sent (the client never learns the outcome).
+    """
 
 
 class CloseStream(Exception):  # noqa: N818 - a control signal, not an error
@@ -597,7 +602,10 @@ class _Transport:
                     data = await self.reader.readexactly(length) if length else b""
                 except asyncio.IncompleteReadError:
                     return
-                if (check or self._checksum_needed()) and check != sum(data) & 0xFFFFFFFF:
+                # A host that redials a device (adb does after a dropped connection) reuses
+                # the transport's negotiated version and sends CNXN with checksum 0.
+                redial = command == A_CNXN and check == 0
+                if not redial and (check or self._checksum_needed()) and check != sum(data) & 0xFFFFFFFF:
                     logger.warning(
                         "%s: checksum mismatch on %s from %s; dropping the connection",
                         self.server.serial_name,
@@ -759,6 +767,11 @@ class AdbdServer:
         before_command: optional fault-injection hook, see :data:`BeforeCommandHook`.
         max_workers: threads running ``backend.run`` for this device (a slow device only
             ever blocks its own threads).
+        log_limit: keep only the newest ``log_limit`` records in :attr:`command_log`
+            (``None``: keep all; set it for long-running servers).
+
+    A stopped server can be started again; it listens on the port it had (so ``adb
+    connect`` to the same address works after a simulated crash or reboot).
 
     Example::
 
@@ -776,6 +789,7 @@ class AdbdServer:
         serial_name: str | None = None,
         before_command: BeforeCommandHook | None = None,
         max_workers: int = 4,
+        log_limit: int | None = None,
     ) -> None:
         if not callable(getattr(backend, "run", None)):
             raise TypeError(
@@ -794,7 +808,9 @@ class AdbdServer:
         self._server: asyncio.Server | None = None
         self._transports: set[_Transport] = set()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._log: list[CommandRecord] = []
+        if log_limit is not None and log_limit < 1:
+            raise ValueError(f"log_limit must be >= 1 or None, got {log_limit}")
+        self._log: collections.deque[CommandRecord] = collections.deque(maxlen=log_limit)
         self._log_lock = threading.Lock()
         self._port: int | None = None
 
@@ -836,17 +852,21 @@ class AdbdServer:
         """Number of open TCP connections (adb servers attached)."""
         return len(self._transports)
 
+    @property
+    def running(self) -> bool:
+        """Whether the server is listening (between :meth:`start` and :meth:`stop`)."""
+        return self._server is not None
+
     async def start(self) -> None:
         """Start listening. Raises ``OSError`` naming the address if the port is taken."""
         if self._server is not None:
             raise RuntimeError(f"{self!r} is already started")
         try:
-            self._server = await asyncio.start_server(
-                self._on_client, self.host, self._requested_port
-            )
+            port = self._port if self._port is not None else self._requested_port
+            self._server = await asyncio.start_server(self._on_client, self.host, port)
         except OSError as exc:
             raise OSError(
-                exc.errno, f"cannot listen on {self.host}:{self._requested_port}: {exc.strerror}"
+                exc.errno, f"cannot listen on {self.host}:{port}: {exc.strerror}"
             ) from exc
         self._port = self._server.sockets[0].getsockname()[1]
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -974,6 +994,10 @@ class AdbdServer:
             result = _run_builtin(argv)
             if result is None:
                 result = await self._run_backend(argv, record.command)
+            if isinstance(result, DropConnection):
+                record.error = f"connection dropped by the backend after the command ran: {result}"
+                transport.abort()
+                return
             if isinstance(result, BaseException):
                 error = f"backend error: {type(result).__name__}: {result}"
                 await self._emit(transport, stream, _error_result("backend", result))
@@ -987,6 +1011,8 @@ class AdbdServer:
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(self._executor, self.backend.run, argv, raw)
+        except DropConnection as exc:  # the backend cuts the connection after its effect
+            return exc
         except Exception as exc:  # noqa: BLE001 - reported to the client and logged
             logger.exception("%s: backend failed on %r (argv %r)", self.serial_name, raw, argv)
             return exc
@@ -1093,6 +1119,7 @@ class AdbdFarm:
             set ``farm.servers[i].before_command`` to target one device.
         max_workers: backend threads per device.
         start_timeout: seconds to wait for every server to listen.
+        log_limit: per-device cap on :attr:`AdbdServer.command_log` (``None``: unbounded).
     """
 
     def __init__(
@@ -1103,6 +1130,7 @@ class AdbdFarm:
         before_command: BeforeCommandHook | None = None,
         max_workers: int = 4,
         start_timeout: float = 30.0,
+        log_limit: int | None = None,
     ) -> None:
         if not backends:
             raise ValueError("AdbdFarm needs at least one backend")
@@ -1118,6 +1146,7 @@ class AdbdFarm:
                 serial_name=f"sim{i}",
                 before_command=before_command,
                 max_workers=max_workers,
+                log_limit=log_limit,
             )
             for i, backend in enumerate(backends)
         ]

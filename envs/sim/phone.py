@@ -373,6 +373,26 @@ class SimPhone:
         else:
             fields[field.field_key] = fields.get(field.field_key, "") + key
 
+    def commit_text(self, text: str) -> bool:
+        """Insert ``text`` verbatim into the focused field, like an IME's ``commitText``.
+
+        Unlike the ``type`` action, newlines and tabs are plain characters here: nothing is
+        submitted. Returns ``False`` (and changes nothing) when no text field has focus.
+        Used by the ADB device backend (:mod:`darwin.envs.sim.device`).
+        """
+        field = self.layout().focused_field()
+        if field is None or field.field_key is None:
+            return False
+        if text:
+            self._append_text(field, text)
+            self._changed()
+        return True
+
+    def press_key(self, key: str) -> None:
+        """A hardware key event into the focused field (:meth:`key_press`), then refresh the screen."""
+        self.key_press(key)
+        self._changed()
+
     def _submit(self, field: Widget) -> None:
         value = self.top_screen(self.state["foreground"]).get("fields", {}).get(field.field_key, "")
         if field.on_submit is not None:

@@ -31,6 +31,7 @@ DARK = {
     "nav": (10, 10, 10), "navglyph": (200, 200, 200),
 }
 WHITE: RGB = (255, 255, 255)
+_CONTROL_CHARS = {c: None for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
 
 
 @lru_cache(maxsize=64)
@@ -77,6 +78,7 @@ class _Ctx:
         return (round(b[0] * self.sx), round(b[1] * self.sy), round(b[2] * self.sx) - 1, round(b[3] * self.sy) - 1)
 
     def text(self, x: float, y: float, text: str, px: int, fill: RGB, bold: bool = False, anchor: str = "lm", max_w: float | None = None) -> None:
+        text = text.translate(_CONTROL_CHARS)  # model-typed control bytes must not break layout
         if not text:
             return
         size = max(6, round(px * self.s))

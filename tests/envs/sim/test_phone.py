@@ -167,3 +167,19 @@ def test_out_of_screen_taps_do_nothing():
     before = phone.snapshot()
     phone.execute(Click(x=5000, y=5000))
     assert phone.snapshot() == before
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80))
+def test_any_typed_text_is_kept_and_renders(text):
+    phone = SimPhone(seed=0, perturbation=PerturbationConfig(enabled=False))
+    phone.execute(OpenApp(app="X"))
+    tap(phone, "x.compose")  # the composer is multiline: newlines are text, nothing submits
+    phone.execute(Type(content=text))
+    assert phone.top_screen("x").get("fields", {}).get("x.compose_text", "") == text
+    phone.screenshot((252, 560))
+    phone.screenshot()

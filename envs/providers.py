@@ -1,0 +1,379 @@
+"""Phone providers: where phones come from, and how they are reset.
+
+A :class:`PhoneProvider` lists phones, hands them out as connected
+:class:`~darwin.envs.adb.AdbPhoneEnv` s (:meth:`~PhoneProvider.acquire`), takes them back
+(:meth:`~PhoneProvider.release`), resets them softly (home button) or hard (through the
+provider's own API: re-image a cloud phone, restart an emulator), reports their health
+and heals quarantined ones. A new provider (e.g. for a cloud vendor's API) implements two
+methods; docs/phones.md walks through one.
+
+Two providers ship:
+
+- :class:`StaticProvider`: a fixed list of serials or ``host:port`` addresses (USB phones,
+  emulators, cloud phones you manage yourself); hard reset through a function you give.
+- :class:`SimFarm`: starts N SimPhones served as ADB devices on 127.0.0.1 (optionally
+  with injected faults); hard reset = factory reset + adbd restart.
+
+    >>> from darwin.envs.providers import StaticProvider
+    >>> provider = StaticProvider(["127.0.0.1:6101", "emulator-5554"])
+    >>> [p.serial for p in provider.list_phones()]
+    ['127.0.0.1:6101', 'emulator-5554']
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv, AdbServerClient, AppMap, PhoneHealth
+from darwin.envs.base import InfraError
+from darwin.envs.faults import FaultSpec, ServedFaults
+
+__all__ = ["NoPhoneAvailable", "PhoneInfo", "PhoneProvider", "ProviderError", "SimFarm", "StaticProvider"]
+
+logger = logging.getLogger(__name__)
+
+
+class ProviderError(RuntimeError):
+    """A provider cannot do what was asked (no reset API, unknown phone...)."""
+
+
+class NoPhoneAvailable(ProviderError):  # noqa: N818 - reads as a sentence
+    """Every phone is in use, quarantined or unreachable."""
+
+
+@dataclass(frozen=True)
+class PhoneInfo:
+    """One phone a provider offers: its provider-side id and its adb serial."""
+
+    id: str
+    serial: str
+    """``host:port`` (reached with ``adb connect``) or a USB/emulator serial."""
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+
+class PhoneProvider(ABC):
+    """Lists phones and resets them through its own API; the rest is shared.
+
+    Subclasses implement :meth:`list_phones` and :meth:`hard_reset` (and may override
+    :meth:`prepare` / :meth:`retire` to reserve and free phones with a vendor API)::
+
+        class MyCloud(PhoneProvider):
+            def __init__(self, api, **kwargs):
+                super().__init__(**kwargs)
+                self.api = api
+
+            def list_phones(self):
+                return [PhoneInfo(p["id"], f"{p['host']}:{p['adb_port']}") for p in self.api.phones()]
+
+            def hard_reset(self, phone):
+                self.api.reimage(phone.id)
+                self.api.wait_ready(phone.id, timeout=300)
+
+    Args:
+        config: settings of the :class:`~darwin.envs.adb.AdbPhoneEnv` s it creates.
+        apps: app map for ``open_app`` (default: SPA-Bench + SimPhone apps).
+    """
+
+    def __init__(self, config: AdbEnvConfig | None = None, apps: AppMap | None = None) -> None:
+        self.config = config or AdbEnvConfig()
+        self.apps = apps if apps is not None else AppMap.default()
+        self._in_use: dict[str, AdbPhoneEnv | None] = {}  # None: being connected
+        self._info: dict[str, PhoneInfo] = {}
+        self._lock = threading.Lock()
+
+    # -- what a provider implements ---------------------------------------------------------
+    @abstractmethod
+    def list_phones(self) -> list[PhoneInfo]:
+        """Every phone this provider can hand out (in use or not)."""
+
+    @abstractmethod
+    def hard_reset(self, phone: PhoneInfo) -> None:
+        """Reset ``phone`` through the provider's API (re-image, restart) and return once
+        it accepts ADB connections again. Raise :class:`ProviderError` if impossible."""
+
+    def prepare(self, phone: PhoneInfo) -> None:
+        """Called before a phone is connected (e.g. reserve or start it with a vendor API)."""
+
+    def retire(self, phone: PhoneInfo) -> None:
+        """Called after a phone is released (e.g. free the reservation)."""
+
+    # -- shared ----------------------------------------------------------------------------
+    def acquire(self) -> AdbPhoneEnv:
+        """A connected env for a free phone; phones that fail to connect are skipped.
+
+        Raises :class:`NoPhoneAvailable` when no phone can be had.
+        """
+        errors = []
+        for phone in self.list_phones():
+            with self._lock:
+                if phone.id in self._in_use:
+                    continue
+                self._in_use[phone.id] = None  # reserved while connecting
+            try:
+                self.prepare(phone)
+                env = AdbPhoneEnv(phone.serial, self.config, apps=self.apps, name=phone.id)
+            except InfraError as exc:
+                logger.warning("provider: %s (%s) is unreachable: %s", phone.id, phone.serial, exc)
+                errors.append(f"{phone.id}: {exc}")
+                with self._lock:
+                    self._in_use.pop(phone.id, None)
+                continue
+            with self._lock:
+                self._in_use[phone.id] = env
+                self._info[phone.id] = phone
+            return env
+        detail = "; ".join(errors) if errors else "all phones are in use"
+        raise NoPhoneAvailable(f"no phone available from {type(self).__name__}: {detail}")
+
+    def acquire_many(self, count: int) -> list[AdbPhoneEnv]:
+        """``count`` connected envs (all or nothing)."""
+        envs: list[AdbPhoneEnv] = []
+        try:
+            for _ in range(count):
+                envs.append(self.acquire())
+        except NoPhoneAvailable:
+            for env in envs:
+                self.release(env)
+            raise
+        return envs
+
+    def release(self, env: AdbPhoneEnv) -> None:
+        """Give a phone back: home button (best effort), stop its env thread."""
+        phone = self._phone_of(env)
+        env.go_home()
+        env.close()
+        with self._lock:
+            self._in_use.pop(phone.id, None)
+        self.retire(phone)
+
+    def soft_reset(self, env: AdbPhoneEnv) -> None:
+        """Minimal cleanup between episodes: return to the launcher (state persists)."""
+        env.go_home()
+
+    def reset(self, env: AdbPhoneEnv) -> None:
+        """Hard-reset the phone behind ``env`` through the provider and put it back in
+        service (quarantine released; the next call reconnects)."""
+        self.hard_reset(self._phone_of(env))
+        env.release_quarantine()
+
+    def health(self) -> dict[str, PhoneHealth]:
+        """Health of every phone in use, by phone id."""
+        with self._lock:
+            envs = {k: v for k, v in self._in_use.items() if v is not None}
+        return {phone_id: env.health() for phone_id, env in envs.items()}
+
+    def heal(self) -> list[str]:
+        """Hard-reset every quarantined phone in use; returns the ids put back in service."""
+        healed = []
+        with self._lock:
+            envs = [(k, v) for k, v in self._in_use.items() if v is not None and v.quarantined]
+        for phone_id, env in envs:
+            try:
+                self.reset(env)
+            except (ProviderError, InfraError, OSError) as exc:
+                logger.error("provider: hard reset of %s failed: %s", phone_id, exc)
+                continue
+            healed.append(phone_id)
+        return healed
+
+    def _phone_of(self, env: AdbPhoneEnv) -> PhoneInfo:
+        with self._lock:
+            for phone_id, used in self._in_use.items():
+                if used is env:
+                    return self._info[phone_id]
+        raise ProviderError(f"{env!r} was not acquired from this {type(self).__name__}")
+
+
+class StaticProvider(PhoneProvider):
+    """A fixed list of phones: serials or ``host:port`` addresses.
+
+    Args:
+        devices: serials (``emulator-5554``, USB ids) or ``host:port`` of cloud phones.
+        reset: ``reset(phone)`` that re-images the phone through your infrastructure and
+            returns when it is back; without it :meth:`hard_reset` raises.
+        config, apps: see :class:`PhoneProvider`.
+    """
+
+    def __init__(
+        self,
+        devices: Sequence[str],
+        config: AdbEnvConfig | None = None,
+        apps: AppMap | None = None,
+        reset: Callable[[PhoneInfo], None] | None = None,
+    ) -> None:
+        super().__init__(config, apps)
+        if not devices:
+            raise ValueError("StaticProvider needs at least one device serial or host:port")
+        duplicates = sorted({d for d in devices if list(devices).count(d) > 1})
+        if duplicates:
+            raise ValueError(f"devices listed twice: {duplicates}")
+        self._phones = [PhoneInfo(id=d, serial=d) for d in devices]
+        self._reset = reset
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs: Any) -> StaticProvider:
+        """Read one serial or ``host:port`` per line (blank lines and ``#`` comments skipped)."""
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        devices = [line.split("#", 1)[0].strip() for line in lines]
+        return cls([d for d in devices if d], **kwargs)
+
+    def list_phones(self) -> list[PhoneInfo]:
+        return list(self._phones)
+
+    def hard_reset(self, phone: PhoneInfo) -> None:
+        if self._reset is None:
+            raise ProviderError(
+                f"StaticProvider has no reset API for {phone.id}; pass reset=<function> "
+                "that re-images the phone, or write a PhoneProvider for your vendor (docs/phones.md)"
+            )
+        self._reset(phone)
+
+
+class SimFarm(PhoneProvider):
+    """N SimPhones served as ADB devices on 127.0.0.1, as a phone provider.
+
+    Args:
+        count: number of phones.
+        seed: phone ``i`` is ``SimPhone(seed=seed + i)``.
+        faults: a :class:`~darwin.envs.faults.FaultSpec` (or its string form) injected into
+            every served phone, each with its own RNG.
+        port_base: first port (phone ``i`` on ``port_base + i``), or ``None`` for free ports.
+        adb_port: the adb server the envs talk to (shorthand for ``config.adb_port``).
+        config: env settings (default :meth:`AdbEnvConfig.for_sim`).
+        log_limit: per-phone cap of the command log (``None``: unbounded).
+
+    Serving needs no adb server; :meth:`acquire` does. Use it as a context manager::
+
+        with SimFarm(count=16, faults="drop=0.01,crash=0.001", adb_port=5037) as farm:
+            envs = farm.acquire_many(16)
+            ...
+            farm.backends[0].phone.state      # the SimPhone behind phone 0
+            farm.servers[0].command_log       # every command it received
+    """
+
+    def __init__(
+        self,
+        count: int,
+        seed: int = 0,
+        faults: FaultSpec | str | None = None,
+        port_base: int | None = None,
+        adb_port: int | None = None,
+        config: AdbEnvConfig | None = None,
+        apps: AppMap | None = None,
+        perturbation: Any = None,
+        log_limit: int | None = None,
+    ) -> None:
+        from darwin.envs.sim.device import SimDeviceBackend
+
+        if count < 1:
+            raise ValueError(f"SimFarm needs count >= 1, got {count}")
+        if config is None:
+            config = AdbEnvConfig.for_sim(**({"adb_port": adb_port} if adb_port else {}))
+        elif adb_port is not None:
+            config = config.model_copy(update={"adb_port": adb_port})
+        super().__init__(config, apps)
+        self.count = count
+        self.faults = FaultSpec.parse(faults) if isinstance(faults, str) else (faults or FaultSpec())
+        self.port_base = port_base
+        self.log_limit = log_limit
+        self.backends = [
+            SimDeviceBackend(seed=seed + i, perturbation=perturbation, serial=f"darwin-sim-{seed + i}") for i in range(count)
+        ]
+        self.served = [ServedFaults(self.faults, b, f"sim-{i}") for i, b in enumerate(self.backends)]
+        """Per-phone fault injection (see :meth:`set_faults`)."""
+        self._farm: Any = None
+
+    # -- serving ---------------------------------------------------------------------------
+    def start(self) -> SimFarm:
+        """Start serving every phone (no adb server needed for this)."""
+        from darwin.envs.sim.adbd import AdbdFarm
+
+        if self._farm is not None:
+            raise RuntimeError("SimFarm is already started")
+        farm = AdbdFarm([s.backend for s in self.served], port_base=self.port_base, log_limit=self.log_limit)
+        for served, server in zip(self.served, farm.servers, strict=True):
+            served.attach(server)
+        farm.start()
+        self._farm = farm
+        if self.faults.enabled:
+            logger.info("SimFarm: faults %s", self.faults)
+        return self
+
+    def stop(self) -> None:
+        """Release every phone in use, disconnect them from the adb server and stop serving."""
+        with self._lock:
+            envs = [e for e in self._in_use.values() if e is not None]
+        for env in envs:
+            env.close()
+        with self._lock:
+            self._in_use.clear()
+        if self._farm is not None:
+            # Otherwise the adb server keeps redialing the stopped phones.
+            client = AdbServerClient(self.config.adb_host, self.config.adb_port)
+            for address in self._farm.addresses:
+                try:
+                    client.disconnect_device(address, time.monotonic() + 5)
+                except InfraError as exc:
+                    logger.debug("SimFarm: adb disconnect %s: %s", address, exc)
+                    if exc.cause == "adb_server":
+                        break  # no adb server: nothing to disconnect from
+            self._farm.stop()
+            self._farm = None
+
+    def __enter__(self) -> SimFarm:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def farm(self) -> Any:
+        """The :class:`~darwin.envs.sim.adbd.AdbdFarm` serving the phones."""
+        if self._farm is None:
+            raise RuntimeError("SimFarm is not started; use `with SimFarm(...) as farm:` or call start()")
+        return self._farm
+
+    @property
+    def servers(self) -> list[Any]:
+        """One :class:`~darwin.envs.sim.adbd.AdbdServer` per phone (command logs)."""
+        return self.farm.servers
+
+    @property
+    def addresses(self) -> list[str]:
+        return self.farm.addresses
+
+    def set_faults(self, faults: FaultSpec | str, index: int | None = None) -> None:
+        """Change the injected faults from now on, for one phone or (``index=None``) all."""
+        spec = FaultSpec.parse(faults) if isinstance(faults, str) else faults
+        for i, served in enumerate(self.served):
+            if index is None or i == index:
+                served.set_spec(spec)
+
+    # -- PhoneProvider ---------------------------------------------------------------------
+    def list_phones(self) -> list[PhoneInfo]:
+        return [PhoneInfo(id=f"sim-{i}", serial=address) for i, address in enumerate(self.addresses)]
+
+    def hard_reset(self, phone: PhoneInfo) -> None:
+        """Factory-reset the SimPhone and restart its adbd (every connection is cut)."""
+        index = self.addresses.index(phone.serial)
+        server, backend = self.servers[index], self.backends[index]
+
+        async def restart() -> None:
+            if server.running:
+                await server.stop()
+            backend.reboot(reset=True)
+            await server.start()
+
+        self.farm.call(restart(), timeout=30)
+        logger.info("SimFarm: %s hard-reset", phone.id)
+
+    def phone_index(self, env: AdbPhoneEnv) -> int:
+        """Which backend serves ``env``."""
+        return self.addresses.index(env.serial)
