@@ -173,6 +173,32 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class ChatMessage:
+    """One chat turn; ``images`` are ``(H, W, 3)`` uint8 screenshots placed before the text."""
+
+    role: Literal["system", "user", "assistant"]
+    text: str
+    images: tuple[np.ndarray, ...] = ()
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What an agent's context processing (psi) hands to a policy.
+
+    ``seed`` optionally fixes this request's sampling randomness: backends that support it
+    (:class:`~darwin.policies.hf.HFPolicy`) then give the same sample whatever batch the
+    request lands in and whenever it arrives. Without it the backend draws a seed.
+    """
+
+    messages: tuple[ChatMessage, ...]
+    seed: int | None = None
+
+    @property
+    def images(self) -> list[np.ndarray]:
+        return [img for m in self.messages for img in m.images]
+
+
+@dataclass(frozen=True)
 class Generation:
     """A policy's sampled response with what training needs (token ids, log-probs, version)."""
 
@@ -185,11 +211,13 @@ class Generation:
 
 @dataclass(frozen=True)
 class Decision:
-    """One step's choice: the action (or a parse error) and the generation behind it, if any."""
+    """One step's choice: the action (or a parse error), and for model actors the prompt and
+    the generation behind it (what the learner re-scores)."""
 
     action: Action | None
     parse_error: ParseError | None = None
     generation: Generation | None = None
+    prompt: Prompt | None = None
 
     def __post_init__(self) -> None:
         if (self.action is None) == (self.parse_error is None):
@@ -237,7 +265,7 @@ class Trajectory:
 
 
 __all__ = [
-    "Decision", "Generation", "Lifecycle", "Observation", "ParseError", "Phase", "PhaseSpec",
+    "ChatMessage", "Decision", "Generation", "Lifecycle", "Observation", "ParseError", "Phase", "PhaseSpec", "Prompt",
     "Task", "TaskDefinitionError", "Termination", "TerminationReason", "Trajectory", "Transition",
     "VerifierSpec",
 ]

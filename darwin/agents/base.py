@@ -64,5 +64,5 @@ class ModelActor(Actor):
         (generation,) = await self.policy.generate([prompt])
         projected = self.agent.project_action(generation.text, observation)
         if isinstance(projected, ParseError):
-            return Decision(action=None, parse_error=projected, generation=generation)
-        return Decision(action=projected, generation=generation)
+            return Decision(action=None, parse_error=projected, generation=generation, prompt=prompt)
+        return Decision(action=projected, generation=generation, prompt=prompt)

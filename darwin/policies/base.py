@@ -2,7 +2,7 @@
 
     >>> import asyncio
     >>> from darwin.policies.base import Policy, Prompt, ChatMessage
-    >>> from darwin.types import Generation
+    >>> from darwin.types import ChatMessage, Generation, Prompt
     >>> class Echo(Policy):
     ...     async def generate(self, prompts):
     ...         return [Generation(text=p.messages[-1].text, policy_version=self.version) for p in prompts]
@@ -15,39 +15,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
 
-import numpy as np
 import torch
 
-from darwin.types import Generation
+from darwin.types import ChatMessage, Generation, Prompt
 
-
-@dataclass(frozen=True)
-class ChatMessage:
-    """One chat turn; ``images`` are ``(H, W, 3)`` uint8 screenshots placed before the text."""
-
-    role: Literal["system", "user", "assistant"]
-    text: str
-    images: tuple[np.ndarray, ...] = ()
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """What an agent's context processing (psi) hands to a policy.
-
-    ``seed`` optionally fixes this request's sampling randomness: backends that support it
-    (:class:`~darwin.policies.hf.HFPolicy`) then give the same sample whatever batch the
-    request lands in and whenever it arrives. Without it the backend draws a seed.
-    """
-
-    messages: tuple[ChatMessage, ...]
-    seed: int | None = None
-
-    @property
-    def images(self) -> list[np.ndarray]:
-        return [img for m in self.messages for img in m.images]
+__all__ = ["ChatMessage", "Policy", "Prompt", "WeightSyncUnsupported"]
 
 
 class WeightSyncUnsupported(TypeError):
