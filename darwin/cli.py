@@ -136,6 +136,35 @@ def bench() -> None:
     """Benchmarks that back docs/benchmarks.md."""
 
 
+@bench.command("rollout")
+@click.option("--phones", "phone_counts", default="16,32", show_default=True, help="phone counts for async vs sync")
+@click.option("--scaling", default="8,16,32,64", show_default=True, help="phone counts for the async scaling table")
+@click.option("--seconds", default=20.0, show_default=True, type=click.FloatRange(1.0), help="run time per configuration")
+@click.option("--time-scale", default=0.5, show_default=True, type=click.FloatRange(0.001), help="multiplies every phone latency")
+def bench_rollout_cmd(phone_counts: str, scaling: str, seconds: float, time_scale: float) -> None:
+    """Async vs sync rollout under heavy-tailed phone latency (env steps/s, policy idle)."""
+    from darwin.bench_rollout import LatencyModel, bench_rollout
+
+    def counts(text: str) -> list[int]:
+        try:
+            return [int(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise click.BadParameter(f"{text!r} is not a comma-separated list of phone counts") from None
+
+    latency = LatencyModel(scale=time_scale)
+    rows = bench_rollout(counts(phone_counts), counts(scaling), seconds, latency)
+    table = Table(title=f"rollout: lognormal latency (median {latency.median_s * time_scale:.2f}s, sigma {latency.sigma}) + {latency.stall_p:.0%} stalls of {latency.stall_s * time_scale:.1f}s")
+    for col in ("phones", "mode", "env steps/s", "ideal N/latency", "% of ideal", "policy idle", "mean batch"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(str(r.phones), r.mode, f"{r.steps_per_s:.1f}", f"{r.ideal_steps_per_s:.1f}", f"{100 * r.efficiency:.1f}%", f"{100 * r.idle_fraction:.1f}%", f"{r.mean_batch:.2f}")
+    console.print(table)
+    for n in counts(phone_counts):
+        by_mode = {r.mode: r for r in rows if r.phones == n and r.mode in ("async", "sync")}
+        if len(by_mode) == 2:
+            console.print(f"{n} phones: async / sync = {by_mode['async'].steps_per_s / max(by_mode['sync'].steps_per_s, 1e-9):.2f}x")
+
+
 @bench.command("sim")
 @click.option("--instances", default=64, show_default=True, type=click.IntRange(2), help="SimPhones for the memory measurement")
 @click.option("--steps", default=200, show_default=True, type=click.IntRange(10), help="steps per throughput measurement")
