@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
-import io
 import logging
 import os
 import re
@@ -68,6 +67,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from sqlalchemy.pool import StaticPool
 
 from darwin.actions import Action, parse_action
+from darwin.png import encode_png
 from darwin.types import ParseError, Phase, Task, TerminationReason, Trajectory, Transition
 
 if TYPE_CHECKING:
@@ -470,22 +470,6 @@ def _clean_text(text: str | None, limit: int | None = None) -> str | None:
     except UnicodeEncodeError:
         text = text.encode("utf-8", "replace").decode("utf-8")
     return text.replace("\x00", "\ufffd")
-
-
-def encode_png(image: np.ndarray) -> bytes:
-    """Encode an ``(H, W, 3)`` uint8 array as PNG (fast, ``compress_level=1``)."""
-    if (
-        not isinstance(image, np.ndarray)
-        or image.dtype != np.uint8
-        or image.ndim != 3
-        or image.shape[2] != 3
-    ):
-        shape = getattr(image, "shape", None)
-        dtype = getattr(image, "dtype", type(image).__name__)
-        raise ValueError(f"screenshot must be an (H, W, 3) uint8 array, got {shape} {dtype}")
-    buf = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(image)).save(buf, format="PNG", compress_level=1)
-    return buf.getvalue()
 
 
 def _enum_or_none(cls: type[enum.Enum], value: str | None) -> Any:

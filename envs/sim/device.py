@@ -73,7 +73,7 @@ from darwin.actions import (
 from darwin.envs.sim.adbd import ShellResult
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import SimPhone
-from darwin.envs.sim.png import encode_png
+from darwin.png import encode_png
 
 __all__ = [
     "ADB_KEYBOARD_IME",

@@ -45,9 +45,9 @@ from darwin.envs.sim.apps import default_apps
 from darwin.envs.sim.apps.base import AppContext, SimApp
 from darwin.envs.sim.keyboard import add_keyboard
 from darwin.envs.sim.perturb import Perturbation, PerturbationConfig
-from darwin.envs.sim.png import encode_png
 from darwin.envs.sim.render import Renderer
 from darwin.envs.sim.ui import HEIGHT, NAV_BAR_H, STATUS_BAR_H, UI, WIDTH, Screen, Widget
+from darwin.png import encode_png
 
 logger = logging.getLogger(__name__)
 

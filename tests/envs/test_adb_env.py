@@ -44,8 +44,8 @@ from darwin.envs.base import InfraError
 from darwin.envs.providers import SimFarm
 from darwin.envs.sim.device import SimDeviceBackend, decode_input_text
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.envs.sim.png import encode_png
 from darwin.evaluate import evaluate
+from darwin.png import encode_png
 from darwin.tasks import task_set
 
 pytestmark = pytest.mark.timeout(120)

@@ -7,7 +7,7 @@ from PIL import Image
 from darwin.actions import Click, Drag, OpenApp, PressBack, PressHome, Scroll, Type
 from darwin.bench import _exploring_actions
 from darwin.envs.sim import PerturbationConfig, SimPhone, UnknownAppError
-from darwin.envs.sim.png import encode_png
+from darwin.png import encode_png
 
 
 def tap(phone: SimPhone, widget_id: str) -> None:

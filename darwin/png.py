@@ -21,11 +21,13 @@ def _chunk(kind: bytes, payload: bytes) -> bytes:
 
 def encode_png(image: np.ndarray, level: int = 1) -> bytes:
     """Encode an ``(H, W, 3)`` uint8 array as PNG bytes (decodable by any PNG reader)."""
-    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-        raise ValueError(f"encode_png needs an (H, W, 3) uint8 array, got {image.shape} {image.dtype}")
+    if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        shape = getattr(image, "shape", None)
+        dtype = getattr(image, "dtype", type(image).__name__)
+        raise ValueError(f"screenshot must be an (H, W, 3) uint8 array, got {shape} {dtype}")
     h, w, _ = image.shape
     raw = np.empty((h, w * 3 + 1), np.uint8)
     raw[:, 0] = 0  # filter type "None" for every scanline
-    raw[:, 1:] = image.reshape(h, w * 3)
+    raw[:, 1:] = np.ascontiguousarray(image).reshape(h, w * 3)
     header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
     return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", isal_zlib.compress(raw.tobytes(), level)) + _chunk(b"IEND", b"")
