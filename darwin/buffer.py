@@ -125,6 +125,11 @@ class ReplayBuffer:
                 self._completed_steps -= n
             return out
 
+    def completed_trajectories(self) -> list[Trajectory]:
+        """A copy of the completed trajectories not yet handed out (for checkpoints)."""
+        with self._lock:
+            return [t for group in self._completed.values() for t in group]
+
     # -- introspection --------------------------------------------------------------------
     @property
     def completed_steps(self) -> int:

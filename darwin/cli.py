@@ -5,15 +5,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from darwin.evaluate import EvalReport
 
 console = Console()
 
@@ -64,31 +68,87 @@ def tasks_list(set_name: str | None) -> None:
 
 
 # ----------------------------------------------------------------------------------- eval
-AGENT_KINDS = ("oracle", "random")
+AGENT_KINDS = ("oracle", "random", "tiny:<checkpoint>", "litellm:<model>")
+AGENT_FORMATS = {
+    "uitars-1.5": ("uitars", "1.5"),
+    "uitars-1.0": ("uitars", "1.0"),
+    "qwen2.5": ("qwen", "2.5"),
+    "qwen3": ("qwen", "3"),
+    "tiny": ("tiny", ""),
+}
+"""``--agent-format`` for ``litellm:<model>``: the prompt and output format the served model speaks."""
 
 
-def _actor_factory(spec: str, seed: int) -> Callable[[int], object]:
+class _Actors:
+    """The eval phones' actors, their clean-up, and the screenshot size they require (if any)."""
+
+    def __init__(self, make: Callable[[int], object], aclose: Callable[[], Awaitable[None]] | None = None, observation_size: tuple[int, int] | None = None) -> None:
+        self.make = make
+        self.aclose = aclose
+        self.observation_size = observation_size
+
+
+def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float | None = None, agent_format: str = "uitars-1.5", api_base: str | None = None, api_key_env: str | None = None, max_new_tokens: int | None = None) -> _Actors:
     from darwin.agents.scripted import OracleActor, RandomActor
 
-    kind = spec.split(":", 1)[0]
+    kind, _, arg = spec.partition(":")
     if kind == "oracle":
-        return lambda i: OracleActor()
+        return _Actors(lambda i: OracleActor())
     if kind == "random":
-        return lambda i: RandomActor(seed=seed * 1000 + i)
+        return _Actors(lambda i: RandomActor(seed=seed * 1000 + i))
+    if kind == "tiny":
+        from darwin.sft import AGENT_FILE, TinyActorPool
+
+        if not arg:
+            raise click.BadParameter("tiny:<checkpoint> needs a checkpoint directory, e.g. tiny:runs/sft", param_hint="--agent")
+        if not (Path(arg) / AGENT_FILE).is_file():
+            raise click.BadParameter(f"no checkpoint at {arg}; run `darwin sft --out {arg}` first", param_hint="--agent")
+        pool = TinyActorPool(arg, temperature=1.0 if temperature is None else temperature, seed=seed, max_batch=min(phones, 64), max_new_tokens=max_new_tokens)
+        return _Actors(pool, pool.aclose, pool.observation_size)
+    if kind == "litellm":
+        from darwin.agents import ModelActor, QwenVLAgent, TinyAgent, UITarsAgent
+        from darwin.policies import LiteLLMPolicy, LiteLLMPolicyConfig
+
+        if not arg:
+            raise click.BadParameter("litellm:<model> needs a LiteLLM model name, e.g. litellm:openai/ui-tars-1.5-7b", param_hint="--agent")
+        family, version = AGENT_FORMATS[agent_format]
+        fields: dict[str, object] = {"model": arg, "api_base": api_base, "api_key_env": api_key_env, "temperature": temperature}
+        if max_new_tokens is not None:
+            fields["max_tokens"] = max_new_tokens
+        try:
+            policy = LiteLLMPolicy(LiteLLMPolicyConfig(**fields))
+        except ValueError as exc:  # pydantic's ValidationError: names the bad field, never echoes values
+            raise click.BadParameter(str(exc), param_hint="--agent/--api-base/--api-key-env/--temperature") from None
+
+        def make(i: int) -> object:
+            if family == "uitars":
+                agent: object = UITarsAgent(version=version)
+            elif family == "qwen":
+                agent = QwenVLAgent(version=version)
+            else:
+                agent = TinyAgent()
+            return ModelActor(agent, policy)  # type: ignore[arg-type]
+
+        return _Actors(make)
     raise click.BadParameter(f"unknown agent {spec!r}; available: {', '.join(AGENT_KINDS)}", param_hint="--agent")
 
 
 @main.command("eval")
-@click.option("--agent", "agent_spec", required=True, help="oracle | random")
+@click.option("--agent", "agent_spec", required=True, help="oracle | random | tiny:<checkpoint> (a `darwin sft` output directory) | litellm:<model> (any LiteLLM model, e.g. litellm:openai/ui-tars-1.5-7b with --api-base)")
 @click.option("--phones", default=4, show_default=True, type=click.IntRange(1, 512), help="SimPhones run concurrently")
 @click.option("--tasks", "task_names", default="base8", show_default=True, help="comma-separated task ids, set names or task files")
 @click.option("--episodes", default=1, show_default=True, type=click.IntRange(1), help="episodes per task")
-@click.option("--seed", default=0, show_default=True, type=int, help="phone seeds are seed, seed+1, ...")
+@click.option("--seed", default=0, show_default=True, type=int, help="phone seeds are seed, seed+1, ...; also seeds tiny sampling")
 @click.option("--run-dir", default=None, type=click.Path(file_okay=False), help="where run.db and screenshots go (default runs/eval-<time>)")
 @click.option("--db", default=None, help="SQLAlchemy URL instead of <run-dir>/run.db")
-@click.option("--observation-size", default="252x560", show_default=True, callback=lambda c, p, v: _size(v), help="screenshot size given to the agent")
+@click.option("--observation-size", default=None, callback=lambda c, p, v: None if v is None else _size(v), help="screenshot size given to the agent  [default: the checkpoint's for tiny:, else 252x560]")
 @click.option("--no-perturb", is_flag=True, help="canonical look: no theme, wallpaper, order or pop-up perturbations")
-def eval_cmd(agent_spec: str, phones: int, task_names: str, episodes: int, seed: int, run_dir: str | None, db: str | None, observation_size: tuple[int, int], no_perturb: bool) -> None:
+@click.option("--temperature", default=None, type=click.FloatRange(0.0, 2.0), help="sampling temperature; tiny: default 1.0 (what RL samples, full masked distribution), 0 = greedy; litellm: the provider's default unless set")
+@click.option("--agent-format", default="uitars-1.5", show_default=True, type=click.Choice(list(AGENT_FORMATS)), help="litellm: the model's prompt/output format (UI-TARS 1.5/1.0, Qwen2.5-VL, Qwen3-VL, darwin's tiny format)")
+@click.option("--api-base", default=None, help="litellm: base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+@click.option("--api-key-env", default=None, help="litellm: name of the environment variable holding the API key (default: the provider's standard one)")
+@click.option("--max-new-tokens", default=None, type=click.IntRange(1), help="response cap  [default: the checkpoint's for tiny:, 512 for litellm:]")
+def eval_cmd(agent_spec: str, phones: int, task_names: str, episodes: int, seed: int, run_dir: str | None, db: str | None, observation_size: tuple[int, int] | None, no_perturb: bool, temperature: float | None, agent_format: str, api_base: str | None, api_key_env: str | None, max_new_tokens: int | None) -> None:
     """Evaluate an agent on SimPhones; prints success per task and overall."""
     from darwin.envs.sim import PerturbationConfig
     from darwin.envs.sim.env import SimPhoneEnv
@@ -98,11 +158,15 @@ def eval_cmd(agent_spec: str, phones: int, task_names: str, episodes: int, seed:
     from darwin.types import TaskDefinitionError
     from darwin.workflows import LifecycleWorkflow, StepConfig
 
-    make_actor = _actor_factory(agent_spec, seed)
     try:
         chosen = resolve_tasks([n.strip() for n in task_names.split(",") if n.strip()])
     except (KeyError, TaskDefinitionError) as exc:
         raise click.BadParameter(str(exc).strip("'\""), param_hint="--tasks") from None
+    actors = _actor_factory(agent_spec, seed, phones=phones, temperature=temperature, agent_format=agent_format, api_base=api_base, api_key_env=api_key_env, max_new_tokens=max_new_tokens)
+    required = actors.observation_size
+    if required is not None and observation_size is not None and observation_size != required:
+        raise click.BadParameter(f"{agent_spec} was trained on {required[0]}x{required[1]} screenshots; pass --observation-size {required[0]}x{required[1]} or omit it", param_hint="--observation-size")
+    observation_size = observation_size or required or (252, 560)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     run_path = Path(run_dir or f"runs/eval-{stamp}")
     store = RunStore(db, screenshot_dir=run_path / "screenshots") if db else RunStore.for_run_dir(run_path)
@@ -114,7 +178,15 @@ def eval_cmd(agent_spec: str, phones: int, task_names: str, episodes: int, seed:
     started = time.perf_counter()
     with Progress(TextColumn("[bold]eval[/] {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False) as progress:
         bar = progress.add_task(f"{agent_spec} on {phones} phones", total=total)
-        report = asyncio.run(evaluate(chosen, envs, make_actor, episodes, workflow, store, run_id, on_episode=lambda t: progress.advance(bar)))
+
+        async def run() -> EvalReport:
+            try:
+                return await evaluate(chosen, envs, actors.make, episodes, workflow, store, run_id, on_episode=lambda t: progress.advance(bar))  # type: ignore[arg-type]
+            finally:
+                if actors.aclose is not None:
+                    await actors.aclose()
+
+        report = asyncio.run(run())
     elapsed = time.perf_counter() - started
     table = Table(title=f"{agent_spec}: success per task ({episodes} episode(s) each)")
     table.add_column("task", no_wrap=True)
@@ -128,6 +200,193 @@ def eval_cmd(agent_spec: str, phones: int, task_names: str, episodes: int, seed:
     steps = sum(len(t) for t in report.trajectories)
     console.print(f"{steps} steps in {elapsed:.1f}s ({steps / max(elapsed, 1e-9):.1f} steps/s); run {run_id} stored in {store.url.render_as_string(hide_password=True)}")
     store.close()
+
+
+# ------------------------------------------------------------------------------------ sft
+@main.command("sft")
+@click.option("--out", default="runs/sft", show_default=True, type=click.Path(file_okay=False), help="checkpoint directory (use it as `darwin eval --agent tiny:OUT`)")
+@click.option("--config", "config_file", default=None, type=click.Path(exists=True, dir_okay=False), help="SFTConfig as a JSON or YAML file; the flags below override it")
+@click.option("--steps", default=None, type=click.IntRange(1), help="optimizer steps  [default: 300]")
+@click.option("--episodes", default=None, type=click.IntRange(1), help="demonstration episodes in all  [default: 256]")
+@click.option("--phones", default=None, type=click.IntRange(1), help="demonstration phones (one seed and layout each)  [default: 32]")
+@click.option("--batch-size", default=None, type=click.IntRange(1), help="demonstration steps per optimizer step  [default: 32]")
+@click.option("--lr", default=None, type=click.FloatRange(0.0, 1.0, min_open=True), help="peak learning rate  [default: 2e-3]")
+@click.option("--seed", default=None, type=click.IntRange(0), help="seeds the model's initial weights, the task orders and the batch order  [default: 0]")
+@click.option("--tasks", "task_names", default=None, help="comma-separated task ids or set names to demonstrate  [default: base8]")
+@click.option("--observation-size", default=None, callback=lambda c, p, v: None if v is None else _size(v), help="screenshot size; RL and eval must use the same  [default: 168x364]")
+@click.option("--preset", default=None, type=click.Choice(["A", "B"]), help="tiny model size preset  [default: A]")
+@click.option("--stop-threshold", default=None, type=click.FloatRange(0.0, 1.0, min_open=True), help="stop early once the held-out stop metric reaches this (needs --eval-every)")
+@click.option("--eval-every", default=None, type=click.IntRange(0), help="held-out metrics every N steps  [default: 0 = at the end]")
+@click.option("--threads", default=None, type=click.IntRange(1), help="torch CPU threads  [default: 2]")
+@click.option("--eval-episodes", default=3, show_default=True, type=click.IntRange(0), help="episodes per task of the final evaluation on the demo tasks (0 skips it)")
+@click.option("--eval-phones", default=8, show_default=True, type=click.IntRange(1, 512), help="phones of the final evaluation (seeds 0, 1, ...)")
+@click.option("--force", is_flag=True, help="overwrite a checkpoint already in --out")
+def sft_cmd(out: str, config_file: str | None, steps: int | None, episodes: int | None, phones: int | None, batch_size: int | None, lr: float | None, seed: int | None, task_names: str | None, observation_size: tuple[int, int] | None, preset: str | None, stop_threshold: float | None, eval_every: int | None, threads: int | None, eval_episodes: int, eval_phones: int, force: bool) -> None:
+    """Warm start: behaviour-clone the tiny model on SimPhone oracle demonstrations.
+
+    Trains short of mastery on purpose (RL needs room to improve), saves a checkpoint in
+    --out, then evaluates it on the demo tasks, sampled at temperature 1 (what RL sees) and
+    greedily. See docs/sft.md.
+    """
+    import json
+
+    import yaml
+    from pydantic import ValidationError
+    from rich.progress import TimeRemainingColumn
+
+    from darwin.models import TinyVLMConfig
+    from darwin.sft import SFT_FILE, SFTConfig, evaluate_warm_start, train_sft
+
+    out_path = Path(out)
+    if (out_path / SFT_FILE).exists() and not force:
+        raise click.BadParameter(f"{out_path} already holds a checkpoint; pass --force to overwrite it or choose another --out", param_hint="--out")
+    data: dict[str, object] = {}
+    if config_file:
+        try:
+            loaded = yaml.safe_load(Path(config_file).read_text(encoding="utf-8"))  # JSON is YAML
+        except yaml.YAMLError as exc:
+            raise click.BadParameter(f"{config_file}: {exc}", param_hint="--config") from None
+        if not isinstance(loaded, dict):
+            raise click.BadParameter(f"{config_file}: expected a mapping of SFTConfig fields", param_hint="--config")
+        data.update(loaded)
+    flags = {"steps": steps, "episodes": episodes, "phones": phones, "batch_size": batch_size, "lr": lr, "seed": seed, "model_seed": seed, "observation_size": observation_size, "stop_threshold": stop_threshold, "eval_every": eval_every, "threads": threads}
+    data.update({k: v for k, v in flags.items() if v is not None})
+    if task_names:
+        data["tasks"] = tuple(n.strip() for n in task_names.split(",") if n.strip())
+    if preset is not None:
+        w, h = data.get("observation_size") or SFTConfig.model_fields["observation_size"].default  # type: ignore[misc]
+        data["model"] = TinyVLMConfig.preset(preset, screen_width=w, screen_height=h)  # type: ignore[arg-type]
+    try:
+        config = SFTConfig.model_validate(data)
+    except ValidationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--config/flags") from None
+    w, h = config.observation_size
+    console.print(f"SFT config {config.config_hash()}: {config.episodes} episodes on {config.phones} phones ({', '.join(config.tasks)}), {w}x{h} screens, {config.steps} steps of batch {config.batch_size}, lr {config.lr:g}")
+
+    columns = (TextColumn("[bold]sft[/] {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("demonstrations", total=config.steps, loss="-", tps="-")
+
+        def on_step(s: object) -> None:
+            progress.update(bar, completed=s.step, description="training", loss=f"{s.loss:.4f}", tps=f"{s.tokens_per_s:,.0f}")  # type: ignore[attr-defined]
+
+        def on_heldout(m: object) -> None:
+            progress.console.print(f"held-out at step {m.step}: loss {m.loss:.4f}, sequence prob {m.sequence_prob:.3f}" + ("" if m.greedy_match is None else f", greedy exact {m.greedy_match:.3f}, greedy action {m.greedy_action_match:.3f}"))  # type: ignore[attr-defined]
+
+        result = train_sft(config, out_path, on_step=on_step, on_heldout=on_heldout, on_phase=lambda name: progress.update(bar, description=name))
+    meta = result.metadata
+    data_stats, wall, training = meta["data"]["train"], meta["wall_time_s"], meta["training"]
+    console.print(f"{data_stats['steps']} demonstration steps from {data_stats['episodes']} episodes ({data_stats['unique_screens']} distinct screens); {training['steps_run']} steps{' (stopped early)' if training['stopped_early'] else ''}; loss {training['first_loss']:.3f} -> {training['final_loss']:.4f}")
+    load = meta["machine"]["load_average_1m"]
+    console.print(f"wall time {wall['total_s']:.0f}s (demonstrations {wall['demonstrations_s']:.0f}s, encoding {wall['encoding_s']:.0f}s, training {wall['training_s']:.0f}s) on {config.threads} thread(s), process CPU {wall['process_cpu_s']:.0f}s, 1-min load average {load[0]} -> {load[1]} on {meta['machine']['cpu_count']} cores; checkpoint in {out_path}")
+    if eval_episodes == 0:
+        return
+    results: dict[str, object] = {}
+    table = Table(title=f"{out_path}: success on {', '.join(config.tasks)} ({eval_phones} phones, {eval_episodes} episode(s) per task)")
+    table.add_column("task", no_wrap=True)
+    table.add_column("sampled T=1", justify="right")
+    table.add_column("greedy", justify="right")
+    reports = {}
+    for label, temperature in (("sampled", 1.0), ("greedy", 0.0)):
+        started = time.perf_counter()
+        with console.status(f"evaluating ({label})"):
+            reports[label] = asyncio.run(evaluate_warm_start(out_path, config.tasks, phones=eval_phones, episodes=eval_episodes, temperature=temperature))
+        overall = reports[label].overall
+        results[label] = {"temperature": temperature, "phones": eval_phones, "episodes_per_task": eval_episodes, "success_rate": overall.success_rate, "successes": overall.successes, "episodes": overall.episodes, "per_task": {k: v.success_rate for k, v in reports[label].per_task.items()}, "wall_s": round(time.perf_counter() - started, 1)}
+    for task_id in [*reports["sampled"].per_task, "overall"]:
+        cells = []
+        for label in ("sampled", "greedy"):
+            score = reports[label].overall if task_id == "overall" else reports[label].per_task[task_id]
+            cells.append("-" if score.success_rate is None else f"{100 * score.success_rate:.1f}%")
+        table.add_row(task_id, *cells)
+    console.print(table)
+    meta["eval"] = results
+    (out_path / SFT_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------ run
+@main.command("run")
+@click.argument("experiment_file", type=click.Path(dir_okay=False))
+@click.option("--preset", default="default", show_default=True, help="passed to the file's build(preset)")
+@click.option("--dry-run", is_flag=True, help="build and validate the experiment without touching phones or training")
+@click.option("--resume", is_flag=True, help="continue from the run directory's last checkpoint")
+@click.option("--run-dir", default=None, type=click.Path(file_okay=False), help="default runs/<name>-<time>; with --resume, the latest runs/<name>-*")
+@click.option("--seed", default=None, type=int, help="override the phone, policy and learner seeds")
+def run_cmd(experiment_file: str, preset: str, dry_run: bool, resume: bool, run_dir: str | None, seed: int | None) -> None:
+    """Train an agent as an experiment file describes (e.g. examples/spa_bench.py)."""
+    from rich.live import Live
+
+    from darwin.experiment import (
+        ExperimentError,
+        RunProgress,
+        default_run_dir,
+        load_experiment,
+        run_experiment,
+    )
+
+    try:
+        config = load_experiment(experiment_file, preset)
+    except ExperimentError as exc:
+        raise click.ClickException(str(exc)) from None
+    if seed is not None:
+        config = config.model_copy(update={
+            "phones": config.phones.model_copy(update={"seed": seed}),
+            "policy": config.policy.model_copy(update={"seed": seed}),
+            "learner": config.learner.model_copy(update={"seed": seed}),
+        })
+    path = Path(run_dir) if run_dir else None
+    if resume and path is None:
+        candidates = sorted(Path("runs").glob(f"{config.name}-*/checkpoint"))
+        if not candidates:
+            raise click.ClickException(f"--resume found no runs/{config.name}-*/checkpoint; pass --run-dir")
+        path = candidates[-1].parent
+    path = path or default_run_dir(config)
+    if dry_run:
+        _print_dry_run(config, path)
+        return
+
+    def table(p: RunProgress) -> Table:
+        t = Table(title=f"darwin run {config.name}: {p.stage}")
+        t.add_column("phones", justify="right")
+        t.add_column("env steps", justify="right")
+        t.add_column("steps/s", justify="right")
+        t.add_column("episodes", justify="right")
+        t.add_column("success (last 20)", justify="right")
+        t.add_column("update", justify="right")
+        t.add_column("buffer", justify="right")
+        warm = " (critic warm-up)" if p.warmup else ""
+        rate = "-" if p.recent_success is None else f"{100 * p.recent_success:.0f}%"
+        t.add_row(str(p.phones), str(p.env_steps), f"{p.steps_per_s:.1f}", str(p.episodes), rate, f"{p.update}/{p.updates}{warm}", str(p.buffer_steps))
+        return t
+
+    with Live(table(RunProgress()), console=console, refresh_per_second=2, transient=False) as live:
+        result = run_experiment(config, path, resume=resume, on_progress=lambda p: live.update(table(p)))
+    console.print()
+    console.print(f"{result.updates} updates, {result.env_steps} env steps; outputs in {result.run_dir} (success curve: {result.plot}, TensorBoard: {result.run_dir / 'tensorboard'})")
+
+
+def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConfig, imported lazily
+    tasks = config.resolve_tasks()
+    table = Table(title=f"dry run: {config.name} (valid)")
+    table.add_column("setting", no_wrap=True)
+    table.add_column("value")
+    phones = config.phones
+    where = f"{phones.count} SimPhones (seeds {phones.seed}..{phones.seed + phones.count - 1})" if phones.kind == "sim" else f"{phones.count} ADB devices via {phones.adb_server}: {', '.join(phones.devices) or 'none listed (set them before running)'}"
+    warm = config.checkpoint or f"built by SFT and cached in {config.cache_dir} (config {config.sft.config_hash()})"
+    rows = [
+        ("tasks", f"{len(tasks)}: {', '.join(t.id for t in tasks)}"),
+        ("horizon", str(config.horizon)),
+        ("phones", where),
+        ("rollout", f"{config.mode}, {config.rollout_steps} completed steps per update"),
+        ("warm start", warm),
+        ("learner", f"{config.learner.algorithm}, gamma {config.learner.gamma}, lambda {config.learner.lam}, critic warm-up {config.learner.critic_warmup_updates} updates (lambda {config.learner.critic_warmup_lam}), value-head bias {config.learner.value_head_bias}"),
+        ("updates", f"{config.updates}" + (f", at most {config.time_budget_s:.0f}s" if config.time_budget_s else "")),
+        ("run dir", str(path)),
+        ("notes", config.notes),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
 
 
 # ---------------------------------------------------------------------------------- bench

@@ -1,0 +1,55 @@
+"""The learner: PPO with critic warm-up (the paper's) or GRPO on one process (CPU or one GPU).
+
+    from darwin.learner import LearnerConfig, LocalLearner
+
+    learner = LocalLearner(policy, LearnerConfig())          # embedded defaults
+    metrics = learner.update(buffer.take_completed())        # one update -> UpdateMetrics
+    learner.save("run/ckpt", pending=[...], extra_state={"curriculum": curriculum.state_dict()})
+    learner = LocalLearner.load("run/ckpt", policy)          # resume; learner.resume_state
+
+See ``docs/learner.md``. The maths lives in :mod:`darwin.algos`.
+"""
+
+from darwin.learner.batch import (
+    BuildInputs,
+    LearnerDataError,
+    RowInputs,
+    StepRow,
+    collate,
+    collect_step_rows,
+    preprocess_rows,
+    processor_inputs,
+)
+from darwin.learner.config import PAPER_TABLE_1, LearnerConfig, LoraSettings
+from darwin.learner.local import (
+    CHECKPOINT_FORMAT_VERSION,
+    LocalLearner,
+    ResumeState,
+    UpdateBatch,
+    UpdateMetrics,
+    resolve_checkpoint,
+    restore_pending,
+)
+from darwin.learner.models import ValueModel
+
+__all__ = [
+    "BuildInputs",
+    "CHECKPOINT_FORMAT_VERSION",
+    "PAPER_TABLE_1",
+    "LearnerConfig",
+    "LearnerDataError",
+    "LocalLearner",
+    "LoraSettings",
+    "ResumeState",
+    "RowInputs",
+    "StepRow",
+    "UpdateBatch",
+    "UpdateMetrics",
+    "ValueModel",
+    "collate",
+    "collect_step_rows",
+    "preprocess_rows",
+    "processor_inputs",
+    "resolve_checkpoint",
+    "restore_pending",
+]

@@ -1,0 +1,295 @@
+"""Experiments: one typed config that builds phones, agent, policy, workflow, curriculum,
+learner and store, and the loop that trains (``darwin run examples/spa_bench.py``).
+
+The loop is the paper's: phone workers stream transitions into the replay buffer without
+waiting for each other; whenever completed trajectories cover ``rollout_steps`` steps the
+learner takes them, updates (critic only during warm-up) and pushes new weights to the
+policy; a checkpoint follows every update so ``--resume`` continues after a crash.
+
+An experiment file is a Python module with ``build(preset: str) -> ExperimentConfig``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from darwin.envs.sim.perturb import PerturbationConfig
+from darwin.learner.config import LearnerConfig
+from darwin.sft import SFTConfig
+from darwin.types import Task, TaskDefinitionError, Trajectory
+
+logger = logging.getLogger(__name__)
+
+
+class ExperimentError(ValueError):
+    """An experiment file or config is invalid; the message lists every problem and its fix."""
+
+
+class PhonesConfig(BaseModel):
+    """Where episodes run: in-process SimPhones (default) or ADB devices."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["sim", "adb"] = Field("sim", description="'sim': in-process SimPhones; 'adb': devices reached through an adb server")
+    count: int = Field(8, ge=1, le=4096, description="phones (sim) or how many of `devices` to use (adb)")
+    seed: int = Field(0, ge=0, description="SimPhone i gets seed + i")
+    perturbation: PerturbationConfig = Field(default_factory=PerturbationConfig)
+    devices: tuple[str, ...] = Field((), description="adb: serials or host:port of the phones")
+    adb_server: str = Field("127.0.0.1:5037", description="adb: host:port of the adb server")
+
+
+class PolicySetup(BaseModel):
+    """How actions are sampled and batched."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temperature: float = Field(1.0, gt=0.0, le=2.0, description="sampling temperature (PPO: 1.0, the full masked distribution)")
+    max_batch: int = Field(8, ge=1, le=1024, description="largest inference batch")
+    max_wait: float = Field(0.05, ge=0.0, le=10.0, description="seconds the oldest request may wait for a fuller batch")
+    seed: int = Field(0, ge=0, description="seeds the policy's sampling generator")
+
+
+class ExperimentConfig(BaseModel):
+    """Everything a training run needs; validated when built (every problem at once)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    tasks: tuple[str, ...] = Field(("base8",), min_length=1, description="task ids, set names or task files")
+    horizon: int = Field(32, ge=1, le=1024, description="step budget of the execution phase (paper: 32)")
+    lifecycle: bool = Field(False, description="run setup/teardown phases of lifecycle tasks")
+    phones: PhonesConfig = Field(default_factory=PhonesConfig)
+    checkpoint: str | None = Field(None, description="warm-start checkpoint directory; None: build it with `sft` (cached)")
+    sft: SFTConfig = Field(default_factory=SFTConfig, description="how the warm start is trained when `checkpoint` is None")
+    cache_dir: str = Field(".darwin-cache", description="where warm starts are cached")
+    policy: PolicySetup = Field(default_factory=PolicySetup)
+    learner: LearnerConfig = Field(default_factory=LearnerConfig)
+    rollout_steps: int = Field(256, ge=1, description="completed steps per update (paper: 256)")
+    updates: int = Field(12, ge=1, description="learner updates, critic warm-up included")
+    time_budget_s: float | None = Field(None, gt=0, description="stop after this many seconds of RL even if updates remain")
+    mode: Literal["async", "sync"] = Field("async", description="rollout mode")
+    parse_error_penalty: float = Field(0.0, ge=0.0, description="reward subtracted for unparseable output")
+    run_dir: str | None = Field(None, description="default runs/<name>-<UTC time>")
+    notes: str = Field("", description="free text shown by --dry-run (e.g. how the paper's schedule was scaled)")
+
+    @model_validator(mode="after")
+    def _check(self) -> ExperimentConfig:
+        problems = []
+        if self.phones.kind == "adb" and self.phones.devices and len(self.phones.devices) < self.phones.count:
+            problems.append(f"phones.count = {self.phones.count} but only {len(self.phones.devices)} devices are listed; list more devices or lower count")
+        if self.learner.critic_warmup_updates >= self.updates:
+            problems.append(f"learner.critic_warmup_updates = {self.learner.critic_warmup_updates} leaves no actor update within updates = {self.updates}; raise updates")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def resolve_tasks(self) -> list[Task]:
+        from darwin.tasks import resolve_tasks
+
+        return [t.model_copy(update={"step_budget": self.horizon}) for t in resolve_tasks(self.tasks)]
+
+
+def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConfig:
+    """Import an experiment file and call its ``build(preset)``; errors name file and fix."""
+    path = Path(path)
+    if not path.is_file():
+        raise ExperimentError(f"{path}: no such experiment file; pass a Python file with build(preset) -> ExperimentConfig")
+    spec = importlib.util.spec_from_file_location(f"darwin_experiment_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ExperimentError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise ExperimentError(f"{path}: defines no build(preset) function; add `def build(preset: str) -> ExperimentConfig`")
+    try:
+        config = build(preset)
+    except ValidationError as exc:
+        lines = [f"{'.'.join(map(str, e['loc'])) or '(config)'}: {e['msg']}" for e in exc.errors()]
+        raise ExperimentError(f"{path} (preset {preset!r}) has {len(lines)} problem(s):\n  " + "\n  ".join(lines)) from None
+    if not isinstance(config, ExperimentConfig):
+        raise ExperimentError(f"{path}: build({preset!r}) returned {type(config).__name__}, not an ExperimentConfig")
+    try:
+        config.resolve_tasks()
+    except (KeyError, TaskDefinitionError) as exc:
+        raise ExperimentError(f"{path}: tasks: {exc}") from None
+    return config
+
+
+# ======================================================================================
+# The training loop
+# ======================================================================================
+@dataclass
+class RunProgress:
+    """What the live display shows; updated by the loop."""
+
+    phones: int = 0
+    env_steps: int = 0
+    steps_per_s: float = 0.0
+    episodes: int = 0
+    update: int = 0
+    updates: int = 0
+    warmup: bool = True
+    recent_success: float | None = None
+    buffer_steps: int = 0
+    policy_version: int = 0
+    stage: str = "starting"
+    success_points: list[tuple[int, float]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Where a finished run left its outputs."""
+
+    run_dir: Path
+    updates: int
+    env_steps: int
+    success_points: list[tuple[int, float]]
+    plot: Path
+
+
+def _build_envs(config: ExperimentConfig) -> list:
+    if config.phones.kind == "sim":
+        from darwin.envs.sim.env import SimPhoneEnv
+
+        seed = config.phones.seed
+        return [SimPhoneEnv(seed=seed + i, perturbation=config.phones.perturbation, name=f"sim-{seed + i}") for i in range(config.phones.count)]
+    from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
+
+    if len(config.phones.devices) < config.phones.count:
+        raise ExperimentError(f"phones.kind='adb' needs {config.phones.count} devices, {len(config.phones.devices)} listed; set phones.devices")
+    host, _, port = config.phones.adb_server.partition(":")
+    adb = AdbEnvConfig(adb_host=host, adb_port=int(port or 5037))
+    return [AdbPhoneEnv(serial, adb) for serial in config.phones.devices[: config.phones.count]]
+
+
+async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progress: Callable[[RunProgress], None]) -> RunResult:
+    from darwin.buffer import ReplayBuffer
+    from darwin.curricula import StaticCurriculum
+    from darwin.learner import LocalLearner, restore_pending
+    from darwin.report import MetricsLogger, plot_success
+    from darwin.rollout import RolloutEngine
+    from darwin.sft import TinyActorPool, ensure_warm_start
+    from darwin.store import RunStore
+    from darwin.workflows import LifecycleWorkflow, StepConfig, StepWorkflow
+
+    progress = RunProgress(phones=config.phones.count, updates=config.updates)
+    ckpt_dir = run_dir / "checkpoint"
+    progress.stage = "warm start"
+    on_progress(progress)
+    warm = Path(config.checkpoint) if config.checkpoint else await asyncio.to_thread(ensure_warm_start, config.cache_dir, config.sft)
+    pool = TinyActorPool(warm, temperature=config.policy.temperature, seed=config.policy.seed, max_batch=config.policy.max_batch, max_wait=config.policy.max_wait)
+    tasks = config.resolve_tasks()
+    curriculum = StaticCurriculum(tasks, mode="round_robin", seed=config.phones.seed)
+    buffer = ReplayBuffer(rollout_steps=config.rollout_steps)
+    store = RunStore.for_run_dir(run_dir)
+    env_offset = 0
+    if resume and ckpt_dir.exists():
+        learner = LocalLearner.load(ckpt_dir, pool.policy, config=config.learner)
+        state = learner.resume_state
+        restore_pending(buffer, state.pending)
+        extra = state.extra_state
+        curriculum.load_state_dict(extra["curriculum"])  # type: ignore[arg-type]
+        run_id = str(extra["run_id"])
+        env_offset = int(extra["env_steps"])  # type: ignore[arg-type]
+        progress.success_points = [(int(s), float(v)) for s, v in extra["success_points"]]  # type: ignore[union-attr, misc]
+        logger.info("resumed %s at update %d (policy v%d, %d pending trajectories)", ckpt_dir, learner.updates, learner.policy_version, len(state.pending))
+    else:
+        if resume:
+            logger.warning("no checkpoint in %s; starting from the warm start", ckpt_dir)
+        learner = LocalLearner(pool.policy, config.learner)
+        run_id = store.start_run(config.name, config=config)
+    envs = _build_envs(config)
+    step_config = StepConfig(observation_size=pool.observation_size, parse_error_penalty=config.parse_error_penalty)
+    workflow = LifecycleWorkflow(config=step_config) if config.lifecycle else StepWorkflow(config=step_config)
+    engine = RolloutEngine(envs, pool, curriculum, buffer, workflow=workflow, store=store, run_id=run_id, mode=config.mode)
+    metrics_log = MetricsLogger(run_dir)
+    stop = asyncio.Event()
+    rollout = asyncio.create_task(engine.run(until=stop.is_set))
+    started = time.perf_counter()
+    progress.stage = "rollout"
+
+    def refresh() -> None:
+        progress.env_steps = env_offset + engine.stats.env_steps
+        progress.steps_per_s = engine.stats.steps_per_second
+        progress.episodes = engine.stats.episodes
+        progress.buffer_steps = buffer.completed_steps
+        progress.update = learner.updates
+        progress.warmup = learner.in_warmup
+        progress.policy_version = learner.policy_version
+        on_progress(progress)
+
+    try:
+        while learner.updates < config.updates:
+            if config.time_budget_s is not None and time.perf_counter() - started > config.time_budget_s:
+                logger.warning("time budget of %.0fs reached after %d updates", config.time_budget_s, learner.updates)
+                break
+            batch = buffer.take_completed()
+            if batch is None:
+                if rollout.done():
+                    rollout.result()  # surfaces a crashed rollout
+                refresh()
+                await asyncio.sleep(0.2)
+                continue
+            _record_success(progress, batch, env_offset + engine.stats.env_steps)
+            progress.stage = "update (critic warm-up)" if learner.in_warmup else "update"
+            refresh()
+            lag = [learner.policy_version - t.decision.generation.policy_version for tr in batch for t in tr.transitions if t.decision.generation is not None]
+            update = await asyncio.to_thread(learner.update, batch)
+            with (run_dir / "updates.jsonl").open("a", encoding="utf-8") as fh:  # provenance: what each update trained on
+                fh.write(json.dumps({"update": update.update, "episode_ids": [t.episode_id for t in batch]}) + "\n")
+            metrics_log.log(update.update, "update", update.as_dict())
+            metrics_log.log(update.update, "rollout", {
+                "success": sum(bool(t.success) for t in batch) / len(batch), "episodes": len(batch),
+                "env_steps": env_offset + engine.stats.env_steps, "steps_per_s": engine.stats.steps_per_second,
+                "policy_version_lag_mean": sum(lag) / max(1, len(lag)), "policy_version_lag_max": max(lag, default=0),
+                **{f"truncations/{k}": v for k, v in engine.stats.truncation_causes.items()},
+            })
+            progress.stage = "rollout"
+            await asyncio.to_thread(
+                learner.save, ckpt_dir, pending=buffer.completed_trajectories(),
+                extra_state={"curriculum": curriculum.state_dict(), "run_id": run_id, "env_steps": env_offset + engine.stats.env_steps,
+                             "success_points": [list(p) for p in progress.success_points]},
+            )
+            refresh()
+    finally:
+        stop.set()
+        await asyncio.gather(rollout, return_exceptions=True)
+        await pool.aclose()
+        metrics_log.close()
+        store.close()
+    plot = plot_success(progress.success_points, run_dir / "success.png", title=f"{config.name}: success on {', '.join(config.tasks)}")
+    (run_dir / "success_points.json").write_text(json.dumps(progress.success_points))
+    return RunResult(run_dir, learner.updates, progress.env_steps, progress.success_points, plot)
+
+
+def _record_success(progress: RunProgress, batch: list[Trajectory], env_steps: int) -> None:
+    for t in batch:
+        if t.success is not None:
+            progress.success_points.append((env_steps, float(t.success)))
+    recent = [v for _, v in progress.success_points[-20:]]
+    progress.recent_success = sum(recent) / len(recent) if recent else None
+
+
+def default_run_dir(config: ExperimentConfig) -> Path:
+    if config.run_dir:
+        return Path(config.run_dir)
+    return Path("runs") / f"{config.name}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_experiment(config: ExperimentConfig, run_dir: Path, resume: bool = False, on_progress: Callable[[RunProgress], None] | None = None) -> RunResult:
+    """Train as ``config`` says, writing everything under ``run_dir``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "experiment.json").write_text(config.model_dump_json(indent=2))
+    return asyncio.run(_train(config, run_dir, resume, on_progress or (lambda p: None)))

@@ -1,0 +1,315 @@
+"""From completed trajectories to step rows and model batches.
+
+The learner's data unit is one *step row*: the prompt an agent built at step ``t``
+(``Decision.prompt``), the response tokens the policy sampled (``Generation.response_ids``)
+with their behaviour log-probs, the step reward and how the trajectory ended.
+
+:func:`collect_step_rows` checks the trajectories and turns them into :class:`StepRow` s;
+:func:`preprocess_rows` rebuilds each row's model inputs once per update with the policy's
+own processor path (:meth:`HFPolicy.build_inputs`, or the same code on a copy of the
+processor: :func:`processor_inputs`) and checks them against the prompt ids
+recorded at sampling time; :func:`collate` left-pads any subset of rows into a batch
+identical to ``policy.build_inputs(prompts)`` of those rows (tested), so micro-batches of
+shuffled rows never re-run the image processor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers.processing_utils import ProcessorMixin
+
+from darwin.models.factory import build_inputs
+from darwin.policies.hf import HFPolicy, prompt_to_messages
+from darwin.types import Prompt, TerminationReason, Trajectory
+
+__all__ = [
+    "BuildInputs",
+    "LearnerDataError",
+    "RowInputs",
+    "StepRow",
+    "StepRows",
+    "collate",
+    "collect_step_rows",
+    "preprocess_rows",
+    "processor_inputs",
+]
+
+
+class LearnerDataError(ValueError):
+    """Trajectories the learner cannot train on; the message names the episode, step and fix."""
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One agent step as the learner sees it.
+
+    Attributes:
+        episode_id: the trajectory's id (GAE chains the rows of one episode).
+        step: index of the step inside its trajectory, ``0..len-1``.
+        prompt: what the policy was asked (``Decision.prompt``).
+        prompt_ids: the prompt's token ids at sampling time (``Generation.prompt_ids``; may
+            be empty for backends that do not record them).
+        response_ids: ``(n,)`` sampled token ids, ``n >= 1``.
+        old_logprobs: ``(n,)`` behaviour log-probs of ``response_ids``.
+        reward: the step reward ``r_t`` (format penalty on parse errors, verdict on the last step).
+        truncated: the trajectory was cut short (step budget, infrastructure).
+        policy_version: version of the weights that sampled the response.
+        group: GRPO group of the trajectory (the task id unless given).
+    """
+
+    episode_id: str
+    step: int
+    prompt: Prompt
+    prompt_ids: tuple[int, ...]
+    response_ids: tuple[int, ...]
+    old_logprobs: tuple[float, ...]
+    reward: float
+    truncated: bool
+    policy_version: int
+    group: Hashable
+
+
+@dataclass(frozen=True)
+class StepRows:
+    """Result of :func:`collect_step_rows`: the rows plus what was left out."""
+
+    rows: list[StepRow]
+    trajectories: list[Trajectory]
+    """The trajectories the rows come from (after dropping)."""
+    empty_trajectories: int
+    """Trajectories without any step (e.g. a phone failed before the first screenshot)."""
+    dropped_infra: int
+    """Infrastructure-truncated trajectories left out (``infra_truncation='drop'``)."""
+
+
+def collect_step_rows(
+    trajectories: Sequence[Trajectory],
+    *,
+    group_ids: Sequence[Hashable] | None = None,
+    drop_infra_truncated: bool = False,
+) -> StepRows:
+    """Check completed trajectories and flatten them into step rows (time order per episode).
+
+    Every step of a kept trajectory becomes a row, parse errors included (their generation
+    exists; the step was a no-op with the format penalty as reward). Raises
+    :class:`LearnerDataError` for an incomplete trajectory, a repeated episode id, a step
+    without a generation (scripted actors), a generation without prompt, response tokens or
+    matching finite log-probs.
+
+    Args:
+        trajectories: completed trajectories (``ReplayBuffer.take_completed()``).
+        group_ids: one GRPO group id per trajectory; default: each trajectory's task id.
+        drop_infra_truncated: leave out trajectories ended by an infrastructure failure.
+    """
+    if group_ids is not None and len(group_ids) != len(trajectories):
+        raise LearnerDataError(
+            f"group_ids has {len(group_ids)} entries for {len(trajectories)} trajectories"
+        )
+    rows: list[StepRow] = []
+    kept: list[Trajectory] = []
+    seen: set[str] = set()
+    empty = dropped = 0
+    for index, trajectory in enumerate(trajectories):
+        eid = trajectory.episode_id
+        if trajectory.termination is None:
+            raise LearnerDataError(
+                f"episode {eid!r} is not completed (no termination); train only on completed "
+                "trajectories, e.g. ReplayBuffer.take_completed()"
+            )
+        if eid in seen:
+            raise LearnerDataError(
+                f"episode {eid!r} appears twice in the update batch; each trajectory is trained once"
+            )
+        seen.add(eid)
+        if drop_infra_truncated and trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED:
+            dropped += 1
+            continue
+        if not trajectory.transitions:
+            empty += 1
+            continue
+        truncated = trajectory.termination.truncated
+        group = group_ids[index] if group_ids is not None else trajectory.task.id
+        for position, transition in enumerate(trajectory.transitions):
+            where = f"episode {eid!r} step {position}"
+            if transition.step != position:
+                raise LearnerDataError(
+                    f"{where}: transition.step is {transition.step}; a trajectory's transitions "
+                    "must be its steps 0, 1, 2, ... in order"
+                )
+            decision = transition.decision
+            gen = decision.generation
+            if gen is None:
+                raise LearnerDataError(
+                    f"{where} has no generation (a scripted actor's decision?): the learner trains "
+                    "on model decisions only; use ModelActor for training episodes or filter "
+                    "scripted episodes out before update()"
+                )
+            if decision.prompt is None:
+                raise LearnerDataError(
+                    f"{where} has a generation but no prompt: the actor must record "
+                    "Decision(prompt=...) so the learner can re-score the response"
+                )
+            if not gen.response_ids:
+                raise LearnerDataError(
+                    f"{where}: the generation has no response token ids (a hosted model?); "
+                    "train with a local policy that records ids and log-probs (HFPolicy)"
+                )
+            if len(gen.response_logprobs) != len(gen.response_ids):
+                raise LearnerDataError(
+                    f"{where}: {len(gen.response_ids)} response ids but "
+                    f"{len(gen.response_logprobs)} log-probs; they must pair up one to one"
+                )
+            if not all(math.isfinite(x) for x in gen.response_logprobs):
+                raise LearnerDataError(
+                    f"{where}: non-finite behaviour log-prob (a forbidden token was sampled?)"
+                )
+            if not math.isfinite(transition.reward):
+                raise LearnerDataError(f"{where}: reward {transition.reward} is not finite")
+            rows.append(
+                StepRow(
+                    episode_id=eid,
+                    step=position,
+                    prompt=decision.prompt,
+                    prompt_ids=tuple(gen.prompt_ids),
+                    response_ids=tuple(int(t) for t in gen.response_ids),
+                    old_logprobs=tuple(float(x) for x in gen.response_logprobs),
+                    reward=float(transition.reward),
+                    truncated=truncated,
+                    policy_version=int(gen.policy_version),
+                    group=group,
+                )
+            )
+        kept.append(trajectory)
+    return StepRows(rows=rows, trajectories=kept, empty_trajectories=empty, dropped_infra=dropped)
+
+
+@dataclass(frozen=True)
+class RowInputs:
+    """One prompt's model inputs without padding (a slice of the processor's batch output).
+
+    Attributes:
+        input_ids: ``(L,)`` prompt token ids (image placeholders expanded).
+        mm_token_type_ids: ``(L,)`` 0 text, 1 image placeholder, 2 video placeholder.
+        pixel_values: ``(patches, C*T*P*P)`` the prompt's image patches, or ``None``.
+        image_grid_thw: ``(images, 3)`` the grid of each image, or ``None``.
+    """
+
+    input_ids: torch.Tensor
+    mm_token_type_ids: torch.Tensor
+    pixel_values: torch.Tensor | None
+    image_grid_thw: torch.Tensor | None
+
+
+BuildInputs = Callable[[Sequence[Prompt]], Mapping[str, torch.Tensor]]
+"""Prompts -> a left-padded model batch, e.g. :meth:`HFPolicy.build_inputs`."""
+
+
+def processor_inputs(processor: ProcessorMixin) -> BuildInputs:
+    """:meth:`HFPolicy.build_inputs` on another processor object (the same code path).
+
+    The learner tokenizes with its own copy of the policy's processor: a fast tokenizer
+    changes its padding state on every call and must not be shared with the policy's
+    sampling thread.
+    """
+
+    def build(prompts: Sequence[Prompt]) -> Mapping[str, torch.Tensor]:
+        if not prompts:
+            raise ValueError("build_inputs needs at least one prompt")
+        return build_inputs(processor, [prompt_to_messages(p) for p in prompts])
+
+    return build
+
+
+def preprocess_rows(
+    build: HFPolicy | BuildInputs, rows: Sequence[StepRow], *, chunk: int = 16
+) -> list[RowInputs]:
+    """Build every row's inputs with the policy's processor path (``policy.build_inputs`` or
+    a :data:`BuildInputs` such as :func:`processor_inputs`), in chunks, split per row.
+
+    Raises :class:`LearnerDataError` when a rebuilt prompt differs from the ids recorded at
+    sampling time (``Generation.prompt_ids``): the learner would train on a different
+    context than the one the response was sampled from (another processor or template).
+    """
+    make = build.build_inputs if isinstance(build, HFPolicy) else build
+    out: list[RowInputs] = []
+    for start in range(0, len(rows), chunk):
+        part = rows[start : start + chunk]
+        batch = make([r.prompt for r in part])
+        ids, attn = batch["input_ids"], batch["attention_mask"].bool()
+        mm = batch["mm_token_type_ids"]
+        pixels, grid = batch.get("pixel_values"), batch.get("image_grid_thw")
+        image_row = patch_row = 0
+        for i, row in enumerate(part):
+            valid = attn[i]
+            row_ids = ids[i][valid]
+            if row.prompt_ids and tuple(row_ids.tolist()) != row.prompt_ids:
+                raise LearnerDataError(
+                    f"episode {row.episode_id!r} step {row.step}: the prompt rebuilt with the "
+                    f"policy's processor ({row_ids.numel()} tokens) differs from the ids recorded "
+                    f"at sampling time ({len(row.prompt_ids)} tokens); train with the processor "
+                    "that sampled the data"
+                )
+            n_images = len(row.prompt.images)
+            row_pixels = row_grid = None
+            if n_images:
+                if grid is None or pixels is None:
+                    raise LearnerDataError(
+                        f"episode {row.episode_id!r} step {row.step}: the prompt has images but "
+                        "the processor returned no pixel_values"
+                    )
+                row_grid = grid[image_row : image_row + n_images]
+                patches = int(row_grid.prod(dim=-1).sum())
+                row_pixels = pixels[patch_row : patch_row + patches]
+                image_row += n_images
+                patch_row += patches
+            out.append(
+                RowInputs(
+                    input_ids=row_ids,
+                    mm_token_type_ids=mm[i][valid],
+                    pixel_values=row_pixels,
+                    image_grid_thw=row_grid,
+                )
+            )
+        if grid is not None and (image_row != grid.shape[0] or pixels is None or patch_row != pixels.shape[0]):
+            raise LearnerDataError(
+                "the processor returned more images than the prompts hold; cannot split its batch per row"
+            )
+    return out
+
+
+def collate(
+    rows: Sequence[RowInputs], pad_token_id: int, *, device: torch.device | str | None = None,
+    pixel_dtype: torch.dtype | None = None,
+) -> dict[str, torch.Tensor]:
+    """Left-pad rows into one model batch (what ``build_inputs`` returns for those prompts).
+
+    Returns ``input_ids``, ``attention_mask`` and ``mm_token_type_ids`` ``(B, L)`` (int64,
+    ``L`` the longest prompt) and, when any row has images, ``pixel_values``
+    ``(sum patches, D)`` and ``image_grid_thw`` ``(sum images, 3)`` in row order.
+    """
+    if not rows:
+        raise ValueError("collate needs at least one row")
+    length = max(r.input_ids.numel() for r in rows)
+    batch = len(rows)
+    ids = torch.full((batch, length), int(pad_token_id), dtype=torch.long)
+    attn = torch.zeros(batch, length, dtype=torch.long)
+    mm = torch.zeros(batch, length, dtype=torch.long)
+    for i, r in enumerate(rows):
+        n = r.input_ids.numel()
+        ids[i, length - n :] = r.input_ids
+        attn[i, length - n :] = 1
+        mm[i, length - n :] = r.mm_token_type_ids
+    out = {"input_ids": ids, "attention_mask": attn, "mm_token_type_ids": mm}
+    pixels = [r.pixel_values for r in rows if r.pixel_values is not None]
+    if pixels:
+        out["pixel_values"] = torch.cat(pixels, dim=0)
+        out["image_grid_thw"] = torch.cat([r.image_grid_thw for r in rows if r.image_grid_thw is not None], dim=0)
+    if device is not None:
+        out = {k: v.to(device) for k, v in out.items()}
+    if pixel_dtype is not None and "pixel_values" in out:
+        out["pixel_values"] = out["pixel_values"].to(pixel_dtype)
+    return out

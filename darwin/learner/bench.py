@@ -1,0 +1,158 @@
+"""Time one LocalLearner update on the tiny VLM (the paper's 256-step batch by default).
+
+    python -m darwin.learner.bench                               # 256 steps, 252x560, separate critic
+    python -m darwin.learner.bench --critic shared --phase ppo warmup --micro 8 16
+
+Trajectories are sampled by an HFPolicy on random screenshots (one per prompt, with a short
+system turn, like TinyAgent's), ``--steps-per-episode`` steps each, the last step of every
+other episode rewarded. Each (critic, phase, micro-batch) combination gets a fresh learner:
+``ppo`` is an actor + critic update (critic warm-up 0), ``warmup`` a critic-only one.
+Timings include rebuilding the prompts with the processor; sampling is not timed. They vary
+with machine load: compare numbers from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+import uuid
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from darwin.actions import Wait
+from darwin.learner.config import LearnerConfig
+from darwin.learner.local import LocalLearner
+from darwin.models.config import TinyVLMConfig
+from darwin.models.factory import build_tiny_vlm
+from darwin.policies.base import ChatMessage, Prompt
+from darwin.policies.hf import HFPolicy, HFPolicyConfig
+from darwin.types import (
+    Decision,
+    Observation,
+    Phase,
+    Task,
+    Termination,
+    TerminationReason,
+    Trajectory,
+    Transition,
+    VerifierSpec,
+)
+
+
+@dataclass(frozen=True)
+class LearnerBenchResult:
+    """One configuration's measurements."""
+
+    critic: str
+    phase: str
+    micro_batch: int
+    mini_batch: int
+    epochs: int
+    steps: int
+    response_tokens: int
+    threads: int
+    prepare_s: float
+    scoring_s: float
+    train_s: float
+    total_s: float
+    peak_rss_gib: float
+
+
+def sample_trajectories(
+    policy: HFPolicy, cfg: TinyVLMConfig, steps: int, per_episode: int, seed: int = 0
+) -> list[Trajectory]:
+    """``steps`` sampled steps in episodes of ``per_episode`` (the last one may be shorter)."""
+    rng = np.random.default_rng(seed)
+    task = Task(id="bench", instruction="Turn on dark theme.", app="Settings",
+                verifier=VerifierSpec(predicate="bench"))
+    prompts, shots = [], []
+    for i in range(steps):
+        shot = rng.integers(0, 256, (cfg.screen_height, cfg.screen_width, 3), dtype=np.uint8)
+        shots.append(shot)
+        prompts.append(Prompt(messages=(
+            ChatMessage(role="system", text="You operate a phone. Answer with one action call."),
+            ChatMessage(role="user", text=f"Goal: Turn on dark theme. Done: step {i % per_episode}", images=(shot,)),
+        )))
+    generations = []
+    for start in range(0, steps, 8):
+        generations += policy.generate_sync(prompts[start : start + 8])
+    trajectories = []
+    for e, start in enumerate(range(0, steps, per_episode)):
+        eid = uuid.UUID(int=int(rng.integers(0, 2**62))).hex
+        n = min(per_episode, steps - start)
+        transitions = [
+            Transition(
+                episode_id=eid, task_id=task.id, step=s, phase=Phase.EXECUTION,
+                observation=Observation(screenshot=shots[start + s], goal=task.instruction, device_size=(1080, 2400)),
+                decision=Decision(action=Wait(), generation=generations[start + s], prompt=prompts[start + s]),
+                reward=float(s == n - 1 and e % 2 == 0), done=s == n - 1,
+            )
+            for s in range(n)
+        ]
+        trajectories.append(Trajectory(episode_id=eid, task=task, transitions=transitions,
+                                       termination=Termination(TerminationReason.AGENT_FINISHED)))
+    return trajectories
+
+
+def run(
+    steps: int = 256, per_episode: int = 8, screen: tuple[int, int] = (252, 560), new_tokens: int = 16,
+    critics: tuple[str, ...] = ("separate",), phases: tuple[str, ...] = ("ppo",), micros: tuple[int, ...] = (8,),
+    mini: int = 32, epochs: int = 4, family: str = "qwen2_vl", device: str = "cpu",
+) -> list[LearnerBenchResult]:
+    cfg = TinyVLMConfig(family=family, screen_width=screen[0], screen_height=screen[1])
+    vlm = build_tiny_vlm(cfg, seed=0)
+    vlm.model.to(device)
+    policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
+    trajectories = sample_trajectories(policy, cfg, steps, per_episode)
+    results = []
+    for critic in critics:
+        for phase in phases:
+            for micro in micros:
+                config = LearnerConfig(
+                    critic=critic, critic_warmup_updates=1 if phase == "warmup" else 0, ppo_epochs=epochs,
+                    critic_warmup_epochs=epochs, mini_batch_size=mini, micro_batch_size=micro,
+                    device=device,
+                )
+                learner = LocalLearner(policy, config)
+                m = learner.update(trajectories)
+                results.append(LearnerBenchResult(
+                    critic=critic, phase=phase, micro_batch=micro, mini_batch=mini, epochs=epochs,
+                    steps=m.steps, response_tokens=m.response_tokens, threads=torch.get_num_threads(),
+                    prepare_s=round(m.prepare_s, 2), scoring_s=round(m.scoring_s, 2),
+                    train_s=round(m.train_s, 2), total_s=round(m.total_s, 2),
+                    peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+                ))
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=256)
+    parser.add_argument("--steps-per-episode", type=int, default=8)
+    parser.add_argument("--screen", default="252x560", help="WxH, multiples of 28")
+    parser.add_argument("--new-tokens", type=int, default=16)
+    parser.add_argument("--critic", nargs="+", default=["separate"], choices=["separate", "shared"])
+    parser.add_argument("--phase", nargs="+", default=["ppo"], choices=["ppo", "warmup"])
+    parser.add_argument("--micro", nargs="+", type=int, default=[8])
+    parser.add_argument("--mini", type=int, default=32)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--family", default="qwen2_vl", choices=["qwen2_vl", "qwen2_5_vl"])
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    width, height = (int(v) for v in args.screen.lower().split("x"))
+    started = time.perf_counter()
+    for result in run(
+        steps=args.steps, per_episode=args.steps_per_episode, screen=(width, height), new_tokens=args.new_tokens,
+        critics=tuple(args.critic), phases=tuple(args.phase), micros=tuple(args.micro), mini=args.mini,
+        epochs=args.epochs, family=args.family, device=args.device,
+    ):
+        print(json.dumps(asdict(result)))  # noqa: T201 (CLI output)
+    print(json.dumps({"wall_s": round(time.perf_counter() - started, 1)}))  # noqa: T201 (CLI output)
+
+
+if __name__ == "__main__":
+    main()

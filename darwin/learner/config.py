@@ -1,0 +1,285 @@
+"""Typed, validated configuration of the :class:`~darwin.learner.LocalLearner`.
+
+Field defaults are the *embedded* values (tiny model, CPU, a run of minutes);
+:meth:`LearnerConfig.paper` gives the paper's Table 1 values. Every field's help names its
+paper value. Validation reports every problem at once::
+
+    >>> from darwin.learner import LearnerConfig
+    >>> LearnerConfig().critic_warmup_updates, LearnerConfig.paper().critic_warmup_updates
+    (3, 30)
+    >>> LearnerConfig(algorithm="grpo", critic_warmup_updates=0).uses_critic
+    False
+    >>> LearnerConfig(mini_batch_size=6, micro_batch_size=4, critic_lr=-1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for LearnerConfig
+      Value error, invalid LearnerConfig (2 problem(s)):
+    - critic_lr: Input should be greater than 0
+    - mini_batch_size=6 is not a multiple of micro_batch_size=4: e.g. micro_batch_size=3 ...
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    model_validator,
+)
+
+from darwin.algos import KL_ESTIMATORS, LOSS_AGG_MODES
+
+__all__ = ["LearnerConfig", "LoraSettings", "PAPER_TABLE_1"]
+
+
+class LoraSettings(BaseModel):
+    """Low-rank adapters (peft) on the actor and, if ``critic`` is set, on the critic backbone.
+
+    Only the adapters (and the value head) train; the policy still receives full merged
+    weights (``W + B A * alpha / r``) after every actor update.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rank: int = Field(8, ge=1, description="adapter rank r")
+    alpha: float = Field(16.0, gt=0.0, description="scaling numerator: the update is B A * alpha / r")
+    dropout: float = Field(
+        0.0, ge=0.0, lt=1.0,
+        description="adapter dropout; keep 0 so that the first PPO ratio is exactly 1",
+    )
+    target_modules: tuple[str, ...] = Field(
+        ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        min_length=1,
+        description="module names to adapt (the defaults are the text decoder's linears)",
+    )
+    critic: bool = Field(
+        True, description="also put adapters on a separate critic's backbone (else it trains fully)"
+    )
+
+
+PAPER_TABLE_1: dict[str, object] = {
+    "gamma": 1.0,
+    "lam": 0.95,
+    "actor_lr": 1e-6,
+    "critic_lr": 1e-5,
+    "ppo_epochs": 4,
+    "mini_batch_size": 64,
+    "micro_batch_size": 16,
+    "clip_ratio": 0.2,
+    "critic_warmup_updates": 30,
+    "critic_warmup_epochs": 4,
+    "critic_warmup_lam": 1.0,
+}
+"""The learner-side hyperparameters of the paper's Table 1 (rollout steps 256, horizon 32,
+max prompt 8192 and max response 512 live in the buffer, workflow and policy configs)."""
+
+
+class LearnerConfig(BaseModel):
+    """Everything :class:`~darwin.learner.LocalLearner` needs (validated when built; frozen).
+
+    Defaults are the embedded (tiny model, CPU) values; ``LearnerConfig.paper()`` gives the
+    paper's Table 1. An *update* is one call of ``LocalLearner.update(trajectories)``; an
+    optimizer *step* is one mini-batch.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # --- algorithm ---------------------------------------------------------------------
+    algorithm: Literal["ppo", "grpo"] = Field(
+        "ppo", description="ppo: critic + token-level GAE (paper); grpo: group-normalised "
+        "trajectory advantages, no critic"
+    )
+    gamma: float = Field(1.0, ge=0.0, le=1.0, description="discount per token (paper: 1.0)")
+    lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda after warm-up (paper: 0.95)")
+    whiten_advantages: bool = Field(
+        True, description="normalise advantages over the update batch's tokens (verl's GAE always does)"
+    )
+    truncation: Literal["zero", "bootstrap"] = Field(
+        "zero",
+        description="V(s') after a truncated trajectory (step budget, infrastructure): 'zero' "
+        "(paper's choice) or 'bootstrap' from the critic's value at the last scored token",
+    )
+    infra_truncation: Literal["truncate", "drop"] = Field(
+        "truncate",
+        description="trajectories cut by an infrastructure failure: train on them as truncated "
+        "(their steps carry reward 0) or leave them out of the update",
+    )
+
+    # --- PPO losses ---------------------------------------------------------------------
+    clip_ratio: float = Field(0.2, gt=0.0, lt=1.0, description="PPO clip epsilon (paper: 0.2)")
+    clip_ratio_low: float | None = Field(
+        None, gt=0.0, lt=1.0, description="lower epsilon; None = clip_ratio"
+    )
+    clip_ratio_high: float | None = Field(
+        None, gt=0.0, description="upper epsilon; None = clip_ratio; larger = 'clip-higher' (DAPO)"
+    )
+    clip_ratio_c: float = Field(
+        3.0, gt=1.0, description="dual-clip bound for negative advantages (verl's default 3.0; inf = off)"
+    )
+    value_clip: float = Field(
+        0.5, ge=0.0, description="value-loss clip range around the old values (verl's default 0.5)"
+    )
+    loss_agg_mode: str = Field(
+        "token-mean", description=f"how token losses become a scalar: one of {list(LOSS_AGG_MODES)}"
+    )
+    kl_coef: float = Field(
+        0.0, ge=0.0, description="weight of the KL-to-reference loss term (0 = off, no reference model)"
+    )
+    kl_estimator: str = Field(
+        "low_var_kl", description=f"KL estimator: one of {list(KL_ESTIMATORS)}"
+    )
+    entropy_coef: float = Field(
+        0.0, ge=0.0, description="entropy bonus weight (0: entropy is only a metric)"
+    )
+    value_loss_coef: float = Field(
+        0.5, ge=0.0, description="weight of the value loss in the joint loss (shared backbone only)"
+    )
+
+    # --- GRPO ---------------------------------------------------------------------------
+    grpo_norm_by_std: bool = Field(True, description="GRPO divides by the group std (False: Dr.GRPO)")
+    grpo_weighting: Literal["trajectory", "step"] = Field(
+        "trajectory", description="group statistics over trajectories (default) or step rows (verl)"
+    )
+
+    # --- optimisation -------------------------------------------------------------------
+    actor_lr: float = Field(1e-4, gt=0.0, description="actor AdamW learning rate (paper: 1e-6)")
+    critic_lr: float = Field(1e-3, gt=0.0, description="critic AdamW learning rate (paper: 1e-5)")
+    weight_decay: float = Field(0.01, ge=0.0, description="AdamW weight decay (verl's default 0.01)")
+    adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas")
+    grad_clip: float = Field(1.0, gt=0.0, description="max global gradient norm per optimizer step")
+    ppo_epochs: int = Field(4, ge=1, description="passes over the update batch (paper: 4)")
+    mini_batch_size: int = Field(
+        32, ge=1, description="step rows per optimizer step (paper: 64)"
+    )
+    micro_batch_size: int = Field(
+        8, ge=1, description="step rows per forward/backward; gradients accumulate over the "
+        "mini-batch (paper: 16 per GPU)"
+    )
+    seed: int = Field(0, ge=0, description="seeds the learner's own generator (mini-batch shuffles, random head init)")
+
+    # --- critic -------------------------------------------------------------------------
+    critic: Literal["separate", "shared"] = Field(
+        "separate",
+        description="separate: a second copy of the model with a value head (paper); shared: a "
+        "value head on the actor's hidden states (one forward per micro-batch)",
+    )
+    critic_warmup_updates: int = Field(
+        3, ge=0, description="first N updates train only the critic (paper: 30)"
+    )
+    critic_warmup_epochs: int = Field(4, ge=1, description="critic passes per warm-up update (paper: 4)")
+    critic_warmup_lam: float = Field(
+        1.0, ge=0.0, le=1.0, description="GAE lambda during warm-up (paper: 1.0, Monte Carlo returns)"
+    )
+    value_head_init: Literal["calibrated", "random"] = Field(
+        "calibrated",
+        description="calibrated: weight 0, bias value_head_bias (paper); random: torch's Linear init",
+    )
+    value_head_bias: float = Field(
+        0.1, description="initial value of every state under the calibrated init (paper: 0.1)"
+    )
+
+    # --- models -------------------------------------------------------------------------
+    lora: LoraSettings | None = Field(None, description="train low-rank adapters instead of all weights")
+    device: str | None = Field(None, description="learner device; None = the policy's device")
+
+    # ------------------------------------------------------------------------------------
+    @classmethod
+    def paper(cls, **overrides: object) -> LearnerConfig:
+        """The paper's Table 1 values (:data:`PAPER_TABLE_1`), with ``overrides`` on top."""
+        return cls(**{**PAPER_TABLE_1, **overrides})
+
+    @property
+    def uses_critic(self) -> bool:
+        """Whether a critic exists (PPO)."""
+        return self.algorithm == "ppo"
+
+    @property
+    def clip_low(self) -> float:
+        return self.clip_ratio if self.clip_ratio_low is None else self.clip_ratio_low
+
+    @property
+    def clip_high(self) -> float:
+        return self.clip_ratio if self.clip_ratio_high is None else self.clip_ratio_high
+
+    def problems(self) -> list[str]:
+        """Every inconsistency, each naming the field and the fix ([] if none)."""
+        out: list[str] = []
+        if self.micro_batch_size > self.mini_batch_size:
+            out.append(
+                f"micro_batch_size={self.micro_batch_size} exceeds mini_batch_size="
+                f"{self.mini_batch_size}: lower micro_batch_size or raise mini_batch_size"
+            )
+        elif self.mini_batch_size % self.micro_batch_size:
+            out.append(
+                f"mini_batch_size={self.mini_batch_size} is not a multiple of micro_batch_size="
+                f"{self.micro_batch_size}: e.g. micro_batch_size="
+                f"{_largest_divisor_at_most(self.mini_batch_size, self.micro_batch_size)}"
+            )
+        if self.loss_agg_mode not in LOSS_AGG_MODES:
+            out.append(f"loss_agg_mode={self.loss_agg_mode!r} is not one of {list(LOSS_AGG_MODES)}")
+        if self.kl_estimator not in KL_ESTIMATORS:
+            out.append(f"kl_estimator={self.kl_estimator!r} is not one of {list(KL_ESTIMATORS)}")
+        if not all(0.0 <= b < 1.0 for b in self.adam_betas):
+            out.append(f"adam_betas={self.adam_betas} must both lie in [0, 1)")
+        if self.algorithm == "grpo":
+            if self.critic_warmup_updates:
+                out.append(
+                    f"critic_warmup_updates={self.critic_warmup_updates} with algorithm='grpo': GRPO "
+                    "has no critic to warm up; set critic_warmup_updates=0"
+                )
+            if self.truncation == "bootstrap":
+                out.append("truncation='bootstrap' needs a critic: use algorithm='ppo' or truncation='zero'")
+            if self.critic == "shared":
+                out.append("critic='shared' with algorithm='grpo': GRPO has no critic; leave critic='separate'")
+        if self.critic == "shared" and self.lora is not None and not self.lora.critic:
+            out.append(
+                "lora.critic=False has no meaning with critic='shared' (the critic is the actor's "
+                "backbone): leave lora.critic=True"
+            )
+        return out
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _check_all(cls, data: Any, handler: ModelWrapValidatorHandler[LearnerConfig]) -> LearnerConfig:
+        """Field errors and cross-field problems together, in one error."""
+        try:
+            config = handler(data)
+        except ValidationError as exc:
+            errors = exc.errors()
+            problems = [_describe(e) for e in errors]
+            bad = {e["loc"][0] for e in errors if e["loc"]}
+            if isinstance(data, dict) and not bad & {"lora", "algorithm", "critic"}:
+                partial = cls.model_construct(
+                    **{k: v for k, v in data.items() if k in cls.model_fields and k not in bad}
+                )
+                try:
+                    problems += partial.problems()
+                except (TypeError, ValueError, AttributeError):  # a value too malformed to compare
+                    problems.append("(cross-field checks run once the fields above are fixed)")
+            raise ValueError(_format(problems)) from None
+        problems = config.problems()
+        if problems:
+            raise ValueError(_format(problems))
+        return config
+
+
+def _describe(error: Any) -> str:
+    where = ".".join(str(p) for p in error["loc"]) or "config"
+    text = f"{where}: {error['msg']}"
+    if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
+        close = difflib.get_close_matches(str(error["loc"][0]), list(LearnerConfig.model_fields), n=1)
+        if close:
+            text += f"; did you mean {close[0]!r}?"
+    return text
+
+
+def _format(problems: list[str]) -> str:
+    return f"invalid LearnerConfig ({len(problems)} problem(s)):\n- " + "\n- ".join(problems)
+
+
+def _largest_divisor_at_most(n: int, k: int) -> int:
+    return max(d for d in range(1, min(n, k) + 1) if n % d == 0)

@@ -1,0 +1,312 @@
+"""The learner's networks: the critic (value model), sequence layout, LoRA helpers.
+
+Sequence layout (the same as :func:`darwin.policies.hf.compute_response_logprobs` and verl):
+each row is ``[left-padded prompt | right-padded response]``; with ``P`` the padded prompt
+length and ``R`` the longest response,
+
+    position P - 1 + k  holds the hidden state that predicts response token k   (k = 0..R-1)
+
+The actor's log-prob of token ``k`` is read from the logits at that position, and the
+critic's value of token ``k``, ``V(s^k)`` with ``s^k`` = prompt plus tokens ``< k``, from the
+value head on the same hidden state: ``values = head(h[:, P-1 : P-1+R])``, verl's
+``values[:, -R-1:-1]``. This is the state-before-token convention :func:`darwin.algos.trajectory_gae`
+expects (``delta^k = r^k + gamma V(s^{k+1}) - V(s^k)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+
+from darwin.learner.config import LoraSettings
+from darwin.policies.hf import rope_index
+
+__all__ = [
+    "ResponseSequences",
+    "ValueModel",
+    "apply_lora",
+    "backbone_of",
+    "capture_outputs",
+    "hidden_size_of",
+    "lora_merged_state_dict",
+    "response_sequences",
+    "set_adapters_enabled",
+]
+
+
+@dataclass(frozen=True)
+class ResponseSequences:
+    """Prompt + response batch in the layout above.
+
+    Attributes:
+        input_ids, attention_mask, mm_token_type_ids: ``(B, P + R)``.
+        position_ids: ``(3, B, P + R)`` M-RoPE positions over the real tokens.
+        responses: ``(B, R)`` response ids (0 on padding).
+        response_mask: ``(B, R)`` bool, True on response tokens.
+        prompt_length: ``P``.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    mm_token_type_ids: torch.Tensor
+    position_ids: torch.Tensor
+    responses: torch.Tensor
+    response_mask: torch.Tensor
+    prompt_length: int
+
+
+def response_sequences(
+    rope_model: nn.Module, inputs: Mapping[str, torch.Tensor], response_ids: Sequence[Sequence[int]]
+) -> ResponseSequences:
+    """Append right-padded responses to left-padded prompts, exactly as
+    ``compute_response_logprobs`` does (responses are text: modality 0)."""
+    ids = inputs["input_ids"]
+    batch, prompt_len = ids.shape
+    if len(response_ids) != batch:
+        raise ValueError(f"{batch} prompts but {len(response_ids)} responses")
+    longest = max((len(r) for r in response_ids), default=0)
+    if longest == 0:
+        raise ValueError("every step row needs at least one response token")
+    resp = torch.zeros(batch, longest, dtype=ids.dtype, device=ids.device)
+    resp_mask = torch.zeros(batch, longest, dtype=inputs["attention_mask"].dtype, device=ids.device)
+    for row, r in enumerate(response_ids):
+        resp[row, : len(r)] = torch.as_tensor(list(r), dtype=ids.dtype, device=ids.device)
+        resp_mask[row, : len(r)] = 1
+    full_ids = torch.cat([ids, resp], dim=1)
+    full_mask = torch.cat([inputs["attention_mask"], resp_mask], dim=1)
+    full_mm = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(resp)], dim=1)
+    positions, _ = rope_index(rope_model, full_ids, full_mask, full_mm, inputs.get("image_grid_thw"))
+    return ResponseSequences(
+        input_ids=full_ids,
+        attention_mask=full_mask,
+        mm_token_type_ids=full_mm,
+        position_ids=positions,
+        responses=resp,
+        response_mask=resp_mask.bool(),
+        prompt_length=prompt_len,
+    )
+
+
+def backbone_of(model: PreTrainedModel) -> nn.Module:
+    """The decoder (``Qwen2VLModel``: vision tower + language model, no LM head) of a
+    ``*ForConditionalGeneration`` model; its output's ``last_hidden_state`` is ``(B, L, H)``."""
+    inner = getattr(model, "model", None)
+    if inner is None or not hasattr(inner, "get_rope_index"):
+        raise TypeError(
+            f"{type(model).__name__} has no Qwen2-VL-family backbone at .model; the learner needs "
+            "a Qwen2-VL / Qwen2.5-VL ForConditionalGeneration model"
+        )
+    return inner
+
+
+def hidden_size_of(model: nn.Module) -> int:
+    config = model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return int(text.hidden_size)
+
+
+@contextlib.contextmanager
+def capture_outputs(backbone: nn.Module | None, lm_head: nn.Module | None) -> Iterator[dict[str, torch.Tensor]]:
+    """Record the backbone's ``last_hidden_state`` ``(B, L, H)`` (key ``"hidden"``) and the LM
+    head's logits ``(B, K, V)`` (key ``"logits"``) of the forwards run inside the block.
+
+    The tensors keep their autograd graph, so a value head on the captured hidden states
+    trains the shared backbone.
+    """
+    captured: dict[str, torch.Tensor] = {}
+    handles = []
+    if backbone is not None:
+        def grab_hidden(_m: nn.Module, _a: object, out: Any) -> None:
+            captured["hidden"] = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        handles.append(backbone.register_forward_hook(grab_hidden))
+    if lm_head is not None:
+        def grab_logits(_m: nn.Module, _a: object, out: torch.Tensor) -> None:
+            captured["logits"] = out
+        handles.append(lm_head.register_forward_hook(grab_logits))
+    try:
+        yield captured
+    finally:
+        for h in handles:
+            h.remove()
+
+
+class ValueModel(nn.Module):
+    """The critic: a Qwen2-VL-family backbone and a scalar value head.
+
+    ``forward(inputs, response_ids)`` returns ``(values, mask)``, both ``(B, R)``: the value
+    of each response token (state before the token, see the module docstring), 0 on padding.
+    With ``shared=True`` the backbone is the actor's: this module then owns only the head
+    (its ``state_dict`` holds ``head.*`` only) and the learner reads the hidden states from
+    the actor's own forward.
+
+    Value head init (paper): ``calibrated`` sets weight 0 and bias ``bias``, so every first
+    value is exactly ``bias`` (0.1: returns lie in [0, 1]); ``random`` uses torch's
+    ``nn.Linear`` init, drawn from the learner's generator.
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        hidden_size: int,
+        *,
+        shared: bool,
+        init: str,
+        bias: float,
+        generator: torch.Generator,
+    ) -> None:
+        super().__init__()
+        self.shared = shared
+        if shared:
+            self._backbone_ref = [backbone]  # not registered: the actor owns these parameters
+        else:
+            self.backbone = backbone
+        param = next(backbone.parameters())
+        # skip_init: torch's own Linear init would draw from the global RNG.
+        self.head = torch.nn.utils.skip_init(nn.Linear, hidden_size, 1, device=param.device, dtype=torch.float32)
+        with torch.no_grad():
+            if init == "calibrated":
+                self.head.weight.zero_()
+                self.head.bias.fill_(float(bias))
+            elif init == "random":  # nn.Linear's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+                bound = 1.0 / math.sqrt(hidden_size)
+                for p in (self.head.weight, self.head.bias):
+                    p.copy_((torch.rand(p.shape, generator=generator) * 2 - 1) * bound)
+            else:
+                raise ValueError(f"value head init must be 'calibrated' or 'random', got {init!r}")
+
+    @property
+    def trunk(self) -> nn.Module:
+        """The backbone (owned, or the actor's when shared)."""
+        return self._backbone_ref[0] if self.shared else self.backbone
+
+    def head_values(self, hidden: torch.Tensor, prompt_length: int, response_length: int) -> torch.Tensor:
+        """``(B, L, H)`` hidden states -> ``(B, R)`` values at positions ``P-1 .. P-2+R``."""
+        h = hidden[:, prompt_length - 1 : prompt_length - 1 + response_length]
+        return self.head(h.float()).squeeze(-1)
+
+    def forward(
+        self,
+        inputs: Mapping[str, torch.Tensor],
+        response_ids: Sequence[Sequence[int]],
+        *,
+        backbone_grad: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        trunk = self.trunk
+        seq = response_sequences(trunk, inputs, response_ids)
+        ctx = contextlib.nullcontext() if backbone_grad else torch.no_grad()
+        with ctx:
+            out = trunk(
+                input_ids=seq.input_ids,
+                attention_mask=seq.attention_mask,
+                position_ids=seq.position_ids,
+                pixel_values=inputs.get("pixel_values"),
+                image_grid_thw=inputs.get("image_grid_thw"),
+                mm_token_type_ids=seq.mm_token_type_ids,
+                use_cache=False,
+            )
+        values = self.head_values(out.last_hidden_state, seq.prompt_length, seq.responses.shape[1])
+        return values.masked_fill(~seq.response_mask, 0.0), seq.response_mask
+
+
+# --------------------------------------------------------------------------------------
+# LoRA (peft, imported on first use)
+# --------------------------------------------------------------------------------------
+def _peft() -> Any:
+    try:
+        import peft
+    except ImportError as exc:  # pragma: no cover - peft is installed in the dev environment
+        raise ImportError(
+            "LearnerConfig.lora needs the 'peft' package: pip install peft"
+        ) from exc
+    return peft
+
+
+def apply_lora(model: nn.Module, settings: LoraSettings, generator: torch.Generator) -> nn.Module:
+    """Inject LoRA adapters in place (base weights frozen), initialised from ``generator``.
+
+    peft initialises ``lora_A`` from torch's global RNG; that happens inside a forked RNG
+    scope (global state untouched) and ``lora_A`` is then redrawn from the learner's own
+    generator, so runs are reproducible without global seeding. ``lora_B`` starts at 0, so
+    the adapted model equals the base model until the first step.
+    """
+    peft = _peft()
+    config = peft.LoraConfig(
+        r=settings.rank,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=list(settings.target_modules),
+    )
+    param = next(model.parameters())
+    devices = [param.device.index or 0] if param.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        peft.inject_adapter_in_model(config, model)
+    layers = [m for m in model.modules() if isinstance(m, peft.tuners.lora.LoraLayer)]
+    if not layers:
+        raise ValueError(
+            f"LoRA target_modules {list(settings.target_modules)} matched no module of "
+            f"{type(model).__name__}; name linear layers of the text decoder (e.g. 'q_proj')"
+        )
+    with torch.no_grad():
+        for layer in layers:
+            weight = layer.lora_A["default"].weight
+            bound = 1.0 / math.sqrt(weight.shape[1])  # kaiming_uniform(a=sqrt(5)), peft's default
+            weight.copy_((torch.rand(weight.shape, generator=generator) * 2 - 1) * bound)
+    return model
+
+
+def lora_merged_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The full state dict of the base architecture with every adapter merged
+    (``W + B A * scaling``), keys as in the model before :func:`apply_lora`. Without
+    adapters: the model's own state dict (detached)."""
+    peft = _peft() if _has_lora(model) else None
+    sd = model.state_dict()
+    out: dict[str, torch.Tensor] = {}
+    if peft is not None:
+        with torch.no_grad():
+            for name, module in model.named_modules():
+                if isinstance(module, peft.tuners.lora.LoraLayer) and "default" in module.lora_A:
+                    base = module.get_base_layer()
+                    prefix = f"{name}." if name else ""
+                    out[f"{prefix}weight"] = base.weight.detach() + module.get_delta_weight("default").to(
+                        base.weight.dtype
+                    )
+    for key, value in sd.items():
+        if ".lora_" in key:
+            continue
+        clean = key.replace(".base_layer.", ".")
+        out.setdefault(clean, value.detach())
+    return out
+
+
+def _has_lora(model: nn.Module) -> bool:
+    return any(".lora_A." in name for name, _ in model.named_parameters())
+
+
+@contextlib.contextmanager
+def set_adapters_enabled(model: nn.Module, enabled: bool) -> Iterator[None]:
+    """Temporarily enable/disable every LoRA adapter (disabled: the frozen base model)."""
+    peft = _peft()
+    layers = [m for m in model.modules() if isinstance(m, peft.tuners.tuners_utils.BaseTunerLayer)]
+    previous = [not m.disable_adapters for m in layers]
+    for m in layers:
+        m.enable_adapters(enabled)
+    try:
+        yield
+    finally:
+        for m, was in zip(layers, previous, strict=True):
+            m.enable_adapters(was)
+
+
+def copy_model(model: nn.Module) -> nn.Module:
+    """A deep copy with its own parameters (tied weights stay tied), in eval mode."""
+    clone = copy.deepcopy(model)
+    clone.eval()
+    return clone

@@ -1,0 +1,117 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from darwin.cli import main
+from darwin.experiment import ExperimentError, load_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SMALL = """
+from darwin.experiment import ExperimentConfig, PhonesConfig, PolicySetup
+from darwin.learner.config import LearnerConfig
+from darwin.sft import SFTConfig
+
+def build(preset):
+    return ExperimentConfig(
+        name="small", tasks=("settings_dark_theme", "amazon_0"), horizon=6,
+        phones=PhonesConfig(count=2, seed=3),
+        sft=SFTConfig(steps=3, warmup_steps=1, batch_size=4, phones=2, episodes=4, heldout_episodes=0),
+        cache_dir=CACHE,
+        policy=PolicySetup(max_batch=2, max_wait=0.01),
+        learner=LearnerConfig(critic_warmup_updates=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
+        rollout_steps=12, updates=UPDATES,
+    )
+"""
+
+
+def small_experiment(tmp_path: Path, updates: int) -> Path:
+    path = tmp_path / "small.py"
+    path.write_text(SMALL.replace("CACHE", repr(str(tmp_path / "cache"))).replace("UPDATES", str(updates)))
+    return path
+
+
+@pytest.mark.parametrize("preset", ["default", "paper"])
+def test_spa_bench_dry_run_validates_both_presets(preset):
+    result = CliRunner().invoke(main, ["run", str(ROOT / "examples" / "spa_bench.py"), "--dry-run", "--preset", preset])
+    assert result.exit_code == 0, result.output
+    assert "(valid)" in result.output and "clock_1" in result.output
+
+
+def test_paper_preset_keeps_table_1_values():
+    config = load_experiment(ROOT / "examples" / "spa_bench.py", "paper")
+    assert (config.rollout_steps, config.horizon, config.learner.critic_warmup_updates) == (256, 32, 30)
+    assert (config.learner.gamma, config.learner.lam, config.learner.clip_ratio, config.learner.value_head_bias) == (1.0, 0.95, 0.2, 0.1)
+    assert (config.learner.actor_lr, config.learner.critic_lr, config.learner.mini_batch_size) == (1e-6, 1e-5, 64)
+
+
+def test_bad_experiment_files_say_what_and_how(tmp_path):
+    with pytest.raises(ExperimentError, match="no such experiment file"):
+        load_experiment(tmp_path / "missing.py")
+    (tmp_path / "nobuild.py").write_text("x = 1\n")
+    with pytest.raises(ExperimentError, match="defines no build"):
+        load_experiment(tmp_path / "nobuild.py")
+    (tmp_path / "bad.py").write_text(textwrap.dedent("""
+        from darwin.experiment import ExperimentConfig
+        def build(preset):
+            return ExperimentConfig(name="bad name", horizon=0, phones={"count": 0})
+    """))
+    with pytest.raises(ExperimentError) as info:
+        load_experiment(tmp_path / "bad.py")
+    msg = str(info.value)
+    assert "3 problem(s)" in msg and "name" in msg and "horizon" in msg and "phones.count" in msg
+    (tmp_path / "badtask.py").write_text(textwrap.dedent("""
+        from darwin.experiment import ExperimentConfig
+        def build(preset):
+            return ExperimentConfig(name="x", tasks=("clock1",))
+    """))
+    with pytest.raises(ExperimentError, match="did you mean 'clock_1'"):
+        load_experiment(tmp_path / "badtask.py")
+
+
+def test_small_run_trains_logs_and_resumes(tmp_path):
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(main, ["run", str(small_experiment(tmp_path, 2)), "--run-dir", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    assert (run_dir / "success.png").is_file() and any((run_dir / "tensorboard").glob("events.*"))
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["group"] == "update"] == [1, 2]
+    manifest = json.loads((run_dir / "checkpoint" / "learner.json").read_text())
+    assert manifest["updates"] == 2
+    result = CliRunner().invoke(main, ["run", str(small_experiment(tmp_path, 3)), "--run-dir", str(run_dir), "--resume"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["group"] == "update"] == [1, 2, 3]
+
+
+def test_kill_9_during_training_then_resume(tmp_path):
+    run_dir = tmp_path / "run"
+    exp = small_experiment(tmp_path, 30)
+    proc = subprocess.Popen([sys.executable, "-m", "darwin.cli", "run", str(exp), "--run-dir", str(run_dir)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, env={**os.environ, "CI": "true"})
+    manifest = run_dir / "checkpoint" / "learner.json"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (manifest.is_file() and json.loads(manifest.read_text())["updates"] >= 2):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved = json.loads(manifest.read_text())
+    assert saved["updates"] >= 2
+    pending = set(saved["pending_episode_ids"])
+    exp.write_text(exp.read_text().replace("updates=30", f"updates={saved['updates'] + 1}"))
+    result = CliRunner().invoke(main, ["run", str(exp), "--run-dir", str(run_dir), "--resume"])
+    assert result.exit_code == 0, result.output
+    resumed = json.loads(manifest.read_text())
+    assert resumed["updates"] == saved["updates"] + 1
+    # Every completed trajectory the checkpoint carried was trained after the resume or is still carried.
+    trained_after = {e for line in (run_dir / "updates.jsonl").read_text().splitlines()
+                     for e in json.loads(line)["episode_ids"] if json.loads(line)["update"] > saved["updates"]}
+    assert pending <= trained_after | set(resumed["pending_episode_ids"])

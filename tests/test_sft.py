@@ -1,0 +1,293 @@
+"""Warm-start SFT: demonstrations match rollouts, training learns, checkpoints load and evaluate."""
+
+from __future__ import annotations
+
+import asyncio
+import doctest
+import importlib
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from darwin.actions import Click, Drag, LongPress, Scroll
+from darwin.agents import ModelActor
+from darwin.cli import main
+from darwin.envs.sim.env import SimPhoneEnv
+from darwin.models import build_tiny_vlm, load_tiny_vlm
+from darwin.policies import HFPolicy, Policy
+from darwin.sft import (
+    AGENT_FILE,
+    SFT_FILE,
+    HeldoutMetrics,
+    SFTConfig,
+    collect_demonstrations,
+    encode_demonstrations,
+    ensure_warm_start,
+    heldout_metrics,
+    load_warm_start,
+    train_sft,
+)
+from darwin.tasks import get_task
+from darwin.types import Generation, Prompt
+from darwin.workflows import LifecycleWorkflow, StepConfig
+
+TASKS = ("amazon_0", "settings_dark_theme", "clock_4")
+
+
+def small_config(**overrides: Any) -> SFTConfig:
+    fields: dict[str, Any] = {
+        "tasks": TASKS, "phones": 2, "episodes": 4, "heldout_phones": 1, "heldout_episodes": 2,
+        "steps": 8, "batch_size": 8, "warmup_steps": 1, "lr": 3e-3,
+    }
+    fields.update(overrides)
+    return SFTConfig(**fields)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ensure_warm_start(tmp_path_factory.mktemp("warm"), small_config())
+
+
+def test_module_doctests() -> None:
+    result = doctest.testmod(importlib.import_module("darwin.sft"), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_config_reports_every_problem_with_a_fix() -> None:
+    with pytest.raises(ValidationError) as err:
+        SFTConfig(observation_size=(250, 560), steps=5, warmup_steps=10, stop_threshold=0.5)
+    text = str(err.value)
+    assert "multiples of 28" in text and "warmup_steps=10" in text and "eval_every" in text
+    assert SFTConfig().config_hash() == SFTConfig(threads=8).config_hash()  # threads do not change weights
+    assert SFTConfig().config_hash() != SFTConfig(steps=301).config_hash()
+
+
+def test_demonstrations_round_trip_through_the_agent() -> None:
+    config = small_config()
+    demos, stats = collect_demonstrations(config)
+    again, _ = collect_demonstrations(config)
+    assert [d.target for d in demos] == [d.target for d in again]  # deterministic
+    assert stats.episodes == 4 and stats.successes == 4 and stats.steps == len(demos) > 4
+    agent = config.make_agent()
+    w, h = 1080, 2400
+    for d in demos:
+        assert d.observation.screenshot.shape == (364, 168, 3)
+        parsed = agent.parse(d.target, d.observation)
+        assert parsed.action == d.action and parsed.num_actions == 1 and not parsed.warnings
+        assert agent.format_action(parsed.action, d.observation) == d.target
+        o, a = d.oracle_action, d.action
+        if isinstance(o, Click | LongPress | Scroll):  # within half a grid cell (100 cells per side)
+            assert abs(a.x - o.x) <= w / 200 + 1 and abs(a.y - o.y) <= h / 200 + 1  # type: ignore[union-attr]
+        elif isinstance(o, Drag):
+            assert abs(a.x1 - o.x1) <= w / 200 + 1 and abs(a.y2 - o.y2) <= h / 200 + 1  # type: ignore[union-attr]
+        else:
+            assert a == o
+
+
+class ReplayPolicy(Policy):
+    """Answers each prompt with the next scripted text, the way a model policy answers."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = list(texts)
+
+    async def generate(self, prompts: Sequence[Prompt]) -> list[Generation]:
+        return [Generation(text=self.texts.pop(0)) for _ in prompts]
+
+
+def test_demo_prompts_are_the_prompts_of_a_model_rollout() -> None:
+    """A ModelActor whose policy writes the demo targets sees exactly the demo prompts."""
+    config = small_config(phones=1, episodes=3)
+    demos, _ = collect_demonstrations(config)
+    env = SimPhoneEnv(seed=config.phone_seed, perturbation=config.perturbation)
+    actor = ModelActor(config.make_agent(), ReplayPolicy([d.target for d in demos]))
+    workflow = LifecycleWorkflow(config=StepConfig(observation_size=config.observation_size))
+    prompts: list[Prompt] = []
+
+    async def rollout() -> None:
+        for task_id in _task_order(demos):
+            trajectory = await workflow.run(env, get_task(task_id), actor)
+            await env.ago_home()
+            prompts.extend(t.decision.prompt for t in trajectory.transitions)  # type: ignore[misc]
+
+    asyncio.run(rollout())
+    assert len(prompts) == len(demos)
+    for mine, demo in zip(prompts, demos, strict=True):
+        assert [(m.role, m.text) for m in mine.messages] == [(m.role, m.text) for m in demo.prompt.messages]
+        assert all((a == b).all() for a, b in zip(mine.images, demo.prompt.images, strict=True))
+    assert any("Done: " in d.prompt.messages[-1].text for d in demos)  # histories are rendered
+
+
+def _task_order(demos: Sequence[Any]) -> list[str]:
+    order: list[str] = []
+    for d in demos:
+        if d.step == 0:
+            order.append(d.task_id)
+    return order
+
+
+def test_encoded_batches_are_the_policys_inputs_and_targets_end_with_eos() -> None:
+    config = small_config(phones=1, episodes=3)
+    demos, _ = collect_demonstrations(config)
+    vlm = build_tiny_vlm(config.resolved_model, seed=0)
+    encoded = encode_demonstrations(vlm, demos)
+    policy = HFPolicy(vlm)
+    rows = [0, len(demos) // 2, len(demos) - 1]
+    inputs, targets = encoded.batch(rows)
+    reference = policy.build_inputs([demos[i].prompt for i in rows])
+    for key in ("input_ids", "attention_mask", "mm_token_type_ids", "pixel_values", "image_grid_thw"):
+        assert torch.equal(inputs[key], reference[key]), key
+    eos = vlm.tokenizer.eos_token_id
+    for i, target in zip(rows, targets, strict=True):
+        assert target[-1] == eos and eos in policy.eos_token_ids
+        assert vlm.tokenizer.decode(target[:-1], skip_special_tokens=False) == demos[i].target
+        assert not set(target) & policy.forbidden_token_ids
+    # the SFT objective scores targets exactly as the policy does (same mask, temperature 1)
+    metrics = heldout_metrics(vlm, encoded, demos, config.make_agent(), step=0)
+    scored = policy.teacher_forced_logprobs([d.prompt for d in demos], encoded.target_ids)
+    probs = [float(torch.exp(lp.sum())) for lp in scored]
+    assert metrics.sequence_prob == pytest.approx(sum(probs) / len(probs), rel=1e-4, abs=1e-12)
+    policy.close()
+
+
+def test_short_run_lowers_the_loss_and_changes_parameters(checkpoint: Path) -> None:
+    meta = json.loads((checkpoint / SFT_FILE).read_text())
+    config = SFTConfig.model_validate(meta["config"])
+    assert meta["config_hash"] == config.config_hash() and checkpoint.name.endswith(config.config_hash())
+    assert meta["training"]["steps_run"] == config.steps
+    assert meta["training"]["final_loss"] < 0.8 * meta["training"]["first_loss"]
+    initial = build_tiny_vlm(config.resolved_model, seed=config.model_seed).model.state_dict()
+    trained = load_tiny_vlm(checkpoint).model.state_dict()
+    changed = [k for k in initial if not torch.equal(initial[k], trained[k])]
+    assert len(changed) > 0.8 * len(initial)  # language model and vision tower both learn
+    assert any("visual" in k for k in changed) and any("embed_tokens" in k for k in changed)
+    # held-out loss after training is below the untrained model's
+    held = meta["training"]["heldout"][-1]
+    assert held["greedy_match"] is not None and held["loss"] < meta["training"]["first_loss"]
+
+
+def test_checkpoint_layout_and_loading(checkpoint: Path) -> None:
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja",
+                 "darwin_tiny_vlm.json", AGENT_FILE, SFT_FILE):
+        assert (checkpoint / name).is_file(), name
+    warm = load_warm_start(checkpoint)
+    assert warm.observation_size == (168, 364) and warm.vlm.tiny_config is not None
+    assert warm.make_agent().config == SFTConfig().agent
+    with pytest.raises(FileNotFoundError, match="run `darwin sft --out"):
+        load_warm_start(checkpoint.parent / "missing")
+
+
+def test_ensure_warm_start_reuses_the_cache(checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[SFTConfig] = []
+    monkeypatch.setattr("darwin.sft.train_sft", lambda config, out, **kw: calls.append(config))
+    mtime = (checkpoint / SFT_FILE).stat().st_mtime_ns
+    assert ensure_warm_start(checkpoint.parent, small_config()) == checkpoint
+    assert ensure_warm_start(checkpoint.parent, small_config(threads=1)) == checkpoint
+    assert calls == [] and (checkpoint / SFT_FILE).stat().st_mtime_ns == mtime
+
+
+def test_early_stop_short_of_mastery(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+
+    def fake_metrics(*args: Any, step: int, greedy: bool = False, **kwargs: Any) -> HeldoutMetrics:
+        seen.append(step)
+        return HeldoutMetrics(step=step, loss=1.0, sequence_prob=0.2 * step, greedy_match=0.0)
+
+    monkeypatch.setattr("darwin.sft.heldout_metrics", fake_metrics)
+    config = small_config(steps=12, eval_every=2, stop_threshold=0.75, episodes=2, phones=1)
+    training = train_sft(config).metadata["training"]
+    assert training["stopped_early"] and training["steps_run"] == 4 and seen == [2, 4, 4]
+
+
+def test_eval_tiny_checkpoint_via_cli(checkpoint: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(main, ["eval", "--agent", f"tiny:{checkpoint}", "--tasks", "amazon_0", "--phones", "2",
+                                  "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert "overall" in result.output and "amazon_0" in result.output
+    missing = tmp_path / "nothing"
+    result = runner.invoke(main, ["eval", "--agent", f"tiny:{missing}", "--run-dir", str(tmp_path / "r2")])
+    assert result.exit_code == 2 and f"no checkpoint at {missing}" in result.output and "darwin sft --out" in result.output
+    result = runner.invoke(main, ["eval", "--agent", f"tiny:{checkpoint}", "--observation-size", "252x560",
+                                  "--run-dir", str(tmp_path / "r3")])
+    assert result.exit_code == 2 and "168x364" in result.output
+
+
+def test_sft_cli_trains_saves_and_evaluates(tmp_path: Path) -> None:
+    out = tmp_path / "ckpt"
+    args = ["sft", "--out", str(out), "--steps", "2", "--episodes", "2", "--phones", "1", "--batch-size", "4",
+            "--tasks", "amazon_0", "--eval-episodes", "1", "--eval-phones", "1"]
+    config_file = tmp_path / "sft.yaml"
+    config_file.write_text("heldout_phones: 0\nwarmup_steps: 1\n")
+    result = CliRunner().invoke(main, [*args, "--config", str(config_file)])
+    assert result.exit_code == 0, result.output
+    assert "sampled T=1" in result.output and "greedy" in result.output and "overall" in result.output
+    meta = json.loads((out / SFT_FILE).read_text())
+    assert set(meta["eval"]) == {"sampled", "greedy"} and meta["config"]["heldout_phones"] == 0
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "--force" in result.output
+
+
+# ------------------------------------------------------------------------------ litellm
+KEY_ENV = "DARWIN_TEST_SFT_LLM_KEY"
+SECRET = "sk-darwin-sft-test-0b1d"
+
+
+@pytest.fixture
+def llm_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    seen: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append({"authorization": self.headers.get("Authorization"), "body": body})
+            text = "Thought: The theme is set.\nAction: finished(content='done')"
+            payload = {
+                "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+            data = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", seen
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_eval_litellm_agent_end_to_end(llm_server: tuple[str, list[dict[str, Any]]], tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    api_base, seen = llm_server
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    result = CliRunner().invoke(main, [
+        "--log-level", "debug", "eval", "--agent", "litellm:openai/ui-tars-test", "--agent-format", "uitars-1.5",
+        "--api-base", api_base, "--api-key-env", KEY_ENV, "--tasks", "settings_dark_theme,amazon_0",
+        "--phones", "2", "--temperature", "0", "--run-dir", str(tmp_path / "run"),
+    ])
+    assert result.exit_code == 0, result.output
+    assert "overall" in result.output and SECRET not in result.output
+    assert len(seen) == 2  # one finished() step per episode
+    assert all(r["authorization"] == f"Bearer {SECRET}" for r in seen)
+    body = seen[0]["body"]
+    assert body["model"] == "ui-tars-test" and body["temperature"] == 0.0
+    assert "mobile" in json.dumps(body["messages"]).lower() and "data:image/png;base64," in json.dumps(body)
+    result = CliRunner().invoke(main, ["eval", "--agent", "litellm:", "--run-dir", str(tmp_path / "r2")])
+    assert result.exit_code == 2 and "needs a LiteLLM model name" in result.output
