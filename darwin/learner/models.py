@@ -35,6 +35,7 @@ __all__ = [
     "apply_lora",
     "backbone_of",
     "capture_outputs",
+    "copy_model",
     "hidden_size_of",
     "lora_merged_state_dict",
     "response_sequences",
