@@ -206,7 +206,7 @@ def eval_cmd(agent_spec: str, phones: int, task_names: str, episodes: int, seed:
 @main.command("sft")
 @click.option("--out", default="runs/sft", show_default=True, type=click.Path(file_okay=False), help="checkpoint directory (use it as `darwin eval --agent tiny:OUT`)")
 @click.option("--config", "config_file", default=None, type=click.Path(exists=True, dir_okay=False), help="SFTConfig as a JSON or YAML file; the flags below override it")
-@click.option("--steps", default=None, type=click.IntRange(1), help="optimizer steps  [default: 300]")
+@click.option("--steps", default=None, type=click.IntRange(1), help="optimizer steps  [default: 225]")
 @click.option("--episodes", default=None, type=click.IntRange(1), help="demonstration episodes in all  [default: 256]")
 @click.option("--phones", default=None, type=click.IntRange(1), help="demonstration phones (one seed and layout each)  [default: 32]")
 @click.option("--batch-size", default=None, type=click.IntRange(1), help="demonstration steps per optimizer step  [default: 32]")

@@ -143,7 +143,7 @@ class SFTConfig(BaseModel):
     model_seed: int = Field(0, ge=0, description="seed of the random initial weights")
 
     # --- optimisation --------------------------------------------------------------------
-    steps: int = Field(300, ge=1, le=1_000_000, description="optimizer steps (the cosine schedule spans them)")
+    steps: int = Field(225, ge=1, le=1_000_000, description="optimizer steps (the cosine schedule spans them)")
     batch_size: int = Field(32, ge=1, le=4096, description="demonstration steps per optimizer step")
     lr: float = Field(2e-3, gt=0, le=1.0, description="peak AdamW learning rate")
     weight_decay: float = Field(0.01, ge=0, le=1.0, description="AdamW weight decay (matrices only)")
