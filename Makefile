@@ -18,9 +18,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+# The main job: SFT warm start (built once, cached in .darwin-cache), then PPO on 8 SimPhones.
 demo: install
-	$(BIN)/darwin eval --agent oracle --phones 8 --tasks base8 --episodes 2
-	$(BIN)/darwin eval --agent random --phones 8 --tasks base8 --episodes 2
+	$(BIN)/darwin run examples/spa_bench.py
 
 test: install
 	$(BIN)/pytest -q

@@ -143,3 +143,8 @@ class ReplayBuffer:
     def active_steps(self) -> int:
         with self._lock:
             return sum(len(a.transitions) for a in self._active.values())
+
+    def backlog_steps(self) -> int:
+        """Steps not yet handed out: completed trajectories plus the episodes still running."""
+        with self._lock:
+            return self._completed_steps + sum(len(a.transitions) for a in self._active.values())

@@ -18,6 +18,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from darwin.evaluate import EvalReport
+    from darwin.experiment import RunProgress
 
 console = Console()
 
@@ -97,13 +98,21 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
     if kind == "random":
         return _Actors(lambda i: RandomActor(seed=seed * 1000 + i))
     if kind == "tiny":
+        from darwin.experiment import WARM_START_FILE, load_run_policy
         from darwin.sft import AGENT_FILE, TinyActorPool
 
         if not arg:
             raise click.BadParameter("tiny:<checkpoint> needs a checkpoint directory, e.g. tiny:runs/sft", param_hint="--agent")
-        if not (Path(arg) / AGENT_FILE).is_file():
-            raise click.BadParameter(f"no checkpoint at {arg}; run `darwin sft --out {arg}` first", param_hint="--agent")
-        pool = TinyActorPool(arg, temperature=1.0 if temperature is None else temperature, seed=seed, max_batch=min(phones, 64), max_new_tokens=max_new_tokens)
+        sampling = {"temperature": 1.0 if temperature is None else temperature, "seed": seed, "max_batch": min(phones, 64), "max_new_tokens": max_new_tokens}
+        if (Path(arg) / WARM_START_FILE).is_file():  # a `darwin run` directory: its last trained weights
+            try:
+                pool = load_run_policy(arg, **sampling)  # type: ignore[arg-type]
+            except FileNotFoundError as exc:
+                raise click.BadParameter(str(exc), param_hint="--agent") from None
+        elif (Path(arg) / AGENT_FILE).is_file():
+            pool = TinyActorPool(arg, **sampling)  # type: ignore[arg-type]
+        else:
+            raise click.BadParameter(f"no checkpoint at {arg}; pass a `darwin sft --out` or `darwin run` directory", param_hint="--agent")
         return _Actors(pool, pool.aclose, pool.observation_size)
     if kind == "litellm":
         from darwin.agents import ModelActor, QwenVLAgent, TinyAgent, UITarsAgent
@@ -190,12 +199,13 @@ def eval_cmd(agent_spec: str, phones: int, task_names: str, episodes: int, seed:
     elapsed = time.perf_counter() - started
     table = Table(title=f"{agent_spec}: success per task ({episodes} episode(s) each)")
     table.add_column("task", no_wrap=True)
-    for col in ("success", "episodes", "infra", "unverified", "errors", "mean steps"):
+    table.add_column("success", justify="right", no_wrap=True, min_width=6)
+    for col in ("episodes", "done", "infra", "unverified", "errors", "mean steps"):
         table.add_column(col, justify="right")
     for task_id, score in [*report.per_task.items(), ("overall", report.overall)]:
         rate = score.success_rate
         mean_steps = report.mean_steps(None if task_id == "overall" else task_id)
-        table.add_row(task_id, "-" if rate is None else f"{100 * rate:.1f}%", str(score.episodes), str(score.infra_truncated), str(score.unverified), str(score.errors), f"{mean_steps:.1f}")
+        table.add_row(task_id, "-" if rate is None else f"{100 * rate:.1f}%", str(score.episodes), str(score.already_done), str(score.infra_truncated), str(score.unverified), str(score.errors), f"{mean_steps:.1f}")
     console.print(table)
     steps = sum(len(t) for t in report.trajectories)
     console.print(f"{steps} steps in {elapsed:.1f}s ({steps / max(elapsed, 1e-9):.1f} steps/s); run {run_id} stored in {store.url.render_as_string(hide_password=True)}")
@@ -359,10 +369,59 @@ def run_cmd(experiment_file: str, preset: str, dry_run: bool, resume: bool, run_
         t.add_row(str(p.phones), str(p.env_steps), f"{p.steps_per_s:.1f}", str(p.episodes), rate, f"{p.update}/{p.updates}{warm}", str(p.buffer_steps))
         return t
 
-    with Live(table(RunProgress()), console=console, refresh_per_second=2, transient=False) as live:
-        result = run_experiment(config, path, resume=resume, on_progress=lambda p: live.update(table(p)))
+    if console.is_terminal:
+        with Live(table(RunProgress()), console=console, refresh_per_second=2, transient=False) as live:
+            result = run_experiment(config, path, resume=resume, on_progress=lambda p: live.update(table(p)))
+    else:  # logs and CI: one line whenever the stage or the update changes, not a redrawn table
+        result = run_experiment(config, path, resume=resume, on_progress=_ProgressLines())
     console.print()
     console.print(f"{result.updates} updates, {result.env_steps} env steps; outputs in {result.run_dir} (success curve: {result.plot}, TensorBoard: {result.run_dir / 'tensorboard'})")
+    before, after = result.evaluations.get("warm_start"), result.evaluations.get("final")
+    if before is not None and after is not None:
+        console.print(
+            f"sampled success on {', '.join(config.tasks)} (evaluation phones): warm start "
+            f"{100 * before.success_rate:.1f}% ({before.successes}/{before.episodes}) -> after {after.updates} updates "
+            f"{100 * after.success_rate:.1f}% ({after.successes}/{after.episodes}): "
+            f"{100 * (after.success_rate - before.success_rate):+.1f} points (eval.json)",
+            highlight=False,
+        )
+
+
+class _ProgressLines:
+    """Progress for a non-terminal stdout: a timestamped line per stage or update change."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.last: tuple[str, int] | None = None
+
+    def __call__(self, p: RunProgress) -> None:
+        key = (p.stage, p.update)
+        if key == self.last:
+            return
+        self.last = key
+        rate = "-" if p.recent_success is None else f"{100 * p.recent_success:.0f}%"
+        warm = " (critic warm-up)" if p.warmup else ""
+        console.print(
+            f"[{time.perf_counter() - self.started:6.0f}s] {p.stage}: update {p.update}/{p.updates}{warm}, "
+            f"{p.env_steps} env steps ({p.steps_per_s:.1f}/s), {p.episodes} episodes, success (last 20) {rate}",
+            highlight=False, soft_wrap=True,
+        )
+
+
+@main.command("compare")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--plot", "plot_path", default="compare.png", show_default=True, type=click.Path(dir_okay=False), help="PNG with every run's success curve")
+@click.option("--window", default=20, show_default=True, type=click.IntRange(1), help="episodes in the sliding mean and in the first/last comparison")
+def compare_cmd(run_dirs: tuple[str, ...], plot_path: str, window: int) -> None:
+    """Compare finished `darwin run` directories (e.g. seeds): a Markdown table and one plot."""
+    from darwin.report import compare_runs
+
+    try:
+        _, table = compare_runs(run_dirs, plot_path, window)
+    except FileNotFoundError as exc:
+        raise click.ClickException(str(exc)) from None
+    console.print(table, highlight=False, markup=False, soft_wrap=True)
+    console.print(f"plot: {plot_path}", highlight=False)
 
 
 def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConfig, imported lazily

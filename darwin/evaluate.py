@@ -38,6 +38,8 @@ def _bucket(t: Trajectory) -> str:
         return "infra_truncated"
     if reason == TerminationReason.ERROR:
         return "errors"
+    if reason == TerminationReason.ALREADY_DONE:
+        return "already_done"
     if t.success is None:
         return "unverified"
     return "successes" if t.success else "failures"

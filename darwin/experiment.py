@@ -17,19 +17,28 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from darwin.agents.base import Actor
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.learner.config import LearnerConfig
 from darwin.sft import SFTConfig
 from darwin.types import Task, TaskDefinitionError, Trajectory
+from darwin.workflows.base import Workflow
+
+if TYPE_CHECKING:
+    from darwin.sft import TinyActorPool
 
 logger = logging.getLogger(__name__)
+
+
+WARM_START_FILE = "warm_start.json"
+"""In a run directory: the absolute path of the warm start the run began from."""
 
 
 class ExperimentError(ValueError):
@@ -45,6 +54,12 @@ class PhonesConfig(BaseModel):
     count: int = Field(8, ge=1, le=4096, description="phones (sim) or how many of `devices` to use (adb)")
     seed: int = Field(0, ge=0, description="SimPhone i gets seed + i")
     perturbation: PerturbationConfig = Field(default_factory=PerturbationConfig)
+    reset_between_episodes: bool = Field(
+        True,
+        description="sim: every episode starts from the phone's initial state. With persistent state a goal "
+        "reached once holds in every later episode of that task on that phone (base tasks have no teardown), "
+        "so training would dry up; real phones keep their state (use lifecycle tasks with teardown there)",
+    )
     devices: tuple[str, ...] = Field((), description="adb: serials or host:port of the phones")
     adb_server: str = Field("127.0.0.1:5037", description="adb: host:port of the adb server")
 
@@ -58,6 +73,17 @@ class PolicySetup(BaseModel):
     max_batch: int = Field(8, ge=1, le=1024, description="largest inference batch")
     max_wait: float = Field(0.05, ge=0.0, le=10.0, description="seconds the oldest request may wait for a fuller batch")
     seed: int = Field(0, ge=0, description="seeds the policy's sampling generator")
+
+
+class EvalSetup(BaseModel):
+    """A sampled evaluation before RL (the warm start) and after the last update, on phones
+    that never train, so a run reports its gain on equal terms."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    episodes_per_task: int = Field(0, ge=0, le=10_000, description="episodes of every task in each evaluation; 0 = no evaluation")
+    phones: int = Field(8, ge=1, le=4096, description="sim: evaluation SimPhones (adb: the training devices are used, before and after rollout)")
+    phone_seed: int = Field(10_000, ge=0, description="sim: evaluation phone i gets this seed + i (apart from training phones)")
 
 
 class ExperimentConfig(BaseModel):
@@ -76,8 +102,15 @@ class ExperimentConfig(BaseModel):
     policy: PolicySetup = Field(default_factory=PolicySetup)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     rollout_steps: int = Field(256, ge=1, description="completed steps per update (paper: 256)")
+    max_backlog_steps: int | None = Field(
+        None, ge=1,
+        description="backpressure: phones start new episodes only while the buffer holds fewer untrained "
+        "steps (completed + running episodes); None = rollout_steps (policy-version lag of about one update). A large value "
+        "keeps phones busy at the price of staler data",
+    )
     updates: int = Field(12, ge=1, description="learner updates, critic warm-up included")
     time_budget_s: float | None = Field(None, gt=0, description="stop after this many seconds of RL even if updates remain")
+    evaluation: EvalSetup = Field(default_factory=EvalSetup, description="sampled evaluation before and after RL")
     mode: Literal["async", "sync"] = Field("async", description="rollout mode")
     parse_error_penalty: float = Field(0.0, ge=0.0, description="reward subtracted for unparseable output")
     run_dir: str | None = Field(None, description="default runs/<name>-<UTC time>")
@@ -88,6 +121,8 @@ class ExperimentConfig(BaseModel):
         problems = []
         if self.phones.kind == "adb" and self.phones.devices and len(self.phones.devices) < self.phones.count:
             problems.append(f"phones.count = {self.phones.count} but only {len(self.phones.devices)} devices are listed; list more devices or lower count")
+        if self.max_backlog_steps is not None and self.max_backlog_steps < self.rollout_steps:
+            problems.append(f"max_backlog_steps = {self.max_backlog_steps} is below rollout_steps = {self.rollout_steps}: the learner would never get a batch; raise it or leave it None")
         if self.learner.critic_warmup_updates >= self.updates:
             problems.append(f"learner.critic_warmup_updates = {self.learner.critic_warmup_updates} leaves no actor update within updates = {self.updates}; raise updates")
         if problems:
@@ -149,6 +184,25 @@ class RunProgress:
 
 
 @dataclass(frozen=True)
+class EvalResult:
+    """One sampled evaluation of the policy on the evaluation phones."""
+
+    label: Literal["warm_start", "final"]
+    policy_version: int
+    updates: int
+    """Learner updates done when it ran (0 for the warm start)."""
+    successes: int
+    episodes: int
+    """Verified episodes (infrastructure truncations are not counted either way)."""
+    per_task: dict[str, float]
+    wall_s: float
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / self.episodes if self.episodes else 0.0
+
+
+@dataclass(frozen=True)
 class RunResult:
     """Where a finished run left its outputs."""
 
@@ -157,6 +211,8 @@ class RunResult:
     env_steps: int
     success_points: list[tuple[int, float]]
     plot: Path
+    evaluations: dict[str, EvalResult] = field(default_factory=dict)
+    """``warm_start`` and ``final`` when ``config.evaluation`` asks for them (also in eval.json)."""
 
 
 def _build_envs(config: ExperimentConfig) -> list:
@@ -164,7 +220,11 @@ def _build_envs(config: ExperimentConfig) -> list:
         from darwin.envs.sim.env import SimPhoneEnv
 
         seed = config.phones.seed
-        return [SimPhoneEnv(seed=seed + i, perturbation=config.phones.perturbation, name=f"sim-{seed + i}") for i in range(config.phones.count)]
+        return [
+            SimPhoneEnv(seed=seed + i, perturbation=config.phones.perturbation, name=f"sim-{seed + i}",
+                        reset_between_episodes=config.phones.reset_between_episodes)
+            for i in range(config.phones.count)
+        ]
     from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
 
     if len(config.phones.devices) < config.phones.count:
@@ -172,6 +232,50 @@ def _build_envs(config: ExperimentConfig) -> list:
     host, _, port = config.phones.adb_server.partition(":")
     adb = AdbEnvConfig(adb_host=host, adb_port=int(port or 5037))
     return [AdbPhoneEnv(serial, adb) for serial in config.phones.devices[: config.phones.count]]
+
+
+def _eval_envs(config: ExperimentConfig, training_envs: list) -> list:
+    """Fresh phones for one evaluation: SimPhones are rebuilt from their seeds each time, so
+    the warm start and the final policy meet identical initial states (state persists
+    between episodes, so reusing the phones would hand the second evaluation other tasks)."""
+    if config.phones.kind != "sim":
+        return training_envs  # real devices: evaluated before rollout starts and after it stops
+    from darwin.envs.sim.env import SimPhoneEnv
+
+    seed = config.evaluation.phone_seed
+    return [
+        SimPhoneEnv(seed=seed + i, perturbation=config.phones.perturbation, name=f"eval-{seed + i}",
+                    reset_between_episodes=config.phones.reset_between_episodes)
+        for i in range(config.evaluation.phones)
+    ]
+
+
+async def _evaluate(
+    config: ExperimentConfig, label: Literal["warm_start", "final"], envs: list, make_actor: Callable[[int], Actor],
+    workflow: Workflow, version: int, updates: int,
+) -> EvalResult:
+    from darwin.evaluate import evaluate
+
+    started = time.perf_counter()
+    report = await evaluate(config.resolve_tasks(), envs, make_actor, config.evaluation.episodes_per_task, workflow)
+    overall = report.overall
+    per_task = {tid: st.success_rate for tid, st in report.per_task.items() if st.success_rate is not None}
+    result = EvalResult(label, version, updates, overall.successes, overall.verified, per_task, round(time.perf_counter() - started, 2))
+    logger.info("evaluation %s: %d/%d successes (%.1f%%)", label, result.successes, result.episodes, 100 * result.success_rate)
+    return result
+
+
+def _save_evaluations(run_dir: Path, evaluations: dict[str, EvalResult]) -> None:
+    data = {k: {**asdict(v), "success_rate": v.success_rate} for k, v in evaluations.items()}
+    (run_dir / "eval.json").write_text(json.dumps(data, indent=2) + "\n")
+
+
+def _load_evaluations(run_dir: Path) -> dict[str, EvalResult]:
+    path = run_dir / "eval.json"
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    return {k: EvalResult(**{f: v[f] for f in EvalResult.__dataclass_fields__}) for k, v in data.items()}
 
 
 async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progress: Callable[[RunProgress], None]) -> RunResult:
@@ -188,7 +292,10 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
     ckpt_dir = run_dir / "checkpoint"
     progress.stage = "warm start"
     on_progress(progress)
+    clock = time.perf_counter()
     warm = Path(config.checkpoint) if config.checkpoint else await asyncio.to_thread(ensure_warm_start, config.cache_dir, config.sft)
+    timings = {"warm_start_s": time.perf_counter() - clock}
+    (run_dir / WARM_START_FILE).write_text(json.dumps({"path": str(warm.resolve())}) + "\n")
     pool = TinyActorPool(warm, temperature=config.policy.temperature, seed=config.policy.seed, max_batch=config.policy.max_batch, max_wait=config.policy.max_wait)
     tasks = config.resolve_tasks()
     curriculum = StaticCurriculum(tasks, mode="round_robin", seed=config.phones.seed)
@@ -213,8 +320,27 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
     envs = _build_envs(config)
     step_config = StepConfig(observation_size=pool.observation_size, parse_error_penalty=config.parse_error_penalty)
     workflow = LifecycleWorkflow(config=step_config) if config.lifecycle else StepWorkflow(config=step_config)
-    engine = RolloutEngine(envs, pool, curriculum, buffer, workflow=workflow, store=store, run_id=run_id, mode=config.mode)
+    evaluations = _load_evaluations(run_dir) if resume else {}
+    evaluate_runs = config.evaluation.episodes_per_task > 0
     metrics_log = MetricsLogger(run_dir)
+
+    async def evaluate_now(label: Literal["warm_start", "final"]) -> None:
+        progress.stage = f"evaluation ({label.replace('_', ' ')})"
+        on_progress(progress)
+        clock = time.perf_counter()
+        evaluations[label] = await _evaluate(
+            config, label, _eval_envs(config, envs), pool, workflow, learner.policy_version, learner.updates
+        )
+        _save_evaluations(run_dir, evaluations)
+        metrics_log.log(learner.updates, "eval", {"success": evaluations[label].success_rate})
+        timings[f"eval_{label}_s"] = time.perf_counter() - clock
+
+    if evaluate_runs and "warm_start" not in evaluations:
+        await evaluate_now("warm_start")
+    engine = RolloutEngine(
+        envs, pool, curriculum, buffer, workflow=workflow, store=store, run_id=run_id, mode=config.mode,
+        max_backlog_steps=config.max_backlog_steps or config.rollout_steps,
+    )
     stop = asyncio.Event()
     rollout = asyncio.create_task(engine.run(until=stop.is_set))
     started = time.perf_counter()
@@ -253,6 +379,7 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
             metrics_log.log(update.update, "rollout", {
                 "success": sum(bool(t.success) for t in batch) / len(batch), "episodes": len(batch),
                 "env_steps": env_offset + engine.stats.env_steps, "steps_per_s": engine.stats.steps_per_second,
+                "backpressure_phone_s": engine.stats.backpressure_s,
                 "policy_version_lag_mean": sum(lag) / max(1, len(lag)), "policy_version_lag_max": max(lag, default=0),
                 **{f"truncations/{k}": v for k, v in engine.stats.truncation_causes.items()},
             })
@@ -263,15 +390,24 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
                              "success_points": [list(p) for p in progress.success_points]},
             )
             refresh()
+        stop.set()
+        await rollout  # a crash in the last moments still surfaces
+        timings["rl_s"] = time.perf_counter() - started
+        if evaluate_runs:
+            refresh()
+            await evaluate_now("final")
     finally:
         stop.set()
-        await asyncio.gather(rollout, return_exceptions=True)
+        await asyncio.gather(rollout, return_exceptions=True)  # already surfaced above, or an error is on its way
         await pool.aclose()
         metrics_log.close()
         store.close()
     plot = plot_success(progress.success_points, run_dir / "success.png", title=f"{config.name}: success on {', '.join(config.tasks)}")
     (run_dir / "success_points.json").write_text(json.dumps(progress.success_points))
-    return RunResult(run_dir, learner.updates, progress.env_steps, progress.success_points, plot)
+    summary = {"updates": learner.updates, "env_steps": progress.env_steps, "episodes": len(progress.success_points),
+               "warm_start": str(warm), "resumed": resume, **{k: round(v, 2) for k, v in timings.items()}}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return RunResult(run_dir, learner.updates, progress.env_steps, progress.success_points, plot, evaluations)
 
 
 def _record_success(progress: RunProgress, batch: list[Trajectory], env_steps: int) -> None:
@@ -280,6 +416,27 @@ def _record_success(progress: RunProgress, batch: list[Trajectory], env_steps: i
             progress.success_points.append((env_steps, float(t.success)))
     recent = [v for _, v in progress.success_points[-20:]]
     progress.recent_success = sum(recent) / len(recent) if recent else None
+
+
+def load_run_policy(
+    run_dir: str | Path, *, temperature: float = 1.0, seed: int = 0, max_batch: int = 8, max_new_tokens: int | None = None,
+) -> TinyActorPool:
+    """A :class:`~darwin.sft.TinyActorPool` with the actor weights of a run's last checkpoint
+    (``darwin eval --agent tiny:<run dir>``): the run's warm start, then its trained weights."""
+    from darwin.learner import LocalLearner
+    from darwin.sft import TinyActorPool
+
+    run_dir = Path(run_dir)
+    record = run_dir / WARM_START_FILE
+    if not record.is_file():
+        raise FileNotFoundError(f"{run_dir} has no {WARM_START_FILE}: pass a `darwin run` directory (or a `darwin sft` output)")
+    warm = Path(json.loads(record.read_text())["path"])
+    if not warm.is_dir():
+        raise FileNotFoundError(f"the warm start {warm} of {run_dir} is gone; rebuild it (same SFT config) or restore it there")
+    pool = TinyActorPool(warm, temperature=temperature, seed=seed, max_batch=max_batch, max_new_tokens=max_new_tokens)
+    learner = LocalLearner.load(run_dir / "checkpoint", pool.policy)  # pushes the trained actor weights and version
+    logger.info("%s: policy version %d after %d updates", run_dir, learner.policy_version, learner.updates)
+    return pool
 
 
 def default_run_dir(config: ExperimentConfig) -> Path:

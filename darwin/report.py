@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,88 @@ def plot_success(
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one ``darwin run`` directory reports: evaluations, training curve, timings."""
+
+    run_dir: Path
+    updates: int
+    env_steps: int
+    episodes: int
+    """Training episodes on the success curve."""
+    first_window: float
+    """Mean training success over the first ``window`` episodes."""
+    last_window: float
+    """Mean training success over the last ``window`` episodes."""
+    warm_start_eval: float | None
+    final_eval: float | None
+    eval_episodes: int
+    """Episodes in each evaluation (0 when the run had none)."""
+    timings: dict[str, float]
+    """``warm_start_s``, ``eval_warm_start_s``, ``rl_s``, ``eval_final_s`` as the run recorded them."""
+
+    @property
+    def gain(self) -> float | None:
+        """Final minus warm-start evaluation success, in points (None without both)."""
+        if self.warm_start_eval is None or self.final_eval is None:
+            return None
+        return 100 * (self.final_eval - self.warm_start_eval)
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.timings.values())
+
+
+def summarize_run(run_dir: str | Path, window: int = 20) -> RunSummary:
+    """Read a finished run's ``success_points.json``, ``eval.json`` and ``summary.json``."""
+    run_dir = Path(run_dir)
+    points_file = run_dir / "success_points.json"
+    if not points_file.is_file():
+        raise FileNotFoundError(f"{run_dir} has no success_points.json: is it a finished `darwin run` directory?")
+    values = [float(v) for _, v in json.loads(points_file.read_text())]
+    evals = json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").is_file() else {}
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
+    head, tail = values[:window], values[-window:]
+    return RunSummary(
+        run_dir=run_dir,
+        updates=int(summary.get("updates", 0)),
+        env_steps=int(summary.get("env_steps", 0)),
+        episodes=len(values),
+        first_window=sum(head) / len(head) if head else 0.0,
+        last_window=sum(tail) / len(tail) if tail else 0.0,
+        warm_start_eval=evals["warm_start"]["success_rate"] if "warm_start" in evals else None,
+        final_eval=evals["final"]["success_rate"] if "final" in evals else None,
+        eval_episodes=int(evals.get("final", evals.get("warm_start", {})).get("episodes", 0)),
+        timings={k: float(v) for k, v in summary.items() if k.endswith("_s")},
+    )
+
+
+def compare_runs(run_dirs: Sequence[str | Path], plot_path: str | Path, window: int = 20) -> tuple[list[RunSummary], str]:
+    """Summaries of several runs (e.g. seeds), one success plot of all, and a Markdown table."""
+    summaries = [summarize_run(d, window) for d in run_dirs]
+    curves = {s.run_dir.name: [(int(x), float(v)) for x, v in json.loads((s.run_dir / "success_points.json").read_text())] for s in summaries}
+    plot_success([], plot_path, window, title="success on the training phones", curves=curves)
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.1f}%"
+
+    lines = [
+        f"| run directory | warm start (eval) | final (eval) | gain | training, first {window} -> last {window} | updates | env steps | warm start s | RL s | total s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for s in summaries:
+        gain = "-" if s.gain is None else f"{s.gain:+.1f}"
+        lines.append(
+            f"| {s.run_dir.name} | {pct(s.warm_start_eval)} | {pct(s.final_eval)} | {gain} | "
+            f"{pct(s.first_window)} -> {pct(s.last_window)} | {s.updates} | {s.env_steps} | "
+            f"{s.timings.get('warm_start_s', 0):.0f} | {s.timings.get('rl_s', 0):.0f} | {s.total_s:.0f} |"
+        )
+    gains = [s.gain for s in summaries if s.gain is not None]
+    if gains:
+        lines.append(f"\nMean gain over {len(gains)} run(s): {sum(gains) / len(gains):+.1f} points (evaluation, {summaries[0].eval_episodes} episodes each).")
+    return summaries, "\n".join(lines) + "\n"
 
 
 def _flat(prefix: str, obj: Any) -> dict[str, float]:

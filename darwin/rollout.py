@@ -56,6 +56,10 @@ class RolloutStats:
     successes: int = 0
     terminations: Counter[str] = field(default_factory=Counter)
     truncation_causes: Counter[str] = field(default_factory=Counter)
+    backpressure_s: float = 0.0
+    """Phone-seconds spent waiting for the learner to drain the buffer (``max_backlog_steps``)."""
+    phones_waiting: int = 0
+    """Phones waiting for the learner right now."""
 
     @property
     def elapsed(self) -> float:
@@ -121,6 +125,11 @@ class RolloutEngine:
         store: optional run database for episodes and steps.
         mode: ``"async"`` (the paper's) or ``"sync"`` (all phones step together).
         group_size: GRPO: run each sampled task this many times in a group.
+        max_backlog_steps: backpressure: a phone starts a new episode only while the buffer
+            holds fewer untrained steps than this (completed trajectories plus running
+            episodes, :meth:`ReplayBuffer.backlog_steps`). Without it a learner slower than
+            the phones trains on ever older data (the policy-version lag grows by one per
+            update); with ``rollout_steps`` the lag stays about one update. ``None``: never wait.
     """
 
     def __init__(
@@ -134,6 +143,7 @@ class RolloutEngine:
         run_id: str | None = None,
         mode: Literal["async", "sync"] = "async",
         group_size: int | None = None,
+        max_backlog_steps: int | None = None,
     ) -> None:
         if not envs:
             raise ValueError("RolloutEngine needs at least one phone")
@@ -141,6 +151,11 @@ class RolloutEngine:
             raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
         if store is not None and run_id is None:
             raise ValueError("pass the run_id of store.start_run(...) together with store")
+        if max_backlog_steps is not None and max_backlog_steps < buffer.rollout_steps:
+            raise ValueError(
+                f"max_backlog_steps={max_backlog_steps} is below the buffer's rollout_steps={buffer.rollout_steps}: "
+                "the learner would never get a batch; use at least rollout_steps (or None)"
+            )
         self.envs = list(envs)
         self.make_actor = make_actor
         self.curriculum = curriculum
@@ -150,6 +165,7 @@ class RolloutEngine:
         self.run_id = run_id
         self.mode = mode
         self.group_size = group_size
+        self.max_backlog_steps = max_backlog_steps
         self.stats = RolloutStats()
         self._group_queue: list[tuple[str, object]] = []
 
@@ -205,6 +221,16 @@ class RolloutEngine:
                 logger.error("phone %s is quarantined; its worker stops", env.name)
                 return
             await asyncio.sleep(0)  # in-process phones never block: let the others and the stop check run
+            if self.max_backlog_steps is not None and self.buffer.backlog_steps() >= self.max_backlog_steps:
+                waited = time.perf_counter()
+                self.stats.phones_waiting += 1
+                try:
+                    while self.buffer.backlog_steps() >= self.max_backlog_steps and not stop.is_set():
+                        await asyncio.sleep(0.01)
+                finally:
+                    self.stats.phones_waiting -= 1
+                    self.stats.backpressure_s += time.perf_counter() - waited
+                continue  # re-check quarantine and stop
             task, group = self._next_task()
             episode_id = uuid.uuid4().hex
             self.buffer.start(episode_id, group=group)

@@ -57,6 +57,7 @@ from darwin.types import (
     Phase,
     Prompt,
     Task,
+    TerminationReason,
     Transition,
     VerifierSpec,
 )
@@ -366,11 +367,13 @@ def collect_demonstrations(
                 order = [tasks[j] for j in rng.permutation(len(tasks))]
             task = order.pop(0)
             episode.clear()
+            actor.done_at_start = False
             trajectory = await workflow.run(env, task, actor, episode_id=f"demo-{seed}-{counts['episodes']}")
             await env.ago_home()
             counts["episodes"] += 1
             counts["successes"] += bool(trajectory.success)
-            if config.skip_done_episodes and actor.done_at_start:
+            already = trajectory.termination is not None and trajectory.termination.reason == TerminationReason.ALREADY_DONE
+            if config.skip_done_episodes and (actor.done_at_start or already):
                 counts["skipped"] += 1
                 continue
             demos.extend(episode)

@@ -433,8 +433,9 @@ class SuccessStats:
 
     Every episode lands in exactly one bucket: ``infra_truncated`` (the phone failed; never
     a failure), ``errors`` (a bug, recorded with its cause), ``unfinished`` (no
-    ``finish_episode`` yet), else by verdict: ``successes``, ``failures`` or ``unverified``
-    (the verifier could not decide; never a silent 0 or 1).
+    ``finish_episode`` yet), ``already_done`` (the goal held before the agent acted: not
+    scored), else by verdict: ``successes``, ``failures`` or ``unverified`` (the verifier
+    could not decide; never a silent 0 or 1).
     """
 
     episodes: int = 0
@@ -444,6 +445,7 @@ class SuccessStats:
     infra_truncated: int = 0
     errors: int = 0
     unfinished: int = 0
+    already_done: int = 0
 
     @property
     def verified(self) -> int:
@@ -1066,8 +1068,9 @@ class RunStore:
         reason = func.coalesce(e.termination_reason, "")
         infra = reason == TerminationReason.INFRA_TRUNCATED.value
         error = reason == TerminationReason.ERROR.value
+        already = reason == TerminationReason.ALREADY_DONE.value
         unfinished = e.ended_at.is_(None)
-        judged = ~infra & ~error & ~unfinished
+        judged = ~infra & ~error & ~already & ~unfinished
 
         def count(cond: Any) -> Any:
             return func.coalesce(func.sum(case((cond, 1), else_=0)), 0)
@@ -1082,6 +1085,7 @@ class RunStore:
                 count(infra & ~unfinished),
                 count(error & ~unfinished),
                 count(unfinished),
+                count(already & ~unfinished),
             )
             .where(e.run_id == run_id)
             .group_by(e.task_id)
@@ -1097,8 +1101,9 @@ class RunStore:
                     infra_truncated=int(inf),
                     errors=int(err),
                     unfinished=int(unf),
+                    already_done=int(done),
                 )
-                for task_id, n, ok, bad, unv, inf, err, unf in s.execute(stmt)
+                for task_id, n, ok, bad, unv, inf, err, unf, done in s.execute(stmt)
             }
 
 

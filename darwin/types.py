@@ -118,6 +118,9 @@ class TerminationReason(str, enum.Enum):
     """The phone or its connection failed; never a reward, always with a cause."""
     ERROR = "error"
     """A bug in the workflow, agent or verifier; recorded with the exception text."""
+    ALREADY_DONE = "already_done"
+    """The goal already held before the agent acted (state persists between episodes):
+    nothing was played, so the episode is neither scored nor trained on."""
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,15 @@ SimPhones, the tiny Qwen2-VL warm-started by SFT on oracle demonstrations (built
 on first use), then PPO with token-level GAE over whole trajectories, critic warm-up and a
 calibrated value head, exactly as in the paper, with the schedule scaled for CPU:
 
-- rollout steps per update: 256 -> 128 (a 0.8 M-parameter model on 2 cores),
-- critic warm-up: 30 updates -> 2,
-- actor / critic learning rates raised for a small model trained from scratch,
-- mini-batch 64 -> 32, micro-batch 16 -> 8 (CPU memory and speed).
+- rollout steps per update: 256, as in the paper (about 15 episodes per update),
+- critic warm-up: 30 updates -> 2; PPO epochs 4 -> 2 (one update takes ~30 s on 2 cores),
+- actor / critic learning rates raised for a 0.8 M-parameter model trained from scratch,
+- a format penalty: an unparseable response is a no-op that costs 0.1 reward;
+  measured without it, episodes with a parse error succeeded 11 times in 208 and those
+  without 193 times in 194, and PPO let the parse-error rate grow from 11% to 33% of steps,
+- mini-batch 64 -> 32, micro-batch 16 -> 8 (CPU memory and speed),
+- at most 30 updates and 14 minutes of RL; a sampled evaluation of the warm start and of
+  the final policy on 16 phones that never train (6 episodes per task) reports the gain.
 
 Paper preset (`--preset paper`): Table 1 hyperparameters on cloud phones listed in
 $DARWIN_DEVICES (comma-separated serials or host:port), with a warm-start checkpoint given
@@ -20,7 +25,7 @@ in $DARWIN_CHECKPOINT.
 
 import os
 
-from darwin.experiment import ExperimentConfig, PhonesConfig, PolicySetup
+from darwin.experiment import EvalSetup, ExperimentConfig, PhonesConfig, PolicySetup
 from darwin.learner.config import LearnerConfig
 
 
@@ -37,10 +42,13 @@ def build(preset: str) -> ExperimentConfig:
                 value_head_bias=0.1, clip_ratio=0.2, ppo_epochs=2, mini_batch_size=32, micro_batch_size=8,
                 actor_lr=1e-4, critic_lr=1e-3,
             ),
-            rollout_steps=128,
-            updates=12,
-            time_budget_s=15 * 60,
-            notes="CPU-scaled paper schedule: 128 steps/update, 2 warm-up updates (paper: 256, 30).",
+            rollout_steps=256,
+            parse_error_penalty=0.1,
+            updates=30,
+            time_budget_s=14 * 60,
+            evaluation=EvalSetup(episodes_per_task=6, phones=16),
+            notes="CPU-scaled paper schedule: 2 warm-up updates (paper: 30), 2 PPO epochs, raised learning "
+            "rates, format penalty 0.1; 256 steps/update as in the paper.",
         )
     if preset == "paper":
         devices = tuple(d for d in os.environ.get("DARWIN_DEVICES", "").split(",") if d)

@@ -8,15 +8,16 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from darwin.cli import main
-from darwin.experiment import ExperimentError, load_experiment
+from darwin.experiment import ExperimentError, load_experiment, load_run_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 
 SMALL = """
-from darwin.experiment import ExperimentConfig, PhonesConfig, PolicySetup
+from darwin.experiment import EvalSetup, ExperimentConfig, PhonesConfig, PolicySetup
 from darwin.learner.config import LearnerConfig
 from darwin.sft import SFTConfig
 
@@ -28,7 +29,7 @@ def build(preset):
         cache_dir=CACHE,
         policy=PolicySetup(max_batch=2, max_wait=0.01),
         learner=LearnerConfig(critic_warmup_updates=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
-        rollout_steps=12, updates=UPDATES,
+        rollout_steps=12, updates=UPDATES, evaluation=EvalSetup(episodes_per_task=1, phones=2),
     )
 """
 
@@ -86,10 +87,42 @@ def test_small_run_trains_logs_and_resumes(tmp_path):
     assert [r["step"] for r in rows if r["group"] == "update"] == [1, 2]
     manifest = json.loads((run_dir / "checkpoint" / "learner.json").read_text())
     assert manifest["updates"] == 2
+    # The warm start and the final policy are evaluated on their own phones, 1 episode per task.
+    evals = json.loads((run_dir / "eval.json").read_text())
+    assert (evals["warm_start"]["updates"], evals["warm_start"]["policy_version"]) == (0, 0)
+    assert (evals["final"]["updates"], evals["final"]["policy_version"]) == (2, manifest["policy_version"])
+    assert evals["final"]["episodes"] == 2 and set(evals["final"]["per_task"]) <= {"settings_dark_theme", "amazon_0"}
+    assert [r["step"] for r in rows if r["group"] == "eval"] == [0, 2]
+    assert "warm start" in result.output and "points" in result.output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["updates"] == 2 and summary["rl_s"] > 0 and summary["eval_final_s"] > 0
+    compared = CliRunner().invoke(main, ["compare", str(run_dir), "--plot", str(tmp_path / "cmp.png")])
+    assert compared.exit_code == 0, compared.output
+    gain = 100 * (evals["final"]["success_rate"] - evals["warm_start"]["success_rate"])
+    row = next(line for line in compared.output.splitlines() if line.startswith(f"| {run_dir.name} |"))
+    assert f"| {gain:+.1f} |" in row and (tmp_path / "cmp.png").is_file()
+    missing = CliRunner().invoke(main, ["compare", str(tmp_path / "cache")])
+    assert missing.exit_code != 0 and "no success_points.json" in missing.output
+    # `darwin eval --agent tiny:<run dir>` plays the trained weights, not the warm start.
+    pool = load_run_policy(run_dir)
+    try:
+        assert pool.policy.version == manifest["policy_version"] > 0
+        saved = torch.load(run_dir / "checkpoint" / "actor.pt", map_location="cpu", weights_only=True)
+        live = pool.policy.vlm.model.state_dict()
+        assert all(torch.equal(live[k], v) for k, v in saved.items() if k in live) and saved.keys() & live.keys()
+    finally:
+        pool.policy.close()
+    evaluated = CliRunner().invoke(main, ["eval", "--agent", f"tiny:{run_dir}", "--phones", "2", "--tasks", "amazon_0",
+                                          "--run-dir", str(tmp_path / "ev")])
+    assert evaluated.exit_code == 0, evaluated.output
+    assert "overall" in evaluated.output
     result = CliRunner().invoke(main, ["run", str(small_experiment(tmp_path, 3)), "--run-dir", str(run_dir), "--resume"])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["group"] == "update"] == [1, 2, 3]
+    resumed = json.loads((run_dir / "eval.json").read_text())
+    assert resumed["warm_start"] == evals["warm_start"]  # not re-run on resume
+    assert resumed["final"]["updates"] == 3
 
 
 def test_kill_9_during_training_then_resume(tmp_path):

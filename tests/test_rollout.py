@@ -28,11 +28,18 @@ class SlowPhone(SimPhoneEnv):
         self.log.append((self.name, self.actions))
 
 
-def engine(envs, mode="async", rollout_steps=30, store=None, run_id=None, group_size=None, actor=None):
+def engine(envs, mode="async", rollout_steps=30, store=None, run_id=None, group_size=None, actor=None, max_backlog_steps=None):
     buffer = ReplayBuffer(rollout_steps=rollout_steps, group_size=group_size)
     eng = RolloutEngine(envs, actor or (lambda i: RandomActor(seed=i)), StaticCurriculum(task_set("base8"), mode="uniform", seed=1),
-                        buffer, workflow=LifecycleWorkflow(), store=store, run_id=run_id, mode=mode, group_size=group_size)
+                        buffer, workflow=LifecycleWorkflow(), store=store, run_id=run_id, mode=mode, group_size=group_size,
+                        max_backlog_steps=max_backlog_steps)
     return eng, buffer
+
+
+async def wait_until(condition, timeout=60.0):
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.005)
 
 
 def test_async_workers_fill_the_buffer_and_stop_cleanly(tmp_path):
@@ -46,7 +53,7 @@ def test_async_workers_fill_the_buffer_and_stop_cleanly(tmp_path):
     assert buffer.active_episodes == 0  # unfinished episodes were abandoned at the stop
     stored = store.episodes(run_id)
     assert sum(1 for e in stored if e.finished) == stats.episodes
-    assert stats.successes == stats.episodes  # the oracle
+    assert stats.successes == stats.episodes - stats.terminations["already_done"]  # the oracle; leftovers are not scored
 
 
 def test_async_phones_never_wait_for_slow_ones():
@@ -55,6 +62,35 @@ def test_async_phones_never_wait_for_slow_ones():
     eng, buffer = engine(envs)
     asyncio.run(eng.run(until=lambda: envs[0].actions >= 100))
     assert envs[1].actions < 50  # the fast phone did not wait
+
+
+def test_backpressure_bounds_the_backlog_and_resumes_when_the_learner_takes():
+    horizon = max(t.step_budget for t in task_set("base8"))
+    eng, buffer = engine([SimPhoneEnv(seed=i) for i in range(3)], rollout_steps=30, max_backlog_steps=40,
+                         actor=lambda i: OracleActor())
+
+    async def main():
+        done = asyncio.Event()
+        run = asyncio.create_task(eng.run(until=done.is_set))
+        await wait_until(lambda: eng.stats.phones_waiting == 3)  # nobody takes: every phone stops
+        backlog, episodes = buffer.completed_steps, eng.stats.episodes
+        assert 40 <= backlog < 40 + 3 * horizon  # only episodes already running finished after the cap
+        assert buffer.active_episodes == 0
+        await asyncio.sleep(0.3)
+        assert (buffer.completed_steps, eng.stats.episodes) == (backlog, episodes)  # no new episode started
+        while buffer.backlog_steps() >= 40:
+            assert buffer.take_completed()
+        await wait_until(lambda: eng.stats.episodes > episodes)  # the learner took data: phones go on
+        done.set()
+        await run
+
+    asyncio.run(main())
+    assert eng.stats.backpressure_s > 0.3 * 3
+
+
+def test_backlog_below_rollout_steps_is_rejected():
+    with pytest.raises(ValueError, match="max_backlog_steps=10 is below the buffer's rollout_steps=30"):
+        engine([SimPhoneEnv(seed=0)], rollout_steps=30, max_backlog_steps=10)
 
 
 def test_sync_mode_steps_all_phones_together():

@@ -119,3 +119,25 @@ def test_observations_have_the_configured_size_and_goal(task_id):
     obs = traj.transitions[0].observation
     assert obs.screenshot.shape == (280, 126, 3)
     assert obs.goal.startswith(get_task(task_id).app + ": ")
+
+
+def test_a_goal_left_over_from_an_earlier_episode_is_neither_played_nor_scored():
+    env = SimPhoneEnv(seed=3)
+    first = run(StepWorkflow(), env, "settings_dark_theme", OracleActor())
+    assert first.success is True and len(first) > 0
+    env.go_home()  # state persists: the theme stays dark
+    emitted = []
+    again = run(StepWorkflow(), env, "settings_dark_theme", Scripted([]), emitted)
+    assert again.termination.reason is TerminationReason.ALREADY_DONE
+    assert again.success is None and len(again) == 0 and emitted == []  # no free success, nothing to train on
+    # Switched off, the leftover goal is a free success for whatever the actor did first.
+    free = run(StepWorkflow(config=StepConfig(skip_already_done=False)), env, "settings_dark_theme", Scripted([]))
+    assert free.success is True and len(free) == 1
+
+
+def test_sim_phones_can_start_every_episode_fresh():
+    env = SimPhoneEnv(seed=3, reset_between_episodes=True)
+    assert run(StepWorkflow(), env, "settings_dark_theme", OracleActor()).success is True
+    env.go_home()
+    second = run(StepWorkflow(), env, "settings_dark_theme", OracleActor())
+    assert second.success is True and len(second) > 0  # played again from the initial state

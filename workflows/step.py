@@ -36,6 +36,12 @@ class StepConfig(BaseModel):
     observation_size: tuple[int, int] = Field(default=(252, 560), description="(W, H) of screenshots given to the actor")
     end_on_success: bool = Field(default=True, description="end a phase as soon as a cheap (rule) verifier confirms the goal")
     parse_error_penalty: float = Field(default=0.0, ge=0.0, description="reward subtracted for unparseable model output (the step is a no-op)")
+    skip_already_done: bool = Field(
+        default=True,
+        description="with a cheap (rule) verifier, check each phase's goal before the first action; if it already "
+        "holds the phase ends at once (TerminationReason.ALREADY_DONE): an execution phase is then not scored, "
+        "so a goal left over from an earlier episode is never a free success or a reward for whatever came first",
+    )
 
 
 class StepWorkflow(Workflow):
@@ -56,9 +62,17 @@ class StepWorkflow(Workflow):
         trajectory = Trajectory(episode_id=episode_id or uuid.uuid4().hex, task=task)
         for phase, instruction, spec, budget in self.phases(task):
             termination, verdict = await self.run_phase(env, task, actor, trajectory, phase, instruction, spec, budget, emit)
+            trajectory.termination = termination
+            if termination.reason == TerminationReason.ALREADY_DONE:
+                if phase == Phase.EXECUTION:  # nothing to score: the episode ends unscored
+                    trajectory.phase_success[phase] = None
+                    trajectory.phase_reasons[phase] = "the goal already held before the agent acted"
+                    break
+                trajectory.phase_success[phase] = True  # setup/teardown goal holds: go on
+                trajectory.phase_reasons[phase] = "already held"
+                continue
             trajectory.phase_success[phase] = verdict.success if verdict is not None else None
             trajectory.phase_reasons[phase] = verdict.reason if verdict is not None else termination.cause
-            trajectory.termination = termination
             if verdict is None or verdict.success is not True:
                 break  # success-gated: the next phase starts only after this one is verified done
         return trajectory
@@ -78,6 +92,12 @@ class StepWorkflow(Workflow):
         """Play one phase; returns how it ended and its verdict (``None`` if never verified)."""
         goal = goal_text(task, instruction)
         history: list[Transition] = []
+        if self.config.skip_already_done and self.verifier.cheap:
+            verdict = await self._verify(env, task, phase, instruction, spec, history)
+            if verdict is None:
+                return Termination(TerminationReason.INFRA_TRUNCATED, "state probe failed"), None
+            if verdict.success:
+                return Termination(TerminationReason.ALREADY_DONE), verdict
         try:
             await actor.start_phase(env, task, phase, instruction, spec)
         except InfraError as exc:  # the actor read the phone (e.g. the oracle's state probe)

@@ -21,11 +21,18 @@ class SimPhoneEnv(PhoneEnv):
     (560, 252, 3)
     """
 
-    def __init__(self, seed: int = 0, perturbation: PerturbationConfig | None = None, name: str | None = None, phone: SimPhone | None = None) -> None:
+    def __init__(
+        self, seed: int = 0, perturbation: PerturbationConfig | None = None, name: str | None = None,
+        phone: SimPhone | None = None, reset_between_episodes: bool = False,
+    ) -> None:
         self.phone = phone if phone is not None else SimPhone(seed=seed, perturbation=perturbation)
         self.device_size = (self.phone.width, self.phone.height)
         self.name = name or f"sim-{seed}"
         self.last_error: str | None = None
+        self.reset_between_episodes = reset_between_episodes
+        """``go_home`` (called between episodes) restores the phone's initial state instead of
+        only pressing home, so no goal reached in one episode holds at the start of the next."""
+        self._initial = self.phone.snapshot() if reset_between_episodes else None
 
     def screenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
         return self.phone.screenshot(size)
@@ -40,6 +47,9 @@ class SimPhoneEnv(PhoneEnv):
             self.last_error = str(exc)
 
     def go_home(self) -> None:
+        if self._initial is not None:
+            self.phone.restore(self._initial)
+            return
         self.phone.press_home()
         self.phone.advance_clock(3)
 
