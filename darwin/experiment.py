@@ -368,7 +368,7 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
                 refresh()
                 await asyncio.sleep(0.2)
                 continue
-            _record_success(progress, batch, env_offset + engine.stats.env_steps)
+            _record_success(progress, batch)
             progress.stage = "update (critic warm-up)" if learner.in_warmup else "update"
             refresh()
             lag = [learner.policy_version - t.decision.generation.policy_version for tr in batch for t in tr.transitions if t.decision.generation is not None]
@@ -410,10 +410,14 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
     return RunResult(run_dir, learner.updates, progress.env_steps, progress.success_points, plot, evaluations)
 
 
-def _record_success(progress: RunProgress, batch: list[Trajectory], env_steps: int) -> None:
+def _record_success(progress: RunProgress, batch: list[Trajectory]) -> None:
+    """One point per scored episode at the number of steps trained on once it is included
+    (x grows with every trajectory, so a batch's episodes spread along the axis)."""
+    trained = progress.success_points[-1][0] if progress.success_points else 0
     for t in batch:
+        trained += len(t)
         if t.success is not None:
-            progress.success_points.append((env_steps, float(t.success)))
+            progress.success_points.append((trained, float(t.success)))
     recent = [v for _, v in progress.success_points[-20:]]
     progress.recent_success = sum(recent) / len(recent) if recent else None
 

@@ -48,7 +48,7 @@ def plot_success(
     title: str = "mean success vs training steps",
     curves: Mapping[str, Sequence[tuple[int, float]]] | None = None,
 ) -> Path:
-    """Plot success (``(env_step, value)`` pairs) as a faint raw line and a bold sliding mean.
+    """Plot success (``(training_step, value)`` pairs) as a faint raw line and a bold sliding mean.
 
     ``curves`` adds more labelled runs (e.g. other seeds) to the same axes.
     """
@@ -64,7 +64,7 @@ def plot_success(
         color = f"C{i}"
         ax.plot(xs, ys, color=color, alpha=0.15, linewidth=0.8)
         ax.plot(xs, sliding_mean(ys, window), color=color, linewidth=2.0, label=f"{label} ({window}-point mean)")
-    ax.set_xlabel("environment steps")
+    ax.set_xlabel("training steps (steps of the trajectories trained on)")
     ax.set_ylabel("success")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title)
