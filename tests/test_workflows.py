@@ -141,3 +141,19 @@ def test_sim_phones_can_start_every_episode_fresh():
     env.go_home()
     second = run(StepWorkflow(), env, "settings_dark_theme", OracleActor())
     assert second.success is True and len(second) > 0  # played again from the initial state
+
+
+def test_a_teardown_goal_that_already_holds_keeps_the_execution_verdict():
+    from darwin.verifiers.base import Verdict
+    from darwin.verifiers.rule import RuleVerifier
+
+    class NeutralAlready(RuleVerifier):  # the teardown's goal holds as soon as it is asked
+        async def verify(self, request):
+            if request.phase is Phase.TEARDOWN:
+                return Verdict(success=True, reason="neutral already")
+            return await super().verify(request)
+
+    traj = run(LifecycleWorkflow(verifier=NeutralAlready()), SimPhoneEnv(seed=2), "settings_dark_theme.cycle", OracleActor())
+    assert traj.phase_success == {Phase.EXECUTION: True, Phase.TEARDOWN: True}
+    assert traj.termination.reason is TerminationReason.SUCCESS and traj.success is True
+    assert all(t.phase is Phase.EXECUTION for t in traj.transitions)  # the teardown was not played

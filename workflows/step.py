@@ -62,15 +62,18 @@ class StepWorkflow(Workflow):
         trajectory = Trajectory(episode_id=episode_id or uuid.uuid4().hex, task=task)
         for phase, instruction, spec, budget in self.phases(task):
             termination, verdict = await self.run_phase(env, task, actor, trajectory, phase, instruction, spec, budget, emit)
-            trajectory.termination = termination
-            if termination.reason == TerminationReason.ALREADY_DONE:
-                if phase == Phase.EXECUTION:  # nothing to score: the episode ends unscored
-                    trajectory.phase_success[phase] = None
-                    trajectory.phase_reasons[phase] = "the goal already held before the agent acted"
-                    break
-                trajectory.phase_success[phase] = True  # setup/teardown goal holds: go on
+            if termination.reason == TerminationReason.ALREADY_DONE and phase != Phase.EXECUTION:
+                # A setup or teardown goal that holds already: go on; the episode keeps the
+                # execution phase's ending (it is what the episode is scored by).
+                trajectory.phase_success[phase] = True
                 trajectory.phase_reasons[phase] = "already held"
+                trajectory.termination = trajectory.termination or termination
                 continue
+            trajectory.termination = termination
+            if termination.reason == TerminationReason.ALREADY_DONE:  # nothing to score: the episode ends unscored
+                trajectory.phase_success[phase] = None
+                trajectory.phase_reasons[phase] = "the goal already held before the agent acted"
+                break
             trajectory.phase_success[phase] = verdict.success if verdict is not None else None
             trajectory.phase_reasons[phase] = verdict.reason if verdict is not None else termination.cause
             if verdict is None or verdict.success is not True:
