@@ -36,7 +36,7 @@ DEADLINES = {
     "reconnect_backoff_max_s": 0.8,
     "quarantine_after": 4,
 }
-SLACK_S = 0.5  # scheduling slack on a loaded 2-core machine
+SLACK_S = 1.0  # scheduling slack: 16 phones, the adb server and the client saturate 2 cores (seen: 0.84 s); a hang lasts far longer
 
 
 @pytest.mark.timeout(600)
