@@ -103,14 +103,14 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
 
         if not arg:
             raise click.BadParameter("tiny:<checkpoint> needs a checkpoint directory, e.g. tiny:runs/sft", param_hint="--agent")
-        sampling = {"temperature": 1.0 if temperature is None else temperature, "seed": seed, "max_batch": min(phones, 64), "max_new_tokens": max_new_tokens}
+        temp, batch = 1.0 if temperature is None else temperature, min(phones, 64)
         if (Path(arg) / WARM_START_FILE).is_file():  # a `darwin run` directory: its last trained weights
             try:
-                pool = load_run_policy(arg, **sampling)  # type: ignore[arg-type]
+                pool = load_run_policy(arg, temperature=temp, seed=seed, max_batch=batch, max_new_tokens=max_new_tokens)
             except FileNotFoundError as exc:
                 raise click.BadParameter(str(exc), param_hint="--agent") from None
         elif (Path(arg) / AGENT_FILE).is_file():
-            pool = TinyActorPool(arg, **sampling)  # type: ignore[arg-type]
+            pool = TinyActorPool(arg, temperature=temp, seed=seed, max_batch=batch, max_new_tokens=max_new_tokens)
         else:
             raise click.BadParameter(f"no checkpoint at {arg}; pass a `darwin sft --out` or `darwin run` directory", param_hint="--agent")
         return _Actors(pool, pool.aclose, pool.observation_size)

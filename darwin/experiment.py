@@ -217,14 +217,8 @@ class RunResult:
 
 def _build_envs(config: ExperimentConfig) -> list:
     if config.phones.kind == "sim":
-        from darwin.envs.sim.env import SimPhoneEnv
 
-        seed = config.phones.seed
-        return [
-            SimPhoneEnv(seed=seed + i, perturbation=config.phones.perturbation, name=f"sim-{seed + i}",
-                        reset_between_episodes=config.phones.reset_between_episodes)
-            for i in range(config.phones.count)
-        ]
+        return _sim_phones(config, config.phones.seed, config.phones.count, "sim")
     from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
 
     if len(config.phones.devices) < config.phones.count:
@@ -240,24 +234,27 @@ def _eval_envs(config: ExperimentConfig, training_envs: list) -> list:
     between episodes, so reusing the phones would hand the second evaluation other tasks)."""
     if config.phones.kind != "sim":
         return training_envs  # real devices: evaluated before rollout starts and after it stops
+    return _sim_phones(config, config.evaluation.phone_seed, config.evaluation.phones, "eval")
+
+
+def _sim_phones(config: ExperimentConfig, first_seed: int, count: int, prefix: str) -> list:
     from darwin.envs.sim.env import SimPhoneEnv
 
-    seed = config.evaluation.phone_seed
     return [
-        SimPhoneEnv(seed=seed + i, perturbation=config.phones.perturbation, name=f"eval-{seed + i}",
+        SimPhoneEnv(seed=first_seed + i, perturbation=config.phones.perturbation, name=f"{prefix}-{first_seed + i}",
                     reset_between_episodes=config.phones.reset_between_episodes)
-        for i in range(config.evaluation.phones)
+        for i in range(count)
     ]
 
 
 async def _evaluate(
-    config: ExperimentConfig, label: Literal["warm_start", "final"], envs: list, make_actor: Callable[[int], Actor],
-    workflow: Workflow, version: int, updates: int,
+    config: ExperimentConfig, label: Literal["warm_start", "final"], tasks: list[Task], envs: list,
+    make_actor: Callable[[int], Actor], workflow: Workflow, version: int, updates: int,
 ) -> EvalResult:
     from darwin.evaluate import evaluate
 
     started = time.perf_counter()
-    report = await evaluate(config.resolve_tasks(), envs, make_actor, config.evaluation.episodes_per_task, workflow)
+    report = await evaluate(tasks, envs, make_actor, config.evaluation.episodes_per_task, workflow)
     overall = report.overall
     per_task = {tid: st.success_rate for tid, st in report.per_task.items() if st.success_rate is not None}
     result = EvalResult(label, version, updates, overall.successes, overall.verified, per_task, round(time.perf_counter() - started, 2))
@@ -329,7 +326,7 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
         on_progress(progress)
         clock = time.perf_counter()
         evaluations[label] = await _evaluate(
-            config, label, _eval_envs(config, envs), pool, workflow, learner.policy_version, learner.updates
+            config, label, tasks, _eval_envs(config, envs), pool, workflow, learner.policy_version, learner.updates
         )
         _save_evaluations(run_dir, evaluations)
         metrics_log.log(learner.updates, "eval", {"success": evaluations[label].success_rate})
@@ -405,7 +402,7 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
     plot = plot_success(progress.success_points, run_dir / "success.png", title=f"{config.name}: success on {', '.join(config.tasks)}")
     (run_dir / "success_points.json").write_text(json.dumps(progress.success_points))
     summary = {"updates": learner.updates, "env_steps": progress.env_steps, "episodes": len(progress.success_points),
-               "warm_start": str(warm), "resumed": resume, **{k: round(v, 2) for k, v in timings.items()}}
+               "resumed": resume, **{k: round(v, 2) for k, v in timings.items()}}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return RunResult(run_dir, learner.updates, progress.env_steps, progress.success_points, plot, evaluations)
 

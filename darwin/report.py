@@ -83,8 +83,8 @@ class RunSummary:
     run_dir: Path
     updates: int
     env_steps: int
-    episodes: int
-    """Training episodes on the success curve."""
+    points: list[tuple[int, float]]
+    """The success curve: ``(training step, success)`` per scored training episode."""
     first_window: float
     """Mean training success over the first ``window`` episodes."""
     last_window: float
@@ -114,7 +114,8 @@ def summarize_run(run_dir: str | Path, window: int = 20) -> RunSummary:
     points_file = run_dir / "success_points.json"
     if not points_file.is_file():
         raise FileNotFoundError(f"{run_dir} has no success_points.json: is it a finished `darwin run` directory?")
-    values = [float(v) for _, v in json.loads(points_file.read_text())]
+    points = [(int(x), float(v)) for x, v in json.loads(points_file.read_text())]
+    values = [v for _, v in points]
     evals = json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").is_file() else {}
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
     head, tail = values[:window], values[-window:]
@@ -122,7 +123,7 @@ def summarize_run(run_dir: str | Path, window: int = 20) -> RunSummary:
         run_dir=run_dir,
         updates=int(summary.get("updates", 0)),
         env_steps=int(summary.get("env_steps", 0)),
-        episodes=len(values),
+        points=points,
         first_window=sum(head) / len(head) if head else 0.0,
         last_window=sum(tail) / len(tail) if tail else 0.0,
         warm_start_eval=evals["warm_start"]["success_rate"] if "warm_start" in evals else None,
@@ -135,7 +136,7 @@ def summarize_run(run_dir: str | Path, window: int = 20) -> RunSummary:
 def compare_runs(run_dirs: Sequence[str | Path], plot_path: str | Path, window: int = 20) -> tuple[list[RunSummary], str]:
     """Summaries of several runs (e.g. seeds), one success plot of all, and a Markdown table."""
     summaries = [summarize_run(d, window) for d in run_dirs]
-    curves = {s.run_dir.name: [(int(x), float(v)) for x, v in json.loads((s.run_dir / "success_points.json").read_text())] for s in summaries}
+    curves = {s.run_dir.name: s.points for s in summaries}
     plot_success([], plot_path, window, title="success on the training phones", curves=curves)
 
     def pct(v: float | None) -> str:

@@ -129,8 +129,9 @@ class SFTConfig(BaseModel):
     )
     skip_done_episodes: bool = Field(
         True,
-        description="drop episodes whose goal already held when they started (state persists between "
-        "episodes); the oracle's immediate finished() there cannot be told from the screen",
+        description="count episodes whose goal already held when they started (state persists between "
+        "episodes) as skipped; the workflow ends them before the first action, so they never yield "
+        "demonstrations (an immediate finished() could not be told from the screen)",
     )
     agent: TinyAgentConfig = Field(default_factory=TinyAgentConfig, description="TinyAgent prompt/format settings")
     memory: SlidingWindowConfig = Field(
@@ -264,8 +265,6 @@ class _RecordingOracle(Actor):
         self.launch_by_name = launch_by_name
         self._mirror = SimPhone(seed=0)
         self._env: PhoneEnv | None = None
-        self.done_at_start = False
-        """True when the current episode's first decision was the oracle's immediate finished()."""
 
     async def start_phase(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec) -> None:
         self._env = env
@@ -287,13 +286,11 @@ class _RecordingOracle(Actor):
         return widget.text
 
     async def act(self, observation: Observation, history: Sequence[Transition]) -> Decision:
-        from darwin.actions import Finished, OpenApp
+        from darwin.actions import OpenApp
 
         decision = await self.oracle.act(observation, history)
         assert decision.action is not None  # the oracle always acts
         action = decision.action
-        if observation.step == 0 and observation.phase == Phase.EXECUTION:
-            self.done_at_start = isinstance(action, Finished)
         if self.launch_by_name:
             label = await self._launched_app(action)
             if label is not None:
@@ -367,13 +364,12 @@ def collect_demonstrations(
                 order = [tasks[j] for j in rng.permutation(len(tasks))]
             task = order.pop(0)
             episode.clear()
-            actor.done_at_start = False
             trajectory = await workflow.run(env, task, actor, episode_id=f"demo-{seed}-{counts['episodes']}")
             await env.ago_home()
             counts["episodes"] += 1
             counts["successes"] += bool(trajectory.success)
-            already = trajectory.termination is not None and trajectory.termination.reason == TerminationReason.ALREADY_DONE
-            if config.skip_done_episodes and (actor.done_at_start or already):
+            # The workflow ends an episode whose goal already holds before anyone acts.
+            if config.skip_done_episodes and trajectory.termination.reason == TerminationReason.ALREADY_DONE:
                 counts["skipped"] += 1
                 continue
             demos.extend(episode)
