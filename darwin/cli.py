@@ -322,13 +322,22 @@ def sft_cmd(out: str, config_file: str | None, steps: int | None, episodes: int 
 @click.option("--resume", is_flag=True, help="continue from the run directory's last checkpoint")
 @click.option("--run-dir", default=None, type=click.Path(file_okay=False), help="default runs/<name>-<time>; with --resume, the latest runs/<name>-*")
 @click.option("--seed", default=None, type=int, help="override the phone, policy and learner seeds")
-def run_cmd(experiment_file: str, preset: str, dry_run: bool, resume: bool, run_dir: str | None, seed: int | None) -> None:
+@click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    help="override a config field by dotted path, VALUE as JSON or a string (repeatable), "
+    "e.g. --set learner.kl_coef=0.05 --set horizon=16",
+)
+def run_cmd(
+    experiment_file: str, preset: str, dry_run: bool, resume: bool, run_dir: str | None, seed: int | None,
+    overrides: tuple[str, ...],
+) -> None:
     """Train an agent as an experiment file describes (e.g. examples/spa_bench.py)."""
     from rich.live import Live
 
     from darwin.experiment import (
         ExperimentError,
         RunProgress,
+        apply_overrides,
         default_run_dir,
         load_experiment,
         run_experiment,
@@ -336,6 +345,8 @@ def run_cmd(experiment_file: str, preset: str, dry_run: bool, resume: bool, run_
 
     try:
         config = load_experiment(experiment_file, preset)
+        if overrides:
+            config = apply_overrides(config, overrides)
     except ExperimentError as exc:
         raise click.ClickException(str(exc)) from None
     if seed is not None:

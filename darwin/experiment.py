@@ -12,11 +12,12 @@ An experiment file is a Python module with ``build(preset: str) -> ExperimentCon
 from __future__ import annotations
 
 import asyncio
+import difflib
 import importlib.util
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -160,6 +161,77 @@ def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConf
     except (KeyError, TaskDefinitionError) as exc:
         raise ExperimentError(f"{path}: tasks: {exc}") from None
     return config
+
+
+def apply_overrides(config: ExperimentConfig, overrides: Sequence[str]) -> ExperimentConfig:
+    """``config`` with ``KEY=VALUE`` overrides applied and validated again (``darwin run --set``).
+
+    ``KEY`` is a dotted field path (``learner.kl_coef``, ``sft.steps``, ``horizon``); ``VALUE``
+    is read as JSON when it parses (``0.05``, ``true``, ``null``, ``[168, 364]``) and as a
+    string otherwise. Every problem is reported at once::
+
+        >>> base = ExperimentConfig(name="demo")
+        >>> cfg = apply_overrides(base, ["horizon=16", "learner.kl_coef=0.05", 'tasks=["clock_1"]'])
+        >>> cfg.horizon, cfg.learner.kl_coef, cfg.tasks
+        (16, 0.05, ('clock_1',))
+        >>> apply_overrides(base, ["learner.kl_cof=0.05"])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        darwin.experiment.ExperimentError: --set learner.kl_cof=0.05: learner has no field 'kl_cof' (did you mean 'kl_coef'?)...
+    """
+    data = config.model_dump()
+    problems: list[str] = []
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            problems.append(f"--set {item}: expected KEY=VALUE, e.g. learner.kl_coef=0.05")
+            continue
+        path = key.strip().split(".")
+        node, model = data, type(config)
+        for depth, name in enumerate(path):
+            fields = model.model_fields if model is not None else None
+            where = ".".join(path[:depth]) or "the experiment"
+            if not isinstance(node, dict) or (fields is not None and name not in fields) or name not in node:
+                choices = sorted(fields) if fields is not None else (sorted(node) if isinstance(node, dict) else [])
+                close = difflib.get_close_matches(name, choices, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else f"; fields: {', '.join(choices)}" if choices else ""
+                problems.append(f"--set {item}: {where} has no field {name!r}{hint}")
+                break
+            if depth == len(path) - 1:
+                node[name] = _override_value(raw)
+                break
+            annotation = fields[name].annotation if fields is not None else None
+            model = _model_class(annotation)
+            if node[name] is None:
+                problems.append(
+                    f"--set {item}: {'.'.join(path[: depth + 1])} is null; set it whole, e.g. "
+                    f"--set '{'.'.join(path[: depth + 1])}={{\"{path[depth + 1]}\": ...}}'"
+                )
+                break
+            node = node[name]
+    if problems:
+        raise ExperimentError("\n".join(problems))
+    try:
+        return ExperimentConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"{'.'.join(map(str, e['loc'])) or '(config)'}: {e['msg']}" for e in exc.errors()]
+        raise ExperimentError(f"--set {' '.join(overrides)} gives an invalid experiment:\n  " + "\n  ".join(lines)) from None
+
+
+def _override_value(raw: str) -> object:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw  # a bare string, e.g. mode=sync
+
+
+def _model_class(annotation: object) -> type[BaseModel] | None:
+    """The pydantic model inside a field annotation (``X``, ``X | None``), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None
 
 
 # ======================================================================================

@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from darwin.cli import main
-from darwin.experiment import ExperimentError, load_experiment, load_run_policy
+from darwin.experiment import ExperimentError, apply_overrides, load_experiment, load_run_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,6 +52,49 @@ def test_paper_preset_keeps_table_1_values():
     assert (config.rollout_steps, config.horizon, config.learner.critic_warmup_updates) == (256, 32, 30)
     assert (config.learner.gamma, config.learner.lam, config.learner.clip_ratio, config.learner.value_head_bias) == (1.0, 0.95, 0.2, 0.1)
     assert (config.learner.actor_lr, config.learner.critic_lr, config.learner.mini_batch_size) == (1e-6, 1e-5, 64)
+
+
+def test_set_overrides_nested_fields_and_revalidates():
+    base = load_experiment(ROOT / "examples" / "spa_bench.py")
+    config = apply_overrides(base, [
+        "horizon=20", "learner.kl_coef=0.05", "sft.steps=180", "mode=sync",
+        "sft.observation_size=[168, 364]", 'learner.lora={"rank": 4}', "checkpoint=null",
+    ])
+    assert (config.horizon, config.learner.kl_coef, config.sft.steps, config.mode) == (20, 0.05, 180, "sync")
+    assert config.learner.lora is not None and config.learner.lora.rank == 4
+    assert config.sft.observation_size == (168, 364) and config.checkpoint is None
+    # everything else is untouched, and the sub-configs stay frozen, validated models
+    assert config.learner.actor_lr == base.learner.actor_lr and config.phones == base.phones
+    assert config.sft.config_hash() != base.sft.config_hash()
+    assert [t.step_budget for t in config.resolve_tasks()] == [20] * 8
+    assert apply_overrides(base, []) == base
+
+
+def test_set_overrides_report_every_problem_with_a_fix():
+    base = load_experiment(ROOT / "examples" / "spa_bench.py")
+    with pytest.raises(ExperimentError) as err:
+        apply_overrides(base, ["learner.kl_cof=0.1", "hoizon=3", "justtext", "learner.lora.rank=4"])
+    message = str(err.value)
+    assert "learner has no field 'kl_cof' (did you mean 'kl_coef'?)" in message
+    assert "the experiment has no field 'hoizon' (did you mean 'horizon'?)" in message
+    assert "--set justtext: expected KEY=VALUE" in message
+    assert "learner.lora is null; set it whole" in message
+    with pytest.raises(ExperimentError, match=r"(?s)learner: .*kl_coef: Input should be greater than or equal to 0"):
+        apply_overrides(base, ["learner.kl_coef=-1"])
+    with pytest.raises(ExperimentError, match="horizon: Input should be a valid integer"):
+        apply_overrides(base, ["horizon=abc"])
+    # cross-field checks of the experiment still run
+    with pytest.raises(ExperimentError, match="leaves no actor update"):
+        apply_overrides(base, ["updates=2"])
+
+
+def test_run_cli_applies_set_overrides():
+    spa = str(ROOT / "examples" / "spa_bench.py")
+    result = CliRunner().invoke(main, ["run", spa, "--dry-run", "--set", "horizon=20", "--set", "updates=7"])
+    assert result.exit_code == 0, result.output
+    assert "│ horizon    │ 20" in result.output and "│ updates    │ 7," in result.output
+    bad = CliRunner().invoke(main, ["run", spa, "--dry-run", "--set", "learner.kl_cof=1"])
+    assert bad.exit_code != 0 and "did you mean 'kl_coef'" in bad.output
 
 
 def test_bad_experiment_files_say_what_and_how(tmp_path):
