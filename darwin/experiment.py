@@ -179,35 +179,7 @@ def apply_overrides(config: ExperimentConfig, overrides: Sequence[str]) -> Exper
         darwin.experiment.ExperimentError: --set learner.kl_cof=0.05: learner has no field 'kl_cof' (did you mean 'kl_coef'?)...
     """
     data = config.model_dump()
-    problems: list[str] = []
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            problems.append(f"--set {item}: expected KEY=VALUE, e.g. learner.kl_coef=0.05")
-            continue
-        path = key.strip().split(".")
-        node, model = data, type(config)
-        for depth, name in enumerate(path):
-            fields = model.model_fields if model is not None else None
-            where = ".".join(path[:depth]) or "the experiment"
-            if not isinstance(node, dict) or (fields is not None and name not in fields) or name not in node:
-                choices = sorted(fields) if fields is not None else (sorted(node) if isinstance(node, dict) else [])
-                close = difflib.get_close_matches(name, choices, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else f"; fields: {', '.join(choices)}" if choices else ""
-                problems.append(f"--set {item}: {where} has no field {name!r}{hint}")
-                break
-            if depth == len(path) - 1:
-                node[name] = _override_value(raw)
-                break
-            annotation = fields[name].annotation if fields is not None else None
-            model = _model_class(annotation)
-            if node[name] is None:
-                problems.append(
-                    f"--set {item}: {'.'.join(path[: depth + 1])} is null; set it whole, e.g. "
-                    f"--set '{'.'.join(path[: depth + 1])}={{\"{path[depth + 1]}\": ...}}'"
-                )
-                break
-            node = node[name]
+    problems = [p for p in (_apply_override(data, item) for item in overrides) if p is not None]
     if problems:
         raise ExperimentError("\n".join(problems))
     try:
@@ -215,6 +187,34 @@ def apply_overrides(config: ExperimentConfig, overrides: Sequence[str]) -> Exper
     except ValidationError as exc:
         lines = [f"{'.'.join(map(str, e['loc'])) or '(config)'}: {e['msg']}" for e in exc.errors()]
         raise ExperimentError(f"--set {' '.join(overrides)} gives an invalid experiment:\n  " + "\n  ".join(lines)) from None
+
+
+def _apply_override(data: dict, item: str) -> str | None:
+    """Set one ``KEY=VALUE`` in ``data`` (an ``ExperimentConfig.model_dump()``), walking the
+    path by the config classes' fields; the problem with its fix, or None when set."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        return f"--set {item}: expected KEY=VALUE, e.g. learner.kl_coef=0.05"
+    path = key.strip().split(".")
+    node: dict = data
+    model: type[BaseModel] | None = ExperimentConfig
+    for depth, name in enumerate(path):
+        where = ".".join(path[:depth]) or "the experiment"
+        if model is None:
+            return f"--set {item}: {where} is a value, not a section with fields"
+        if name not in model.model_fields:
+            choices = sorted(model.model_fields)
+            close = difflib.get_close_matches(name, choices, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f"; fields: {', '.join(choices)}"
+            return f"--set {item}: {where} has no field {name!r}{hint}"
+        if depth == len(path) - 1:
+            node[name] = _override_value(raw)
+            return None
+        if node[name] is None:
+            section = ".".join(path[: depth + 1])
+            return f"--set {item}: {section} is null; set it whole, e.g. --set '{section}={{\"{path[depth + 1]}\": ...}}'"
+        node, model = node[name], _model_class(model.model_fields[name].annotation)
+    return None
 
 
 def _override_value(raw: str) -> object:
@@ -289,7 +289,6 @@ class RunResult:
 
 def _build_envs(config: ExperimentConfig) -> list:
     if config.phones.kind == "sim":
-
         return _sim_phones(config, config.phones.seed, config.phones.count, "sim")
     from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
 
