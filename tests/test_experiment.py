@@ -57,16 +57,16 @@ def test_paper_preset_keeps_table_1_values():
 def test_set_overrides_nested_fields_and_revalidates():
     base = load_experiment(ROOT / "examples" / "spa_bench.py")
     config = apply_overrides(base, [
-        "horizon=20", "learner.kl_coef=0.05", "sft.steps=180", "mode=sync",
+        "horizon=16", "learner.kl_coef=0.05", "sft.steps=180", "mode=sync",
         "sft.observation_size=[168, 364]", 'learner.lora={"rank": 4}', "checkpoint=null",
     ])
-    assert (config.horizon, config.learner.kl_coef, config.sft.steps, config.mode) == (20, 0.05, 180, "sync")
+    assert (config.horizon, config.learner.kl_coef, config.sft.steps, config.mode) == (16, 0.05, 180, "sync")
     assert config.learner.lora is not None and config.learner.lora.rank == 4
     assert config.sft.observation_size == (168, 364) and config.checkpoint is None
     # everything else is untouched, and the sub-configs stay frozen, validated models
     assert config.learner.actor_lr == base.learner.actor_lr and config.phones == base.phones
     assert config.sft.config_hash() != base.sft.config_hash()
-    assert [t.step_budget for t in config.resolve_tasks()] == [20] * 8
+    assert [t.step_budget for t in config.resolve_tasks()] == [16] * 8
     assert apply_overrides(base, []) == base
 
 
@@ -90,9 +90,9 @@ def test_set_overrides_report_every_problem_with_a_fix():
 
 def test_run_cli_applies_set_overrides():
     spa = str(ROOT / "examples" / "spa_bench.py")
-    result = CliRunner().invoke(main, ["run", spa, "--dry-run", "--set", "horizon=20", "--set", "updates=7"])
+    result = CliRunner().invoke(main, ["run", spa, "--dry-run", "--set", "horizon=16", "--set", "updates=7"])
     assert result.exit_code == 0, result.output
-    assert "│ horizon    │ 20" in result.output and "│ updates    │ 7," in result.output
+    assert "│ horizon    │ 16" in result.output and "│ updates    │ 7," in result.output
     bad = CliRunner().invoke(main, ["run", spa, "--dry-run", "--set", "learner.kl_cof=1"])
     assert bad.exit_code != 0 and "did you mean 'kl_coef'" in bad.output
 

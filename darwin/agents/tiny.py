@@ -33,6 +33,7 @@ listing the format, then one user turn with the screenshot(s) and ``Goal: ...`` 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -94,6 +95,11 @@ class TinyAgentConfig(BaseModel):
         True, description="start with a short system turn listing the format (off: the model learns it by SFT alone)"
     )
     off_screen: OffScreen = Field("clamp", description="off-screen coordinates: clamp to the edge or ParseError")
+    invalid_history: Literal["omit", "mark"] = Field(
+        "omit",
+        description="unparseable past responses: 'omit' leaves them out of the history, so the next step "
+        "retries from the same context; 'mark' shows them as 'invalid'",
+    )
 
     @property
     def convention(self) -> CoordinateConvention:
@@ -131,6 +137,11 @@ class TinyAgent(VLMAgent):
         goal = f"Goal: {observation.goal}"
         h, w = observation.screenshot.shape[:2]
         image_tokens = visual_tokens(h, w)
+        if self.config.invalid_history == "omit":
+            # An unparseable response changed nothing on the phone; a model trained on clean
+            # demonstrations has never seen one in its history, so showing it derails the rest
+            # of the episode (one sampling slip became a failure in 297 of 390 failed episodes).
+            history = [t for t in history if t.decision.action is not None]
         reserved = self.memory.count_tokens(system) + self.memory.count_tokens(goal) + image_tokens + 8
         window = self.memory.window(history, self.render, reserved_tokens=reserved, image_tokens=image_tokens)
         text = goal

@@ -84,8 +84,26 @@ def test_docstring_examples_run(module):
     assert result.failed == 0
 
 
-def test_invalid_past_outputs_stay_short(obs, make_transition):
-    agent = TinyAgent()
+def _context(agent, obs, history):
+    """(role, text, image fills) per message: comparable without numpy's ambiguous ==."""
+    return [(m.role, m.text, [int(im[0, 0, 0]) for im in m.images]) for m in agent.build_context(obs, history).messages]
+
+
+def test_invalid_past_outputs_are_omitted_by_default(obs, make_transition):
+    # The phone did nothing on an unparseable step, so the next prompt is the one the slip
+    # came from: the model simply tries again.
+    agent = TinyAgent(memory=SlidingWindowMemory(max_interactions=2))
+    opened, clicked = make_transition(agent, 0, text="open_app('Clock')"), make_transition(agent, 3, text="click(1,2)")
+    slips = [make_transition(agent, 1, text="click(50)"), make_transition(agent, 2, text="q#@!")]
+    assert _context(agent, obs, [opened, *slips]) == _context(agent, obs, [opened])
+    with_slips = _context(agent, obs, [opened, *slips, clicked])
+    assert with_slips == _context(agent, obs, [opened, clicked])
+    # The window of 2 counts remembered steps after omission: both valid steps fit.
+    assert with_slips[-1][1].endswith("Done: open_app('Clock'); click(1,2)")
+
+
+def test_invalid_past_outputs_marked_stay_short(obs, make_transition):
+    agent = TinyAgent(invalid_history="mark")
     history = [make_transition(agent, 0, text="q#@!" * 50), make_transition(agent, 1, text="press_back()")]
     (_, user) = agent.build_context(obs, history).messages
     assert user.text.endswith("Done: invalid; press_back()")
