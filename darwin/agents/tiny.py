@@ -15,7 +15,8 @@ are single-quoted Python literals (``\\'``, ``\\n``, ``\\\\`` escapes).
 
 Prompt (through the same chat-template path as every agent): an optional short system turn
 listing the format, then one user turn with the screenshot(s) and ``Goal: ...`` plus
-``Done: a1; a2; ...`` (the remembered raw actions, oldest first).
+``Done: a1; a2; ...`` (the remembered raw actions, oldest first; unparseable ones are left
+out by default, see ``TinyAgentConfig.invalid_history``).
 
     >>> import numpy as np
     >>> from darwin.actions import Click
