@@ -446,6 +446,7 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
             metrics_log.log(update.update, "update", update.as_dict())
             metrics_log.log(update.update, "rollout", {
                 "success": sum(bool(t.success) for t in batch) / len(batch), "episodes": len(batch),
+                "success_by_task": _success_by_task(batch),
                 "env_steps": env_offset + engine.stats.env_steps, "steps_per_s": engine.stats.steps_per_second,
                 "backpressure_phone_s": engine.stats.backpressure_s,
                 "policy_version_lag_mean": sum(lag) / max(1, len(lag)), "policy_version_lag_max": max(lag, default=0),
@@ -476,6 +477,16 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
                "resumed": resume, **{k: round(v, 2) for k, v in timings.items()}}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return RunResult(run_dir, learner.updates, progress.env_steps, progress.success_points, plot, evaluations)
+
+
+def _success_by_task(batch: list[Trajectory]) -> dict[str, float]:
+    """Success rate of each task's scored episodes in one training batch (TensorBoard
+    ``rollout/success_by_task/<task>``): which tasks the policy is improving on."""
+    scored: dict[str, list[bool]] = {}
+    for t in batch:
+        if t.success is not None:
+            scored.setdefault(t.task.id, []).append(bool(t.success))
+    return {task: sum(outcomes) / len(outcomes) for task, outcomes in sorted(scored.items())}
 
 
 def _record_success(progress: RunProgress, batch: list[Trajectory]) -> None:

@@ -1,6 +1,7 @@
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -128,6 +129,18 @@ def test_small_run_trains_logs_and_resumes(tmp_path):
     assert (run_dir / "success.png").is_file() and any((run_dir / "tensorboard").glob("events.*"))
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["group"] == "update"] == [1, 2]
+    # Per-task training success of each batch, as the run database records its episodes.
+    with sqlite3.connect(run_dir / "run.db") as db:
+        outcome = {eid: (task, success) for eid, task, success in db.execute("select id, task_id, success from episodes")}
+    for trained, logged in zip((json.loads(line) for line in (run_dir / "updates.jsonl").read_text().splitlines()),
+                               (r for r in rows if r["group"] == "rollout"), strict=True):
+        by_task: dict[str, list[int]] = {}
+        for eid in trained["episode_ids"]:
+            task, success = outcome[eid]
+            if success is not None:
+                by_task.setdefault(task, []).append(success)
+        assert by_task and {k: v for k, v in logged.items() if k.startswith("success_by_task/")} == {
+            f"success_by_task/{task}": sum(v) / len(v) for task, v in by_task.items()}
     manifest = json.loads((run_dir / "checkpoint" / "learner.json").read_text())
     assert manifest["updates"] == 2
     # The warm start and the final policy are evaluated on their own phones, 1 episode per task.
