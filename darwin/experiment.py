@@ -152,7 +152,7 @@ def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConf
     try:
         config = build(preset)
     except ValidationError as exc:
-        lines = [f"{'.'.join(map(str, e['loc'])) or '(config)'}: {e['msg']}" for e in exc.errors()]
+        lines = _validation_lines(exc)
         raise ExperimentError(f"{path} (preset {preset!r}) has {len(lines)} problem(s):\n  " + "\n  ".join(lines)) from None
     if not isinstance(config, ExperimentConfig):
         raise ExperimentError(f"{path}: build({preset!r}) returned {type(config).__name__}, not an ExperimentConfig")
@@ -161,6 +161,11 @@ def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConf
     except (KeyError, TaskDefinitionError) as exc:
         raise ExperimentError(f"{path}: tasks: {exc}") from None
     return config
+
+
+def _validation_lines(exc: ValidationError) -> list[str]:
+    """One ``field.path: message`` line per problem pydantic found."""
+    return [f"{'.'.join(map(str, e['loc'])) or '(config)'}: {e['msg']}" for e in exc.errors()]
 
 
 def apply_overrides(config: ExperimentConfig, overrides: Sequence[str]) -> ExperimentConfig:
@@ -185,7 +190,7 @@ def apply_overrides(config: ExperimentConfig, overrides: Sequence[str]) -> Exper
     try:
         return ExperimentConfig.model_validate(data)
     except ValidationError as exc:
-        lines = [f"{'.'.join(map(str, e['loc'])) or '(config)'}: {e['msg']}" for e in exc.errors()]
+        lines = _validation_lines(exc)
         raise ExperimentError(f"--set {' '.join(overrides)} gives an invalid experiment:\n  " + "\n  ".join(lines)) from None
 
 
