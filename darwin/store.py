@@ -59,6 +59,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy import exc as sa_exc
+from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -75,8 +76,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-"""Bumped whenever the tables change incompatibly; opening an older database says so."""
+SCHEMA_VERSION = 2
+"""Bumped whenever the tables change; opening an older database migrates it where a
+migration exists (:data:`_MIGRATIONS`) and says so otherwise."""
+
+# version -> statements that bring a database of that version to the next one. Version 2
+# records which agent produced each step and the words of turns that do not act.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        "ALTER TABLE steps ADD COLUMN agent VARCHAR(64) NOT NULL DEFAULT 'actor'",
+        "ALTER TABLE steps ADD COLUMN message TEXT",
+    ),
+}
 
 DB_FILENAME = "run.db"
 SCREENSHOT_DIRNAME = "screenshots"
@@ -325,6 +336,8 @@ class StepModel(Base):
     action_json: Mapped[str | None] = mapped_column(Text, nullable=True)
     parse_error_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     parse_error_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    agent: Mapped[str] = mapped_column(String(64), default="actor", server_default="actor")
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
     response_text: Mapped[str | None] = mapped_column(Text, nullable=True)
     prompt_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     response_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -407,6 +420,10 @@ class StoredStep:
     termination_reason: TerminationReason | None
     termination_cause: str
     screenshot_path: str | None
+    agent: str = "actor"
+    """The agent that produced the step (see :attr:`darwin.types.Transition.agent`)."""
+    message: str | None = None
+    """The words of a turn that did not act on the phone (a plan, a note, a judgement)."""
 
     @property
     def action(self) -> Action | None:
@@ -650,7 +667,9 @@ class RunStore:
                     row = s.get(StoreMeta, "schema_version")
                     if row is None:
                         s.add(StoreMeta(key="schema_version", value=str(SCHEMA_VERSION)))
-                    elif row.value != str(SCHEMA_VERSION):
+                    else:
+                        self._migrate(s, row, url_text)
+                    if row is not None and row.value != str(SCHEMA_VERSION):
                         raise StoreOpenError(
                             f"database {url_text} has schema version {row.value}, this darwin "
                             f"expects {SCHEMA_VERSION}. Open it with the darwin version that wrote "
@@ -677,6 +696,16 @@ class RunStore:
         except sa_exc.DBAPIError as e:
             self._engine.dispose()
             raise StoreOpenError(f"cannot open database {url_text}: {e.orig or e}") from e
+
+    @staticmethod
+    def _migrate(s: Session, row: StoreMeta, url_text: str) -> None:
+        """Bring an older database up to :data:`SCHEMA_VERSION` in place (nothing is lost)."""
+        while row.value.isdigit() and int(row.value) < SCHEMA_VERSION and int(row.value) in _MIGRATIONS:
+            version = int(row.value)
+            for statement in _MIGRATIONS[version]:
+                s.execute(sql_text(statement))
+            row.value = str(version + 1)
+            logger.info("migrated %s from schema version %d to %d", url_text, version, version + 1)
 
     def close(self) -> None:
         """Release all connections (SQLite checkpoints its WAL into ``run.db`` on the last close)."""
@@ -894,6 +923,8 @@ class RunStore:
             if d.parse_error is None
             else _clean_text(d.parse_error.reason, MAX_TEXT_CHARS),
             parse_error_text=None if d.parse_error is None else _clean_text(d.parse_error.text),
+            agent=t.agent,
+            message=None if d.message is None else _clean_text(d.message, MAX_TEXT_CHARS),
             response_text=None if g is None else _clean_text(g.text, MAX_TEXT_CHARS),
             prompt_tokens=None if g is None else len(g.prompt_ids),
             response_tokens=None if g is None else len(g.response_ids),
@@ -1029,6 +1060,8 @@ class RunStore:
                     if r.parse_error_reason is None
                     else ParseError(reason=r.parse_error_reason, text=r.parse_error_text or ""),
                     response_text=r.response_text,
+                    agent=r.agent,
+                    message=r.message,
                     prompt_tokens=r.prompt_tokens,
                     response_tokens=r.response_tokens,
                     policy_version=r.policy_version,

@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from darwin.actions import Action
 
+ACTOR = "actor"
+"""Role name of the agent that acts on the phone (the one trained by default)."""
+
 
 class TaskDefinitionError(ValueError):
     """A task definition is invalid; the message names the task, the field and the fix."""
@@ -215,16 +218,23 @@ class Generation:
 @dataclass(frozen=True)
 class Decision:
     """One step's choice: the action (or a parse error), and for model actors the prompt and
-    the generation behind it (what the learner re-scores)."""
+    the generation behind it (what the learner re-scores).
+
+    A turn that does not act on the phone (a planner's sub-goals, a reflector's note, a
+    self-check's judgement: see :mod:`darwin.workflows`) holds a ``message`` instead of an
+    action; exactly one of ``action``, ``parse_error`` and ``message`` is set.
+    """
 
     action: Action | None
     parse_error: ParseError | None = None
     generation: Generation | None = None
     prompt: Prompt | None = None
+    message: str | None = None
+    """Words for another agent or the workflow; never sent to the phone."""
 
     def __post_init__(self) -> None:
-        if (self.action is None) == (self.parse_error is None):
-            raise ValueError("a Decision holds exactly one of action or parse_error")
+        if sum(x is not None for x in (self.action, self.parse_error, self.message)) != 1:
+            raise ValueError("a Decision holds exactly one of action, parse_error or message")
 
 
 @dataclass(frozen=True)
@@ -240,6 +250,10 @@ class Transition:
     reward: float = 0.0
     done: bool = False
     termination: Termination | None = None
+    agent: str = ACTOR
+    """Which agent produced the decision (the workflow's role name: ``"actor"`` for the agent
+    that acts on the phone, ``"planner"``, ``"reflector"``, ``"verifier"``...). The learner
+    trains the transitions of one named agent (``LearnerConfig.trained_agent``)."""
 
 
 @dataclass
@@ -273,7 +287,7 @@ class Trajectory:
 
 
 __all__ = [
-    "ChatMessage", "Decision", "Generation", "Lifecycle", "Observation", "ParseError", "Phase", "PhaseSpec", "Prompt",
+    "ACTOR", "ChatMessage", "Decision", "Generation", "Lifecycle", "Observation", "ParseError", "Phase", "PhaseSpec", "Prompt",
     "Task", "TaskDefinitionError", "Termination", "TerminationReason", "Trajectory", "Transition",
     "VerifierSpec",
 ]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from darwin.actions import action_to_json
-from darwin.types import Transition
+from darwin.types import Task, Trajectory, Transition
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,26 @@ class Memory(ABC):
 
     def reset(self) -> None:
         """Forget per-episode state (called when an episode starts)."""
+
+    def start_episode(self, task: Task | None = None) -> None:
+        """An episode of ``task`` starts (the agent calls it; default: :meth:`reset`).
+
+        Memories that keep knowledge across episodes retrieve what concerns ``task`` here.
+        """
+        self.reset()
+
+    async def observe(self, history: Sequence[Transition]) -> None:
+        """Called before each prompt is built, with the episode so far (default: nothing).
+
+        The place for work a memory must await, e.g. asking a model to update a running
+        summary; :meth:`window` itself stays synchronous.
+        """
+
+    async def end_episode(self, trajectory: Trajectory) -> None:
+        """Called once an episode has ended, with its whole trajectory (default: nothing).
+
+        Memories that learn across episodes distil and store the episode here.
+        """
 
     def count_tokens(self, text: str) -> int:
         """Estimated prompt tokens of ``text`` (agents use it for the fixed part of a prompt)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass, field
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from darwin.actions import is_terminal
@@ -12,6 +14,8 @@ from darwin.agents.base import Actor
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.tasks import goal_text
 from darwin.types import (
+    ACTOR,
+    Decision,
     Observation,
     Phase,
     Task,
@@ -44,6 +48,53 @@ class StepConfig(BaseModel):
     )
 
 
+class AdviserError(Exception):
+    """Another agent of the workflow (a planner, a reflector, a checker) failed for good; the
+    phase ends with ``termination`` (an infrastructure truncation or an error, with the cause)."""
+
+    def __init__(self, termination: Termination) -> None:
+        super().__init__(termination.cause)
+        self.termination = termination
+
+
+@dataclass
+class PhaseTurns:
+    """One phase in progress, as the workflow's hooks see it: where it runs, what happened,
+    and :meth:`record` for the turns of agents that do not act on the phone."""
+
+    env: PhoneEnv
+    task: Task
+    phase: Phase
+    goal: str
+    """The phase's goal text (the task's instruction as agents see it)."""
+    trajectory: Trajectory
+    actor: Actor
+    emit: Emit | None
+    screenshot: np.ndarray | None = None
+    """The current screen (at observation size), taken before :meth:`StepWorkflow.step_goal`."""
+    step: int = 0
+    """Index of the actor's current step within the phase."""
+    actor_steps: list[Transition] = field(default_factory=list)
+    """The actor's transitions of this phase so far."""
+
+    def append(self, transition: Transition) -> None:
+        """Add a transition to the trajectory and stream it (store, buffer)."""
+        self.trajectory.transitions.append(transition)
+        if transition.agent == ACTOR:
+            self.actor_steps.append(transition)
+        if self.emit is not None:
+            self.emit(transition)
+
+    def record(self, agent: str, observation: Observation, decision: Decision) -> Transition:
+        """Record another agent's turn (a plan, a note, a judgement) in time order; no reward."""
+        transition = Transition(
+            episode_id=self.trajectory.episode_id, task_id=self.task.id, step=len(self.trajectory.transitions),
+            phase=self.phase, observation=observation, decision=decision, agent=agent,
+        )
+        self.append(transition)
+        return transition
+
+
 class StepWorkflow(Workflow):
     """Runs the execution phase of a task (lifecycle phases are ignored; see LifecycleWorkflow)."""
 
@@ -61,6 +112,15 @@ class StepWorkflow(Workflow):
     async def run(self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None, episode_id: str | None = None) -> Trajectory:
         trajectory = Trajectory(episode_id=episode_id or uuid.uuid4().hex, task=task)
         actor.start_episode(task)
+        await self.play_phases(env, task, actor, trajectory, emit)
+        try:
+            await actor.end_episode(trajectory)
+        except Exception:  # the episode is complete and stays so; the failure is reported, not hidden
+            logger.exception("actor.end_episode failed after %s (episode %s)", task.id, trajectory.episode_id)
+        return trajectory
+
+    async def play_phases(self, env: PhoneEnv, task: Task, actor: Actor, trajectory: Trajectory, emit: Emit | None) -> None:
+        """Play :meth:`phases` in order, success-gated, filling ``trajectory``."""
         for phase, instruction, spec, budget in self.phases(task):
             termination, verdict = await self.run_phase(env, task, actor, trajectory, phase, instruction, spec, budget, emit)
             if termination.reason == TerminationReason.ALREADY_DONE and phase != Phase.EXECUTION:
@@ -79,7 +139,6 @@ class StepWorkflow(Workflow):
             trajectory.phase_reasons[phase] = verdict.reason if verdict is not None else termination.cause
             if verdict is None or verdict.success is not True:
                 break  # success-gated: the next phase starts only after this one is verified done
-        return trajectory
 
     async def run_phase(
         self,
@@ -109,12 +168,18 @@ class StepWorkflow(Workflow):
         except Exception as exc:
             logger.exception("actor failed to start phase %s of %s", phase.value, task.id)
             return Termination(TerminationReason.ERROR, f"actor.start_phase: {exc!r}"), None
+        turns = PhaseTurns(env=env, task=task, phase=phase, goal=goal, trajectory=trajectory, actor=actor, emit=emit)
         for step in range(budget):
             try:
                 shot = await env.ascreenshot(self.config.observation_size)
             except InfraError as exc:
                 return self._infra(env, task, exc), None
-            obs = Observation(screenshot=shot, goal=goal, device_size=env.device_size, task_id=task.id, phase=phase, step=step)
+            turns.screenshot, turns.step = shot, step
+            try:
+                step_goal = await self.step_goal(turns)
+            except AdviserError as exc:
+                return exc.termination, None
+            obs = Observation(screenshot=shot, goal=step_goal, device_size=env.device_size, task_id=task.id, phase=phase, step=step)
             try:
                 decision = await actor.act(obs, history)
             except InfraError as exc:  # the actor read the phone (e.g. the oracle's state probe)
@@ -132,8 +197,13 @@ class StepWorkflow(Workflow):
                     return self._infra(env, task, exc), None
             ended: TerminationReason | None = None
             if action is not None and is_terminal(action):
-                ended = TerminationReason.AGENT_FINISHED
-            elif step == budget - 1:
+                try:
+                    accepted = await self.confirm_finish(turns, obs, decision)
+                except AdviserError as exc:
+                    return exc.termination, None
+                if accepted:
+                    ended = TerminationReason.AGENT_FINISHED
+            if ended is None and step == budget - 1:
                 ended = TerminationReason.STEP_BUDGET
             verdict: Verdict | None = None
             if ended is not None or (self.config.end_on_success and self.verifier.cheap):
@@ -152,12 +222,26 @@ class StepWorkflow(Workflow):
                 observation=obs, decision=decision, reward=reward, done=ended is not None, termination=termination,
             )
             history.append(transition)
-            trajectory.transitions.append(transition)
-            if emit is not None:
-                emit(transition)
+            turns.append(transition)
             if termination is not None:
                 return termination, verdict
         raise AssertionError("unreachable: the last step always ends the phase")
+
+    async def step_goal(self, turns: PhaseTurns) -> str:
+        """The goal text the actor sees at this step (default: the phase's goal).
+
+        Multi-agent workflows add guidance here (a planner's sub-goal, a reflector's note),
+        recording the other agents' turns with :meth:`PhaseTurns.record`. Raise
+        :class:`AdviserError` to end the phase when another agent cannot be reached.
+        """
+        return turns.goal
+
+    async def confirm_finish(self, turns: PhaseTurns, observation: Observation, decision: Decision) -> bool:
+        """Whether the actor's ``finished``/``answer`` ends the phase (default: always).
+
+        A self-verifying workflow checks the screen here and returns False to play on.
+        """
+        return True
 
     async def _verify(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, spec: VerifierSpec, history: list[Transition]) -> Verdict | None:
         try:

@@ -26,7 +26,16 @@ from collections.abc import Sequence
 from darwin.actions import Action
 from darwin.envs.base import PhoneEnv
 from darwin.policies.base import Policy, Prompt
-from darwin.types import Decision, Observation, ParseError, Phase, Task, Transition, VerifierSpec
+from darwin.types import (
+    Decision,
+    Observation,
+    ParseError,
+    Phase,
+    Task,
+    Trajectory,
+    Transition,
+    VerifierSpec,
+)
 
 
 class Actor(ABC):
@@ -35,6 +44,10 @@ class Actor(ABC):
     def start_episode(self, task: Task) -> None:
         """Called by the workflow before the first phase of every episode (model actors
         reset their agent's per-episode state, e.g. memory, here)."""
+
+    async def end_episode(self, trajectory: Trajectory) -> None:
+        """Called by the workflow once the episode has ended (model actors let their agent's
+        memory learn from it here)."""
 
     async def start_phase(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec) -> None:
         """Called when a task phase starts on ``env`` (scripted actors may plan here)."""
@@ -55,8 +68,16 @@ class Agent(ABC):
     def project_action(self, text: str, observation: Observation) -> Action | ParseError:
         """xi: parse model text into an action in device pixels; never raises."""
 
-    def start_episode(self) -> None:
-        """Forget per-episode state (VLM agents: ``memory.reset()``); called at every episode start."""
+    def start_episode(self, task: Task | None = None) -> None:
+        """Forget per-episode state (VLM agents: ``memory.start_episode(task)``); called at
+        every episode start."""
+
+    async def observe(self, history: Sequence[Transition]) -> None:
+        """Called before :meth:`build_context` with the episode so far (VLM agents: ``await
+        memory.observe(history)``)."""
+
+    async def end_episode(self, trajectory: Trajectory) -> None:
+        """Called once the episode has ended (VLM agents: ``await memory.end_episode(trajectory)``)."""
 
 
 class ModelActor(Actor):
@@ -67,9 +88,13 @@ class ModelActor(Actor):
         self.policy = policy
 
     def start_episode(self, task: Task) -> None:
-        self.agent.start_episode()
+        self.agent.start_episode(task)
+
+    async def end_episode(self, trajectory: Trajectory) -> None:
+        await self.agent.end_episode(trajectory)
 
     async def act(self, observation: Observation, history: Sequence[Transition]) -> Decision:
+        await self.agent.observe(history)
         prompt = self.agent.build_context(observation, history)
         (generation,) = await self.policy.generate([prompt])
         projected = self.agent.project_action(generation.text, observation)

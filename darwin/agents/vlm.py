@@ -34,7 +34,7 @@ from darwin.agents.base import Agent
 from darwin.agents.coords import CoordinateConvention, Size
 from darwin.memory.base import HistoryItem, Memory
 from darwin.memory.sliding_window import SlidingWindowMemory
-from darwin.types import Observation, ParseError, Transition
+from darwin.types import Observation, ParseError, Task, Trajectory, Transition
 
 logger = logging.getLogger(__name__)
 
@@ -181,8 +181,14 @@ class VLMAgent(Agent):
     def __init__(self, memory: Memory | None = None) -> None:
         self.memory: Memory = memory if memory is not None else SlidingWindowMemory()
 
-    def start_episode(self) -> None:
-        self.memory.reset()
+    def start_episode(self, task: Task | None = None) -> None:
+        self.memory.start_episode(task)
+
+    async def observe(self, history: Sequence[Transition]) -> None:
+        await self.memory.observe(history)
+
+    async def end_episode(self, trajectory: Trajectory) -> None:
+        await self.memory.end_episode(trajectory)
 
     @abstractmethod
     def parse(self, text: str, observation: Observation) -> ParsedOutput:

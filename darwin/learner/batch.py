@@ -26,7 +26,7 @@ from transformers.processing_utils import ProcessorMixin
 
 from darwin.models.factory import build_inputs
 from darwin.models.scoring import prompt_to_messages
-from darwin.types import Prompt, TerminationReason, Trajectory
+from darwin.types import ACTOR, Prompt, TerminationReason, Trajectory, Transition
 
 __all__ = [
     "BuildInputs",
@@ -120,11 +120,16 @@ def collect_step_rows(
     *,
     group_ids: Sequence[Hashable] | None = None,
     drop_infra_truncated: bool = False,
+    agent: str = ACTOR,
 ) -> StepRows:
     """Check completed trajectories and flatten them into step rows (time order per episode).
 
-    Every step of a kept trajectory becomes a row, parse errors included (their generation
-    exists; the step was a no-op with the format penalty as reward). Raises
+    Every step of ``agent`` in a kept trajectory becomes a row, parse errors included (their
+    generation exists; the step was a no-op with the format penalty as reward). Steps of
+    other agents (a planner's sub-goals, a reflector's notes: :attr:`Transition.agent`) stay
+    out of the loss; their rewards are credited to ``agent``'s latest step before them (its
+    first step when none precedes), so the episode's return is unchanged. Rows are numbered
+    ``0..n-1`` over ``agent``'s steps. Raises
     :class:`LearnerDataError` for an incomplete trajectory, a repeated episode id, a step
     without a generation (scripted actors), a generation without prompt, response tokens or
     matching finite log-probs.
@@ -133,6 +138,7 @@ def collect_step_rows(
         trajectories: completed trajectories (``ReplayBuffer.take_completed()``).
         group_ids: one group id per trajectory; default: ``Trajectory.group``, else the task id.
         drop_infra_truncated: leave out trajectories ended by an infrastructure failure.
+        agent: the agent trained (:attr:`darwin.types.Transition.agent`; default ``"actor"``).
     """
     if group_ids is not None and len(group_ids) != len(trajectories):
         raise LearnerDataError(
@@ -157,7 +163,14 @@ def collect_step_rows(
         if drop_infra_truncated and trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED:
             dropped += 1
             continue
-        if not trajectory.transitions:
+        for position, transition in enumerate(trajectory.transitions):
+            if transition.step != position:
+                raise LearnerDataError(
+                    f"episode {eid!r} step {position}: transition.step is {transition.step}; a "
+                    "trajectory's transitions must be its steps 0, 1, 2, ... in order"
+                )
+        own, rewards = _own_steps(trajectory.transitions, agent)
+        if not own:
             empty += 1
             continue
         truncated = trajectory.termination.truncated
@@ -165,13 +178,8 @@ def collect_step_rows(
             group = group_ids[index]
         else:
             group = trajectory.group if trajectory.group is not None else trajectory.task.id
-        for position, transition in enumerate(trajectory.transitions):
-            where = f"episode {eid!r} step {position}"
-            if transition.step != position:
-                raise LearnerDataError(
-                    f"{where}: transition.step is {transition.step}; a trajectory's transitions "
-                    "must be its steps 0, 1, 2, ... in order"
-                )
+        for row_step, (transition, reward) in enumerate(zip(own, rewards, strict=True)):
+            where = f"episode {eid!r} step {transition.step}"
             decision = transition.decision
             gen = decision.generation
             if gen is None:
@@ -199,17 +207,17 @@ def collect_step_rows(
                 raise LearnerDataError(
                     f"{where}: non-finite behaviour log-prob (a forbidden token was sampled?)"
                 )
-            if not math.isfinite(transition.reward):
-                raise LearnerDataError(f"{where}: reward {transition.reward} is not finite")
+            if not math.isfinite(reward):
+                raise LearnerDataError(f"{where}: reward {reward} is not finite")
             rows.append(
                 StepRow(
                     episode_id=eid,
-                    step=position,
+                    step=row_step,
                     prompt=decision.prompt,
                     prompt_ids=tuple(gen.prompt_ids),
                     response_ids=tuple(int(t) for t in gen.response_ids),
                     old_logprobs=tuple(float(x) for x in gen.response_logprobs),
-                    reward=float(transition.reward),
+                    reward=float(reward),
                     truncated=truncated,
                     policy_version=int(gen.policy_version),
                     group=group,
@@ -220,6 +228,34 @@ def collect_step_rows(
             )
         kept.append(trajectory)
     return StepRows(rows=rows, trajectories=kept, empty_trajectories=empty, dropped_infra=dropped)
+
+
+def _own_steps(transitions: Sequence[Transition], agent: str) -> tuple[list[Transition], list[float]]:
+    """``agent``'s transitions and their rewards with the other agents' rewards folded in.
+
+    >>> from darwin.types import Decision, Observation, Transition
+    >>> import numpy as np
+    >>> obs = Observation(screenshot=np.zeros((2, 2, 3), np.uint8), goal="g", device_size=(2, 2))
+    >>> def t(step, who, r):
+    ...     return Transition("e", "task", step, obs.phase, obs, Decision(action=None, message="m"), r, agent=who)
+    >>> own, rewards = _own_steps([t(0, "planner", 0.5), t(1, "actor", 0.0), t(2, "actor", 0.0),
+    ...                            t(3, "verifier", 1.0)], "actor")
+    >>> [x.step for x in own], rewards
+    ([1, 2], [0.5, 1.0])
+    """
+    own: list[Transition] = []
+    rewards: list[float] = []
+    pending = 0.0  # rewards of other agents' turns before the first own step
+    for transition in transitions:
+        if transition.agent == agent:
+            own.append(transition)
+            rewards.append(transition.reward + pending)
+            pending = 0.0
+        elif rewards:
+            rewards[-1] += transition.reward
+        else:
+            pending += transition.reward
+    return own, rewards
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,11 @@ class LearnerConfig(BaseModel):
         description="trajectories cut by an infrastructure failure: train on them as truncated "
         "(their steps carry reward 0) or leave them out of the update",
     )
+    trained_agent: str = Field(
+        "actor", min_length=1, max_length=64,
+        description="the agent whose steps are trained (Transition.agent): 'actor' acts on the phone; "
+        "other agents of a multi-agent workflow (planner, reflector, verifier) stay out of the loss",
+    )
 
     # --- PPO losses ---------------------------------------------------------------------
     clip_ratio: float = Field(0.2, gt=0.0, lt=1.0, description="PPO clip epsilon (paper: 0.2)")

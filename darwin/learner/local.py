@@ -399,7 +399,8 @@ class LocalLearner:
         cfg = self.config
         t_start = time.perf_counter()
         collected = collect_step_rows(
-            trajectories, group_ids=group_ids, drop_infra_truncated=cfg.infra_truncation == "drop"
+            trajectories, group_ids=group_ids, drop_infra_truncated=cfg.infra_truncation == "drop",
+            agent=cfg.trained_agent,
         )
         rows = collected.rows
         if not rows:
@@ -1061,12 +1062,15 @@ def _shortest_path_deltas(rows: Sequence[StepRow], trajectories: Sequence[Trajec
     """``(N,)`` reward change of each row under MobileRL's shortest-path adjustment: on the
     last step of every success longer than its group's shortest success, 0 elsewhere."""
     totals = [sum(t.reward for t in tr.transitions) for tr in trajectories]
+    # Path length counts the trained agent's steps (its rows), not other agents' turns.
+    last_step: dict[str, int] = {}
+    for row in rows:
+        last_step[row.episode_id] = max(row.step, last_step.get(row.episode_id, -1))
     adjusted = shortest_path_adjusted_rewards(
-        totals, [len(tr) for tr in trajectories], [tr.success is True for tr in trajectories],
+        totals, [last_step[tr.episode_id] + 1 for tr in trajectories], [tr.success is True for tr in trajectories],
         _row_groups(rows, trajectories),
     )
     delta_by_episode = {tr.episode_id: a - r for tr, a, r in zip(trajectories, adjusted, totals, strict=True)}
-    last_step = {tr.episode_id: len(tr) - 1 for tr in trajectories}
     out = torch.zeros(len(rows), dtype=torch.float32, device=device)
     for i, row in enumerate(rows):
         if row.step == last_step[row.episode_id]:

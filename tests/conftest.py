@@ -1,0 +1,123 @@
+"""Fixtures shared by every test folder.
+
+``openai_server``: a local OpenAI-compatible chat-completions endpoint for tests of anything
+that talks to a hosted model through LiteLLM (memory, workflows' planners and checkers,
+judges). It speaks the real HTTP protocol; the test decides each answer and reads every
+request back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+Reply = str | int
+"""What the fake answers one request with: the assistant's text (HTTP 200) or an error status."""
+
+
+def request_text(body: dict[str, Any]) -> str:
+    """All text parts of a chat request's messages, joined by newlines (images left out)."""
+    parts: list[str] = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return "\n".join(parts)
+
+
+def request_images(body: dict[str, Any]) -> int:
+    """How many images a chat request carries."""
+    return sum(
+        1
+        for message in body.get("messages", [])
+        if isinstance(message.get("content"), list)
+        for p in message["content"]
+        if isinstance(p, dict) and p.get("type") == "image_url"
+    )
+
+
+@dataclass
+class FakeOpenAI:
+    """State of the local server: ``reply(body) -> Reply`` decides; ``requests`` records bodies."""
+
+    reply: Callable[[dict[str, Any]], Reply] = lambda body: "ok"
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    port: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def texts(self) -> list[str]:
+        """The text of every request so far, in arrival order."""
+        with self.lock:
+            return [request_text(b) for b in self.requests]
+
+    def litellm_config(self, **overrides: Any) -> dict[str, Any]:
+        """Keyword arguments of a ``LiteLLMPolicyConfig`` pointed at this server (fast retries)."""
+        cfg: dict[str, Any] = {
+            "model": "openai/fake-llm", "api_base": self.api_base, "api_key_env": "DARWIN_FAKE_LLM_KEY",
+            "backoff_initial_s": 0.01, "backoff_max_s": 0.02, "timeout_s": 5.0, "max_attempts": 2,
+        }
+        cfg.update(overrides)
+        return cfg
+
+
+@pytest.fixture
+def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    """A running fake; ``DARWIN_FAKE_LLM_KEY`` is set so configs from ``litellm_config`` work."""
+    monkeypatch.setenv("DARWIN_FAKE_LLM_KEY", "sk-fake-test-key")
+    state = FakeOpenAI()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with state.lock:
+                state.requests.append(body)
+            try:
+                answer = state.reply(body)
+            except Exception:  # noqa: BLE001 - a bug in the test's reply shows as a 500 (and in the test's log)
+                logging.getLogger(__name__).exception("openai_server reply failed")
+                answer = 500
+            if isinstance(answer, int):
+                status = answer
+                payload: dict[str, Any] = {"error": {"message": f"scripted {answer}", "type": "test", "code": answer}}
+            else:
+                status = 200
+                payload = {
+                    "id": "cmpl-fake", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": answer}}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                }
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client timed out and went away
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    state.port = httpd.server_address[1]
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield state
+    httpd.shutdown()
+    httpd.server_close()
