@@ -44,6 +44,9 @@ BUILTINS: dict[str, dict[str, str]] = {
     "workflow": {
         "step": "darwin.workflows.step:StepWorkflow",
         "lifecycle": "darwin.workflows.step:LifecycleWorkflow",
+        "planner": "darwin.workflows.planner:PlannerWorkflow",
+        "self_verify": "darwin.workflows.self_verify:SelfVerifyWorkflow",
+        "reflection": "darwin.workflows.reflection:ReflectionWorkflow",
     },
     "verifier": {"rule": "darwin.verifiers.rule:RuleVerifier"},
     "memory": {"sliding_window": "darwin.memory.sliding_window:SlidingWindowMemory"},

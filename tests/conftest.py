@@ -3,7 +3,8 @@
 ``openai_server``: a local OpenAI-compatible chat-completions endpoint for tests of anything
 that talks to a hosted model through LiteLLM (memory, workflows' planners and checkers,
 judges). It speaks the real HTTP protocol; the test decides each answer and reads every
-request back.
+request back (``openai_server.request_text(body)`` / ``request_images(body)``: tests run
+with ``--import-mode=importlib``, so helpers travel on the fixture, not by import).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ class FakeOpenAI:
     requests: list[dict[str, Any]] = field(default_factory=list)
     port: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    request_text = staticmethod(request_text)
+    request_images = staticmethod(request_images)
 
     @property
     def api_base(self) -> str:

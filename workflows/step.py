@@ -57,7 +57,7 @@ class AdviserError(Exception):
         self.termination = termination
 
 
-@dataclass
+@dataclass(eq=False)  # identity: workflows key per-phase state by it
 class PhaseTurns:
     """One phase in progress, as the workflow's hooks see it: where it runs, what happened,
     and :meth:`record` for the turns of agents that do not act on the phone."""

@@ -177,7 +177,16 @@ def _litellm() -> ModuleType:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner on every failure
     return litellm
+
+
+_MISSING_CREDENTIALS = re.compile(r"missing credentials|api_key client option must be set|no api key", re.IGNORECASE)
+
+
+def _missing_credentials(exc: BaseException) -> bool:
+    """LiteLLM reports a provider key that is not set as a server error (HTTP 500): spot it."""
+    return bool(_MISSING_CREDENTIALS.search(str(exc)))
 
 
 class LiteLLMPolicy(Policy):
@@ -289,6 +298,11 @@ class LiteLLMPolicy(Policy):
         detail = _redact(f"{type(exc).__name__}: {exc}", key)[:500]
         if isinstance(exc, PolicyAuthError):
             return exc
+        if _missing_credentials(exc):
+            return PolicyAuthError(
+                f"{model}: no API key: set api_key_env to the variable that holds it, or export the "
+                f"provider's standard variable (e.g. OPENAI_API_KEY, GEMINI_API_KEY). Provider said: {detail}"
+            )
         status = _status(exc)
         litellm = _litellm()
         if status in (401, 403) or isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
@@ -317,6 +331,8 @@ def _is_transient(exc: BaseException) -> bool:
     """Timeouts, connection errors, HTTP 408/409/429 and 5xx: worth another attempt."""
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
         return True
+    if _missing_credentials(exc):
+        return False
     litellm = _litellm()
     if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
         return False

@@ -201,6 +201,19 @@ async def test_missing_key_variable_fails_before_any_request(
     assert server.requests == []
 
 
+async def test_provider_key_unset_fails_at_once_without_retries_or_banner(
+    server: Server, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # No api_key_env and no OPENAI_API_KEY: LiteLLM raises "Missing credentials" as a server
+    # error before sending anything; it must not be retried as one.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(PolicyAuthError, match="no API key: set api_key_env.*OPENAI_API_KEY"):
+        await policy_for(server, api_key_env=None, max_attempts=4, backoff_initial_s=5.0, backoff_max_s=5.0).generate([prompt("x")])
+    assert server.requests == []
+    captured = capfd.readouterr()
+    assert "Give Feedback" not in captured.out + captured.err
+
+
 # Cancelling LiteLLM mid-request leaves one of its internal coroutines un-awaited.
 @pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")
 async def test_one_failure_fails_the_batch(server: Server, key: str) -> None:
