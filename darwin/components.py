@@ -17,7 +17,8 @@ at once with a "did you mean" and the fix, never in the middle of a run::
 
 Context arguments (``tasks`` and ``seed`` for curricula; ``verifier`` and ``config`` for
 workflows) are passed to a class only when its ``__init__`` accepts them, so a user's class
-takes just what it needs. A verifier may also be a plain (async) function
+takes just what it needs; a memory gets the run directory (``run_dir``) only when its
+``__init__`` names that argument. A verifier may also be a plain (async) function
 ``request -> Verdict`` named by import path.
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -49,7 +51,10 @@ BUILTINS: dict[str, dict[str, str]] = {
         "reflection": "darwin.workflows.reflection:ReflectionWorkflow",
     },
     "verifier": {"rule": "darwin.verifiers.rule:RuleVerifier"},
-    "memory": {"sliding_window": "darwin.memory.sliding_window:SlidingWindowMemory"},
+    "memory": {
+        "sliding_window": "darwin.memory.sliding_window:SlidingWindowMemory",
+        "llm": "darwin.memory.llm:LLMMemoryManager",
+    },
 }
 """Built-in names of each kind and the class each stands for."""
 
@@ -106,8 +111,19 @@ def resolve_component(kind: ComponentKind, name: str) -> object:
     return _import(name, kind, name)
 
 
-def build_component(kind: ComponentKind, spec: ComponentSpec, **context: object) -> object:
-    """Build ``spec`` as a ``kind``: ``cls(**context it accepts, **spec.kwargs)``."""
+def build_component(
+    kind: ComponentKind,
+    spec: ComponentSpec,
+    *,
+    named_context: Mapping[str, object] | None = None,
+    **context: object,
+) -> object:
+    """Build ``spec`` as a ``kind``: ``cls(**context it accepts, **spec.kwargs)``.
+
+    ``named_context`` holds optional context (the run directory for memories) that goes only
+    to a class whose ``__init__`` names the argument, never through a ``**kwargs`` catch-all
+    (where it would read as a setting), and never over a kwarg the spec sets itself.
+    """
     target = resolve_component(kind, spec.name)
     base = _import(_BASES[kind], kind, spec.name)
     kwargs = {**_NAME_KWARGS.get((kind, spec.name), {}), **spec.kwargs}
@@ -120,6 +136,9 @@ def build_component(kind: ComponentKind, spec: ComponentSpec, **context: object)
     if not (isinstance(target, type) and issubclass(target, base)):  # type: ignore[arg-type]
         raise ComponentError(f"{kind} {spec.name!r} is not a subclass of {_BASES[kind].replace(':', '.')}")
     accepted = _accepted(target, context)
+    if named_context:
+        params = inspect.signature(target.__init__).parameters
+        accepted.update({k: v for k, v in named_context.items() if k in params and k not in kwargs})
     try:
         return target(**accepted, **kwargs)
     except TypeError as exc:

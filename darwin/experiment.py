@@ -16,11 +16,14 @@ import difflib
 import importlib.util
 import json
 import logging
+import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -119,8 +122,9 @@ class ExperimentConfig(BaseModel):
         description="the reward: 'rule' or 'module:Class' (a darwin.verifiers.Verifier) or 'module:function' (request -> Verdict)",
     )
     memory: ComponentSpec | None = Field(
-        None, description="the agent's memory: None = the warm start's own (what it was trained with), 'sliding_window' "
-        "or 'module:Class' (a darwin.memory.Memory)",
+        None, description="the agent's memory: None = the warm start's own (what it was trained with), 'sliding_window', "
+        "'llm' (knowledge distilled by a model, kept in the run database; docs/memory.md) or 'module:Class' "
+        "(a darwin.memory.Memory)",
     )
     group_size: int | None = Field(
         None, ge=2, le=64,
@@ -175,12 +179,15 @@ class ExperimentConfig(BaseModel):
         step_config = StepConfig(observation_size=observation_size, parse_error_penalty=self.parse_error_penalty)
         return build_component("workflow", self.workflow_spec(), verifier=verifier, config=step_config)  # type: ignore[return-value]
 
-    def memory_factory(self) -> Callable[[], Memory] | None:
-        """Builds a fresh memory per agent, or None for the warm start's own."""
+    def memory_factory(self, run_dir: str | Path | None = None) -> Callable[[], Memory] | None:
+        """Builds a fresh memory per agent, or None for the warm start's own. ``run_dir`` goes
+        to memories whose ``__init__`` names it (the LLM memory keeps its knowledge in the run's
+        database there)."""
         if self.memory is None:
             return None
         spec = self.memory
-        return lambda: build_component("memory", spec)  # type: ignore[return-value]
+        named = {} if run_dir is None else {"run_dir": Path(run_dir)}
+        return lambda: build_component("memory", spec, named_context=named)  # type: ignore[return-value]
 
     def check_components(self) -> None:
         """Build every named component once (tasks, curriculum, verifier, workflow, memory):
@@ -189,14 +196,22 @@ class ExperimentConfig(BaseModel):
             tasks = self.resolve_tasks()
         except (KeyError, TaskDefinitionError) as exc:
             raise ExperimentError(f"tasks: {exc}") from None
-        try:
-            self.build_curriculum(tasks)
-            self.build_workflow((252, 560))
-            make_memory = self.memory_factory()
-            if make_memory is not None:
-                make_memory()
-        except ComponentError as exc:
-            raise ExperimentError(str(exc)) from None
+        make_memory = self.memory_factory()
+        checks: list[tuple[str, ComponentSpec | None, Callable[[], object] | None]] = [
+            ("curriculum", self.curriculum, lambda: self.build_curriculum(tasks)),
+            ("verifier", self.verifier, lambda: build_component("verifier", self.verifier)),
+            ("workflow", self.workflow_spec(), lambda: self.build_workflow((252, 560))),
+            ("memory", self.memory, make_memory),
+        ]
+        for kind, spec, build in checks:
+            if spec is None or build is None:
+                continue
+            try:
+                build()
+            except ComponentError as exc:
+                raise ExperimentError(str(exc)) from None
+            except ValueError as exc:  # the component's own argument checks
+                raise ExperimentError(f"{kind} {spec.name!r} with kwargs {dict(spec.kwargs)}: {exc}") from None
 
     def resolve_tasks(self) -> list[Task]:
         from darwin.tasks import resolve_tasks
@@ -209,11 +224,7 @@ def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConf
     path = Path(path)
     if not path.is_file():
         raise ExperimentError(f"{path}: no such experiment file; pass a Python file with build(preset) -> ExperimentConfig")
-    spec = importlib.util.spec_from_file_location(f"darwin_experiment_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise ExperimentError(f"{path}: cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _import_experiment_file(path)
     build = getattr(module, "build", None)
     if not callable(build):
         raise ExperimentError(f"{path}: defines no build(preset) function; add `def build(preset: str) -> ExperimentConfig`")
@@ -229,6 +240,42 @@ def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConf
     except ExperimentError as exc:
         raise ExperimentError(f"{path}: {exc}") from None
     return config
+
+
+def experiment_module_name(path: str | Path) -> str:
+    """The module name an experiment file is imported under: ``darwin_experiment_<file stem>``
+    (characters that cannot appear in a Python name become ``_``)::
+
+        >>> experiment_module_name("examples/custom_workflow.py")
+        'darwin_experiment_custom_workflow'
+        >>> experiment_module_name("lab/sweep-2.v1.py")
+        'darwin_experiment_sweep_2_v1'
+    """
+    return "darwin_experiment_" + re.sub(r"\W", "_", Path(path).stem)
+
+
+def _import_experiment_file(path: Path) -> ModuleType:
+    """Execute an experiment file as the module :func:`experiment_module_name` names, registered
+    in ``sys.modules`` before it runs, so that classes and functions it defines can be named by
+    import path (``ComponentSpec(name=f"{__name__}:MyWorkflow")``) and are found whenever the
+    components are built. Loading a file again executes it afresh and replaces the module (an
+    edited file takes effect); if it raises, the module loaded before, if any, stays."""
+    name = experiment_module_name(path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ExperimentError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    previous = sys.modules.get(name)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        if previous is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = previous
+        raise
+    return module
 
 
 def _validation_lines(exc: ValidationError) -> list[str]:
@@ -275,6 +322,17 @@ def _apply_override(data: dict, item: str) -> str | None:
     model: type[BaseModel] | None = ExperimentConfig
     for depth, name in enumerate(path):
         where = ".".join(path[:depth]) or "the experiment"
+        if model is None and isinstance(node, dict):
+            # A free-form mapping (a component's kwargs): its keys are checked when the
+            # component is built, so a new key may be set here.
+            if depth == len(path) - 1:
+                node[name] = _override_value(raw)
+                return None
+            if not isinstance(node.get(name), dict):
+                section = ".".join(path[: depth + 1])
+                return f"--set {item}: {section} is not a mapping; set it whole, e.g. --set '{section}={{\"{path[depth + 1]}\": ...}}'"
+            node = node[name]
+            continue
         if model is None:
             return f"--set {item}: {where} is a value, not a section with fields"
         if name not in model.model_fields:
@@ -442,7 +500,7 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
     timings = {"warm_start_s": time.perf_counter() - clock}
     (run_dir / WARM_START_FILE).write_text(json.dumps({"path": str(warm.resolve())}) + "\n")
     pool = TinyActorPool(warm, temperature=config.policy.temperature, seed=config.policy.seed, max_batch=config.policy.max_batch,
-                         max_wait=config.policy.max_wait, make_memory=config.memory_factory())
+                         max_wait=config.policy.max_wait, make_memory=config.memory_factory(run_dir))
     tasks = config.resolve_tasks()
     curriculum = config.build_curriculum(tasks)
     buffer = ReplayBuffer(rollout_steps=config.rollout_steps, group_size=config.group_size)

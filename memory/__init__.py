@@ -1,6 +1,17 @@
-"""Memory: what of the history an agent's prompt contains."""
+"""Memory: what of the history an agent's prompt contains.
+
+Stage 1 is :class:`SlidingWindowMemory`; stage 2, :class:`LLMMemoryManager` (an external
+model distils episodes into app knowledge kept in SQL), is imported on first use (it
+brings the policy and database layers with it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from darwin.memory.base import (
+    NOTES_OVERHEAD_TOKENS,
     HistoryItem,
     Memory,
     MemoryEntry,
@@ -8,6 +19,7 @@ from darwin.memory.base import (
     Render,
     approx_token_count,
     default_render,
+    format_notes,
 )
 from darwin.memory.sliding_window import (
     SlidingWindowConfig,
@@ -16,10 +28,49 @@ from darwin.memory.sliding_window import (
     tokenizer_counter,
 )
 
+if TYPE_CHECKING:
+    from darwin.memory.llm import (
+        KnowledgeEntry,
+        KnowledgeStore,
+        LLMMemoryConfig,
+        LLMMemoryManager,
+        LLMMemoryStats,
+        MemoryStoreError,
+    )
+
+_LAZY = {
+    name: "darwin.memory.llm"
+    for name in (
+        "KnowledgeEntry",
+        "KnowledgeStore",
+        "LLMMemoryConfig",
+        "LLMMemoryManager",
+        "LLMMemoryStats",
+        "MemoryStoreError",
+    )
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'darwin.memory' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
+    "NOTES_OVERHEAD_TOKENS",
     "HistoryItem",
+    "KnowledgeEntry",
+    "KnowledgeStore",
+    "LLMMemoryConfig",
+    "LLMMemoryManager",
+    "LLMMemoryStats",
     "Memory",
     "MemoryEntry",
+    "MemoryStoreError",
     "MemoryWindow",
     "Render",
     "SlidingWindowConfig",
@@ -27,5 +78,6 @@ __all__ = [
     "TokenCounter",
     "approx_token_count",
     "default_render",
+    "format_notes",
     "tokenizer_counter",
 ]

@@ -13,7 +13,10 @@ Agents call :meth:`Memory.window`, which returns the selected interactions alrea
 rendered as text (by the agent's ``render`` callable: its own history format) and says
 which of them keep their screenshot. A memory that only implements :meth:`Memory.select`
 gets text-only history; :class:`darwin.memory.SlidingWindowMemory` adds an image depth and
-a prompt-token budget.
+a prompt-token budget. A window may also carry *notes* (knowledge about the app, summaries
+of earlier episodes or of the older steps of this one, from
+:class:`darwin.memory.LLMMemoryManager`), which agents show before the history as a
+:func:`format_notes` block; memories without notes leave them empty and the prompt unchanged.
 """
 
 from __future__ import annotations
@@ -56,6 +59,26 @@ def approx_token_count(text: str) -> int:
     """
     ascii_chars = sum(1 for c in text if c < "\x80")
     return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
+
+
+NOTES_OVERHEAD_TOKENS = 2
+"""Tokens of the separators around a notes block in a prompt (a newline before and after)."""
+
+
+def format_notes(notes: Sequence[str]) -> str:
+    r"""The notes block agents put before the history: ``Notes:`` then one ``- note`` line each
+    (whitespace inside a note collapsed, so every note stays on one line); ``""`` for none.
+
+    >>> print(format_notes(["Dark theme is under Display.", "Alarms:\n  the + button adds one"]))
+    Notes:
+    - Dark theme is under Display.
+    - Alarms: the + button adds one
+    >>> format_notes([])
+    ''
+    """
+    if not notes:
+        return ""
+    return "Notes:\n" + "\n".join(f"- {' '.join(note.split())}" for note in notes)
 
 
 def default_render(transition: Transition) -> HistoryItem:
@@ -106,7 +129,14 @@ class MemoryWindow:
     dropped: int = 0
     """Selected interactions dropped (oldest first) to keep the prompt within its token budget."""
     tokens: int = 0
-    """Estimated tokens of the entries shown."""
+    """Estimated tokens of the entries shown (and of the notes, see :attr:`notes_tokens`)."""
+    notes: tuple[str, ...] = ()
+    """Knowledge and summaries to show before the history (one line each, most relevant
+    first); agents render them with :func:`format_notes`. Empty for memories without any."""
+    notes_tokens: int = 0
+    """Estimated tokens of ``format_notes(notes)`` plus :data:`NOTES_OVERHEAD_TOKENS`; a memory
+    that fills :attr:`notes` counts them against its budget itself (agents reserve only the
+    rest of the prompt)."""
 
     @property
     def images(self) -> list[np.ndarray]:

@@ -77,7 +77,7 @@ from darwin.agents.vlm import (
     build_action,
     scroll_as_swipe,
 )
-from darwin.memory.base import HistoryItem, Memory
+from darwin.memory.base import HistoryItem, Memory, format_notes
 from darwin.policies.base import ChatMessage, Prompt
 from darwin.types import Observation, ParseError, Transition
 
@@ -245,7 +245,8 @@ class QwenVLAgent(VLMAgent):
     History is a ``Step i: ...;`` list in the user turn: raw tool-call JSON for Qwen2.5-VL,
     the model's ``Action:`` summaries for Qwen3-VL (raw JSON when a step has none or the
     memory is set not to use summaries). With an image depth above one, past screenshots
-    precede the current one in the user turn (oldest first) and a sentence says so.
+    precede the current one in the user turn (oldest first) and a sentence says so. A memory
+    with notes adds a ``Notes:`` block between the query and the progress.
     """
 
     def __init__(self, config: QwenVLConfig | None = None, memory: Memory | None = None, **overrides: object) -> None:
@@ -267,13 +268,17 @@ class QwenVLAgent(VLMAgent):
         prefix = self.config.system_prompt
         return f"{prefix}\n\n{tools}" if prefix else tools
 
-    def user_text(self, goal: str, steps: Sequence[tuple[int, str]], past_images: int = 0) -> str:
-        """The user turn: goal and ``Step i: ...;`` progress (``steps`` are ``(number, text)``)."""
+    def user_text(
+        self, goal: str, steps: Sequence[tuple[int, str]], past_images: int = 0, notes: Sequence[str] = ()
+    ) -> str:
+        """The user turn: goal, the memory's notes (a ``Notes:`` block, only when there are
+        some) and ``Step i: ...;`` progress (``steps`` are ``(number, text)``)."""
         progress = "".join(f"Step {n}: {s}; " for n, s in steps)
+        block = format_notes(notes) + "\n" if notes else ""
         if self.config.version == "3":
-            text = f"The user query: {goal}.\n{PROGRESS}{progress}.\n"
+            text = f"The user query: {goal}.\n{block}{PROGRESS}{progress}.\n"
         else:
-            text = f"The user query: {goal}\n{PROGRESS}{progress}"
+            text = f"The user query: {goal}\n{block}{PROGRESS}{progress}"
         if past_images:
             text += (
                 f"\nThe last image is the current screen; the {past_images} before it show the screen "
@@ -302,7 +307,8 @@ class QwenVLAgent(VLMAgent):
                 text = text.replace("\n", "").replace('"', "")
             steps.append((first + i + 1, text))
         images = tuple(window.images) + (observation.screenshot,)
-        user = self.user_text(observation.goal, steps, past_images=len(images) - 1)
+        # The notes' tokens are in the memory's budget already (MemoryWindow.notes_tokens).
+        user = self.user_text(observation.goal, steps, past_images=len(images) - 1, notes=window.notes)
         return Prompt(
             messages=(
                 ChatMessage(role="system", text=system),

@@ -16,7 +16,8 @@ are single-quoted Python literals (``\\'``, ``\\n``, ``\\\\`` escapes).
 Prompt (through the same chat-template path as every agent): an optional short system turn
 listing the format, then one user turn with the screenshot(s) and ``Goal: ...`` plus
 ``Done: a1; a2; ...`` (the remembered raw actions, oldest first; unparseable ones are left
-out by default, see ``TinyAgentConfig.invalid_history``).
+out by default, see ``TinyAgentConfig.invalid_history``). A memory with notes (app
+knowledge, summaries) adds a ``Notes:`` block between the goal and ``Done:``.
 
     >>> import numpy as np
     >>> from darwin.actions import Click
@@ -69,7 +70,7 @@ from darwin.agents.vlm import (
     parse_direction,
     quote,
 )
-from darwin.memory.base import HistoryItem, Memory
+from darwin.memory.base import HistoryItem, Memory, format_notes
 from darwin.policies.base import ChatMessage, Prompt
 from darwin.types import Observation, ParseError, Transition
 
@@ -146,6 +147,8 @@ class TinyAgent(VLMAgent):
         reserved = self.memory.count_tokens(system) + self.memory.count_tokens(goal) + image_tokens + 8
         window = self.memory.window(history, self.render, reserved_tokens=reserved, image_tokens=image_tokens)
         text = goal
+        if window.notes:  # their tokens are in the memory's budget (MemoryWindow.notes_tokens)
+            text += "\n" + format_notes(window.notes)
         if window.entries:
             text += "\nDone: " + "; ".join(e.text for e in window.entries)
         images = (*window.images, observation.screenshot)

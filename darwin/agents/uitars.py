@@ -10,7 +10,8 @@ tasks, as in AndroidWorld-Generalization).
 Conversation (as UI-TARS is trained, ``data/training_example.json`` of the same repository):
 the prompt and instruction as the first user turn; each remembered step as an assistant
 turn (``Thought: ...\\nAction: ...``), preceded by a user turn with its screenshot when it
-is within the image depth; finally a user turn with the current screenshot.
+is within the image depth; finally a user turn with the current screenshot. A memory with
+notes (app knowledge, summaries) appends a ``Notes:`` block to the first user turn.
 
 Coordinates: UI-TARS-1.0 (Qwen2-VL) writes ``[0, 1000)`` relative coordinates;
 UI-TARS-1.5 (Qwen2.5-VL) writes absolute pixels on the screenshot after ``smart_resize``
@@ -70,7 +71,7 @@ from darwin.agents.vlm import (
     parse_direction,
     quote,
 )
-from darwin.memory.base import HistoryItem, Memory
+from darwin.memory.base import HistoryItem, Memory, format_notes
 from darwin.policies.base import ChatMessage, Prompt
 from darwin.types import Observation, ParseError, Transition
 
@@ -195,6 +196,8 @@ class UITarsAgent(VLMAgent):
         image_tokens = self.image_tokens(observation)
         reserved = self.memory.count_tokens(intro) + image_tokens + 16
         window = self.memory.window(history, self.render, reserved_tokens=reserved, image_tokens=image_tokens)
+        if window.notes:  # after the instruction; their tokens are in the memory's budget
+            intro += "\n" + format_notes(window.notes) + "\n"
         messages = [ChatMessage(role="user", text=intro)]
         for entry in window.entries:
             if entry.image is not None:
