@@ -223,7 +223,7 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
     envs = [SimPhoneEnv(seed=seed + i, perturbation=perturbation, name=f"sim-{seed + i}", reset_between_episodes=reset)
             for i in range(phones)]
     if experiment is not None:  # the experiment's own workflow, verifier and reward settings
-        workflow = experiment.build_workflow(observation_size)
+        workflow = experiment.build_workflow(observation_size, evaluation=True)
     else:
         workflow = LifecycleWorkflow(config=StepConfig(observation_size=observation_size))
     run_id = store.start_run(f"eval {agent_spec}", config=None)
@@ -687,6 +687,17 @@ def phones_serve(count: int, port_base: int | None, faults: str, seed: int, no_p
                 except InfraError as exc:
                     console.print(f"adb disconnect {address}: {exc}")
         farm.stop()
+
+
+# The learned verifier's commands (data, train, eval) live with their code.
+from darwin.verifier_cli import verifier as _verifier_group  # noqa: E402 - after main, to add to it
+
+main.add_command(_verifier_group)
+
+# LLM judges: calibration against labels and review of a finished run.
+from darwin.judge_cli import judge as _judge_group  # noqa: E402 - after main, to add to it
+
+main.add_command(_judge_group)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,12 @@ BUILTINS: dict[str, dict[str, str]] = {
         "self_verify": "darwin.workflows.self_verify:SelfVerifyWorkflow",
         "reflection": "darwin.workflows.reflection:ReflectionWorkflow",
     },
-    "verifier": {"rule": "darwin.verifiers.rule:RuleVerifier"},
+    "verifier": {
+        "rule": "darwin.verifiers.rule:RuleVerifier",
+        "llm_judge": "darwin.verifiers.llm_judge:LLMJudge",
+        "composite": "darwin.verifiers.composite:CompositeVerifier",
+        "learned": "darwin.verifiers.learned:LearnedVerifier",
+    },
     "memory": {
         "sliding_window": "darwin.memory.sliding_window:SlidingWindowMemory",
         "llm": "darwin.memory.llm:LLMMemoryManager",

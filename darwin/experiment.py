@@ -91,6 +91,10 @@ class EvalSetup(BaseModel):
     episodes_per_task: int = Field(0, ge=0, le=10_000, description="episodes of every task in each evaluation; 0 = no evaluation")
     phones: int = Field(8, ge=1, le=4096, description="sim: evaluation SimPhones (adb: the training devices are used, before and after rollout)")
     phone_seed: int = Field(10_000, ge=0, description="sim: evaluation phone i gets this seed + i (apart from training phones)")
+    verifier: ComponentSpec | None = Field(
+        None, description="what scores the evaluations: None = the experiment's verifier (the reward); 'rule' measures a "
+        "run trained on a learned or judged reward against the ground truth",
+    )
 
 
 class ExperimentConfig(BaseModel):
@@ -172,10 +176,13 @@ class ExperimentConfig(BaseModel):
     def build_curriculum(self, tasks: list[Task]) -> Curriculum:
         return build_component("curriculum", self.curriculum, tasks=tasks, seed=self.phones.seed)  # type: ignore[return-value]
 
-    def build_workflow(self, observation_size: tuple[int, int]) -> Workflow:
+    def build_workflow(self, observation_size: tuple[int, int], *, evaluation: bool = False) -> Workflow:
+        """The workflow with the reward verifier, or with ``evaluation.verifier`` (when set) for
+        ``evaluation=True``."""
         from darwin.workflows import StepConfig
 
-        verifier = build_component("verifier", self.verifier)
+        spec = self.evaluation.verifier if evaluation and self.evaluation.verifier is not None else self.verifier
+        verifier = build_component("verifier", spec)
         step_config = StepConfig(observation_size=observation_size, parse_error_penalty=self.parse_error_penalty)
         return build_component("workflow", self.workflow_spec(), verifier=verifier, config=step_config)  # type: ignore[return-value]
 
@@ -201,6 +208,7 @@ class ExperimentConfig(BaseModel):
             ("curriculum", self.curriculum, lambda: self.build_curriculum(tasks)),
             ("verifier", self.verifier, lambda: build_component("verifier", self.verifier)),
             ("workflow", self.workflow_spec(), lambda: self.build_workflow((252, 560))),
+            ("evaluation verifier", self.evaluation.verifier, lambda: self.build_workflow((252, 560), evaluation=True)),
             ("memory", self.memory, make_memory),
         ]
         for kind, spec, build in checks:
@@ -525,6 +533,7 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
         run_id = store.start_run(config.name, config=config)
     envs = _build_envs(config)
     workflow = config.build_workflow(pool.observation_size)
+    eval_workflow = config.build_workflow(pool.observation_size, evaluation=True)
     evaluations = _load_evaluations(run_dir) if resume else {}
     evaluate_runs = config.evaluation.episodes_per_task > 0
     metrics_log = MetricsLogger(run_dir)
@@ -534,7 +543,7 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
         on_progress(progress)
         clock = time.perf_counter()
         evaluations[label] = await _evaluate(
-            config, label, tasks, _eval_envs(config, envs), pool, workflow, learner.policy_version, learner.updates
+            config, label, tasks, _eval_envs(config, envs), pool, eval_workflow, learner.policy_version, learner.updates
         )
         _save_evaluations(run_dir, evaluations)
         metrics_log.log(learner.updates, "eval", {"success": evaluations[label].success_rate})

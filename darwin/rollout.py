@@ -36,7 +36,7 @@ from darwin.actions import Action
 from darwin.agents.base import Actor
 from darwin.buffer import ReplayBuffer
 from darwin.curricula.base import Curriculum, EpisodeOutcome
-from darwin.envs.base import PhoneEnv
+from darwin.envs.base import InfraError, PhoneEnv
 from darwin.store import RunStore
 from darwin.types import Task, TerminationReason, Trajectory, Transition
 from darwin.workflows.base import Workflow
@@ -54,6 +54,8 @@ class RolloutStats:
     env_steps: int = 0
     episodes: int = 0
     successes: int = 0
+    unverified: int = 0
+    """Episodes played to the end whose verifier could not decide (e.g. the judge was unreachable)."""
     terminations: Counter[str] = field(default_factory=Counter)
     truncation_causes: Counter[str] = field(default_factory=Counter)
     backpressure_s: float = 0.0
@@ -72,6 +74,10 @@ class RolloutStats:
     def record(self, trajectory: Trajectory) -> None:
         self.episodes += 1
         self.successes += bool(trajectory.success)
+        if trajectory.success is None and trajectory.termination is not None and trajectory.termination.reason in (
+            TerminationReason.SUCCESS, TerminationReason.AGENT_FINISHED, TerminationReason.STEP_BUDGET,
+        ):
+            self.unverified += 1
         if trajectory.termination is not None:
             self.terminations[trajectory.termination.reason.value] += 1
             if trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED:
@@ -281,9 +287,11 @@ class RolloutEngine:
             self.buffer.start(episode_id, group=group)
         if self.store is not None:
             assert self.run_id is not None
-            self.store.start_episode(self.run_id, episode_id, task, phone=env.name)
+            self.store.start_episode(self.run_id, episode_id, task, phone=env.name, device_size=env.device_size)
+        final_screen: np.ndarray | None = None
         try:
             trajectory = await self.workflow.run(env, task, actor, emit=self._emit, episode_id=episode_id)
+            final_screen = await self._final_screen(env, trajectory)
             await env.ago_home()
         except (asyncio.CancelledError, asyncio.BrokenBarrierError):
             if self.buffer is not None:
@@ -299,12 +307,31 @@ class RolloutEngine:
         if self.store is not None:
             for phase, success in trajectory.phase_success.items():
                 reason = trajectory.phase_reasons.get(phase, "")
+                verdict = trajectory.phase_verdicts.get(phase)
+                usage = None if verdict is None or verdict.success != success else verdict.usage
+                cost = {} if usage is None else {
+                    "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                    "cost_usd": usage.cost_usd, "requests": usage.requests, "verifier_config": usage.config,
+                }
                 self.store.record_verdict(episode_id, phase, self.workflow.verifier_kind, success,
-                                          None if success is None else float(success), reason)
-            self.store.finish_episode(trajectory)
+                                          None if success is None else float(success), reason, **cost)
+            self.store.finish_episode(trajectory, final_screen)
         if self.on_episode is not None:
             self.on_episode(trajectory)
         return trajectory
+
+    async def _final_screen(self, env: PhoneEnv, trajectory: Trajectory) -> np.ndarray | None:
+        """The screen after the episode's last action, at the agent's screenshot size, for the
+        store (a judge reviewing the run looks at it); ``None`` without a screenshot directory,
+        without steps, or when the phone cannot take it (logged, never an episode failure)."""
+        if self.store is None or self.store.screenshot_dir is None or not trajectory.transitions:
+            return None
+        height, width = trajectory.transitions[-1].observation.screenshot.shape[:2]
+        try:
+            return await env.ascreenshot((width, height))
+        except InfraError as exc:
+            logger.warning("final screenshot of episode %s on %s failed: %s", trajectory.episode_id, env.name, exc)
+            return None
 
     async def _wait_for_learner(self, stop: asyncio.Event) -> None:
         waited = time.perf_counter()

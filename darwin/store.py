@@ -59,6 +59,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy import exc as sa_exc
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -76,18 +77,32 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bumped whenever the tables change; opening an older database migrates it where a
 migration exists (:data:`_MIGRATIONS`) and says so otherwise."""
 
 # version -> statements that bring a database of that version to the next one. Version 2
-# records which agent produced each step and the words of turns that do not act.
+# records which agent produced each step and the words of turns that do not act. Version 3
+# records what a model judge's verdict cost (tokens, dollars, requests) and its settings,
+# and each episode's phone size and final screen (what a judge reviewing the run looks at).
+# An "ADD COLUMN" whose column exists already is skipped, so every step is safe to rerun.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "ALTER TABLE steps ADD COLUMN agent VARCHAR(64) NOT NULL DEFAULT 'actor'",
         "ALTER TABLE steps ADD COLUMN message TEXT",
     ),
+    2: (
+        "ALTER TABLE verdicts ADD COLUMN prompt_tokens INTEGER",
+        "ALTER TABLE verdicts ADD COLUMN completion_tokens INTEGER",
+        "ALTER TABLE verdicts ADD COLUMN cost_usd FLOAT",
+        "ALTER TABLE verdicts ADD COLUMN requests INTEGER",
+        "ALTER TABLE verdicts ADD COLUMN verifier_config JSON",
+        "ALTER TABLE episodes ADD COLUMN device_width INTEGER",
+        "ALTER TABLE episodes ADD COLUMN device_height INTEGER",
+        "ALTER TABLE episodes ADD COLUMN final_screenshot_path VARCHAR(256)",
+    ),
 }
+_ADD_COLUMN = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (\w+) ")
 
 DB_FILENAME = "run.db"
 SCREENSHOT_DIRNAME = "screenshots"
@@ -318,6 +333,9 @@ class EpisodeModel(Base):
     success: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     num_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
     phase_success: Mapped[dict[str, bool | None] | None] = mapped_column(_JSON, nullable=True)
+    device_width: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    device_height: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    final_screenshot_path: Mapped[str | None] = mapped_column(String(256), nullable=True)
 
 
 class StepModel(Base):
@@ -364,6 +382,11 @@ class VerdictModel(Base):
     success: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     reward: Mapped[float | None] = mapped_column(Float, nullable=True)
     reason: Mapped[str] = mapped_column(Text, default="")
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    completion_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
+    requests: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    verifier_config: Mapped[JsonValue | None] = mapped_column(_JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
 
 
@@ -396,6 +419,10 @@ class EpisodeRow:
     success: bool | None
     num_steps: int | None
     phase_success: Mapping[Phase, bool | None]
+    device_size: tuple[int, int] | None = None
+    """The phone's ``(width, height)`` in pixels, which action coordinates refer to."""
+    final_screenshot_path: str | None = None
+    """The screen when the episode ended (after its last action), relative to the screenshot directory."""
 
     @property
     def finished(self) -> bool:
@@ -442,6 +469,15 @@ class VerdictRow:
     reward: float | None
     reason: str
     created_at: datetime
+    prompt_tokens: int | None = None
+    """Tokens a model judge read for this verdict (``None`` for rule checks)."""
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    """Dollars per LiteLLM's price map; ``None`` when unpriced (self-hosted models) or not a model."""
+    requests: int | None = None
+    """Requests the judge sent (answers from its cache not counted)."""
+    verifier_config: JsonValue | None = None
+    """The judge's settings (redacted: never a key)."""
 
 
 @dataclass(frozen=True)
@@ -703,6 +739,11 @@ class RunStore:
         while row.value.isdigit() and int(row.value) < SCHEMA_VERSION and int(row.value) in _MIGRATIONS:
             version = int(row.value)
             for statement in _MIGRATIONS[version]:
+                added = _ADD_COLUMN.match(statement)
+                if added is not None:
+                    table, column = added.groups()
+                    if column in {c["name"] for c in sa_inspect(s.connection()).get_columns(table)}:
+                        continue  # already there (a database created by a newer darwin and relabelled)
                 s.execute(sql_text(statement))
             row.value = str(version + 1)
             logger.info("migrated %s from schema version %d to %d", url_text, version, version + 1)
@@ -860,9 +901,18 @@ class RunStore:
                 setattr(existing, k, v)
 
     def start_episode(
-        self, run_id: str, episode_id: str, task: Task, phone: str, seed: int | None = None
+        self,
+        run_id: str,
+        episode_id: str,
+        task: Task,
+        phone: str,
+        seed: int | None = None,
+        device_size: tuple[int, int] | None = None,
     ) -> None:
-        """Record the start of an episode (also records ``task``); episode ids are unique."""
+        """Record the start of an episode (also records ``task``); episode ids are unique.
+
+        ``device_size`` is the phone's ``(width, height)``: action coordinates are in its pixels.
+        """
         with self._write() as s:
             if s.get(RunModel, run_id) is None:
                 raise StoreError(
@@ -881,6 +931,8 @@ class RunStore:
                     phone=_clean_text(phone) or "",
                     seed=seed,
                     started_at=_now(),
+                    device_width=None if device_size is None else int(device_size[0]),
+                    device_height=None if device_size is None else int(device_size[1]),
                 )
             )
 
@@ -947,8 +999,18 @@ class RunStore:
         success: bool | None,
         reward: float | None,
         reason: str = "",
+        *,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        cost_usd: float | None = None,
+        requests: int | None = None,
+        verifier_config: JsonValue | None = None,
     ) -> None:
-        """Record a verifier's verdict on one phase (``success=None``: unverified, never a 0 or 1)."""
+        """Record a verifier's verdict on one phase (``success=None``: unverified, never a 0 or 1).
+
+        Model judges add what the verdict cost (tokens, dollars, requests) and their settings
+        (``verifier_config``, passed through :func:`redact_secrets`).
+        """
         with self._write() as s:
             if s.get(EpisodeModel, episode_id) is None:
                 raise StoreError(
@@ -962,12 +1024,20 @@ class RunStore:
                     success=success,
                     reward=None if reward is None else float(reward),
                     reason=_clean_text(reason, MAX_TEXT_CHARS) or "",
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                    cost_usd=None if cost_usd is None else float(cost_usd),
+                    requests=requests,
+                    verifier_config=None if verifier_config is None else redact_secrets(verifier_config),
                     created_at=_now(),
                 )
             )
 
-    def finish_episode(self, trajectory: Trajectory) -> None:
-        """Record how an episode ended: termination, success per phase, step count.
+    def finish_episode(
+        self, trajectory: Trajectory, final_screenshot: bytes | np.ndarray | None = None
+    ) -> None:
+        """Record how an episode ended: termination, success per phase, step count, and
+        optionally the screen after the last action (``final_screenshot``).
 
         Transitions of ``trajectory`` not yet recorded with :meth:`record_step` are recorded
         here (without screenshots) in the same transaction, so nothing completed is lost.
@@ -977,6 +1047,7 @@ class RunStore:
             raise StoreError(
                 f"cannot finish episode {trajectory.episode_id!r}: the trajectory has no termination yet"
             )
+        final_path = None if final_screenshot is None else self.put_screenshot(final_screenshot)
         with self._write() as s:
             ep = s.get(EpisodeModel, trajectory.episode_id)
             if ep is None:
@@ -1000,6 +1071,8 @@ class RunStore:
             ep.success = trajectory.success
             ep.num_steps = len(trajectory.transitions)
             ep.phase_success = {Phase(p).value: v for p, v in trajectory.phase_success.items()}
+            if final_path is not None:
+                ep.final_screenshot_path = final_path
 
     # ----------------------------------------------------------------- queries
 
@@ -1040,6 +1113,10 @@ class RunStore:
                     success=r.success,
                     num_steps=r.num_steps,
                     phase_success={Phase(k): v for k, v in (r.phase_success or {}).items()},
+                    device_size=None
+                    if r.device_width is None or r.device_height is None
+                    else (r.device_width, r.device_height),
+                    final_screenshot_path=r.final_screenshot_path,
                 )
                 for r in rows
             ]
@@ -1091,6 +1168,11 @@ class RunStore:
                     reward=r.reward,
                     reason=r.reason,
                     created_at=r.created_at,
+                    prompt_tokens=r.prompt_tokens,
+                    completion_tokens=r.completion_tokens,
+                    cost_usd=r.cost_usd,
+                    requests=r.requests,
+                    verifier_config=r.verifier_config,
                 )
                 for r in rows
             ]

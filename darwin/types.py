@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from darwin.actions import Action
+
+if TYPE_CHECKING:
+    from darwin.verifiers.base import Verdict
 
 ACTOR = "actor"
 """Role name of the agent that acts on the phone (the one trained by default)."""
@@ -267,6 +270,8 @@ class Trajectory:
     phase_success: dict[Phase, bool | None] = field(default_factory=dict)
     phase_reasons: dict[Phase, str] = field(default_factory=dict)
     """The verifier's explanation of each phase verdict."""
+    phase_verdicts: dict[Phase, Verdict] = field(default_factory=dict)
+    """The verifier's verdict on each phase it judged (with tokens and cost for model judges)."""
     group: str | None = None
     """The group of rollouts this episode belongs to (GRPO / GiGPO: the same task from the
     same start), set by the rollout engine in group mode; ``None`` outside group mode."""

@@ -14,7 +14,7 @@ from darwin.envs.sim.env import SimPhoneEnv
 from darwin.learner import collect_step_rows
 from darwin.models import TinyVLMConfig, build_tiny_vlm
 from darwin.policies import HFPolicy, HFPolicyConfig, LiteLLMPolicy, LiteLLMPolicyConfig
-from darwin.store import RunStore
+from darwin.store import SCHEMA_VERSION, RunStore
 from darwin.tasks import get_task
 from darwin.types import ACTOR, Phase, TerminationReason, Trajectory
 from darwin.workflows import (
@@ -242,5 +242,5 @@ def test_a_version_1_database_is_migrated_in_place(tmp_path) -> None:
         (step,) = store.steps("ep")
     assert (step.agent, step.message, step.reward) == (ACTOR, None, 0.5)
     db = sqlite3.connect(tmp_path / "run.db")
-    assert db.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone() == ("2",)
+    assert db.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     db.close()

@@ -34,12 +34,49 @@ class VerificationRequest:
 
 
 @dataclass(frozen=True)
+class VerdictUsage:
+    """What a model-based verdict cost: tokens, dollars, requests, and the judge's settings.
+
+    ``cost_usd`` is ``None`` when no request had a known price (a self-hosted model outside
+    LiteLLM's price map); answers served from the judge's cache cost nothing and count in
+    ``cached``. ``config`` is the judge's configuration as JSON (names of key variables,
+    never keys). Stored with the verdict in the run database.
+
+    >>> a = VerdictUsage(prompt_tokens=10, completion_tokens=5, cost_usd=0.001, requests=1)
+    >>> (a + VerdictUsage(prompt_tokens=1, completion_tokens=1, requests=1, cached=1)).prompt_tokens
+    11
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    requests: int = 0
+    cached: int = 0
+    config: dict[str, Any] | None = None
+
+    def __add__(self, other: VerdictUsage) -> VerdictUsage:
+        cost = None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return VerdictUsage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost_usd=cost,
+            requests=self.requests + other.requests,
+            cached=self.cached + other.cached,
+            config=self.config if other.config is None else (other.config if self.config is None else {"parts": [self.config, other.config]}),
+        )
+
+
+@dataclass(frozen=True)
 class Verdict:
-    """``success=None`` means unverified (e.g. the judge was unreachable): never a silent 0 or 1."""
+    """``success=None`` means unverified (e.g. the judge was unreachable): never a silent 0 or 1.
+
+    ``usage`` is set by model-based verifiers (tokens, cost, the judge's settings).
+    """
 
     success: bool | None
     reward: float | None = None
     reason: str = ""
+    usage: VerdictUsage | None = None
 
     def __post_init__(self) -> None:
         if self.reward is None:
@@ -59,6 +96,16 @@ class Verifier(ABC):
     def cheap(self) -> bool:
         """True if it may be called after every step (rule checks); False for LLM judges."""
         return False
+
+    @property
+    def reads_screen(self) -> bool:
+        """True if it needs ``final_screenshot`` (the workflow then takes one for each check)."""
+        return not self.cheap
+
+    @property
+    def screen_size(self) -> tuple[int, int] | None:
+        """``(W, H)`` of the final screenshot it reads; ``None`` = the phone's full resolution."""
+        return None
 
 
 class _CallableVerifier(Verifier):

@@ -137,6 +137,8 @@ class StepWorkflow(Workflow):
                 break
             trajectory.phase_success[phase] = verdict.success if verdict is not None else None
             trajectory.phase_reasons[phase] = verdict.reason if verdict is not None else termination.cause
+            if verdict is not None:
+                trajectory.phase_verdicts[phase] = verdict
             if verdict is None or verdict.success is not True:
                 break  # success-gated: the next phase starts only after this one is verified done
 
@@ -207,7 +209,10 @@ class StepWorkflow(Workflow):
                 ended = TerminationReason.STEP_BUDGET
             verdict: Verdict | None = None
             if ended is not None or (self.config.end_on_success and self.verifier.cheap):
-                verdict = await self._verify(env, task, phase, instruction, spec, history)
+                # The verifier sees this step's action too (a judge reads the agent's answer).
+                acted = Transition(episode_id=trajectory.episode_id, task_id=task.id, step=len(trajectory.transitions),
+                                   phase=phase, observation=obs, decision=decision)
+                verdict = await self._verify(env, task, phase, instruction, spec, [*history, acted])
                 if verdict is None:
                     return Termination(TerminationReason.INFRA_TRUNCATED, "state probe failed"), None
                 if verdict.success and ended != TerminationReason.AGENT_FINISHED:
@@ -246,8 +251,9 @@ class StepWorkflow(Workflow):
     async def _verify(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, spec: VerifierSpec, history: list[Transition]) -> Verdict | None:
         try:
             state = await env.aprobe_state()
-            # Screen-reading judges get the final screen; rule checks only need the state.
-            final_screenshot = None if self.verifier.cheap else await env.ascreenshot()
+            # Screen-reading verifiers get the final screen; rule checks only need the state.
+            verifier = self.verifier
+            final_screenshot = await env.ascreenshot(verifier.screen_size) if verifier.reads_screen else None
         except InfraError as exc:
             logger.warning("state probe failed on %s: %s", env.name, exc)
             return None

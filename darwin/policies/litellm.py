@@ -30,6 +30,7 @@ import logging
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -60,6 +61,18 @@ class PolicyAuthError(RuntimeError):
 
 class PolicyRequestError(RuntimeError):
     """A request failed for good: a non-retryable error, or retries were exhausted."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One answer with what it cost: tokens as the provider reported them (``None`` when it
+    reported none) and the price in US dollars from LiteLLM's bundled price map (``None``
+    for models the map does not list, e.g. a self-hosted ``openai/<served-name>``)."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
 
 
 class LiteLLMPolicyConfig(BaseModel):
@@ -194,7 +207,8 @@ class LiteLLMPolicy(Policy):
 
     Each prompt is one chat completion (up to ``max_concurrency`` at once); a batch fails
     as a whole if any of its requests fails for good (the others are cancelled). The
-    returned :class:`Generation` has the text and ``policy_version`` only.
+    returned :class:`Generation` has the text and ``policy_version`` only;
+    :meth:`complete` returns :class:`Completion` objects with token usage and cost instead.
     :meth:`load_weights` raises :class:`WeightSyncUnsupported`.
     """
 
@@ -224,21 +238,24 @@ class LiteLLMPolicy(Policy):
 
     async def generate(self, prompts: Sequence[Prompt]) -> list[Generation]:
         """One completion per prompt, in order."""
+        return [Generation(text=c.text, policy_version=self.version) for c in await self.complete(prompts)]
+
+    async def complete(self, prompts: Sequence[Prompt]) -> list[Completion]:
+        """Like :meth:`generate`, with each answer's token usage and cost (:class:`Completion`)."""
         if not prompts:
             return []
         key = self._api_key()
         limit = self._limit()
         tasks = [asyncio.ensure_future(self._one(p, key, limit)) for p in prompts]
         try:
-            texts = await asyncio.gather(*tasks)
+            return list(await asyncio.gather(*tasks))
         except BaseException:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
-        return [Generation(text=t, policy_version=self.version) for t in texts]
 
-    async def _one(self, prompt: Prompt, key: str | None, limit: asyncio.Semaphore) -> str:
+    async def _one(self, prompt: Prompt, key: str | None, limit: asyncio.Semaphore) -> Completion:
         cfg = self.config
         messages = prompt_to_openai_messages(prompt, compress_level=cfg.png_compress_level)
         kwargs: dict[str, Any] = {
@@ -276,7 +293,13 @@ class LiteLLMPolicy(Policy):
             err = self._translate(exc, key)
             # Auth errors drop the provider's exception (it may quote key fragments).
             raise err from (None if isinstance(err, PolicyAuthError) else exc)
-        return _response_text(response)
+        prompt_tokens, completion_tokens = _usage(response)
+        return Completion(
+            text=_response_text(response),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=_cost(litellm, response),
+        )
 
     def _log_retry(self, key: str | None) -> Any:
         def log(state: RetryCallState) -> None:
@@ -356,6 +379,24 @@ def _redact(text: str, key: str | None) -> str:
     return text
 
 
+def _usage(response: Any) -> tuple[int | None, int | None]:
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return None, None
+    prompt = getattr(usage, "prompt_tokens", None)
+    completion = getattr(usage, "completion_tokens", None)
+    return (prompt if isinstance(prompt, int) else None, completion if isinstance(completion, int) else None)
+
+
+def _cost(litellm: ModuleType, response: Any) -> float | None:
+    """The answer's price from LiteLLM's price map; ``None`` when the model is not listed."""
+    try:
+        cost = litellm.completion_cost(completion_response=response)
+    except Exception:  # noqa: BLE001 - unknown models raise various errors: no price
+        return None
+    return float(cost) if isinstance(cost, int | float) and cost > 0 else None
+
+
 def _response_text(response: Any) -> str:
     try:
         content = response.choices[0].message.content
@@ -370,6 +411,7 @@ def _response_text(response: Any) -> str:
 
 
 __all__ = [
+    "Completion",
     "LiteLLMPolicy",
     "LiteLLMPolicyConfig",
     "PolicyAuthError",

@@ -1,0 +1,137 @@
+"""``darwin verifier``: data, training and evaluation of the learned verifier (stage 3).
+
+    darwin verifier data  --out runs/verifier/data --tasks paper16 --episodes 10
+    darwin verifier train --data runs/verifier/data --out runs/verifier/model
+    darwin verifier eval  --model runs/verifier/model --data runs/verifier/data
+
+The model folder is then any experiment's reward: ``verifier=ComponentSpec(name="learned",
+kwargs={"path": "runs/verifier/model"})`` (or ``--set verifier.name=learned --set
+verifier.kwargs.path=...``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+
+from darwin.algos.classification import MetricsWithIntervals
+
+__all__ = ["verifier"]
+
+
+def _fmt(m: MetricsWithIntervals) -> list[str]:
+    def cell(i) -> str:  # noqa: ANN001 - an Interval
+        return "-" if np.isnan(i.value) else f"{i.value:.3f} [{i.low:.2f}, {i.high:.2f}]"
+
+    return [cell(m.accuracy), cell(m.precision), cell(m.recall), cell(m.f1)]
+
+
+def _table(rows: list[tuple[str, int, int, MetricsWithIntervals]], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for name in ("split", "examples", "positives", "accuracy", "precision", "recall", "F1"):
+        table.add_column(name, justify="left" if name == "split" else "right")
+    for split, n, pos, metrics in rows:
+        table.add_row(split, str(n), str(pos), *_fmt(metrics))
+    Console().print(table)
+
+
+@click.group()
+def verifier() -> None:
+    """Learned verifier: generate labelled screens, train, evaluate."""
+
+
+@verifier.command("data")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="dataset folder (appended to if it exists)")
+@click.option("--tasks", "task_names", default="paper16", show_default=True, help="comma-separated task ids or sets")
+@click.option("--episodes", default=10, show_default=True, type=click.IntRange(1), help="episodes per task and agent")
+@click.option("--seed", default=0, show_default=True, type=int, help="phones, agents' randomness")
+@click.option("--checkpoint", default=None, type=click.Path(file_okay=False, exists=True), help="a warm start: adds its episodes (and sets the screen size)")
+@click.option("--budget", default=12, show_default=True, type=click.IntRange(1, 256), help="steps per episode")
+def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: str | None, budget: int) -> None:
+    """Play episodes on SimPhones and label every screen with the task's rule predicate."""
+    from darwin.tasks import resolve_tasks
+    from darwin.verifier_data import generate_verifier_data, load_examples
+
+    size = (168, 364)
+    if checkpoint is not None:
+        from darwin.sft import load_warm_start
+
+        size = load_warm_start(checkpoint).observation_size
+    tasks = resolve_tasks([t.strip() for t in task_names.split(",") if t.strip()])
+    total_episodes = len(tasks) * episodes * (5 if checkpoint else 4)
+    with click.progressbar(length=total_episodes, label="episodes") as bar:
+        added = generate_verifier_data(
+            out, tasks, episodes_per_agent=episodes, seed=seed, observation_size=size, budget=budget,
+            warm_start=checkpoint, on_episode=lambda _eid, _n: bar.update(1),
+        )
+    examples = load_examples(out)
+    positives = sum(e.label for e in examples)
+    click.echo(f"{added} new examples; {out} holds {len(examples)} ({positives} positive)")
+
+
+@verifier.command("train")
+@click.option("--data", required=True, type=click.Path(file_okay=False, exists=True), help="a dataset folder")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="where the model and report.json go")
+@click.option("--checkpoint", required=True, type=click.Path(file_okay=False, exists=True), help="the warm start (backbone for --init agent, screen size)")
+@click.option("--init", default="agent", show_default=True, type=click.Choice(["agent", "fresh"]), help="agent: the warm start's backbone (stage 3); fresh: a new tiny model")
+@click.option("--train-tasks", default="base8", show_default=True, help="comma-separated task ids or sets that train it; other tasks are held out")
+@click.option("--epochs", default=4, show_default=True, type=click.IntRange(1, 100))
+@click.option("--lr", default=2e-4, show_default=True, type=click.FloatRange(0.0, 1.0, min_open=True), help="backbone learning rate")
+@click.option("--head-lr", default=1e-3, show_default=True, type=click.FloatRange(0.0, 1.0, min_open=True), help="head learning rate")
+@click.option("--batch-size", default=16, show_default=True, type=click.IntRange(1, 512))
+@click.option("--seed", default=0, show_default=True, type=int)
+def train_cmd(data: str, out: str, checkpoint: str, init: str, train_tasks: str, epochs: int, lr: float, head_lr: float, batch_size: int, seed: int) -> None:
+    """Fit the classifier, pick its threshold on validation data, report the held-out splits."""
+    from darwin.verifier_train import VerifierTrainConfig, train_verifier
+
+    config = VerifierTrainConfig(
+        init=init, checkpoint=checkpoint, epochs=epochs, lr=lr, head_lr=head_lr, batch_size=batch_size, seed=seed,  # type: ignore[arg-type]
+        train_tasks=tuple(t.strip() for t in train_tasks.split(",") if t.strip()),
+    )
+    report = train_verifier(
+        data, out, config,
+        on_epoch=lambda log: click.echo(
+            f"epoch {log.epoch}: loss {log.loss:.4f}  val F1 {log.val_f1:.3f} at threshold {log.threshold:.3f}  ({log.seconds:.0f} s)"
+        ),
+    )
+    _table([(s.split, s.examples, s.positives, s.metrics) for s in report.splits],
+           f"learned verifier (epoch {report.best_epoch}, threshold {report.threshold:.3f})")
+    click.echo(f"model and report.json in {out}")
+
+
+@verifier.command("eval")
+@click.option("--model", "model_dir", required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--data", required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--train-tasks", default=None, help="splits as in training  [default: the model's training tasks]")
+@click.option("--threshold", default=None, type=click.FloatRange(0.0, 1.0), help="[default: the model's]")
+def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: float | None) -> None:
+    """Measure a trained verifier on a dataset, split as in training."""
+    from darwin.tasks import resolve_tasks
+    from darwin.verifier_data import load_examples, load_image
+    from darwin.verifier_train import assign_splits, evaluate_classifier
+    from darwin.verifiers.learned import load_classifier
+
+    model, record = load_classifier(model_dir)
+    config = record.get("config", {})
+    names = train_tasks.split(",") if train_tasks else list(config.get("train_tasks", ["base8"]))  # type: ignore[union-attr]
+    seed = int(config.get("seed", 0))  # type: ignore[union-attr]
+    examples = load_examples(data)
+    splits = assign_splits(examples, {t.id for t in resolve_tasks(names)}, seed)
+    chosen = float(threshold if threshold is not None else record["threshold"])  # type: ignore[arg-type]
+    rng = np.random.default_rng(seed)
+    rows = []
+    for split, idx in sorted(splits.items()):
+        subset = [examples[i] for i in idx]
+        metrics = evaluate_classifier(model, subset, [load_image(data, e) for e in subset], chosen, rng)
+        rows.append((split, len(subset), sum(e.label for e in subset), metrics))
+    _table(rows, f"{model_dir} on {data} (threshold {chosen:.3f})")
+    Path(model_dir, "eval.json").write_text(
+        json.dumps({s: {"examples": n, "positives": p, "f1": m.f1.value} for s, n, p, m in rows}, indent=2),
+        encoding="utf-8",
+    )

@@ -1,0 +1,225 @@
+"""Fit a learned verifier on labelled screens and measure it on held-out splits.
+
+``darwin verifier train --data DIR --out DIR`` runs :func:`train_verifier`: it splits the
+dataset (:func:`darwin.verifier_data.split_of`: episodes of the training tasks 80/10/10 into
+train, validation and test; other tasks of the training apps are *unseen tasks*; tasks of
+other apps are *unseen apps*), trains a :class:`~darwin.verifiers.learned.SuccessClassifier`
+(binary cross-entropy on batches where positives are drawn up to a fixed share), keeps the epoch with the
+best validation F1, picks the decision threshold on validation data, and reports accuracy,
+precision, recall and F1 with 95 % bootstrap intervals on every test split
+(``report.json`` next to the model).
+
+    >>> VerifierTrainConfig().init, VerifierTrainConfig().epochs
+    ('agent', 4)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from darwin.algos.classification import (
+    MetricsWithIntervals,
+    best_threshold,
+    binary_metrics,
+    bootstrap_metrics,
+)
+from darwin.models.factory import build_tiny_vlm, load_tiny_vlm
+from darwin.verifier_data import Split, VerifierExample, load_examples, load_image, split_of
+from darwin.verifiers.learned import SuccessClassifier
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["EpochLog", "SplitReport", "assign_splits", "VerifierReport", "VerifierTrainConfig", "evaluate_classifier", "train_verifier"]
+
+REPORT_FILE = "report.json"
+TEST_SPLITS: tuple[Split, ...] = ("test_episodes", "test_tasks", "test_apps")
+
+
+class VerifierTrainConfig(BaseModel):
+    """Settings of :func:`train_verifier` (validated when built)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    init: Literal["agent", "fresh"] = Field(
+        "agent", description="'agent': start from the warm-start agent's backbone (stage 3: the agent verifies its "
+        "own outcomes); 'fresh': a new tiny model of the same shape",
+    )
+    checkpoint: str | None = Field(None, description="the warm-start checkpoint (backbone and screen size)")
+    train_tasks: tuple[str, ...] = Field(("base8",), description="task ids or sets whose episodes train the verifier")
+    epochs: int = Field(4, ge=1, le=100)
+    batch_size: int = Field(16, ge=1, le=512)
+    lr: float = Field(2e-4, gt=0.0, le=1.0, description="backbone learning rate")
+    head_lr: float = Field(1e-3, gt=0.0, le=1.0, description="head learning rate")
+    positive_fraction: float = Field(
+        0.25, gt=0.0, lt=1.0,
+        description="share of positives in every batch (positives are drawn again, with replacement, to fill it): "
+        "success screens are rare (~8 % of screens) and a batch without one teaches nothing about them",
+    )
+    seed: int = Field(0, description="shuffling, the split salt and the bootstrap")
+    bootstrap_resamples: int = Field(1000, ge=100, le=100_000)
+
+
+@dataclass(frozen=True)
+class EpochLog:
+    epoch: int
+    loss: float
+    val_f1: float
+    threshold: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SplitReport:
+    """One split's size and metrics (with intervals) at the chosen threshold."""
+
+    split: str
+    examples: int
+    positives: int
+    metrics: MetricsWithIntervals
+
+
+@dataclass(frozen=True)
+class VerifierReport:
+    threshold: float
+    best_epoch: int
+    epochs: list[EpochLog]
+    splits: list[SplitReport]
+    train_examples: int
+    train_positives: int
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def assign_splits(examples: Sequence[VerifierExample], train_tasks: set[str], salt: int) -> dict[str, list[int]]:
+    seen_apps = {e.app for e in examples if e.task_id in train_tasks}
+    out: dict[str, list[int]] = {}
+    for i, e in enumerate(examples):
+        split = split_of(e.task_id, e.episode_id, train_tasks=train_tasks, seen_apps=seen_apps, app=e.app, salt=salt)
+        out.setdefault(split, []).append(i)
+    return out
+
+
+def _probabilities(model: SuccessClassifier, goals: Sequence[str], screens: Sequence[np.ndarray], batch: int) -> np.ndarray:
+    model.eval()
+    out: list[np.ndarray] = []
+    with torch.no_grad():
+        for start in range(0, len(goals), batch):
+            logits = model(model.inputs(goals[start : start + batch], screens[start : start + batch]))
+            out.append(torch.sigmoid(logits).numpy())
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def _balanced_order(positives: list[int], negatives: list[int], fraction: float, generator: torch.Generator) -> list[int]:
+    """One epoch: every negative once and positives drawn (with replacement) to make up
+    ``fraction`` of the examples, shuffled."""
+    wanted = max(len(positives), round(fraction * len(negatives) / (1.0 - fraction)))
+    draws = torch.randint(len(positives), (wanted,), generator=generator).tolist()
+    pool = negatives + [positives[i] for i in draws]
+    return [pool[i] for i in torch.randperm(len(pool), generator=generator).tolist()]
+
+
+def evaluate_classifier(
+    model: SuccessClassifier, examples: Sequence[VerifierExample], screens: Sequence[np.ndarray], threshold: float,
+    rng: np.random.Generator, *, batch: int = 32, resamples: int = 1000,
+) -> MetricsWithIntervals:
+    """Metrics of ``p >= threshold`` on ``examples`` with bootstrap intervals."""
+    probs = _probabilities(model, [e.goal for e in examples], screens, batch)
+    return bootstrap_metrics(probs >= threshold, np.array([e.label for e in examples]), rng, resamples=resamples)
+
+
+def train_verifier(
+    data: str | Path, out: str | Path, config: VerifierTrainConfig, *, on_epoch: Callable[[EpochLog], None] | None = None,
+) -> VerifierReport:
+    """Train, choose the threshold, evaluate every split, save model and ``report.json`` to ``out``."""
+    from darwin.tasks import resolve_tasks
+
+    examples = load_examples(data)
+    train_tasks = {t.id for t in resolve_tasks(config.train_tasks)}
+    splits = assign_splits(examples, train_tasks, config.seed)
+    if not splits.get("train") or not splits.get("val"):
+        raise ValueError(
+            f"{data}: no training or validation examples for tasks {sorted(train_tasks)}; generate episodes of "
+            "those tasks (darwin verifier data --tasks ...) or name other --train-tasks"
+        )
+    screens = [load_image(data, e) for e in examples]
+    if config.checkpoint is None:
+        raise ValueError("train_verifier needs config.checkpoint (the warm start: its backbone and screen size)")
+    warm = load_tiny_vlm(config.checkpoint)
+    vlm = warm if config.init == "agent" else build_tiny_vlm(warm.tiny_config, seed=config.seed)
+    model = SuccessClassifier(vlm)
+    screen_size = (int(screens[0].shape[1]), int(screens[0].shape[0]))
+
+    train_idx = splits["train"]
+    labels = np.array([e.label for e in examples])
+    positives = int(labels[train_idx].sum())
+    if positives == 0:
+        raise ValueError(f"{data}: the training split has no positive example; generate oracle episodes")
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    train_pos = [i for i in train_idx if labels[i]]
+    train_neg = [i for i in train_idx if not labels[i]]
+    head_params = list(model.head.parameters())
+    optimizer = torch.optim.AdamW(
+        [{"params": list(model.backbone.parameters()), "lr": config.lr}, {"params": head_params, "lr": config.head_lr}],
+        weight_decay=0.0,
+    )
+    generator = torch.Generator().manual_seed(config.seed)
+    val_idx = splits["val"]
+    best: tuple[float, int, float, dict[str, torch.Tensor]] | None = None
+    logs: list[EpochLog] = []
+    for epoch in range(1, config.epochs + 1):
+        clock = time.perf_counter()
+        model.train()
+        order = _balanced_order(train_pos, train_neg, config.positive_fraction, generator)
+        total = 0.0
+        for start in range(0, len(order), config.batch_size):
+            chunk = order[start : start + config.batch_size]
+            logits = model(model.inputs([examples[i].goal for i in chunk], [screens[i] for i in chunk]))
+            loss = loss_fn(logits, torch.as_tensor(labels[chunk], dtype=torch.float32))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            total += loss.item() * len(chunk)
+        probs = _probabilities(model, [examples[i].goal for i in val_idx], [screens[i] for i in val_idx], 32)
+        threshold = best_threshold(probs, labels[val_idx])
+        val_f1 = binary_metrics(probs >= threshold, labels[val_idx]).f1
+        log = EpochLog(epoch, total / len(order), float(val_f1), threshold, time.perf_counter() - clock)
+        logs.append(log)
+        if on_epoch is not None:
+            on_epoch(log)
+        if best is None or (not math.isnan(val_f1) and val_f1 > best[0]):
+            state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            best = (val_f1 if not math.isnan(val_f1) else -1.0, epoch, threshold, state)
+    assert best is not None
+    _, best_epoch, threshold, state = best
+    model.load_state_dict(state)
+
+    rng = np.random.default_rng(config.seed)
+    reports: list[SplitReport] = []
+    for split in ("train", "val", *TEST_SPLITS):
+        idx = splits.get(split, [])
+        if not idx:
+            continue
+        metrics = evaluate_classifier(
+            model, [examples[i] for i in idx], [screens[i] for i in idx], threshold, rng,
+            resamples=config.bootstrap_resamples,
+        )
+        reports.append(SplitReport(split, len(idx), int(labels[idx].sum()), metrics))
+    report = VerifierReport(threshold, best_epoch, logs, reports, len(train_idx), positives)
+    metadata = {"config": config.model_dump(mode="json"), "data": str(data), "best_epoch": best_epoch}
+    model.save(out, threshold=threshold, screen_size=screen_size, metadata=metadata)
+    (Path(out) / REPORT_FILE).write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
+    return report
+
