@@ -37,6 +37,7 @@ __all__ = [
     "collate",
     "collect_step_rows",
     "observation_anchor",
+    "unverified",
     "preprocess_rows",
     "processor_inputs",
 ]
@@ -113,6 +114,20 @@ class StepRows:
     """Trajectories without any step (e.g. a phone failed before the first screenshot)."""
     dropped_infra: int
     """Infrastructure-truncated trajectories left out (``infra_truncation='drop'``)."""
+    dropped_unverified: int = 0
+    """Trajectories whose last phase has no verdict (the verifier could not decide, or the
+    episode ended in an error): never trained on, neither as a success nor as a failure."""
+
+
+def unverified(trajectory: Trajectory) -> bool:
+    """True when the verifier gave the trajectory's last played phase no verdict (``None``)
+    although the phone did not fail: a judge that could not decide, an episode ended by an
+    error. Infrastructure truncations are not counted here (``infra_truncation`` decides)."""
+    if trajectory.termination is None or trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED:
+        return False
+    if not trajectory.phase_success or not trajectory.transitions:
+        return False  # nothing was verified yet or nothing was played (e.g. hand-built, already done)
+    return list(trajectory.phase_success.values())[-1] is None
 
 
 def collect_step_rows(
@@ -129,7 +144,8 @@ def collect_step_rows(
     other agents (a planner's sub-goals, a reflector's notes: :attr:`Transition.agent`) stay
     out of the loss; their rewards are credited to ``agent``'s latest step before them (its
     first step when none precedes), so the episode's return is unchanged. Rows are numbered
-    ``0..n-1`` over ``agent``'s steps. Raises
+    ``0..n-1`` over ``agent``'s steps. Trajectories left :func:`unverified` are dropped and
+    counted. Raises
     :class:`LearnerDataError` for an incomplete trajectory, a repeated episode id, a step
     without a generation (scripted actors), a generation without prompt, response tokens or
     matching finite log-probs.
@@ -147,7 +163,7 @@ def collect_step_rows(
     rows: list[StepRow] = []
     kept: list[Trajectory] = []
     seen: set[str] = set()
-    empty = dropped = 0
+    empty = dropped = unscored = 0
     for index, trajectory in enumerate(trajectories):
         eid = trajectory.episode_id
         if trajectory.termination is None:
@@ -162,6 +178,9 @@ def collect_step_rows(
         seen.add(eid)
         if drop_infra_truncated and trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED:
             dropped += 1
+            continue
+        if unverified(trajectory):
+            unscored += 1
             continue
         for position, transition in enumerate(trajectory.transitions):
             if transition.step != position:
@@ -227,7 +246,9 @@ def collect_step_rows(
                 )
             )
         kept.append(trajectory)
-    return StepRows(rows=rows, trajectories=kept, empty_trajectories=empty, dropped_infra=dropped)
+    return StepRows(
+        rows=rows, trajectories=kept, empty_trajectories=empty, dropped_infra=dropped, dropped_unverified=unscored
+    )
 
 
 def _own_steps(transitions: Sequence[Transition], agent: str) -> tuple[list[Transition], list[float]]:

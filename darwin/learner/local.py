@@ -136,6 +136,7 @@ class UpdateBatch:
     trajectories: list[Trajectory]
     empty_trajectories: int
     dropped_infra: int
+    dropped_unverified: int = 0
     preprocess_s: float = 0.0
     scoring_s: float = 0.0
     behaviour_clip_fraction: float | None = None
@@ -191,6 +192,8 @@ class UpdateMetrics:
     outside the clip window at the start of the update (what a stale anchor would clip)."""
     initial_clip_fraction: float | None = None
     """Share of the first mini-batch's tokens outside the clip window before any step."""
+    unverified_trajectories: int = 0
+    """Trajectories left out because their last phase had no verdict (see ``learner.batch.unverified``)."""
     pruned_trajectories: int = 0
     replayed_trajectories: int = 0
     replay_size: int = 0
@@ -407,7 +410,7 @@ class LocalLearner:
             raise LearnerDataError(
                 f"no step to train on: {len(trajectories)} trajectories, "
                 f"{collected.empty_trajectories} without steps, {collected.dropped_infra} dropped "
-                "infrastructure truncations; collect more data before update()"
+                f"infrastructure truncations, {collected.dropped_unverified} unverified; collect more data before update()"
             )
         inputs = preprocess_rows(self._build_inputs, rows, chunk=max(cfg.micro_batch_size, 8))
         t_scoring = time.perf_counter()
@@ -475,7 +478,8 @@ class LocalLearner:
             values=values, ref_logprobs=ref, advantages=advantages.masked_fill(~mask, 0.0), returns=returns,
             trajectory_ids=traj_ids, step_indices=steps, truncated=truncated, lam=float(lam),
             trajectories=collected.trajectories, empty_trajectories=collected.empty_trajectories,
-            dropped_infra=collected.dropped_infra, preprocess_s=t_scoring - t_start,
+            dropped_infra=collected.dropped_infra, dropped_unverified=collected.dropped_unverified,
+            preprocess_s=t_scoring - t_start,
             scoring_s=time.perf_counter() - t_scoring, behaviour_clip_fraction=behaviour_clip,
         )
 
@@ -771,6 +775,7 @@ class LocalLearner:
             response_tokens=int(mask.sum()),
             empty_trajectories=batch.empty_trajectories,
             dropped_infra_trajectories=batch.dropped_infra,
+            unverified_trajectories=batch.dropped_unverified,
             episode_return_mean=sum(returns_per_traj) / len(returns_per_traj),
             success_rate=(sum(verified) / len(verified)) if verified else None,
             truncated_fraction=sum(

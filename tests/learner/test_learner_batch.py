@@ -38,6 +38,25 @@ def test_infra_truncations_are_truncated_or_dropped(policy, kit):
     assert dropped.rows == [] and dropped.dropped_infra == 2
 
 
+def test_unverified_trajectories_are_never_trained_on(policy, kit):
+    from darwin.types import Phase
+
+    judged = kit.sampled_trajectory(policy, [0.0, 0.0], seed=5, reason=TerminationReason.AGENT_FINISHED)
+    judged.phase_success = {Phase.EXECUTION: None}  # the judge could not decide
+    errored = kit.sampled_trajectory(policy, [0.0], seed=6, reason=TerminationReason.ERROR)
+    errored.phase_success = {Phase.EXECUTION: None}
+    failed = kit.sampled_trajectory(policy, [0.0], seed=7, reason=TerminationReason.AGENT_FINISHED)
+    failed.phase_success = {Phase.EXECUTION: False}
+    # A setup phase that failed is a verified failure of the episode (its last phase has a verdict).
+    gated = kit.sampled_trajectory(policy, [0.0], seed=8, reason=TerminationReason.STEP_BUDGET)
+    gated.phase_success = {Phase.SETUP: False}
+    infra = kit.sampled_trajectory(policy, [0.0], seed=9, reason=TerminationReason.INFRA_TRUNCATED)
+    infra.phase_success = {Phase.EXECUTION: None}
+    out = collect_step_rows([judged, errored, failed, gated, infra])
+    assert out.dropped_unverified == 2
+    assert {r.episode_id for r in out.rows} == {failed.episode_id, gated.episode_id, infra.episode_id}
+
+
 def _replace_decision(traj: Trajectory, step: int, decision: Decision) -> Trajectory:
     transitions = list(traj.transitions)
     transitions[step] = dataclasses.replace(transitions[step], decision=decision)
