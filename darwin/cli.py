@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -239,7 +240,8 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
                 if actors.aclose is not None:
                     await actors.aclose()
 
-        report = asyncio.run(run())
+        with _credentials_fail_cleanly():
+            report = asyncio.run(run())
     elapsed = time.perf_counter() - started
     table = Table(title=f"{agent_spec}: success per task ({episodes} episode(s) each)")
     table.add_column("task", no_wrap=True)
@@ -424,11 +426,12 @@ def run_cmd(
         t.add_row(str(p.phones), str(p.env_steps), f"{p.steps_per_s:.1f}", str(p.episodes), rate, f"{p.update}/{p.updates}{warm}", str(p.buffer_steps))
         return t
 
-    if console.is_terminal:
-        with Live(table(RunProgress()), console=console, refresh_per_second=2, transient=False) as live:
-            result = run_experiment(config, path, resume=resume, on_progress=lambda p: live.update(table(p)))
-    else:  # logs and CI: one line whenever the stage or the update changes, not a redrawn table
-        result = run_experiment(config, path, resume=resume, on_progress=_ProgressLines())
+    with _credentials_fail_cleanly():
+        if console.is_terminal:
+            with Live(table(RunProgress()), console=console, refresh_per_second=2, transient=False) as live:
+                result = run_experiment(config, path, resume=resume, on_progress=lambda p: live.update(table(p)))
+        else:  # logs and CI: one line whenever the stage or the update changes, not a redrawn table
+            result = run_experiment(config, path, resume=resume, on_progress=_ProgressLines())
     console.print()
     console.print(f"{result.updates} updates, {result.env_steps} env steps; outputs in {result.run_dir} (success curve: {result.plot}, TensorBoard: {result.run_dir / 'tensorboard'})")
     before, after = result.evaluations.get("warm_start"), result.evaluations.get("final")
@@ -443,6 +446,18 @@ def run_cmd(
             f"gain {gain:+.1f} points (95% interval {gain - half:+.1f} to {gain + half:+.1f}; eval.json)",
             highlight=False,
         )
+
+
+@contextlib.contextmanager
+def _credentials_fail_cleanly() -> Iterator[None]:
+    """A missing or rejected API key (a judge, a planner, a hosted agent) stops the command with
+    one line naming the variable to set, not a traceback."""
+    from darwin.policies.litellm import PolicyAuthError
+
+    try:
+        yield
+    except PolicyAuthError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 class _ProgressLines:

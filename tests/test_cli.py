@@ -43,3 +43,21 @@ def test_bench_sim_reports_all_metrics():
     assert result.exit_code == 0, result.output
     for metric in ("RSS growth", "cold start", "1080x2400 PNG", "252x560"):
         assert metric in result.output
+
+
+def test_a_missing_judge_key_stops_eval_with_one_line_naming_the_variable(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from darwin.cli import main
+
+    monkeypatch.delenv("DARWIN_MISSING_JUDGE_KEY", raising=False)
+    judge = ('verifier={"name": "llm_judge", "kwargs": {"llm": {"model": "openai/judge", '
+             '"api_base": "http://127.0.0.1:9/v1", "api_key_env": "DARWIN_MISSING_JUDGE_KEY"}}}')
+    result = CliRunner().invoke(main, [
+        "eval", "--agent", "oracle", "--experiment", "examples/spa_bench.py", "--set", judge,
+        "--tasks", "settings_dark_theme", "--phones", "1", "--run-dir", str(tmp_path / "run"),
+    ])
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # a clean click error, not the PolicyAuthError escaping
+    assert result.output.startswith("Error: ") or "\nError: " in result.output
+    assert "DARWIN_MISSING_JUDGE_KEY" in result.output
