@@ -53,10 +53,31 @@ def verifier() -> None:
 @click.option("--seed", default=0, show_default=True, type=int, help="phones, agents' randomness")
 @click.option("--checkpoint", default=None, type=click.Path(file_okay=False, exists=True), help="a warm start: adds its episodes (and sets the screen size)")
 @click.option("--budget", default=12, show_default=True, type=click.IntRange(1, 256), help="steps per episode")
-def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: str | None, budget: int) -> None:
-    """Play episodes on SimPhones and label every screen with the task's rule predicate."""
+@click.option("--from-run", "from_runs", multiple=True, type=click.Path(file_okay=False, exists=True), help="instead of playing: the final screens of a finished run directory, labelled by its stored verdicts (repeatable)")
+@click.option("--verifier-kind", default=None, help="with --from-run: use the verdicts of this verifier (rule, llm_judge, ...)  [default: the last stored]")
+def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: str | None, budget: int, from_runs: tuple[str, ...], verifier_kind: str | None) -> None:
+    """Play episodes on SimPhones and label every screen with the task's rule predicate, or
+    take the labelled final screens of finished runs (``--from-run``)."""
     from darwin.tasks import resolve_tasks
-    from darwin.verifier_data import generate_verifier_data, load_examples
+    from darwin.verifier_data import (
+        DatasetWriter,
+        examples_from_run,
+        generate_verifier_data,
+        load_examples,
+    )
+
+    if from_runs:
+        writer = DatasetWriter(out)
+        added = sum(writer.write(examples_from_run(run, verifier_kind)) for run in from_runs)
+        if not writer.seen:
+            kind = f"{verifier_kind!r} " if verifier_kind else ""
+            raise click.ClickException(
+                f"no labelled final screen in {', '.join(from_runs)}: no finished episode has a stored final screen "
+                f"and a decided {kind}execution verdict (runs stored before schema 3 keep no final screens)"
+            )
+        examples = load_examples(out)
+        click.echo(f"{added} new examples from {len(from_runs)} run(s); {out} holds {len(examples)} ({sum(e.label for e in examples)} positive)")
+        return
 
     size = (168, 364)
     if checkpoint is not None:

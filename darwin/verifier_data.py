@@ -58,6 +58,7 @@ __all__ = [
     "Split",
     "VerifierDataError",
     "VerifierExample",
+    "examples_from_run",
     "generate_verifier_data",
     "load_examples",
     "split_of",
@@ -165,6 +166,45 @@ def split_of(task_id: str, episode_id: str, *, train_tasks: set[str], seen_apps:
         return "test_tasks" if app in seen_apps else "test_apps"
     bucket = int(hashlib.blake2b(f"{salt}:{episode_id}".encode(), digest_size=4).hexdigest(), 16) % 10
     return "train" if bucket < 8 else ("val" if bucket == 8 else "test_episodes")
+
+
+# ------------------------------------------------------------------------ from run databases
+def examples_from_run(run_dir: str | Path, verifier_kind: str | None = None) -> list[tuple[VerifierExample, np.ndarray]]:
+    """Labelled final screens of a finished run: every episode with a stored final screen and an
+    execution verdict (by ``verifier_kind``, e.g. ``"rule"``, ``"llm_judge"`` or a human review
+    recorded with ``darwin judge review --record``; default: the last verdict stored) becomes
+    one example labelled by that verdict. Unverified verdicts are skipped. Runs stored before
+    schema 3 have no final screens and give nothing.
+    """
+    from darwin.store import DB_FILENAME, RunStore
+
+    root = Path(run_dir)
+    if not (root / DB_FILENAME).is_file():
+        raise VerifierDataError(f"{root}: no {DB_FILENAME}; pass a run directory written by darwin run or darwin eval")
+    out: list[tuple[VerifierExample, np.ndarray]] = []
+    with RunStore.for_run_dir(root) as store:
+        for run in store.runs():
+            for episode in store.episodes(run.run_id):
+                if episode.final_screenshot_path is None or not episode.finished:
+                    continue
+                verdicts = [
+                    v for v in store.verdicts(episode.episode_id)
+                    if v.phase == Phase.EXECUTION and (verifier_kind is None or v.verifier_kind == verifier_kind)
+                ]
+                if not verdicts or verdicts[-1].success is None:
+                    continue
+                task = store.task(episode.task_id)
+                if task is None:
+                    continue
+                verdict = verdicts[-1]
+                example = VerifierExample(
+                    id=f"{episode.episode_id}-final", image="", goal=goal_text(task, task.instruction),
+                    label=bool(verdict.success), task_id=task.id, app=task.app, language=task.language,
+                    source=f"run:{verdict.verifier_kind}", episode_id=episode.episode_id,
+                    step=episode.num_steps or 0,
+                )
+                out.append((example, store.load_screenshot(episode.final_screenshot_path)))
+    return out
 
 
 # ------------------------------------------------------------------------ generation

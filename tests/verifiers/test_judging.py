@@ -358,3 +358,23 @@ def test_each_phase_is_judged_on_the_screen_after_its_last_action(tmp_path):
     assert (case.label, case.label_kind) == (True, "judge")
     with RunStore.for_run_dir(tmp_path / "judged") as store:
         assert np.array_equal(case.load().final_screenshot, store.load_screenshot(last.screenshot_path))
+
+
+def test_a_runs_labelled_final_screens_become_learned_verifier_data(sim_run, tmp_path):
+    from darwin.verifier_data import load_examples, load_image
+
+    run_dir, truth = sim_run
+    out = tmp_path / "data"
+    result = CliRunner().invoke(main, ["verifier", "data", "--out", str(out), "--from-run", str(run_dir),
+                                       "--verifier-kind", "rule"])
+    assert result.exit_code == 0, result.output
+    examples = load_examples(out)
+    assert len(examples) == len(truth) == 6
+    for e in examples:
+        assert truth[(e.goal, load_image(out, e).tobytes())] is e.label
+        assert e.source == "run:rule"
+    again = CliRunner().invoke(main, ["verifier", "data", "--out", str(out), "--from-run", str(run_dir)])
+    assert again.exit_code == 0 and again.output.startswith("0 new examples")
+    none = CliRunner().invoke(main, ["verifier", "data", "--out", str(tmp_path / "d2"), "--from-run", str(run_dir),
+                                     "--verifier-kind", "llm_judge"])
+    assert none.exit_code == 1 and "no labelled final screen" in none.output and "'llm_judge'" in none.output
