@@ -12,6 +12,7 @@ verifier.kwargs.path=...``).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import click
@@ -53,9 +54,11 @@ def verifier() -> None:
 @click.option("--seed", default=0, show_default=True, type=int, help="phones, agents' randomness")
 @click.option("--checkpoint", default=None, type=click.Path(file_okay=False, exists=True), help="a warm start: adds its episodes (and sets the screen size)")
 @click.option("--budget", default=12, show_default=True, type=click.IntRange(1, 256), help="steps per episode")
+@click.option("--screen-size", default=None, help="WxH of the stored screens  [default: the checkpoint's observation size, else 168x364]; "
+              "a multiple of it lets the verifier read finer detail than the agent")
 @click.option("--from-run", "from_runs", multiple=True, type=click.Path(file_okay=False, exists=True), help="instead of playing: the final screens of a finished run directory, labelled by its stored verdicts (repeatable)")
 @click.option("--verifier-kind", default=None, help="with --from-run: use the verdicts of this verifier (rule, llm_judge, ...)  [default: the last stored]")
-def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: str | None, budget: int, from_runs: tuple[str, ...], verifier_kind: str | None) -> None:
+def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: str | None, budget: int, screen_size: str | None, from_runs: tuple[str, ...], verifier_kind: str | None) -> None:
     """Play episodes on SimPhones and label every screen with the task's rule predicate, or
     take the labelled final screens of finished runs (``--from-run``)."""
     from darwin.tasks import resolve_tasks
@@ -84,6 +87,10 @@ def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: st
         from darwin.sft import load_warm_start
 
         size = load_warm_start(checkpoint).observation_size
+    if screen_size is not None:
+        from darwin.cli import _size
+
+        size = _size(screen_size)
     tasks = resolve_tasks([t.strip() for t in task_names.split(",") if t.strip()])
     total_episodes = len(tasks) * episodes * (5 if checkpoint else 4)
     with click.progressbar(length=total_episodes, label="episodes") as bar:
@@ -124,6 +131,49 @@ def train_cmd(data: str, out: str, checkpoint: str, init: str, train_tasks: str,
     _table([(s.split, s.examples, s.positives, s.metrics) for s in report.splits],
            f"learned verifier (epoch {report.best_epoch}, threshold {report.threshold:.3f})")
     click.echo(f"model and report.json in {out}")
+
+
+_AUDIT = re.compile(r"^\[(?P<primary>[\w.:-]+)\] .*\((?:disagreement; )?audit: (?P<audit>[\w.:-]+): (?P<verdict>yes|no)\b")
+
+
+def audit_pairs(run_dir: str | Path) -> list[tuple[str, bool, bool]]:
+    """``(task_id, primary verdict, audit verdict)`` of every execution verdict a composite
+    verifier in audit mode stored in a run (both members verified)."""
+    from darwin.store import DB_FILENAME, RunStore
+
+    if not (Path(run_dir) / DB_FILENAME).is_file():
+        raise click.ClickException(f"{run_dir}: no {DB_FILENAME}; pass a run directory")
+    pairs: list[tuple[str, bool, bool]] = []
+    with RunStore.for_run_dir(run_dir) as store:
+        for run in store.runs():
+            for episode in store.episodes(run.run_id):
+                for v in store.verdicts(episode.episode_id):
+                    match = _AUDIT.match(v.reason) if v.verifier_kind == "composite" else None
+                    if match is None or v.success is None or v.phase.value != "execution":
+                        continue
+                    pairs.append((episode.task_id, bool(v.success), match["verdict"] == "yes"))
+    return pairs
+
+
+@verifier.command("audit")
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+@click.option("--seed", default=0, show_default=True, type=int, help="bootstrap resamples")
+def audit_cmd(run_dir: str, seed: int) -> None:
+    """How a reward verifier did during a run, against the verifier that audited it
+    (``composite`` in ``audit`` mode, e.g. the learned verifier audited by the rule): its
+    precision and recall per task and overall, the auditor's verdict taken as the truth."""
+    from darwin.algos.classification import bootstrap_metrics
+
+    pairs = audit_pairs(run_dir)
+    if not pairs:
+        raise click.ClickException(f"{run_dir}: no audited verdicts; train with verifier composite, mode 'audit'")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for task in sorted({t for t, _, _ in pairs}) + ["overall"]:
+        chosen = [(p, a) for t, p, a in pairs if task in ("overall", t)]
+        predicted, actual = np.array([p for p, _ in chosen]), np.array([a for _, a in chosen])
+        rows.append((task, len(chosen), int(actual.sum()), bootstrap_metrics(predicted, actual, rng)))
+    _table(rows, f"reward verdicts of {run_dir} against their auditor")
 
 
 @verifier.command("eval")

@@ -254,9 +254,11 @@ class _Wander(Actor):
 
 
 async def _play_and_label(
-    env: SimPhoneEnv, task: Task, actor: Actor, *, size: tuple[int, int], budget: int, source: str, episode_id: str,
+    env: SimPhoneEnv, task: Task, actor: Actor, *, size: tuple[int, int], actor_size: tuple[int, int], budget: int,
+    source: str, episode_id: str,
 ) -> list[tuple[VerifierExample, np.ndarray]]:
-    """Play one episode and label every screen (before each action and the final one)."""
+    """Play one episode and label every screen (before each action and the final one); the
+    actor sees the screen at ``actor_size``, the examples keep it at ``size``."""
     spec = task.verifier
     predicate, params = resolve(spec, task.id)
     goal = goal_text(task, task.instruction)
@@ -276,7 +278,8 @@ async def _play_and_label(
     for step in range(budget):
         screen = await env.ascreenshot(size)
         label_now(step, screen)
-        obs = Observation(screenshot=screen, goal=goal, device_size=env.device_size, task_id=task.id, step=step)
+        seen = screen if actor_size == size else await env.ascreenshot(actor_size)
+        obs = Observation(screenshot=seen, goal=goal, device_size=env.device_size, task_id=task.id, step=step)
         decision = await actor.act(obs, history)
         if decision.action is None:
             continue
@@ -300,7 +303,8 @@ def generate_verifier_data(
     on_episode: Callable[[str, int], None] | None = None,
 ) -> int:
     """Play ``episodes_per_agent`` episodes per task and agent on fresh perturbed SimPhones and
-    write every labelled screen to ``out``; returns the number of new examples."""
+    write every labelled screen to ``out`` at ``observation_size``; returns the number of new
+    examples. The warm-start agent acts on its own screen size whatever ``observation_size`` is."""
     return asyncio.run(
         _generate(out, tasks, episodes_per_agent, seed, observation_size, budget, warm_start, on_episode)
     )
@@ -312,10 +316,12 @@ async def _generate(
 ) -> int:
     rng = random.Random(seed)
     pool = None
+    actor_size = size
     if warm_start is not None:
         from darwin.sft import TinyActorPool
 
         pool = TinyActorPool(warm_start, temperature=1.0, seed=seed, max_batch=1)
+        actor_size = pool.observation_size
     makers: dict[str, Callable[[Task], Actor]] = {
         "oracle": lambda task: OracleActor(),
         "early_stop": lambda task: _EarlyStop(rng.randrange(0, max(1, (task.golden_steps or 3)))),
@@ -334,7 +340,8 @@ async def _generate(
                     env = SimPhoneEnv(seed=phone_seed, perturbation=PerturbationConfig())
                     episode_id = f"{source}-{task.id}-{seed}-{e}"
                     rows = await _play_and_label(
-                        env, task, make(task), size=size, budget=budget, source=source, episode_id=episode_id
+                        env, task, make(task), size=size, actor_size=actor_size, budget=budget, source=source,
+                        episode_id=episode_id,
                     )
                     total += writer.write(rows)
                     if on_episode is not None:

@@ -34,7 +34,7 @@ from darwin.algos.classification import (
     binary_metrics,
     bootstrap_metrics,
 )
-from darwin.models.factory import build_tiny_vlm, load_tiny_vlm
+from darwin.models.factory import VLM, build_processor, build_tiny_vlm, load_tiny_vlm
 from darwin.verifier_data import Split, VerifierExample, load_examples, load_image, split_of
 from darwin.verifiers.learned import SuccessClassifier
 
@@ -121,6 +121,20 @@ def _probabilities(model: SuccessClassifier, goals: Sequence[str], screens: Sequ
     return np.concatenate(out) if out else np.zeros(0)
 
 
+def _backbone(config: VerifierTrainConfig, screen_size: tuple[int, int]) -> VLM:
+    """The warm start's model (``init='agent'``) or a new one of its shape, with an image
+    processor for the data's screen size: a Qwen2-VL vision tower takes any image size, so
+    the verifier may read the screen at a higher resolution than the agent acts on."""
+    warm = load_tiny_vlm(config.checkpoint)  # type: ignore[arg-type]
+    tiny = warm.tiny_config
+    if tiny is None:
+        raise ValueError(f"{config.checkpoint}: not a tiny darwin model (no tiny config)")
+    tiny = tiny.model_copy(update={"screen_width": screen_size[0], "screen_height": screen_size[1]})
+    if config.init == "fresh":
+        return build_tiny_vlm(tiny, seed=config.seed)
+    return VLM(model=warm.model, processor=build_processor(tiny, warm.tokenizer), tiny_config=tiny, seed=warm.seed)
+
+
 def _balanced_order(positives: list[int], negatives: list[int], fraction: float, generator: torch.Generator) -> list[int]:
     """One epoch: every negative once and positives drawn (with replacement) to make up
     ``fraction`` of the examples, shuffled."""
@@ -156,10 +170,11 @@ def train_verifier(
     screens = [load_image(data, e) for e in examples]
     if config.checkpoint is None:
         raise ValueError("train_verifier needs config.checkpoint (the warm start: its backbone and screen size)")
-    warm = load_tiny_vlm(config.checkpoint)
-    vlm = warm if config.init == "agent" else build_tiny_vlm(warm.tiny_config, seed=config.seed)
-    model = SuccessClassifier(vlm)
     screen_size = (int(screens[0].shape[1]), int(screens[0].shape[0]))
+    if any(s.shape != screens[0].shape for s in screens):
+        raise ValueError(f"{data}: screens of different sizes; generate the data at one --observation-size")
+    vlm = _backbone(config, screen_size)
+    model = SuccessClassifier(vlm)
 
     train_idx = splits["train"]
     labels = np.array([e.label for e in examples])

@@ -121,3 +121,49 @@ def test_bad_dataset_rows_name_the_line_and_the_problem(tmp_path: Path, line: st
         load_examples(tmp_path)
     with pytest.raises(VerifierDataError, match="darwin verifier data --out"):
         load_examples(tmp_path / "empty")
+
+
+def test_the_verifier_may_read_the_screen_finer_than_the_agent(checkpoint: Path, tmp_path: Path) -> None:
+    from darwin.verifier_train import _backbone
+    from darwin.verifiers.learned import SuccessClassifier, load_classifier
+
+    double = (2 * SIZE[0], 2 * SIZE[1])
+    model = SuccessClassifier(_backbone(VerifierTrainConfig(checkpoint=str(checkpoint)), double))
+    batch = model.inputs(["Settings: Turn on Dark Theme."], [np.zeros((double[1], double[0], 3), np.uint8)])
+    assert batch["image_grid_thw"].tolist() == [[1, double[1] // 14, double[0] // 14]]  # 4x the agent's patches
+    assert model(batch).shape == (1,)
+    model.save(tmp_path / "v", threshold=0.5, screen_size=double, metadata={})
+    again, record = load_classifier(tmp_path / "v")
+    assert record["screen_size"] == list(double)
+    assert again.inputs(["g"], [np.zeros((double[1], double[0], 3), np.uint8)])["image_grid_thw"].tolist() == [[1, 16, 8]]
+
+
+def test_audit_reports_the_reward_verifier_against_its_auditor(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from darwin.cli import main
+    from darwin.store import RunStore
+    from darwin.types import Phase
+    from darwin.verifier_cli import audit_pairs
+
+    task = get_task("settings_dark_theme")
+    rows = [  # (reward verdict, auditor's verdict): 2 true positives, 1 false positive, 1 false negative, 1 true negative
+        (True, "yes"), (True, "yes"), (True, "no"), (False, "yes"), (False, "no"),
+    ]
+    with RunStore.for_run_dir(tmp_path) as store:
+        run_id = store.start_run("r", config=None)
+        for i, (learned, rule) in enumerate(rows):
+            store.start_episode(run_id, f"e{i}", task, phone="p")
+            disagreement = "disagreement; " if learned != (rule == "yes") else ""
+            reason = f"[learned] learned: p=0.5 (threshold 0.5) ({disagreement}audit: rule: {rule} (settings.dark_theme: x))"
+            store.record_verdict(f"e{i}", Phase.EXECUTION, "composite", learned, float(learned), reason)
+        store.record_verdict("e0", Phase.EXECUTION, "rule", True, 1.0, "settings.dark_theme: met")  # not a composite: ignored
+    assert audit_pairs(tmp_path) == [("settings_dark_theme", p, a == "yes") for p, a in rows]
+    result = CliRunner().invoke(main, ["verifier", "audit", str(tmp_path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    overall = next(line for line in result.output.splitlines() if line.startswith("│ overall"))
+    assert "0.667" in overall  # precision 2/3, recall 2/3, F1 2/3
+    empty = tmp_path / "empty"
+    with RunStore.for_run_dir(empty):
+        pass
+    assert "no audited verdicts" in CliRunner().invoke(main, ["verifier", "audit", str(empty)]).output
