@@ -13,9 +13,10 @@ chat-template path as the agent's prompts::
 
     verifier=ComponentSpec(name="learned", kwargs={"path": "runs/verifier"})
 
-It is *cheap* (one forward pass of a tiny model), so the step loop checks it after every step
-like a rule, ending the phase at the first screen it accepts; it reads the screen at the size
-it was trained on (:attr:`LearnedVerifier.screen_size`).
+It is *cheap* (one forward pass of a tiny model), so by default the step loop checks it after
+every step like a rule, ending the phase at the first screen it accepts (``every_step=False``:
+only when the phase ends); it reads the screen at the size it was trained on
+(:attr:`LearnedVerifier.screen_size`).
 
     >>> from darwin.models import TinyVLMConfig, build_tiny_vlm
     >>> vlm = build_tiny_vlm(TinyVLMConfig(screen_width=56, screen_height=112), seed=0)
@@ -139,12 +140,17 @@ class LearnedVerifier(Verifier):
     Args:
         path: the folder ``darwin verifier train`` wrote.
         threshold: overrides the threshold chosen on validation data.
+        every_step: checked after every step like a rule (the first screen it accepts ends
+            the phase with the reward), or only when the phase ends (the agent said
+            ``finished`` or the step budget ran out): one check per phase, so a false
+            positive of the verifier is not met ~10 times per episode.
     """
 
     kind = "learned"
 
-    def __init__(self, path: str, threshold: float | None = None) -> None:
+    def __init__(self, path: str, threshold: float | None = None, every_step: bool = True) -> None:
         self.path = path
+        self.every_step = every_step
         self.model, self.record = load_classifier(path)
         chosen = float(threshold if threshold is not None else self.record["threshold"])  # type: ignore[arg-type]
         if not 0.0 <= chosen <= 1.0 or math.isnan(chosen):
@@ -156,7 +162,7 @@ class LearnedVerifier(Verifier):
 
     @property
     def cheap(self) -> bool:
-        return True
+        return self.every_step
 
     @property
     def reads_screen(self) -> bool:

@@ -94,6 +94,11 @@ def test_training_reports_every_split_and_the_verifier_serves_as_reward(dataset:
     traj = asyncio.run(workflow.run(SimPhoneEnv(seed=1), get_task("settings_dark_theme"), OracleActor()))
     assert traj.termination.reason is TerminationReason.SUCCESS and len(traj) == 1
     assert traj.phase_reasons and "learned: p=" in next(iter(traj.phase_reasons.values()))
+    at_the_end = LearnedVerifier(str(tmp_path / "model"), threshold=0.0, every_step=False)
+    workflow = StepWorkflow(verifier=at_the_end, config=StepConfig(observation_size=SIZE))
+    traj = asyncio.run(workflow.run(SimPhoneEnv(seed=1), get_task("settings_dark_theme"), OracleActor()))
+    assert not at_the_end.cheap and traj.termination.reason is TerminationReason.AGENT_FINISHED
+    assert traj.success is True and len(traj) > 1  # played to the oracle's finished, judged once
     never = LearnedVerifier(str(tmp_path / "model"), threshold=1.0)
     workflow = StepWorkflow(verifier=never, config=StepConfig(observation_size=SIZE))
     traj = asyncio.run(workflow.run(SimPhoneEnv(seed=1), get_task("settings_dark_theme"), OracleActor()))
