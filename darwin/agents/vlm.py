@@ -180,9 +180,24 @@ class VLMAgent(Agent):
 
     def __init__(self, memory: Memory | None = None) -> None:
         self.memory: Memory = memory if memory is not None else SlidingWindowMemory()
+        # Past responses parsed once per episode: render() is called for every past step at
+        # every step, which would otherwise re-parse the whole history each time (quadratic).
+        self._parsed: dict[tuple[str, tuple[int, ...], tuple[int, int]], ParsedOutput] = {}
 
     def start_episode(self, task: Task | None = None) -> None:
+        self._parsed.clear()
         self.memory.start_episode(task)
+
+    def parse_cached(self, text: str, observation: Observation) -> ParsedOutput:
+        """:meth:`parse`, remembered for the episode (the result depends only on the text, the
+        screenshot's size and the device's size)."""
+        key = (text, observation.screenshot.shape, observation.device_size)
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            if len(self._parsed) >= 4096:  # an agent used without start_episode: stay bounded
+                self._parsed.clear()
+            parsed = self._parsed[key] = self.parse(text, observation)
+        return parsed
 
     async def observe(self, history: Sequence[Transition]) -> None:
         await self.memory.observe(history)
@@ -199,7 +214,7 @@ class VLMAgent(Agent):
         """The text this agent's model would write for ``action`` (coordinates in its convention)."""
 
     def project_action(self, text: str, observation: Observation) -> Action | ParseError:
-        parsed = self.parse(text, observation)
+        parsed = self.parse_cached(text, observation)  # the next steps' history reads it back
         if parsed.multiple_actions:
             logger.warning(
                 "%s: model wrote %d actions, using the first: %s",
@@ -221,14 +236,14 @@ class VLMAgent(Agent):
         decision = transition.decision
         generation = decision.generation
         if generation is not None and generation.text.strip():
-            parsed = self.parse(generation.text, transition.observation)
+            parsed = self.parse_cached(generation.text, transition.observation)
             if parsed.action is not None:
                 return self.history_item(parsed)
             return HistoryItem(action=self.invalid_history_text(generation.text))
         if decision.action is not None:
             # Read our own formatting back so scripted steps look exactly like model-written ones.
             text = self.format_action(decision.action, transition.observation)
-            parsed = self.parse(text, transition.observation)
+            parsed = self.parse_cached(text, transition.observation)
             return self.history_item(parsed) if parsed.action is not None else HistoryItem(action=text)
         reason = decision.parse_error.reason if decision.parse_error is not None else "no action"
         return HistoryItem(action=f"(invalid output: {truncate(reason, 120)})")

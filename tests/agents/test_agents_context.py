@@ -285,3 +285,30 @@ def test_the_custom_agent_example_in_the_docs_works(obs, make_transition):
     history = [make_transition(agent, 0, text="tap(10, 10)"), make_transition(agent, 1, action=PressBack())]
     prompt = agent.build_context(obs, history)
     assert "So far: tap(10, 10); back()" in prompt.messages[0].text and len(prompt.images) == 1
+
+
+def test_each_response_is_parsed_once_per_episode_not_once_per_step():
+    """render() shows every past step at every step; parsing is remembered, so an episode of n
+    steps parses n responses, not n * (n + 1) / 2."""
+    import numpy as np
+
+    from darwin.agents import TinyAgent
+    from darwin.types import Decision, Generation, Observation, Phase, Transition
+
+    agent = TinyAgent()
+    calls = []
+    original = agent.parse
+    agent.parse = lambda text, obs: calls.append(text) or original(text, obs)  # type: ignore[method-assign]
+    agent.start_episode()
+    history = []
+    for step in range(12):
+        obs = Observation(screenshot=np.zeros((560, 252, 3), np.uint8), goal="Open Clock", device_size=(1080, 2400), step=step)
+        agent.build_context(obs, history)
+        text = f"click({step},{step})"
+        action = agent.project_action(text, obs)
+        history.append(Transition("e", "t", step, Phase.EXECUTION, obs,
+                                  Decision(action=action, generation=Generation(text=text))))
+    assert len(calls) == 12
+    agent.start_episode()  # a new episode forgets the cache
+    agent.build_context(obs, history)
+    assert len(calls) == 12 + 8  # the window shows the last 8 steps, each parsed again once
