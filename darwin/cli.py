@@ -568,6 +568,93 @@ def bench_rollout_cmd(phone_counts: str, scaling: str, seconds: float, time_scal
             console.print(f"{n} phones: async / sync = {by_mode['async'].steps_per_s / max(by_mode['sync'].steps_per_s, 1e-9):.2f}x")
 
 
+def _bench_lines(rows: list[object]) -> None:
+    """One JSON line per result (machine-readable; docs/benchmarks.md quotes them)."""
+    import dataclasses
+    import json
+
+    for row in rows:
+        click.echo(json.dumps(dataclasses.asdict(row)))  # type: ignore[arg-type]
+
+
+@bench.command("model")
+@click.option("--family", default="both", show_default=True, type=click.Choice(["qwen2_vl", "qwen2_5_vl", "both"]))
+@click.option("--preset", default="A", show_default=True, type=click.Choice(["A", "B"]), help="tiny model size")
+@click.option("--batch", default=8, show_default=True, type=click.IntRange(1))
+@click.option("--new-tokens", default=16, show_default=True, type=click.IntRange(1))
+@click.option("--repeats", default=5, show_default=True, type=click.IntRange(1))
+@click.option("--screen", default="252x560", show_default=True, callback=lambda c, p, v: _size(v), help="WxH, multiples of 28")
+def bench_model(family: str, preset: str, batch: int, new_tokens: int, repeats: int, screen: tuple[int, int]) -> None:
+    """The tiny VLM: build time, forward and generate latency, visual tokens (docs/models.md)."""
+    from darwin.models import TinyVLMConfig
+    from darwin.models.bench import benchmark
+
+    families = ["qwen2_vl", "qwen2_5_vl"] if family == "both" else [family]
+    _bench_lines([
+        benchmark(TinyVLMConfig.preset(preset, family=f, screen_width=screen[0], screen_height=screen[1]),  # type: ignore[arg-type]
+                  batch=batch, new_tokens=new_tokens, repeats=repeats)
+        for f in families
+    ])
+
+
+@bench.command("policy")
+@click.option("--family", default="qwen2_vl", show_default=True, type=click.Choice(["qwen2_vl", "qwen2_5_vl"]))
+@click.option("--preset", default="A", show_default=True, type=click.Choice(["A", "B"]))
+@click.option("--batch", "batches", default="1,8", show_default=True, help="comma-separated batch sizes")
+@click.option("--new-tokens", default=16, show_default=True, type=click.IntRange(1))
+@click.option("--repeats", default=5, show_default=True, type=click.IntRange(1))
+@click.option("--device", default="cpu", show_default=True)
+def bench_policy(family: str, preset: str, batches: str, new_tokens: int, repeats: int, device: str) -> None:
+    """HFPolicy sampling speed on a tiny model per batch size (docs/policies.md)."""
+    from darwin.models import TinyVLMConfig
+    from darwin.policies.bench import benchmark
+
+    sizes = _int_list(batches, "batch sizes")
+    _bench_lines(benchmark(TinyVLMConfig.preset(preset, family=family), sizes, new_tokens=new_tokens,  # type: ignore[arg-type]
+                           repeats=repeats, device=device))
+
+
+@bench.command("learner")
+@click.option("--steps", default=256, show_default=True, type=click.IntRange(1), help="sampled steps per update")
+@click.option("--steps-per-episode", default=8, show_default=True, type=click.IntRange(1))
+@click.option("--screen", default="252x560", show_default=True, callback=lambda c, p, v: _size(v), help="WxH, multiples of 28")
+@click.option("--new-tokens", default=16, show_default=True, type=click.IntRange(1))
+@click.option("--critic", "critics", default="separate", show_default=True, help="comma-separated: separate, shared")
+@click.option("--phase", "phases", default="ppo", show_default=True, help="comma-separated: ppo, warmup")
+@click.option("--micro", "micros", default="8", show_default=True, help="comma-separated micro-batch sizes")
+@click.option("--mini", default=32, show_default=True, type=click.IntRange(1))
+@click.option("--epochs", default=4, show_default=True, type=click.IntRange(1))
+@click.option("--family", default="qwen2_vl", show_default=True, type=click.Choice(["qwen2_vl", "qwen2_5_vl"]))
+@click.option("--device", default="cpu", show_default=True)
+def bench_learner(steps: int, steps_per_episode: int, screen: tuple[int, int], new_tokens: int, critics: str, phases: str,
+                  micros: str, mini: int, epochs: int, family: str, device: str) -> None:
+    """One LocalLearner update on sampled tiny-model steps: time per stage, peak memory (docs/learner.md)."""
+    from darwin.learner.bench import run
+
+    started = time.perf_counter()
+    critic_list = [c.strip() for c in critics.split(",") if c.strip()]
+    phase_list = [p.strip() for p in phases.split(",") if p.strip()]
+    bad = sorted(set(critic_list) - {"separate", "shared"}) + sorted(set(phase_list) - {"ppo", "warmup"})
+    if bad:
+        raise click.BadParameter(f"unknown value(s) {bad}: --critic takes separate,shared and --phase ppo,warmup")
+    _bench_lines(run(
+        steps=steps, per_episode=steps_per_episode, screen=screen, new_tokens=new_tokens, critics=tuple(critic_list),
+        phases=tuple(phase_list), micros=tuple(_int_list(micros, "micro-batch sizes")), mini=mini, epochs=epochs,
+        family=family, device=device,
+    ))
+    click.echo(f'{{"wall_s": {time.perf_counter() - started:.1f}}}')
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a comma-separated list of {what}") from None
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"{text!r}: give at least one {what[:-1]} >= 1")
+    return values
+
+
 @bench.command("sim")
 @click.option("--instances", default=64, show_default=True, type=click.IntRange(2), help="SimPhones for the memory measurement")
 @click.option("--steps", default=200, show_default=True, type=click.IntRange(10), help="steps per throughput measurement")

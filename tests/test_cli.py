@@ -61,3 +61,28 @@ def test_a_missing_judge_key_stops_eval_with_one_line_naming_the_variable(tmp_pa
     assert isinstance(result.exception, SystemExit)  # a clean click error, not the PolicyAuthError escaping
     assert result.output.startswith("Error: ") or "\nError: " in result.output
     assert "DARWIN_MISSING_JUDGE_KEY" in result.output
+
+
+def test_model_policy_and_learner_benchmarks_are_darwin_bench_commands():
+    import json
+
+    from click.testing import CliRunner
+
+    from darwin.cli import main
+
+    runner = CliRunner()
+    model = runner.invoke(main, ["bench", "model", "--family", "qwen2_vl", "--batch", "1", "--repeats", "1",
+                                 "--new-tokens", "2", "--screen", "56x112"])
+    assert model.exit_code == 0, model.output
+    row = json.loads(model.output.strip().splitlines()[-1])
+    assert row["batch"] == 1 and row["visual_tokens"] == 8 and row["forward_ms"] > 0
+    policy = runner.invoke(main, ["bench", "policy", "--batch", "1,2", "--repeats", "1", "--new-tokens", "2"])
+    assert policy.exit_code == 0, policy.output
+    assert [json.loads(line)["batch"] for line in policy.output.strip().splitlines()] == [1, 2]
+    learner = runner.invoke(main, ["bench", "learner", "--steps", "8", "--steps-per-episode", "4", "--screen", "56x112",
+                                   "--new-tokens", "2", "--mini", "4", "--micro", "4", "--epochs", "1"])
+    assert learner.exit_code == 0, learner.output
+    lines = [json.loads(line) for line in learner.output.strip().splitlines()]
+    assert lines[0]["steps"] == 8 and lines[0]["critic"] == "separate" and "wall_s" in lines[-1]
+    bad = runner.invoke(main, ["bench", "learner", "--critic", "shard"])
+    assert bad.exit_code == 2 and "--critic takes separate,shared" in bad.output

@@ -1,7 +1,7 @@
 """Time one LocalLearner update on the tiny VLM (the paper's 256-step batch by default).
 
-    python -m darwin.learner.bench                               # 256 steps, 252x560, separate critic
-    python -m darwin.learner.bench --critic shared --phase ppo warmup --micro 8 16
+    darwin bench learner                                   # 256 steps, 252x560, separate critic
+    darwin bench learner --critic shared --phase ppo,warmup --micro 8,16
 
 Trajectories are sampled by an HFPolicy on random screenshots (one per prompt, with a short
 system turn, like TinyAgent's), ``--steps-per-episode`` steps each, the last step of every
@@ -13,12 +13,9 @@ with machine load: compare numbers from one run.
 
 from __future__ import annotations
 
-import argparse
-import json
 import resource
-import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -127,32 +124,3 @@ def run(
                     peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
                 ))
     return results
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=256)
-    parser.add_argument("--steps-per-episode", type=int, default=8)
-    parser.add_argument("--screen", default="252x560", help="WxH, multiples of 28")
-    parser.add_argument("--new-tokens", type=int, default=16)
-    parser.add_argument("--critic", nargs="+", default=["separate"], choices=["separate", "shared"])
-    parser.add_argument("--phase", nargs="+", default=["ppo"], choices=["ppo", "warmup"])
-    parser.add_argument("--micro", nargs="+", type=int, default=[8])
-    parser.add_argument("--mini", type=int, default=32)
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--family", default="qwen2_vl", choices=["qwen2_vl", "qwen2_5_vl"])
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args(argv)
-    width, height = (int(v) for v in args.screen.lower().split("x"))
-    started = time.perf_counter()
-    for result in run(
-        steps=args.steps, per_episode=args.steps_per_episode, screen=(width, height), new_tokens=args.new_tokens,
-        critics=tuple(args.critic), phases=tuple(args.phase), micros=tuple(args.micro), mini=args.mini,
-        epochs=args.epochs, family=args.family, device=args.device,
-    ):
-        print(json.dumps(asdict(result)))  # noqa: T201 (CLI output)
-    print(json.dumps({"wall_s": round(time.perf_counter() - started, 1)}))  # noqa: T201 (CLI output)
-
-
-if __name__ == "__main__":
-    main()

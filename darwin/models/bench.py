@@ -1,6 +1,6 @@
 """Measure a tiny VLM on this machine: parameters, build time, forward and generate latency.
 
-    python -m darwin.models.bench --family qwen2_vl --preset A --batch 8
+    darwin bench model --family qwen2_vl --preset A --batch 8
 
 Timings are the median of ``--repeats`` runs after one warm-up, on random 252x560
 screenshots, with ``torch.inference_mode``. They vary with machine load (other processes
@@ -9,11 +9,10 @@ sharing the cores); compare numbers taken in one run.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -102,27 +101,3 @@ def benchmark(
         generate_ms=round(generate_ms, 1),
         generate_tokens=new_tokens,
     )
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Command-line entry point: print one JSON-ish line per family."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--family", choices=["qwen2_vl", "qwen2_5_vl", "both"], default="both")
-    parser.add_argument("--preset", choices=["A", "B"], default="A")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--new-tokens", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--width", type=int, default=252)
-    parser.add_argument("--height", type=int, default=560)
-    args = parser.parse_args(argv)
-    families = ["qwen2_vl", "qwen2_5_vl"] if args.family == "both" else [args.family]
-    for family in families:
-        cfg = TinyVLMConfig.preset(
-            args.preset, family=family, screen_width=args.width, screen_height=args.height
-        )
-        result = benchmark(cfg, batch=args.batch, new_tokens=args.new_tokens, repeats=args.repeats)
-        print(asdict(result))  # noqa: T201 (CLI output)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """Measure HFPolicy sampling on a tiny VLM: latency per batch, per request, tokens per second.
 
-    python -m darwin.policies.bench                       # qwen2_vl, batches 1 and 8, 16 tokens
-    python -m darwin.policies.bench --batch 1 8 32 --family qwen2_5_vl --device cuda
+    darwin bench policy                       # qwen2_vl, batches 1 and 8, 16 tokens
+    darwin bench policy --batch 1,8,32 --family qwen2_5_vl --device cuda
 
 Each batch holds distinct random screenshots at the configured screen size; a random
 tiny model almost never samples EOS, so responses run ``--new-tokens`` steps
@@ -12,10 +12,9 @@ processor); they vary with machine load, so compare numbers taken in one run.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -98,22 +97,3 @@ def benchmark(
         )
     policy.close()
     return out
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Command-line entry point: one line per batch size."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--family", choices=["qwen2_vl", "qwen2_5_vl"], default="qwen2_vl")
-    parser.add_argument("--preset", choices=["A", "B"], default="A")
-    parser.add_argument("--batch", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--new-tokens", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args(argv)
-    cfg = TinyVLMConfig.preset(args.preset, family=args.family)
-    for result in benchmark(cfg, args.batch, new_tokens=args.new_tokens, repeats=args.repeats, device=args.device):
-        print(asdict(result))  # noqa: T201 (CLI output)
-
-
-if __name__ == "__main__":
-    main()
