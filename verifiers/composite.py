@@ -48,6 +48,9 @@ __all__ = ["CompositeStats", "CompositeVerifier"]
 
 Mode = Literal["fallback", "audit", "consensus"]
 
+LOUD_DISAGREEMENTS = 10
+"""Disagreements logged as warnings before the rest go to info level."""
+
 
 @dataclass
 class CompositeStats:
@@ -141,7 +144,7 @@ class CompositeVerifier(Verifier):
         notes = [f"{kind}: {_word(v.success)} ({v.reason})" for kind, v in zip(kinds[1:], verdicts[1:], strict=True)]
         disagree = _disagree(verdicts)
         if disagree:
-            logger.warning("verifiers disagree: %s", "; ".join(f"{k}={_word(v.success)}" for k, v in zip(kinds, verdicts, strict=True)))
+            self._log_disagreement("; ".join(f"{k}={_word(v.success)}" for k, v in zip(kinds, verdicts, strict=True)))
         self._count(decided=kinds[0] if primary.success is not None else None, unverified=primary.success is None,
                     compared=sum(v.success is not None for v in verdicts) >= 2, disagreement=disagree)
         audit = ("disagreement; " if disagree else "") + "audit: " + "; ".join(notes)
@@ -153,7 +156,7 @@ class CompositeVerifier(Verifier):
         summary = "; ".join(f"{k}: {_word(v.success)} ({v.reason})" for k, v in zip(kinds, verdicts, strict=True))
         disagree = _disagree(verdicts)
         if disagree:
-            logger.warning("verifiers disagree: %s", summary)
+            self._log_disagreement(summary)
         verified = all(v.success is not None for v in verdicts)
         self._count(compared=sum(v.success is not None for v in verdicts) >= 2, disagreement=disagree,
                     unverified=disagree or not verified)
@@ -161,6 +164,19 @@ class CompositeVerifier(Verifier):
             return Verdict(success=verdicts[0].success, reason=f"all agree: {summary}", usage=usage)
         why = "the verifiers disagree" if disagree else "not every verifier could decide"
         return Verdict(success=None, reason=f"unverified: {why}: {summary}", usage=usage)
+
+    def _log_disagreement(self, summary: str) -> None:
+        """The first :data:`LOUD_DISAGREEMENTS` disagreements as warnings, the rest at info
+        level (a cheap composite is asked after every step: a run would print hundreds);
+        :attr:`stats` counts every one."""
+        with self._lock:
+            seen = self.stats.disagreements  # counted after this call
+        if seen < LOUD_DISAGREEMENTS:
+            logger.warning("verifiers disagree: %s", summary)
+            if seen == LOUD_DISAGREEMENTS - 1:
+                logger.warning("further disagreements are logged at info level; CompositeVerifier.stats counts them all")
+        else:
+            logger.info("verifiers disagree: %s", summary)
 
     def _count(self, *, decided: str | None = None, unverified: bool = False, compared: bool = False, disagreement: bool = False) -> None:
         with self._lock:

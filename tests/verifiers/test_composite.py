@@ -151,3 +151,17 @@ def test_requests_pass_through_untouched_when_no_member_needs_another_size():
     req = request(None)
     asyncio.run(both.verify(req))
     assert seen[0] is req
+
+
+def test_only_the_first_disagreements_are_warnings(caplog):
+    from darwin.verifiers.composite import LOUD_DISAGREEMENTS
+
+    caplog.set_level(logging.INFO)
+    audit = CompositeVerifier([fixed(True, "rule"), fixed(False, "judge")], mode="audit")
+    for _ in range(LOUD_DISAGREEMENTS + 5):
+        asyncio.run(audit.verify(request(None)))
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING and r.getMessage().startswith("verifiers disagree")]
+    quiet = [r for r in caplog.records if r.levelno == logging.INFO and r.getMessage().startswith("verifiers disagree")]
+    assert (len(warned), len(quiet)) == (LOUD_DISAGREEMENTS, 5)
+    assert "further disagreements are logged at info level" in caplog.text
+    assert audit.stats.disagreements == LOUD_DISAGREEMENTS + 5
