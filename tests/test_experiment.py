@@ -181,9 +181,12 @@ def test_small_run_trains_logs_and_resumes(tmp_path):
     assert resumed["final"]["updates"] == 3
 
 
-def test_kill_9_during_training_then_resume(tmp_path):
+@pytest.mark.parametrize("group_size", [None, 2], ids=["episodes", "groups"])
+def test_kill_9_during_training_then_resume(tmp_path, group_size):
     run_dir = tmp_path / "run"
     exp = small_experiment(tmp_path, 30)
+    if group_size is not None:  # GRPO-style groups: pending groups must come back whole
+        exp.write_text(exp.read_text().replace("rollout_steps=12,", f"rollout_steps=12, group_size={group_size},"))
     proc = subprocess.Popen([sys.executable, "-m", "darwin.cli", "run", str(exp), "--run-dir", str(run_dir)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, env={**os.environ, "CI": "true"})
     manifest = run_dir / "checkpoint" / "learner.json"
@@ -204,3 +207,5 @@ def test_kill_9_during_training_then_resume(tmp_path):
     trained_after = {e for line in (run_dir / "updates.jsonl").read_text().splitlines()
                      for e in json.loads(line)["episode_ids"] if json.loads(line)["update"] > saved["updates"]}
     assert pending <= trained_after | set(resumed["pending_episode_ids"])
+    if group_size is not None:  # the resumed run kept group mode (a partial group whose members died is released)
+        assert json.loads((run_dir / "experiment.json").read_text())["group_size"] == group_size
