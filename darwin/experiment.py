@@ -533,7 +533,8 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
         run_id = store.start_run(config.name, config=config)
     envs = _build_envs(config)
     workflow = config.build_workflow(pool.observation_size)
-    eval_workflow = config.build_workflow(pool.observation_size, evaluation=True)
+    # A second workflow (and verifier: a learned one is a model) only when the evaluation is scored differently.
+    eval_workflow = workflow if config.evaluation.verifier is None else config.build_workflow(pool.observation_size, evaluation=True)
     evaluations = _load_evaluations(run_dir) if resume else {}
     evaluate_runs = config.evaluation.episodes_per_task > 0
     metrics_log = MetricsLogger(run_dir)

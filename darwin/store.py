@@ -551,6 +551,98 @@ def _describe_url(url: URL) -> str:
 # --------------------------------------------------------------------------- the store
 
 
+_RUN_STORE_FIX = "open the run with RunStore.for_run_dir(run_dir), which creates the directory"
+
+
+def resolve_database_url(
+    url_or_path: str | os.PathLike[str], *, what: str, fix: str, error: type[StoreOpenError] = StoreOpenError
+) -> URL:
+    """A SQLAlchemy URL from a URL, a SQLite file path or ``":memory:"``; a SQLite file whose
+    directory is missing, or that is a directory, raises ``error`` naming ``what`` and ``fix``.
+    Shared by the run store and the LLM memory's knowledge store.
+
+    >>> resolve_database_url(":memory:", what="run database", fix="-").render_as_string()
+    'sqlite://'
+    """
+    if isinstance(url_or_path, str) and url_or_path == ":memory:":
+        return make_url("sqlite://")
+    if isinstance(url_or_path, str) and "://" in url_or_path:
+        try:
+            url = make_url(url_or_path)
+        except sa_exc.ArgumentError as e:
+            raise error(
+                f"cannot parse the {what} URL {url_or_path!r}: {e}. Use a SQLAlchemy URL such as "
+                "'sqlite:///path/run.db' or 'postgresql+psycopg://user@host/dbname', or a plain file path."
+            ) from e
+    else:
+        url = URL.create("sqlite", database=str(Path(url_or_path).expanduser().absolute()))
+    if url.get_backend_name() == "sqlite" and not _is_memory_sqlite(url):
+        db_path = Path(str(url.database)).expanduser()
+        parent = db_path.absolute().parent
+        if not parent.is_dir():
+            raise error(
+                f"cannot open the {what} {str(db_path)!r}: directory {str(parent)!r} does not exist. "
+                f"Create it first (mkdir -p {parent}) or {fix}."
+            )
+        if db_path.is_dir():
+            raise error(
+                f"cannot open the {what} {str(db_path)!r}: it is a directory. "
+                f"Name a file in it instead (e.g. {db_path / DB_FILENAME}) or {fix}."
+            )
+    return url
+
+
+def create_database_engine(url: URL, *, what: str, fix: str, error: type[StoreOpenError] = StoreOpenError) -> Engine:
+    """An engine for ``url``: SQLite in WAL mode with a busy timeout, foreign keys on, and
+    writes taking the write lock up front (``BEGIN IMMEDIATE`` on connections run with the
+    execution option ``darwin_write=True``) so concurrent writers queue instead of failing;
+    in-memory SQLite is one shared connection; server databases ping before use. A missing
+    driver raises ``error`` naming ``what`` and ``fix``."""
+    url_text = _describe_url(url)
+    is_sqlite = url.get_backend_name() == "sqlite"
+    in_memory = _is_memory_sqlite(url)
+    try:
+        if in_memory:
+            engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+        elif is_sqlite:
+            engine = create_engine(
+                url, connect_args={"check_same_thread": False, "timeout": _SQLITE_BUSY_TIMEOUT_MS / 1000}
+            )
+        else:
+            engine = create_engine(url, pool_pre_ping=True)
+    except (sa_exc.NoSuchModuleError, ImportError) as e:
+        raise error(
+            f"cannot open the {what} {url_text}: its driver is not installed ({e}). {_driver_hint(url)}, {fix}."
+        ) from e
+    except sa_exc.ArgumentError as e:
+        raise error(f"cannot open the {what} {url_text}: {e}") from e
+    if is_sqlite:
+        _configure_sqlite(engine, in_memory)
+    return engine
+
+
+def _configure_sqlite(engine: Engine, in_memory: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take transaction control from the sqlite3 module (it defers BEGIN, which breaks
+        # write-lock upgrades under concurrency); we emit BEGIN ourselves below.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        try:
+            cur.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
+            cur.execute("PRAGMA foreign_keys = ON")
+            if not in_memory:
+                cur.execute("PRAGMA journal_mode = WAL")
+                cur.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        write = conn.get_execution_options().get("darwin_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
 class RunStore:
     """The run database: SQLAlchemy tables plus a content-addressed screenshot directory.
 
@@ -577,7 +669,7 @@ class RunStore:
         *,
         screenshot_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.url: URL = self._resolve_url(url_or_path)
+        self.url: URL = resolve_database_url(url_or_path, what="run database", fix=_RUN_STORE_FIX)
         self._is_sqlite = self.url.get_backend_name() == "sqlite"
         self._in_memory = _is_memory_sqlite(self.url)
         if screenshot_dir is not None:
@@ -590,7 +682,9 @@ class RunStore:
         # cheaper than SQLite's busy-sleep. An in-memory database is one shared connection,
         # so there every session (reads too) takes the lock.
         self._lock = threading.RLock()
-        self._engine = self._create_engine()
+        self._engine = create_database_engine(
+            self.url, what="database", fix="or use a SQLite path such as RunStore.for_run_dir('runs/my_run')"
+        )
         self._write_engine = self._engine.execution_options(darwin_write=True)
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False)
@@ -605,89 +699,6 @@ class RunStore:
         root = Path(run_dir)
         root.mkdir(parents=True, exist_ok=True)
         return cls(root / DB_FILENAME, screenshot_dir=root / SCREENSHOT_DIRNAME)
-
-    @staticmethod
-    def _resolve_url(url_or_path: str | os.PathLike[str]) -> URL:
-        if isinstance(url_or_path, str) and url_or_path == ":memory:":
-            return make_url("sqlite://")
-        if isinstance(url_or_path, str) and "://" in url_or_path:
-            try:
-                url = make_url(url_or_path)
-            except sa_exc.ArgumentError as e:
-                raise StoreOpenError(
-                    f"cannot parse database URL {url_or_path!r}: {e}. Use a SQLAlchemy URL such as "
-                    "'sqlite:///path/run.db' or 'postgresql+psycopg://user@host/dbname', or a plain file path."
-                ) from e
-        else:
-            url = URL.create("sqlite", database=str(Path(url_or_path).expanduser().absolute()))
-        if url.get_backend_name() == "sqlite" and not _is_memory_sqlite(url):
-            db_path = Path(str(url.database)).expanduser()
-            parent = db_path.absolute().parent
-            if not parent.is_dir():
-                raise StoreOpenError(
-                    f"cannot open run database {str(db_path)!r}: directory {str(parent)!r} does not exist. "
-                    f"Create it first (mkdir -p {parent}) or open the run with "
-                    "RunStore.for_run_dir(run_dir), which creates the directory."
-                )
-            if db_path.is_dir():
-                raise StoreOpenError(
-                    f"cannot open run database {str(db_path)!r}: it is a directory. "
-                    f"Pass the database file instead (e.g. {db_path / DB_FILENAME}) or use "
-                    "RunStore.for_run_dir(run_dir)."
-                )
-        return url
-
-    def _create_engine(self) -> Engine:
-        url_text = _describe_url(self.url)
-        try:
-            if self._in_memory:
-                engine = create_engine(
-                    self.url, poolclass=StaticPool, connect_args={"check_same_thread": False}
-                )
-            elif self._is_sqlite:
-                engine = create_engine(
-                    self.url,
-                    connect_args={
-                        "check_same_thread": False,
-                        "timeout": _SQLITE_BUSY_TIMEOUT_MS / 1000,
-                    },
-                )
-            else:
-                engine = create_engine(self.url, pool_pre_ping=True)
-        except (sa_exc.NoSuchModuleError, ImportError) as e:
-            raise StoreOpenError(
-                f"cannot open database {url_text}: its driver is not installed ({e}). "
-                f"{_driver_hint(self.url)}, or use a SQLite path such as "
-                "RunStore.for_run_dir('runs/my_run')."
-            ) from e
-        except sa_exc.ArgumentError as e:
-            raise StoreOpenError(f"cannot open database {url_text}: {e}") from e
-        if self._is_sqlite:
-            self._configure_sqlite(engine)
-        return engine
-
-    def _configure_sqlite(self, engine: Engine) -> None:
-        in_memory = self._in_memory
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            # Take transaction control from the sqlite3 module (it defers BEGIN, which breaks
-            # write-lock upgrades under concurrency); we emit BEGIN ourselves below.
-            dbapi_conn.isolation_level = None
-            cur = dbapi_conn.cursor()
-            try:
-                cur.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
-                cur.execute("PRAGMA foreign_keys = ON")
-                if not in_memory:
-                    cur.execute("PRAGMA journal_mode = WAL")
-                    cur.execute("PRAGMA synchronous = NORMAL")
-            finally:
-                cur.close()
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn: Any) -> None:
-            write = conn.get_execution_options().get("darwin_write", False)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     def _open_schema(self) -> None:
         url_text = _describe_url(self.url)

@@ -44,12 +44,13 @@ from PIL import Image
 from darwin.actions import Finished
 from darwin.agents.base import Actor
 from darwin.agents.scripted import OracleActor, RandomActor
+from darwin.envs.base import PhoneEnv
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.predicates import resolve
 from darwin.png import encode_png
 from darwin.tasks import goal_text
-from darwin.types import Decision, Observation, Phase, Task, Transition
+from darwin.types import Decision, Observation, Phase, Task, Transition, VerifierSpec
 
 logger = logging.getLogger(__name__)
 
@@ -182,6 +183,7 @@ def examples_from_run(run_dir: str | Path, verifier_kind: str | None = None) -> 
     if not (root / DB_FILENAME).is_file():
         raise VerifierDataError(f"{root}: no {DB_FILENAME}; pass a run directory written by darwin run or darwin eval")
     out: list[tuple[VerifierExample, np.ndarray]] = []
+    tasks: dict[str, Task | None] = {}
     with RunStore.for_run_dir(root) as store:
         for run in store.runs():
             for episode in store.episodes(run.run_id):
@@ -193,7 +195,9 @@ def examples_from_run(run_dir: str | Path, verifier_kind: str | None = None) -> 
                 ]
                 if not verdicts or verdicts[-1].success is None:
                     continue
-                task = store.task(episode.task_id)
+                if episode.task_id not in tasks:
+                    tasks[episode.task_id] = store.task(episode.task_id)
+                task = tasks[episode.task_id]
                 if task is None:
                     continue
                 verdict = verdicts[-1]
@@ -216,7 +220,7 @@ class _EarlyStop(Actor):
         self.stop_after = stop_after
         self.taken = 0
 
-    async def start_phase(self, env, task, phase, instruction, verifier) -> None:  # type: ignore[no-untyped-def]
+    async def start_phase(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec) -> None:
         self.taken = 0
         await self.oracle.start_phase(env, task, phase, instruction, verifier)
 
@@ -237,7 +241,7 @@ class _Wander(Actor):
         self.done_plan = False
         self.wandered = 0
 
-    async def start_phase(self, env, task, phase, instruction, verifier) -> None:  # type: ignore[no-untyped-def]
+    async def start_phase(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec) -> None:
         self.done_plan, self.wandered = False, 0
         await self.oracle.start_phase(env, task, phase, instruction, verifier)
 

@@ -9,7 +9,8 @@ best validation F1, picks the decision threshold on validation data, and reports
 precision, recall and F1 with 95 % bootstrap intervals on every test split
 (``report.json`` next to the model).
 
-    >>> VerifierTrainConfig().init, VerifierTrainConfig().epochs
+    >>> config = VerifierTrainConfig(checkpoint=".darwin-cache/warm-start-<hash>")
+    >>> config.init, config.epochs
     ('agent', 4)
 """
 
@@ -55,7 +56,7 @@ class VerifierTrainConfig(BaseModel):
         "agent", description="'agent': start from the warm-start agent's backbone (stage 3: the agent verifies its "
         "own outcomes); 'fresh': a new tiny model of the same shape",
     )
-    checkpoint: str | None = Field(None, description="the warm-start checkpoint (backbone and screen size)")
+    checkpoint: str = Field(min_length=1, description="the warm-start checkpoint (its backbone and tiny-model shape)")
     train_tasks: tuple[str, ...] = Field(("base8",), description="task ids or sets whose episodes train the verifier")
     epochs: int = Field(4, ge=1, le=100)
     batch_size: int = Field(16, ge=1, le=512)
@@ -125,7 +126,7 @@ def _backbone(config: VerifierTrainConfig, screen_size: tuple[int, int]) -> VLM:
     """The warm start's model (``init='agent'``) or a new one of its shape, with an image
     processor for the data's screen size: a Qwen2-VL vision tower takes any image size, so
     the verifier may read the screen at a higher resolution than the agent acts on."""
-    warm = load_tiny_vlm(config.checkpoint)  # type: ignore[arg-type]
+    warm = load_tiny_vlm(config.checkpoint)
     tiny = warm.tiny_config
     if tiny is None:
         raise ValueError(f"{config.checkpoint}: not a tiny darwin model (no tiny config)")
@@ -168,11 +169,9 @@ def train_verifier(
             "those tasks (darwin verifier data --tasks ...) or name other --train-tasks"
         )
     screens = [load_image(data, e) for e in examples]
-    if config.checkpoint is None:
-        raise ValueError("train_verifier needs config.checkpoint (the warm start: its backbone and screen size)")
     screen_size = (int(screens[0].shape[1]), int(screens[0].shape[0]))
     if any(s.shape != screens[0].shape for s in screens):
-        raise ValueError(f"{data}: screens of different sizes; generate the data at one --observation-size")
+        raise ValueError(f"{data}: screens of different sizes; generate the data at one --screen-size")
     vlm = _backbone(config, screen_size)
     model = SuccessClassifier(vlm)
 

@@ -71,7 +71,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import ConfigDict, Field
 from sqlalchemy import (
@@ -82,14 +82,10 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
-    create_engine,
-    event,
     select,
 )
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
-from sqlalchemy.pool import StaticPool
 
 from darwin.memory.base import (
     NOTES_OVERHEAD_TOKENS,
@@ -103,7 +99,7 @@ from darwin.memory.base import (
 from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemory, TokenCounter
 from darwin.policies.base import Policy
 from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig, PolicyAuthError
-from darwin.store import DB_FILENAME, StoreOpenError
+from darwin.store import DB_FILENAME, StoreOpenError, create_database_engine, resolve_database_url
 from darwin.types import ACTOR, ChatMessage, Phase, Prompt, Task, Trajectory, Transition
 
 logger = logging.getLogger(__name__)
@@ -118,7 +114,6 @@ RECENCY_WEIGHT = 0.3
 COUNT_WEIGHT = 0.2
 """Weight of repetition in :func:`rank_entries` (an entry learned again and again nears it)."""
 
-_SQLITE_BUSY_TIMEOUT_MS = 30_000
 _MAX_PARSE_CHARS = 20_000
 _MAX_JSON_STARTS = 64
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
@@ -452,33 +447,7 @@ def _entry(row: MemoryEntryModel) -> KnowledgeEntry:
     )
 
 
-def resolve_url(url_or_path: str | os.PathLike[str] | None) -> URL:
-    """A SQLAlchemy URL from a URL, a SQLite file path, or ``None`` (in-memory SQLite)."""
-    if url_or_path is None or url_or_path == ":memory:":
-        return make_url("sqlite://")
-    if isinstance(url_or_path, str) and "://" in url_or_path:
-        try:
-            url = make_url(url_or_path)
-        except sa_exc.ArgumentError as e:
-            raise MemoryStoreError(
-                f"cannot parse the memory database URL {url_or_path!r}: {e}. Use a SQLAlchemy URL such as "
-                "'sqlite:////abs/path/memory.db' or 'postgresql+psycopg://user@host/dbname', or a file path."
-            ) from None
-    else:
-        url = URL.create("sqlite", database=str(Path(url_or_path).expanduser().absolute()))
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        path = Path(str(url.database)).expanduser()
-        if not path.absolute().parent.is_dir():
-            raise MemoryStoreError(
-                f"cannot open the memory database {str(path)!r}: directory {str(path.absolute().parent)!r} "
-                f"does not exist. Create it (mkdir -p {path.absolute().parent}) or set url to another file."
-            )
-        if path.is_dir():
-            raise MemoryStoreError(
-                f"cannot open the memory database {str(path)!r}: it is a directory. Name a file in it "
-                f"(e.g. {path / 'memory.db'})."
-            )
-    return url
+_MEMORY_FIX = "set url to another database (or leave it unset to use the run's SQLite database)"
 
 
 class KnowledgeStore:
@@ -499,12 +468,15 @@ class KnowledgeStore:
     """
 
     def __init__(self, url_or_path: str | os.PathLike[str] | None) -> None:
-        self.url = resolve_url(url_or_path)
+        # The run store's URL handling and SQLite set-up (WAL, busy timeout, BEGIN IMMEDIATE for
+        # writes), so the two share a database file safely.
+        self.url = resolve_database_url(":memory:" if url_or_path is None else url_or_path,
+                                        what="memory database", fix=_MEMORY_FIX, error=MemoryStoreError)
         self.url_text = self.url.render_as_string(hide_password=True)
         self._is_sqlite = self.url.get_backend_name() == "sqlite"
         self._in_memory = self._is_sqlite and self.url.database in (None, "", ":memory:")
         self._lock = threading.RLock()
-        self._engine = self._create_engine()
+        self._engine = create_database_engine(self.url, what="memory database", fix=_MEMORY_FIX, error=MemoryStoreError)
         self._write_engine = self._engine.execution_options(darwin_write=True)
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False)
@@ -512,46 +484,6 @@ class KnowledgeStore:
 
     def __repr__(self) -> str:
         return f"KnowledgeStore({self.url_text!r})"
-
-    def _create_engine(self) -> Engine:
-        try:
-            if self._in_memory:
-                engine = create_engine(self.url, poolclass=StaticPool, connect_args={"check_same_thread": False})
-            elif self._is_sqlite:
-                engine = create_engine(
-                    self.url,
-                    connect_args={"check_same_thread": False, "timeout": _SQLITE_BUSY_TIMEOUT_MS / 1000},
-                )
-            else:
-                engine = create_engine(self.url, pool_pre_ping=True)
-        except (sa_exc.NoSuchModuleError, ImportError) as e:
-            raise MemoryStoreError(
-                f"cannot open the memory database {self.url_text}: its driver is not installed ({e}). "
-                f"Install the DBAPI driver for {self.url.drivername!r} (e.g. pip install \"psycopg[binary]\" "
-                "for postgresql://), or leave url unset to use the run's SQLite database."
-            ) from None
-        except sa_exc.ArgumentError as e:
-            raise MemoryStoreError(f"cannot open the memory database {self.url_text}: {e}") from None
-        if self._is_sqlite:
-            in_memory = self._in_memory
-
-            @event.listens_for(engine, "connect")
-            def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-                dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (below)
-                cur = dbapi_conn.cursor()
-                try:
-                    cur.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
-                    if not in_memory:
-                        cur.execute("PRAGMA journal_mode = WAL")
-                finally:
-                    cur.close()
-
-            @event.listens_for(engine, "begin")
-            def _on_begin(conn: Any) -> None:
-                write = conn.get_execution_options().get("darwin_write", False)
-                conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-        return engine
 
     def _create_tables(self) -> None:
         try:

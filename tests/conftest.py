@@ -52,6 +52,9 @@ class FakeOpenAI:
 
     reply: Callable[[dict[str, Any]], Reply] = lambda body: "ok"
     requests: list[dict[str, Any]] = field(default_factory=list)
+    """Every request body, in arrival order."""
+    envelopes: list[dict[str, Any]] = field(default_factory=list)
+    """Per request: its ``path``, ``authorization`` header and ``body``."""
     port: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -88,6 +91,7 @@ def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             with state.lock:
                 state.requests.append(body)
+                state.envelopes.append({"path": self.path, "authorization": self.headers.get("Authorization"), "body": body})
             try:
                 answer = state.reply(body)
             except Exception:  # noqa: BLE001 - a bug in the test's reply shows as a 500 (and in the test's log)

@@ -112,9 +112,10 @@ async def consult(
     text = generation.text
     message = summarise(text) if summarise is not None else text
     decision = Decision(action=None, message=message or "(empty)", generation=generation, prompt=prompt)
-    screenshot = turns.screenshot if turns.screenshot is not None else np.zeros((1, 1, 3), np.uint8)
+    if turns.screenshot is None:
+        raise RuntimeError(f"{role}: consulted before the phase's first screenshot (call it from step_goal/confirm_finish)")
     observation = Observation(
-        screenshot=screenshot, goal=turns.goal, device_size=turns.env.device_size, task_id=turns.task.id,
+        screenshot=turns.screenshot, goal=turns.goal, device_size=turns.env.device_size, task_id=turns.task.id,
         phase=turns.phase, step=turns.step,
     )
     turns.record(role, observation, decision)

@@ -93,9 +93,7 @@ class PlannerWorkflow(LifecycleWorkflow):
     ) -> None:
         super().__init__(verifier=verifier, config=config)
         self.planner = build_adviser(planner, PLANNER)
-        self.planner_config = (
-            planner_config if isinstance(planner_config, PlannerConfig) else PlannerConfig.model_validate(planner_config or {})
-        )
+        self.planner_config = PlannerConfig.model_validate(planner_config or {})  # an instance passes through
         self._plans: weakref.WeakKeyDictionary[PhaseTurns, _Plan] = weakref.WeakKeyDictionary()
 
     async def step_goal(self, turns: PhaseTurns) -> str:

@@ -61,11 +61,7 @@ class ReflectionWorkflow(LifecycleWorkflow):
     ) -> None:
         super().__init__(verifier=verifier, config=config)
         self.reflector = build_adviser(reflector, REFLECTOR)
-        self.reflection_config = (
-            reflection_config
-            if isinstance(reflection_config, ReflectionConfig)
-            else ReflectionConfig.model_validate(reflection_config or {})
-        )
+        self.reflection_config = ReflectionConfig.model_validate(reflection_config or {})  # an instance passes through
         self._notes: weakref.WeakKeyDictionary[PhaseTurns, str] = weakref.WeakKeyDictionary()
 
     async def step_goal(self, turns: PhaseTurns) -> str:

@@ -86,9 +86,7 @@ class SelfVerifyWorkflow(LifecycleWorkflow):
     ) -> None:
         super().__init__(verifier=verifier, config=config)
         self.checker = build_adviser(checker, VERIFIER)
-        self.check_config = (
-            check_config if isinstance(check_config, SelfVerifyConfig) else SelfVerifyConfig.model_validate(check_config or {})
-        )
+        self.check_config = SelfVerifyConfig.model_validate(check_config or {})  # an instance passes through
         self._rejections: weakref.WeakKeyDictionary[PhaseTurns, list[str]] = weakref.WeakKeyDictionary()
 
     async def step_goal(self, turns: PhaseTurns) -> str:

@@ -6,11 +6,8 @@ import base64
 import io
 import json
 import logging
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -34,63 +31,39 @@ KEY_ENV = "DARWIN_TEST_LLM_KEY"
 
 @dataclass
 class Server:
-    """POST /v1/chat/completions: answers from a script of statuses, records every request."""
+    """The shared local OpenAI-compatible server (``openai_server``) answering from a script of
+    statuses: an int HTTP status, or ``("sleep", seconds)`` to answer too late for the
+    client's timeout; 200 (and an empty script) echoes the request's text after a click."""
 
-    script: list[Any] = field(default_factory=list)  # int status, or ("sleep", seconds)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    port: int = 0
+    fake: Any
+    script: list[Any] = field(default_factory=list)
 
     @property
     def api_base(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return self.fake.api_base
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request's ``path``, ``authorization`` header and ``body``."""
+        return self.fake.envelopes
+
+    def reply(self, body: dict[str, Any]) -> str | int:
+        step = self.script.pop(0) if self.script else 200
+        if isinstance(step, tuple):
+            time.sleep(step[1])
+            step = 200
+        if step != 200:
+            return step
+        user = body["messages"][-1]["content"]
+        text = user if isinstance(user, str) else [p for p in user if p["type"] == "text"][0]["text"]
+        return f"click(1, 2) # {text}"
 
 
 @pytest.fixture
-def server() -> Iterator[Server]:
-    state = Server()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.requests.append(
-                {"path": self.path, "authorization": self.headers.get("Authorization"), "body": body}
-            )
-            step = state.script.pop(0) if state.script else 200
-            if isinstance(step, tuple):  # ("sleep", s): answer too late for the client's timeout
-                time.sleep(step[1])
-                step = 200
-            if step == 200:
-                user = body["messages"][-1]["content"]
-                text = user if isinstance(user, str) else [p for p in user if p["type"] == "text"][0]["text"]
-                payload: dict[str, Any] = {
-                    "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": f"click(1, 2) # {text}"}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }
-            else:
-                payload = {"error": {"message": f"scripted {step}", "type": "test", "code": step}}
-            data = json.dumps(payload).encode()
-            try:
-                self.send_response(step)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client timed out and went away
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    state.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+def server(openai_server: Any) -> Server:
+    state = Server(openai_server)
+    openai_server.reply = state.reply
+    return state
 
 
 def policy_for(server: Server, **overrides: Any) -> LiteLLMPolicy:
