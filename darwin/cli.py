@@ -17,6 +17,8 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from darwin.cli_args import parse_int_list, parse_size
+
 if TYPE_CHECKING:
     from darwin.evaluate import EvalReport
     from darwin.experiment import RunProgress
@@ -28,14 +30,6 @@ def _setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(message)s", handlers=[RichHandler(console=console, show_path=False)])
 
 
-def _size(text: str) -> tuple[int, int]:
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is not a size; write WIDTHxHEIGHT, e.g. 252x560") from None
-    if not (0 < w <= 1080 and 0 < h <= 2400):
-        raise click.BadParameter(f"{text!r} must fit in 1080x2400")
-    return w, h
 
 
 @click.group()
@@ -173,7 +167,7 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
 @click.option("--seed", default=0, show_default=True, type=int, help="phone seeds are seed, seed+1, ...; also seeds tiny sampling")
 @click.option("--run-dir", default=None, type=click.Path(file_okay=False), help="where run.db and screenshots go (default runs/eval-<time>)")
 @click.option("--db", default=None, help="SQLAlchemy URL instead of <run-dir>/run.db")
-@click.option("--observation-size", default=None, callback=lambda c, p, v: None if v is None else _size(v), help="screenshot size given to the agent  [default: the checkpoint's for tiny:, else 252x560]")
+@click.option("--observation-size", default=None, callback=lambda c, p, v: None if v is None else parse_size(v), help="screenshot size given to the agent  [default: the checkpoint's for tiny:, else 252x560]")
 @click.option("--no-perturb", is_flag=True, help="canonical look: no theme, wallpaper, order or pop-up perturbations")
 @click.option("--temperature", default=None, type=click.FloatRange(0.0, 2.0), help="sampling temperature; tiny: default 1.0 (what RL samples, full masked distribution), 0 = greedy; litellm: the provider's default unless set")
 @click.option("--agent-format", default="uitars-1.5", show_default=True, type=click.Choice(list(AGENT_FORMATS)), help="litellm: the model's prompt/output format (UI-TARS 1.5/1.0, Qwen2.5-VL, Qwen3-VL, darwin's tiny format)")
@@ -269,7 +263,7 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
 @click.option("--lr", default=None, type=click.FloatRange(0.0, 1.0, min_open=True), help="peak learning rate  [default: 2e-3]")
 @click.option("--seed", default=None, type=click.IntRange(0), help="seeds the model's initial weights, the task orders and the batch order  [default: 0]")
 @click.option("--tasks", "task_names", default=None, help="comma-separated task ids or set names to demonstrate  [default: base8]")
-@click.option("--observation-size", default=None, callback=lambda c, p, v: None if v is None else _size(v), help="screenshot size; RL and eval must use the same  [default: 168x364]")
+@click.option("--observation-size", default=None, callback=lambda c, p, v: None if v is None else parse_size(v), help="screenshot size; RL and eval must use the same  [default: 168x364]")
 @click.option("--preset", default=None, type=click.Choice(["A", "B"]), help="tiny model size preset  [default: A]")
 @click.option("--stop-threshold", default=None, type=click.FloatRange(0.0, 1.0, min_open=True), help="stop early once the held-out stop metric reaches this (needs --eval-every)")
 @click.option("--eval-every", default=None, type=click.IntRange(0), help="held-out metrics every N steps  [default: 0 = at the end]")
@@ -548,21 +542,15 @@ def bench_rollout_cmd(phone_counts: str, scaling: str, seconds: float, time_scal
     """Async vs sync rollout under heavy-tailed phone latency (env steps/s, policy idle)."""
     from darwin.bench_rollout import LatencyModel, bench_rollout
 
-    def counts(text: str) -> list[int]:
-        try:
-            return [int(v) for v in text.split(",") if v.strip()]
-        except ValueError:
-            raise click.BadParameter(f"{text!r} is not a comma-separated list of phone counts") from None
-
     latency = LatencyModel(scale=time_scale)
-    rows = bench_rollout(counts(phone_counts), counts(scaling), seconds, latency)
+    rows = bench_rollout(parse_int_list(phone_counts, "phone counts", allow_empty=True), parse_int_list(scaling, "phone counts", allow_empty=True), seconds, latency)
     table = Table(title=f"rollout: lognormal latency (median {latency.median_s * time_scale:.2f}s, sigma {latency.sigma}) + {latency.stall_p:.0%} stalls of {latency.stall_s * time_scale:.1f}s")
     for col in ("phones", "mode", "env steps/s", "ideal N/latency", "% of ideal", "policy idle", "mean batch"):
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(str(r.phones), r.mode, f"{r.steps_per_s:.1f}", f"{r.ideal_steps_per_s:.1f}", f"{100 * r.efficiency:.1f}%", f"{100 * r.idle_fraction:.1f}%", f"{r.mean_batch:.2f}")
     console.print(table)
-    for n in counts(phone_counts):
+    for n in parse_int_list(phone_counts, "phone counts", allow_empty=True):
         by_mode = {r.mode: r for r in rows if r.phones == n and r.mode in ("async", "sync")}
         if len(by_mode) == 2:
             console.print(f"{n} phones: async / sync = {by_mode['async'].steps_per_s / max(by_mode['sync'].steps_per_s, 1e-9):.2f}x")
@@ -583,7 +571,7 @@ def _bench_lines(rows: list[object]) -> None:
 @click.option("--batch", default=8, show_default=True, type=click.IntRange(1))
 @click.option("--new-tokens", default=16, show_default=True, type=click.IntRange(1))
 @click.option("--repeats", default=5, show_default=True, type=click.IntRange(1))
-@click.option("--screen", default="252x560", show_default=True, callback=lambda c, p, v: _size(v), help="WxH, multiples of 28")
+@click.option("--screen", default="252x560", show_default=True, callback=lambda c, p, v: parse_size(v), help="WxH, multiples of 28")
 def bench_model(family: str, preset: str, batch: int, new_tokens: int, repeats: int, screen: tuple[int, int]) -> None:
     """The tiny VLM: build time, forward and generate latency, visual tokens (docs/models.md)."""
     from darwin.models import TinyVLMConfig
@@ -609,7 +597,7 @@ def bench_policy(family: str, preset: str, batches: str, new_tokens: int, repeat
     from darwin.models import TinyVLMConfig
     from darwin.policies.bench import benchmark
 
-    sizes = _int_list(batches, "batch sizes")
+    sizes = parse_int_list(batches, "batch sizes")
     _bench_lines(benchmark(TinyVLMConfig.preset(preset, family=family), sizes, new_tokens=new_tokens,  # type: ignore[arg-type]
                            repeats=repeats, device=device))
 
@@ -617,7 +605,7 @@ def bench_policy(family: str, preset: str, batches: str, new_tokens: int, repeat
 @bench.command("learner")
 @click.option("--steps", default=256, show_default=True, type=click.IntRange(1), help="sampled steps per update")
 @click.option("--steps-per-episode", default=8, show_default=True, type=click.IntRange(1))
-@click.option("--screen", default="252x560", show_default=True, callback=lambda c, p, v: _size(v), help="WxH, multiples of 28")
+@click.option("--screen", default="252x560", show_default=True, callback=lambda c, p, v: parse_size(v), help="WxH, multiples of 28")
 @click.option("--new-tokens", default=16, show_default=True, type=click.IntRange(1))
 @click.option("--critic", "critics", default="separate", show_default=True, help="comma-separated: separate, shared")
 @click.option("--phase", "phases", default="ppo", show_default=True, help="comma-separated: ppo, warmup")
@@ -639,20 +627,10 @@ def bench_learner(steps: int, steps_per_episode: int, screen: tuple[int, int], n
         raise click.BadParameter(f"unknown value(s) {bad}: --critic takes separate,shared and --phase ppo,warmup")
     _bench_lines(run(
         steps=steps, per_episode=steps_per_episode, screen=screen, new_tokens=new_tokens, critics=tuple(critic_list),
-        phases=tuple(phase_list), micros=tuple(_int_list(micros, "micro-batch sizes")), mini=mini, epochs=epochs,
+        phases=tuple(phase_list), micros=tuple(parse_int_list(micros, "micro-batch sizes")), mini=mini, epochs=epochs,
         family=family, device=device,
     ))
     click.echo(f'{{"wall_s": {time.perf_counter() - started:.1f}}}')
-
-
-def _int_list(text: str, what: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is not a comma-separated list of {what}") from None
-    if not values or min(values) < 1:
-        raise click.BadParameter(f"{text!r}: give at least one {what[:-1]} >= 1")
-    return values
 
 
 @bench.command("sim")

@@ -23,21 +23,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from darwin.cli_args import parse_size
+
 __all__ = ["judge"]
 
 _LANGUAGES = {"ENG": "English", "CHN": "Chinese"}
 
 
 def _size(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is not a size; write WIDTHxHEIGHT, e.g. 1080x2400", param_hint="--device-size") from None
-    if w <= 0 or h <= 0:
-        raise click.BadParameter(f"{text!r} must be positive", param_hint="--device-size")
-    return w, h
+    return None if text is None else parse_size(text, example="1080x2400", max_size=None)
 
 
 def _judge_options(default_configs: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

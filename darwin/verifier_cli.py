@@ -19,6 +19,7 @@ import click
 import numpy as np
 
 from darwin.algos.classification import MetricsWithIntervals
+from darwin.cli_args import parse_size
 
 __all__ = ["verifier"]
 
@@ -88,9 +89,7 @@ def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: st
 
         size = load_warm_start(checkpoint).observation_size
     if screen_size is not None:
-        from darwin.cli import _size
-
-        size = _size(screen_size)
+        size = parse_size(screen_size)
     tasks = resolve_tasks([t.strip() for t in task_names.split(",") if t.strip()])
     total_episodes = len(tasks) * episodes * (5 if checkpoint else 4)
     with click.progressbar(length=total_episodes, label="episodes") as bar:
