@@ -156,7 +156,8 @@ class StepWorkflow(Workflow):
     ) -> tuple[Termination, Verdict | None]:
         """Play one phase; returns how it ended and its verdict (``None`` if never verified)."""
         goal = goal_text(task, instruction)
-        history: list[Transition] = []
+        turns = PhaseTurns(env=env, task=task, phase=phase, goal=goal, trajectory=trajectory, actor=actor, emit=emit)
+        history = turns.actor_steps  # the actor's own steps of this phase (other agents' turns are not in it)
         if self.config.skip_already_done and self.verifier.cheap:
             verdict = await self._verify(env, task, phase, instruction, spec, history)
             if verdict is None:
@@ -170,7 +171,6 @@ class StepWorkflow(Workflow):
         except Exception as exc:
             logger.exception("actor failed to start phase %s of %s", phase.value, task.id)
             return Termination(TerminationReason.ERROR, f"actor.start_phase: {exc!r}"), None
-        turns = PhaseTurns(env=env, task=task, phase=phase, goal=goal, trajectory=trajectory, actor=actor, emit=emit)
         for step in range(budget):
             try:
                 shot = await env.ascreenshot(self.config.observation_size)
@@ -226,8 +226,7 @@ class StepWorkflow(Workflow):
                 episode_id=trajectory.episode_id, task_id=task.id, step=len(trajectory.transitions), phase=phase,
                 observation=obs, decision=decision, reward=reward, done=ended is not None, termination=termination,
             )
-            history.append(transition)
-            turns.append(transition)
+            turns.append(transition)  # into the trajectory, the stream and (the actor's) history
             if termination is not None:
                 return termination, verdict
         raise AssertionError("unreachable: the last step always ends the phase")
