@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from darwin.templates import SPLIT_SETS
 from darwin.types import Lifecycle, PhaseSpec, Task, TaskDefinitionError, VerifierSpec
 
 WEEKDAYS = [0, 1, 2, 3, 4]
@@ -108,10 +109,15 @@ def registry() -> dict[str, Task]:
 
 
 def validate_task(task: Task) -> Task:
-    """Check that every verifier spec of ``task`` names a known predicate with valid params."""
+    """Check that every verifier spec and setup step of ``task`` is registered, with valid params."""
     from darwin.envs.sim.predicates import resolve
+    from darwin.envs.sim.setups import resolve_setup
 
     resolve(task.verifier, task.id, "verifier")
+    for i, spec in enumerate(task.subgoals):
+        resolve(spec, task.id, f"subgoals.{i}")
+    for i, step in enumerate(task.setup):
+        resolve_setup(step, task.id, f"setup.{i}")
     if task.lifecycle is not None:
         for phase in ("setup", "teardown"):
             spec = getattr(task.lifecycle, phase)
@@ -121,19 +127,43 @@ def validate_task(task: Task) -> Task:
 
 
 def get_task(task_id: str) -> Task:
-    """A built-in task by id, with a 'did you mean' hint for typos."""
+    """A built-in task or a sampled template instance (``clock.set_alarm.s3``) by id, with a 'did you mean' hint for typos."""
+    from darwin.templates import instance_of, templates
+
     tasks = registry()
     if task_id in tasks:
         return tasks[task_id]
+    instance = instance_of(task_id)
+    if instance is not None:
+        validate_task(instance)
+        return instance
+    if task_id in templates():
+        raise KeyError(f"{task_id!r} is a template, not a task; name an instance such as '{task_id}.s0' (seed 0)")
     close = difflib.get_close_matches(task_id, tasks, n=3)
     hint = f"; did you mean {', '.join(map(repr, close))}?" if close else "; run `darwin tasks list`"
     raise KeyError(f"unknown task {task_id!r}{hint}")
 
 
+GENERALISATION_SETS = {f"gen.{name}": name for name in SPLIT_SETS}
+"""Named sets of the default template split (:func:`darwin.templates.default_split`)."""
+
+
+def task_set_names() -> list[str]:
+    return [*TASK_SETS, *GENERALISATION_SETS]
+
+
 def task_set(name: str) -> list[Task]:
-    """A named task set: ``base8``, ``paper16`` (15 distinct tasks) or ``cycle8``."""
+    """A named task set: ``base8``, ``paper16`` (15 distinct tasks), ``cycle8``, or a split of the
+    templates: ``gen.train``, ``gen.unseen_instances``, ``gen.unseen_templates``, ``gen.unseen_apps``."""
+    if name in GENERALISATION_SETS:
+        from darwin.templates import default_split
+
+        tasks = default_split().sets[GENERALISATION_SETS[name]]
+        for task in tasks:
+            validate_task(task)
+        return tasks
     if name not in TASK_SETS:
-        raise KeyError(f"unknown task set {name!r}; known: {', '.join(TASK_SETS)}")
+        raise KeyError(f"unknown task set {name!r}; known: {', '.join(task_set_names())}")
     return [get_task(t) for t in TASK_SETS[name]]
 
 
@@ -141,7 +171,7 @@ def resolve_tasks(names: Iterable[str]) -> list[Task]:
     """Task ids, task-set names, or paths to task files, in order, without duplicates."""
     out: dict[str, Task] = {}
     for name in names:
-        if name in TASK_SETS:
+        if name in TASK_SETS or name in GENERALISATION_SETS:
             found = task_set(name)
         elif name.endswith((".yaml", ".yml", ".json")):
             found = load_task_file(name)

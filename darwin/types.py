@@ -41,6 +41,21 @@ class VerifierSpec(BaseModel):
     params: dict[str, JsonValue] = Field(default_factory=dict, description="predicate parameters")
 
 
+class StateSetup(BaseModel):
+    """One edit of the phone's state before an episode starts: a named setup step and its parameters.
+
+    Task templates use it to put what an instance needs on the phone (the alarm a task
+    deletes, the contact an answer task asks about). Steps are registered next to the apps
+    (:mod:`darwin.envs.sim.setups`); ``params`` is validated against the step's own model
+    when the task is built.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step: str = Field(min_length=1, description="registered setup step, e.g. 'clock.alarms'")
+    params: dict[str, JsonValue] = Field(default_factory=dict, description="setup step parameters")
+
+
 class PhaseSpec(BaseModel):
     """One optional lifecycle phase (setup or teardown): an instruction and its own check."""
 
@@ -83,6 +98,17 @@ class Task(BaseModel):
     lifecycle: Lifecycle | None = None
     key_components: tuple[str, ...] = ()
     source: str = Field(default="darwin", description="where the task comes from (e.g. 'spa-bench')")
+    setup: tuple[StateSetup, ...] = Field(default=(), description="phone state edits applied before the episode")
+    template: str | None = Field(default=None, description="the template this task is an instance of")
+    params: dict[str, JsonValue] = Field(default_factory=dict, description="the template parameters of this instance")
+    allowed_changes: tuple[str, ...] | None = Field(
+        default=None,
+        description="state paths (dotted, '*' matches one key) the task may change; a change of app data "
+        "elsewhere is an unexpected side effect. None: side effects are not measured for this task",
+    )
+    subgoals: tuple[VerifierSpec, ...] = Field(
+        default=(), description="checks whose share met at the end is the progress rate (empty: the verifier's own distance)"
+    )
 
     @field_validator("instruction")
     @classmethod

@@ -87,6 +87,7 @@ from darwin.actions import (
     Wait,
 )
 from darwin.envs.base import InfraError, PhoneEnv
+from darwin.types import StateSetup
 
 __all__ = [
     "AdbEnvConfig",
@@ -646,6 +647,7 @@ class AdbEnvConfig(BaseModel):
     ime_component: str = Field(default=ADB_KEYBOARD_IME)
     probe_command: tuple[str, ...] | None = Field(default=None, description="argv printing the phone state as JSON (SimPhones: ('darwin-state',))")
     answer_command: tuple[str, ...] | None = Field(default=None, description="argv prefix that records an answer on the phone (SimPhones: ('darwin-answer',))")
+    setup_command: tuple[str, ...] | None = Field(default=None, description="argv prefix that applies a task's setup steps, given as one JSON argument (SimPhones: ('darwin-setup',)); None: tasks with setup cannot run")
     reject_black_screens: bool = Field(default=True, description="an all-black screenshot is an infrastructure failure (screen off, capture broken)")
     reconnect_attempts: int = Field(default=6, ge=1, description="reconnect tries before the call fails")
     reconnect_backoff_s: float = Field(default=0.2, ge=0, description="first wait between reconnect tries (doubles)")
@@ -669,11 +671,12 @@ class AdbEnvConfig(BaseModel):
     def for_sim(cls, **overrides: Any) -> AdbEnvConfig:
         """Settings for SimPhones served by ``darwin phones serve``: state probe on, no
         animation delays (two immediate screenshots already match)."""
-        from darwin.envs.sim.device import ANSWER_COMMAND, STATE_COMMAND
+        from darwin.envs.sim.device import ANSWER_COMMAND, SETUP_COMMAND, STATE_COMMAND
 
         values: dict[str, Any] = {
             "probe_command": (STATE_COMMAND,),
             "answer_command": (ANSWER_COMMAND,),
+            "setup_command": (SETUP_COMMAND,),
             "settle_initial_delay_s": 0.0,
             "settle_interval_s": 0.0,
         }
@@ -1131,6 +1134,14 @@ class AdbPhoneEnv(PhoneEnv):
 
             return self._guard("probe", self.config.command_timeout_s, probe)
 
+    def apply_setup(self, setup: Sequence[StateSetup]) -> None:
+        """Send the setup steps to the phone's ``setup_command`` (served SimPhones)."""
+        if self.config.setup_command is None:
+            super().apply_setup(setup)  # raises SetupUnsupported with the steps named
+        payload = orjson.dumps([step.model_dump(mode="json") for step in setup]).decode()
+        with self._lock:
+            self._guard("setup", self.config.command_timeout_s, lambda d: self._shell_checked([*self.config.setup_command, payload], d))
+
     def close(self) -> None:
         """Stop the env's worker thread (the device stays connected to the adb server)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -1152,6 +1163,9 @@ class AdbPhoneEnv(PhoneEnv):
 
     async def aprobe_state(self) -> dict[str, Any] | None:
         return await self._in_thread(self.probe_state)
+
+    async def aapply_setup(self, setup: Sequence[StateSetup]) -> None:
+        await self._in_thread(self.apply_setup, setup)
 
 
 def load_app_overrides(path: str | Path) -> dict[str, str]:

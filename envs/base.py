@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from darwin.actions import Action
+from darwin.types import StateSetup
 
 
 class InfraError(RuntimeError):
@@ -40,6 +42,11 @@ class InfraError(RuntimeError):
         super().__init__(f"{cause}: {detail}" if detail else cause)
         self.cause = cause
         self.detail = detail
+
+
+class SetupUnsupported(RuntimeError):
+    """The phone cannot put a task's state on itself (a real phone has no state writes):
+    run tasks with ``setup`` steps on SimPhones (in process or served over ADB)."""
 
 
 class PhoneEnv(ABC):
@@ -71,11 +78,25 @@ class PhoneEnv(ABC):
         """Machine-readable phone state for rule verification, or ``None`` if unavailable."""
         return None
 
+    def apply_setup(self, setup: Sequence[StateSetup]) -> None:
+        """Put a task instance's state on the phone before its episode (``Task.setup``).
+
+        Raises :class:`SetupUnsupported` where the phone has no state writes (the default),
+        :class:`InfraError` if the phone fails while applying it.
+        """
+        raise SetupUnsupported(
+            f"{self.name} ({type(self).__name__}) cannot apply setup steps {[s.step for s in setup]}; "
+            "run template tasks with setup on SimPhones"
+        )
+
     def close(self) -> None:
         """Release the phone (connections, processes)."""
 
     async def ascreenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
         return await asyncio.to_thread(self.screenshot, size)
+
+    async def aapply_setup(self, setup: Sequence[StateSetup]) -> None:
+        await asyncio.to_thread(self.apply_setup, setup)
 
     async def aexecute(self, action: Action) -> None:
         await asyncio.to_thread(self.execute, action)

@@ -111,6 +111,14 @@ class StepWorkflow(Workflow):
 
     async def run(self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None, episode_id: str | None = None) -> Trajectory:
         trajectory = Trajectory(episode_id=episode_id or uuid.uuid4().hex, task=task)
+        if task.setup:
+            # The instance's state goes on the phone before anything else sees it; a phone
+            # that cannot take it raises SetupUnsupported (a configuration error, not an episode).
+            try:
+                await env.aapply_setup(task.setup)
+            except InfraError as exc:
+                trajectory.termination = self._infra(env, task, exc)
+                return trajectory
         actor.start_episode(task)
         await self.play_phases(env, task, actor, trajectory, emit)
         try:

@@ -31,6 +31,8 @@ command                                            effect on the SimPhone
 ``pm list packages``, ``ime ...``                  input methods)
 ``darwin-state``                                   the phone's full JSON state (the state probe)
 ``darwin-answer TEXT``                             records an ``answer`` action's text
+``darwin-setup JSON``                              applies a task's setup steps (a JSON list of
+                                                   ``{"step": ..., "params": ...}``; exit 2 if invalid)
 =================================================  =============================================
 
 Anything else exits 127 (``not found``) as ``sh`` does. Every call holds the backend's
@@ -57,6 +59,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import orjson
+from pydantic import ValidationError
 
 from darwin.actions import (
     Action,
@@ -73,7 +76,9 @@ from darwin.actions import (
 from darwin.envs.sim.adbd import ShellResult
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import SimPhone
+from darwin.envs.sim.setups import apply_setup
 from darwin.png import encode_png
+from darwin.types import StateSetup, TaskDefinitionError
 
 __all__ = [
     "ADB_KEYBOARD_IME",
@@ -96,6 +101,8 @@ logger = logging.getLogger(__name__)
 STATE_COMMAND = "darwin-state"
 #: Records the text of an ``answer`` action in the phone state (sim only).
 ANSWER_COMMAND = "darwin-answer"
+#: Applies a task instance's setup steps to the phone state (sim only).
+SETUP_COMMAND = "darwin-setup"
 #: ADBKeyboard (github.com/senzhk/ADBKeyBoard), the IME behind ``ADB_INPUT_B64``.
 ADB_KEYBOARD_IME = "com.android.adbkeyboard/.AdbIME"
 #: The IME selected on a fresh SimPhone (a stock keyboard: broadcasts are ignored).
@@ -254,6 +261,7 @@ class SimDeviceBackend:
             "ime": self._ime,
             STATE_COMMAND: self._state,
             ANSWER_COMMAND: self._answer,
+            SETUP_COMMAND: self._setup,
         }
 
     @property
@@ -579,6 +587,17 @@ class SimDeviceBackend:
 
     def _state(self, args: list[str]) -> ShellResult:
         return ShellResult(stdout=orjson.dumps(self.phone.state) + b"\n")
+
+    def _setup(self, args: list[str]) -> ShellResult:
+        if len(args) != 1:
+            raise _Usage(f"Error: usage: {SETUP_COMMAND} '<JSON list of setup steps>' (one argument)")
+        try:
+            steps = [StateSetup.model_validate(item) for item in orjson.loads(args[0])]
+            state = apply_setup(self.phone.snapshot(), steps)
+        except (orjson.JSONDecodeError, TypeError, ValidationError, TaskDefinitionError) as exc:
+            raise _Usage(f"Error: {SETUP_COMMAND}: {exc}") from None
+        self.phone.restore(state)
+        return _ok()
 
     def _answer(self, args: list[str]) -> ShellResult:
         if len(args) != 1:

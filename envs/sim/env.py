@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,8 @@ from darwin.actions import Action, OpenApp
 from darwin.envs.base import PhoneEnv
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import SimPhone, UnknownAppError
+from darwin.envs.sim.setups import apply_setup
+from darwin.types import StateSetup
 
 
 class SimPhoneEnv(PhoneEnv):
@@ -56,6 +59,9 @@ class SimPhoneEnv(PhoneEnv):
     def probe_state(self) -> dict[str, Any]:
         return self.phone.snapshot()
 
+    def apply_setup(self, setup: Sequence[StateSetup]) -> None:
+        self.phone.restore(apply_setup(self.phone.snapshot(), setup))
+
     # In-process calls are fast: no thread hop needed.
     async def ascreenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
         return self.screenshot(size)
@@ -68,3 +74,6 @@ class SimPhoneEnv(PhoneEnv):
 
     async def aprobe_state(self) -> dict[str, Any]:
         return self.probe_state()
+
+    async def aapply_setup(self, setup: Sequence[StateSetup]) -> None:
+        self.apply_setup(setup)

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 
 import orjson
 
-from darwin.actions import Action, Click, Direction, OpenApp, PressBack, Scroll, Type
+from darwin.actions import Action, Answer, Click, Direction, OpenApp, PressBack, Scroll, Type
 from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.predicates import resolve
 from darwin.types import VerifierSpec
@@ -41,9 +41,18 @@ def _key(state: dict) -> bytes:
     return hashlib.blake2b(orjson.dumps(state, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
 
 
-def candidate_actions(phone: SimPhone, texts: Sequence[str], apps: Sequence[str]) -> Iterator[Action]:
-    """Actions worth trying on the current screen (keyboard keys are covered by ``type``)."""
+def candidate_actions(phone: SimPhone, texts: Sequence[str], apps: Sequence[str], answers: Sequence[str] = ()) -> Iterator[Action]:
+    """Actions worth trying on the current screen (keyboard keys are covered by ``type``).
+
+    An expected answer is tried only where it is on screen: a demonstration answers what it
+    has read, never from the launcher.
+    """
     screen = phone.layout()
+    if answers and not screen.modal:
+        shown = " ".join(f"{w.text} {w.subtitle}".lower() for w in screen.widgets)
+        for answer in answers:
+            if answer.lower() in shown:
+                yield Answer(content=answer)
     for w in phone.interactive_widgets():
         if w.kind in ("key", "navbutton"):
             continue
@@ -88,6 +97,7 @@ def shortest_plan(
     """
     pred, params = resolve(spec)
     texts = params.texts()
+    answers = params.answers()
     scratch = phone.fork()
     start = scratch.snapshot()
     h0 = pred.fn(start, params)
@@ -109,7 +119,7 @@ def shortest_plan(
             break
         state = orjson.loads(blob)
         scratch.restore(state)
-        for action in list(candidate_actions(scratch, texts, apps)):
+        for action in list(candidate_actions(scratch, texts, apps, answers)):
             scratch.restore(state)
             scratch.execute(action)
             child = scratch.state

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from darwin.answers import AnswerKey, MatcherKind
 from darwin.types import TaskDefinitionError, VerifierSpec
 
 P = TypeVar("P", bound=BaseModel)
@@ -33,6 +34,10 @@ class PredicateParams(BaseModel):
 
     def texts(self) -> list[str]:
         """Strings an agent may need to type to satisfy this predicate (used by the oracle)."""
+        return []
+
+    def answers(self) -> list[str]:
+        """Answers (as shown on screen) an information task expects; the oracle answers one once it is visible."""
         return []
 
 
@@ -136,6 +141,35 @@ def top(state: State, app: str) -> dict[str, Any]:
 
 def data(state: State, app: str) -> dict[str, Any]:
     return state["apps"][app]["data"]
+
+
+class AnswerParams(PredicateParams):
+    """An information task's answer key, and where the answer is shown (for the oracle's heuristic)."""
+
+    kind: MatcherKind = "exact"
+    expected: str
+    tolerance: float = 0.0
+    accepted: tuple[str, ...] = ()
+    app: str | None = None
+    """The app (id) whose screens show the answer."""
+    via: tuple[str, ...] = ()
+    """Screens of ``app`` a user must pass through, the last one showing the answer."""
+
+    def key(self) -> AnswerKey:
+        return AnswerKey(kind=self.kind, expected=self.expected, tolerance=self.tolerance, accepted=self.accepted)
+
+    def answers(self) -> list[str]:
+        return [self.expected]
+
+
+@predicate("answer.matches", AnswerParams)
+def _answer_matches(state: State, p: AnswerParams) -> Check:
+    """The agent answered, and its answer matches the key (see darwin.answers)."""
+    if p.key().matches(state.get("answer")):
+        return Check.of(0)
+    if p.app is None or not p.via:
+        return Check.of(1)
+    return Check.of(nav_cost(state, p.app, p.via) + 1)
 
 
 def _ensure_loaded() -> None:

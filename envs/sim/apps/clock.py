@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
 from darwin.envs.sim.predicates import Check, PredicateParams, data, nav_cost, norm, predicate, top
+from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 
 DAY_LETTERS = ("M", "T", "W", "T", "F", "S", "S")
@@ -286,6 +287,14 @@ def no_alarm_at(state: dict[str, Any], p: AlarmTime) -> Check:
     return Check.of(n)
 
 
+@predicate("clock.alarm_exists", AlarmTime)
+def alarm_exists(state: dict[str, Any], p: AlarmTime) -> Check:
+    """An alarm is set for ``hour:minute`` (on any days, on or off)."""
+    if any((a["hour"], a["minute"]) == (p.hour, p.minute) for a in data(state, "clock")["alarms"]):
+        return Check.of(0)
+    return _create_cost(state, AlarmParams(hour=p.hour, minute=p.minute))
+
+
 class City(PredicateParams):
     city: str
 
@@ -311,3 +320,26 @@ def home_time_zone(state: dict[str, Any], p: Zone) -> Check:
     if norm(data(state, "clock")["home_time_zone"]) == norm(p.zone):
         return Check.of(0)
     return Check.of(nav_cost(state, "clock", ("settings", "tz_picker")) + 1)
+
+
+class AlarmSpec(PredicateParams):
+    hour: int = Field(ge=0, le=23)
+    minute: int = Field(default=0, ge=0, le=59)
+    days: list[int] = Field(default_factory=list)
+    enabled: bool = True
+
+
+class Alarms(PredicateParams):
+    """Alarms to add to the Clock (after the ones it has)."""
+
+    alarms: list[AlarmSpec] = Field(min_length=1)
+
+
+@setup_step("clock.alarms", Alarms)
+def _add_alarms(state: dict[str, Any], p: Alarms) -> None:
+    """Add the given alarms with fresh ids."""
+    alarms = data(state, "clock")["alarms"]
+    for spec in p.alarms:
+        next_id = max((a["id"] for a in alarms), default=0) + 1
+        alarms.append({"id": next_id, "hour": spec.hour, "minute": spec.minute, "days": sorted(set(spec.days)),
+                       "enabled": spec.enabled, "vibrate": True})

@@ -7,6 +7,7 @@ from typing import Any
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
 from darwin.envs.sim.predicates import Check, PredicateParams, data, nav_cost, predicate
+from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 
 MAIN_ENTRIES = (
@@ -145,3 +146,18 @@ def notification_history(state: dict[str, Any], p: Enabled) -> Check:
     if data(state, "settings")["notification_history"] == p.enabled:
         return Check.of(0)
     return Check.of(nav_cost(state, "settings", ("notifications", "notification_history")) + 1)
+
+
+class SettingsValues(PredicateParams):
+    """Settings values to force (only the ones given)."""
+
+    dark_theme: bool | None = None
+    notification_history: bool | None = None
+
+
+@setup_step("settings.values", SettingsValues)
+def _settings_values(state: dict[str, Any], p: SettingsValues) -> None:
+    """Set the given Settings switches."""
+    values = state["apps"]["settings"]["data"]
+    for key, value in p.model_dump(exclude_none=True).items():
+        values[key] = value

@@ -1,0 +1,291 @@
+"""Task templates: parameterised goals with seeded instances, and generalisation splits.
+
+A template is a goal pattern (AndroidWorld's task classes, MobileGym's templates): a typed
+parameter schema, seeded parameter sampling, several phrasings in English and Chinese,
+the phone state an instance needs (setup steps), a success predicate, the app data it may
+change, and optional sub-goals for the progress rate. Templates live next to SimPhone's
+apps in ``envs/sim/templates/`` and are registered by id::
+
+    >>> from darwin.templates import get_template
+    >>> tpl = get_template("clock.set_alarm")
+    >>> task = tpl.instance(3)
+    >>> task.id, task.template, task.verifier.predicate
+    ('clock.set_alarm.s3', 'clock.set_alarm', 'clock.alarm')
+    >>> tpl.instance(3) == task       # the same seed gives the same instance
+    True
+
+Instance ids are ``<template>.s<seed>`` (English) or ``<template>.zh.s<seed>`` (Chinese), so
+:func:`darwin.tasks.get_task` rebuilds any sampled instance from its id alone. Instances a
+model proposes with explicit parameters (:meth:`TaskTemplate.task`) get
+``<template>.p<hash>`` ids and are stored with their parameters.
+
+:func:`split_templates` builds AndroidWorld-Generalization's three held-out regimes:
+unseen instances (new parameters of training templates), unseen templates (held-out
+templates of training apps) and unseen apps.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import random
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Generic, Literal, TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from darwin.types import StateSetup, Task, TaskDefinitionError, VerifierSpec
+
+P = TypeVar("P", bound=BaseModel)
+Language = Literal["ENG", "CHN"]
+
+INSTANCE_ID = re.compile(r"^(?P<template>.+?)\.(?:(?P<zh>zh)\.)?s(?P<seed>\d+)$")
+
+
+class TemplateParams(BaseModel):
+    """Base of template parameter schemas (frozen; unknown fields are rejected)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _no_setup(params: Any) -> Sequence[StateSetup]:
+    return ()
+
+
+def _no_subgoals(params: Any) -> Sequence[VerifierSpec]:
+    return ()
+
+
+@dataclass(frozen=True)
+class TaskTemplate(Generic[P]):
+    """A goal pattern whose instances are :class:`~darwin.types.Task` s.
+
+    ``phrasings`` maps a language to instruction patterns formatted with the fields of
+    ``wording(params)`` (default: the parameters themselves). ``allowed_changes`` are the
+    dotted state paths (``*`` matches one key) the task may change; every other change of
+    app data is an unexpected side effect.
+    """
+
+    id: str
+    app: str
+    """The app's launcher label (``"Clock"``)."""
+    params: type[P]
+    sample: Callable[[random.Random], P]
+    phrasings: Mapping[Language, Sequence[str]]
+    verifier: Callable[[P], VerifierSpec]
+    allowed_changes: Callable[[P], Sequence[str]]
+    setup: Callable[[P], Sequence[StateSetup]] = _no_setup
+    subgoals: Callable[[P], Sequence[VerifierSpec]] = _no_subgoals
+    wording: Callable[[P], Mapping[str, str]] | None = None
+    difficulty: int = 1
+    """1 easy, 2 medium, 3 hard (AndroidWorld-Generalization's staging)."""
+    step_budget: int = 32
+    description: str = ""
+
+    @property
+    def kind(self) -> Literal["action", "answer"]:
+        """``answer``: an information task that ends with ``answer(text)``."""
+        return "answer" if self.verifier(self.sample(random.Random(0))).predicate == "answer.matches" else "action"
+
+    def words(self, params: P) -> Mapping[str, str]:
+        return self.wording(params) if self.wording is not None else {k: str(v) for k, v in params.model_dump().items()}
+
+    def instance(self, seed: int, language: Language = "ENG") -> Task:
+        """The instance for ``seed``: seeded parameters and phrasing."""
+        if seed < 0:
+            raise ValueError(f"template {self.id!r}: seed must be >= 0, got {seed}")
+        rng = random.Random(f"{self.id}/{seed}")
+        params = self.sample(rng)
+        phrasing = rng.randrange(len(self.phrasings[language]))
+        suffix = f"zh.s{seed}" if language == "CHN" else f"s{seed}"
+        return self._task(params, language, phrasing, f"{self.id}.{suffix}")
+
+    def task(self, params: P | Mapping[str, Any], language: Language = "ENG", phrasing: int = 0) -> Task:
+        """An instance with explicit parameters (validated against the schema; a proposer's path).
+
+        Raises :class:`TaskDefinitionError` naming the template and every invalid field.
+        """
+        if not isinstance(params, self.params):
+            try:
+                params = self.params.model_validate(params)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
+                raise TaskDefinitionError(
+                    f"template {self.id!r}: invalid parameters: {problems}. Schema: {schema_line(self)}"
+                ) from None
+        if language not in self.phrasings:
+            raise TaskDefinitionError(f"template {self.id!r} has no {language} phrasings; known: {', '.join(self.phrasings)}")
+        if not 0 <= phrasing < len(self.phrasings[language]):
+            raise TaskDefinitionError(f"template {self.id!r}: phrasing {phrasing} out of range 0..{len(self.phrasings[language]) - 1}")
+        digest = hashlib.blake2b(orjson.dumps([params.model_dump(mode="json"), language, phrasing], option=orjson.OPT_SORT_KEYS), digest_size=4)
+        return self._task(params, language, phrasing, f"{self.id}.p{digest.hexdigest()}")
+
+    def _task(self, params: P, language: Language, phrasing: int, task_id: str) -> Task:
+        try:
+            instruction = self.phrasings[language][phrasing].format(**self.words(params))
+        except (KeyError, IndexError) as exc:
+            raise TaskDefinitionError(f"template {self.id!r}: phrasing {phrasing} ({language}) names {exc} that wording() does not give") from None
+        return Task(
+            id=task_id, instruction=instruction, app=self.app, language=language, difficulty=self.difficulty,
+            step_budget=self.step_budget, verifier=self.verifier(params), setup=tuple(self.setup(params)),
+            template=self.id, params=params.model_dump(mode="json"), allowed_changes=tuple(self.allowed_changes(params)),
+            subgoals=tuple(self.subgoals(params)), source="darwin-template",
+        )
+
+
+def schema_line(template: TaskTemplate) -> str:
+    """The parameter schema in one line (``hour: int >= 0 <= 23, ...``) for messages and prompts."""
+    parts = []
+    for name, info in template.params.model_fields.items():
+        annotation = getattr(info.annotation, "__name__", None) or str(info.annotation).replace("typing.", "")
+        bounds = " ".join(f"{m.__class__.__name__.lower()} {next(iter(vars(m).values()))}" for m in info.metadata if vars(m))
+        parts.append(f"{name}: {annotation}{' ' + bounds if bounds else ''}")
+    return ", ".join(parts) or "(no parameters)"
+
+
+TEMPLATES: dict[str, TaskTemplate] = {}
+
+
+def register(template: TaskTemplate) -> TaskTemplate:
+    """Add ``template`` to the registry (ids are unique); returns it."""
+    if template.id in TEMPLATES:
+        raise ValueError(f"template {template.id!r} is registered twice")
+    if not re.fullmatch(r"[a-z0-9_]+\.[a-z0-9_]+", template.id):
+        raise ValueError(f"template id {template.id!r} must be '<app>.<name>' in lower case (letters, digits, _)")
+    TEMPLATES[template.id] = template
+    return template
+
+
+@cache
+def _load() -> None:
+    import darwin.envs.sim.templates  # noqa: F401  (templates live next to the apps)
+
+
+def templates() -> dict[str, TaskTemplate]:
+    """Every registered template by id."""
+    _load()
+    return TEMPLATES
+
+
+def get_template(template_id: str) -> TaskTemplate:
+    found = templates().get(template_id)
+    if found is None:
+        close = difflib.get_close_matches(template_id, TEMPLATES, n=3)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else "; run `darwin tasks list --templates`"
+        raise KeyError(f"unknown template {template_id!r}{hint}")
+    return found
+
+
+def instance_of(task_id: str) -> Task | None:
+    """The sampled instance named by ``task_id`` (``clock.set_alarm.s3``), or ``None`` if it names none."""
+    match = INSTANCE_ID.match(task_id)
+    if match is None or match["template"] not in templates():
+        return None
+    return TEMPLATES[match["template"]].instance(int(match["seed"]), "CHN" if match["zh"] else "ENG")
+
+
+class SplitConfig(BaseModel):
+    """How templates are split into training and the three held-out regimes (seeded)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seed: int = Field(0, ge=0, description="seeds which apps and templates are held out")
+    held_out_apps: tuple[str, ...] | None = Field(None, description="apps (labels) held out entirely; None: `unseen_apps` chosen by seed")
+    unseen_apps: int = Field(2, ge=1, description="how many apps to hold out when held_out_apps is None")
+    unseen_template_share: float = Field(0.25, gt=0.0, lt=1.0, description="share of each training app's templates held out (apps with >= 2 templates)")
+    train_instances: int = Field(8, ge=1, description="training instances per training template")
+    eval_instances: int = Field(3, ge=1, description="evaluation instances per template in each held-out regime")
+    languages: tuple[Language, ...] = Field(("ENG",), min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> SplitConfig:
+        if self.held_out_apps is not None:
+            known = {t.app for t in templates().values()}
+            unknown = [a for a in self.held_out_apps if a not in known]
+            if unknown:
+                raise ValueError(f"held_out_apps {unknown} have no templates; apps with templates: {', '.join(sorted(known))}")
+        return self
+
+
+@dataclass(frozen=True)
+class TemplateSplit:
+    """Training tasks and the three held-out regimes, with the templates behind each."""
+
+    config: SplitConfig
+    train_templates: tuple[str, ...]
+    held_out_templates: tuple[str, ...]
+    held_out_apps: tuple[str, ...]
+    sets: dict[str, list[Task]] = field(default_factory=dict)
+    """``train``, ``unseen_instances``, ``unseen_templates``, ``unseen_apps``."""
+
+
+SPLIT_SETS = ("train", "unseen_instances", "unseen_templates", "unseen_apps")
+EVAL_SEED_BASE = 100_000
+"""Held-out instances use seeds from here on, apart from any training seed."""
+
+
+def split_templates(config: SplitConfig | None = None) -> TemplateSplit:
+    """AndroidWorld-Generalization's splits over the registered templates (reproducible from ``config``).
+
+    Unseen-instance tasks are new parameters of training templates: an instance whose
+    parameters equal a training instance's is skipped, so none is a repeat.
+    """
+    config = config or SplitConfig()
+    rng = random.Random(f"split/{config.seed}")
+    by_app: dict[str, list[str]] = {}
+    for tpl in sorted(templates().values(), key=lambda t: t.id):
+        by_app.setdefault(tpl.app, []).append(tpl.id)
+    apps = sorted(by_app)
+    if config.held_out_apps is not None:
+        held_apps = tuple(sorted(config.held_out_apps))
+    else:
+        if config.unseen_apps >= len(apps):
+            raise ValueError(f"unseen_apps={config.unseen_apps} leaves no training app ({len(apps)} apps have templates)")
+        held_apps = tuple(sorted(rng.sample(apps, config.unseen_apps)))
+    train_tpls: list[str] = []
+    held_tpls: list[str] = []
+    for app in apps:
+        if app in held_apps:
+            continue
+        ids = by_app[app]
+        n_held = round(len(ids) * config.unseen_template_share) if len(ids) >= 2 else 0
+        held = set(rng.sample(ids, max(n_held, 1 if len(ids) >= 2 else 0)))
+        held_tpls += [t for t in ids if t in held]
+        train_tpls += [t for t in ids if t not in held]
+
+    def instances(ids: Sequence[str], seeds: Sequence[int]) -> list[Task]:
+        return [TEMPLATES[t].instance(s, lang) for t in ids for lang in config.languages for s in seeds]
+
+    train = instances(train_tpls, range(config.train_instances))
+    seen = {(t.template, orjson.dumps(t.params, option=orjson.OPT_SORT_KEYS)) for t in train}
+    unseen_instances: list[Task] = []
+    for tpl_id in train_tpls:
+        for lang in config.languages:
+            found, seed = 0, EVAL_SEED_BASE
+            while found < config.eval_instances and seed < EVAL_SEED_BASE + 50 * config.eval_instances:
+                task = TEMPLATES[tpl_id].instance(seed, lang)
+                seed += 1
+                if (task.template, orjson.dumps(task.params, option=orjson.OPT_SORT_KEYS)) in seen:
+                    continue
+                seen.add((task.template, orjson.dumps(task.params, option=orjson.OPT_SORT_KEYS)))
+                unseen_instances.append(task)
+                found += 1
+    eval_seeds = range(EVAL_SEED_BASE, EVAL_SEED_BASE + config.eval_instances)
+    held_app_tpls = [t for app in held_apps for t in by_app[app]]
+    return TemplateSplit(
+        config=config, train_templates=tuple(train_tpls), held_out_templates=tuple(held_tpls), held_out_apps=held_apps,
+        sets={
+            "train": train, "unseen_instances": unseen_instances,
+            "unseen_templates": instances(held_tpls, eval_seeds), "unseen_apps": instances(held_app_tpls, eval_seeds),
+        },
+    )
+
+
+@cache
+def default_split() -> TemplateSplit:
+    """The split behind the named task sets ``gen.train``, ``gen.unseen_instances`` ... (seed 0)."""
+    return split_templates(SplitConfig())
