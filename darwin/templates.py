@@ -138,13 +138,32 @@ class TaskTemplate(Generic[P]):
 
 
 def schema_line(template: TaskTemplate) -> str:
-    """The parameter schema in one line (``hour: int >= 0 <= 23, ...``) for messages and prompts."""
+    """The parameter schema in one line (``hour: integer 0..23, days: array of integer``) for messages and prompts."""
+    schema = template.params.model_json_schema()
     parts = []
-    for name, info in template.params.model_fields.items():
-        annotation = getattr(info.annotation, "__name__", None) or str(info.annotation).replace("typing.", "")
-        bounds = " ".join(f"{m.__class__.__name__.lower()} {next(iter(vars(m).values()))}" for m in info.metadata if vars(m))
-        parts.append(f"{name}: {annotation}{' ' + bounds if bounds else ''}")
+    for name, prop in schema.get("properties", {}).items():
+        parts.append(f"{name}: {_describe(prop, schema.get('$defs', {}))}")
     return ", ".join(parts) or "(no parameters)"
+
+
+def _describe(prop: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
+    if "$ref" in prop:
+        ref = defs.get(prop["$ref"].rsplit("/", 1)[-1], {})
+        fields = ", ".join(f"{k}: {_describe(v, defs)}" for k, v in ref.get("properties", {}).items())
+        return "{" + fields + "}"
+    if "anyOf" in prop:
+        return " | ".join(_describe(p, defs) for p in prop["anyOf"])
+    if "enum" in prop:
+        return "one of " + "/".join(map(str, prop["enum"]))
+    kind = prop.get("type", "any")
+    if kind == "array":
+        kind = f"array of {_describe(prop.get('items', {}), defs)}"
+    low, high = prop.get("minimum", prop.get("exclusiveMinimum")), prop.get("maximum", prop.get("exclusiveMaximum"))
+    if low is not None or high is not None:
+        kind += f" {'' if low is None else low}..{'' if high is None else high}"
+    if "minLength" in prop:
+        kind += " (non-empty)"
+    return kind
 
 
 TEMPLATES: dict[str, TaskTemplate] = {}
