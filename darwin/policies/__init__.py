@@ -5,8 +5,9 @@
     8
 
 :class:`Policy` is the interface (``darwin.policies.base``); :class:`HFPolicy` samples
-from a local transformers model, :class:`LiteLLMPolicy` calls any hosted or
-OpenAI-compatible model, and :class:`DynamicBatcher` puts many concurrent callers in
+from a local transformers model, :class:`ServerPolicy` from a vLLM / SGLang server that
+returns token ids and log-probs (trainable; :class:`LocalPolicyServer` is a CPU stand-in),
+:class:`LiteLLMPolicy` calls any hosted or OpenAI-compatible model, and :class:`DynamicBatcher` puts many concurrent callers in
 front of one backend. Heavy modules (transformers, litellm) are imported on first use.
 See docs/policies.md.
 """
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
         image_data_url,
         prompt_to_openai_messages,
     )
+    from darwin.policies.local_server import LocalPolicyServer
+    from darwin.policies.server import ServerPolicy, ServerPolicyConfig
 
 _LAZY = {
     "HFPolicy": "darwin.policies.hf",
@@ -58,6 +61,9 @@ _LAZY = {
     "PolicyRequestError": "darwin.policies.litellm",
     "image_data_url": "darwin.policies.litellm",
     "prompt_to_openai_messages": "darwin.policies.litellm",
+    "LocalPolicyServer": "darwin.policies.local_server",
+    "ServerPolicy": "darwin.policies.server",
+    "ServerPolicyConfig": "darwin.policies.server",
 }
 
 
@@ -80,10 +86,13 @@ __all__ = [
     "HFPolicyConfig",
     "LiteLLMPolicy",
     "LiteLLMPolicyConfig",
+    "LocalPolicyServer",
     "Policy",
     "PolicyAuthError",
     "PolicyRequestError",
     "Prompt",
+    "ServerPolicy",
+    "ServerPolicyConfig",
     "WeightSyncUnsupported",
     "batch_decision",
     "compute_response_logprobs",

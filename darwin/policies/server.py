@@ -1,0 +1,733 @@
+"""A policy served by an OpenAI-compatible inference server that returns token ids and log-probs.
+
+:class:`ServerPolicy` sends each prompt to a vLLM (or SGLang) chat-completions endpoint and
+records what PPO needs from the answer: the prompt token ids the server conditioned on, the
+sampled token ids and the log-prob of each. Prompts travel as OpenAI chat messages (each
+screenshot a lossless PNG data URL before its message's text); the server renders them with
+the model's own chat template, and the returned ``prompt_token_ids`` are checked against the
+local rendering (the same processor path as :meth:`HFPolicy.build_inputs
+<darwin.policies.hf.HFPolicy.build_inputs>` and the learner), so the learner scores exactly
+the tokens that were sampled from.
+
+    >>> from darwin.models import build_tiny_vlm
+    >>> from darwin.policies.server import ServerPolicy, ServerPolicyConfig
+    >>> cfg = ServerPolicyConfig(base_url="http://127.0.0.1:8000/v1", model="ui-tars-7b", max_tokens=64)
+    >>> cfg.base_url                                   # the server's root; /v1 is added per endpoint
+    'http://127.0.0.1:8000'
+    >>> policy = ServerPolicy(build_tiny_vlm(seed=0), cfg)   # no request is sent yet
+    >>> policy.served_model, policy.version
+    ('ui-tars-7b', 0)
+
+What the request asks of the server (vLLM's names; SGLang accepts the same request):
+``logprobs=true, top_logprobs=0`` (the sampled token's log-prob), ``return_token_ids=true``
+(``choices[0].token_ids`` and ``prompt_token_ids``), ``return_tokens_as_token_ids=true``
+(each log-prob entry's token as ``"token_id:123"``, for servers without ``return_token_ids``),
+``temperature``, ``top_p=1``, ``top_k=-1``, ``repetition_penalty=1`` and ``min_p=0`` set
+explicitly (vLLM otherwise applies the checkpoint's ``generation_config.json``: Qwen2-VL's
+says ``top_k=1``), ``stop_token_ids`` = the model's EOS ids, ``logit_bias`` of -100 on the
+forbidden ids (vision specials, pad, embedding rows past the tokenizer), the request's seed,
+and ``skip_special_tokens=false``. The recorded log-probs have :class:`HFPolicy`'s meaning
+(masked distribution at the sampling temperature) only if the server reports *processed*
+log-probs: start vLLM with ``--logprobs-mode processed_logprobs`` (docs/scale.md).
+
+Weights (``weight_sync``): ``"lora"`` turns the learner's merged weights back into a rank-r
+PEFT adapter (the change of each adapted matrix is exactly of rank r), writes it under
+``weights_dir`` and loads it through vLLM's ``POST /v1/load_lora_adapter`` (server started
+with ``--enable-lora`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``); later requests name
+the adapter, ``<lora_name_prefix>-v<version>``. ``"disk"`` writes a full transformers
+checkpoint and calls SGLang's ``POST /update_weights_from_disk``. ``"none"``: the server's
+weights are fixed and :meth:`ServerPolicy.load_weights` raises
+:class:`~darwin.policies.base.WeightSyncUnsupported`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+    wait_random,
+)
+
+from darwin.models.factory import VLM
+from darwin.models.scoring import forbidden_mask, prompt_to_messages
+from darwin.policies.base import Policy, Prompt, WeightSyncUnsupported
+from darwin.policies.litellm import PolicyAuthError, PolicyRequestError, prompt_to_openai_messages
+from darwin.types import Generation
+
+logger = logging.getLogger(__name__)
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TOKEN_ID = re.compile(r"^token_id:(\d+)$")
+_SEED_BOUND = 2**62
+_VLLM_LOGPROB_FLOOR = -9999.0
+"""vLLM clamps every reported log-prob to at least this value (and uses it when it has none)."""
+_LOGIT_BAN = -100.0
+"""The OpenAI protocol's (and vLLM's clamped) lowest logit bias: exp(-100) ~ 4e-44, a ban."""
+
+DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+class ServerPolicyConfig(BaseModel):
+    """Where the server is, how to sample, and how learner weights reach it (frozen; no secrets).
+
+    >>> ServerPolicyConfig(base_url="http://gpu:8000", model="m", weight_sync="lora", weights_dir="/shared/w").weight_sync
+    'lora'
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+    base_url: str = Field(description="the server's root URL, e.g. http://gpu-box:8000 (a trailing /v1 is dropped)")
+    model: str = Field(min_length=1, description="the served model name (vLLM --served-model-name)")
+    api_key_env: str | None = Field(
+        default=None, description="name of the environment variable holding the server's API key (vLLM --api-key)"
+    )
+    max_tokens: int = Field(default=64, ge=1, le=65_536, description="response length cap")
+    temperature: float = Field(default=1.0, ge=0.0, le=100.0, description="sampling temperature; 0 = greedy")
+    seed: int = Field(default=0, ge=0, description="seeds the generator that draws a seed for each request without one")
+    timeout_s: float = Field(default=120.0, gt=0.0, le=3600.0, description="per-attempt timeout of a generation")
+    max_attempts: int = Field(default=4, ge=1, le=20, description="attempts per request (1 = no retry)")
+    backoff_initial_s: float = Field(default=0.5, ge=0.0, le=600.0)
+    backoff_max_s: float = Field(default=10.0, ge=0.0, le=3600.0)
+    max_concurrency: int = Field(default=64, ge=1, le=4096, description="requests in flight per policy")
+    verify_prompt_ids: bool = Field(
+        default=True,
+        description="compare the server's prompt_token_ids with the local chat-template rendering "
+        "(fails at once when the server's template or image processing differ from the learner's)",
+    )
+    mask_forbidden: bool = Field(
+        default=True, description="send logit_bias -100 on the forbidden token ids (the learner masks them)"
+    )
+    png_compress_level: int = Field(default=1, ge=0, le=9, description="zlib level of the PNG screenshots")
+    weight_sync: Literal["none", "lora", "disk"] = Field(
+        default="none",
+        description="'lora': PEFT adapter + vLLM /v1/load_lora_adapter; 'disk': full checkpoint + "
+        "SGLang /update_weights_from_disk; 'none': fixed server weights",
+    )
+    weights_dir: str | None = Field(
+        default=None, description="a directory the server can read (same path on both machines) for adapters / checkpoints"
+    )
+    lora_rank: int = Field(default=8, ge=1, le=1024, description="'lora': adapter rank (the learner's LoraSettings.rank)")
+    lora_target_modules: tuple[str, ...] = Field(
+        default=DEFAULT_LORA_TARGETS, min_length=1, description="'lora': adapted module names (the learner's)"
+    )
+    lora_name_prefix: str = Field(default="darwin", pattern=r"^[A-Za-z0-9_.\-]+$", description="adapter names: <prefix>-v<version>")
+    keep_versions: int = Field(
+        default=2, ge=1, le=100,
+        description="adapters kept loaded / checkpoints kept on disk (in-flight requests may still name the previous one)",
+    )
+    weight_sync_timeout_s: float = Field(default=600.0, gt=0.0, le=36_000.0, description="timeout of one weight-update call")
+
+    @field_validator("base_url")
+    @classmethod
+    def _root_url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError("base_url must be an http(s) URL such as http://127.0.0.1:8000")
+        v = v.rstrip("/")
+        return v[: -len("/v1")] if v.endswith("/v1") else v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        if v is not None and not _ENV_NAME.match(v):
+            raise ValueError(
+                f"api_key_env must be the *name* of an environment variable (letters, digits, underscores), "
+                f"e.g. 'VLLM_API_KEY'; got a value of {len(v)} characters"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> ServerPolicyConfig:
+        problems = []
+        if self.weight_sync != "none" and not self.weights_dir:
+            problems.append(
+                f"weight_sync={self.weight_sync!r} needs weights_dir: a directory both this process and the "
+                "server can read (e.g. a shared volume), where adapters / checkpoints are written"
+            )
+        if self.backoff_max_s < self.backoff_initial_s:
+            problems.append("backoff_max_s must be at least backoff_initial_s")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def logprob_temperature(self) -> float:
+        """Temperature of the recorded log-probs: the sampling temperature (1.0 when greedy)."""
+        return self.temperature if self.temperature > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class ServerCompletion:
+    """The parts of one chat-completion answer a policy records."""
+
+    prompt_ids: tuple[int, ...] | None
+    response_ids: tuple[int, ...]
+    response_logprobs: tuple[float, ...]
+    finish_reason: str | None
+    model: str | None
+
+
+def parse_chat_completion(payload: object) -> ServerCompletion:
+    """Token ids and log-probs of a vLLM / SGLang chat-completion JSON body.
+
+    Sampled ids come from ``choices[0].token_ids`` (``return_token_ids``) or, failing that,
+    from the ``"token_id:<id>"`` tokens of ``choices[0].logprobs.content``
+    (``return_tokens_as_token_ids``); log-probs from ``logprobs.content[k].logprob``; the
+    prompt ids from ``prompt_token_ids`` (vLLM: top level; SGLang: on the choice).
+    Raises :class:`PolicyRequestError` naming the missing field and the server option.
+
+    >>> body = {"model": "m", "prompt_token_ids": [1, 2], "choices": [{"index": 0, "finish_reason": "stop",
+    ...     "message": {"role": "assistant", "content": "hi"}, "token_ids": [7, 9],
+    ...     "logprobs": {"content": [{"token": "token_id:7", "logprob": -0.5, "top_logprobs": []},
+    ...                              {"token": "token_id:9", "logprob": -1.0, "top_logprobs": []}]}}]}
+    >>> c = parse_chat_completion(body)
+    >>> c.prompt_ids, c.response_ids, c.response_logprobs
+    ((1, 2), (7, 9), (-0.5, -1.0))
+    """
+    if not isinstance(payload, Mapping):
+        raise PolicyRequestError(f"malformed completion: expected a JSON object, got {type(payload).__name__}")
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise PolicyRequestError("malformed completion: no choices[0] object in the response")
+    choice = choices[0]
+    logprobs = choice.get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+    if not isinstance(content, list):
+        raise PolicyRequestError(
+            "the server returned no log-probs (choices[0].logprobs.content is missing); the request asked "
+            "logprobs=true, top_logprobs=0: check that the server supports log-probs (vLLM --max-logprobs >= 0)"
+        )
+    values: list[float] = []
+    tokens: list[int | None] = []
+    for k, entry in enumerate(content):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("logprob"), (int, float)):
+            raise PolicyRequestError(f"malformed completion: logprobs.content[{k}] has no numeric logprob")
+        value = float(entry["logprob"])
+        if not math.isfinite(value) or value <= _VLLM_LOGPROB_FLOOR:
+            raise PolicyRequestError(
+                f"logprobs.content[{k}].logprob = {value}: the server has no log-prob for the sampled token "
+                f"(vLLM reports {_VLLM_LOGPROB_FLOOR} then); was a forbidden token sampled?"
+            )
+        values.append(value)
+        match = _TOKEN_ID.match(str(entry.get("token", "")))
+        tokens.append(int(match.group(1)) if match else None)
+    raw_ids = choice.get("token_ids")
+    if raw_ids is not None:
+        if not isinstance(raw_ids, list) or not all(isinstance(t, int) and t >= 0 for t in raw_ids):
+            raise PolicyRequestError("malformed completion: choices[0].token_ids is not a list of token ids")
+        ids = [int(t) for t in raw_ids]
+        parsed = [t for t in tokens if t is not None]
+        if len(parsed) == len(tokens) and parsed != ids:
+            raise PolicyRequestError("choices[0].token_ids disagree with the 'token_id:<id>' tokens of logprobs.content")
+    elif all(t is not None for t in tokens):
+        ids = [int(t) for t in tokens if t is not None]
+    else:
+        raise PolicyRequestError(
+            "the server returned no sampled token ids: neither choices[0].token_ids (request field "
+            "return_token_ids; vLLM 0.10.2+, SGLang) nor 'token_id:<id>' log-prob tokens (request field "
+            "return_tokens_as_token_ids, or vLLM's --return-tokens-as-token-ids flag); upgrade the server"
+        )
+    if len(ids) != len(values):
+        raise PolicyRequestError(f"the server returned {len(ids)} token ids but {len(values)} log-probs")
+    prompt_raw = payload.get("prompt_token_ids")
+    if prompt_raw is None:
+        prompt_raw = choice.get("prompt_token_ids")
+    prompt_ids: tuple[int, ...] | None = None
+    if prompt_raw is not None:
+        if not isinstance(prompt_raw, list) or not all(isinstance(t, int) for t in prompt_raw):
+            raise PolicyRequestError("malformed completion: prompt_token_ids is not a list of token ids")
+        prompt_ids = tuple(int(t) for t in prompt_raw)
+    finish = choice.get("finish_reason")
+    model = payload.get("model")
+    return ServerCompletion(
+        prompt_ids=prompt_ids,
+        response_ids=tuple(ids),
+        response_logprobs=tuple(values),
+        finish_reason=finish if isinstance(finish, str) else None,
+        model=model if isinstance(model, str) else None,
+    )
+
+
+class _HTTPStatusError(RuntimeError):
+    """A non-2xx answer, with the server's own error message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def _error_message(response: httpx.Response) -> str:
+    """The server's error text: vLLM's ``{"error": {"message"}}`` / ``{"message"}``, FastAPI's ``{"detail"}``."""
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return response.text[:500]
+    if isinstance(body, Mapping):
+        error = body.get("error")
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            return error["message"][:500]
+        for key in ("message", "detail", "error"):
+            if isinstance(body.get(key), str):
+                return body[key][:500]
+    return response.text[:500]
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Timeouts, connection errors, HTTP 408/409/429 and 5xx: worth another attempt."""
+    if isinstance(exc, (httpx.TransportError, asyncio.TimeoutError, TimeoutError, ConnectionError)):
+        return True
+    return isinstance(exc, _HTTPStatusError) and (exc.status in (408, 409, 429) or exc.status >= 500)
+
+
+def _model_eos_ids(vlm: VLM) -> frozenset[int]:
+    """The model's ``generation_config`` EOS ids plus the tokenizer's (as :class:`HFPolicy`)."""
+    ids: set[int] = set()
+    gen_eos = getattr(getattr(vlm.model, "generation_config", None), "eos_token_id", None)
+    if isinstance(gen_eos, int):
+        ids.add(gen_eos)
+    elif gen_eos is not None:
+        ids.update(int(i) for i in gen_eos)
+    if vlm.tokenizer.eos_token_id is not None:
+        ids.add(int(vlm.tokenizer.eos_token_id))
+    if not ids:
+        raise ValueError("the model and tokenizer name no EOS token; the server could not be told where responses end")
+    return frozenset(ids)
+
+
+class ServerPolicy(Policy):
+    """Samples from an OpenAI-compatible server; records prompt ids, response ids, log-probs, version.
+
+    ``vlm`` is the local copy of the served checkpoint (its processor renders prompts, its
+    tokenizer decodes responses; the learner copies its model to train): it must be the
+    model the server started from. The policy satisfies the learner's
+    :class:`~darwin.learner.models.TrainablePolicy`, so ``LocalLearner(server_policy)``
+    trains locally and pushes each update to the server through :meth:`load_weights`.
+
+    Each prompt is one request (up to ``max_concurrency`` in flight; the server batches them);
+    a batch fails as a whole if any request fails for good. A request's seed is
+    ``Prompt.seed``, else the next draw of the policy's generator (seeded by
+    ``config.seed``). ``Generation.policy_version`` is the version whose weights the request
+    was sent to.
+    """
+
+    def __init__(
+        self,
+        vlm: VLM,
+        config: ServerPolicyConfig,
+        *,
+        forbidden_token_ids: Iterable[int] | None = None,
+        version: int = 0,
+    ) -> None:
+        self.vlm = vlm
+        self.config = config
+        self.version = int(version)
+        self._device = next(vlm.model.parameters()).device
+        ids = vlm.forbidden_token_ids() if forbidden_token_ids is None else frozenset(forbidden_token_ids)
+        self.forbidden_token_ids: frozenset[int] = frozenset(int(i) for i in ids)
+        self._forbidden = forbidden_mask(self.forbidden_token_ids, vlm.vocab_size, self._device)
+        self.eos_token_ids: frozenset[int] = _model_eos_ids(vlm)
+        if not self.eos_token_ids - self.forbidden_token_ids:
+            raise ValueError(f"every EOS id {sorted(self.eos_token_ids)} is forbidden, so no response could end")
+        self._served_model = config.model
+        self._adapters: list[str] = []  # loaded LoRA adapters, oldest first
+        self._checkpoints: list[Path] = []
+        self._seed_generator = torch.Generator(device="cpu").manual_seed(config.seed)
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._base_weights: dict[str, torch.Tensor] | None = None
+        self._sync_lock = threading.Lock()  # served model name and version change together
+
+    # -- what the learner reads -------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """Where the local model lives (the learner's default device)."""
+        return self._device
+
+    @property
+    def forbidden_mask(self) -> torch.Tensor:
+        """``(vocab_size,)`` bool tensor, True at the ids banned on the server (pass to the learner)."""
+        return self._forbidden
+
+    @property
+    def logprob_temperature(self) -> float:
+        """Temperature of ``Generation.response_logprobs`` (the server's processed log-probs)."""
+        return self.config.logprob_temperature
+
+    @property
+    def served_model(self) -> str:
+        """The model name requests use now: the base name, or the latest LoRA adapter."""
+        return self._served_model
+
+    def build_inputs(self, prompts: Sequence[Prompt]) -> Any:
+        """The left-padded model batch of ``prompts`` with the local processor (what the learner scores)."""
+        if not prompts:
+            raise ValueError("build_inputs needs at least one prompt")
+        return self.vlm.build_inputs([prompt_to_messages(p) for p in prompts])
+
+    # -- requests ---------------------------------------------------------------------
+    def _headers(self) -> dict[str, str]:
+        name = self.config.api_key_env
+        if name is None:
+            return {}
+        key = os.environ.get(name)
+        if not key:
+            raise PolicyAuthError(f"environment variable {name} is not set (or empty); export the server's API key there")
+        return {"Authorization": f"Bearer {key}"}
+
+    def request_body(self, prompt: Prompt, seed: int) -> dict[str, Any]:
+        """The chat-completion request for one prompt (vLLM's field names; SGLang accepts them)."""
+        cfg = self.config
+        body: dict[str, Any] = {
+            "model": self._served_model,
+            "messages": prompt_to_openai_messages(prompt, compress_level=cfg.png_compress_level),
+            "max_tokens": cfg.max_tokens,
+            "temperature": cfg.temperature,
+            "top_p": 1.0,
+            "top_k": -1,
+            "min_p": 0.0,
+            "repetition_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "n": 1,
+            "seed": int(seed),
+            "stop_token_ids": sorted(self.eos_token_ids),
+            "logprobs": True,
+            "top_logprobs": 0,
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": True,
+            "return_prompt_token_ids": True,  # SGLang's name for prompt_token_ids
+            "skip_special_tokens": False,
+            "add_generation_prompt": True,
+        }
+        if cfg.mask_forbidden and self.forbidden_token_ids:
+            body["logit_bias"] = {str(t): _LOGIT_BAN for t in sorted(self.forbidden_token_ids)}
+        return body
+
+    def _next_seed(self) -> int:
+        return int(torch.randint(0, _SEED_BOUND, (1,), generator=self._seed_generator).item())
+
+    def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop or self._client.is_closed:
+            limits = httpx.Limits(max_connections=self.config.max_concurrency, max_keepalive_connections=self.config.max_concurrency)
+            self._client = httpx.AsyncClient(base_url=self.config.base_url, limits=limits, timeout=self.config.timeout_s)
+            self._client_loop = loop
+            self._semaphore = asyncio.Semaphore(self.config.max_concurrency)
+        assert self._semaphore is not None
+        return self._client, self._semaphore
+
+    async def generate(self, prompts: Sequence[Prompt]) -> list[Generation]:
+        """One sampled :class:`Generation` per prompt, in order (requests run concurrently)."""
+        if not prompts:
+            return []
+        headers = self._headers()
+        client, limit = self._async_client()
+        seeds = [p.seed if p.seed is not None else self._next_seed() for p in prompts]
+        if any(s < 0 for s in seeds):
+            raise ValueError("Prompt.seed must be non-negative")
+        tasks = [
+            asyncio.ensure_future(self._one(client, limit, headers, p, s))
+            for p, s in zip(prompts, seeds, strict=True)
+        ]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def _one(
+        self, client: httpx.AsyncClient, limit: asyncio.Semaphore, headers: dict[str, str],
+        prompt: Prompt, seed: int,
+    ) -> Generation:
+        body = self.request_body(prompt, seed)
+        sent_version = [self.version]
+
+        def current_body() -> dict[str, Any]:
+            # Every attempt names the model serving now, and the generation carries its version.
+            with self._sync_lock:
+                body["model"], sent_version[0] = self._served_model, self.version
+            return body
+
+        async with limit:
+            payload = await self._post_async(client, "/v1/chat/completions", current_body, headers)
+        version = sent_version[0]
+        completion = parse_chat_completion(payload)
+        if completion.prompt_ids is None:
+            raise PolicyRequestError(
+                "the server returned no prompt_token_ids (request field return_token_ids: vLLM 0.10.2+; "
+                "SGLang: return_prompt_token_ids); without them the learner cannot check that it scores the "
+                "prompt the response was sampled from"
+            )
+        if self.config.verify_prompt_ids:
+            local = self._local_prompt_ids(prompt)
+            if local != completion.prompt_ids:
+                raise PolicyRequestError(_prompt_mismatch(local, completion.prompt_ids, self.vlm))
+        response = completion.response_ids
+        bad = sorted(set(response) & self.forbidden_token_ids)
+        if bad:
+            raise PolicyRequestError(
+                f"the server sampled forbidden token ids {bad[:5]}: it ignored logit_bias (mask_forbidden=True); "
+                "the learner cannot score them"
+            )
+        body_ids = response[:-1] if response and response[-1] in self.eos_token_ids else response
+        return Generation(
+            text=self.vlm.tokenizer.decode(list(body_ids), skip_special_tokens=False),
+            prompt_ids=completion.prompt_ids,
+            response_ids=response,
+            response_logprobs=completion.response_logprobs,
+            policy_version=version,
+        )
+
+    def _local_prompt_ids(self, prompt: Prompt) -> tuple[int, ...]:
+        inputs = self.build_inputs([prompt])
+        mask = inputs["attention_mask"][0].bool()
+        return tuple(int(t) for t in inputs["input_ids"][0][mask].tolist())
+
+    def _retrying(self, cls: type[AsyncRetrying] | type[Retrying]) -> Any:
+        cfg = self.config
+        return cls(
+            stop=stop_after_attempt(cfg.max_attempts),
+            wait=wait_exponential(multiplier=cfg.backoff_initial_s, max=cfg.backoff_max_s)
+            + wait_random(0.0, cfg.backoff_initial_s),
+            retry=retry_if_exception(_is_transient),
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        logger.warning(
+            "%s: attempt %d/%d failed (%s: %s); retrying",
+            self.config.base_url, state.attempt_number, self.config.max_attempts, type(exc).__name__, str(exc)[:300],
+        )
+
+    async def _post_async(
+        self, client: httpx.AsyncClient, path: str, make_body: Any, headers: Mapping[str, str]
+    ) -> object:
+        try:
+            async for attempt in self._retrying(AsyncRetrying):
+                with attempt:
+                    response = await client.post(path, json=make_body(), headers=dict(headers))
+                    return self._checked(response, path)
+        except (httpx.HTTPError, _HTTPStatusError) as exc:
+            raise self._translate(exc, path) from None
+        raise AssertionError("unreachable: tenacity either returns or re-raises")
+
+    def _post_sync(self, path: str, body: Mapping[str, Any]) -> object:
+        headers = self._headers()
+        try:
+            with httpx.Client(base_url=self.config.base_url, timeout=self.config.weight_sync_timeout_s) as client:
+                for attempt in self._retrying(Retrying):
+                    with attempt:
+                        return self._checked(client.post(path, json=dict(body), headers=headers), path)
+        except (httpx.HTTPError, _HTTPStatusError) as exc:
+            raise self._translate(exc, path) from None
+        raise AssertionError("unreachable: tenacity either returns or re-raises")
+
+    def _checked(self, response: httpx.Response, path: str) -> object:
+        if response.status_code >= 400:
+            raise _HTTPStatusError(response.status_code, _error_message(response))
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            if path.endswith("/chat/completions"):
+                raise PolicyRequestError(f"{path}: the server's answer is not JSON: {response.text[:200]!r}") from None
+            return response.text  # vLLM's LoRA endpoints answer in plain text
+
+    def _translate(self, exc: Exception, path: str) -> Exception:
+        where = f"{self.config.base_url}{path}"
+        if isinstance(exc, _HTTPStatusError):
+            if exc.status in (401, 403):
+                var = f"${self.config.api_key_env}" if self.config.api_key_env else "api_key_env (no key was sent)"
+                return PolicyAuthError(f"{where}: authentication failed (HTTP {exc.status}); check {var}. Server said: {exc.message}")
+            if _is_transient(exc):
+                return PolicyRequestError(f"{where}: giving up after {self.config.max_attempts} attempts; last error: {exc}")
+            if exc.status == 404 and path.endswith("load_lora_adapter"):
+                return PolicyRequestError(
+                    f"{where}: HTTP 404: the server has no runtime LoRA endpoint; start vLLM with --enable-lora "
+                    "and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
+                )
+            return PolicyRequestError(f"{where}: request failed (not retried): {exc}")
+        return PolicyRequestError(f"{where}: giving up after {self.config.max_attempts} attempts; last error: {type(exc).__name__}: {exc}")
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections (inside the event loop that used them)."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def close(self) -> None:
+        """Drop the HTTP client (its connections close with it); for symmetry with :class:`HFPolicy`."""
+        self._client = None
+
+    # -- weights ----------------------------------------------------------------------
+    def load_weights(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
+        """Push the learner's weights (the model's full state dict) to the server; then set ``version``.
+
+        ``"lora"``: the change of every adapted matrix from the base checkpoint is factorised
+        into a rank-``lora_rank`` PEFT adapter (exact for a LoRA learner), written to
+        ``weights_dir/<prefix>-v<version>`` and loaded with ``/v1/load_lora_adapter``;
+        requests then name that adapter and adapters older than ``keep_versions`` are
+        unloaded. ``"disk"``: a full checkpoint in ``weights_dir/v<version>`` and
+        ``/update_weights_from_disk``. Blocks until the server confirms.
+        """
+        cfg = self.config
+        if cfg.weight_sync == "none":
+            raise WeightSyncUnsupported(
+                "ServerPolicy(weight_sync='none') cannot take learner weights; set weight_sync='lora' "
+                "(vLLM) or 'disk' (SGLang) and weights_dir"
+            )
+        if int(version) <= self.version:
+            raise ValueError(f"load_weights version {version} must be greater than the current version {self.version}")
+        assert cfg.weights_dir is not None
+        root = Path(cfg.weights_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        if cfg.weight_sync == "lora":
+            name = f"{cfg.lora_name_prefix}-v{int(version)}"
+            path = root / name
+            self._write_atomically(path, lambda tmp: self.write_lora_adapter(weights, tmp))
+            self._post_sync("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path.resolve())})
+            with self._sync_lock:
+                self._served_model, self.version = name, int(version)
+            self._adapters.append(name)
+            self._checkpoints.append(path)
+            while len(self._adapters) > cfg.keep_versions:
+                old = self._adapters.pop(0)
+                self._post_sync("/v1/unload_lora_adapter", {"lora_name": old})
+        else:
+            path = root / f"v{int(version)}"
+            self._write_atomically(path, lambda tmp: self.vlm.model.save_pretrained(tmp, state_dict=dict(weights)))
+            answer = self._post_sync("/update_weights_from_disk", {"model_path": str(path.resolve())})
+            if isinstance(answer, Mapping) and answer.get("success") is False:
+                raise PolicyRequestError(f"/update_weights_from_disk refused {path}: {answer.get('message')}")
+            with self._sync_lock:
+                self.version = int(version)
+            self._checkpoints.append(path)
+        while len(self._checkpoints) > cfg.keep_versions:
+            shutil.rmtree(self._checkpoints.pop(0), ignore_errors=True)
+        logger.info("server %s now serves policy version %d (%s)", cfg.base_url, self.version, self._served_model)
+
+    @staticmethod
+    def _write_atomically(path: Path, write: Any) -> None:
+        """Write into ``<path>.tmp`` and rename, so the server never reads a half-written directory."""
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(path, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        write(tmp)
+        tmp.rename(path)
+
+    def write_lora_adapter(self, weights: Mapping[str, torch.Tensor], path: str | os.PathLike[str]) -> Path:
+        """Write ``weights`` (full, merged) as a PEFT adapter of the base checkpoint to ``path``.
+
+        For each adapted linear (``lora_target_modules`` of the language model) the change
+        ``W - W_base`` is factorised as ``B @ A`` of rank ``lora_rank`` (``lora_alpha = r``,
+        so the scaling is 1); every other tensor must equal the base checkpoint's, and each
+        change must have rank <= r. Either violation raises ``ValueError`` naming the keys
+        (the learner trained more than a LoRA adapter can carry: use ``weight_sync='disk'``).
+        """
+        import peft
+        from safetensors.torch import save_file
+
+        cfg = self.config
+        base = self._base_state()
+        targets = set(cfg.lora_target_modules)
+        unknown = sorted(set(weights) - set(base))
+        if unknown:
+            raise ValueError(f"{len(unknown)} keys are not in the base model: {unknown[:5]}")
+        tensors: dict[str, torch.Tensor] = {}
+        changed_elsewhere: list[str] = []
+        too_high: list[str] = []
+        for key, value in weights.items():
+            before = base[key]
+            new = value.detach().to("cpu", torch.float32)
+            module, _, leaf = key.rpartition(".")
+            # peft's rule (the learner's): every module whose last name is a target, vision tower included
+            adapted = leaf == "weight" and module.rsplit(".", 1)[-1] in targets
+            if not adapted:
+                if not torch.allclose(new, before, atol=1e-6, rtol=1e-5):
+                    changed_elsewhere.append(key)
+                continue
+            delta = new - before
+            b, a = _low_rank(delta, cfg.lora_rank)
+            if (b @ a - delta).abs().max().item() > 1e-4 * max(1.0, delta.abs().max().item()):
+                too_high.append(key)
+                continue
+            tensors[f"base_model.model.{module}.lora_A.weight"] = a.contiguous()
+            tensors[f"base_model.model.{module}.lora_B.weight"] = b.contiguous()
+        if changed_elsewhere or too_high:
+            raise ValueError(
+                f"weights do not fit a rank-{cfg.lora_rank} LoRA adapter on {sorted(targets)}: "
+                f"{len(changed_elsewhere)} non-adapted tensors changed {changed_elsewhere[:3]}, "
+                f"{len(too_high)} changes of rank > {cfg.lora_rank} {too_high[:3]}; train with "
+                "LearnerConfig(lora=LoraSettings(rank=..., target_modules=...)) matching the server policy, "
+                "or use weight_sync='disk'"
+            )
+        out = Path(path)
+        out.mkdir(parents=True, exist_ok=True)
+        modules = sorted({key.split(".")[-3] for key in tensors})  # base_model.model.<...>.<name>.lora_X.weight
+        peft.LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_rank, target_modules=modules, lora_dropout=0.0).save_pretrained(str(out))
+        save_file(tensors, str(out / "adapter_model.safetensors"))
+        return out
+
+    def _base_state(self) -> dict[str, torch.Tensor]:
+        """The served base checkpoint's tensors (float32, CPU): the local model's at construction."""
+        if self._base_weights is None:
+            self._base_weights = {k: v.detach().to("cpu", torch.float32).clone() for k, v in self.vlm.model.state_dict().items()}
+        return self._base_weights
+
+
+def _low_rank(delta: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(B, A)`` with ``B @ A`` the best rank-``rank`` approximation of ``delta`` (exact if its rank is lower)."""
+    if not bool(delta.any()):
+        return delta.new_zeros(delta.shape[0], rank), delta.new_zeros(rank, delta.shape[1])
+    u, s, vh = torch.linalg.svd(delta.double(), full_matrices=False)
+    k = min(rank, s.numel())
+    root = s[:k].sqrt()
+    b = (u[:, :k] * root).float()
+    a = (root[:, None] * vh[:k]).float()
+    if k < rank:  # pad to the declared rank with zero directions
+        b = torch.cat([b, b.new_zeros(b.shape[0], rank - k)], dim=1)
+        a = torch.cat([a, a.new_zeros(rank - k, a.shape[1])], dim=0)
+    return b, a
+
+
+def _prompt_mismatch(local: tuple[int, ...], server: tuple[int, ...], vlm: VLM) -> str:
+    first = next((i for i, (x, y) in enumerate(zip(local, server, strict=False)) if x != y), min(len(local), len(server)))
+    tok = vlm.tokenizer
+    return (
+        f"the server rendered the prompt as {len(server)} tokens, the local processor as {len(local)}; first "
+        f"difference at token {first} (server {tok.decode(list(server[first:first + 8]))!r} vs local "
+        f"{tok.decode(list(local[first:first + 8]))!r}). The server's chat template or image processing "
+        "(min/max pixels) differ from the checkpoint the learner uses: start the server from the same "
+        "checkpoint directory (vLLM: same --chat-template, --mm-processor-kwargs max_pixels), or set "
+        "verify_prompt_ids=False to let the learner reject the rows later"
+    )
+
+
+__all__ = ["ServerCompletion", "ServerPolicy", "ServerPolicyConfig", "parse_chat_completion"]
