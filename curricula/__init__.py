@@ -3,8 +3,13 @@
 from darwin.curricula.base import Curriculum, EpisodeOutcome
 from darwin.curricula.failure_filter import FailureFilterCurriculum
 from darwin.curricula.learnability import LearnabilityCurriculum
+from darwin.curricula.proposer import LLMTaskProposer, ProposerConfig
+from darwin.curricula.staged import DifficultyStagedCurriculum, StagedConfig
 from darwin.curricula.static import StaticCurriculum
+from darwin.curricula.success_band import SuccessBandConfig, SuccessBandCurriculum
 
 __all__ = [
-    "Curriculum", "EpisodeOutcome", "FailureFilterCurriculum", "LearnabilityCurriculum", "StaticCurriculum",
+    "Curriculum", "DifficultyStagedCurriculum", "EpisodeOutcome", "FailureFilterCurriculum", "LLMTaskProposer",
+    "LearnabilityCurriculum", "ProposerConfig", "StagedConfig", "StaticCurriculum", "SuccessBandConfig",
+    "SuccessBandCurriculum",
 ]

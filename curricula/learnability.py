@@ -24,18 +24,19 @@ learnability, never below a floor.
 
 from __future__ import annotations
 
-import math
 import random
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 from darwin.curricula._util import (
+    SuccessWindows,
     _check_fraction,
     _check_int,
+    _check_outcome,
+    _check_prior,
     _check_tasks,
-    _is_real,
-    _lookup,
+    _draw,
+    _normalised,
     _rng_from_json,
     _rng_to_json,
 )
@@ -81,43 +82,32 @@ class LearnabilityCurriculum(Curriculum):
     ) -> None:
         self.tasks = _check_tasks(tasks, "LearnabilityCurriculum")
         self.floor = _check_fraction("floor", floor, "the fraction of the peak weight 0.25 kept as a minimum, e.g. 0.05")
-        self.prior_success = _check_fraction("prior_success", prior_success, "e.g. 0.5")
-        if not _is_real(prior_weight) or not math.isfinite(prior_weight) or prior_weight < 0:
-            raise ValueError(f"prior_weight must be a finite number >= 0 (pseudo-episodes of the prior, e.g. 2.0), got {prior_weight!r}")
-        self.prior_weight = float(prior_weight)
+        self.prior_success, self.prior_weight = _check_prior(prior_success, prior_weight)
         self.window = _check_int("window", window, minimum=1, hint="the number of recent scored episodes per task, e.g. 20")
         _check_int("seed", seed, minimum=None, hint="an integer such as 0")
         self.rng = random.Random(seed)
-        self._history: dict[str, deque[bool]] = {t.id: deque(maxlen=self.window) for t in self.tasks}
+        self._windows = SuccessWindows(
+            [t.id for t in self.tasks], window=self.window, prior_success=self.prior_success, prior_weight=self.prior_weight
+        )
 
     def next_task(self) -> Task:
-        raw = self._raw_weights()
-        if sum(raw) <= 0:
-            return self.rng.choice(self.tasks)
-        return self.rng.choices(self.tasks, weights=raw)[0]
+        return _draw(self.rng, self.tasks, self._raw_weights())
 
     def update(self, task: Task, outcome: EpisodeOutcome) -> None:
-        history = _lookup(self._history, task, outcome, "LearnabilityCurriculum")
+        _check_outcome(self._windows, task, outcome, "LearnabilityCurriculum")
         if outcome.success is not None:
-            history.append(bool(outcome.success))
+            self._windows.record(task.id, outcome.success)
 
     def success_estimates(self) -> dict[str, float]:
         """Each task's smoothed success rate ``p``, by task id (for logging)."""
-        return {t.id: self._estimate(self._history[t.id]) for t in self.tasks}
+        return self._windows.estimates()
 
     def weights(self) -> dict[str, float]:
         """The probability that :meth:`next_task` draws each task, by task id (sums to 1)."""
-        raw = self._raw_weights()
-        total = sum(raw)
-        if total <= 0:
-            return {t.id: 1.0 / len(self.tasks) for t in self.tasks}
-        return {t.id: w / total for t, w in zip(self.tasks, raw, strict=True)}
+        return _normalised([t.id for t in self.tasks], self._raw_weights())
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "history": {tid: [int(s) for s in h] for tid, h in self._history.items()},
-            "rng": _rng_to_json(self.rng),
-        }
+        return {"history": self._windows.state_dict(), "rng": _rng_to_json(self.rng)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (also after a JSON round trip).
@@ -125,27 +115,13 @@ class LearnabilityCurriculum(Curriculum):
         Tasks the state does not mention start with no episodes; a task id the state
         mentions but this curriculum lacks raises ``ValueError``.
         """
-        history = state["history"]
-        unknown = sorted(set(history) - set(self._history))
-        if unknown:
-            raise ValueError(
-                f"state mentions tasks this curriculum lacks: {', '.join(unknown)}; "
-                "build the curriculum with the same tasks as the run that saved it"
-            )
-        for tid in self._history:
-            self._history[tid] = deque((bool(s) for s in history.get(tid, [])), maxlen=self.window)
+        self._windows.load_state_dict(state["history"])
         _rng_from_json(self.rng, state["rng"])
-
-    def _estimate(self, history: deque[bool]) -> float:
-        n = len(history)
-        if n + self.prior_weight == 0:
-            return self.prior_success
-        return (sum(history) + self.prior_success * self.prior_weight) / (n + self.prior_weight)
 
     def _raw_weights(self) -> list[float]:
         minimum = self.floor * 0.25
         out = []
         for t in self.tasks:
-            p = self._estimate(self._history[t.id])
+            p = self._windows.estimate(t.id)
             out.append(max(p * (1.0 - p), minimum))
         return out

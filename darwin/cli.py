@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -46,21 +47,92 @@ def tasks() -> None:
 
 
 @tasks.command("list")
-@click.option("--set", "set_name", default=None, help="only tasks of this set (base8, paper16, cycle8)")
-def tasks_list(set_name: str | None) -> None:
-    """Show the registered tasks."""
-    from darwin.tasks import TASK_SETS, registry, task_set
+@click.option("--set", "set_name", default=None, help="only tasks of this set (base8, paper16, cycle8, gen.train, gen.unseen_instances, ...)")
+@click.option("--app", default=None, help="only tasks or templates of this app")
+@click.option("--templates", "show_templates", is_flag=True, help="list the task templates (with their role in the default split)")
+def tasks_list(set_name: str | None, app: str | None, show_templates: bool) -> None:
+    """Show the registered tasks, or the templates, legibly at any terminal width.
 
-    chosen = task_set(set_name) if set_name else list(registry().values())
-    table = Table(title=f"tasks ({set_name or 'all'})")
-    table.add_column("id", no_wrap=True)
-    for col in ("app", "instruction", "golden", "phases", "sets"):
-        table.add_column(col)
-    for t in chosen:
+    Each entry is a heading line (id and facts) and its instruction below, wrapped to the
+    terminal, so an 80-column terminal never folds an instruction one word per line.
+    """
+    from darwin.tasks import TASK_SETS, registry, task_set
+    from darwin.templates import default_split, schema_line, templates
+
+    if show_templates:
+        split = default_split()
+        role = {t: "train" for t in split.train_templates} | {t: "held-out template" for t in split.held_out_templates}
+        chosen = [t for t in templates().values() if app is None or t.app == app]
+        for tpl in sorted(chosen, key=lambda t: (t.app, t.id)):
+            where = "held-out app" if tpl.app in split.held_out_apps else role.get(tpl.id, "")
+            console.print(f"[bold]{tpl.id}[/]  [dim]{tpl.app} · {tpl.kind} · difficulty {tpl.difficulty} · {where}[/]")
+            _indented(f"{tpl.description}; e.g. {tpl.instance(0).instruction!r}")
+            _indented(f"params: {schema_line(tpl)}", style="dim")
+        apps = sorted({t.app for t in templates().values()})
+        console.print(
+            f"\n{len(chosen)} of {len(templates())} templates; {len(apps)} apps; default split (seed 0): "
+            f"{len(split.train_templates)} training templates, {len(split.held_out_templates)} held-out templates, "
+            f"held-out apps {', '.join(split.held_out_apps)}. `darwin tasks split --help` makes others.",
+            highlight=False,
+        )
+        return
+    chosen_tasks = task_set(set_name) if set_name else list(registry().values())
+    chosen_tasks = [t for t in chosen_tasks if app is None or t.app == app]
+    for t in chosen_tasks:
         phases = "+".join(p.value for p, *_ in t.phases())
         sets = ",".join(name for name, ids in TASK_SETS.items() if t.id in ids)
-        table.add_row(t.id, t.app, t.instruction, str(t.golden_steps or ""), phases, sets)
-    console.print(table)
+        facts = [t.app, f"{t.golden_steps} steps" if t.golden_steps else "", phases if phases != "execution" else "", sets]
+        console.print(f"[bold]{t.id}[/]  [dim]{' · '.join(f for f in facts if f)}[/]", highlight=False)
+        _indented(t.instruction)
+    console.print(f"\n{len(chosen_tasks)} tasks ({set_name or 'fixed tasks; template instances: --set gen.train or --templates'})", highlight=False)
+
+
+def _indented(text: str, style: str = "") -> None:
+    """``text`` wrapped to the terminal with a hanging indent of four columns."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    console.print(Padding(Text(text, style=style), (0, 0, 0, 4), expand=False))
+
+
+@tasks.command("split")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="directory for the task files")
+@click.option("--seed", default=0, show_default=True, type=int, help="which apps and templates are held out")
+@click.option("--held-out-apps", default=None, help="comma-separated app labels to hold out (default: --unseen-apps chosen by seed)")
+@click.option("--unseen-apps", default=2, show_default=True, type=int)
+@click.option("--train-instances", default=8, show_default=True, type=int, help="training instances per training template")
+@click.option("--eval-instances", default=3, show_default=True, type=int, help="instances per template in each held-out regime")
+@click.option("--chinese/--no-chinese", default=False, show_default=True, help="also Chinese instances")
+def tasks_split(out_dir: Path, seed: int, held_out_apps: str | None, unseen_apps: int, train_instances: int, eval_instances: int, chinese: bool) -> None:
+    """Split the templates into training tasks and AndroidWorld-Generalization's three held-out
+    regimes (unseen instances, unseen templates, unseen apps); writes one task file per set.
+
+    The files load with `--tasks DIR/train.yaml` in `darwin run`/`darwin eval`; the same
+    options always give the same files.
+    """
+    import yaml
+    from pydantic import ValidationError
+
+    from darwin.templates import SplitConfig, split_templates
+
+    try:
+        config = SplitConfig(
+            seed=seed, held_out_apps=tuple(a.strip() for a in held_out_apps.split(",")) if held_out_apps else None,
+            unseen_apps=unseen_apps, train_instances=train_instances, eval_instances=eval_instances,
+            languages=("ENG", "CHN") if chinese else ("ENG",),
+        )
+        split = split_templates(config)
+    except (ValidationError, ValueError) as exc:
+        raise click.BadParameter(str(exc)) from None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, tasks_of_set in split.sets.items():
+        rows = [t.model_dump(mode="json", exclude_defaults=True) for t in tasks_of_set]
+        (out_dir / f"{name}.yaml").write_text(yaml.safe_dump(rows, allow_unicode=True, sort_keys=False), encoding="utf-8")
+        console.print(f"{name:17s} {len(tasks_of_set):5d} tasks -> {out_dir / f'{name}.yaml'}", highlight=False)
+    manifest = {"config": config.model_dump(mode="json"), "train_templates": split.train_templates,
+                "held_out_templates": split.held_out_templates, "held_out_apps": split.held_out_apps}
+    (out_dir / "split.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    console.print(f"held-out apps: {', '.join(split.held_out_apps)}; held-out templates: {', '.join(split.held_out_templates)}", highlight=False)
 
 
 # ----------------------------------------------------------------------------------- eval
@@ -174,8 +246,11 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
 @click.option("--api-base", default=None, help="litellm: base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
 @click.option("--api-key-env", default=None, help="litellm: name of the environment variable holding the API key (default: the provider's standard one)")
 @click.option("--max-new-tokens", default=None, type=click.IntRange(1), help="response cap  [default: the checkpoint's for tiny:, 512 for litellm:]")
-def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tuple[str, ...], phones: int, task_names: str | None, episodes: int, seed: int, run_dir: str | None, db: str | None, observation_size: tuple[int, int] | None, no_perturb: bool, temperature: float | None, agent_format: str, api_base: str | None, api_key_env: str | None, max_new_tokens: int | None) -> None:
-    """Evaluate an agent on SimPhones; prints success per task and overall."""
+@click.option("--end-on-success/--play-until-finished", default=True, show_default=True, help="end an episode as soon as the rule check confirms the goal, or only when the agent says finished (or the budget ends): the over-time metric needs the latter (without --experiment)")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False, path_type=Path), help="also write the per-task results and metrics to this JSON file")
+def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tuple[str, ...], phones: int, task_names: str | None, episodes: int, seed: int, run_dir: str | None, db: str | None, observation_size: tuple[int, int] | None, no_perturb: bool, temperature: float | None, agent_format: str, api_base: str | None, api_key_env: str | None, max_new_tokens: int | None, end_on_success: bool, json_out: Path | None) -> None:
+    """Evaluate an agent on SimPhones; prints success per task and overall, then the episode
+    metrics per task (SR, PR, SE, FC, OT and the L1-L4 stratum; docs/evaluation.md)."""
     from darwin.envs.sim import PerturbationConfig
     from darwin.envs.sim.env import SimPhoneEnv
     from darwin.evaluate import evaluate
@@ -220,7 +295,7 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
     if experiment is not None:  # the experiment's own workflow, verifier and reward settings
         workflow = experiment.build_workflow(observation_size, evaluation=True)
     else:
-        workflow = LifecycleWorkflow(config=StepConfig(observation_size=observation_size))
+        workflow = LifecycleWorkflow(config=StepConfig(observation_size=observation_size, end_on_success=end_on_success))
     run_id = store.start_run(f"eval {agent_spec}", config=None)
     total = len(chosen) * episodes
     started = time.perf_counter()
@@ -247,9 +322,36 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
         mean_steps = report.mean_steps(None if task_id == "overall" else task_id)
         table.add_row(task_id, "-" if rate is None else f"{100 * rate:.1f}%", str(score.episodes), str(score.already_done), str(score.infra_truncated), str(score.unverified), str(score.errors), f"{mean_steps:.1f}")
     console.print(table)
+    console.print(_metrics_table(report))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps({"agent": agent_spec, "run_id": run_id, "episodes_per_task": episodes, **report.to_json()}, indent=2) + "\n")
     steps = sum(len(t) for t in report.trajectories)
     console.print(f"{steps} steps in {elapsed:.1f}s ({steps / max(elapsed, 1e-9):.1f} steps/s); run {run_id} stored in {store.url.render_as_string(hide_password=True)}")
     store.close()
+
+
+def _metrics_table(report: EvalReport) -> Table:
+    """The episode metrics per task in at most 80 columns (docs/evaluation.md, "Episode metrics")."""
+    from rich import box
+
+    from darwin.algos.task_metrics import stratum_counts
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:.0f}%"
+
+    table = Table(title="episode metrics per task", box=box.SIMPLE_HEAD, caption_justify="left",
+                  caption="n: measured episodes; SR success, PR progress, SE side effects (% of episodes); FC false "
+                          "completions, OT over-time episodes (counts); L: MobileGym stratum. Strata: "
+                          + ", ".join(f"{s} {n}" for s, n in stratum_counts(report.strata).items()))
+    table.add_column("task", overflow="fold")
+    for col in ("n", "SR", "PR", "SE", "FC", "OT", "L"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for task_id, m in [*report.task_metrics.items(), ("overall", report.metrics_of(None))]:
+        level = (m.stratum or "-") if task_id != "overall" else ""
+        table.add_row(task_id, str(m.measured), pct(m.success_rate), pct(m.progress_rate), pct(m.side_effect_rate),
+                      str(m.false_completions), str(m.over_time), level)
+    return table
 
 
 # ------------------------------------------------------------------------------------ sft
@@ -367,9 +469,14 @@ def sft_cmd(out: str, config_file: str | None, steps: int | None, episodes: int 
     help="override a config field by dotted path, VALUE as JSON or a string (repeatable), "
     "e.g. --set learner.kl_coef=0.05 --set horizon=16",
 )
+@click.option(
+    "--ray-address", default=None, metavar="ADDR",
+    help="run the phones as actors on this Ray cluster (HOST:PORT of the head, 'auto', ray://HOST:PORT); "
+    "the experiment's phones.ray groups place them, else its SimPhones spread over the nodes (docs/scale.md)",
+)
 def run_cmd(
     experiment_file: str, preset: str, dry_run: bool, resume: bool, run_dir: str | None, seed: int | None,
-    overrides: tuple[str, ...],
+    overrides: tuple[str, ...], ray_address: str | None,
 ) -> None:
     """Train an agent as an experiment file describes (e.g. examples/spa_bench.py)."""
     from rich.live import Live
@@ -381,14 +488,24 @@ def run_cmd(
         default_run_dir,
         load_experiment,
         run_experiment,
+        use_ray_cluster,
     )
 
     try:
         config = load_experiment(experiment_file, preset)
         if overrides:
             config = apply_overrides(config, overrides)
+        if ray_address is not None:
+            config = use_ray_cluster(config, ray_address)
     except ExperimentError as exc:
         raise click.ClickException(str(exc)) from None
+    if config.phones.kind == "ray" and config.phones.ray is not None:
+        from darwin.envs.ray_phones import RayPhonesError, check_ray_address
+
+        try:  # before anything slow (the warm start), and in --dry-run
+            check_ray_address(config.phones.ray.address)
+        except RayPhonesError as exc:
+            raise click.ClickException(str(exc)) from None
     if seed is not None:
         config = config.model_copy(update={
             "phones": config.phones.model_copy(update={"seed": seed}),
@@ -440,6 +557,10 @@ def run_cmd(
             f"gain {gain:+.1f} points (95% interval {gain - half:+.1f} to {gain + half:+.1f}; eval.json)",
             highlight=False,
         )
+        for name in after.per_set:
+            if name != "train" and name in before.per_set:
+                console.print(f"  {name}: {100 * before.per_set[name]:.1f}% -> {100 * after.per_set[name]:.1f}% "
+                              f"({100 * (after.per_set[name] - before.per_set[name]):+.1f} points)", highlight=False)
 
 
 @contextlib.contextmanager
@@ -507,6 +628,9 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
     table.add_column("value")
     phones = config.phones
     where = f"{phones.count} SimPhones (seeds {phones.seed}..{phones.seed + phones.count - 1})" if phones.kind == "sim" else f"{phones.count} ADB devices via {phones.adb_server}: {', '.join(phones.devices) or 'none listed (set them before running)'}"
+    if phones.kind == "ray":
+        where = f"{phones.count} phones on the Ray cluster at {phones.ray.address} (reachable): " + "; ".join(
+            f"{g.phones} {'SimPhones' if g.kind == 'sim' else 'ADB devices'} on {g.where} in {g.actors} host(s)" for g in phones.ray.groups)
     warm = config.checkpoint or f"built by SFT and cached in {config.cache_dir} (config {config.sft.config_hash()})"
     rows = [
         ("tasks", f"{len(tasks)}: {', '.join(t.id for t in tasks)}"),
@@ -554,6 +678,31 @@ def bench_rollout_cmd(phone_counts: str, scaling: str, seconds: float, time_scal
         by_mode = {r.mode: r for r in rows if r.phones == n and r.mode in ("async", "sync")}
         if len(by_mode) == 2:
             console.print(f"{n} phones: async / sync = {by_mode['async'].steps_per_s / max(by_mode['sync'].steps_per_s, 1e-9):.2f}x")
+
+
+@bench.command("ray")
+@click.option("--phones", "phone_counts", default="8,16,32,64", show_default=True, help="SimPhone counts")
+@click.option("--seconds", default=15.0, show_default=True, type=click.FloatRange(1.0), help="run time per configuration")
+@click.option("--hop-calls", default=300, show_default=True, type=click.IntRange(10), help="calls per hop measurement")
+@click.option("--hosts-per-node", default=1, show_default=True, type=click.IntRange(1), help="phone host processes on each node")
+def bench_ray_cmd(phone_counts: str, seconds: float, hop_calls: int, hosts_per_node: int) -> None:
+    """SimPhones in one process vs on two local Ray nodes (env steps/s), and the Ray hop per call."""
+    from darwin.bench_ray import bench_ray
+
+    rows, hops = bench_ray(parse_int_list(phone_counts, "phone counts"), seconds, hop_calls, hosts_per_node)
+    table = Table(title="rollout throughput: random agent, rule verification every step (no model)")
+    for col in ("phones", "placement", "hosts", "env steps/s", "episodes", "driver CPU ms/step"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(str(r.phones), r.placement, str(r.hosts or "-"), f"{r.steps_per_s:.1f}", str(r.episodes), f"{r.driver_cpu_ms_per_step:.2f}")
+    console.print(table)
+    hop = Table(title="the Ray hop: mean per call, one phone, calls in sequence")
+    for col in ("call", "direct ms", "via Ray ms", "overhead ms"):
+        hop.add_column(col, justify="right")
+    for h in hops:
+        hop.add_row(h.call, f"{h.direct_ms:.2f}", f"{h.ray_ms:.2f}", f"{h.overhead_ms:.2f}")
+    console.print(hop)
+    _bench_lines([*rows, *hops])
 
 
 def _bench_lines(rows: list[object]) -> None:
@@ -767,6 +916,32 @@ def phones_serve(count: int, port_base: int | None, faults: str, seed: int, no_p
                 except InfraError as exc:
                     console.print(f"adb disconnect {address}: {exc}")
         farm.stop()
+
+
+@main.command("serve-policy")
+@click.option("--checkpoint", required=True, type=click.Path(exists=True, file_okay=False), help="a `darwin sft` warm start or any Qwen2-VL / Qwen2.5-VL checkpoint directory")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--served-model-name", default="darwin-tiny", show_default=True)
+@click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(0.0, 100.0), help="the only temperature requests may ask for")
+@click.option("--max-new-tokens", default=64, show_default=True, type=click.IntRange(1, 65536))
+@click.option("--api-key-env", default=None, help="name of an environment variable holding the key clients must send")
+def serve_policy(checkpoint: str, port: int, host: str, served_model_name: str, temperature: float, max_new_tokens: int, api_key_env: str | None) -> None:
+    """Serve a checkpoint with vLLM's chat-completion protocol (token ids, log-probs, weight updates) on the CPU
+    (docs/scale.md): a stand-in for vLLM when testing ServerPolicy without a GPU."""
+    import os
+
+    from darwin.models.factory import load_vlm
+    from darwin.policies.local_server import LocalPolicyServer, serve_forever
+
+    key = os.environ.get(api_key_env) if api_key_env else None
+    if api_key_env and not key:
+        raise click.ClickException(f"--api-key-env {api_key_env}: the variable is not set")
+    server = LocalPolicyServer(load_vlm(checkpoint), served_model_name=served_model_name, temperature=temperature,
+                               max_new_tokens=max_new_tokens, api_key=key, host=host, port=port)
+    console.print(f"serving {checkpoint} as {served_model_name!r} on http://{host}:{port} (Ctrl-C stops)")
+    with contextlib.suppress(KeyboardInterrupt):
+        serve_forever(server)
 
 
 # The learned verifier's commands (data, train, eval) live with their code.

@@ -17,8 +17,8 @@ at once with a "did you mean" and the fix, never in the middle of a run::
 
 Context arguments (``tasks`` and ``seed`` for curricula; ``verifier`` and ``config`` for
 workflows) are passed to a class only when its ``__init__`` accepts them, so a user's class
-takes just what it needs; a memory gets the run directory (``run_dir``) only when its
-``__init__`` names that argument. A verifier may also be a plain (async) function
+takes just what it needs; a memory or a curriculum gets the run directory (``run_dir``)
+only when its ``__init__`` names that argument. A verifier may also be a plain (async) function
 ``request -> Verdict`` named by import path.
 """
 
@@ -42,6 +42,9 @@ BUILTINS: dict[str, dict[str, str]] = {
         "uniform": "darwin.curricula.static:StaticCurriculum",
         "learnability": "darwin.curricula.learnability:LearnabilityCurriculum",
         "failure_filter": "darwin.curricula.failure_filter:FailureFilterCurriculum",
+        "staged": "darwin.curricula.staged:DifficultyStagedCurriculum",
+        "success_band": "darwin.curricula.success_band:SuccessBandCurriculum",
+        "llm_proposer": "darwin.curricula.proposer:LLMTaskProposer",
     },
     "workflow": {
         "step": "darwin.workflows.step:StepWorkflow",
@@ -125,7 +128,7 @@ def build_component(
 ) -> object:
     """Build ``spec`` as a ``kind``: ``cls(**context it accepts, **spec.kwargs)``.
 
-    ``named_context`` holds optional context (the run directory for memories) that goes only
+    ``named_context`` holds optional context (the run directory for memories and curricula) that goes only
     to a class whose ``__init__`` names the argument, never through a ``**kwargs`` catch-all
     (where it would read as a setting), and never over a kwarg the spec sets itself.
     """

@@ -12,13 +12,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pydantic import JsonValue
+
 from darwin.agents.base import Actor
+from darwin.algos.task_metrics import Stratum, TaskMetrics, strata, stratum_counts, summarize_task
 from darwin.envs.base import PhoneEnv
 from darwin.rollout import RolloutEngine
 from darwin.store import RunStore, SuccessStats
@@ -44,6 +48,12 @@ def _bucket(t: Trajectory) -> str:
     return "successes" if t.success else "failures"
 
 
+def _scored(t: Trajectory) -> bool | None:
+    """The verdict an episode is scored by (``None``: unscored, as in :class:`SuccessStats`)."""
+    bucket = _bucket(t)
+    return True if bucket == "successes" else False if bucket == "failures" else None
+
+
 def summarize(trajectories: Sequence[Trajectory]) -> SuccessStats:
     """Outcome counts of some episodes (infrastructure truncations never count as failures)."""
     counts = Counter(_bucket(t) for t in trajectories)
@@ -65,6 +75,33 @@ class EvalReport:
     @property
     def overall(self) -> SuccessStats:
         return summarize(self.trajectories)
+
+    @property
+    def task_metrics(self) -> dict[str, TaskMetrics]:
+        """Per task: SR, PR, side effects, false completions, over-time (:mod:`darwin.algos.task_metrics`)."""
+        return {tid: self.metrics_of(tid) for tid in self.task_ids}
+
+    def metrics_of(self, task_id: str | None = None) -> TaskMetrics:
+        """One task's :class:`TaskMetrics` (all episodes together for ``None``); unscored episodes are left out."""
+        return summarize_task(
+            (_scored(t), t.metrics) for t in self.trajectories if task_id is None or t.task.id == task_id
+        )
+
+    @property
+    def strata(self) -> dict[str, Stratum]:
+        """MobileGym's L1-L4 stratum of each task for this agent (tasks without SR or PR left out)."""
+        return strata(self.task_metrics)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """Per task and overall: outcome counts, success rate, mean steps and the episode metrics (``darwin eval --json``)."""
+
+        def entry(stats: SuccessStats, metrics: TaskMetrics, task_id: str | None) -> dict[str, JsonValue]:
+            return {**dataclasses.asdict(stats), "success_rate": stats.success_rate, "mean_steps": self.mean_steps(task_id),
+                    "metrics": metrics.to_json()}
+
+        per_task = {tid: entry(stats, self.metrics_of(tid), tid) for tid, stats in self.per_task.items()}
+        return {"per_task": per_task, "overall": entry(self.overall, self.metrics_of(None), None),
+                "strata": dict(self.strata), "strata_counts": dict(stratum_counts(self.strata))}
 
     def mean_steps(self, task_id: str | None = None) -> float:
         chosen = [len(t) for t in self.trajectories if task_id is None or t.task.id == task_id]

@@ -29,16 +29,23 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from darwin.agents.base import Actor
+from darwin.algos.task_metrics import TaskMetrics
 from darwin.components import ComponentError, ComponentSpec, build_component
+from darwin.envs.ray_phones import RayPhoneGroup, RayPhonesConfig
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.learner.config import LearnerConfig
+from darwin.policies.server import ServerPolicyConfig
 from darwin.sft import SFTConfig
+from darwin.tasks import resolve_tasks as resolve_task_names
 from darwin.types import Task, TaskDefinitionError, Trajectory
 from darwin.workflows.base import Workflow
 
 if TYPE_CHECKING:
     from darwin.curricula.base import Curriculum
     from darwin.memory.base import Memory
+    from darwin.models.factory import VLM
+    from darwin.policies.base import Policy
+    from darwin.policies.hf import HFPolicyConfig
     from darwin.sft import TinyActorPool
 
 logger = logging.getLogger(__name__)
@@ -53,12 +60,12 @@ class ExperimentError(ValueError):
 
 
 class PhonesConfig(BaseModel):
-    """Where episodes run: in-process SimPhones (default) or ADB devices."""
+    """Where episodes run: in-process SimPhones (default), ADB devices, or phones on a Ray cluster."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["sim", "adb"] = Field("sim", description="'sim': in-process SimPhones; 'adb': devices reached through an adb server")
-    count: int = Field(8, ge=1, le=4096, description="phones (sim) or how many of `devices` to use (adb)")
+    kind: Literal["sim", "adb", "ray"] = Field("sim", description="'sim': in-process SimPhones; 'adb': devices reached through an adb server; 'ray': phone hosts on a Ray cluster's nodes (`ray`)")
+    count: int = Field(8, ge=1, le=4096, description="phones (sim) or how many of `devices` to use (adb); ray: all groups' phones")
     seed: int = Field(0, ge=0, description="SimPhone i gets seed + i")
     perturbation: PerturbationConfig = Field(default_factory=PerturbationConfig)
     reset_between_episodes: bool = Field(
@@ -69,6 +76,10 @@ class PhonesConfig(BaseModel):
     )
     devices: tuple[str, ...] = Field((), description="adb: serials or host:port of the phones")
     adb_server: str = Field("127.0.0.1:5037", description="adb: host:port of the adb server")
+    ray: RayPhonesConfig | None = Field(
+        None, description="ray: the cluster address and which phones run on which nodes (docs/scale.md); "
+        "`darwin run --ray-address ADDR` fills it in for a sim experiment",
+    )
 
 
 class PolicySetup(BaseModel):
@@ -80,6 +91,37 @@ class PolicySetup(BaseModel):
     max_batch: int = Field(8, ge=1, le=1024, description="largest inference batch")
     max_wait: float = Field(0.05, ge=0.0, le=10.0, description="seconds the oldest request may wait for a fuller batch")
     seed: int = Field(0, ge=0, description="seeds the policy's sampling generator")
+    backend: Literal["hf", "server"] = Field(
+        "hf", description="'hf': sample in process (transformers); 'server': an OpenAI-compatible inference server "
+        "(vLLM / SGLang) that returns token ids and log-probs, receiving the learner's weights after each update (docs/scale.md)",
+    )
+    server: ServerPolicyConfig | None = Field(
+        None, description="backend 'server': where the server is and how weights reach it; temperature, seed and "
+        "max_tokens come from this setup and the warm start",
+    )
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> PolicySetup:
+        if self.backend == "server" and self.server is None:
+            raise ValueError("policy.backend = 'server' needs policy.server (ServerPolicyConfig: base_url, model, weight_sync, weights_dir)")
+        if self.backend == "hf" and self.server is not None:
+            raise ValueError("policy.server is set but policy.backend = 'hf'; set backend='server' to use it (or drop server)")
+        return self
+
+    def policy_factory(self) -> Callable[[VLM, HFPolicyConfig], Policy] | None:
+        """What builds the run's policy on the warm start's model: None for the in-process
+        HFPolicy, else a :class:`~darwin.policies.server.ServerPolicy` sampling like it would."""
+        if self.backend == "hf" or self.server is None:
+            return None
+        server = self.server
+
+        def make(vlm: VLM, sampling: HFPolicyConfig) -> Policy:
+            from darwin.policies.server import ServerPolicy
+
+            update = {"temperature": sampling.temperature, "seed": sampling.seed, "max_tokens": sampling.max_new_tokens}
+            return ServerPolicy(vlm, ServerPolicyConfig(**{**server.model_dump(), **update}))
+
+        return make
 
 
 class EvalSetup(BaseModel):
@@ -94,6 +136,11 @@ class EvalSetup(BaseModel):
     verifier: ComponentSpec | None = Field(
         None, description="what scores the evaluations: None = the experiment's verifier (the reward); 'rule' measures a "
         "run trained on a learned or judged reward against the ground truth",
+    )
+    task_sets: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description="held-out task sets evaluated besides the training tasks, by name (e.g. {'unseen_apps': "
+        "('gen.unseen_apps',)}); each evaluation reports their success rates under `per_set`",
     )
 
 
@@ -114,7 +161,8 @@ class ExperimentConfig(BaseModel):
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     curriculum: ComponentSpec = Field(
         default_factory=lambda: ComponentSpec(name="round_robin"),
-        description="which task a free phone runs next: 'round_robin', 'uniform', 'learnability', 'failure_filter' "
+        description="which task a free phone runs next: 'round_robin', 'uniform', 'learnability', 'failure_filter', "
+        "'staged', 'success_band', 'llm_proposer' "
         "or 'module:Class' (a darwin.curricula.Curriculum), built as cls(tasks=..., seed=phones.seed, **kwargs)",
     )
     workflow: ComponentSpec | None = Field(
@@ -154,8 +202,23 @@ class ExperimentConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> ExperimentConfig:
         problems = []
+        server = self.policy.server
+        if self.policy.backend == "server" and server is not None:
+            lora = self.learner.lora
+            if server.weight_sync == "none":
+                problems.append("policy.server.weight_sync = 'none' cannot receive the learner's updates; use 'lora' (vLLM) or 'disk' (SGLang)")
+            elif server.weight_sync == "lora" and (lora is None or lora.rank != server.lora_rank or set(lora.target_modules) != set(server.lora_target_modules)):
+                problems.append(
+                    "policy.server.weight_sync = 'lora' sends the learner's adapters: set learner.lora (LoraSettings) with "
+                    f"rank = policy.server.lora_rank ({server.lora_rank}) and target_modules = policy.server.lora_target_modules "
+                    f"({list(server.lora_target_modules)}), or use weight_sync='disk'"
+                )
         if self.phones.kind == "adb" and self.phones.devices and len(self.phones.devices) < self.phones.count:
             problems.append(f"phones.count = {self.phones.count} but only {len(self.phones.devices)} devices are listed; list more devices or lower count")
+        if self.phones.kind == "ray" and self.phones.ray is None:
+            problems.append("phones.kind = 'ray' needs phones.ray (address and groups), or pass --ray-address to run the SimPhones on a cluster")
+        if self.phones.kind == "ray" and self.phones.ray is not None and self.phones.ray.total_phones != self.phones.count:
+            problems.append(f"phones.count = {self.phones.count} but phones.ray's groups hold {self.phones.ray.total_phones} phones; set count to {self.phones.ray.total_phones}")
         if self.max_backlog_steps is not None and self.max_backlog_steps < self.rollout_steps:
             problems.append(f"max_backlog_steps = {self.max_backlog_steps} is below rollout_steps = {self.rollout_steps}: the learner would never get a batch; raise it or leave it None")
         if self.learner.format_penalty_advantage > 0 and self.parse_error_penalty > 0:
@@ -173,8 +236,11 @@ class ExperimentConfig(BaseModel):
         """The workflow to build (``lifecycle`` picks the default)."""
         return self.workflow or ComponentSpec(name="lifecycle" if self.lifecycle else "step")
 
-    def build_curriculum(self, tasks: list[Task]) -> Curriculum:
-        return build_component("curriculum", self.curriculum, tasks=tasks, seed=self.phones.seed)  # type: ignore[return-value]
+    def build_curriculum(self, tasks: list[Task], run_dir: str | Path | None = None) -> Curriculum:
+        """The curriculum; ``run_dir`` goes to curricula whose ``__init__`` names it (the LLM
+        proposer reads the agent's results from the run database and stores its proposals there)."""
+        named = {} if run_dir is None else {"run_dir": Path(run_dir)}
+        return build_component("curriculum", self.curriculum, named_context=named, tasks=tasks, seed=self.phones.seed)  # type: ignore[return-value]
 
     def build_workflow(self, observation_size: tuple[int, int], *, evaluation: bool = False) -> Workflow:
         """The workflow with the reward verifier, or with ``evaluation.verifier`` (when set) for
@@ -203,6 +269,11 @@ class ExperimentConfig(BaseModel):
             tasks = self.resolve_tasks()
         except (KeyError, TaskDefinitionError) as exc:
             raise ExperimentError(f"tasks: {exc}") from None
+        for name, names in self.evaluation.task_sets.items():
+            try:
+                resolve_task_names(names)
+            except (KeyError, TaskDefinitionError) as exc:
+                raise ExperimentError(f"evaluation.task_sets[{name!r}]: {exc}") from None
         make_memory = self.memory_factory()
         checks: list[tuple[str, ComponentSpec | None, Callable[[], object] | None]] = [
             ("curriculum", self.curriculum, lambda: self.build_curriculum(tasks)),
@@ -225,6 +296,15 @@ class ExperimentConfig(BaseModel):
         from darwin.tasks import resolve_tasks
 
         return [t.model_copy(update={"step_budget": self.horizon}) for t in resolve_tasks(self.tasks)]
+
+    def resolve_eval_sets(self) -> dict[str, list[Task]]:
+        """``evaluation.task_sets`` resolved, with the same horizon as training."""
+        from darwin.tasks import resolve_tasks
+
+        return {
+            name: [t.model_copy(update={"step_budget": self.horizon}) for t in resolve_tasks(names)]
+            for name, names in self.evaluation.task_sets.items()
+        }
 
 
 def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConfig:
@@ -413,6 +493,12 @@ class EvalResult:
     """Verified episodes (infrastructure truncations are not counted either way)."""
     per_task: dict[str, float]
     wall_s: float
+    per_set: dict[str, float] = field(default_factory=dict)
+    """Success rate of each evaluated set: ``train`` (the training tasks) and every
+    ``evaluation.task_sets`` entry (verified episodes only)."""
+    task_metrics: dict[str, TaskMetrics] = field(default_factory=dict)
+    """Per task: SR, PR, side effects, false completions, over-time and the L1-L4 stratum
+    (:class:`darwin.algos.task_metrics.TaskMetrics`, as ``darwin eval`` prints them)."""
 
     @property
     def success_rate(self) -> float:
@@ -432,9 +518,43 @@ class RunResult:
     """``warm_start`` and ``final`` when ``config.evaluation`` asks for them (also in eval.json)."""
 
 
+def use_ray_cluster(config: ExperimentConfig, address: str) -> ExperimentConfig:
+    """``config`` with its phones on the Ray cluster at ``address`` (``darwin run --ray-address``).
+
+    A sim experiment's SimPhones (same seeds) spread over the cluster's nodes, four per host
+    process; an experiment that already places its phones (``phones.ray``) keeps its groups::
+
+        >>> cfg = use_ray_cluster(ExperimentConfig(name="demo"), "10.0.0.2:6379")
+        >>> cfg.phones.kind, cfg.phones.ray.address, cfg.phones.ray.groups[0].actors
+        ('ray', '10.0.0.2:6379', 2)
+    """
+    phones = config.phones
+    if phones.kind == "adb":
+        raise ExperimentError(
+            "--ray-address: phones.kind = 'adb' lists devices this machine reaches; to reach them from cluster nodes, "
+            "set phones.kind = 'ray' with phones.ray groups of kind 'adb' placed on those nodes (docs/scale.md)"
+        )
+    ray = phones.ray or RayPhonesConfig(groups=(RayPhoneGroup(count=phones.count, seed=phones.seed, actors=-(-phones.count // 4)),))
+    data = config.model_dump()
+    data["phones"] = {**phones.model_dump(), "kind": "ray", "ray": {**ray.model_dump(), "address": address}}
+    try:
+        return ExperimentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ExperimentError("--ray-address gives an invalid experiment:\n  " + "\n  ".join(_validation_lines(exc))) from None
+
+
 def _build_envs(config: ExperimentConfig) -> list:
     if config.phones.kind == "sim":
         return _sim_phones(config, config.phones.seed, config.phones.count, "sim")
+    if config.phones.kind == "ray":
+        from darwin.envs.ray_phones import RayPhonesError, build_ray_phones
+
+        assert config.phones.ray is not None  # validated
+        try:
+            return build_ray_phones(config.phones.ray, perturbation=config.phones.perturbation,
+                                    reset_between_episodes=config.phones.reset_between_episodes)
+        except RayPhonesError as exc:
+            raise ExperimentError(str(exc)) from None
     from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
 
     if len(config.phones.devices) < config.phones.count:
@@ -470,16 +590,30 @@ async def _evaluate(
     from darwin.evaluate import evaluate
 
     started = time.perf_counter()
-    report = await evaluate(tasks, envs, make_actor, config.evaluation.episodes_per_task, workflow)
-    overall = report.overall
-    per_task = {tid: st.success_rate for tid, st in report.per_task.items() if st.success_rate is not None}
-    result = EvalResult(label, version, updates, overall.successes, overall.verified, per_task, round(time.perf_counter() - started, 2))
-    logger.info("evaluation %s: %d/%d successes (%.1f%%)", label, result.successes, result.episodes, 100 * result.success_rate)
+    groups = {"train": tasks, **config.resolve_eval_sets()}
+    every = list({t.id: t for group in groups.values() for t in group}.values())
+    report = await evaluate(every, envs, make_actor, config.evaluation.episodes_per_task, workflow)
+    per_task_stats = report.per_task
+    per_task = {tid: st.success_rate for tid, st in per_task_stats.items() if st.success_rate is not None}
+    per_set = {}
+    for name, group in groups.items():
+        verified = sum(per_task_stats[t.id].verified for t in group if t.id in per_task_stats)
+        if verified:
+            per_set[name] = sum(per_task_stats[t.id].successes for t in group if t.id in per_task_stats) / verified
+    # The headline success rate stays the training tasks' (what the run trains on).
+    train_ids = {t.id for t in tasks}
+    successes = sum(st.successes for tid, st in per_task_stats.items() if tid in train_ids)
+    verified = sum(st.verified for tid, st in per_task_stats.items() if tid in train_ids)
+    result = EvalResult(label, version, updates, successes, verified, per_task, round(time.perf_counter() - started, 2), per_set,
+                        report.task_metrics)
+    logger.info("evaluation %s: %d/%d successes (%.1f%%); %s", label, result.successes, result.episodes, 100 * result.success_rate,
+                ", ".join(f"{k} {100 * v:.1f}%" for k, v in per_set.items()))
     return result
 
 
 def _save_evaluations(run_dir: Path, evaluations: dict[str, EvalResult]) -> None:
-    data = {k: {**asdict(v), "success_rate": v.success_rate} for k, v in evaluations.items()}
+    data = {k: {**asdict(v), "success_rate": v.success_rate, "task_metrics": {t: m.to_json() for t, m in v.task_metrics.items()}}
+            for k, v in evaluations.items()}
     (run_dir / "eval.json").write_text(json.dumps(data, indent=2) + "\n")
 
 
@@ -488,12 +622,26 @@ def _load_evaluations(run_dir: Path) -> dict[str, EvalResult]:
     if not path.exists():
         return {}
     data = json.loads(path.read_text())
-    return {k: EvalResult(**{f: v[f] for f in EvalResult.__dataclass_fields__}) for k, v in data.items()}
+    for v in data.values():  # eval.json keeps the metrics with their derived rates; the result keeps the counts
+        v["task_metrics"] = {t: TaskMetrics.from_json(m) for t, m in v.get("task_metrics", {}).items()}
+    return {k: EvalResult(**{f: v[f] for f in EvalResult.__dataclass_fields__ if f in v}) for k, v in data.items()}
+
+
+def _learner_class(learner: LearnerConfig) -> type:
+    """LocalLearner, or VerlLearner for ``learner.backend == "verl"`` (same run contract; it
+    checks for Ray and GPUs when built and names what is missing: docs/scale.md)."""
+    if learner.backend == "verl":
+        from darwin.learner.verl_learner import VerlLearner
+
+        return VerlLearner
+    from darwin.learner import LocalLearner
+
+    return LocalLearner
 
 
 async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progress: Callable[[RunProgress], None]) -> RunResult:
     from darwin.buffer import ReplayBuffer
-    from darwin.learner import LocalLearner, restore_pending
+    from darwin.learner import restore_pending
     from darwin.report import EvalPoint, MetricsLogger, plot_success
     from darwin.rollout import RolloutEngine
     from darwin.sft import TinyActorPool, ensure_warm_start
@@ -508,14 +656,15 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
     timings = {"warm_start_s": time.perf_counter() - clock}
     (run_dir / WARM_START_FILE).write_text(json.dumps({"path": str(warm.resolve())}) + "\n")
     pool = TinyActorPool(warm, temperature=config.policy.temperature, seed=config.policy.seed, max_batch=config.policy.max_batch,
+                         make_policy=config.policy.policy_factory(),
                          max_wait=config.policy.max_wait, make_memory=config.memory_factory(run_dir))
     tasks = config.resolve_tasks()
-    curriculum = config.build_curriculum(tasks)
+    curriculum = config.build_curriculum(tasks, run_dir=run_dir)
     buffer = ReplayBuffer(rollout_steps=config.rollout_steps, group_size=config.group_size)
     store = RunStore.for_run_dir(run_dir)
     env_offset = 0
     if resume and ckpt_dir.exists():
-        learner = LocalLearner.load(ckpt_dir, pool.policy, config=config.learner)
+        learner = _learner_class(config.learner).load(ckpt_dir, pool.policy, config=config.learner)
         state = learner.resume_state
         restore_pending(buffer, state.pending)
         extra = state.extra_state
@@ -529,7 +678,7 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
     else:
         if resume:
             logger.warning("no checkpoint in %s; starting from the warm start", ckpt_dir)
-        learner = LocalLearner(pool.policy, config.learner)
+        learner = _learner_class(config.learner)(pool.policy, config.learner)
         run_id = store.start_run(config.name, config=config)
     envs = _build_envs(config)
     workflow = config.build_workflow(pool.observation_size)
@@ -623,6 +772,8 @@ async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progr
         stop.set()
         await asyncio.gather(rollout, return_exceptions=True)  # already surfaced above, or an error is on its way
         await pool.aclose()
+        for env in envs:  # phone threads; phone host actors on a Ray cluster
+            env.close()
         metrics_log.close()
         store.close()
     last_x = progress.success_points[-1][0] if progress.success_points else 0

@@ -17,14 +17,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only; never a window
 import matplotlib.pyplot as plt  # noqa: E402
+
+if TYPE_CHECKING:
+    from darwin.algos.task_metrics import TaskMetrics
 
 
 def sliding_mean(values: Sequence[float], window: int = 20) -> list[float]:
@@ -171,6 +174,15 @@ class RunSummary:
     """Episodes in each evaluation (0 when the run had none)."""
     timings: dict[str, float]
     """``warm_start_s``, ``eval_warm_start_s``, ``rl_s``, ``eval_final_s`` as the run recorded them."""
+    eval_task_metrics: dict[str, dict[str, TaskMetrics]] = field(default_factory=dict)
+    """Per evaluation (``warm_start``, ``final``) and task: SR, PR, side effects, false
+    completions, over-time and the L1-L4 stratum (from ``eval.json``; empty for older runs)."""
+
+    def strata(self, label: str = "final") -> dict[str, int]:
+        """How many tasks of an evaluation fall in each of MobileGym's strata L1-L4."""
+        from darwin.algos.task_metrics import strata, stratum_counts
+
+        return dict(stratum_counts(strata(self.eval_task_metrics.get(label, {}))))
 
     @property
     def gain(self) -> float | None:
@@ -206,7 +218,35 @@ def summarize_run(run_dir: str | Path, window: int = 20) -> RunSummary:
         final_eval=evals["final"]["success_rate"] if "final" in evals else None,
         eval_episodes=int(evals.get("final", evals.get("warm_start", {})).get("episodes", 0)),
         timings={k: float(v) for k, v in summary.items() if k.endswith("_s")},
+        eval_task_metrics=_eval_task_metrics(evals),
     )
+
+
+def _eval_task_metrics(evals: Mapping[str, Any]) -> dict[str, dict[str, TaskMetrics]]:
+    from darwin.algos.task_metrics import TaskMetrics
+
+    return {label: {task: TaskMetrics.from_json(m) for task, m in ev.get("task_metrics", {}).items()}
+            for label, ev in evals.items()}
+
+
+def metrics_markdown(per_task: Mapping[str, TaskMetrics]) -> str:
+    """One evaluation's episode metrics per task as a Markdown table (SR, PR, SE in %; FC, OT counts).
+
+        >>> from darwin.algos.task_metrics import TaskMetrics
+        >>> print(metrics_markdown({"clock.set_alarm.s0": TaskMetrics(episodes=2, successes=1, measured=2, progress_rate=0.75)}))
+        | task | n | SR | PR | SE | FC | OT | stratum |
+        | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |
+        | clock.set_alarm.s0 | 2 | 50% | 75% | - | 0 | 0 | L2 |
+    """
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.0f}%"
+
+    lines = ["| task | n | SR | PR | SE | FC | OT | stratum |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for task, m in per_task.items():
+        lines.append(f"| {task} | {m.measured} | {pct(m.success_rate)} | {pct(m.progress_rate)} | {pct(m.side_effect_rate)} | "
+                     f"{m.false_completions} | {m.over_time} | {m.stratum or '-'} |")
+    return "\n".join(lines)
 
 
 def compare_runs(run_dirs: Sequence[str | Path], plot_path: str | Path, window: int = 20) -> tuple[list[RunSummary], str]:
@@ -232,6 +272,10 @@ def compare_runs(run_dirs: Sequence[str | Path], plot_path: str | Path, window: 
     gains = [s.gain for s in summaries if s.gain is not None]
     if gains:
         lines.append(f"\nMean gain over {len(gains)} run(s): {sum(gains) / len(gains):+.1f} points (evaluation, {summaries[0].eval_episodes} episodes each).")
+    for s in summaries:
+        if s.eval_task_metrics.get("final"):
+            counts = ", ".join(f"{k} {n}" for k, n in s.strata("final").items())
+            lines.append(f"\n{s.run_dir.name}, final evaluation per task (strata: {counts}):\n\n{metrics_markdown(s.eval_task_metrics['final'])}")
     return summaries, "\n".join(lines) + "\n"
 
 

@@ -47,6 +47,7 @@ from darwin.agents.base import Actor, ModelActor
 from darwin.agents.tiny import TinyAgent, TinyAgentConfig
 from darwin.envs.base import PhoneEnv
 from darwin.envs.sim.perturb import PerturbationConfig
+from darwin.envs.sim.phone import appearance_key
 from darwin.memory.base import Memory
 from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemory
 from darwin.models.config import TinyVLMConfig
@@ -215,10 +216,14 @@ class SFTConfig(BaseModel):
         return self
 
     def config_hash(self) -> str:
-        """16 hex digits identifying the trained weights (everything but ``threads``)."""
+        """16 hex digits identifying the trained weights (everything but ``threads``).
+
+        SimPhone's appearance (layout version and installed apps) is part of it: the
+        demonstrations are its screens, so a cache built on another launcher is never reused.
+        """
         data = self.model_dump(mode="json", exclude={"threads"})
         data["model"] = self.resolved_model.model_dump(mode="json")
-        blob = json.dumps({"format": SFT_FORMAT_VERSION, "config": data}, sort_keys=True)
+        blob = json.dumps({"format": SFT_FORMAT_VERSION, "config": data, "simphone": appearance_key()}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def make_agent(self) -> TinyAgent:
@@ -1040,18 +1045,18 @@ class TinyActorPool:
         max_wait: float = 0.05,
         max_new_tokens: int | None = None,
         make_memory: Callable[[], Memory] | None = None,
+        make_policy: Callable[[Any, Any], Any] | None = None,
     ) -> None:
         from darwin.policies.batcher import BatcherConfig, DynamicBatcher
         from darwin.policies.hf import HFPolicy, HFPolicyConfig
 
         self.warm = checkpoint if isinstance(checkpoint, WarmStart) else load_warm_start(checkpoint)
-        self.policy: HFPolicy = HFPolicy(
-            self.warm.vlm,
-            HFPolicyConfig(
-                temperature=temperature, seed=seed,
-                max_new_tokens=max_new_tokens if max_new_tokens is not None else self.warm.max_new_tokens,
-            ),
+        sampling = HFPolicyConfig(
+            temperature=temperature, seed=seed,
+            max_new_tokens=max_new_tokens if max_new_tokens is not None else self.warm.max_new_tokens,
         )
+        # make_policy(vlm, sampling) builds another backend on the warm start (e.g. a ServerPolicy)
+        self.policy: HFPolicy = HFPolicy(self.warm.vlm, sampling) if make_policy is None else make_policy(self.warm.vlm, sampling)
         self.batcher: DynamicBatcher = DynamicBatcher(
             self.policy, BatcherConfig(min_batch=max_batch, max_batch=max_batch, max_wait=max_wait)
         )

@@ -56,6 +56,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    null,
     select,
 )
 from sqlalchemy import exc as sa_exc
@@ -70,14 +71,22 @@ from sqlalchemy.pool import StaticPool
 
 from darwin.actions import Action, parse_action
 from darwin.png import encode_png
-from darwin.types import ParseError, Phase, Task, TerminationReason, Trajectory, Transition
+from darwin.types import (
+    EpisodeMetrics,
+    ParseError,
+    Phase,
+    Task,
+    TerminationReason,
+    Trajectory,
+    Transition,
+)
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bumped whenever the tables change; opening an older database migrates it where a
 migration exists (:data:`_MIGRATIONS`) and says so otherwise."""
 
@@ -85,6 +94,8 @@ migration exists (:data:`_MIGRATIONS`) and says so otherwise."""
 # records which agent produced each step and the words of turns that do not act. Version 3
 # records what a model judge's verdict cost (tokens, dollars, requests) and its settings,
 # and each episode's phone size and final screen (what a judge reviewing the run looks at).
+# Version 4 records each episode's metrics (progress rate, side effects, false completion,
+# over-time; darwin.types.EpisodeMetrics).
 # An "ADD COLUMN" whose column exists already is skipped, so every step is safe to rerun.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -100,6 +111,13 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE episodes ADD COLUMN device_width INTEGER",
         "ALTER TABLE episodes ADD COLUMN device_height INTEGER",
         "ALTER TABLE episodes ADD COLUMN final_screenshot_path VARCHAR(256)",
+    ),
+    3: (
+        "ALTER TABLE episodes ADD COLUMN progress_rate FLOAT",
+        "ALTER TABLE episodes ADD COLUMN side_effects JSON",
+        "ALTER TABLE episodes ADD COLUMN false_completion BOOLEAN",
+        "ALTER TABLE episodes ADD COLUMN over_time_steps INTEGER",
+        "ALTER TABLE episodes ADD COLUMN goal_first_met_step INTEGER",
     ),
 }
 _ADD_COLUMN = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (\w+) ")
@@ -336,6 +354,12 @@ class EpisodeModel(Base):
     device_width: Mapped[int | None] = mapped_column(Integer, nullable=True)
     device_height: Mapped[int | None] = mapped_column(Integer, nullable=True)
     final_screenshot_path: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    # EpisodeMetrics; progress_rate NULL: the episode was not measured (then all five are NULL).
+    progress_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
+    side_effects: Mapped[list[str] | None] = mapped_column(_JSON, nullable=True)
+    false_completion: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    over_time_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    goal_first_met_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class StepModel(Base):
@@ -423,6 +447,8 @@ class EpisodeRow:
     """The phone's ``(width, height)`` in pixels, which action coordinates refer to."""
     final_screenshot_path: str | None = None
     """The screen when the episode ended (after its last action), relative to the screenshot directory."""
+    metrics: EpisodeMetrics | None = None
+    """Progress rate, side effects, false completion and over-time (``None``: not measured)."""
 
     @property
     def finished(self) -> bool:
@@ -529,6 +555,18 @@ def _clean_text(text: str | None, limit: int | None = None) -> str | None:
 
 def _enum_or_none(cls: type[enum.Enum], value: str | None) -> Any:
     return None if value is None else cls(value)
+
+
+def _episode_metrics(row: EpisodeModel) -> EpisodeMetrics | None:
+    if row.progress_rate is None:
+        return None
+    return EpisodeMetrics(
+        progress_rate=row.progress_rate,
+        side_effects=None if row.side_effects is None else tuple(row.side_effects),
+        false_completion=bool(row.false_completion),
+        over_time_steps=row.over_time_steps,
+        goal_first_met_step=row.goal_first_met_step,
+    )
 
 
 def _is_memory_sqlite(url: URL) -> bool:
@@ -1084,6 +1122,13 @@ class RunStore:
             ep.phase_success = {Phase(p).value: v for p, v in trajectory.phase_success.items()}
             if final_path is not None:
                 ep.final_screenshot_path = final_path
+            m = trajectory.metrics
+            if m is not None:
+                ep.progress_rate = m.progress_rate
+                ep.side_effects = null() if m.side_effects is None else list(m.side_effects)  # SQL NULL, not JSON null
+                ep.false_completion = m.false_completion
+                ep.over_time_steps = m.over_time_steps
+                ep.goal_first_met_step = m.goal_first_met_step
 
     # ----------------------------------------------------------------- queries
 
@@ -1128,6 +1173,7 @@ class RunStore:
                     if r.device_width is None or r.device_height is None
                     else (r.device_width, r.device_height),
                     final_screenshot_path=r.final_screenshot_path,
+                    metrics=_episode_metrics(r),
                 )
                 for r in rows
             ]

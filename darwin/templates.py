@@ -163,6 +163,8 @@ def _describe(prop: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
         kind += f" {'' if low is None else low}..{'' if high is None else high}"
     if "minLength" in prop:
         kind += " (non-empty)"
+    if "description" in prop:
+        kind += f" ({prop['description']})"
     return kind
 
 

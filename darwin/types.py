@@ -285,6 +285,42 @@ class Transition:
     trains the transitions of one named agent (``LearnerConfig.trained_agent``)."""
 
 
+@dataclass(frozen=True)
+class EpisodeMetrics:
+    """MobileGym's episode metrics of the execution phase, measured from the phone's state.
+
+    Recorded by the step loop when the phone has a state probe and the verifier is cheap
+    (rule checks); they never change rewards, verdicts or what the learner sees. Definitions
+    and the functions computing them: :mod:`darwin.algos.task_metrics`, docs/evaluation.md.
+
+    >>> m = EpisodeMetrics(progress_rate=0.5, side_effects=("apps.settings.data.notification_history",))
+    >>> m.has_side_effects, m.over_time
+    (True, False)
+    """
+
+    progress_rate: float
+    """Share of the task's sub-goals met at the end (1.0 on success); without sub-goals, the
+    fraction of the goal predicate's distance closed (a distance-based proxy)."""
+    side_effects: tuple[str, ...] | None = None
+    """App-data paths changed that ``Task.allowed_changes`` does not allow; ``None`` when
+    the task does not declare what it may change (not measured)."""
+    false_completion: bool = False
+    """The agent said ``finished``/``answer`` and the verdict is a failure."""
+    over_time_steps: int | None = 0
+    """Actor steps after the goal first held (a final ``finished``/``answer`` not counted);
+    ``None`` when the goal was not checked after each step."""
+    goal_first_met_step: int | None = None
+    """The execution-phase actor step after which the goal first held (``None``: never seen)."""
+
+    @property
+    def has_side_effects(self) -> bool:
+        return bool(self.side_effects)
+
+    @property
+    def over_time(self) -> bool:
+        return bool(self.over_time_steps)
+
+
 @dataclass
 class Trajectory:
     """All transitions of one episode in time order, plus how it ended and its verdicts."""
@@ -303,6 +339,10 @@ class Trajectory:
     same start), set by the rollout engine in group mode; ``None`` outside group mode."""
     phone: str = ""
     """Name of the phone the episode ran on (set by the rollout engine)."""
+    metrics: EpisodeMetrics | None = None
+    """Progress, side effects, false completion and over-time of the execution phase
+    (:class:`EpisodeMetrics`); ``None`` when not measured (no state probe, a model judge,
+    or an episode that was not scored)."""
 
     @property
     def success(self) -> bool | None:
@@ -318,7 +358,7 @@ class Trajectory:
 
 
 __all__ = [
-    "ACTOR", "ChatMessage", "Decision", "Generation", "Lifecycle", "Observation", "ParseError", "Phase", "PhaseSpec", "Prompt",
+    "ACTOR", "ChatMessage", "Decision", "EpisodeMetrics", "Generation", "Lifecycle", "Observation", "ParseError", "Phase", "PhaseSpec", "Prompt",
     "Task", "TaskDefinitionError", "Termination", "TerminationReason", "Trajectory", "Transition",
     "VerifierSpec",
 ]

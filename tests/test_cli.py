@@ -11,6 +11,34 @@ def test_tasks_list_shows_the_registry():
     assert "chrome_clear_tabs" in result.output and "clock_1" in result.output
 
 
+def test_tasks_list_is_legible_in_80_columns():
+    result = CliRunner().invoke(main, ["tasks", "list"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    # An instruction stays on one line when it fits, indented under its task.
+    assert "    Set an alarm for 9am on weekdays." in lines
+    templates = CliRunner().invoke(main, ["tasks", "list", "--templates", "--app", "Clock"], env={"COLUMNS": "80"})
+    assert templates.exit_code == 0, templates.output
+    assert "clock.set_alarm" in templates.output and "params: hour: integer 0..23" in templates.output
+    assert max(len(line.rstrip()) for line in templates.output.splitlines()) <= 80
+
+
+def test_tasks_split_writes_task_files_that_load(tmp_path):
+    from darwin.tasks import load_task_file
+
+    args = ["tasks", "split", "--out", str(tmp_path / "s"), "--seed", "1", "--train-instances", "2", "--eval-instances", "1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    sets = {name: load_task_file(tmp_path / "s" / f"{name}.yaml") for name in ("train", "unseen_instances", "unseen_templates", "unseen_apps")}
+    assert all(sets.values())
+    assert not {t.template for t in sets["train"]} & {t.template for t in sets["unseen_templates"] + sets["unseen_apps"]}
+    again = CliRunner().invoke(main, [*args[:3], str(tmp_path / "t"), *args[4:]])
+    assert again.exit_code == 0 and (tmp_path / "s" / "train.yaml").read_text() == (tmp_path / "t" / "train.yaml").read_text()
+    bad = CliRunner().invoke(main, ["tasks", "split", "--out", str(tmp_path / "u"), "--held-out-apps", "Nope"])
+    assert bad.exit_code == 2 and "have no templates" in bad.output
+
+
 def test_eval_oracle_stores_everything(tmp_path):
     run_dir = tmp_path / "run"
     result = CliRunner().invoke(main, ["eval", "--agent", "oracle", "--phones", "3", "--tasks", "amazon_0,settings_dark_theme.cycle,x_3", "--episodes", "2", "--run-dir", str(run_dir)])

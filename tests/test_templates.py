@@ -43,7 +43,7 @@ def test_explicit_params_are_validated_against_the_schema() -> None:
         tpl.task({"hour": 6, "colour": "red"})
     with pytest.raises(TaskDefinitionError, match="phrasing 9 out of range"):
         tpl.task({"hour": 6}, phrasing=9)
-    assert schema_line(tpl) == "hour: integer 0..23, minute: integer 0..59, days: array of integer"
+    assert schema_line(tpl) == "hour: integer 0..23, minute: integer 0..59, days: array of integer (0 = Monday ... 6 = Sunday; () = once)"
 
 
 def test_registration_rejects_duplicates_and_bad_ids() -> None:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from darwin.actions import is_terminal
 from darwin.agents.base import Actor
+from darwin.algos.task_metrics import measure_episode
 from darwin.envs.base import InfraError, PhoneEnv
+from darwin.envs.sim.predicates import evaluate
 from darwin.tasks import goal_text
 from darwin.types import (
     ACTOR,
@@ -45,6 +48,18 @@ class StepConfig(BaseModel):
         description="with a cheap (rule) verifier, check each phase's goal before the first action; if it already "
         "holds the phase ends at once (TerminationReason.ALREADY_DONE): an execution phase is then not scored, "
         "so a goal left over from an earlier episode is never a free success or a reward for whatever came first",
+    )
+    episode_metrics: bool = Field(
+        default=True,
+        description="with a state probe and a cheap (rule) verifier, measure the execution phase's EpisodeMetrics "
+        "(progress rate, side effects, false completion, over-time) into Trajectory.metrics; they never change "
+        "rewards, verdicts or what the learner sees",
+    )
+    metrics_every_step: bool = Field(
+        default=True,
+        description="for over-time, check the goal on the phone's state after every actor step (free when "
+        "end_on_success already checks each step; otherwise one more state probe per step: a shell call on ADB "
+        "phones). Off: over_time_steps and goal_first_met_step are None",
     )
 
 
@@ -93,6 +108,16 @@ class PhaseTurns:
         )
         self.append(transition)
         return transition
+
+
+@dataclass
+class _MetricsRecorder:
+    """What the execution phase's EpisodeMetrics are computed from: its start state and the
+    goal checked after each actor step."""
+
+    start: dict[str, Any]
+    every_step: bool
+    goal_met: list[bool] = field(default_factory=list)
 
 
 class StepWorkflow(Workflow):
@@ -166,8 +191,17 @@ class StepWorkflow(Workflow):
         goal = goal_text(task, instruction)
         turns = PhaseTurns(env=env, task=task, phase=phase, goal=goal, trajectory=trajectory, actor=actor, emit=emit)
         history = turns.actor_steps  # the actor's own steps of this phase (other agents' turns are not in it)
-        if self.config.skip_already_done and self.verifier.cheap:
-            verdict = await self._verify(env, task, phase, instruction, spec, history)
+        checks_first = self.config.skip_already_done and self.verifier.cheap
+        recorder: _MetricsRecorder | None = None
+        start_state: dict[str, Any] | None = None
+        if phase == Phase.EXECUTION and self.config.episode_metrics and self.verifier.cheap:
+            start_state, failed = await self._probe_for_metrics(env, checks_first)
+            if failed and checks_first:
+                return Termination(TerminationReason.INFRA_TRUNCATED, "state probe failed"), None
+            if start_state is not None and "apps" in start_state:  # SimPhone's state: what the predicates read
+                recorder = _MetricsRecorder(start=start_state, every_step=self.config.metrics_every_step)
+        if checks_first:
+            verdict = await self._verify(env, task, phase, instruction, spec, history, start_state)
             if verdict is None:
                 return Termination(TerminationReason.INFRA_TRUNCATED, "state probe failed"), None
             if verdict.success:
@@ -215,12 +249,22 @@ class StepWorkflow(Workflow):
                     ended = TerminationReason.AGENT_FINISHED
             if ended is None and step == budget - 1:
                 ended = TerminationReason.STEP_BUDGET
+            verifies = ended is not None or (self.config.end_on_success and self.verifier.cheap)
+            state_after: dict[str, Any] | None = None
+            if recorder is not None and (recorder.every_step or ended is not None):
+                state_after, failed = await self._probe_for_metrics(env, verifies)
+                if failed and verifies:
+                    return Termination(TerminationReason.INFRA_TRUNCATED, "state probe failed"), None
+                if state_after is None:
+                    recorder = None  # an extra probe failed: this episode goes unmeasured and plays on as it would
+                elif recorder.every_step:
+                    recorder.goal_met.append(evaluate(spec, state_after).success)
             verdict: Verdict | None = None
-            if ended is not None or (self.config.end_on_success and self.verifier.cheap):
+            if verifies:
                 # The verifier sees this step's action too (a judge reads the agent's answer).
                 acted = Transition(episode_id=trajectory.episode_id, task_id=task.id, step=len(trajectory.transitions),
                                    phase=phase, observation=obs, decision=decision)
-                verdict = await self._verify(env, task, phase, instruction, spec, [*history, acted])
+                verdict = await self._verify(env, task, phase, instruction, spec, [*history, acted], state_after)
                 if verdict is None:
                     return Termination(TerminationReason.INFRA_TRUNCATED, "state probe failed"), None
                 if verdict.success and ended != TerminationReason.AGENT_FINISHED:
@@ -236,6 +280,12 @@ class StepWorkflow(Workflow):
             )
             turns.append(transition)  # into the trajectory, the stream and (the actor's) history
             if termination is not None:
+                if recorder is not None and state_after is not None and verdict is not None:
+                    trajectory.metrics = measure_episode(
+                        task, recorder.start, state_after, success=verdict.success,
+                        agent_finished=ended == TerminationReason.AGENT_FINISHED,
+                        goal_met=recorder.goal_met if recorder.every_step else None,
+                    )
                 return termination, verdict
         raise AssertionError("unreachable: the last step always ends the phase")
 
@@ -255,9 +305,28 @@ class StepWorkflow(Workflow):
         """
         return True
 
-    async def _verify(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, spec: VerifierSpec, history: list[Transition]) -> Verdict | None:
+    @staticmethod
+    async def _probe_for_metrics(env: PhoneEnv, verifies: bool) -> tuple[dict[str, Any] | None, bool]:
+        """The phone's state for the metrics, as ``(state, failed)``.
+
+        When the verifier checks the goal right after (``verifies``), this is its probe too
+        (handed to :meth:`_verify`), so a failure ends the phase exactly as it would without
+        metrics; otherwise it is an extra probe and a failure only leaves the episode unmeasured.
+        """
         try:
-            state = await env.aprobe_state()
+            return await env.aprobe_state(), False
+        except InfraError as exc:
+            logger.warning("state probe failed on %s: %s%s", env.name, exc, "" if verifies else " (episode metrics dropped)")
+            return None, True
+
+    async def _verify(
+        self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, spec: VerifierSpec, history: list[Transition],
+        state: dict[str, Any] | None = None,
+    ) -> Verdict | None:
+        """The verifier's verdict on the phone now; ``state``: the state already probed after the last action."""
+        try:
+            if state is None:
+                state = await env.aprobe_state()
             # Screen-reading verifiers get the final screen; rule checks only need the state.
             verifier = self.verifier
             final_screenshot = await env.ascreenshot(verifier.screen_size) if verifier.reads_screen else None

@@ -21,6 +21,7 @@ from darwin.actions import (
 )
 from darwin.agents.base import Actor
 from darwin.envs.base import PhoneEnv
+from darwin.envs.sim.apps import default_apps
 from darwin.envs.sim.oracle import shortest_plan
 from darwin.envs.sim.phone import SimPhone
 from darwin.types import Decision, Observation, Phase, Task, Transition, VerifierSpec
@@ -76,7 +77,8 @@ class OracleActor(Actor):
 class RandomActor(Actor):
     """Uniformly random actions over the whole action space (a floor for success rates)."""
 
-    APPS = ("Amazon", "Booking.com", "Chrome", "Clock", "Settings", "Merriam-Webster", "Google Play", "X")
+    APPS = tuple(app.label for app in default_apps())
+    """Every app on a SimPhone's launcher, by name."""
     WORDS = ("hello", "Berlin", "news", "agent", "9", "test")
 
     def __init__(self, seed: int = 0, finish_probability: float = 0.03) -> None:

@@ -7,7 +7,8 @@
     learner.save("run/ckpt", pending=[...], extra_state={"curriculum": curriculum.state_dict()})
     learner = LocalLearner.load("run/ckpt", policy)          # resume; learner.resume_state
 
-See ``docs/learner.md``. The maths lives in :mod:`darwin.algos`.
+See ``docs/learner.md``; verl's FSDP workers on Ray: ``darwin.learner.verl_learner.VerlLearner``
+(``LearnerConfig(backend="verl")``, ``docs/scale.md``). The maths lives in :mod:`darwin.algos`.
 """
 
 from darwin.learner.batch import (
@@ -31,6 +32,7 @@ from darwin.learner.local import (
     restore_pending,
 )
 from darwin.learner.models import ValueModel
+from darwin.learner.verl_config import VerlSettings
 
 __all__ = [
     "BuildInputs",
@@ -46,6 +48,7 @@ __all__ = [
     "UpdateBatch",
     "UpdateMetrics",
     "ValueModel",
+    "VerlSettings",
     "collate",
     "collect_step_rows",
     "preprocess_rows",

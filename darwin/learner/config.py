@@ -33,6 +33,7 @@ from pydantic import (
 
 from darwin.algos import KL_ESTIMATORS, LOSS_AGG_MODES
 from darwin.algos.estimators import get_estimator
+from darwin.learner.verl_config import VerlSettings
 
 __all__ = ["LearnerConfig", "LoraSettings", "PAPER_TABLE_1"]
 
@@ -245,6 +246,13 @@ class LearnerConfig(BaseModel):
     lora: LoraSettings | None = Field(None, description="train low-rank adapters instead of all weights")
     device: str | None = Field(None, description="learner device; None = the policy's device")
 
+    # --- backend ------------------------------------------------------------------------
+    backend: Literal["local", "verl"] = Field(
+        "local", description="'local': LocalLearner, one process (CPU or one GPU); 'verl': VerlLearner, "
+        "verl's FSDP actor and critic workers on Ray (settings in `verl`; docs/scale.md)"
+    )
+    verl: VerlSettings | None = Field(None, description="the verl backend's workers (backend='verl')")
+
     # ------------------------------------------------------------------------------------
     @classmethod
     def paper(cls, **overrides: object) -> LearnerConfig:
@@ -320,11 +328,39 @@ class LearnerConfig(BaseModel):
                 f"critic_mini_batch_size={self.critic_mini_batch_size} is not a multiple of "
                 f"micro_batch_size={self.micro_batch_size}"
             )
+        out += self._verl_problems()
         if self.critic == "shared" and self.lora is not None and not self.lora.critic:
             out.append(
                 "lora.critic=False has no meaning with critic='shared' (the critic is the actor's "
                 "backbone): leave lora.critic=True"
             )
+        return out
+
+    def _verl_problems(self) -> list[str]:
+        """What the verl backend needs and does not support (each with the fix)."""
+        if self.backend != "verl":
+            return ["verl settings given with backend='local': set backend='verl' or drop `verl`"] if self.verl is not None else []
+        if self.verl is None:
+            return ["backend='verl' needs verl=VerlSettings(model_path=...): the actor's HF checkpoint directory"]
+        out = list(self.verl.problems())
+        unsupported = {
+            "lora": self.lora is not None, "critic='shared'": self.critic == "shared", "kl_coef > 0": self.kl_coef > 0,
+            "negative_pruning": self.negative_pruning, "shortest_path_adjustment": self.shortest_path_adjustment,
+            "positive_replay_ratio > 0": self.positive_replay_ratio > 0, "behaviour_weight_cap": self.behaviour_weight_cap is not None,
+        }
+        for name, used in unsupported.items():
+            if used:
+                out.append(f"{name} is not supported by backend='verl' (docs/scale.md): turn it off or use backend='local'")
+        world = self.verl.world_size
+        for field_name in ("mini_batch_size", "critic_mini_batch_size"):
+            size = getattr(self, field_name)
+            if size is not None and size % world:
+                out.append(f"{field_name}={size} must be a multiple of the verl world size {world} (gpus_per_node x nodes)")
+            elif size is not None and (size // world) % self.verl.micro_batch_size_per_gpu:
+                out.append(
+                    f"{field_name}={size} over {world} worker(s) gives {size // world} rows each, not a multiple of "
+                    f"verl.micro_batch_size_per_gpu={self.verl.micro_batch_size_per_gpu}"
+                )
         return out
 
     @model_validator(mode="wrap")

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import logging
 import random
 from collections.abc import Iterable, Sequence
@@ -53,6 +54,26 @@ logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
 LAUNCHER_COLUMNS = 4
+LAYOUT_VERSION = 2
+"""Bump whenever SimPhone's screens or drawing change what an agent sees (2: the twelve-app launcher)."""
+
+
+def appearance_key(apps: Sequence[SimApp] | None = None) -> str:
+    """16 hex digits naming what a SimPhone looks like: the layout version and the installed apps.
+
+    Caches of anything learned from SimPhone screens (the SFT warm start) put it in their key,
+    so installing an app or changing the layout never reuses a stale cache::
+
+        >>> from darwin.envs.sim.apps import default_apps
+        >>> appearance_key() == appearance_key(default_apps()) != appearance_key(default_apps()[:8])
+        True
+    """
+    installed = list(apps) if apps is not None else default_apps()
+    record = {
+        "layout": LAYOUT_VERSION, "launcher_columns": LAUNCHER_COLUMNS,
+        "apps": [[a.id, a.label, a.glyph, list(a.color), a.root_screen] for a in installed],
+    }
+    return hashlib.blake2b(orjson.dumps(record), digest_size=8).hexdigest()
 
 
 class UnknownAppError(ValueError):
@@ -192,6 +213,9 @@ class SimPhone:
         self.state["focus"] = None
         self.state["popup"] = None
         self.state["toast"] = None
+        # An answer belongs to the episode that gave it (an answer ends its episode, and
+        # episodes end by going home): a later answer task must not find it already given.
+        self.state["answer"] = None
 
     def press_home(self) -> None:
         self.go_home()

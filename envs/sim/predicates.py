@@ -154,12 +154,17 @@ class AnswerParams(PredicateParams):
     """The app (id) whose screens show the answer."""
     via: tuple[str, ...] = ()
     """Screens of ``app`` a user must pass through, the last one showing the answer."""
+    inputs: tuple[str, ...] = ()
+    """Strings a user types on the way to the answer (a search query); the oracle may type them."""
 
     def key(self) -> AnswerKey:
         return AnswerKey(kind=self.kind, expected=self.expected, tolerance=self.tolerance, accepted=self.accepted)
 
     def answers(self) -> list[str]:
         return [self.expected]
+
+    def texts(self) -> list[str]:
+        return list(self.inputs)
 
 
 @predicate("answer.matches", AnswerParams)

@@ -301,7 +301,7 @@ def test_a_version_2_run_database_is_migrated_to_3_and_still_reviewable(sim_run,
     db.close()
     cases = load_cases(run_dir)  # opening migrates in place
     db = sqlite3.connect(run_dir / "run.db")
-    assert db.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone() == ("3",)
+    assert db.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)  # 2 -> 3 -> ...
     db.close()
     assert len(cases) == 6 and {c.label for c in cases} == {True, False}
     loaded = [c.load() for c in cases]

@@ -9,24 +9,24 @@ A complete app in a few lines (see docs/simphone.md for the full walkthrough)::
     >>> import random
     >>> from darwin.envs.sim.apps.base import AppContext, SimApp
     >>> from darwin.envs.sim.ui import UI
-    >>> class Notes(SimApp):
-    ...     id = "notes"; label = "Notes"; package = "com.example.notes"
-    ...     activity = "com.example.notes.Main"; color = (250, 200, 60); glyph = "N"
+    >>> class Todo(SimApp):
+    ...     id = "todo"; label = "To-do"; package = "com.example.todo"
+    ...     activity = "com.example.todo.Main"; color = (250, 200, 60); glyph = "T"
     ...     def initial_data(self, rng: random.Random) -> dict:
-    ...         return {"notes": []}
+    ...         return {"items": []}
     ...     def build(self, ui: UI, ctx: AppContext) -> None:
-    ...         ui.app_bar("Notes")
-    ...         ui.field("notes.new", value=ctx.field("notes.new"), focused=ctx.is_focused("notes.new"),
-    ...                  placeholder="New note", on_focus=ctx.focuser("notes.new"),
-    ...                  on_submit=lambda text: ctx.data["notes"].append(text), on_clear=None)
+    ...         ui.app_bar("To-do")
+    ...         ui.field("todo.new", value=ctx.field("todo.new"), focused=ctx.is_focused("todo.new"),
+    ...                  placeholder="New item", on_focus=ctx.focuser("todo.new"),
+    ...                  on_submit=lambda text: ctx.data["items"].append(text), on_clear=None)
     >>> from darwin.envs.sim import SimPhone
-    >>> phone = SimPhone(seed=0, extra_apps=[Notes()])
+    >>> phone = SimPhone(seed=0, extra_apps=[Todo()])
     >>> from darwin.actions import OpenApp, Click, Type
-    >>> phone.execute(OpenApp(app="Notes"))
+    >>> phone.execute(OpenApp(app="To-do"))
     >>> phone.dismiss_popup_if_any()
-    >>> x, y = phone.layout().find("notes.new").center
+    >>> x, y = phone.layout().find("todo.new").center
     >>> phone.execute(Click(x=x, y=y)); phone.execute(Type(content="milk\\n"))
-    >>> phone.state["apps"]["notes"]["data"]["notes"]
+    >>> phone.state["apps"]["todo"]["data"]["items"]
     ['milk']
 """
 

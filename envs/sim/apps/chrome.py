@@ -1,9 +1,11 @@
-"""Chrome: omnibox search, tab switcher with 'Close all tabs'."""
+"""Chrome: omnibox search, tab switcher with 'Close all tabs', history with 'Clear browsing data'."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
+
+from pydantic import Field
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
 from darwin.envs.sim.predicates import (
@@ -17,6 +19,7 @@ from darwin.envs.sim.predicates import (
     predicate,
     top,
 )
+from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 
 SEED_TABS = ("weather today", "news", "football scores", "pasta recipe", "train times", "best laptops 2026")
@@ -99,6 +102,8 @@ class ChromeApp(SimApp):
                 ui.label("chrome.history_empty", "Your history appears here")
             for i, q in enumerate(d["history"][:8]):
                 ui.row(f"chrome.history.{i}", q, "Google Search")
+            if d["history"]:
+                ui.button("chrome.clear_history", "Clear browsing data", self._clear_history(ctx), role="secondary")
         else:
             raise ValueError(f"chrome: unknown screen {name!r}")
 
@@ -125,6 +130,14 @@ class ChromeApp(SimApp):
             ctx.phone.state["focus"] = None
 
         return submit
+
+    @staticmethod
+    def _clear_history(ctx: AppContext):
+        def clear() -> None:
+            ctx.data["history"] = []
+            ctx.toast("Browsing data cleared")
+
+        return clear
 
     @staticmethod
     def _new_tab(ctx: AppContext):
@@ -199,3 +212,108 @@ def tab_with_query(state: dict[str, Any], p: Query) -> Check:
     """Some Chrome tab shows the results for ``query``."""
     ok = any(norm(t["query"]) == norm(p.query) for t in data(state, "chrome")["tabs"])
     return Check.of(0 if ok else 1)
+
+
+def _in_front(state: dict[str, Any]) -> bool:
+    return state["foreground"] == "chrome" and state["popup"] is None
+
+
+@predicate("chrome.no_tab_with_query", Query)
+def no_tab_with_query(state: dict[str, Any], p: Query) -> Check:
+    """No open Chrome tab shows the results for ``query`` (each such tab needs its own 'Close')."""
+    left = sum(1 for t in data(state, "chrome")["tabs"] if norm(t["query"]) == norm(p.query))
+    if left == 0:
+        return Check.of(0)
+    # In the switcher: one 'Close' per tab, or 'Close all tabs' + confirm. Elsewhere at least two actions:
+    # open the switcher and close, or search something else in the current tab (focus, type).
+    screen = top(state, "chrome")
+    if _in_front(state) and screen["name"] == "tabs":
+        if screen.get("confirm"):
+            return Check.of(1)
+        return Check.of(min(2, left) if screen.get("menu") else min(3, left))
+    return Check.of(2)
+
+
+class OpenTabs(PredicateParams):
+    """The open tabs, by query (``""`` is a new tab), in any order; and which one is shown, if given."""
+
+    queries: tuple[str, ...]
+    current: str | None = None
+
+    def texts(self) -> list[str]:
+        return sorted({q for q in self.queries if q})
+
+
+@predicate("chrome.open_tabs", OpenTabs)
+def open_tabs(state: dict[str, Any], p: OpenTabs) -> Check:
+    """Exactly the tabs ``queries`` are open (as a multiset) and, if ``current`` is given, Chrome shows that one."""
+    d = data(state, "chrome")
+    have = sorted(norm(t["query"]) for t in d["tabs"])
+    want = sorted(norm(q) for q in p.queries)
+    shown = norm(d["tabs"][d["current"]]["query"]) if d["tabs"] else None
+    tabs_ok = have == want
+    current_ok = p.current is None or (on_screen(state, "chrome", "browser") and shown == norm(p.current))
+    if tabs_ok and current_ok:
+        return Check.of(0)
+    # Disjoint lower bounds on the actions of each kind still needed:
+    # - each missing tab needs a search: focus the omnibox (a search unfocuses it) and type;
+    # - tabs beyond the open ones need 'New tab' each (a search on no tab at all opens one);
+    # - surplus tabs not searched over need a 'Close' each, or 'Close all tabs' (three taps in
+    #   the switcher, fewer once its dialogs are open);
+    # - showing the right tab takes an action when nothing else is left to do.
+    surplus = missing = missing_queries = 0
+    for q in set(have) | set(want):
+        diff = have.count(q) - want.count(q)
+        surplus += max(diff, 0)
+        missing += max(-diff, 0)
+        missing_queries += max(-diff, 0) if q else 0  # a missing blank tab is a 'New tab' only
+    screen = top(state, "chrome")
+    in_front = _in_front(state)
+    on_tabs = in_front and screen["name"] == "tabs"
+    focused = in_front and state["focus"] == "chrome.omnibox"
+    searches = 2 * missing_queries - (1 if missing_queries and focused else 0)
+    new_tabs = max(0, missing - surplus - (0 if d["tabs"] else 1))
+    close_all = 1 if on_tabs and screen.get("confirm") else 2 if on_tabs and screen.get("menu") else 3
+    closes = min(max(0, surplus - missing), close_all)
+    show = 0
+    if not (current_ok or missing or surplus):
+        # Only the shown tab is wrong: the switcher and a tap (from the switcher a tap; back shows the browser).
+        right_tab = shown == norm(p.current or "")
+        show = {"tabs": 1, "browser": 0 if right_tab else 2}.get(screen["name"], 1 if right_tab else 2)
+    return Check.of(max(1, (0 if in_front else 1) + searches + new_tabs + closes + show))
+
+
+@predicate("chrome.history_empty", NoParams)
+def history_empty(state: dict[str, Any], p: NoParams) -> Check:
+    """Chrome's history is empty."""
+    if not data(state, "chrome")["history"]:
+        return Check.of(0)
+    return Check.of(nav_cost(state, "chrome", ("menu", "history")) + 1)
+
+
+class Tabs(PredicateParams):
+    """Tabs to open (by query, ``""`` for a new tab), and whether they replace the open ones."""
+
+    queries: tuple[str, ...] = Field(min_length=1)
+    replace: bool = False
+    current: int = Field(-1, description="index of the tab shown afterwards (-1: the last)")
+
+
+@setup_step("chrome.tabs", Tabs)
+def _tabs(state: dict[str, Any], p: Tabs) -> None:
+    """Open the given tabs (after the open ones, or instead of them) and show one of them."""
+    d = data(state, "chrome")
+    tabs = ([] if p.replace else d["tabs"]) + [{"query": q} for q in p.queries]
+    d["tabs"] = tabs
+    d["current"] = p.current % len(tabs)
+
+
+class History(PredicateParams):
+    queries: tuple[str, ...] = Field(min_length=1, description="most recent first")
+
+
+@setup_step("chrome.history", History)
+def _history(state: dict[str, Any], p: History) -> None:
+    """Put the given searches at the top of Chrome's history (most recent first)."""
+    d = data(state, "chrome")
+    d["history"] = (list(p.queries) + d["history"])[:20]

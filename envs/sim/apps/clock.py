@@ -292,7 +292,7 @@ def alarm_exists(state: dict[str, Any], p: AlarmTime) -> Check:
     """An alarm is set for ``hour:minute`` (on any days, on or off)."""
     if any((a["hour"], a["minute"]) == (p.hour, p.minute) for a in data(state, "clock")["alarms"]):
         return Check.of(0)
-    return _create_cost(state, AlarmParams(hour=p.hour, minute=p.minute))
+    return Check.of(_create_cost(state, AlarmParams(hour=p.hour, minute=p.minute)))
 
 
 class City(PredicateParams):
@@ -343,3 +343,28 @@ def _add_alarms(state: dict[str, Any], p: Alarms) -> None:
         next_id = max((a["id"] for a in alarms), default=0) + 1
         alarms.append({"id": next_id, "hour": spec.hour, "minute": spec.minute, "days": sorted(set(spec.days)),
                        "enabled": spec.enabled, "vibrate": True})
+
+
+class Style(PredicateParams):
+    style: str
+
+    @field_validator("style")
+    @classmethod
+    def _style(cls, v: str) -> str:
+        if v not in STYLES:
+            raise ValueError(f"unknown clock style {v!r}; use one of {', '.join(STYLES)}")
+        return v
+
+
+@predicate("clock.style", Style)
+def style(state: dict[str, Any], p: Style) -> Check:
+    """The Clock's style (Settings > Style) is ``style``."""
+    if data(state, "clock")["style"] == p.style:
+        return Check.of(0)
+    return Check.of(nav_cost(state, "clock", ("settings", "style_picker")) + 1)
+
+
+@setup_step("clock.style", Style)
+def _set_style(state: dict[str, Any], p: Style) -> None:
+    """Set the Clock's style."""
+    data(state, "clock")["style"] = p.style

@@ -1,25 +1,40 @@
-"""Google Play Store: app search and the account menu's settings (General section)."""
+"""Google Play Store: app search, app pages (rating, developer; install, uninstall), the account menu's settings (General section, theme)."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
 
+from pydantic import Field, field_validator
+
 from darwin.envs.sim.apps.base import AppContext, SimApp
 from darwin.envs.sim.predicates import (
     Check,
     NoParams,
     PredicateParams,
+    data,
     nav_cost,
     norm,
     on_screen,
     predicate,
     top,
 )
+from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 
 CATALOG = ("WhatsApp Messenger", "Facebook", "Instagram", "TikTok", "Spotify: Music and Podcasts", "Netflix",
            "Google Maps", "Duolingo", "Candy Crush Saga", "Telegram", "Zoom", "Uber")
+APP_INFO = {  # rating, downloads, developer, age rating
+    "WhatsApp Messenger": ("4.2", "5B+", "WhatsApp LLC", "12+"), "Facebook": ("3.9", "5B+", "Meta Platforms, Inc.", "12+"),
+    "Instagram": ("4.1", "1B+", "Instagram", "12+"), "TikTok": ("4.4", "1B+", "TikTok Pte. Ltd.", "12+"),
+    "Spotify: Music and Podcasts": ("4.3", "1B+", "Spotify AB", "12+"), "Netflix": ("4.5", "1B+", "Netflix, Inc.", "12+"),
+    "Google Maps": ("4.0", "10B+", "Google LLC", "3+"), "Duolingo": ("4.6", "500M+", "Duolingo", "3+"),
+    "Candy Crush Saga": ("4.7", "1B+", "King", "3+"), "Telegram": ("4.8", "1B+", "Telegram FZ-LLC", "16+"),
+    "Zoom": ("3.8", "1B+", "zoom.us", "3+"), "Uber": ("4.1", "500M+", "Uber Technologies, Inc.", "3+"),
+}
+OTHER_APP_INFO = ("4.3", "1B+", "Play developer", "12+")
+"""What an app page shows for titles outside the catalogue (search fillers)."""
+THEMES = ("Light", "Dark", "System default")
 SECTIONS = {
     "general": ("Account and device preferences", "Notifications", "Theme", "Download preferences", "Auto-update apps"),
     "family": ("Parental controls", "Family library"),
@@ -61,9 +76,12 @@ class PlayApp(SimApp):
         elif name == "app_page":
             title = ctx.screen["title"]
             installed = title in ctx.data["installed"]
+            rating, downloads, developer, age = APP_INFO.get(title, OTHER_APP_INFO)
             ui.app_bar(title, on_back=ctx.popper())
-            ui.card("play.app_card", title, "4.3 stars - 1B+ downloads\nRated for 12+")
+            ui.card("play.app_card", title, f"{developer}\n{rating} stars - {downloads} downloads\nRated for {age}")
             ui.button("play.install", "Open" if installed else "Install", None if installed else lambda: ctx.data["installed"].append(title))
+            if installed:
+                ui.button("play.uninstall", "Uninstall", lambda: ctx.data["installed"].remove(title), role="secondary")
         elif name == "account":
             ui.app_bar("Account", on_back=ctx.popper())
             for key, label in (("manage", "Manage apps & device"), ("payments", "Payments & subscriptions"),
@@ -77,7 +95,11 @@ class PlayApp(SimApp):
                 if expanded == key:
                     for i, item in enumerate(SECTIONS[key]):
                         sub = ctx.data["theme"] if item == "Theme" else ""
-                        ui.row(f"play.settings.{key}.{i}", f"    {item}", sub)
+                        ui.row(f"play.settings.{key}.{i}", f"    {item}", sub, on_tap=ctx.pusher("theme") if item == "Theme" else None)
+        elif name == "theme":
+            ui.app_bar("Theme", on_back=ctx.popper())
+            for t in THEMES:
+                ui.row(f"play.theme.{t}", t, checked=(ctx.data["theme"] == t), on_tap=self._set_theme(ctx, t))
         else:
             raise ValueError(f"play: unknown screen {name!r}")
 
@@ -92,6 +114,14 @@ class PlayApp(SimApp):
                     ctx.push("results", **params)
 
         return submit
+
+    @staticmethod
+    def _set_theme(ctx: AppContext, theme: str):
+        def set_theme() -> None:
+            ctx.data["theme"] = theme
+            ctx.pop()
+
+        return set_theme
 
     @staticmethod
     def _expand(ctx: AppContext, key: str):
@@ -121,3 +151,75 @@ def general_settings(state: dict[str, Any], p: NoParams) -> Check:
     if on_screen(state, "play", "settings") and top(state, "play").get("expanded") == "general":
         return Check.of(0)
     return Check.of(nav_cost(state, "play", ("account", "settings")) + 1)
+
+
+def _in_front(state: dict[str, Any]) -> bool:
+    return state["foreground"] == "play" and state["popup"] is None
+
+
+class App(PredicateParams):
+    app: str = Field(description="the app's title in the catalogue ('Duolingo')")
+
+    def texts(self) -> list[str]:
+        return [self.app]
+
+
+def _on_page(state: dict[str, Any], title: str) -> bool:
+    return _in_front(state) and top(state, "play")["name"] == "app_page" and top(state, "play")["title"] == title
+
+
+@predicate("play.installed", App)
+def installed(state: dict[str, Any], p: App) -> Check:
+    """``app`` is installed."""
+    if p.app in data(state, "play")["installed"]:
+        return Check.of(0)
+    # 'Install' on its page; reaching the page takes a tap (a row) at least, opening the app one more.
+    return Check.of(1 if _on_page(state, p.app) else 2 + (0 if _in_front(state) else 1))
+
+
+@predicate("play.not_installed", App)
+def not_installed(state: dict[str, Any], p: App) -> Check:
+    """``app`` is not installed."""
+    if p.app not in data(state, "play")["installed"]:
+        return Check.of(0)
+    return Check.of(1 if _on_page(state, p.app) else 2 + (0 if _in_front(state) else 1))
+
+
+class Theme(PredicateParams):
+    theme: str
+
+    @field_validator("theme")
+    @classmethod
+    def _theme(cls, v: str) -> str:
+        if v not in THEMES:
+            raise ValueError(f"unknown theme {v!r}; use one of {', '.join(THEMES)}")
+        return v
+
+
+@predicate("play.theme", Theme)
+def theme(state: dict[str, Any], p: Theme) -> Check:
+    """Google Play's theme (Settings > General > Theme) is ``theme``."""
+    if data(state, "play")["theme"] == p.theme:
+        return Check.of(0)
+    screen = top(state, "play")
+    if _in_front(state) and screen["name"] == "settings":
+        return Check.of(2 + (screen.get("expanded") != "general"))  # (expand General,) open Theme, pick
+    return Check.of(nav_cost(state, "play", ("account", "settings", "theme")) + 1 + (screen["name"] != "theme"))
+
+
+class Apps(PredicateParams):
+    install: tuple[str, ...] = ()
+    uninstall: tuple[str, ...] = ()
+
+
+@setup_step("play.apps", Apps)
+def _apps(state: dict[str, Any], p: Apps) -> None:
+    """Install and uninstall the given apps (titles of the catalogue)."""
+    d = data(state, "play")
+    d["installed"] = [a for a in d["installed"] if a not in p.uninstall] + [a for a in p.install if a not in d["installed"]]
+
+
+@setup_step("play.theme", Theme)
+def _theme(state: dict[str, Any], p: Theme) -> None:
+    """Set Google Play's theme."""
+    data(state, "play")["theme"] = p.theme

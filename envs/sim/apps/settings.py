@@ -5,8 +5,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from pydantic import Field, field_validator
+
 from darwin.envs.sim.apps.base import AppContext, SimApp
-from darwin.envs.sim.predicates import Check, PredicateParams, data, nav_cost, predicate
+from darwin.envs.sim.predicates import Check, PredicateParams, data, nav_cost, predicate, top
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 
@@ -39,6 +41,8 @@ GENERIC_TOGGLES = {
     "storage": ("Storage manager",),
 }
 APPS_WITH_NOTIFICATIONS = ("Amazon Shopping", "Booking.com", "Chrome", "Clock", "Google Play Store", "X")
+TOGGLE_KEYS = tuple(f"{k}:{t}" for k, ts in GENERIC_TOGGLES.items() for t in ts)
+"""Keys of the section toggles in ``data["toggles"]`` (``"network:Wi-Fi"``)."""
 TIMEOUTS = ("15 seconds", "30 seconds", "1 minute", "2 minutes", "5 minutes", "10 minutes", "30 minutes")
 
 
@@ -153,6 +157,35 @@ class SettingsValues(PredicateParams):
 
     dark_theme: bool | None = None
     notification_history: bool | None = None
+    hide_silent: bool | None = None
+    notification_dots: bool | None = None
+    adaptive_brightness: bool | None = None
+    screen_timeout: str | None = Field(None, description=f"one of {', '.join(TIMEOUTS)}")
+    toggles: dict[str, bool] | None = Field(None, description="section toggles by key ('network:Wi-Fi'); only the given ones")
+    app_notifications: dict[str, bool] | None = Field(None, description="per-app notifications by app name; only the given ones")
+
+    @field_validator("screen_timeout")
+    @classmethod
+    def _timeout(cls, v: str | None) -> str | None:
+        if v is not None and v not in TIMEOUTS:
+            raise ValueError(f"unknown screen timeout {v!r}; use one of {', '.join(TIMEOUTS)}")
+        return v
+
+    @field_validator("toggles")
+    @classmethod
+    def _toggles(cls, v: dict[str, bool] | None) -> dict[str, bool] | None:
+        unknown = [k for k in v or {} if k not in TOGGLE_KEYS]
+        if unknown:
+            raise ValueError(f"unknown toggles {unknown}; use keys like {', '.join(TOGGLE_KEYS[:3])} ...")
+        return v
+
+    @field_validator("app_notifications")
+    @classmethod
+    def _apps(cls, v: dict[str, bool] | None) -> dict[str, bool] | None:
+        unknown = [k for k in v or {} if k not in APPS_WITH_NOTIFICATIONS]
+        if unknown:
+            raise ValueError(f"unknown apps {unknown}; use {', '.join(APPS_WITH_NOTIFICATIONS)}")
+        return v
 
 
 @setup_step("settings.values", SettingsValues)
@@ -160,4 +193,103 @@ def _settings_values(state: dict[str, Any], p: SettingsValues) -> None:
     """Set the given Settings switches."""
     values = state["apps"]["settings"]["data"]
     for key, value in p.model_dump(exclude_none=True).items():
-        values[key] = value
+        if isinstance(value, dict):
+            values[key].update(value)
+        else:
+            values[key] = value
+
+
+def _in_front(state: dict[str, Any]) -> bool:
+    return state["foreground"] == "settings" and state["popup"] is None
+
+
+class Toggle(PredicateParams):
+    key: str = Field(description="'<section>:<toggle>', e.g. 'network:Wi-Fi'")
+    enabled: bool = True
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        if v not in TOGGLE_KEYS:
+            raise ValueError(f"unknown toggle {v!r}; use one of {', '.join(TOGGLE_KEYS)}")
+        return v
+
+
+@predicate("settings.toggle", Toggle)
+def toggle(state: dict[str, Any], p: Toggle) -> Check:
+    """The section toggle ``key`` (``'devices:Bluetooth'``) is on (or off)."""
+    if data(state, "settings")["toggles"][p.key] == p.enabled:
+        return Check.of(0)
+    screen = top(state, "settings")
+    section = p.key.split(":", 1)[0]
+    if _in_front(state) and screen["name"] == "generic" and screen.get("section") == section:
+        return Check.of(1)
+    # Open the section (from the main list), then flip; one more if Settings is not in front.
+    return Check.of(2 + (0 if _in_front(state) else 1))
+
+
+class Timeout(PredicateParams):
+    value: str
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, v: str) -> str:
+        if v not in TIMEOUTS:
+            raise ValueError(f"unknown screen timeout {v!r}; use one of {', '.join(TIMEOUTS)}")
+        return v
+
+
+@predicate("settings.screen_timeout", Timeout)
+def screen_timeout(state: dict[str, Any], p: Timeout) -> Check:
+    """The screen timeout is ``value`` (``'2 minutes'``)."""
+    if data(state, "settings")["screen_timeout"] == p.value:
+        return Check.of(0)
+    return Check.of(nav_cost(state, "settings", ("display", "timeout")) + 1)
+
+
+class AppNotifications(PredicateParams):
+    app: str
+    enabled: bool = True
+
+    @field_validator("app")
+    @classmethod
+    def _app(cls, v: str) -> str:
+        if v not in APPS_WITH_NOTIFICATIONS:
+            raise ValueError(f"no notification switch for {v!r}; apps: {', '.join(APPS_WITH_NOTIFICATIONS)}")
+        return v
+
+
+@predicate("settings.app_notifications", AppNotifications)
+def app_notifications(state: dict[str, Any], p: AppNotifications) -> Check:
+    """Notifications from ``app`` (its name in Settings, 'Amazon Shopping') are on (or off)."""
+    if data(state, "settings")["app_notifications"][p.app] == p.enabled:
+        return Check.of(0)
+    return Check.of(nav_cost(state, "settings", ("notifications", "app_notifications")) + 1)
+
+
+class Switches(PredicateParams):
+    """Switches that must all hold (only the ones given)."""
+
+    dark_theme: bool | None = None
+    notification_history: bool | None = None
+    hide_silent: bool | None = None
+    notification_dots: bool | None = None
+    adaptive_brightness: bool | None = None
+
+
+SWITCH_SCREENS = {"dark_theme": "display", "adaptive_brightness": "display", "notification_history": "notification_history",
+                  "hide_silent": "notifications", "notification_dots": "notifications"}
+"""The screen whose toggle flips each switch."""
+
+
+@predicate("settings.switches", Switches)
+def switches(state: dict[str, Any], p: Switches) -> Check:
+    """Every given switch (dark theme, notification history, hide silent, dots, adaptive brightness) has its value."""
+    values = data(state, "settings")
+    wrong = [key for key, want in p.model_dump(exclude_none=True).items() if values[key] != want]
+    if not wrong:
+        return Check.of(0)
+    # Each wrong switch needs its own tap, and each screen holding one must be entered (unless shown).
+    here = top(state, "settings")["name"] if _in_front(state) else None
+    screens = {SWITCH_SCREENS[key] for key in wrong} - {here}
+    return Check.of(len(wrong) + len(screens) + (0 if _in_front(state) else 1))

@@ -5,4 +5,17 @@ Importing this package registers every template in :data:`darwin.templates.TEMPL
 
 from __future__ import annotations
 
-from darwin.envs.sim.templates import clock  # noqa: F401
+from darwin.envs.sim.templates import (
+    amazon,  # noqa: F401
+    booking,  # noqa: F401
+    calendar,  # noqa: F401
+    chrome,  # noqa: F401
+    clock,  # noqa: F401
+    contacts,  # noqa: F401
+    dictionary,  # noqa: F401
+    messages,  # noqa: F401
+    notes,  # noqa: F401
+    play,  # noqa: F401
+    settings,  # noqa: F401
+    x,  # noqa: F401
+)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import random
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from darwin.envs.sim.apps.clock import CITIES, TIME_ZONES, days_text, time_text
+from darwin.envs.sim.apps.clock import CITIES, STYLES, TIME_ZONES, days_text, time_text
 from darwin.templates import TaskTemplate, TemplateParams, register
 from darwin.types import StateSetup, VerifierSpec
 
@@ -47,7 +48,7 @@ register(TaskTemplate(
     },
     wording=_alarm_words,
     verifier=lambda p: VerifierSpec(predicate="clock.alarm", params={"hour": p.hour, "minute": p.minute, "days": list(p.days)}),
-    allowed_changes=lambda p: ALARMS,
+    allowed_changes=lambda p: (*ALARMS, "apps.clock.data.next_id"),  # a new alarm takes the next id
     subgoals=lambda p: (
         VerifierSpec(predicate="clock.alarm_exists", params={"hour": p.hour, "minute": p.minute}),
         VerifierSpec(predicate="clock.alarm", params={"hour": p.hour, "minute": p.minute, "days": list(p.days)}),
@@ -70,7 +71,14 @@ register(TaskTemplate(
 
 
 class CityParams(TemplateParams):
-    city: str = Field(min_length=1)
+    city: str = Field(min_length=1, description="a city of the Clock's city list")
+
+    @field_validator("city")
+    @classmethod
+    def _listed(cls, v: str) -> str:
+        if v not in CITIES:
+            raise ValueError(f"{v!r} is not in the Clock's city list: {', '.join(CITIES)}")
+        return v
 
 
 register(TaskTemplate(
@@ -87,7 +95,14 @@ register(TaskTemplate(
 
 
 class ZoneParams(TemplateParams):
-    zone: str = Field(min_length=1)
+    zone: str = Field(min_length=1, description="a city of the Clock's time-zone list")
+
+    @field_validator("zone")
+    @classmethod
+    def _listed(cls, v: str) -> str:
+        if v not in dict(TIME_ZONES):
+            raise ValueError(f"{v!r} is not in the Clock's time-zone list: {', '.join(z for z, _ in TIME_ZONES)}")
+        return v
 
 
 register(TaskTemplate(
@@ -114,4 +129,38 @@ register(TaskTemplate(
     verifier=lambda p: VerifierSpec(predicate="answer.matches", params={
         "kind": "exact", "expected": dict(TIME_ZONES)[p.zone], "app": "clock", "via": ["settings", "tz_picker"]}),
     allowed_changes=lambda p: (),
+))
+
+
+register(TaskTemplate(
+    id="clock.disable_alarm", app="Clock", params=Alarm, difficulty=1, step_budget=12,
+    description="switch off an alarm, keeping it (the instance adds it, switched on)",
+    sample=lambda rng: Alarm(hour=(t := _time(rng))[0], minute=t[1], days=rng.choice(DAY_SETS)),
+    phrasings={
+        "ENG": ("Turn off the {time} alarm, but don't delete it.", "Switch off my alarm for {time}.", "Disable the alarm set at {time}."),
+        "CHN": ("关闭{zh_time}的闹钟，但不要删除。", "把{zh_time}的闹钟关掉。"),
+    },
+    wording=_alarm_words,
+    setup=lambda p: (StateSetup(step="clock.alarms", params={"alarms": [{"hour": p.hour, "minute": p.minute, "days": list(p.days), "enabled": True}]}),),
+    verifier=lambda p: VerifierSpec(predicate="clock.alarm", params={"hour": p.hour, "minute": p.minute, "days": list(p.days), "enabled": False}),
+    allowed_changes=lambda p: ALARMS,
+))
+
+
+class StyleParams(TemplateParams):
+    style: Literal["Digital", "Analog"]
+
+
+register(TaskTemplate(
+    id="clock.style", app="Clock", params=StyleParams, difficulty=2, step_budget=12,
+    description="set the clock style in the Clock's settings (the instance sets the other style first)",
+    sample=lambda rng: StyleParams(style=rng.choice(STYLES)),
+    phrasings={
+        "ENG": ("Change the Clock style to {style}.", "Make the Clock app show an {style_lower} clock.", "In the Clock settings, set Style to {style}."),
+        "CHN": ("把时钟样式改为{zh}。", "在时钟设置中将样式设为{zh}。"),
+    },
+    wording=lambda p: {"style": p.style, "style_lower": p.style.lower(), "zh": {"Digital": "数字", "Analog": "指针"}[p.style]},
+    setup=lambda p: (StateSetup(step="clock.style", params={"style": next(s for s in STYLES if s != p.style)}),),
+    verifier=lambda p: VerifierSpec(predicate="clock.style", params={"style": p.style}),
+    allowed_changes=lambda p: ("apps.clock.data.style",),
 ))

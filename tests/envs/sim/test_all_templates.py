@@ -88,3 +88,15 @@ def test_random_agent_stays_low() -> None:
         env = SimPhoneEnv(seed=i, reset_between_episodes=True)
         results.append(_run(task, env, RandomActor(seed=i)) is True)
     assert sum(results) / len(results) <= 0.1, f"random agent solved {sum(results)} of {len(results)}"
+
+
+def test_an_answer_does_not_outlive_its_episode() -> None:
+    """State persists between episodes, but an answer belongs to the episode that gave it."""
+    task = templates()["clock.zone_offset"].instance(1)
+    env = SimPhoneEnv(seed=3)  # keeps its state between episodes
+    first = asyncio.run(LifecycleWorkflow().run(env, task, OracleActor()))
+    assert first.success is True and env.probe_state()["answer"] is not None
+    env.go_home()
+    assert env.probe_state()["answer"] is None
+    again = asyncio.run(LifecycleWorkflow().run(env, task, OracleActor()))
+    assert again.success is True and again.transitions, "the second episode was skipped as already done"

@@ -1,0 +1,83 @@
+"""Settings of the verl learner backend (``LearnerConfig(backend="verl", verl=VerlSettings(...))``).
+
+Only the distributed side lives here; the algorithm (GAE, clip, learning rates, warm-up,
+value-head bias) stays in :class:`~darwin.learner.LearnerConfig`, shared with the local
+learner. Importing this module needs neither Ray nor verl, so experiments that name the
+verl backend validate (``darwin run --dry-run``) on any machine::
+
+    >>> from darwin.learner.verl_config import VerlSettings
+    >>> s = VerlSettings(model_path="/ckpt/actor", gpus_per_node=8, nodes=2, micro_batch_size_per_gpu=4)
+    >>> s.world_size, s.strategy, s.device
+    (16, 'fsdp2', 'cuda')
+    >>> VerlSettings(model_path="", gpus_per_node=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    pydantic_core._pydantic_core.ValidationError: 2 validation errors for VerlSettings
+    ...
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["VerlSettings"]
+
+
+class VerlSettings(BaseModel):
+    """Where and how verl's FSDP workers run (frozen, validated when built).
+
+    Attributes are verl's names where one exists (``actor_rollout_ref.actor.fsdp_config.*``,
+    ``trainer.n_gpus_per_node``, ``trainer.nnodes``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model_path: str = Field(
+        ..., min_length=1,
+        description="HF checkpoint directory of the actor (the policy's model saved with save_pretrained); "
+        "the critic is built from it with darwin's calibrated value head",
+    )
+    gpus_per_node: int = Field(1, ge=1, description="workers per node (verl: trainer.n_gpus_per_node)")
+    nodes: int = Field(1, ge=1, description="nodes of the Ray cluster used (verl: trainer.nnodes)")
+    device: Literal["cuda", "cpu"] = Field(
+        "cuda",
+        description="'cuda': verl's own platform (GPU machines); 'cpu': darwin's CPU platform plugin "
+        "for verl with gloo (actor only: verl 0.9.1 loads the critic with flash-attention, see docs/scale.md)",
+    )
+    strategy: Literal["fsdp", "fsdp2"] = Field(
+        "fsdp2", description="verl's FSDP engine: 'fsdp2' (fully_shard; the only one that runs on CPU) or 'fsdp' (FSDP1)"
+    )
+    fsdp_size: int = Field(-1, description="shard group size; -1 = all workers (verl's default)")
+    param_offload: bool = Field(False, description="offload parameters to CPU between calls (verl: param_offload)")
+    optimizer_offload: bool = Field(False, description="offload optimizer states to CPU between calls")
+    model_dtype: Literal["fp32", "bf16"] = Field("fp32", description="dtype of the sharded master weights")
+    attn_implementation: Literal["flash_attention_2", "sdpa", "eager"] = Field(
+        "flash_attention_2", description="transformers attention of the actor (the CPU platform needs 'sdpa' or 'eager')"
+    )
+    micro_batch_size_per_gpu: int = Field(
+        2, ge=1, description="rows per forward/backward on each worker (verl: ppo_micro_batch_size_per_gpu)"
+    )
+    use_torch_compile: bool = Field(False, description="torch.compile verl's entropy kernel")
+    ray_address: str | None = Field(
+        None, description="an existing Ray cluster ('auto', 'ray://host:10001'); None = a local one started for the learner"
+    )
+    ray_num_cpus: int | None = Field(
+        None, ge=1, description="logical CPUs of a locally started Ray (None: Ray's count); each CPU worker holds one"
+    )
+
+    @property
+    def world_size(self) -> int:
+        """Workers per role (actor, critic): ``gpus_per_node * nodes``."""
+        return self.gpus_per_node * self.nodes
+
+    def problems(self) -> list[str]:
+        """Inconsistencies, each naming the field and the fix ([] if none)."""
+        out: list[str] = []
+        if self.device == "cpu" and self.strategy != "fsdp2":
+            out.append("verl.strategy='fsdp' (FSDP1) asks for an accelerator device: use strategy='fsdp2' with device='cpu'")
+        if self.device == "cpu" and self.attn_implementation == "flash_attention_2":
+            out.append("verl.attn_implementation='flash_attention_2' needs a GPU: use 'sdpa' with device='cpu'")
+        if self.fsdp_size != -1 and (self.fsdp_size < 1 or self.world_size % self.fsdp_size):
+            out.append(f"verl.fsdp_size={self.fsdp_size} must be -1 or divide the world size {self.world_size}")
+        return out

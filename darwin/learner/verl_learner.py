@@ -1,0 +1,799 @@
+"""VerlLearner: darwin's PPO (critic warm-up, token-level GAE over whole trajectories,
+calibrated value head) on verl's FSDP workers on Ray.
+
+The run uses it like :class:`~darwin.learner.LocalLearner` (``update``, ``save``, ``load``,
+``in_warmup``, ``updates``, ``policy_version``, ``actor_state_dict``), selected with
+``LearnerConfig(backend="verl", verl=VerlSettings(...))``. What differs is where the models
+live: an actor group and a critic group of verl's ``TrainingWorker`` (FSDP/FSDP2, one
+worker per GPU) instead of copies in the run's process. The maths stays darwin's: step
+rows (:func:`~darwin.learner.batch.collect_step_rows`), advantages from the registered
+estimator (``trajectory_gae`` for PPO) computed here on the driver, and verl's own
+``ppo_loss`` / ``value_loss`` on the workers. One update:
+
+1. step rows -> a padded verl batch (:func:`to_verl_batch`: ``prompts`` left-padded,
+   ``responses`` right-padded, ``input_ids``, ``attention_mask``, ``position_ids``,
+   ``response_mask``), rows added up to a multiple of ``mini_batch_size`` with
+   ``response_mask = 0`` (they carry no token into any loss);
+2. old values from the critic (``infer_batch``), old log-probs recomputed by the actor
+   (``infer_batch``; verl's ``recompute_log_prob``, always: darwin's sampler masks
+   forbidden tokens, verl's actor scores over the whole vocabulary);
+3. advantages and returns (token-level GAE over whole trajectories, warm-up lambda
+   during warm-up), placed on the response tokens;
+4. ``train_mini_batch`` on the critic (warm-up epochs during warm-up), then, after
+   warm-up, on the actor; the new actor weights go to the policy with ``version + 1``.
+
+Warm-up is exact as in the local learner: with ``critic_warmup_updates = N`` calls
+``1..N`` train only the critic (verl's own ``trainer.critic_warmup = N`` gives N - 1).
+
+The value head is calibrated at critic creation: the actor checkpoint is loaded as a
+``...ForTokenClassification`` model (verl's value-model format, ``num_labels = 1``), its
+``score`` head set to weight 0 and bias ``value_head_bias``, and saved for the critic
+workers (:func:`prepare_critic_checkpoint`).
+
+Scope (docs/scale.md): text decoders (rows whose prompts carry no image); PPO and the
+critic-free estimators (GRPO, GiGPO); on CPU only the actor (critic-free estimators).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import pickle
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import torch
+from pydantic import JsonValue
+from verl import DataProto
+
+from darwin.algos import masked_mean, trajectory_weights, whiten_within
+from darwin.algos.estimators import AdvantageInputs, EstimatorSettings, get_estimator
+from darwin.learner.batch import LearnerDataError, StepRow, collect_step_rows
+from darwin.learner.config import LearnerConfig
+from darwin.learner.local import (
+    CHECKPOINT_FORMAT_VERSION,
+    MANIFEST,
+    ResumeState,
+    UpdateMetrics,
+    _fsync,
+    _fsync_dir,
+    _read_manifest,
+    _swap_into_place,
+    resolve_checkpoint,
+)
+from darwin.learner.verl_config import VerlSettings
+from darwin.types import Trajectory
+
+if TYPE_CHECKING:
+    from verl.single_controller.ray import RayWorkerGroup
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "VerlBackendUnavailable",
+    "VerlLearner",
+    "VerlUpdateBatch",
+    "WeightReceiver",
+    "check_verl_runtime",
+    "prepare_critic_checkpoint",
+    "to_verl_batch",
+]
+
+CPU_PLUGIN = "darwin.learner.verl_cpu"
+
+
+class VerlBackendUnavailable(RuntimeError):
+    """The machine cannot run the verl learner as configured (no GPU, no Ray, missing packages)."""
+
+
+@runtime_checkable
+class WeightReceiver(Protocol):
+    """What the verl learner pushes weights to: a policy with a version (``HFPolicy`` is one)."""
+
+    @property
+    def version(self) -> int: ...
+
+    def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None: ...
+
+
+# --------------------------------------------------------------------------------------
+# Step rows -> verl's batch
+# --------------------------------------------------------------------------------------
+def to_verl_batch(
+    rows: Sequence[StepRow],
+    *,
+    pad_token_id: int,
+    pad_to_multiple: int = 1,
+    temperature: float = 1.0,
+    old_logprobs: torch.Tensor | None = None,
+    values: torch.Tensor | None = None,
+    advantages: torch.Tensor | None = None,
+    returns: torch.Tensor | None = None,
+) -> DataProto:
+    """Rows as verl's padded PPO batch (``ray_trainer.py``'s keys), ``N`` rows, ``P`` the
+    longest prompt, ``R`` the longest response; optional ``(N, R)`` tensors ride along.
+
+    Keys: ``prompts (N', P)`` left-padded, ``responses (N', R)`` right-padded, ``input_ids``
+    ``= [prompts | responses]``, ``attention_mask`` and ``position_ids`` ``(N', P + R)``
+    (positions count valid tokens from 0), ``response_mask (N', R)``, and
+    ``old_log_probs``, ``values``, ``advantages``, ``returns`` ``(N', R)`` float32 when
+    given; ``meta_info["temperature"]``. ``N'`` is ``N`` rounded up to ``pad_to_multiple``:
+    the added rows repeat row 0's tokens with ``response_mask = 0`` and zero tensors, so
+    no loss sees them (verl splits batches evenly over workers and mini-batches).
+
+    >>> from darwin.learner.verl_learner import to_verl_batch
+    >>> from darwin.learner.batch import StepRow
+    >>> from darwin.types import ChatMessage, Prompt
+    >>> p = Prompt(messages=(ChatMessage(role="user", text="hi"),))
+    >>> rows = [StepRow("e", 0, p, (5, 6, 7), (8, 9), (-0.1, -0.2), 0.0, False, 0, "g"),
+    ...         StepRow("e", 1, p, (5, 6), (4,), (-0.3,), 1.0, False, 0, "g")]
+    >>> b = to_verl_batch(rows, pad_token_id=0, pad_to_multiple=4)
+    >>> b.batch["input_ids"].tolist()[:2], b.batch["response_mask"].tolist()
+    ([[5, 6, 7, 8, 9], [0, 5, 6, 4, 0]], [[1, 1], [1, 0], [0, 0], [0, 0]])
+    >>> b.batch["position_ids"].tolist()[1]
+    [0, 0, 1, 2, 2]
+    """
+    if not rows:
+        raise LearnerDataError("to_verl_batch needs at least one row")
+    if pad_to_multiple < 1:
+        raise ValueError(f"pad_to_multiple must be >= 1, got {pad_to_multiple}")
+    for row in rows:
+        where = f"episode {row.episode_id!r} step {row.step}"
+        if not row.prompt_ids:
+            raise LearnerDataError(
+                f"{where}: no prompt token ids recorded (Generation.prompt_ids); the verl learner "
+                "trains on the ids the policy sampled from: use a policy that records them (HFPolicy)"
+            )
+        if row.prompt.images:
+            raise LearnerDataError(
+                f"{where}: the prompt holds {len(row.prompt.images)} image(s); the verl learner "
+                "supports text decoders only (docs/scale.md): use the local learner for VL policies"
+            )
+    n = len(rows)
+    total = math.ceil(n / pad_to_multiple) * pad_to_multiple
+    longest_prompt = max(len(r.prompt_ids) for r in rows)
+    longest_response = max(len(r.response_ids) for r in rows)
+    prompts = torch.full((total, longest_prompt), int(pad_token_id), dtype=torch.long)
+    prompt_mask = torch.zeros(total, longest_prompt, dtype=torch.long)
+    responses = torch.full((total, longest_response), int(pad_token_id), dtype=torch.long)
+    response_attention = torch.zeros(total, longest_response, dtype=torch.long)
+    for i in range(total):
+        row = rows[i] if i < n else rows[0]
+        p, r = len(row.prompt_ids), len(row.response_ids)
+        prompts[i, longest_prompt - p :] = torch.tensor(row.prompt_ids, dtype=torch.long)
+        prompt_mask[i, longest_prompt - p :] = 1
+        responses[i, :r] = torch.tensor(row.response_ids, dtype=torch.long)
+        response_attention[i, :r] = 1
+    # Filler rows are attended to (verl needs a non-empty sequence per row) but none of their tokens is scored.
+    response_mask = response_attention.clone()
+    response_mask[n:] = 0
+    attention_mask = torch.cat([prompt_mask, response_attention], dim=1)
+    tensors: dict[str, torch.Tensor] = {
+        "prompts": prompts,
+        "responses": responses,
+        "input_ids": torch.cat([prompts, responses], dim=1),
+        "attention_mask": attention_mask,
+        "position_ids": (attention_mask.cumsum(dim=-1) - 1).clamp(min=0),
+        "response_mask": response_mask,
+    }
+    for name, value in (("old_log_probs", old_logprobs), ("values", values), ("advantages", advantages), ("returns", returns)):
+        if value is None:
+            continue
+        if value.shape[0] != n or value.shape[1] > longest_response:
+            raise ValueError(f"{name} has shape {tuple(value.shape)}; expected ({n}, <= {longest_response})")
+        full = torch.zeros(total, longest_response, dtype=torch.float32)
+        full[:n, : value.shape[1]] = value.detach().float().cpu()
+        tensors[name] = full * response_mask  # nothing outside a response token
+    return DataProto.from_single_dict(tensors, meta_info={"temperature": float(temperature)})
+
+
+@dataclass(frozen=True)
+class VerlUpdateBatch:
+    """What one verl update trains on (:meth:`VerlLearner.prepare`); ``N`` step rows,
+    ``R`` the longest response; tensors on the CPU, rows ``0..N-1`` of :attr:`data`.
+
+    Attributes:
+        rows, trajectories: the step rows and the trajectories they come from.
+        data: the verl batch (:func:`to_verl_batch`) with ``old_log_probs`` (recomputed by
+            the actor; absent during warm-up), ``values`` and ``returns`` (PPO),
+            ``advantages``; ``N'`` >= ``N`` rows.
+        response_mask, advantages: ``(N, R)``; values, returns: ``(N, R)`` or ``None``.
+    """
+
+    rows: list[StepRow]
+    trajectories: list[Trajectory]
+    data: DataProto
+    response_mask: torch.Tensor
+    advantages: torch.Tensor
+    values: torch.Tensor | None
+    returns: torch.Tensor | None
+    lam: float
+    empty_trajectories: int
+    dropped_infra: int
+    dropped_unverified: int
+    prepare_s: float
+    scoring_s: float
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+# --------------------------------------------------------------------------------------
+# The critic's initial checkpoint (calibrated value head)
+# --------------------------------------------------------------------------------------
+def prepare_critic_checkpoint(
+    actor_path: str | os.PathLike[str], out: str | os.PathLike[str], *, init: str, bias: float,
+    attn_implementation: str = "sdpa",
+) -> Path:
+    """Save the actor checkpoint as verl's value model: ``AutoModelForTokenClassification``
+    with ``num_labels=1`` (backbone weights from the actor), the ``score`` head set to
+    weight 0 and bias ``bias`` when ``init == "calibrated"`` (every first value is then
+    exactly ``bias``), transformers' random init when ``init == "random"``.
+    """
+    from transformers import AutoConfig, AutoModelForTokenClassification
+
+    src, dst = Path(actor_path), Path(out)
+    config = AutoConfig.from_pretrained(src, num_labels=1, attn_implementation=attn_implementation)
+    if type(config) not in AutoModelForTokenClassification._model_mapping:
+        raise VerlBackendUnavailable(
+            f"{src}: {type(config).__name__} has no ...ForTokenClassification class, the value-model "
+            "format verl's critic loads; the verl learner supports text decoders (Qwen2, Llama, ...)"
+        )
+    config.classifier_dropout = 0.0
+    config.tie_word_embeddings = False
+    model = AutoModelForTokenClassification.from_pretrained(src, config=config, dtype=torch.float32)
+    if init == "calibrated":
+        with torch.no_grad():
+            head = model.score
+            head.weight.zero_()
+            if head.bias is None:
+                raise VerlBackendUnavailable(
+                    f"{type(model).__name__}.score has no bias; the calibrated value head (value_head_bias) needs one"
+                )
+            head.bias.fill_(float(bias))
+    dst.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(dst)
+    return dst
+
+
+# --------------------------------------------------------------------------------------
+# Runtime checks
+# --------------------------------------------------------------------------------------
+def check_verl_runtime(settings: VerlSettings, *, needs_critic: bool) -> None:
+    """Raise :class:`VerlBackendUnavailable` naming what is missing for ``settings`` here."""
+    problems: list[str] = []
+    for module, hint in (("ray", "pip install 'ray[default]'"), ("uvicorn", "pip install uvicorn fastapi (verl's 'verl-core' extra)"),
+                         ("fastapi", "pip install fastapi")):
+        try:
+            __import__(module)
+        except ImportError:
+            problems.append(f"{module} is not installed: {hint}")
+    if settings.device == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 and settings.ray_address is None:
+            problems.append(
+                "verl.device='cuda' but this machine has no GPU (torch.cuda.is_available() is False): run on a "
+                "GPU machine, point verl.ray_address at a GPU Ray cluster, or use backend='local'"
+            )
+        elif settings.ray_address is None and count < settings.gpus_per_node:
+            problems.append(f"verl.gpus_per_node={settings.gpus_per_node} but this machine has {count} GPU(s)")
+        if settings.attn_implementation == "flash_attention_2":
+            try:
+                __import__("flash_attn")
+            except ImportError:
+                problems.append("verl.attn_implementation='flash_attention_2' needs the flash-attn package (or use 'sdpa')")
+    elif needs_critic:
+        problems.append(
+            "verl.device='cpu' runs the actor only: verl 0.9.1 loads the critic (value model) with "
+            "attn_implementation='flash_attention_2' hard-coded (verl/utils/model.py), which needs a GPU; "
+            "use a critic-free algorithm (grpo, gigpo) on CPU, or a GPU"
+        )
+    if problems:
+        raise VerlBackendUnavailable("the verl learner cannot start here:\n- " + "\n- ".join(problems))
+
+
+# --------------------------------------------------------------------------------------
+# The learner
+# --------------------------------------------------------------------------------------
+class VerlLearner:
+    """PPO with critic warm-up (or GRPO/GiGPO) on verl's FSDP worker groups.
+
+    Args:
+        policy: receives the actor's weights after every actor update (``load_weights``).
+        config: ``LearnerConfig(backend="verl", verl=VerlSettings(model_path=...))``; the
+            policy's model saved at ``verl.model_path`` is the actor's start.
+        pad_token_id: pads prompts and responses (default: the policy's tokenizer's pad or
+            EOS token, when it has one).
+        temperature: the sampling temperature the log-probs are scored at (default: the
+            policy's ``logprob_temperature``, else 1).
+        work_dir: where the critic's initial checkpoint is written (default: a temporary
+            directory removed by :meth:`close`).
+
+    Example (needs a GPU, or ``device="cpu"`` and a critic-free algorithm)::
+
+        learner = VerlLearner(policy, LearnerConfig(backend="verl", verl=VerlSettings(
+            model_path="runs/actor-hf", gpus_per_node=8)))
+        metrics = learner.update(buffer.take_completed())
+        learner.save("run/ckpt", pending=buffer.completed_trajectories())
+        learner.close()
+    """
+
+    def __init__(
+        self,
+        policy: WeightReceiver,
+        config: LearnerConfig,
+        *,
+        pad_token_id: int | None = None,
+        temperature: float | None = None,
+        work_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if config.backend != "verl" or config.verl is None:
+            raise ValueError("VerlLearner needs LearnerConfig(backend='verl', verl=VerlSettings(model_path=...))")
+        if not isinstance(policy, WeightReceiver):
+            raise TypeError(f"the verl learner pushes weights with policy.load_weights(state_dict, version); got {type(policy).__name__}")
+        settings = config.verl
+        check_verl_runtime(settings, needs_critic=config.uses_critic)
+        self.policy = policy
+        self.config = config
+        self.settings = settings
+        self.updates = 0
+        self.policy_version = int(policy.version)
+        self.optimizer_steps = 0
+        self.resume_state: ResumeState | None = None
+        self._pad_id = pad_token_id if pad_token_id is not None else _policy_pad_id(policy)
+        self._temperature = float(temperature if temperature is not None else getattr(policy, "logprob_temperature", 1.0))
+        self._own_work_dir = work_dir is None
+        self.work_dir = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="darwin-verl-"))
+        self._started_ray = False
+        self.actor_group: RayWorkerGroup
+        self.critic_group: RayWorkerGroup | None = None
+        self._start_workers()
+
+    # ------------------------------------------------------------------ workers
+    def _start_workers(self) -> None:
+        import ray
+        from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
+        from verl.workers.config import (
+            ActorConfig,
+            CriticConfig,
+            FSDPEngineConfig,
+            FSDPOptimizerConfig,
+            HFModelConfig,
+        )
+        from verl.workers.engine_workers import TrainingWorkerConfig
+        from verl.workers.utils.losses import ppo_loss, value_loss
+
+        from darwin.learner.verl_workers import darwin_training_worker
+
+        cfg, s = self.config, self.settings
+        env = {"TOKENIZERS_PARALLELISM": "false"}
+        if s.device == "cpu":
+            env.update({"VERL_USE_EXTERNAL_MODULES": CPU_PLUGIN, "VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda"})
+        if not ray.is_initialized():
+            ray.init(
+                address=s.ray_address or "local", num_cpus=s.ray_num_cpus if s.ray_address is None else None,
+                include_dashboard=False, runtime_env={"env_vars": env},
+            )
+            self._started_ray = True
+        elif s.device == "cpu":
+            raise VerlBackendUnavailable(
+                "Ray is already initialised in this process; the CPU platform reaches the workers through "
+                "ray.init(runtime_env=...): let the verl learner start Ray, or start it with "
+                f"runtime_env={{'env_vars': {env}}}"
+            )
+
+        def engine(forward_only: bool = False) -> FSDPEngineConfig:
+            return FSDPEngineConfig(
+                strategy=s.strategy, fsdp_size=s.fsdp_size, param_offload=s.param_offload,
+                optimizer_offload=s.optimizer_offload, model_dtype=s.model_dtype, dtype="float32" if s.model_dtype == "fp32" else "bfloat16",
+                use_dynamic_bsz=False, micro_batch_size_per_gpu=s.micro_batch_size_per_gpu,
+                infer_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu, use_torch_compile=s.use_torch_compile,
+                use_remove_padding=False, forward_only=forward_only, seed=cfg.seed,
+            )
+
+        def model(path: str | Path) -> HFModelConfig:
+            return HFModelConfig(
+                path=str(path), load_tokenizer=False, use_remove_padding=False,
+                override_config={"attn_implementation": s.attn_implementation},
+            )
+
+        def group(worker_config: TrainingWorkerConfig) -> RayWorkerGroup:
+            pool = RayResourcePool(
+                process_on_nodes=[s.gpus_per_node] * s.nodes, use_gpu=s.device == "cuda",
+                max_colocate_count=1 if s.device == "cpu" else 10,
+            )
+            from verl.utils.device import get_device_name
+
+            return RayWorkerGroup(
+                resource_pool=pool,
+                ray_cls_with_init=RayClassWithInitArgs(cls=ray.remote(darwin_training_worker()), config=worker_config),
+                device_name=get_device_name(),
+            )
+
+        actor_config = TrainingWorkerConfig(
+            model_type="language_model", model_config=model(s.model_path), engine_config=engine(),
+            optimizer_config=FSDPOptimizerConfig(
+                lr=cfg.actor_lr, weight_decay=cfg.weight_decay, betas=cfg.adam_betas, clip_grad=cfg.grad_clip
+            ),
+            checkpoint_config=None,
+        )
+        self.actor_group = group(actor_config)
+        self.actor_group.reset()
+        self.actor_group.set_loss_fn(partial(ppo_loss, config=ActorConfig(
+            strategy=s.strategy, rollout_n=1, ppo_mini_batch_size=cfg.mini_batch_size,
+            ppo_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu, ppo_epochs=cfg.ppo_epochs,
+            clip_ratio=cfg.clip_ratio, clip_ratio_low=cfg.clip_low, clip_ratio_high=cfg.clip_high,
+            clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.loss_agg_mode, entropy_coeff=cfg.entropy_coef,
+            use_kl_loss=False,
+        )))
+        if cfg.uses_critic:
+            critic_path = prepare_critic_checkpoint(
+                s.model_path, self.work_dir / "critic-init", init=cfg.value_head_init, bias=cfg.value_head_bias,
+                attn_implementation=s.attn_implementation,
+            )
+            critic_model = model(critic_path)
+            critic_config = TrainingWorkerConfig(
+                model_type="value_model", model_config=critic_model, engine_config=engine(),
+                optimizer_config=FSDPOptimizerConfig(
+                    lr=cfg.critic_lr, weight_decay=cfg.weight_decay, betas=cfg.adam_betas, clip_grad=cfg.grad_clip
+                ),
+                checkpoint_config=None,
+            )
+            self.critic_group = group(critic_config)
+            self.critic_group.reset()
+            self.critic_group.set_loss_fn(partial(value_loss, config=CriticConfig(
+                strategy=s.strategy, rollout_n=1, ppo_mini_batch_size=cfg.critic_mini_batch_size or cfg.mini_batch_size,
+                ppo_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu, cliprange_value=cfg.value_clip,
+                loss_agg_mode=cfg.loss_agg_mode, model=critic_model,
+            )))
+        logger.info("verl learner: actor%s on %d %s worker(s) (%s)", " and critic" if self.critic_group else "",
+                    s.world_size, s.device, s.strategy)
+
+    def close(self) -> None:
+        """Stop the workers (and Ray, when the learner started it); remove its temporary work dir."""
+        import ray
+
+        for group in (getattr(self, "actor_group", None), self.critic_group):
+            if group is not None:
+                for worker in group.workers:
+                    ray.kill(worker)
+        self.critic_group = None
+        if self._started_ray and ray.is_initialized():
+            ray.shutdown()
+            self._started_ray = False
+        if self._own_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def in_warmup(self) -> bool:
+        """Whether the next :meth:`update` trains only the critic."""
+        return self.config.uses_critic and self.updates < self.config.critic_warmup_updates
+
+    def actor_state_dict(self) -> dict[str, torch.Tensor]:
+        """The actor's full weights (HF key names, CPU), gathered from the FSDP shards."""
+        (state, *_rest) = [s for s in self.actor_group.full_state_dict() if s is not None]
+        return state
+
+    @property
+    def _pad_multiple(self) -> int:
+        return math.lcm(self.config.mini_batch_size, self.config.critic_mini_batch_size or self.config.mini_batch_size)
+
+    # ------------------------------------------------------------------ preparation
+    def prepare(
+        self, trajectories: Sequence[Trajectory], *, group_ids: Sequence[Hashable] | None = None,
+        lam: float | None = None,
+    ) -> VerlUpdateBatch:
+        """Rows, old values and log-probs from the workers, advantages and returns (no training)."""
+        cfg = self.config
+        t0 = time.perf_counter()
+        collected = collect_step_rows(
+            trajectories, group_ids=group_ids, drop_infra_truncated=cfg.infra_truncation == "drop",
+            agent=cfg.trained_agent,
+        )
+        rows = collected.rows
+        if not rows:
+            raise LearnerDataError(
+                f"no step to train on: {len(trajectories)} trajectories, {collected.empty_trajectories} without steps, "
+                f"{collected.dropped_infra} dropped infrastructure truncations, {collected.dropped_unverified} unverified"
+            )
+        n = len(rows)
+        data = to_verl_batch(rows, pad_token_id=self._pad_id, pad_to_multiple=self._pad_multiple, temperature=self._temperature)
+        t1 = time.perf_counter()
+        mask = data.batch["response_mask"][:n].bool()
+        values = None
+        if self.critic_group is not None:
+            values = self._infer(self.critic_group, data, "values")[:n]
+        warmup = self.in_warmup
+        if not warmup:
+            old = self._infer(self.actor_group, data, "log_probs")[:n]
+            data.batch["old_log_probs"] = _pad_rows(old.masked_fill(~mask, 0.0), data)
+        if lam is None:
+            lam = cfg.critic_warmup_lam if warmup else cfg.lam
+        rewards = torch.tensor([r.reward for r in rows], dtype=torch.float32)
+        traj_ids = [r.episode_id for r in rows]
+        estimator = get_estimator(cfg.estimator)
+        estimated = estimator.fn(AdvantageInputs(
+            rewards=rewards, response_mask=mask, trajectory_ids=traj_ids,
+            step_indices=torch.tensor([r.step for r in rows], dtype=torch.long),
+            group_ids=[r.group for r in rows], anchor_ids=[r.anchor for r in rows], values=values,
+            truncated=torch.tensor([r.truncated for r in rows], dtype=torch.bool),
+            settings=EstimatorSettings(
+                gamma=cfg.gamma, lam=lam, whiten=cfg.whiten_advantages and cfg.whiten_by == "batch",
+                bootstrap_truncated=cfg.truncation == "bootstrap", grpo_norm_by_std=cfg.grpo_norm_by_std,
+                grpo_weighting=cfg.grpo_weighting, gigpo_gamma=cfg.gigpo_gamma, gigpo_omega=cfg.gigpo_omega,
+                gigpo_step_norm=cfg.gigpo_step_norm,
+            ),
+        ))
+        advantages, returns = estimated.advantages.to(torch.float32), estimated.returns
+        if estimator.needs_critic and cfg.whiten_advantages and cfg.whiten_by == "task":
+            advantages = whiten_within(advantages, mask, [r.task_id for r in rows])
+        if cfg.format_penalty_advantage > 0:
+            slipped = torch.tensor([r.parse_error for r in rows], dtype=torch.bool)
+            advantages = torch.where(slipped[:, None] & mask, torch.full_like(advantages, -cfg.format_penalty_advantage), advantages)
+        if cfg.trajectory_weighting:
+            advantages = advantages * trajectory_weights(mask, traj_ids)[:, None]
+        advantages = advantages.masked_fill(~mask, 0.0)
+        data.batch["advantages"] = _pad_rows(advantages, data)
+        if values is not None and returns is not None:
+            data.batch["values"] = _pad_rows(values.masked_fill(~mask, 0.0), data)
+            data.batch["returns"] = _pad_rows(returns.float().masked_fill(~mask, 0.0), data)
+        return VerlUpdateBatch(
+            rows=rows, trajectories=collected.trajectories, data=data, response_mask=mask, advantages=advantages,
+            values=values, returns=returns, lam=float(lam), empty_trajectories=collected.empty_trajectories,
+            dropped_infra=collected.dropped_infra, dropped_unverified=collected.dropped_unverified,
+            prepare_s=t1 - t0, scoring_s=time.perf_counter() - t1,
+        )
+
+    def _infer(self, group: RayWorkerGroup, data: DataProto, key: str) -> torch.Tensor:
+        """``(N', R)`` per-response-token output of ``infer_batch`` (``values`` or ``log_probs``)."""
+        from verl.utils import tensordict_utils as tu
+        from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
+
+        td = left_right_2_no_padding(_select(data, ("input_ids", "attention_mask", "position_ids", "prompts", "responses", "response_mask")).to_tensordict())
+        tu.assign_non_tensor(td, compute_loss=False, calculate_entropy=False)
+        output = group.infer_batch(td).get()
+        return no_padding_2_padding(tu.get(output, key), td).float().cpu()
+
+    # ------------------------------------------------------------------ the update
+    def update(self, trajectories: Sequence[Trajectory], *, group_ids: Sequence[Hashable] | None = None) -> UpdateMetrics:
+        """One update (critic only during warm-up); pushes the actor's weights after an actor update."""
+        cfg = self.config
+        t0 = time.perf_counter()
+        warmup = self.in_warmup
+        version_before = self.policy_version
+        batch = self.prepare(trajectories, group_ids=group_ids)
+        t1 = time.perf_counter()
+        epochs = cfg.critic_warmup_epochs if warmup else cfg.ppo_epochs
+        critic_metrics: dict = {}
+        actor_metrics: dict = {}
+        seed = cfg.seed * 100_003 + self.updates  # a fresh, reproducible shuffle per update
+        if self.critic_group is not None:
+            mini = cfg.critic_mini_batch_size or cfg.mini_batch_size
+            keys = ("input_ids", "attention_mask", "position_ids", "prompts", "responses", "response_mask", "values", "returns")
+            critic_metrics = self._train(self.critic_group, _select(batch.data, keys), mini=mini, epochs=epochs, seed=seed)
+            self.optimizer_steps += epochs * len(batch.data) // mini
+        if not warmup:
+            keys = ("input_ids", "attention_mask", "position_ids", "prompts", "responses", "response_mask", "old_log_probs", "advantages")
+            actor_metrics = self._train(self.actor_group, _select(batch.data, keys), mini=cfg.mini_batch_size, epochs=epochs, seed=seed)
+            self.optimizer_steps += epochs * len(batch.data) // cfg.mini_batch_size
+        t2 = time.perf_counter()
+        self.updates += 1
+        if not warmup:
+            self.policy_version += 1
+            self.policy.load_weights(self.actor_state_dict(), self.policy_version)
+        t3 = time.perf_counter()
+        metrics = self._metrics(batch, warmup, epochs, version_before, actor_metrics, critic_metrics, t1 - t0, t2 - t1, t3 - t0)
+        logger.info("verl update %d (%s): %d steps, policy v%d, value loss %s, policy loss %s, %.1fs",
+                    metrics.update, metrics.stage, metrics.steps, metrics.policy_version, metrics.value_loss,
+                    metrics.policy_loss, metrics.total_s)
+        return metrics
+
+    def _train(self, group: RayWorkerGroup, data: DataProto, *, mini: int, epochs: int, seed: int) -> dict:
+        from verl.utils import tensordict_utils as tu
+        from verl.workers.utils.padding import left_right_2_no_padding
+
+        td = left_right_2_no_padding(data.to_tensordict())
+        tu.assign_non_tensor(
+            td, global_batch_size=mini, mini_batch_size=mini, epochs=epochs, seed=seed,
+            dataloader_kwargs={"shuffle": True}, compute_loss=True, calculate_entropy=True,
+        )
+        output = group.train_mini_batch(td).get()
+        return dict(tu.get(output, "metrics"))
+
+    def _metrics(
+        self, batch: VerlUpdateBatch, warmup: bool, epochs: int, version_before: int, actor: dict, critic: dict,
+        prepare_s: float, train_s: float, total_s: float,
+    ) -> UpdateMetrics:
+        cfg = self.config
+        trajs = batch.trajectories
+        returns_per_traj = [sum(t.reward for t in traj.transitions) for traj in trajs]
+        verified = [t.success for t in trajs if t.success is not None]
+        lags = [version_before - r.policy_version for r in batch.rows]
+        mask = batch.response_mask
+        value_mean = return_mean = explained = None
+        if batch.values is not None and batch.returns is not None:
+            value_mean = float(masked_mean(batch.values, mask))
+            return_mean = float(masked_mean(batch.returns.float(), mask))
+            ret = batch.returns[mask].double()
+            var = float(ret.var(unbiased=False)) if ret.numel() else 0.0
+            if var > 0:
+                explained = 1.0 - float((ret - batch.values[mask].double()).var(unbiased=False)) / var
+        mini = cfg.mini_batch_size
+        return UpdateMetrics(
+            update=self.updates,
+            stage="critic_warmup" if warmup else ("ppo" if cfg.estimator == "gae" else cfg.estimator),
+            policy_version=self.policy_version,
+            actor_updated=not warmup,
+            trajectories=len(trajs),
+            steps=len(batch),
+            response_tokens=int(mask.sum()),
+            empty_trajectories=batch.empty_trajectories,
+            dropped_infra_trajectories=batch.dropped_infra,
+            unverified_trajectories=batch.dropped_unverified,
+            episode_return_mean=sum(returns_per_traj) / len(returns_per_traj),
+            success_rate=(sum(verified) / len(verified)) if verified else None,
+            truncated_fraction=sum(1 for t in trajs if t.termination is not None and t.termination.truncated) / len(trajs),
+            version_lag_mean=sum(lags) / len(lags),
+            version_lag_max=max(lags),
+            epochs=epochs,
+            optimizer_steps=epochs * len(batch.data) // mini,
+            skipped_steps=0,
+            policy_loss=_metric_mean(actor, "actor/pg_loss"),
+            clip_fraction=_metric_mean(actor, "actor/pg_clipfrac"),
+            clip_fraction_lower=_metric_mean(actor, "actor/pg_clipfrac_lower"),
+            approx_kl=_metric_mean(actor, "actor/ppo_kl"),
+            entropy=_metric_mean(actor, "actor/entropy"),
+            actor_grad_norm=_metric_mean(actor, "grad_norm"),
+            value_loss=_metric_mean(critic, "critic/vf_loss"),
+            value_clip_fraction=_metric_mean(critic, "critic/vf_clipfrac"),
+            critic_grad_norm=_metric_mean(critic, "grad_norm"),
+            value_mean=value_mean,
+            return_mean=return_mean,
+            explained_variance=explained,
+            prepare_s=prepare_s,
+            scoring_s=batch.scoring_s,
+            train_s=train_s,
+            total_s=total_s,
+        )
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(
+        self, path: str | os.PathLike[str], *, pending: Sequence[Trajectory] = (),
+        extra_state: Mapping[str, JsonValue] | None = None,
+    ) -> Path:
+        """Write a checkpoint directory atomically: the workers' own FSDP checkpoints
+        (``actor/``, ``critic/``: verl's ``save_checkpoint``, model + optimizer + extra
+        state per rank) and darwin's manifest ``learner.json`` and ``pending.pkl``, as
+        :meth:`LocalLearner.save` (temp directory, fsync, rename). Multi-node runs need
+        ``path`` on a filesystem every node sees (each rank writes its shard)."""
+        target = Path(path).absolute()
+        extra = dict(extra_state or {})
+        try:
+            extra_json = json.dumps(extra)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"extra_state must be JSON-serialisable: {exc}") from exc
+        for t in pending:
+            if t.termination is None:
+                raise ValueError(f"pending trajectory {t.episode_id!r} is not completed")
+        if target.exists() and not (target / MANIFEST).is_file():
+            raise FileExistsError(f"{target} exists and is not a learner checkpoint (no {MANIFEST}); refusing to replace it")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for stale in target.parent.glob(f".{target.name}.tmp-*"):
+            shutil.rmtree(stale)
+        tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            self.actor_group.save_checkpoint(str(tmp / "actor"), None, self.updates, None)
+            if self.critic_group is not None:
+                self.critic_group.save_checkpoint(str(tmp / "critic"), None, self.updates, None)
+            with open(tmp / "pending.pkl", "wb") as fh:
+                pickle.dump(list(pending), fh, protocol=pickle.HIGHEST_PROTOCOL)
+                _fsync(fh)
+            manifest = {
+                "format_version": CHECKPOINT_FORMAT_VERSION,
+                "backend": "verl",
+                "updates": self.updates,
+                "policy_version": self.policy_version,
+                "optimizer_steps": self.optimizer_steps,
+                "config": self.config.model_dump(mode="json"),
+                "pending_episode_ids": [t.episode_id for t in pending],
+                "extra_state": json.loads(extra_json),
+                "torch": torch.__version__,
+                "saved_at": time.time(),
+            }
+            with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
+                json.dump(manifest, fh, indent=2)
+                _fsync(fh)
+            _fsync_dir(tmp)
+            _swap_into_place(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        logger.info("verl checkpoint saved to %s (update %d, policy v%d)", target, self.updates, self.policy_version)
+        return target
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str], policy: WeightReceiver, *, config: LearnerConfig | None = None,
+        **kwargs: object,
+    ) -> VerlLearner:
+        """Start workers from the checkpoint's config (or ``config``: hyperparameters may
+        change, not the structure), load their FSDP checkpoints, restore the counters and
+        bring ``policy`` to the saved actor weights when its version is older."""
+        src = resolve_checkpoint(path).absolute()
+        manifest = _read_manifest(src)
+        if manifest.get("backend") != "verl":
+            raise ValueError(f"{src} was written by the local learner; load it with LocalLearner.load")
+        saved = LearnerConfig.model_validate(manifest["config"])
+        if config is None:
+            config = saved
+        elif config.algorithm != saved.algorithm or getattr(config.verl, "model_path", None) != getattr(saved.verl, "model_path", None):
+            raise ValueError(f"{src}: config changes the model structure (algorithm or verl.model_path) of the checkpoint")
+        learner = cls(policy, config, **kwargs)  # type: ignore[arg-type]
+        learner.actor_group.load_checkpoint(str(src / "actor"), None, False)
+        if learner.critic_group is not None:
+            learner.critic_group.load_checkpoint(str(src / "critic"), None, False)
+        learner.updates = int(manifest["updates"])
+        learner.optimizer_steps = int(manifest["optimizer_steps"])
+        saved_version = int(manifest["policy_version"])
+        learner.policy_version = saved_version
+        if saved_version > policy.version:
+            policy.load_weights(learner.actor_state_dict(), saved_version)
+        elif saved_version < policy.version:
+            raise ValueError(f"{src}: the policy is at version {policy.version}, newer than the checkpoint's {saved_version}")
+        with open(src / "pending.pkl", "rb") as fh:
+            pending = pickle.load(fh)  # our own checkpoint: load only trusted ones (docs/learner.md)
+        learner.resume_state = ResumeState(path=src, pending=pending, extra_state=manifest["extra_state"])
+        logger.info("verl learner resumed from %s: update %d, policy v%d", src, learner.updates, saved_version)
+        return learner
+
+
+def _select(data: DataProto, keys: Sequence[str]) -> DataProto:
+    present = [k for k in keys if k in data.batch]
+    return DataProto.from_single_dict({k: data.batch[k] for k in present}, meta_info=dict(data.meta_info))
+
+
+def _pad_rows(tensor: torch.Tensor, data: DataProto) -> torch.Tensor:
+    """``(N, R_)`` -> ``(N', R)`` with zeros (the filler rows and columns of ``data``)."""
+    total, width = data.batch["response_mask"].shape
+    out = torch.zeros(total, width, dtype=torch.float32)
+    out[: tensor.shape[0], : tensor.shape[1]] = tensor.float()
+    return out
+
+
+def _metric_mean(metrics: Mapping[str, object], key: str) -> float | None:
+    """Mean of one of verl's metrics (a number, a list of them, or verl ``Metric`` objects)."""
+    if key not in metrics:
+        return None
+    value = metrics[key]
+    items = value if isinstance(value, list | tuple) else [value]
+    numbers: list[float] = []
+    for item in items:
+        inner = getattr(item, "value", item)  # verl.utils.metric.Metric keeps its number in .value
+        if isinstance(inner, list | tuple):
+            numbers.extend(float(x) for x in inner)
+        else:
+            numbers.append(float(inner))  # type: ignore[arg-type]
+    finite = [x for x in numbers if math.isfinite(x)]
+    return sum(finite) / len(finite) if finite else None
+
+
+def _policy_pad_id(policy: object) -> int:
+    vlm = getattr(policy, "vlm", None)
+    tok = getattr(vlm, "tokenizer", None) or getattr(policy, "tokenizer", None)
+    if tok is None:
+        raise ValueError("pass pad_token_id= : the policy has no tokenizer to take a pad or EOS token from")
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    if pad is None:
+        raise ValueError("the tokenizer names neither a pad nor an EOS token; pass pad_token_id=")
+    return int(pad)

@@ -1,0 +1,58 @@
+"""The Ray worker class of the verl learner: verl's own ``TrainingWorker`` with two additions.
+
+verl 0.9.1 drives both its actor (inside ``ActorRolloutRefWorker``) and its critic through
+``verl.workers.engine_workers.TrainingWorker`` (``ray_trainer.py`` builds the critic group
+from it directly). ``darwin_training_worker()`` is that class, plus
+
+- on CPU (``VerlSettings(device="cpu")``) a plain ``gloo`` default process group, set up
+  before verl would ask for ``"cpu:gloo,cpu:gloo"`` (an invalid backend string);
+- :meth:`full_state_dict`: the actor's full weights, gathered with the engine's
+  ``get_per_tensor_param`` (the call verl itself uses to push weights to its rollout
+  servers), handed to darwin's policy after each actor update.
+
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["darwin_training_worker"]
+
+
+@functools.cache
+def darwin_training_worker() -> type:
+    """The worker class (built on first use: verl's worker module imports its server stack,
+    uvicorn and fastapi, which only the verl backend needs). Ray ships it to the workers by
+    value; its base class comes from the workers' own verl."""
+    from verl.single_controller.base.decorator import Dispatch, register
+    from verl.utils.device import get_device_name
+    from verl.workers.engine_workers import TrainingWorker, TrainingWorkerConfig
+
+    class DarwinTrainingWorker(TrainingWorker):
+        """verl's ``TrainingWorker`` (``reset``, ``infer_batch``, ``train_mini_batch``,
+        ``save_checkpoint``, ``load_checkpoint``) plus :meth:`full_state_dict`."""
+
+        def __init__(self, config: TrainingWorkerConfig) -> None:
+            if get_device_name() == "cpu" and not dist.is_initialized():
+                # verl builds f"cpu:gloo,{device}:{backend}", which is "cpu:gloo,cpu:gloo" on CPU
+                # and rejected by torch; verl skips its own init when a group exists.
+                dist.init_process_group(
+                    backend="gloo", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"])
+                )
+            super().__init__(config)
+
+        @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+        def full_state_dict(self) -> dict[str, torch.Tensor] | None:
+            """The model's full (unsharded) weights in HF key names on rank 0, ``None`` elsewhere.
+
+            Every rank must take part: each tensor is all-gathered from its shards.
+            """
+            params, _ = self.engine.get_per_tensor_param()
+            gathered = {name: tensor.detach().to("cpu", copy=True) for name, tensor in params}
+            return gathered if self.rank == 0 else None
+
+    return DarwinTrainingWorker
