@@ -9,7 +9,14 @@ import pytest
 
 import darwin.templates as tm
 from darwin.tasks import get_task, resolve_tasks, task_set
-from darwin.templates import SplitConfig, get_template, instance_of, register, schema_line, split_templates
+from darwin.templates import (
+    SplitConfig,
+    get_template,
+    instance_of,
+    register,
+    schema_line,
+    split_templates,
+)
 from darwin.types import TaskDefinitionError
 
 
