@@ -499,13 +499,13 @@ def run_cmd(
             config = use_ray_cluster(config, ray_address)
     except ExperimentError as exc:
         raise click.ClickException(str(exc)) from None
-    if config.phones.kind == "ray" and config.phones.ray is not None:
-        from darwin.envs.ray_phones import RayPhonesError, check_ray_address
+    from darwin.preflight import preflight
 
-        try:  # before anything slow (the warm start), and in --dry-run
-            check_ray_address(config.phones.ray.address)
-        except RayPhonesError as exc:
-            raise click.ClickException(str(exc)) from None
+    # The distributed parts (policy server, Ray, devices, verl, judge key), before anything
+    # slow and in --dry-run: every problem at once, each with its fix.
+    problems = preflight(config)
+    if problems:
+        raise click.ClickException("the experiment cannot start:\n  " + "\n  ".join(map(str, problems)))
     if seed is not None:
         config = config.model_copy(update={
             "phones": config.phones.model_copy(update={"seed": seed}),

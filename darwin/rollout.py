@@ -22,6 +22,7 @@ finishes its step before any phone takes the next one, as in a vectorised gym lo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -266,8 +267,11 @@ class RolloutEngine:
         assert self.buffer is not None
         while not stop.is_set():
             if env.quarantined:
-                logger.error("phone %s is quarantined; its worker stops", env.name)
-                return
+                if not env.recovers:
+                    logger.error("phone %s is quarantined; its worker stops", env.name)
+                    return
+                await self._wait_for_recovery(env, stop)
+                continue  # re-check quarantine and stop
             await asyncio.sleep(0)  # in-process phones never block: let the others and the stop check run
             if not queue:
                 # Backpressure only between groups: a group half run would hold back its
@@ -278,6 +282,16 @@ class RolloutEngine:
                 queue = self._next_group()
             task, group = queue.pop()
             await self._play(env, actor, task, group)
+
+    @staticmethod
+    async def _wait_for_recovery(env: PhoneEnv, stop: asyncio.Event, poll_s: float = 0.5) -> None:
+        """Wait until a recovering phone (``env.recovers``) serves again, or the run stops."""
+        logger.warning("phone %s is quarantined; its worker waits for it to come back", env.name)
+        while env.quarantined and not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=poll_s)
+        if not env.quarantined:
+            logger.warning("phone %s is back; its worker takes episodes again", env.name)
 
     async def _play(self, env: PhoneEnv, actor: Actor, task: Task, group: str | None) -> Trajectory:
         """One episode: the workflow on ``env``, every step streamed to the buffer (if any)

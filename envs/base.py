@@ -71,8 +71,13 @@ class PhoneEnv(ABC):
 
     @property
     def quarantined(self) -> bool:
-        """True when the phone failed too often to be trusted; workers stop using it."""
+        """True when the phone failed too often to be trusted; workers stop using it (or, where
+        :attr:`recovers`, wait for it)."""
         return False
+
+    recovers: bool = False
+    """A quarantined phone of this kind comes back by itself (a Ray phone whose node returns):
+    the rollout engine's worker waits for it instead of stopping."""
 
     def probe_state(self) -> dict[str, Any] | None:
         """Machine-readable phone state for rule verification, or ``None`` if unavailable."""

@@ -712,6 +712,8 @@ class RayPhoneEnv(PhoneEnv):
         self._closed = False
         host.acquire()
 
+    recovers = True  # the host re-creates its actor when the node is back
+
     def __repr__(self) -> str:
         return f"RayPhoneEnv({self.name!r}, host={self.host!r})"
 

@@ -40,7 +40,9 @@ in $DARWIN_CHECKPOINT.
 import os
 
 from darwin.experiment import EvalSetup, ExperimentConfig, PhonesConfig, PolicySetup
+from darwin.learner import VerlSettings
 from darwin.learner.config import LearnerConfig
+from darwin.policies.server import ServerPolicyConfig
 from darwin.sft import SFTConfig
 
 
@@ -71,20 +73,38 @@ def build(preset: str) -> ExperimentConfig:
         )
     if preset == "paper":
         devices = tuple(d for d in os.environ.get("DARWIN_DEVICES", "").split(",") if d)
+        checkpoint = os.environ.get("DARWIN_CHECKPOINT", "checkpoints/ui-tars-1.5-7b")
         return ExperimentConfig(
             name="spa_bench_paper",
             tasks=("base8",),
             horizon=32,
             phones=PhonesConfig(kind="adb", count=max(1, len(devices)) if devices else 8, devices=devices),
-            checkpoint=os.environ.get("DARWIN_CHECKPOINT"),
-            policy=PolicySetup(temperature=1.0, max_batch=32, max_wait=0.05),
+            checkpoint=checkpoint,
+            policy=PolicySetup(
+                temperature=1.0, max_batch=32, max_wait=0.05, backend="server",
+                server=ServerPolicyConfig(
+                    base_url=os.environ.get("DARWIN_POLICY_URL", "http://127.0.0.1:8000"),
+                    model=os.environ.get("DARWIN_POLICY_MODEL", "ui-tars-1.5-7b"),
+                    max_tokens=512, weight_sync="disk",
+                    weights_dir=os.environ.get("DARWIN_WEIGHTS_DIR", "/tmp/darwin-weights"),
+                ),
+            ),
             learner=LearnerConfig(
                 gamma=1.0, lam=0.95, critic_warmup_updates=30, critic_warmup_epochs=4, critic_warmup_lam=1.0,
                 value_head_bias=0.1, clip_ratio=0.2, ppo_epochs=4, mini_batch_size=64, micro_batch_size=16,
                 actor_lr=1e-6, critic_lr=1e-5,
+                backend="verl",
+                verl=VerlSettings(
+                    model_path=checkpoint, gpus_per_node=int(os.environ.get("DARWIN_GPUS", "8")),
+                    model_dtype="bf16", ray_address=os.environ.get("DARWIN_RAY_ADDRESS"),
+                ),
             ),
+            verifier={"name": "llm_judge", "kwargs": {"preset": "marked", "llm": {"model": "gemini/gemini-2.5-flash"}}},
             rollout_steps=256,
             updates=200,
-            notes="Paper Table 1 hyperparameters; phones from $DARWIN_DEVICES.",
+            notes="Paper Table 1 hyperparameters. Cloud phones from $DARWIN_DEVICES; the policy served by vLLM/SGLang at "
+            "$DARWIN_POLICY_URL ($DARWIN_POLICY_MODEL), weights synced through $DARWIN_WEIGHTS_DIR; verl's FSDP "
+            "learner on $DARWIN_GPUS GPUs (Ray at $DARWIN_RAY_ADDRESS, else local) from $DARWIN_CHECKPOINT; the "
+            "gemini-2.5-flash judge (GEMINI_API_KEY). docs/scale.md, step by step.",
         )
     raise ValueError(f"unknown preset {preset!r}; use 'default' or 'paper'")

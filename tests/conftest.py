@@ -57,6 +57,8 @@ class FakeOpenAI:
     """Per request: its ``path``, ``authorization`` header and ``body``."""
     port: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    models: list[str] = field(default_factory=lambda: ["fake-llm"])
+    """What ``GET /v1/models`` lists (the served model names)."""
 
     request_text = staticmethod(request_text)
     request_images = staticmethod(request_images)
@@ -117,6 +119,17 @@ def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client timed out and went away
+
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path.rstrip("/") != "/v1/models":
+                self.send_error(404)
+                return
+            data = json.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in state.models]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

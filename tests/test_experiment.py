@@ -41,11 +41,39 @@ def small_experiment(tmp_path: Path, updates: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize("preset", ["default", "paper"])
-def test_spa_bench_dry_run_validates_both_presets(preset):
-    result = CliRunner().invoke(main, ["run", str(ROOT / "examples" / "spa_bench.py"), "--dry-run", "--preset", preset])
+def test_spa_bench_dry_run_validates_the_default():
+    result = CliRunner().invoke(main, ["run", str(ROOT / "examples" / "spa_bench.py"), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "(valid)" in result.output and "clock_1" in result.output
+
+
+def test_paper_preset_dry_run_names_every_missing_part(monkeypatch, tmp_path):
+    for var in ("DARWIN_DEVICES", "DARWIN_CHECKPOINT", "DARWIN_POLICY_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("DARWIN_POLICY_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
+    result = CliRunner().invoke(main, ["run", str(ROOT / "examples" / "spa_bench.py"), "--dry-run", "--preset", "paper"])
+    assert result.exit_code == 1
+    out = " ".join(result.output.split())
+    for part in ("policy server: http://127.0.0.1:9/v1/models is unreachable", "phones: phones.kind='adb' needs 8 devices",
+                 "verl learner:", "checkpoint:", "verifier: gemini/gemini-2.5-flash: no API key: export GOOGLE_API_KEY or GEMINI_API_KEY"):
+        assert part in out, part
+
+
+def test_paper_preset_dry_run_passes_each_part_it_can_reach(monkeypatch, tmp_path, openai_server):
+    """Server, devices, checkpoint and judge key given: only what needs a GPU is left."""
+    openai_server.models = ["ui-tars-1.5-7b"]
+    (tmp_path / "ckpt").mkdir()
+    monkeypatch.setenv("DARWIN_POLICY_URL", openai_server.api_base)
+    monkeypatch.setenv("DARWIN_DEVICES", "cloud-1:5555,cloud-2:5555")
+    monkeypatch.setenv("DARWIN_CHECKPOINT", str(tmp_path / "ckpt"))
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    from darwin.preflight import preflight
+
+    config = load_experiment(ROOT / "examples" / "spa_bench.py", "paper")
+    problems = preflight(config)
+    assert [p.part for p in problems] == ["verl learner"] and "no GPU" in problems[0].message
+    openai_server.models = ["other-model"]
+    assert "serves ['other-model'], not 'ui-tars-1.5-7b'" in str(preflight(config)[0])
 
 
 def test_paper_preset_keeps_table_1_values():

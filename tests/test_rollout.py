@@ -162,3 +162,40 @@ def test_quarantined_phones_stop_taking_work():
     eng, buffer = engine([QuarantinedAfter(5, seed=2)])
     with pytest.raises(RuntimeError, match="every phone is quarantined"):
         asyncio.run(eng.run(until=lambda: False))
+
+
+class RecoversAfter(SimPhoneEnv):
+    """Quarantined after ``n`` actions until ``back`` is set (a Ray phone whose node died and returns)."""
+
+    recovers = True
+
+    def __init__(self, n, **kw):
+        super().__init__(**kw)
+        self.n = n
+        self.back = False
+
+    @property
+    def quarantined(self):
+        return self.n <= 0 and not self.back
+
+    def execute(self, action):
+        self.n -= 1
+        super().execute(action)
+
+
+def test_a_recovering_phone_rejoins_a_running_engine():
+    phone = RecoversAfter(4, seed=3)
+    eng, buffer = engine([phone], actor=lambda i: OracleActor())
+
+    async def scenario():
+        run = asyncio.create_task(eng.run(until=lambda: eng.stats.episodes >= 6))
+        await wait_until(lambda: phone.quarantined)
+        episodes_while_gone = eng.stats.episodes
+        await asyncio.sleep(0.3)
+        assert not run.done() and eng.stats.episodes == episodes_while_gone  # waiting, not stopped
+        phone.back = True
+        await run
+        return episodes_while_gone
+
+    gone_at = asyncio.run(scenario())
+    assert eng.stats.episodes >= 6 > gone_at

@@ -195,15 +195,16 @@ class StepWorkflow(Workflow):
         recorder: _MetricsRecorder | None = None
         start_state: dict[str, Any] | None = None
         if phase == Phase.EXECUTION and self.config.episode_metrics and self.verifier.cheap:
-            start_state, failed = await self._probe_for_metrics(env, checks_first)
-            if failed and checks_first:
-                return Termination(TerminationReason.INFRA_TRUNCATED, "state probe failed"), None
+            start_state, failure = await self._probe_for_metrics(env, checks_first)
+            if failure is not None and checks_first:
+                return self._probe_failed(env, task, failure), None
             if start_state is not None and "apps" in start_state:  # SimPhone's state: what the predicates read
                 recorder = _MetricsRecorder(start=start_state, every_step=self.config.metrics_every_step)
         if checks_first:
-            verdict = await self._verify(env, task, phase, instruction, spec, history, start_state)
-            if verdict is None:
-                return Termination(TerminationReason.INFRA_TRUNCATED, "state probe failed"), None
+            try:
+                verdict = await self._verify(env, task, phase, instruction, spec, history, start_state)
+            except InfraError as exc:
+                return self._probe_failed(env, task, exc), None
             if verdict.success:
                 return Termination(TerminationReason.ALREADY_DONE), verdict
         try:
@@ -252,9 +253,9 @@ class StepWorkflow(Workflow):
             verifies = ended is not None or (self.config.end_on_success and self.verifier.cheap)
             state_after: dict[str, Any] | None = None
             if recorder is not None and (recorder.every_step or ended is not None):
-                state_after, failed = await self._probe_for_metrics(env, verifies)
-                if failed and verifies:
-                    return Termination(TerminationReason.INFRA_TRUNCATED, "state probe failed"), None
+                state_after, failure = await self._probe_for_metrics(env, verifies)
+                if failure is not None and verifies:
+                    return self._probe_failed(env, task, failure), None
                 if state_after is None:
                     recorder = None  # an extra probe failed: this episode goes unmeasured and plays on as it would
                 elif recorder.every_step:
@@ -264,9 +265,10 @@ class StepWorkflow(Workflow):
                 # The verifier sees this step's action too (a judge reads the agent's answer).
                 acted = Transition(episode_id=trajectory.episode_id, task_id=task.id, step=len(trajectory.transitions),
                                    phase=phase, observation=obs, decision=decision)
-                verdict = await self._verify(env, task, phase, instruction, spec, [*history, acted], state_after)
-                if verdict is None:
-                    return Termination(TerminationReason.INFRA_TRUNCATED, "state probe failed"), None
+                try:
+                    verdict = await self._verify(env, task, phase, instruction, spec, [*history, acted], state_after)
+                except InfraError as exc:
+                    return self._probe_failed(env, task, exc), None
                 if verdict.success and ended != TerminationReason.AGENT_FINISHED:
                     ended = TerminationReason.SUCCESS
                 elif ended is None:
@@ -306,35 +308,43 @@ class StepWorkflow(Workflow):
         return True
 
     @staticmethod
-    async def _probe_for_metrics(env: PhoneEnv, verifies: bool) -> tuple[dict[str, Any] | None, bool]:
-        """The phone's state for the metrics, as ``(state, failed)``.
+    async def _probe_for_metrics(env: PhoneEnv, verifies: bool) -> tuple[dict[str, Any] | None, InfraError | None]:
+        """The phone's state for the metrics, as ``(state, failure)``.
 
         When the verifier checks the goal right after (``verifies``), this is its probe too
         (handed to :meth:`_verify`), so a failure ends the phase exactly as it would without
         metrics; otherwise it is an extra probe and a failure only leaves the episode unmeasured.
         """
         try:
-            return await env.aprobe_state(), False
+            return await env.aprobe_state(), None
         except InfraError as exc:
-            logger.warning("state probe failed on %s: %s%s", env.name, exc, "" if verifies else " (episode metrics dropped)")
-            return None, True
+            if not verifies:
+                logger.warning("state probe failed on %s: %s (episode metrics dropped)", env.name, exc)
+            return None, exc
 
     async def _verify(
         self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, spec: VerifierSpec, history: list[Transition],
         state: dict[str, Any] | None = None,
     ) -> Verdict | None:
-        """The verifier's verdict on the phone now; ``state``: the state already probed after the last action."""
-        try:
-            if state is None:
-                state = await env.aprobe_state()
-            # Screen-reading verifiers get the final screen; rule checks only need the state.
-            verifier = self.verifier
-            final_screenshot = await env.ascreenshot(verifier.screen_size) if verifier.reads_screen else None
-        except InfraError as exc:
-            logger.warning("state probe failed on %s: %s", env.name, exc)
-            return None
+        """The verifier's verdict on the phone now; ``state``: the state already probed after the last action.
+
+        Raises :class:`InfraError` when the phone fails while it is read (the caller truncates
+        the phase with that cause).
+        """
+        if state is None:
+            state = await env.aprobe_state()
+        # Screen-reading verifiers get the final screen; rule checks only need the state.
+        verifier = self.verifier
+        final_screenshot = await env.ascreenshot(verifier.screen_size) if verifier.reads_screen else None
         request = VerificationRequest(task=task, phase=phase, instruction=instruction, spec=spec, transitions=list(history), final_state=state, final_screenshot=final_screenshot)
         return await self.verifier.verify(request)
+
+    @staticmethod
+    def _probe_failed(env: PhoneEnv, task: Task, exc: InfraError) -> Termination:
+        """The phone failed while the verifier read it: a truncation with the phone's own cause
+        (``node_lost``, ``disconnect`` ...), not a generic one."""
+        logger.warning("state probe failed on %s during %s: %s", env.name, task.id, exc)
+        return Termination(TerminationReason.INFRA_TRUNCATED, exc.cause)
 
     @staticmethod
     def _infra(env: PhoneEnv, task: Task, exc: InfraError) -> Termination:
