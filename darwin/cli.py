@@ -551,7 +551,7 @@ def run_cmd(
 
         gain, half = gain_interval(before.successes, before.episodes, after.successes, after.episodes)
         console.print(
-            f"sampled success on {', '.join(config.tasks)} (evaluation phones): warm start "
+            f"sampled success on {_task_names(config.tasks)} (evaluation phones): warm start "
             f"{100 * before.success_rate:.1f}% ({before.successes}/{before.episodes}) -> after {after.updates} updates "
             f"{100 * after.success_rate:.1f}% ({after.successes}/{after.episodes}): "
             f"gain {gain:+.1f} points (95% interval {gain - half:+.1f} to {gain + half:+.1f}; eval.json)",
@@ -561,6 +561,13 @@ def run_cmd(
             if name != "train" and name in before.per_set:
                 console.print(f"  {name}: {100 * before.per_set[name]:.1f}% -> {100 * after.per_set[name]:.1f}% "
                               f"({100 * (after.per_set[name] - before.per_set[name]):+.1f} points)", highlight=False)
+
+
+def _task_names(names: tuple[str, ...], shown: int = 8) -> str:
+    """The training tasks for one line: all of a few, else the first ones and a count."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more tasks"
 
 
 @contextlib.contextmanager

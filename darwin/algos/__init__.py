@@ -14,24 +14,46 @@ step, holding that step's response tokens right-padded to ``max_response_len`` w
   :func:`aggregate_loss`, :func:`masked_mean`, :func:`masked_whiten`: wrappers over verl.
 """
 
-from darwin.algos.adagrpo import negative_pruning_keep, shortest_path_adjusted_rewards
-from darwin.algos.gae import trajectory_gae
-from darwin.algos.gigpo import gigpo_advantages
-from darwin.algos.grpo import group_normalize, grpo_advantages
-from darwin.algos.losses import (
-    KL_ESTIMATORS,
-    LOSS_AGG_MODES,
-    PolicyLossOutput,
-    ValueLossOutput,
-    aggregate_loss,
-    entropy_from_logits,
-    kl_penalty,
-    masked_mean,
-    masked_whiten,
-    ppo_policy_loss,
-    value_loss,
-)
-from darwin.algos.weighting import trajectory_weights, whiten_within
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+# Names load on first use (PEP 562): the GAE and loss modules import verl, which takes seconds,
+# and the episode metrics (darwin.algos.task_metrics), imported by every workflow, need none of it.
+_HOMES = {
+    "negative_pruning_keep": "adagrpo", "shortest_path_adjusted_rewards": "adagrpo",
+    "trajectory_gae": "gae", "gigpo_advantages": "gigpo", "group_normalize": "grpo", "grpo_advantages": "grpo",
+    "KL_ESTIMATORS": "losses", "LOSS_AGG_MODES": "losses", "PolicyLossOutput": "losses", "ValueLossOutput": "losses",
+    "aggregate_loss": "losses", "entropy_from_logits": "losses", "kl_penalty": "losses", "masked_mean": "losses",
+    "masked_whiten": "losses", "ppo_policy_loss": "losses", "value_loss": "losses",
+    "trajectory_weights": "weighting", "whiten_within": "weighting",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'darwin.algos' has no attribute {name!r}")
+    return getattr(import_module(f"darwin.algos.{_HOMES[name]}"), name)
+
+
+if TYPE_CHECKING:
+    from darwin.algos.adagrpo import negative_pruning_keep, shortest_path_adjusted_rewards
+    from darwin.algos.gae import trajectory_gae
+    from darwin.algos.gigpo import gigpo_advantages
+    from darwin.algos.grpo import group_normalize, grpo_advantages
+    from darwin.algos.losses import (
+        KL_ESTIMATORS,
+        LOSS_AGG_MODES,
+        PolicyLossOutput,
+        ValueLossOutput,
+        aggregate_loss,
+        entropy_from_logits,
+        kl_penalty,
+        masked_mean,
+        masked_whiten,
+        ppo_policy_loss,
+        value_loss,
+    )
+    from darwin.algos.weighting import trajectory_weights, whiten_within
 
 __all__ = [
     "KL_ESTIMATORS",
