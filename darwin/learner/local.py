@@ -870,11 +870,7 @@ class LocalLearner:
                 "torch": torch.__version__,
                 "saved_at": time.time(),
             }
-            with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
-                json.dump(manifest, fh, indent=2)
-                _fsync(fh)
-            _fsync_dir(tmp)
-            _swap_into_place(tmp, target)
+            commit_checkpoint(tmp, target, manifest)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -976,6 +972,16 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
         logger.warning("%s is missing; resuming from the previous checkpoint %s", target, backup)
         return backup
     raise FileNotFoundError(f"{target} is not a learner checkpoint (no {MANIFEST})")
+
+
+def commit_checkpoint(tmp: Path, target: Path, manifest: dict) -> None:
+    """Write the manifest last into the fully written ``tmp`` and swap it into ``target``
+    atomically: a checkpoint directory with a manifest is always complete."""
+    with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
+        json.dump(manifest, fh, indent=2)
+        _fsync(fh)
+    _fsync_dir(tmp)
+    _swap_into_place(tmp, target)
 
 
 def _read_manifest(src: Path) -> dict:

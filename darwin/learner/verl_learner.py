@@ -65,9 +65,8 @@ from darwin.learner.local import (
     ResumeState,
     UpdateMetrics,
     _fsync,
-    _fsync_dir,
     _read_manifest,
-    _swap_into_place,
+    commit_checkpoint,
     resolve_checkpoint,
 )
 from darwin.learner.verl_config import VerlSettings
@@ -711,11 +710,7 @@ class VerlLearner:
                 "torch": torch.__version__,
                 "saved_at": time.time(),
             }
-            with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
-                json.dump(manifest, fh, indent=2)
-                _fsync(fh)
-            _fsync_dir(tmp)
-            _swap_into_place(tmp, target)
+            commit_checkpoint(tmp, target, manifest)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
