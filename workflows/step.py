@@ -325,7 +325,7 @@ class StepWorkflow(Workflow):
     async def _verify(
         self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, spec: VerifierSpec, history: list[Transition],
         state: dict[str, Any] | None = None,
-    ) -> Verdict | None:
+    ) -> Verdict:
         """The verifier's verdict on the phone now; ``state``: the state already probed after the last action.
 
         Raises :class:`InfraError` when the phone fails while it is read (the caller truncates
