@@ -274,3 +274,17 @@ def test_planner_example_trains_the_actor_beside_an_llm_planner(tmp_path, warm_c
     assert actor_steps >= 24  # two updates of 12 rollout steps count the actor's steps
     assert all("Open the app" in openai_server.request_text(b) or "Goal:" in openai_server.request_text(b)
                for b in openai_server.requests)
+
+
+def test_generalization_example_trains_on_the_training_split_only():
+    result = CliRunner().invoke(main, ["run", str(EXAMPLES / "generalization.py"), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    config = load_experiment(EXAMPLES / "generalization.py")
+    train = {t.template for t in config.resolve_tasks()}
+    assert config.sft.tasks == config.tasks  # the warm start sees the training tasks only
+    held = config.resolve_eval_sets()
+    assert set(held) == {"unseen_instances", "unseen_templates", "unseen_apps"}
+    assert {t.template for t in held["unseen_instances"]} <= train
+    assert not {t.template for t in held["unseen_templates"] + held["unseen_apps"]} & train
+    assert not {t.app for t in held["unseen_apps"]} & {t.app for t in config.resolve_tasks()}
+    assert not {t.id for t in held["unseen_instances"]} & set(config.tasks)
