@@ -823,24 +823,7 @@ class LocalLearner:
         previous checkpoint or the new one at ``path`` (see ``docs/learner.md``).
         """
         target = Path(path)
-        extra = dict(extra_state or {})
-        try:
-            extra_json = json.dumps(extra)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"extra_state must be JSON-serialisable: {exc}") from exc
-        for t in pending:
-            if t.termination is None:
-                raise ValueError(f"pending trajectory {t.episode_id!r} is not completed")
-        if target.exists() and not (target / MANIFEST).is_file():
-            raise FileExistsError(
-                f"{target} exists and is not a learner checkpoint (no {MANIFEST}); refusing to "
-                "replace it: pass a new or checkpoint directory"
-            )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        for stale in target.parent.glob(f".{target.name}.tmp-*"):  # left by a killed save
-            shutil.rmtree(stale)
-        tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
+        tmp, extra_json = stage_checkpoint(target, pending, extra_state)
         try:
             _save_torch(self.actor.state_dict(), tmp / "actor.pt")
             if self.critic is not None:
@@ -972,6 +955,32 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
         logger.warning("%s is missing; resuming from the previous checkpoint %s", target, backup)
         return backup
     raise FileNotFoundError(f"{target} is not a learner checkpoint (no {MANIFEST})")
+
+
+def stage_checkpoint(
+    target: Path, pending: Sequence[Trajectory], extra_state: Mapping[str, JsonValue] | None
+) -> tuple[Path, str]:
+    """Check a save's inputs and make the temporary directory it writes into (next to
+    ``target``, stale ones from killed saves removed); returns it and ``extra_state`` as JSON.
+    :func:`commit_checkpoint` finishes the save."""
+    try:
+        extra_json = json.dumps(dict(extra_state or {}))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"extra_state must be JSON-serialisable: {exc}") from exc
+    for t in pending:
+        if t.termination is None:
+            raise ValueError(f"pending trajectory {t.episode_id!r} is not completed")
+    if target.exists() and not (target / MANIFEST).is_file():
+        raise FileExistsError(
+            f"{target} exists and is not a learner checkpoint (no {MANIFEST}); refusing to "
+            "replace it: pass a new or checkpoint directory"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f".{target.name}.tmp-*"):  # left by a killed save
+        shutil.rmtree(stale)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    return tmp, extra_json
 
 
 def commit_checkpoint(tmp: Path, target: Path, manifest: dict) -> None:

@@ -44,7 +44,6 @@ import pickle
 import shutil
 import tempfile
 import time
-import uuid
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -61,13 +60,13 @@ from darwin.learner.batch import LearnerDataError, StepRow, collect_step_rows
 from darwin.learner.config import LearnerConfig
 from darwin.learner.local import (
     CHECKPOINT_FORMAT_VERSION,
-    MANIFEST,
     ResumeState,
     UpdateMetrics,
     _fsync,
     _read_manifest,
     commit_checkpoint,
     resolve_checkpoint,
+    stage_checkpoint,
 )
 from darwin.learner.verl_config import VerlSettings
 from darwin.types import Trajectory
@@ -676,21 +675,7 @@ class VerlLearner:
         :meth:`LocalLearner.save` (temp directory, fsync, rename). Multi-node runs need
         ``path`` on a filesystem every node sees (each rank writes its shard)."""
         target = Path(path).absolute()
-        extra = dict(extra_state or {})
-        try:
-            extra_json = json.dumps(extra)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"extra_state must be JSON-serialisable: {exc}") from exc
-        for t in pending:
-            if t.termination is None:
-                raise ValueError(f"pending trajectory {t.episode_id!r} is not completed")
-        if target.exists() and not (target / MANIFEST).is_file():
-            raise FileExistsError(f"{target} exists and is not a learner checkpoint (no {MANIFEST}); refusing to replace it")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        for stale in target.parent.glob(f".{target.name}.tmp-*"):
-            shutil.rmtree(stale)
-        tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
+        tmp, extra_json = stage_checkpoint(target, pending, extra_state)
         try:
             self.actor_group.save_checkpoint(str(tmp / "actor"), None, self.updates, None)
             if self.critic_group is not None:
