@@ -33,10 +33,18 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from darwin.types import StateSetup, Task, TaskDefinitionError, VerifierSpec
 
@@ -50,6 +58,35 @@ class TemplateParams(BaseModel):
     """Base of template parameter schemas (frozen; unknown fields are rejected)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DistinctPair(TemplateParams):
+    """Two different values of ``choices`` (``first``, ``second``): a subclass sets ``choices``
+    and ``what`` (the noun errors use); :meth:`draw` samples one."""
+
+    choices: ClassVar[tuple[str, ...]] = ()
+    what: ClassVar[str] = "value"
+    first: str
+    second: str
+
+    @field_validator("first", "second")
+    @classmethod
+    def _listed(cls, v: str) -> str:
+        if v not in cls.choices:
+            raise ValueError(f"{v!r} is not a known {cls.what}; known: {', '.join(cls.choices)}")
+        return v
+
+    @field_validator("second")
+    @classmethod
+    def _distinct(cls, v: str, info: ValidationInfo) -> str:
+        if v == info.data.get("first"):
+            raise ValueError("second must differ from first")
+        return v
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> Self:
+        first, second = rng.sample(cls.choices, k=2)
+        return cls(first=first, second=second)
 
 
 def _no_setup(params: Any) -> Sequence[StateSetup]:

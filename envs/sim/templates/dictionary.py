@@ -7,7 +7,7 @@ import random
 from pydantic import Field, ValidationInfo, field_validator
 
 from darwin.envs.sim.apps.dictionary import ENTRIES, FIRST_SENSE_WORDS
-from darwin.templates import TaskTemplate, TemplateParams, register
+from darwin.templates import DistinctPair, TaskTemplate, TemplateParams, register
 from darwin.types import StateSetup, VerifierSpec
 
 WORDS = tuple(ENTRIES)
@@ -131,34 +131,15 @@ register(TaskTemplate(
 ))
 
 
-class TwoWords(TemplateParams):
-    first: str
-    second: str
-
-    @field_validator("first", "second")
-    @classmethod
-    def _word(cls, v: str) -> str:
-        if v not in ENTRIES:
-            raise ValueError(f"{v!r} has no entry; the dictionary has {', '.join(ENTRIES)}")
-        return v
-
-    @field_validator("second")
-    @classmethod
-    def _distinct(cls, v: str, info: ValidationInfo) -> str:
-        if v == info.data.get("first"):
-            raise ValueError("second must differ from first")
-        return v
-
-
-def _two(rng: random.Random) -> TwoWords:
-    a, b = rng.sample(WORDS, k=2)
-    return TwoWords(first=a, second=b)
+class TwoWords(DistinctPair):
+    choices = WORDS
+    what = "dictionary word"
 
 
 register(TaskTemplate(
     id="dictionary.look_up_two", app="Merriam-Webster", params=TwoWords, difficulty=2, step_budget=20,
     description="look up two words one after the other",
-    sample=_two,
+    sample=TwoWords.draw,
     phrasings={
         "ENG": ("Look up '{first}' and then '{second}' in Merriam-Webster.", "Check the definitions of {first} and {second}."),
         "CHN": ("在韦氏词典中先查“{first}”，再查“{second}”。", "查一下{first}和{second}的释义。"),

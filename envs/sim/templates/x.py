@@ -7,7 +7,7 @@ import random
 from pydantic import Field, ValidationInfo, field_validator
 
 from darwin.envs.sim.apps.x import ACCOUNTS, FOLLOWERS, TIMELINE
-from darwin.templates import TaskTemplate, TemplateParams, register
+from darwin.templates import DistinctPair, TaskTemplate, TemplateParams, register
 from darwin.types import StateSetup, VerifierSpec
 
 HANDLES = tuple(h for h, _ in ACCOUNTS)
@@ -57,34 +57,15 @@ register(TaskTemplate(
 ))
 
 
-class TwoHandles(TemplateParams):
-    first: str
-    second: str
-
-    @field_validator("first", "second")
-    @classmethod
-    def _handle(cls, v: str) -> str:
-        if v not in HANDLES:
-            raise ValueError(f"unknown account {v!r}; X has {', '.join(HANDLES)}")
-        return v
-
-    @field_validator("second")
-    @classmethod
-    def _distinct(cls, v: str, info: ValidationInfo) -> str:
-        if v == info.data.get("first"):
-            raise ValueError("second must differ from first")
-        return v
-
-
-def _two(rng: random.Random) -> TwoHandles:
-    a, b = rng.sample(HANDLES, k=2)
-    return TwoHandles(first=a, second=b)
+class TwoHandles(DistinctPair):
+    choices = HANDLES
+    what = "X account"
 
 
 register(TaskTemplate(
     id="x.follow_two", app="X", params=TwoHandles, difficulty=3, step_budget=32,
     description="follow two accounts (the instance unfollows both first)",
-    sample=_two,
+    sample=TwoHandles.draw,
     phrasings={
         "ENG": ("Follow both @{first} and @{second} on X.", "On X, search for {first} and {second} and follow each of them."),
         "CHN": ("在X上同时关注@{first}和@{second}。", "在X搜索{first}和{second}，并分别关注。"),
