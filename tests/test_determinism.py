@@ -1,0 +1,90 @@
+"""The default experiment, shrunk and with a fixed seed, gives the same warm start and the same
+metrics for its first update as it did when the numbers were recorded (before the training
+loop became a recipe and the learner and SFT modules were split): refactors keep behaviour.
+
+The golden numbers are in ``tests/data/determinism.json``. After a change that is *meant* to
+alter training, re-record them with ``DARWIN_RECORD_GOLDEN=1 pytest tests/test_determinism.py``
+and say why in the commit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from darwin.experiment import apply_overrides, load_experiment, run_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "data" / "determinism.json"
+
+# The default experiment (examples/spa_bench.py), shrunk to a minute: sync rollout on two
+# phones so the first batch does not depend on thread timing.
+SHRINK = [
+    "sft.steps=30", "updates=1", "rollout_steps=24", "mode=sync", "phones.count=2",
+    "evaluation.episodes_per_task=0", "time_budget_s=null", "horizon=6", "learner.mini_batch_size=8",
+    'tasks=["clock_1","settings_dark_theme"]',
+]
+VARIANTS = {
+    "critic_warmup": ["learner.critic_warmup_updates=1", "updates=2"],  # the default's first update: critic warm-up
+    "actor": ["learner.critic_warmup_updates=0"],  # the first update trains the actor too
+}
+
+
+def _warm_start_summary(path: Path) -> dict[str, list[float]]:
+    """Per tensor of the warm start's weights: its sum and L2 norm (float64)."""
+    summary: dict[str, list[float]] = {}
+    for file in sorted(path.rglob("*.safetensors")):
+        for name, tensor in sorted(load_file(str(file)).items()):
+            t = tensor.to(torch.float64)
+            summary[f"{file.relative_to(path)}:{name}"] = [t.sum().item(), t.norm().item()]
+    return summary
+
+
+def _first_update(run_dir: Path) -> dict[str, float]:
+    """The first update's metrics, without wall-clock times."""
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row["group"] == "update":
+            return {k: v for k, v in row.items() if not k.endswith("_s") and k not in ("step", "group")}
+    raise AssertionError(f"no update row in {run_dir / 'metrics.jsonl'}")
+
+
+@pytest.fixture(scope="module")
+def warm_start_cache(tmp_path_factory) -> Path:
+    """One SFT warm start for both variants (same SFT config)."""
+    return tmp_path_factory.mktemp("warm-start-cache")
+
+
+def _run(tmp_path: Path, cache: Path, extra: list[str]) -> dict:
+    config = apply_overrides(load_experiment(ROOT / "examples" / "spa_bench.py"), [*SHRINK, *extra, f"cache_dir={cache}"])
+    run_experiment(config, tmp_path / "run")
+    warm = Path(json.loads((tmp_path / "run" / "warm_start.json").read_text())["path"])
+    return {"warm_start": _warm_start_summary(warm), "first_update": _first_update(tmp_path / "run")}
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-7)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_fixed_seed_gives_the_recorded_warm_start_and_first_update(tmp_path, warm_start_cache, variant):
+    got = _run(tmp_path, warm_start_cache, VARIANTS[variant])
+    if os.environ.get("DARWIN_RECORD_GOLDEN") == "1":
+        golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+        golden[variant] = got
+        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+        pytest.skip(f"recorded {variant} in {GOLDEN}")
+    want = json.loads(GOLDEN.read_text())[variant]
+    assert set(got["warm_start"]) == set(want["warm_start"])
+    drift = [k for k, (s, n) in want["warm_start"].items() if not (_close(got["warm_start"][k][0], s) and _close(got["warm_start"][k][1], n))]
+    assert not drift, f"warm start weights changed in {len(drift)} tensors, e.g. {drift[:3]}"
+    assert set(got["first_update"]) == set(want["first_update"]), "the first update logs other metrics than recorded"
+    changed = {k: (got["first_update"][k], v) for k, v in want["first_update"].items() if not _close(got["first_update"][k], v)}
+    assert not changed, f"first-update metrics (got, recorded) changed: {changed}"
