@@ -18,11 +18,11 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from darwin.cli_args import parse_int_list, parse_size
+from darwin.cli_args import parse_size
 
 if TYPE_CHECKING:
     from darwin.evaluate import EvalReport
-    from darwin.experiment import RunProgress
+    from darwin.recipe import RunProgress
 
 console = Console()
 
@@ -137,14 +137,16 @@ def tasks_split(out_dir: Path, seed: int, held_out_apps: str | None, unseen_apps
 
 # ----------------------------------------------------------------------------------- eval
 AGENT_KINDS = ("oracle", "random", "tiny:<checkpoint>", "litellm:<model>")
-AGENT_FORMATS = {
-    "uitars-1.5": ("uitars", "1.5"),
-    "uitars-1.0": ("uitars", "1.0"),
-    "qwen2.5": ("qwen", "2.5"),
-    "qwen3": ("qwen", "3"),
-    "tiny": ("tiny", ""),
-}
-"""``--agent-format`` for ``litellm:<model>``: the prompt and output format the served model speaks."""
+def _check_agent_format(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--agent-format`` must name a :data:`darwin.agents.formats.AGENT_FORMATS` entry
+    (checked lazily: the agents import torch)."""
+    from darwin.agents.formats import make_agent
+
+    try:
+        make_agent(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
 
 
 class _Actors:
@@ -166,13 +168,10 @@ def _load_for_eval(experiment_file: str, overrides: tuple[str, ...]):  # noqa: A
         raise click.ClickException(str(exc)) from None
 
 
-def _experiment_actors(config, seed: int, phones: int, temperature: float | None) -> _Actors:  # noqa: ANN001
-    """The experiment's warm start (built and cached as `darwin run` does) with its memory."""
-    from darwin.sft import TinyActorPool, ensure_warm_start
-
-    warm = Path(config.checkpoint) if config.checkpoint else ensure_warm_start(config.cache_dir, config.sft)
-    pool = TinyActorPool(warm, temperature=1.0 if temperature is None else temperature, seed=seed, max_batch=min(phones, 64),
-                         make_memory=config.memory_factory())
+def _experiment_actors(config, seed: int | None, temperature: float | None) -> _Actors:  # noqa: ANN001
+    """The experiment's warm start (built and cached as `darwin run` does) with its memory,
+    sampling as its run does (``policy``), unless ``--seed`` / ``--temperature`` say otherwise."""
+    pool = config.build_policy_pool(config.warm_start(), seed=seed, temperature=temperature)
     return _Actors(pool, pool.aclose, pool.observation_size)
 
 
@@ -186,7 +185,8 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
         return _Actors(lambda i: RandomActor(seed=seed * 1000 + i))
     if kind == "tiny":
         from darwin.experiment import WARM_START_FILE, load_run_policy
-        from darwin.sft import AGENT_FILE, TinyActorPool
+        from darwin.policies.pool import TinyActorPool
+        from darwin.sft import AGENT_FILE
 
         if not arg:
             raise click.BadParameter("tiny:<checkpoint> needs a checkpoint directory, e.g. tiny:runs/sft", param_hint="--agent")
@@ -202,12 +202,12 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
             raise click.BadParameter(f"no checkpoint at {arg}; pass a `darwin sft --out` or `darwin run` directory", param_hint="--agent")
         return _Actors(pool, pool.aclose, pool.observation_size)
     if kind == "litellm":
-        from darwin.agents import ModelActor, QwenVLAgent, TinyAgent, UITarsAgent
+        from darwin.agents import ModelActor
+        from darwin.agents.formats import make_agent
         from darwin.policies import LiteLLMPolicy, LiteLLMPolicyConfig
 
         if not arg:
             raise click.BadParameter("litellm:<model> needs a LiteLLM model name, e.g. litellm:openai/ui-tars-1.5-7b", param_hint="--agent")
-        family, version = AGENT_FORMATS[agent_format]
         fields: dict[str, object] = {"model": arg, "api_base": api_base, "api_key_env": api_key_env, "temperature": temperature}
         if max_new_tokens is not None:
             fields["max_tokens"] = max_new_tokens
@@ -217,13 +217,7 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
             raise click.BadParameter(str(exc), param_hint="--agent/--api-base/--api-key-env/--temperature") from None
 
         def make(i: int) -> object:
-            if family == "uitars":
-                agent: object = UITarsAgent(version=version)
-            elif family == "qwen":
-                agent = QwenVLAgent(version=version)
-            else:
-                agent = TinyAgent()
-            return ModelActor(agent, policy)  # type: ignore[arg-type]
+            return ModelActor(make_agent(agent_format), policy)  # type: ignore[arg-type]
 
         return _Actors(make)
     raise click.BadParameter(f"unknown agent {spec!r}; available: {', '.join(AGENT_KINDS)}", param_hint="--agent")
@@ -233,22 +227,22 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
 @click.option("--agent", "agent_spec", default=None, help="oracle | random | tiny:<checkpoint> (a `darwin sft` output directory) | litellm:<model> (any LiteLLM model, e.g. litellm:openai/ui-tars-1.5-7b with --api-base); with --experiment and no --agent: the experiment's warm start")
 @click.option("--experiment", "experiment_file", default=None, type=click.Path(dir_okay=False, exists=True), help="an experiment file: its tasks, workflow, verifier, memory and (without --agent) warm start")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="with --experiment: override a config field, as in darwin run")
-@click.option("--phones", default=4, show_default=True, type=click.IntRange(1, 512), help="SimPhones run concurrently")
+@click.option("--phones", default=None, type=click.IntRange(1, 512), help="SimPhones run concurrently  [default: the experiment's evaluation.phones, else 4]")
 @click.option("--tasks", "task_names", default=None, help="comma-separated task ids, set names or task files  [default: the experiment's, else base8]")
-@click.option("--episodes", default=1, show_default=True, type=click.IntRange(1), help="episodes per task")
-@click.option("--seed", default=0, show_default=True, type=int, help="phone seeds are seed, seed+1, ...; also seeds tiny sampling")
+@click.option("--episodes", default=None, type=click.IntRange(1), help="episodes per task  [default: the experiment's evaluation.episodes_per_task, else 1]")
+@click.option("--seed", default=None, type=click.IntRange(0), help="phone seeds are seed, seed+1, ...; also seeds tiny sampling  [default: 0; with --experiment its evaluation phones (evaluation.phone_seed) and its policy.seed, so the episodes are the run's warm-start evaluation's]")
 @click.option("--run-dir", default=None, type=click.Path(file_okay=False), help="where run.db and screenshots go (default runs/eval-<time>)")
 @click.option("--db", default=None, help="SQLAlchemy URL instead of <run-dir>/run.db")
 @click.option("--observation-size", default=None, callback=lambda c, p, v: None if v is None else parse_size(v), help="screenshot size given to the agent  [default: the checkpoint's for tiny:, else 252x560]")
 @click.option("--no-perturb", is_flag=True, help="canonical look: no theme, wallpaper, order or pop-up perturbations")
 @click.option("--temperature", default=None, type=click.FloatRange(0.0, 2.0), help="sampling temperature; tiny: default 1.0 (what RL samples, full masked distribution), 0 = greedy; litellm: the provider's default unless set")
-@click.option("--agent-format", default="uitars-1.5", show_default=True, type=click.Choice(list(AGENT_FORMATS)), help="litellm: the model's prompt/output format (UI-TARS 1.5/1.0, Qwen2.5-VL, Qwen3-VL, darwin's tiny format)")
+@click.option("--agent-format", default="uitars-1.5", show_default=True, callback=_check_agent_format, help="litellm: the model's prompt/output format: uitars-1.5, uitars-1.0, qwen2.5, qwen3 or tiny (darwin.agents.formats)")
 @click.option("--api-base", default=None, help="litellm: base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
 @click.option("--api-key-env", default=None, help="litellm: name of the environment variable holding the API key (default: the provider's standard one)")
 @click.option("--max-new-tokens", default=None, type=click.IntRange(1), help="response cap  [default: the checkpoint's for tiny:, 512 for litellm:]")
 @click.option("--end-on-success/--play-until-finished", default=True, show_default=True, help="end an episode as soon as the rule check confirms the goal, or only when the agent says finished (or the budget ends): the over-time metric needs the latter (without --experiment)")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False, path_type=Path), help="also write the per-task results and metrics to this JSON file")
-def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tuple[str, ...], phones: int, task_names: str | None, episodes: int, seed: int, run_dir: str | None, db: str | None, observation_size: tuple[int, int] | None, no_perturb: bool, temperature: float | None, agent_format: str, api_base: str | None, api_key_env: str | None, max_new_tokens: int | None, end_on_success: bool, json_out: Path | None) -> None:
+def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tuple[str, ...], phones: int | None, task_names: str | None, episodes: int | None, seed: int | None, run_dir: str | None, db: str | None, observation_size: tuple[int, int] | None, no_perturb: bool, temperature: float | None, agent_format: str, api_base: str | None, api_key_env: str | None, max_new_tokens: int | None, end_on_success: bool, json_out: Path | None) -> None:
     """Evaluate an agent on SimPhones; prints success per task and overall, then the episode
     metrics per task (SR, PR, SE, FC, OT and the L1-L4 stratum; docs/evaluation.md)."""
     from darwin.envs.sim import PerturbationConfig
@@ -271,11 +265,19 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
             chosen = resolve_tasks([n.strip() for n in (task_names or "base8").split(",") if n.strip()])
     except (KeyError, TaskDefinitionError) as exc:
         raise click.BadParameter(str(exc).strip("'\""), param_hint="--tasks") from None
+    if experiment is not None:  # its evaluation's phones and episodes, as `darwin run` evaluates
+        evaluation = experiment.evaluation
+        phones = phones or evaluation.phones
+        episodes = episodes or evaluation.episodes_per_task or 1
+        experiment = experiment.model_copy(update={"evaluation": evaluation.model_copy(update={
+            "phones": phones, "phone_seed": evaluation.phone_seed if seed is None else seed})})
+    phones, episodes = phones or 4, episodes or 1
     if agent_spec is None:
         assert experiment is not None
-        actors = _experiment_actors(experiment, seed, phones, temperature)
+        actors = _experiment_actors(experiment, seed, temperature)
         agent_spec = f"warm start of {experiment.name}"
     else:
+        seed = seed or 0
         actors = _actor_factory(agent_spec, seed, phones=phones, temperature=temperature, agent_format=agent_format, api_base=api_base, api_key_env=api_key_env, max_new_tokens=max_new_tokens)
     required = actors.observation_size
     if required is not None and observation_size is not None and observation_size != required:
@@ -284,14 +286,14 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     run_path = Path(run_dir or f"runs/eval-{stamp}")
     store = RunStore(db, screenshot_dir=run_path / "screenshots") if db else RunStore.for_run_dir(run_path)
-    perturbation = PerturbationConfig(enabled=not no_perturb)
-    if experiment is not None:  # the experiment's phone settings (perturbation, reset between episodes), as its evaluation
-        perturbation = experiment.phones.perturbation if not no_perturb else perturbation
-        reset = experiment.phones.reset_between_episodes
+    if experiment is not None:  # the experiment's evaluation phones (perturbation, reset between episodes)
+        if no_perturb:
+            experiment = experiment.model_copy(update={"phones": experiment.phones.model_copy(update={"perturbation": PerturbationConfig(enabled=False)})})
+        envs = experiment.build_eval_phones() if experiment.phones.kind == "sim" else experiment.sim_phones(experiment.evaluation.phone_seed, phones, "eval")
     else:
-        reset = False
-    envs = [SimPhoneEnv(seed=seed + i, perturbation=perturbation, name=f"sim-{seed + i}", reset_between_episodes=reset)
-            for i in range(phones)]
+        first = seed or 0
+        envs = [SimPhoneEnv(seed=first + i, perturbation=PerturbationConfig(enabled=not no_perturb), name=f"sim-{first + i}", reset_between_episodes=False)
+                for i in range(phones)]
     if experiment is not None:  # the experiment's own workflow, verifier and reward settings
         workflow = experiment.build_workflow(observation_size, evaluation=True)
     else:
@@ -483,13 +485,13 @@ def run_cmd(
 
     from darwin.experiment import (
         ExperimentError,
-        RunProgress,
         apply_overrides,
         default_run_dir,
         load_experiment,
         run_experiment,
         use_ray_cluster,
     )
+    from darwin.recipe import RunProgress
 
     try:
         config = load_experiment(experiment_file, preset)
@@ -659,199 +661,10 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
 
 
 # ---------------------------------------------------------------------------------- bench
-@main.group()
-def bench() -> None:
-    """Benchmarks that back docs/benchmarks.md."""
+# `darwin bench ...` (docs/benchmarks.md) lives with the benchmarks: darwin.bench.cli.
+from darwin.bench.cli import bench as _bench_group  # noqa: E402 - after main, to add to it
 
-
-@bench.command("rollout")
-@click.option("--phones", "phone_counts", default="16,32", show_default=True, help="phone counts for async vs sync")
-@click.option("--scaling", default="8,16,32,64", show_default=True, help="phone counts for the async scaling table")
-@click.option("--seconds", default=20.0, show_default=True, type=click.FloatRange(1.0), help="run time per configuration")
-@click.option("--time-scale", default=0.5, show_default=True, type=click.FloatRange(0.001), help="multiplies every phone latency")
-def bench_rollout_cmd(phone_counts: str, scaling: str, seconds: float, time_scale: float) -> None:
-    """Async vs sync rollout under heavy-tailed phone latency (env steps/s, policy idle)."""
-    from darwin.bench_rollout import LatencyModel, bench_rollout
-
-    latency = LatencyModel(scale=time_scale)
-    rows = bench_rollout(parse_int_list(phone_counts, "phone counts", allow_empty=True), parse_int_list(scaling, "phone counts", allow_empty=True), seconds, latency)
-    table = Table(title=f"rollout: lognormal latency (median {latency.median_s * time_scale:.2f}s, sigma {latency.sigma}) + {latency.stall_p:.0%} stalls of {latency.stall_s * time_scale:.1f}s")
-    for col in ("phones", "mode", "env steps/s", "ideal N/latency", "% of ideal", "policy idle", "mean batch"):
-        table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(str(r.phones), r.mode, f"{r.steps_per_s:.1f}", f"{r.ideal_steps_per_s:.1f}", f"{100 * r.efficiency:.1f}%", f"{100 * r.idle_fraction:.1f}%", f"{r.mean_batch:.2f}")
-    console.print(table)
-    for n in parse_int_list(phone_counts, "phone counts", allow_empty=True):
-        by_mode = {r.mode: r for r in rows if r.phones == n and r.mode in ("async", "sync")}
-        if len(by_mode) == 2:
-            console.print(f"{n} phones: async / sync = {by_mode['async'].steps_per_s / max(by_mode['sync'].steps_per_s, 1e-9):.2f}x")
-
-
-@bench.command("ray")
-@click.option("--phones", "phone_counts", default="8,16,32,64", show_default=True, help="SimPhone counts")
-@click.option("--seconds", default=15.0, show_default=True, type=click.FloatRange(1.0), help="run time per configuration")
-@click.option("--hop-calls", default=300, show_default=True, type=click.IntRange(10), help="calls per hop measurement")
-@click.option("--hosts-per-node", default=1, show_default=True, type=click.IntRange(1), help="phone host processes on each node")
-def bench_ray_cmd(phone_counts: str, seconds: float, hop_calls: int, hosts_per_node: int) -> None:
-    """SimPhones in one process vs on two local Ray nodes (env steps/s), and the Ray hop per call."""
-    from darwin.bench_ray import bench_ray
-
-    rows, hops = bench_ray(parse_int_list(phone_counts, "phone counts"), seconds, hop_calls, hosts_per_node)
-    table = Table(title="rollout throughput: random agent, rule verification every step (no model)")
-    for col in ("phones", "placement", "hosts", "env steps/s", "episodes", "driver CPU ms/step"):
-        table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(str(r.phones), r.placement, str(r.hosts or "-"), f"{r.steps_per_s:.1f}", str(r.episodes), f"{r.driver_cpu_ms_per_step:.2f}")
-    console.print(table)
-    hop = Table(title="the Ray hop: mean per call, one phone, calls in sequence")
-    for col in ("call", "direct ms", "via Ray ms", "overhead ms"):
-        hop.add_column(col, justify="right")
-    for h in hops:
-        hop.add_row(h.call, f"{h.direct_ms:.2f}", f"{h.ray_ms:.2f}", f"{h.overhead_ms:.2f}")
-    console.print(hop)
-    _bench_lines([*rows, *hops])
-
-
-def _bench_lines(rows: list[object]) -> None:
-    """One JSON line per result (machine-readable; docs/benchmarks.md quotes them)."""
-    import dataclasses
-    import json
-
-    for row in rows:
-        click.echo(json.dumps(dataclasses.asdict(row)))  # type: ignore[arg-type]
-
-
-@bench.command("model")
-@click.option("--family", default="both", show_default=True, type=click.Choice(["qwen2_vl", "qwen2_5_vl", "both"]))
-@click.option("--preset", default="A", show_default=True, type=click.Choice(["A", "B"]), help="tiny model size")
-@click.option("--batch", default=8, show_default=True, type=click.IntRange(1))
-@click.option("--new-tokens", default=16, show_default=True, type=click.IntRange(1))
-@click.option("--repeats", default=5, show_default=True, type=click.IntRange(1))
-@click.option("--screen", default="252x560", show_default=True, callback=lambda c, p, v: parse_size(v), help="WxH, multiples of 28")
-def bench_model(family: str, preset: str, batch: int, new_tokens: int, repeats: int, screen: tuple[int, int]) -> None:
-    """The tiny VLM: build time, forward and generate latency, visual tokens (docs/models.md)."""
-    from darwin.models import TinyVLMConfig
-    from darwin.models.bench import benchmark
-
-    families = ["qwen2_vl", "qwen2_5_vl"] if family == "both" else [family]
-    _bench_lines([
-        benchmark(TinyVLMConfig.preset(preset, family=f, screen_width=screen[0], screen_height=screen[1]),  # type: ignore[arg-type]
-                  batch=batch, new_tokens=new_tokens, repeats=repeats)
-        for f in families
-    ])
-
-
-@bench.command("policy")
-@click.option("--family", default="qwen2_vl", show_default=True, type=click.Choice(["qwen2_vl", "qwen2_5_vl"]))
-@click.option("--preset", default="A", show_default=True, type=click.Choice(["A", "B"]))
-@click.option("--batch", "batches", default="1,8", show_default=True, help="comma-separated batch sizes")
-@click.option("--new-tokens", default=16, show_default=True, type=click.IntRange(1))
-@click.option("--repeats", default=5, show_default=True, type=click.IntRange(1))
-@click.option("--device", default="cpu", show_default=True)
-def bench_policy(family: str, preset: str, batches: str, new_tokens: int, repeats: int, device: str) -> None:
-    """HFPolicy sampling speed on a tiny model per batch size (docs/policies.md)."""
-    from darwin.models import TinyVLMConfig
-    from darwin.policies.bench import benchmark
-
-    sizes = parse_int_list(batches, "batch sizes")
-    _bench_lines(benchmark(TinyVLMConfig.preset(preset, family=family), sizes, new_tokens=new_tokens,  # type: ignore[arg-type]
-                           repeats=repeats, device=device))
-
-
-@bench.command("learner")
-@click.option("--steps", default=256, show_default=True, type=click.IntRange(1), help="sampled steps per update")
-@click.option("--steps-per-episode", default=8, show_default=True, type=click.IntRange(1))
-@click.option("--screen", default="252x560", show_default=True, callback=lambda c, p, v: parse_size(v), help="WxH, multiples of 28")
-@click.option("--new-tokens", default=16, show_default=True, type=click.IntRange(1))
-@click.option("--critic", "critics", default="separate", show_default=True, help="comma-separated: separate, shared")
-@click.option("--phase", "phases", default="ppo", show_default=True, help="comma-separated: ppo, warmup")
-@click.option("--micro", "micros", default="8", show_default=True, help="comma-separated micro-batch sizes")
-@click.option("--mini", default=32, show_default=True, type=click.IntRange(1))
-@click.option("--epochs", default=4, show_default=True, type=click.IntRange(1))
-@click.option("--family", default="qwen2_vl", show_default=True, type=click.Choice(["qwen2_vl", "qwen2_5_vl"]))
-@click.option("--device", default="cpu", show_default=True)
-def bench_learner(steps: int, steps_per_episode: int, screen: tuple[int, int], new_tokens: int, critics: str, phases: str,
-                  micros: str, mini: int, epochs: int, family: str, device: str) -> None:
-    """One LocalLearner update on sampled tiny-model steps: time per stage, peak memory (docs/learner.md)."""
-    from darwin.learner.bench import run
-
-    started = time.perf_counter()
-    critic_list = [c.strip() for c in critics.split(",") if c.strip()]
-    phase_list = [p.strip() for p in phases.split(",") if p.strip()]
-    bad = sorted(set(critic_list) - {"separate", "shared"}) + sorted(set(phase_list) - {"ppo", "warmup"})
-    if bad:
-        raise click.BadParameter(f"unknown value(s) {bad}: --critic takes separate,shared and --phase ppo,warmup")
-    _bench_lines(run(
-        steps=steps, per_episode=steps_per_episode, screen=screen, new_tokens=new_tokens, critics=tuple(critic_list),
-        phases=tuple(phase_list), micros=tuple(parse_int_list(micros, "micro-batch sizes")), mini=mini, epochs=epochs,
-        family=family, device=device,
-    ))
-    click.echo(f'{{"wall_s": {time.perf_counter() - started:.1f}}}')
-
-
-@bench.command("sim")
-@click.option("--instances", default=64, show_default=True, type=click.IntRange(2), help="SimPhones for the memory measurement")
-@click.option("--steps", default=200, show_default=True, type=click.IntRange(10), help="steps per throughput measurement")
-def bench_sim(instances: int, steps: int) -> None:
-    """SimPhone memory per instance, cold start, steps/s (full-res PNG and agent resolution)."""
-    from darwin.bench import bench_sim as run
-
-    result = run(instances=instances, steps=steps)
-    table = Table(title="SimPhone benchmark (one process, one core)")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    table.add_column("target", justify="right")
-    for name, value, target in result.rows():
-        table.add_row(name, value, target)
-    console.print(table)
-
-
-@bench.command("adb")
-@click.option("--phones", default=16, show_default=True, type=click.IntRange(1, 256), help="phones served and driven at once")
-@click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.1), help="length of each measurement")
-@click.option("--adb-port", default=None, type=click.IntRange(1, 65535), help="use this adb server (default: a private one on a free port)")
-@click.option("--write", "write_path", default=None, type=click.Path(dir_okay=False), help="write the figures to this file's '## ADB' section (e.g. docs/benchmarks.md)")
-def bench_adb(phones: int, seconds: float, adb_port: int | None, write_path: str | None) -> None:
-    """Phone commands/s and screenshot latency through a real adb server: darwin vs plain adbutils."""
-    import shlex
-
-    from darwin.bench_adb import run_adb_bench, update_benchmarks_md
-
-    try:
-        result = run_adb_bench(phones=phones, seconds=seconds, adb_port=adb_port)
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from None
-    table = Table(title=f"ADB benchmark, one phone ({result.adb_version})")
-    table.add_column("client")
-    table.add_column("commands/s", justify="right")
-    for name, value in result.commands_per_s.items():
-        table.add_row(name, f"{value:.0f}")
-    console.print(table)
-    table = Table(title="full-resolution screenshot, one phone")
-    for col in ("client", "median ms", "p95 ms"):
-        table.add_column(col, justify="left" if col == "client" else "right")
-    for name, (p50, p95) in result.screenshot_ms.items():
-        table.add_row(name, f"{p50:.1f}", f"{p95:.1f}")
-    console.print(table)
-    table = Table(title=f"{phones} phones at once")
-    for col in ("client", "per phone", "total"):
-        table.add_column(col, justify="left" if col == "client" else "right")
-    for name, (per, total) in result.many_commands_per_s.items():
-        table.add_row(f"{name} (commands/s)", f"{per:.0f}", f"{total:.0f}")
-    for name, (p50, p95, rate) in result.many_screenshot_ms.items():
-        table.add_row(f"{name} (screenshots/s; p50 {p50:.1f} ms, p95 {p95:.1f} ms)", f"{rate:.1f}", f"{rate * phones:.1f}")
-    console.print(table)
-    table = Table(title="CPU during the command runs (client, adb server and phones share this machine)")
-    for col in ("run", "machine CPU idle", "client CPU per command"):
-        table.add_column(col, justify="left" if col == "run" else "right")
-    for name, (idle, us) in result.cpu.items():
-        table.add_row(name, f"{idle:.0f}%", f"{us:.0f} us")
-    console.print(table)
-    console.print(f"darwin vs plain adbutils per phone: {result.ratio():.1f}x (one phone), {result.many_ratio():.1f}x ({phones} phones); target >= 4x")
-    if write_path:
-        command = f"darwin bench adb --phones {phones} --seconds {seconds:g} --write {shlex.quote(write_path)}"
-        update_benchmarks_md(write_path, result.markdown(command))
-        console.print(f"wrote the '## ADB' section of {write_path}")
+main.add_command(_bench_group)
 
 
 # --------------------------------------------------------------------------------- phones

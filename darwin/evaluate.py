@@ -14,20 +14,26 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
 from darwin.agents.base import Actor
 from darwin.algos.task_metrics import Stratum, TaskMetrics, strata, stratum_counts, summarize_task
 from darwin.envs.base import PhoneEnv
+from darwin.report import EvalResult
 from darwin.rollout import RolloutEngine
 from darwin.store import RunStore, SuccessStats
 from darwin.types import Task, TerminationReason, Trajectory
 from darwin.workflows.base import Workflow
+
+if TYPE_CHECKING:
+    from darwin.experiment import ExperimentConfig
 
 logger = logging.getLogger(__name__)
 
@@ -133,3 +139,34 @@ async def evaluate(
                            on_episode=on_episode)
     report.trajectories = await engine.run_episodes([t for _ in range(episodes_per_task) for t in tasks])
     return report
+
+
+async def evaluate_experiment(
+    config: ExperimentConfig, label: str, tasks: Sequence[Task], envs: Sequence[PhoneEnv],
+    make_actor: Callable[[int], Actor], workflow: Workflow, version: int, updates: int,
+    store: RunStore | None = None, run_id: str | None = None,
+) -> EvalResult:
+    """An experiment's sampled evaluation (``darwin run`` before RL and after the last
+    update): every training task and every ``evaluation.task_sets`` task
+    ``evaluation.episodes_per_task`` times, stored (with ``store``) like training episodes.
+    The headline success rate is the training tasks' (what the run trains on); each set's
+    rate is in ``per_set``."""
+    started = time.perf_counter()
+    groups = {"train": list(tasks), **config.resolve_eval_sets()}
+    every = list({t.id: t for group in groups.values() for t in group}.values())
+    report = await evaluate(every, envs, make_actor, config.evaluation.episodes_per_task, workflow, store, run_id)
+    per_task_stats = report.per_task
+    per_task = {tid: st.success_rate for tid, st in per_task_stats.items() if st.success_rate is not None}
+    per_set = {}
+    for name, group in groups.items():
+        verified = sum(per_task_stats[t.id].verified for t in group if t.id in per_task_stats)
+        if verified:
+            per_set[name] = sum(per_task_stats[t.id].successes for t in group if t.id in per_task_stats) / verified
+    train_ids = {t.id for t in tasks}
+    successes = sum(st.successes for tid, st in per_task_stats.items() if tid in train_ids)
+    verified = sum(st.verified for tid, st in per_task_stats.items() if tid in train_ids)
+    result = EvalResult(label, version, updates, successes, verified, per_task, round(time.perf_counter() - started, 2), per_set,
+                        report.task_metrics)
+    logger.info("evaluation %s: %d/%d successes (%.1f%%); %s", label, result.successes, result.episodes, 100 * result.success_rate,
+                ", ".join(f"{k} {100 * v:.1f}%" for k, v in per_set.items()))
+    return result

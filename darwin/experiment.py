@@ -18,9 +18,7 @@ import json
 import logging
 import re
 import sys
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
@@ -28,31 +26,30 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from darwin.agents.base import Actor
-from darwin.algos.task_metrics import TaskMetrics
 from darwin.components import ComponentError, ComponentSpec, build_component
 from darwin.envs.ray_phones import RayPhoneGroup, RayPhonesConfig
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.learner.config import LearnerConfig
 from darwin.policies.server import ServerPolicyConfig
+from darwin.report import WARM_START_FILE
 from darwin.sft import SFTConfig
 from darwin.tasks import resolve_tasks as resolve_task_names
-from darwin.types import Task, TaskDefinitionError, Trajectory
+from darwin.types import Task, TaskDefinitionError
 from darwin.workflows.base import Workflow
 
 if TYPE_CHECKING:
     from darwin.curricula.base import Curriculum
+    from darwin.envs.base import PhoneEnv
+    from darwin.learner import LocalLearner
     from darwin.memory.base import Memory
     from darwin.models.factory import VLM
     from darwin.policies.base import Policy
     from darwin.policies.hf import HFPolicyConfig
-    from darwin.sft import TinyActorPool
+    from darwin.policies.pool import TinyActorPool
+    from darwin.recipe import RunProgress, RunResult
+    from darwin.store import RunStore
 
 logger = logging.getLogger(__name__)
-
-
-WARM_START_FILE = "warm_start.json"
-"""In a run directory: the absolute path of the warm start the run began from."""
 
 
 class ExperimentError(ValueError):
@@ -124,6 +121,58 @@ class PolicySetup(BaseModel):
         return make
 
 
+class AgentConfig(BaseModel):
+    """Which agent reads the screens: the warm start's own format, or a named format over a
+    Qwen2-VL-family ``checkpoint`` (e.g. a UI-TARS directory)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: str = Field(
+        "checkpoint", description="'checkpoint': the format the warm start was trained with (darwin sft); else a format of "
+        "darwin.agents.formats (uitars-1.5, uitars-1.0, qwen2.5, qwen3, tiny) for `checkpoint`, a Qwen2-VL-family model directory",
+    )
+    observation_size: tuple[int, int] | None = Field(None, description="named formats: the screenshot size (width, height) the model is given")
+    max_new_tokens: int | None = Field(None, ge=1, le=8192, description="response cap; None: the warm start's, or 256 for a named format")
+
+    @model_validator(mode="after")
+    def _check_format(self) -> AgentConfig:
+        if self.format != "checkpoint":
+            from darwin.agents.formats import AGENT_FORMATS, make_agent
+
+            if self.format not in AGENT_FORMATS:
+                make_agent(self.format)  # raises naming the close match
+            if self.observation_size is None:
+                raise ValueError(f"agent.format = {self.format!r} needs agent.observation_size, e.g. (252, 560)")
+        return self
+
+
+class StoreConfig(BaseModel):
+    """Where the run database (episodes, steps, verdicts) and its screenshots go."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url_env: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="name of an environment variable holding a SQLAlchemy URL (e.g. postgresql+psycopg://user:pw@host/db; "
+        "read from the environment so a password never reaches experiment.json); None: SQLite <run dir>/run.db",
+    )
+    screenshot_dir: str | None = Field(None, description="None: <run dir>/screenshots")
+
+    def build(self, run_dir: Path) -> RunStore:
+        """The run's store (``RunStore``)."""
+        import os
+
+        from darwin.store import RunStore
+
+        if self.url_env is None:
+            store = RunStore.for_run_dir(run_dir)
+            return store if self.screenshot_dir is None else RunStore(run_dir / "run.db", screenshot_dir=self.screenshot_dir)
+        url = os.environ.get(self.url_env)
+        if not url:
+            raise ExperimentError(f"store.url_env = {self.url_env!r} but ${self.url_env} is not set; export it with the database URL")
+        return RunStore(url, screenshot_dir=self.screenshot_dir or run_dir / "screenshots")
+
+
 class EvalSetup(BaseModel):
     """A sampled evaluation before RL (the warm start) and after the last update, on phones
     that never train, so a run reports its gain on equal terms."""
@@ -157,6 +206,7 @@ class ExperimentConfig(BaseModel):
     checkpoint: str | None = Field(None, description="warm-start checkpoint directory; None: build it with `sft` (cached)")
     sft: SFTConfig = Field(default_factory=SFTConfig, description="how the warm start is trained when `checkpoint` is None")
     cache_dir: str = Field(".darwin-cache", description="where warm starts are cached")
+    agent: AgentConfig = Field(default_factory=AgentConfig)
     policy: PolicySetup = Field(default_factory=PolicySetup)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     curriculum: ComponentSpec = Field(
@@ -197,6 +247,7 @@ class ExperimentConfig(BaseModel):
     mode: Literal["async", "sync"] = Field("async", description="rollout mode")
     parse_error_penalty: float = Field(0.0, ge=0.0, description="reward subtracted for unparseable output")
     run_dir: str | None = Field(None, description="default runs/<name>-<UTC time>")
+    store: StoreConfig = Field(default_factory=StoreConfig, description="the run database")
     notes: str = Field("", description="free text shown by --dry-run (e.g. how the paper's schedule was scaled)")
 
     @model_validator(mode="after")
@@ -226,6 +277,9 @@ class ExperimentConfig(BaseModel):
                 f"learner.format_penalty_advantage = {self.learner.format_penalty_advantage} charges slips locally and "
                 f"parse_error_penalty = {self.parse_error_penalty} charges them again through the return; set parse_error_penalty=0"
             )
+        if self.agent.format != "checkpoint" and self.checkpoint is None:
+            problems.append(f"agent.format = {self.agent.format!r} runs a model directory: set checkpoint (e.g. a UI-TARS checkpoint), "
+                            "or use agent.format = 'checkpoint' for the SFT warm start")
         if self.learner.critic_warmup_updates >= self.updates:
             problems.append(f"learner.critic_warmup_updates = {self.learner.critic_warmup_updates} leaves no actor update within updates = {self.updates}; raise updates")
         if problems:
@@ -291,6 +345,87 @@ class ExperimentConfig(BaseModel):
                 raise ExperimentError(str(exc)) from None
             except ValueError as exc:  # the component's own argument checks
                 raise ExperimentError(f"{kind} {spec.name!r} with kwargs {dict(spec.kwargs)}: {exc}") from None
+
+    # -- builders: every component of a run is made here, from this config (the recipe and
+    # -- `darwin eval --experiment` call them, so both assemble a run the same way).
+    def warm_start(self) -> Path:
+        """The warm-start checkpoint: ``checkpoint``, or the SFT warm start for ``sft``
+        (trained once, cached under ``cache_dir``)."""
+        from darwin.sft import ensure_warm_start
+
+        return Path(self.checkpoint) if self.checkpoint else ensure_warm_start(self.cache_dir, self.sft)
+
+    def build_policy_pool(self, warm_start: Path, run_dir: str | Path | None = None, *, seed: int | None = None,
+                          temperature: float | None = None) -> TinyActorPool:
+        """The run's policy (``policy.backend``) on the warm start, handing each phone an
+        actor with the experiment's memory; ``seed`` / ``temperature`` override ``policy``'s."""
+        from darwin.policies.pool import TinyActorPool
+
+        named = self.agent.format != "checkpoint"
+        return TinyActorPool(
+            warm_start, temperature=self.policy.temperature if temperature is None else temperature,
+            seed=self.policy.seed if seed is None else seed, max_batch=self.policy.max_batch,
+            make_policy=self.policy.policy_factory(), max_wait=self.policy.max_wait, make_memory=self.memory_factory(run_dir),
+            max_new_tokens=self.agent.max_new_tokens, agent_format=self.agent.format if named else None,
+            observation_size=self.agent.observation_size if named else None,
+        )
+
+    def learner_class(self) -> type[LocalLearner]:
+        """LocalLearner, or VerlLearner for ``learner.backend == "verl"`` (same run contract;
+        it checks for Ray and GPUs when built and names what is missing: docs/scale.md)."""
+        if self.learner.backend == "verl":
+            from darwin.learner.verl_learner import VerlLearner
+
+            return VerlLearner  # type: ignore[return-value]
+        from darwin.learner import LocalLearner
+
+        return LocalLearner
+
+    def build_learner(self, policy: Policy) -> LocalLearner:
+        """A new learner for ``policy`` (resuming: ``learner_class().load``)."""
+        return self.learner_class()(policy, self.learner)
+
+    def build_phones(self) -> list[PhoneEnv]:
+        """The training phones (``phones``): SimPhones seeded ``phones.seed + i``, ADB devices,
+        or phone hosts on a Ray cluster."""
+        phones = self.phones
+        if phones.kind == "sim":
+            return self.sim_phones(phones.seed, phones.count, "sim")
+        if phones.kind == "ray":
+            from darwin.envs.ray_phones import RayPhonesError, build_ray_phones
+
+            assert phones.ray is not None  # validated
+            try:
+                return build_ray_phones(phones.ray, perturbation=phones.perturbation, reset_between_episodes=phones.reset_between_episodes)
+            except RayPhonesError as exc:
+                raise ExperimentError(str(exc)) from None
+        from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
+
+        if len(phones.devices) < phones.count:
+            raise ExperimentError(f"phones.kind='adb' needs {phones.count} devices, {len(phones.devices)} listed; set phones.devices")
+        host, _, port = phones.adb_server.partition(":")
+        adb = AdbEnvConfig(adb_host=host, adb_port=int(port or 5037))
+        return [AdbPhoneEnv(serial, adb) for serial in phones.devices[: phones.count]]
+
+    def build_eval_phones(self, training: Sequence[PhoneEnv] = ()) -> list[PhoneEnv]:
+        """Fresh phones for one evaluation: SimPhones rebuilt from ``evaluation.phone_seed``
+        each time, so the warm start and the final policy meet identical initial states (state
+        persists between episodes, so reusing phones would hand the second evaluation other
+        states). Real phones: the ``training`` ones (evaluated before rollout starts and after it stops)."""
+        if self.phones.kind != "sim":
+            return list(training)
+        return self.sim_phones(self.evaluation.phone_seed, self.evaluation.phones, "eval")
+
+    def sim_phones(self, first_seed: int, count: int, prefix: str) -> list[PhoneEnv]:
+        """``count`` SimPhones seeded ``first_seed + i`` with this experiment's perturbation and
+        reset setting, named ``<prefix>-<seed>``."""
+        from darwin.envs.sim.env import SimPhoneEnv
+
+        return [
+            SimPhoneEnv(seed=first_seed + i, perturbation=self.phones.perturbation, name=f"{prefix}-{first_seed + i}",
+                        reset_between_episodes=self.phones.reset_between_episodes)
+            for i in range(count)
+        ]
 
     def resolve_tasks(self) -> list[Task]:
         from darwin.tasks import resolve_tasks
@@ -455,69 +590,6 @@ def _model_class(annotation: object) -> type[BaseModel] | None:
     return None
 
 
-# ======================================================================================
-# The training loop
-# ======================================================================================
-@dataclass
-class RunProgress:
-    """What the live display shows; updated by the loop."""
-
-    phones: int = 0
-    env_steps: int = 0
-    steps_per_s: float = 0.0
-    episodes: int = 0
-    update: int = 0
-    updates: int = 0
-    warmup: bool = True
-    recent_success: float | None = None
-    buffer_steps: int = 0
-    policy_version: int = 0
-    stage: str = "starting"
-    success_points: list[tuple[int, float]] = field(default_factory=list)
-    task_points: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-    """The success points of each task (the plot's per-task panel)."""
-    warmup_until: int = 0
-    """Training step (x of the success curve) where the critic warm-up ended."""
-
-
-@dataclass(frozen=True)
-class EvalResult:
-    """One sampled evaluation of the policy on the evaluation phones."""
-
-    label: Literal["warm_start", "final"]
-    policy_version: int
-    updates: int
-    """Learner updates done when it ran (0 for the warm start)."""
-    successes: int
-    episodes: int
-    """Verified episodes (infrastructure truncations are not counted either way)."""
-    per_task: dict[str, float]
-    wall_s: float
-    per_set: dict[str, float] = field(default_factory=dict)
-    """Success rate of each evaluated set: ``train`` (the training tasks) and every
-    ``evaluation.task_sets`` entry (verified episodes only)."""
-    task_metrics: dict[str, TaskMetrics] = field(default_factory=dict)
-    """Per task: SR, PR, side effects, false completions, over-time and the L1-L4 stratum
-    (:class:`darwin.algos.task_metrics.TaskMetrics`, as ``darwin eval`` prints them)."""
-
-    @property
-    def success_rate(self) -> float:
-        return self.successes / self.episodes if self.episodes else 0.0
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """Where a finished run left its outputs."""
-
-    run_dir: Path
-    updates: int
-    env_steps: int
-    success_points: list[tuple[int, float]]
-    plot: Path
-    evaluations: dict[str, EvalResult] = field(default_factory=dict)
-    """``warm_start`` and ``final`` when ``config.evaluation`` asks for them (also in eval.json)."""
-
-
 def use_ray_cluster(config: ExperimentConfig, address: str) -> ExperimentConfig:
     """``config`` with its phones on the Ray cluster at ``address`` (``darwin run --ray-address``).
 
@@ -543,283 +615,13 @@ def use_ray_cluster(config: ExperimentConfig, address: str) -> ExperimentConfig:
         raise ExperimentError("--ray-address gives an invalid experiment:\n  " + "\n  ".join(_validation_lines(exc))) from None
 
 
-def _build_envs(config: ExperimentConfig) -> list:
-    if config.phones.kind == "sim":
-        return _sim_phones(config, config.phones.seed, config.phones.count, "sim")
-    if config.phones.kind == "ray":
-        from darwin.envs.ray_phones import RayPhonesError, build_ray_phones
-
-        assert config.phones.ray is not None  # validated
-        try:
-            return build_ray_phones(config.phones.ray, perturbation=config.phones.perturbation,
-                                    reset_between_episodes=config.phones.reset_between_episodes)
-        except RayPhonesError as exc:
-            raise ExperimentError(str(exc)) from None
-    from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
-
-    if len(config.phones.devices) < config.phones.count:
-        raise ExperimentError(f"phones.kind='adb' needs {config.phones.count} devices, {len(config.phones.devices)} listed; set phones.devices")
-    host, _, port = config.phones.adb_server.partition(":")
-    adb = AdbEnvConfig(adb_host=host, adb_port=int(port or 5037))
-    return [AdbPhoneEnv(serial, adb) for serial in config.phones.devices[: config.phones.count]]
-
-
-def _eval_envs(config: ExperimentConfig, training_envs: list) -> list:
-    """Fresh phones for one evaluation: SimPhones are rebuilt from their seeds each time, so
-    the warm start and the final policy meet identical initial states (state persists
-    between episodes, so reusing the phones would hand the second evaluation other tasks)."""
-    if config.phones.kind != "sim":
-        return training_envs  # real devices: evaluated before rollout starts and after it stops
-    return _sim_phones(config, config.evaluation.phone_seed, config.evaluation.phones, "eval")
-
-
-def _sim_phones(config: ExperimentConfig, first_seed: int, count: int, prefix: str) -> list:
-    from darwin.envs.sim.env import SimPhoneEnv
-
-    return [
-        SimPhoneEnv(seed=first_seed + i, perturbation=config.phones.perturbation, name=f"{prefix}-{first_seed + i}",
-                    reset_between_episodes=config.phones.reset_between_episodes)
-        for i in range(count)
-    ]
-
-
-async def _evaluate(
-    config: ExperimentConfig, label: Literal["warm_start", "final"], tasks: list[Task], envs: list,
-    make_actor: Callable[[int], Actor], workflow: Workflow, version: int, updates: int,
-) -> EvalResult:
-    from darwin.evaluate import evaluate
-
-    started = time.perf_counter()
-    groups = {"train": tasks, **config.resolve_eval_sets()}
-    every = list({t.id: t for group in groups.values() for t in group}.values())
-    report = await evaluate(every, envs, make_actor, config.evaluation.episodes_per_task, workflow)
-    per_task_stats = report.per_task
-    per_task = {tid: st.success_rate for tid, st in per_task_stats.items() if st.success_rate is not None}
-    per_set = {}
-    for name, group in groups.items():
-        verified = sum(per_task_stats[t.id].verified for t in group if t.id in per_task_stats)
-        if verified:
-            per_set[name] = sum(per_task_stats[t.id].successes for t in group if t.id in per_task_stats) / verified
-    # The headline success rate stays the training tasks' (what the run trains on).
-    train_ids = {t.id for t in tasks}
-    successes = sum(st.successes for tid, st in per_task_stats.items() if tid in train_ids)
-    verified = sum(st.verified for tid, st in per_task_stats.items() if tid in train_ids)
-    result = EvalResult(label, version, updates, successes, verified, per_task, round(time.perf_counter() - started, 2), per_set,
-                        report.task_metrics)
-    logger.info("evaluation %s: %d/%d successes (%.1f%%); %s", label, result.successes, result.episodes, 100 * result.success_rate,
-                ", ".join(f"{k} {100 * v:.1f}%" for k, v in per_set.items()))
-    return result
-
-
-def _save_evaluations(run_dir: Path, evaluations: dict[str, EvalResult]) -> None:
-    data = {k: {**asdict(v), "success_rate": v.success_rate, "task_metrics": {t: m.to_json() for t, m in v.task_metrics.items()}}
-            for k, v in evaluations.items()}
-    (run_dir / "eval.json").write_text(json.dumps(data, indent=2) + "\n")
-
-
-def _load_evaluations(run_dir: Path) -> dict[str, EvalResult]:
-    path = run_dir / "eval.json"
-    if not path.exists():
-        return {}
-    data = json.loads(path.read_text())
-    for v in data.values():  # eval.json keeps the metrics with their derived rates; the result keeps the counts
-        v["task_metrics"] = {t: TaskMetrics.from_json(m) for t, m in v.get("task_metrics", {}).items()}
-    return {k: EvalResult(**{f: v[f] for f in EvalResult.__dataclass_fields__ if f in v}) for k, v in data.items()}
-
-
-def _learner_class(learner: LearnerConfig) -> type:
-    """LocalLearner, or VerlLearner for ``learner.backend == "verl"`` (same run contract; it
-    checks for Ray and GPUs when built and names what is missing: docs/scale.md)."""
-    if learner.backend == "verl":
-        from darwin.learner.verl_learner import VerlLearner
-
-        return VerlLearner
-    from darwin.learner import LocalLearner
-
-    return LocalLearner
-
-
-async def _train(config: ExperimentConfig, run_dir: Path, resume: bool, on_progress: Callable[[RunProgress], None]) -> RunResult:
-    from darwin.buffer import ReplayBuffer
-    from darwin.learner import restore_pending
-    from darwin.report import EvalPoint, MetricsLogger, plot_success
-    from darwin.rollout import RolloutEngine
-    from darwin.sft import TinyActorPool, ensure_warm_start
-    from darwin.store import RunStore
-
-    progress = RunProgress(phones=config.phones.count, updates=config.updates)
-    ckpt_dir = run_dir / "checkpoint"
-    progress.stage = "warm start"
-    on_progress(progress)
-    clock = time.perf_counter()
-    warm = Path(config.checkpoint) if config.checkpoint else await asyncio.to_thread(ensure_warm_start, config.cache_dir, config.sft)
-    timings = {"warm_start_s": time.perf_counter() - clock}
-    (run_dir / WARM_START_FILE).write_text(json.dumps({"path": str(warm.resolve())}) + "\n")
-    pool = TinyActorPool(warm, temperature=config.policy.temperature, seed=config.policy.seed, max_batch=config.policy.max_batch,
-                         make_policy=config.policy.policy_factory(),
-                         max_wait=config.policy.max_wait, make_memory=config.memory_factory(run_dir))
-    tasks = config.resolve_tasks()
-    curriculum = config.build_curriculum(tasks, run_dir=run_dir)
-    buffer = ReplayBuffer(rollout_steps=config.rollout_steps, group_size=config.group_size)
-    store = RunStore.for_run_dir(run_dir)
-    env_offset = 0
-    if resume and ckpt_dir.exists():
-        learner = _learner_class(config.learner).load(ckpt_dir, pool.policy, config=config.learner)
-        state = learner.resume_state
-        restore_pending(buffer, state.pending)
-        extra = state.extra_state
-        curriculum.load_state_dict(extra["curriculum"])  # type: ignore[arg-type]
-        run_id = str(extra["run_id"])
-        env_offset = int(extra["env_steps"])  # type: ignore[arg-type]
-        progress.success_points = [(int(s), float(v)) for s, v in extra["success_points"]]  # type: ignore[union-attr, misc]
-        progress.task_points = {k: [(int(x), float(v)) for x, v in pts] for k, pts in extra.get("task_points", {}).items()}  # type: ignore[union-attr, misc]
-        progress.warmup_until = int(extra.get("warmup_until", 0))  # type: ignore[arg-type]
-        logger.info("resumed %s at update %d (policy v%d, %d pending trajectories)", ckpt_dir, learner.updates, learner.policy_version, len(state.pending))
-    else:
-        if resume:
-            logger.warning("no checkpoint in %s; starting from the warm start", ckpt_dir)
-        learner = _learner_class(config.learner)(pool.policy, config.learner)
-        run_id = store.start_run(config.name, config=config)
-    envs = _build_envs(config)
-    workflow = config.build_workflow(pool.observation_size)
-    # A second workflow (and verifier: a learned one is a model) only when the evaluation is scored differently.
-    eval_workflow = workflow if config.evaluation.verifier is None else config.build_workflow(pool.observation_size, evaluation=True)
-    evaluations = _load_evaluations(run_dir) if resume else {}
-    evaluate_runs = config.evaluation.episodes_per_task > 0
-    metrics_log = MetricsLogger(run_dir)
-
-    async def evaluate_now(label: Literal["warm_start", "final"]) -> None:
-        progress.stage = f"evaluation ({label.replace('_', ' ')})"
-        on_progress(progress)
-        clock = time.perf_counter()
-        evaluations[label] = await _evaluate(
-            config, label, tasks, _eval_envs(config, envs), pool, eval_workflow, learner.policy_version, learner.updates
-        )
-        _save_evaluations(run_dir, evaluations)
-        metrics_log.log(learner.updates, "eval", {"success": evaluations[label].success_rate})
-        timings[f"eval_{label}_s"] = time.perf_counter() - clock
-
-    if evaluate_runs and "warm_start" not in evaluations:
-        await evaluate_now("warm_start")
-    engine = RolloutEngine(
-        envs, pool, curriculum, buffer, workflow=workflow, store=store, run_id=run_id, mode=config.mode,
-        group_size=config.group_size, max_backlog_steps=config.max_backlog_steps or config.rollout_steps,
-    )
-    stop = asyncio.Event()
-    rollout = asyncio.create_task(engine.run(until=stop.is_set))
-    started = time.perf_counter()
-    progress.stage = "rollout"
-
-    def refresh() -> None:
-        progress.env_steps = env_offset + engine.stats.env_steps
-        progress.steps_per_s = engine.stats.steps_per_second
-        progress.episodes = engine.stats.episodes
-        progress.buffer_steps = buffer.completed_steps
-        progress.update = learner.updates
-        progress.warmup = learner.in_warmup
-        progress.policy_version = learner.policy_version
-        on_progress(progress)
-
-    try:
-        while learner.updates < config.updates:
-            if config.time_budget_s is not None and time.perf_counter() - started > config.time_budget_s:
-                logger.warning("time budget of %.0fs reached after %d updates", config.time_budget_s, learner.updates)
-                break
-            batch = buffer.take_completed()
-            if batch is None:
-                if rollout.done():
-                    rollout.result()  # surfaces a crashed rollout
-                refresh()
-                await asyncio.sleep(0.2)
-                continue
-            _record_success(progress, batch)
-            if learner.in_warmup and progress.success_points:
-                progress.warmup_until = progress.success_points[-1][0]
-            progress.stage = "update (critic warm-up)" if learner.in_warmup else "update"
-            refresh()
-            lag = [learner.policy_version - t.decision.generation.policy_version for tr in batch for t in tr.transitions if t.decision.generation is not None]
-            update = await asyncio.to_thread(learner.update, batch)
-            with (run_dir / "updates.jsonl").open("a", encoding="utf-8") as fh:  # provenance: what each update trained on
-                fh.write(json.dumps({"update": update.update, "episode_ids": [t.episode_id for t in batch]}) + "\n")
-            metrics_log.log(update.update, "update", update.as_dict())
-            metrics_log.log(update.update, "rollout", {
-                "success": sum(bool(t.success) for t in batch) / len(batch), "episodes": len(batch),
-                "success_by_task": _success_by_task(batch),
-                "env_steps": env_offset + engine.stats.env_steps, "steps_per_s": engine.stats.steps_per_second,
-                "backpressure_phone_s": engine.stats.backpressure_s,
-                "policy_version_lag_mean": sum(lag) / max(1, len(lag)), "policy_version_lag_max": max(lag, default=0),
-                **{f"truncations/{k}": v for k, v in engine.stats.truncation_causes.items()},
-            })
-            weights = getattr(curriculum, "weights", None)
-            if callable(weights):  # adaptive curricula: how they now share the phones among tasks
-                metrics_log.log(update.update, "curriculum", weights())
-            progress.stage = "rollout"
-            await asyncio.to_thread(
-                learner.save, ckpt_dir, pending=buffer.completed_trajectories(),
-                extra_state={"curriculum": curriculum.state_dict(), "run_id": run_id, "env_steps": env_offset + engine.stats.env_steps,
-                             "success_points": [list(p) for p in progress.success_points],
-                             "task_points": {k: [list(p) for p in pts] for k, pts in progress.task_points.items()},
-                             "warmup_until": progress.warmup_until},
-            )
-            refresh()
-        stop.set()
-        await rollout  # a crash in the last moments still surfaces
-        timings["rl_s"] = time.perf_counter() - started
-        if evaluate_runs:
-            refresh()
-            await evaluate_now("final")
-    finally:
-        stop.set()
-        await asyncio.gather(rollout, return_exceptions=True)  # already surfaced above, or an error is on its way
-        await pool.aclose()
-        for env in envs:  # phone threads; phone host actors on a Ray cluster
-            env.close()
-        metrics_log.close()
-        store.close()
-    last_x = progress.success_points[-1][0] if progress.success_points else 0
-    plot = plot_success(
-        progress.success_points, run_dir / "success.png", title=f"{config.name}: success on {', '.join(config.tasks)}",
-        warmup_until=progress.warmup_until, per_task=progress.task_points if len(progress.task_points) > 1 else None,
-        evaluations=[EvalPoint(f"evaluation ({label.replace('_', ' ')})", 0 if label == "warm_start" else last_x, e.successes, e.episodes)
-                     for label, e in sorted(evaluations.items(), key=lambda kv: kv[0] != "warm_start")],
-    )
-    (run_dir / "success_points.json").write_text(json.dumps(progress.success_points))
-    summary = {"updates": learner.updates, "env_steps": progress.env_steps, "episodes": len(progress.success_points),
-               "resumed": resume, **{k: round(v, 2) for k, v in timings.items()}}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return RunResult(run_dir, learner.updates, progress.env_steps, progress.success_points, plot, evaluations)
-
-
-def _success_by_task(batch: list[Trajectory]) -> dict[str, float]:
-    """Success rate of each task's scored episodes in one training batch (TensorBoard
-    ``rollout/success_by_task/<task>``): which tasks the policy is improving on."""
-    scored: dict[str, list[bool]] = {}
-    for t in batch:
-        if t.success is not None:
-            scored.setdefault(t.task.id, []).append(bool(t.success))
-    return {task: sum(outcomes) / len(outcomes) for task, outcomes in sorted(scored.items())}
-
-
-def _record_success(progress: RunProgress, batch: list[Trajectory]) -> None:
-    """One point per scored episode at the number of steps trained on once it is included
-    (x grows with every trajectory, so a batch's episodes spread along the axis)."""
-    trained = progress.success_points[-1][0] if progress.success_points else 0
-    for t in batch:
-        trained += len(t)
-        if t.success is not None:
-            progress.success_points.append((trained, float(t.success)))
-            progress.task_points.setdefault(t.task.id, []).append((trained, float(t.success)))
-    recent = [v for _, v in progress.success_points[-20:]]
-    progress.recent_success = sum(recent) / len(recent) if recent else None
-
-
 def load_run_policy(
     run_dir: str | Path, *, temperature: float = 1.0, seed: int = 0, max_batch: int = 8, max_new_tokens: int | None = None,
 ) -> TinyActorPool:
-    """A :class:`~darwin.sft.TinyActorPool` with the actor weights of a run's last checkpoint
-    (``darwin eval --agent tiny:<run dir>``): the run's warm start, then its trained weights."""
+    """A :class:`~darwin.policies.pool.TinyActorPool` with the actor weights of a run's last
+    checkpoint (``darwin eval --agent tiny:<run dir>``): the run's warm start, then its trained weights."""
     from darwin.learner import LocalLearner
-    from darwin.sft import TinyActorPool
+    from darwin.policies.pool import TinyActorPool
 
     run_dir = Path(run_dir)
     record = run_dir / WARM_START_FILE
@@ -841,7 +643,10 @@ def default_run_dir(config: ExperimentConfig) -> Path:
 
 
 def run_experiment(config: ExperimentConfig, run_dir: Path, resume: bool = False, on_progress: Callable[[RunProgress], None] | None = None) -> RunResult:
-    """Train as ``config`` says, writing everything under ``run_dir``."""
+    """Train as ``config`` says, writing everything under ``run_dir`` (the
+    :class:`~darwin.recipe.TrainingRecipe`: setup, train, cleanup)."""
+    from darwin.recipe import run_recipe
+
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "experiment.json").write_text(config.model_dump_json(indent=2))
-    return asyncio.run(_train(config, run_dir, resume, on_progress or (lambda p: None)))
+    return asyncio.run(run_recipe(config, run_dir, resume, on_progress))

@@ -21,11 +21,6 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; never a window
-import matplotlib.pyplot as plt  # noqa: E402
-
 if TYPE_CHECKING:
     from darwin.algos.task_metrics import TaskMetrics
 
@@ -103,6 +98,11 @@ def plot_success(
     are drawn as points with 95% Wilson intervals; ``per_task`` adds a panel with each
     task's sliding mean.
     """
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never a window
+    import matplotlib.pyplot as plt
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     panels = 2 if per_task else 1
@@ -316,3 +316,120 @@ class MetricsLogger:
     def close(self) -> None:
         self.writer.close()
         self._jsonl.close()
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """One sampled evaluation of the policy on the evaluation phones (``eval.json``)."""
+
+    label: str
+    """``warm_start`` (before RL) or ``final`` (after the last update)."""
+    policy_version: int
+    updates: int
+    """Learner updates done when it ran (0 for the warm start)."""
+    successes: int
+    episodes: int
+    """Verified episodes (infrastructure truncations are not counted either way)."""
+    per_task: dict[str, float]
+    wall_s: float
+    per_set: dict[str, float] = field(default_factory=dict)
+    """Success rate of each evaluated set: ``train`` (the training tasks) and every
+    ``evaluation.task_sets`` entry (verified episodes only)."""
+    task_metrics: dict[str, TaskMetrics] = field(default_factory=dict)
+    """Per task: SR, PR, side effects, false completions, over-time and the L1-L4 stratum
+    (:class:`darwin.algos.task_metrics.TaskMetrics`, as ``darwin eval`` prints them)."""
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / self.episodes if self.episodes else 0.0
+
+
+def save_evaluations(run_dir: Path, evaluations: Mapping[str, EvalResult]) -> None:
+    """Write ``eval.json``: each evaluation with its success rate and per-task metrics."""
+    data = {k: {**asdict(v), "success_rate": v.success_rate, "task_metrics": {t: m.to_json() for t, m in v.task_metrics.items()}}
+            for k, v in evaluations.items()}
+    (run_dir / "eval.json").write_text(json.dumps(data, indent=2) + "\n")
+
+
+def load_evaluations(run_dir: Path) -> dict[str, EvalResult]:
+    """Read ``eval.json`` back (empty when the run has none yet)."""
+    from darwin.algos.task_metrics import TaskMetrics
+
+    path = run_dir / "eval.json"
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    for v in data.values():  # eval.json keeps the metrics with their derived rates; the result keeps the counts
+        v["task_metrics"] = {t: TaskMetrics.from_json(m) for t, m in v.get("task_metrics", {}).items()}
+    return {k: EvalResult(**{f: v[f] for f in EvalResult.__dataclass_fields__ if f in v}) for k, v in data.items()}
+
+
+WARM_START_FILE = "warm_start.json"
+"""In a run directory: the absolute path of the warm start the run began from."""
+
+
+class RunReport:
+    """Every file a ``darwin run`` writes besides the checkpoint and the run database:
+
+    ``warm_start.json`` (which warm start), ``metrics.jsonl`` + ``tensorboard/`` (every
+    update's metrics), ``updates.jsonl`` (which episodes each update trained on),
+    ``eval.json``, and at the end ``success_points.json``, ``summary.json`` and
+    ``success.png``.
+
+        >>> import tempfile
+        >>> report = RunReport(Path(tempfile.mkdtemp()))
+        >>> plot = report.finish(title="demo", success_points=[(6, 0.0), (12, 1.0)], task_points={},
+        ...                      warmup_until=0, evaluations={}, summary={"updates": 1})
+        >>> sorted(p.name for p in report.run_dir.iterdir())
+        ['success.png', 'success_points.json', 'summary.json']
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._metrics: MetricsLogger | None = None
+
+    @property
+    def metrics(self) -> MetricsLogger:
+        if self._metrics is None:
+            raise RuntimeError("RunReport.open_metrics() was not called")
+        return self._metrics
+
+    def open_metrics(self) -> None:
+        self._metrics = MetricsLogger(self.run_dir)
+
+    def write_warm_start(self, path: Path) -> None:
+        (self.run_dir / WARM_START_FILE).write_text(json.dumps({"path": str(path.resolve())}) + "\n")
+
+    def log_update(self, update: Any, batch: Sequence[Any], rollout: Mapping[str, Any]) -> None:
+        """One learner update: its metrics, the rollout's numbers, and (provenance) the
+        episodes it trained on."""
+        with (self.run_dir / "updates.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"update": update.update, "episode_ids": [t.episode_id for t in batch]}) + "\n")
+        self.metrics.log(update.update, "update", update.as_dict())
+        self.metrics.log(update.update, "rollout", rollout)
+
+    def save_evaluations(self, evaluations: Mapping[str, EvalResult]) -> None:
+        save_evaluations(self.run_dir, evaluations)
+
+    def load_evaluations(self) -> dict[str, EvalResult]:
+        return load_evaluations(self.run_dir)
+
+    def finish(
+        self, *, title: str, success_points: Sequence[tuple[int, float]], task_points: Mapping[str, Sequence[tuple[int, float]]],
+        warmup_until: int, evaluations: Mapping[str, EvalResult], summary: Mapping[str, Any],
+    ) -> Path:
+        """The run's closing files; returns the success plot."""
+        last_x = success_points[-1][0] if success_points else 0
+        plot = plot_success(
+            success_points, self.run_dir / "success.png", title=title, warmup_until=warmup_until,
+            per_task=task_points if len(task_points) > 1 else None,
+            evaluations=[EvalPoint(f"evaluation ({label.replace('_', ' ')})", 0 if label == "warm_start" else last_x, e.successes, e.episodes)
+                         for label, e in sorted(evaluations.items(), key=lambda kv: kv[0] != "warm_start")],
+        )
+        (self.run_dir / "success_points.json").write_text(json.dumps([list(p) for p in success_points]))
+        (self.run_dir / "summary.json").write_text(json.dumps(dict(summary), indent=2) + "\n")
+        return plot
+
+    def close(self) -> None:
+        if self._metrics is not None:
+            self._metrics.close()

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from darwin.predicates import resolve
 from darwin.templates import SPLIT_SETS
 from darwin.types import Lifecycle, PhaseSpec, Task, TaskDefinitionError, VerifierSpec
 
@@ -110,7 +111,7 @@ def registry() -> dict[str, Task]:
 
 def validate_task(task: Task) -> Task:
     """Check that every verifier spec and setup step of ``task`` is registered, with valid params."""
-    from darwin.envs.sim.predicates import resolve
+    # Deferred: setup steps edit SimPhone state and live in the simulator package.
     from darwin.envs.sim.setups import resolve_setup
 
     resolve(task.verifier, task.id, "verifier")

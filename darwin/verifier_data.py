@@ -47,8 +47,8 @@ from darwin.agents.scripted import OracleActor, RandomActor
 from darwin.envs.base import PhoneEnv
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.perturb import PerturbationConfig
-from darwin.envs.sim.predicates import resolve
 from darwin.png import encode_png
+from darwin.predicates import resolve
 from darwin.tasks import goal_text
 from darwin.types import Decision, Observation, Phase, Task, Transition, VerifierSpec
 
@@ -322,7 +322,7 @@ async def _generate(
     pool = None
     actor_size = size
     if warm_start is not None:
-        from darwin.sft import TinyActorPool
+        from darwin.policies.pool import TinyActorPool
 
         pool = TinyActorPool(warm_start, temperature=1.0, seed=seed, max_batch=1)
         actor_size = pool.observation_size

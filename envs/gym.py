@@ -50,7 +50,7 @@ from darwin.actions import (
 )
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.envs.sim.predicates import evaluate
+from darwin.predicates import evaluate
 from darwin.tasks import get_task, goal_text
 from darwin.types import Task
 

@@ -46,8 +46,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from darwin.components import ComponentSpec
-from darwin.envs.sim.predicates import resolve
 from darwin.experiment import ExperimentConfig, load_experiment
+from darwin.predicates import resolve
 from darwin.verifiers import Verdict, VerificationRequest
 
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from darwin.bench_ray import _hop_rows, _throughput, _two_node_config, bench_ray
+from darwin.bench.ray_phones import _hop_rows, _throughput, _two_node_config, bench_ray
 from darwin.envs.ray_phones import HostedPhone, PhoneHost
 from darwin.envs.sim.env import SimPhoneEnv
 

@@ -1,6 +1,6 @@
 from click.testing import CliRunner
 
-from darwin.bench_rollout import LatencyModel, bench_rollout
+from darwin.bench.rollout import LatencyModel, bench_rollout
 from darwin.cli import main
 
 

@@ -237,3 +237,100 @@ def test_kill_9_during_training_then_resume(tmp_path, group_size):
     assert pending <= trained_after | set(resumed["pending_episode_ids"])
     if group_size is not None:  # the resumed run kept group mode (a partial group whose members died is released)
         assert json.loads((run_dir / "experiment.json").read_text())["group_size"] == group_size
+
+
+def _episodes_of(db_path: Path, run_name: str) -> list[tuple]:
+    """Each episode of one stored run: task, phone, actions taken and outcome, in a stable order."""
+    with sqlite3.connect(db_path) as db:
+        (run_id,) = db.execute("select id from runs where name = ?", (run_name,)).fetchone()
+        episodes = db.execute("select id, task_id, phone, success, num_steps from episodes where run_id = ?", (run_id,)).fetchall()
+        played = []
+        for eid, task, phone, success, steps in episodes:
+            actions = tuple(a for (a,) in db.execute("select action_json from steps where episode_id = ? order by step", (eid,)))
+            played.append((task, phone, actions, success, steps))
+    return sorted(played, key=repr)
+
+
+def test_eval_of_an_experiment_plays_the_runs_warm_start_evaluation(tmp_path):
+    """`darwin eval --experiment F` is the run's evaluation (same engine, phones, seeds and
+    policy): it plays the same episodes as `darwin run F`'s warm-start evaluation, and both
+    store them with their verdicts in the run database."""
+    path = tmp_path / "one_eval_phone.py"
+    path.write_text(small_experiment(tmp_path, 2).read_text().replace("EvalSetup(episodes_per_task=1, phones=2)",
+                                                                      "EvalSetup(episodes_per_task=2, phones=1)"))
+    run_dir = tmp_path / "run"
+    trained = CliRunner().invoke(main, ["run", str(path), "--run-dir", str(run_dir)])
+    assert trained.exit_code == 0, trained.output
+    evaluated = CliRunner().invoke(main, ["eval", "--experiment", str(path), "--run-dir", str(tmp_path / "ev")])
+    assert evaluated.exit_code == 0, evaluated.output
+    in_run = _episodes_of(run_dir / "run.db", "small evaluation warm_start")
+    alone = _episodes_of(tmp_path / "ev" / "run.db", "eval warm start of small")
+    assert len(in_run) == 4 and all(steps for *_, steps in in_run)  # 2 tasks x 2 episodes, each played
+    assert alone == in_run
+    with sqlite3.connect(run_dir / "run.db") as db:
+        verdicts = db.execute("select count(*) from verdicts join episodes on verdicts.episode_id = episodes.id "
+                              "join runs on episodes.run_id = runs.id where runs.name = 'small evaluation warm_start'").fetchone()[0]
+    assert verdicts >= 4
+
+
+def test_a_ui_tars_format_checkpoint_trains_in_the_loop(tmp_path):
+    """`agent.format` names the agent over any Qwen2-VL-family model directory (a UI-TARS
+    checkpoint; here a tiny random one saved in Hugging Face layout): the run samples with
+    the UI-TARS prompt and parser and the learner updates that model."""
+    from darwin.agents.uitars import UITarsAgent
+    from darwin.experiment import (
+        AgentConfig,
+        EvalSetup,
+        ExperimentConfig,
+        PhonesConfig,
+        PolicySetup,
+        run_experiment,
+    )
+    from darwin.learner.config import LearnerConfig
+    from darwin.models.factory import build_tiny_vlm
+
+    build_tiny_vlm(seed=0).save_pretrained(tmp_path / "ui-tars")
+    config = ExperimentConfig(
+        name="uitars", tasks=("settings_dark_theme",), horizon=3, checkpoint=str(tmp_path / "ui-tars"),
+        agent=AgentConfig(format="uitars-1.5", observation_size=(252, 560), max_new_tokens=24),
+        phones=PhonesConfig(count=2), policy=PolicySetup(max_batch=2, max_wait=0.01),
+        learner=LearnerConfig(critic_warmup_updates=0, ppo_epochs=1, mini_batch_size=4, micro_batch_size=2),
+        rollout_steps=6, updates=1, evaluation=EvalSetup(episodes_per_task=1, phones=1),
+    )
+    pool = config.build_policy_pool(config.warm_start())
+    try:
+        assert isinstance(pool(0).agent, UITarsAgent) and pool.observation_size == (252, 560)
+    finally:
+        pool.policy.close()
+    result = run_experiment(config, tmp_path / "run")
+    update = next(json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if '"update"' in line)
+    assert result.updates == 1 and update["actor_updated"] == 1.0 and update["policy_version"] == 1.0
+    with sqlite3.connect(tmp_path / "run" / "run.db") as db:
+        responses = [r for (r,) in db.execute("select response_text from steps") if r is not None]
+    assert responses  # the model's raw outputs, parsed by the UI-TARS parser (mostly parse errors for a random model)
+
+
+def test_agent_format_needs_a_model_directory_and_a_screen_size():
+    from darwin.experiment import AgentConfig, ExperimentConfig
+
+    with pytest.raises(ValueError, match="needs agent.observation_size"):
+        AgentConfig(format="uitars-1.5")
+    with pytest.raises(ValueError, match="did you mean 'uitars-1.5'"):
+        AgentConfig(format="uitars1.5", observation_size=(252, 560))
+    with pytest.raises(ValueError, match="set checkpoint"):
+        ExperimentConfig(name="x", agent=AgentConfig(format="uitars-1.5", observation_size=(252, 560)))
+
+
+def test_store_url_comes_from_the_environment(tmp_path, monkeypatch):
+    from darwin.experiment import ExperimentError, StoreConfig
+
+    store = StoreConfig(url_env="DARWIN_TEST_DB")
+    with pytest.raises(ExperimentError, match=r"\$DARWIN_TEST_DB is not set"):
+        store.build(tmp_path)
+    monkeypatch.setenv("DARWIN_TEST_DB", f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    opened = store.build(tmp_path / "run")
+    try:
+        opened.start_run("x", config=None)
+    finally:
+        opened.close()
+    assert (tmp_path / "elsewhere.db").is_file() and not (tmp_path / "run" / "run.db").exists()

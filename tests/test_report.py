@@ -32,7 +32,7 @@ def test_progress_lines_print_one_line_per_update(monkeypatch):
     from rich.console import Console
 
     import darwin.cli as cli
-    from darwin.experiment import RunProgress
+    from darwin.recipe import RunProgress
 
     console = Console(record=True, width=200, force_terminal=False)
     monkeypatch.setattr(cli, "console", console)

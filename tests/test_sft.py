@@ -199,7 +199,7 @@ def test_checkpoint_layout_and_loading(checkpoint: Path) -> None:
 
 def test_ensure_warm_start_reuses_the_cache(checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[SFTConfig] = []
-    monkeypatch.setattr("darwin.sft.train_sft", lambda config, out, **kw: calls.append(config))
+    monkeypatch.setattr("darwin.sft.cache.train_sft", lambda config, out, **kw: calls.append(config))
     mtime = (checkpoint / SFT_FILE).stat().st_mtime_ns
     assert ensure_warm_start(checkpoint.parent, small_config()) == checkpoint
     assert ensure_warm_start(checkpoint.parent, small_config(threads=1)) == checkpoint
@@ -213,7 +213,7 @@ def test_early_stop_short_of_mastery(monkeypatch: pytest.MonkeyPatch) -> None:
         seen.append(step)
         return HeldoutMetrics(step=step, loss=1.0, sequence_prob=0.2 * step, greedy_match=0.0)
 
-    monkeypatch.setattr("darwin.sft.heldout_metrics", fake_metrics)
+    monkeypatch.setattr("darwin.sft.training.heldout_metrics", fake_metrics)
     config = small_config(steps=12, eval_every=2, stop_threshold=0.75, episodes=2, phones=1)
     training = train_sft(config).metadata["training"]
     assert training["stopped_early"] and training["steps_run"] == 4 and seen == [2, 4, 4]

@@ -1,8 +1,12 @@
-"""Rule verification (self-evolution stage 1): programmatic predicates over phone state."""
+"""Rule verification (self-evolution stage 1): programmatic predicates over phone state.
+
+The predicates (:mod:`darwin.predicates`) read the phone's probed JSON state, so the rule
+judges SimPhones and ADB or Ray phones with a state probe alike.
+"""
 
 from __future__ import annotations
 
-from darwin.envs.sim.predicates import resolve
+from darwin.predicates import resolve
 from darwin.verifiers.base import Verdict, VerificationRequest, Verifier
 
 

@@ -14,7 +14,7 @@ from darwin.actions import is_terminal
 from darwin.agents.base import Actor
 from darwin.algos.task_metrics import measure_episode
 from darwin.envs.base import InfraError, PhoneEnv
-from darwin.envs.sim.predicates import evaluate
+from darwin.predicates import evaluate
 from darwin.tasks import goal_text
 from darwin.types import (
     ACTOR,

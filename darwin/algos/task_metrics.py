@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from darwin.predicates import evaluate
 from darwin.types import EpisodeMetrics, Task
 
 __all__ = [
@@ -257,8 +258,6 @@ def measure_episode(
     ``goal_met`` (the goal checked after each actor step; ``None``: not checked, so
     ``over_time_steps`` is ``None``).
     """
-    from darwin.envs.sim.predicates import evaluate  # predicates live with SimPhone's apps
-
     end = evaluate(task.verifier, end_state)
     if task.subgoals:
         progress = progress_rate(success=end.success, subgoals_met=[evaluate(s, end_state).success for s in task.subgoals])

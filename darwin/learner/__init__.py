@@ -7,7 +7,9 @@
     learner.save("run/ckpt", pending=[...], extra_state={"curriculum": curriculum.state_dict()})
     learner = LocalLearner.load("run/ckpt", policy)          # resume; learner.resume_state
 
-See ``docs/learner.md``; verl's FSDP workers on Ray: ``darwin.learner.verl_learner.VerlLearner``
+Modules: ``local`` (the update), ``update_batch`` (what an update trains on, advantages),
+``metrics``, ``checkpoint``, ``models`` (building the networks), ``batch`` (step rows),
+``replay``, ``config``. See ``docs/learner.md``; verl's FSDP workers on Ray: ``darwin.learner.verl_learner.VerlLearner``
 (``LearnerConfig(backend="verl")``, ``docs/scale.md``). The maths lives in :mod:`darwin.algos`.
 """
 
@@ -21,17 +23,17 @@ from darwin.learner.batch import (
     preprocess_rows,
     processor_inputs,
 )
-from darwin.learner.config import PAPER_TABLE_1, LearnerConfig, LoraSettings
-from darwin.learner.local import (
+from darwin.learner.checkpoint import (
     CHECKPOINT_FORMAT_VERSION,
-    LocalLearner,
     ResumeState,
-    UpdateBatch,
-    UpdateMetrics,
     resolve_checkpoint,
     restore_pending,
 )
+from darwin.learner.config import PAPER_TABLE_1, LearnerConfig, LoraSettings
+from darwin.learner.local import LocalLearner
+from darwin.learner.metrics import UpdateMetrics
 from darwin.learner.models import ValueModel
+from darwin.learner.update_batch import UpdateBatch
 from darwin.learner.verl_config import VerlSettings
 
 __all__ = [

@@ -1,6 +1,7 @@
-"""The learner's networks: the critic (value model), sequence layout, LoRA helpers.
+"""The learner's networks: building them (:func:`build_learner_models`), the critic (value
+model), sequence layout, LoRA helpers.
 
-Sequence layout (the same as :func:`darwin.policies.hf.compute_response_logprobs` and verl):
+Sequence layout (the same as :func:`darwin.models.scoring.compute_response_logprobs` and verl):
 each row is ``[left-padded prompt | right-padded response]``; with ``P`` the padded prompt
 length and ``R`` the longest response,
 
@@ -26,13 +27,13 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from darwin.learner.config import LoraSettings
+from darwin.learner.config import LearnerConfig, LoraSettings
 from darwin.models.scoring import rope_index
 
 
 @runtime_checkable
 class TrainablePolicy(Protocol):
-    """What the learner needs of a sampling policy (:class:`~darwin.policies.hf.HFPolicy`
+    """What the learner needs of a sampling policy (:class:`~darwin.policies.HFPolicy`
     has it): the model and processor to copy and re-score with, the forbidden-token mask and
     log-prob temperature it sampled with, its version, and a way to receive new weights."""
 
@@ -46,12 +47,15 @@ class TrainablePolicy(Protocol):
 
     def build_inputs(self, prompts: Sequence[Any]) -> Mapping[str, torch.Tensor]: ...
 
+
 __all__ = [
+    "LearnerModels",
     "ResponseSequences",
     "TrainablePolicy",
     "ValueModel",
     "apply_lora",
     "backbone_of",
+    "build_learner_models",
     "capture_outputs",
     "copy_model",
     "hidden_size_of",
@@ -127,6 +131,7 @@ def backbone_of(model: PreTrainedModel) -> nn.Module:
 
 
 def hidden_size_of(model: nn.Module) -> int:
+    """The text decoder's hidden size ``H`` of a (vision-)language model."""
     config = model.config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     return int(text.hidden_size)
@@ -329,3 +334,65 @@ def copy_model(model: nn.Module) -> nn.Module:
     clone = copy.deepcopy(model)
     clone.eval()
     return clone
+
+
+# --------------------------------------------------------------------------------------
+# Building the learner's models
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LearnerModels:
+    """The models a :class:`~darwin.learner.LocalLearner` trains and scores with.
+
+    Attributes:
+        actor: a copy of the policy's model (LoRA adapters if ``config.lora``).
+        actor_backbone: the actor's decoder (:func:`backbone_of`); a shared critic's trunk.
+        lm_head: the actor's output embedding (its logits give the entropy).
+        critic: the value model (PPO), or ``None`` (critic-free estimators).
+        reference: a frozen copy of the initial model (``kl_coef > 0`` without LoRA), or
+            ``None`` (no KL, or LoRA: the base model is the actor with adapters disabled).
+    """
+
+    actor: nn.Module
+    actor_backbone: nn.Module
+    lm_head: nn.Module
+    critic: ValueModel | None
+    reference: nn.Module | None
+
+
+def build_learner_models(
+    base: PreTrainedModel, config: LearnerConfig, device: torch.device, generator: torch.Generator
+) -> LearnerModels:
+    """Copy ``base`` (the policy's model; never trained in place) into the learner's models
+    on ``device`` (see ``docs/learner.md``, "Models"). Draws from ``generator`` in a fixed
+    order (actor LoRA, critic LoRA, random value head), so a seeded learner is reproducible."""
+    cfg = config
+    actor: nn.Module = copy_model(base).to(device)
+    if cfg.lora is not None:
+        apply_lora(actor, cfg.lora, generator)
+    else:
+        actor.requires_grad_(True)
+    actor_backbone = backbone_of(actor)
+    lm_head = actor.get_output_embeddings()
+
+    critic: ValueModel | None = None
+    if cfg.uses_critic:
+        if cfg.critic == "shared":
+            trunk = actor_backbone
+        else:
+            trunk = copy_model(backbone_of(base)).to(device)
+            if cfg.lora is not None and cfg.lora.critic:
+                apply_lora(trunk, cfg.lora, generator)
+            else:
+                trunk.requires_grad_(True)
+        critic = ValueModel(
+            trunk, hidden_size_of(base), shared=cfg.critic == "shared", init=cfg.value_head_init,
+            bias=cfg.value_head_bias, generator=generator,
+        )
+        critic.eval()  # no dropout anywhere: the models only ever run in eval mode
+
+    reference: nn.Module | None = None
+    if cfg.kl_coef > 0 and cfg.lora is None:
+        reference = copy_model(base).to(device).requires_grad_(False)
+    return LearnerModels(
+        actor=actor, actor_backbone=actor_backbone, lm_head=lm_head, critic=critic, reference=reference
+    )

@@ -40,7 +40,6 @@ import json
 import logging
 import math
 import os
-import pickle
 import shutil
 import tempfile
 import time
@@ -57,17 +56,18 @@ from verl import DataProto
 from darwin.algos import masked_mean, trajectory_weights, whiten_within
 from darwin.algos.estimators import AdvantageInputs, EstimatorSettings, get_estimator
 from darwin.learner.batch import LearnerDataError, StepRow, collect_step_rows
-from darwin.learner.config import LearnerConfig
-from darwin.learner.local import (
+from darwin.learner.checkpoint import (
     CHECKPOINT_FORMAT_VERSION,
     ResumeState,
-    UpdateMetrics,
-    _fsync,
-    _read_manifest,
     commit_checkpoint,
+    read_manifest,
+    read_pending,
     resolve_checkpoint,
     stage_checkpoint,
+    write_pickle,
 )
+from darwin.learner.config import LearnerConfig
+from darwin.learner.metrics import UpdateMetrics
 from darwin.learner.verl_config import VerlSettings
 from darwin.types import Trajectory
 
@@ -680,9 +680,7 @@ class VerlLearner:
             self.actor_group.save_checkpoint(str(tmp / "actor"), None, self.updates, None)
             if self.critic_group is not None:
                 self.critic_group.save_checkpoint(str(tmp / "critic"), None, self.updates, None)
-            with open(tmp / "pending.pkl", "wb") as fh:
-                pickle.dump(list(pending), fh, protocol=pickle.HIGHEST_PROTOCOL)
-                _fsync(fh)
+            write_pickle(list(pending), tmp / "pending.pkl")
             manifest = {
                 "format_version": CHECKPOINT_FORMAT_VERSION,
                 "backend": "verl",
@@ -711,7 +709,7 @@ class VerlLearner:
         change, not the structure), load their FSDP checkpoints, restore the counters and
         bring ``policy`` to the saved actor weights when its version is older."""
         src = resolve_checkpoint(path).absolute()
-        manifest = _read_manifest(src)
+        manifest = read_manifest(src)
         if manifest.get("backend") != "verl":
             raise ValueError(f"{src} was written by the local learner; load it with LocalLearner.load")
         saved = LearnerConfig.model_validate(manifest["config"])
@@ -731,8 +729,7 @@ class VerlLearner:
             policy.load_weights(learner.actor_state_dict(), saved_version)
         elif saved_version < policy.version:
             raise ValueError(f"{src}: the policy is at version {policy.version}, newer than the checkpoint's {saved_version}")
-        with open(src / "pending.pkl", "rb") as fh:
-            pending = pickle.load(fh)  # our own checkpoint: load only trusted ones (docs/learner.md)
+        pending = read_pending(src)
         learner.resume_state = ResumeState(path=src, pending=pending, extra_state=manifest["extra_state"])
         logger.info("verl learner resumed from %s: update %d, policy v%d", src, learner.updates, saved_version)
         return learner

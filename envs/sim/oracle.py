@@ -27,7 +27,7 @@ import orjson
 
 from darwin.actions import Action, Answer, Click, Direction, OpenApp, PressBack, Scroll, Type
 from darwin.envs.sim.phone import SimPhone
-from darwin.envs.sim.predicates import resolve
+from darwin.predicates import resolve
 from darwin.types import VerifierSpec
 
 DEFAULT_MAX_EXPANSIONS = 20_000

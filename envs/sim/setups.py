@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from darwin.envs.sim.predicates import PredicateParams, State
+from darwin.predicates import PredicateParams, State
 from darwin.types import StateSetup, TaskDefinitionError
 
 P = TypeVar("P", bound=BaseModel)

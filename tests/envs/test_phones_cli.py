@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from darwin.actions import OpenApp, Type
-from darwin.bench_adb import run_adb_bench, update_benchmarks_md
+from darwin.bench.adb import run_adb_bench, update_benchmarks_md
 from darwin.cli import main
 from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
 

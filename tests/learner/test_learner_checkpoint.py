@@ -54,7 +54,7 @@ def test_a_failed_save_keeps_the_previous_checkpoint(policy, trajectories, kit, 
     def boom(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("darwin.learner.local.pickle.dump", boom)
+    monkeypatch.setattr("darwin.learner.checkpoint.pickle.dump", boom)
     with pytest.raises(OSError, match="disk full"):
         learner.save(tmp_path / "ckpt", pending=trajectories)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # no temp directory left

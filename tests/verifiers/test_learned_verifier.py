@@ -12,8 +12,8 @@ import pytest
 
 from darwin.agents.scripted import OracleActor
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.envs.sim.predicates import resolve
 from darwin.models import TinyVLMConfig, build_tiny_vlm
+from darwin.predicates import resolve
 from darwin.tasks import get_task
 from darwin.types import TerminationReason
 from darwin.verifier_data import (

@@ -8,9 +8,9 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
-from darwin.envs.sim.predicates import Check, PredicateParams, data, norm, on_screen, predicate, top
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
+from darwin.predicates import Check, PredicateParams, data, norm, on_screen, predicate, top
 
 DEALS = ("Echo Dot (5th Gen)", "Kindle Paperwhite", "Fire TV Stick 4K", "Running shoes", "Coffee maker",
          "Noise-cancelling headphones", "Yoga mat", "Water bottle", "Desk lamp", "Backpack")

@@ -10,9 +10,9 @@ from pydantic import Field, field_validator
 from darwin.envs.sim.apps.base import AppContext, SimApp
 from darwin.envs.sim.apps.clock import time_text
 from darwin.envs.sim.apps.forms import focus_next, typing_cost
-from darwin.envs.sim.predicates import Check, PredicateParams, data, norm, predicate, top
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
+from darwin.predicates import Check, PredicateParams, data, norm, predicate, top
 
 YEAR, MONTH, FIRST_DATE = 2029, "November", 19
 """The week shown is Monday 19 .. Sunday 25 November 2029; 'today' is Wednesday 21, as on the launcher."""

@@ -8,9 +8,9 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
-from darwin.envs.sim.predicates import Check, PredicateParams, data, nav_cost, norm, predicate, top
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
+from darwin.predicates import Check, PredicateParams, data, nav_cost, norm, predicate, top
 
 DAY_LETTERS = ("M", "T", "W", "T", "F", "S", "S")
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")

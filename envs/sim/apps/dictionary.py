@@ -8,7 +8,9 @@ from typing import Any
 from pydantic import Field
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
-from darwin.envs.sim.predicates import (
+from darwin.envs.sim.setups import setup_step
+from darwin.envs.sim.ui import UI, Row
+from darwin.predicates import (
     Check,
     PredicateParams,
     data,
@@ -18,8 +20,6 @@ from darwin.envs.sim.predicates import (
     predicate,
     top,
 )
-from darwin.envs.sim.setups import setup_step
-from darwin.envs.sim.ui import UI, Row
 
 ENTRIES = {
     "agent": ("noun", "one that acts or exerts power\none who is authorized to act for another\na means by which something is done"),

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from darwin.envs.sim.apps.base import AppContext
-from darwin.envs.sim.predicates import norm
+from darwin.predicates import norm
 
 
 def focus_next(ctx: AppContext, next_key: str | None) -> Callable[[str], None]:

@@ -11,9 +11,9 @@ from darwin.envs.sim.apps.base import AppContext, SimApp
 from darwin.envs.sim.apps.clock import time_text
 from darwin.envs.sim.apps.contacts import digits, display_name
 from darwin.envs.sim.apps.forms import focus_next, same, typing_cost
-from darwin.envs.sim.predicates import Check, NoParams, PredicateParams, data, norm, predicate, top
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
+from darwin.predicates import Check, NoParams, PredicateParams, data, norm, predicate, top
 
 SEED_THREADS = (
     ("Mom", ("Did you eat yet?", "Call grandma this weekend")),

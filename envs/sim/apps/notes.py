@@ -9,9 +9,9 @@ from pydantic import Field
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
 from darwin.envs.sim.apps.forms import focus_next, same, typing_cost
-from darwin.envs.sim.predicates import Check, PredicateParams, data, norm, predicate, top
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
+from darwin.predicates import Check, PredicateParams, data, norm, predicate, top
 
 SEED_NOTES = (
     ("Shopping list", ("Milk, eggs, bread", "Apples, rice, coffee", "Pasta, tomatoes, basil")),

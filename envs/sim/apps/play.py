@@ -8,7 +8,9 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
-from darwin.envs.sim.predicates import (
+from darwin.envs.sim.setups import setup_step
+from darwin.envs.sim.ui import UI, Row
+from darwin.predicates import (
     Check,
     NoParams,
     PredicateParams,
@@ -19,8 +21,6 @@ from darwin.envs.sim.predicates import (
     predicate,
     top,
 )
-from darwin.envs.sim.setups import setup_step
-from darwin.envs.sim.ui import UI, Row
 
 CATALOG = ("WhatsApp Messenger", "Facebook", "Instagram", "TikTok", "Spotify: Music and Podcasts", "Netflix",
            "Google Maps", "Duolingo", "Candy Crush Saga", "Telegram", "Zoom", "Uber")

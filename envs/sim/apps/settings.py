@@ -8,9 +8,9 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
-from darwin.envs.sim.predicates import Check, PredicateParams, data, nav_cost, predicate, top
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
+from darwin.predicates import Check, PredicateParams, data, nav_cost, predicate, top
 
 MAIN_ENTRIES = (
     ("network", "Network & internet", "Wi-Fi, mobile, data usage", "W"),

@@ -13,8 +13,8 @@ from darwin.envs.sim import SimPhone
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.oracle import shortest_plan
 from darwin.envs.sim.perturb import PerturbationConfig
-from darwin.envs.sim.predicates import evaluate
 from darwin.envs.sim.setups import apply_setup
+from darwin.predicates import evaluate
 from darwin.tasks import get_task, validate_task
 from darwin.templates import TaskTemplate, templates
 from darwin.types import Task

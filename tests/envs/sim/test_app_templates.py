@@ -14,8 +14,8 @@ from darwin.envs.sim import SimPhone
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.oracle import shortest_plan
 from darwin.envs.sim.perturb import PerturbationConfig
-from darwin.envs.sim.predicates import evaluate, resolve
 from darwin.envs.sim.setups import apply_setup
+from darwin.predicates import evaluate, resolve
 from darwin.tasks import validate_task
 from darwin.templates import templates
 from darwin.types import StateSetup, TaskDefinitionError, VerifierSpec

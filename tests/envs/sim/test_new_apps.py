@@ -14,9 +14,9 @@ from darwin.envs.sim import PerturbationConfig, SimPhone
 from darwin.envs.sim.apps import default_apps
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.oracle import shortest_plan
-from darwin.envs.sim.predicates import evaluate
 from darwin.envs.sim.setups import apply_setup
 from darwin.envs.sim.ui import HEIGHT, WIDTH
+from darwin.predicates import evaluate
 from darwin.sft import SFTConfig
 from darwin.tasks import validate_task
 from darwin.templates import templates

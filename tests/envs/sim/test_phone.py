@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from darwin.actions import Click, Drag, OpenApp, PressBack, PressHome, Scroll, Type
-from darwin.bench import _exploring_actions
+from darwin.bench.sim import _exploring_actions
 from darwin.envs.sim import PerturbationConfig, SimPhone, UnknownAppError
 from darwin.png import encode_png
 

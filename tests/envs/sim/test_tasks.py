@@ -7,8 +7,8 @@ from darwin.agents.scripted import OracleActor, RandomActor
 from darwin.envs.sim import SimPhone
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.oracle import OracleError, shortest_plan
-from darwin.envs.sim.predicates import evaluate, resolve
 from darwin.evaluate import evaluate as run_eval
+from darwin.predicates import evaluate, resolve
 from darwin.tasks import TASK_SETS, get_task, load_task_file, registry, resolve_tasks, task_set
 from darwin.types import Phase, TaskDefinitionError, VerifierSpec
 
@@ -45,7 +45,7 @@ def test_oracle_solves_every_task_and_lifecycle_on_every_seed(seed):
 
 def test_oracle_plans_are_shortest_against_breadth_first_search():
     # A plain BFS (zero heuristic) finds the same length as A* with the predicate bound.
-    from darwin.envs.sim import predicates
+    from darwin import predicates
 
     for task_id in ("settings_dark_theme", "booking.com_3", "x_0", "chrome_clear_tabs"):
         task = get_task(task_id)

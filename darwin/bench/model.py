@@ -22,7 +22,7 @@ from darwin.models.factory import VLM, build_tiny_vlm
 
 
 @dataclass(frozen=True)
-class BenchResult:
+class ModelBenchResult:
     """One configuration's measurements (milliseconds unless named otherwise)."""
 
     family: str
@@ -74,7 +74,7 @@ def _median_ms(fn: Callable[[], object], repeats: int) -> float:
 
 def benchmark(
     config: TinyVLMConfig, *, batch: int = 8, new_tokens: int = 16, repeats: int = 5
-) -> BenchResult:
+) -> ModelBenchResult:
     """Build ``config`` and time one forward and one ``generate`` of ``new_tokens`` tokens."""
     start = time.perf_counter()
     vlm = build_tiny_vlm(config, seed=0)
@@ -89,7 +89,7 @@ def benchmark(
             ),
             repeats,
         )
-    return BenchResult(
+    return ModelBenchResult(
         family=config.family,
         parameters=vlm.num_parameters(),
         visual_tokens=config.visual_tokens,

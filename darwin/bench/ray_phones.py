@@ -11,7 +11,7 @@ Hop: one SimPhone, calls made one after another: the same call direct (in proces
 through a :class:`~darwin.envs.ray_phones.RayPhoneEnv` on the worker node; the difference
 is what the hop adds (Ray's task submission, serialisation, the screenshot codec).
 
-    >>> from darwin.bench_ray import ThroughputRow
+    >>> from darwin.bench.ray_phones import ThroughputRow
     >>> ThroughputRow(phones=8, placement="in-process", steps=100, seconds=2.0, episodes=3).steps_per_s
     50.0
 """
@@ -60,10 +60,12 @@ class ThroughputRow:
 
     @property
     def driver_cpu_ms_per_step(self) -> float:
+        """Driver CPU milliseconds per env step."""
         return 1000 * self.driver_cpu_s / self.steps if self.steps else 0.0
 
     @property
     def steps_per_s(self) -> float:
+        """Env steps per wall-clock second."""
         return self.steps / self.seconds if self.seconds > 0 else 0.0
 
 
@@ -78,6 +80,7 @@ class HopRow:
 
     @property
     def overhead_ms(self) -> float:
+        """What the Ray hop adds to one call."""
         return self.ray_ms - self.direct_ms
 
 

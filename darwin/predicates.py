@@ -1,10 +1,16 @@
-"""Success predicates over SimPhone state, registered by name for task verifier specs.
+"""Success predicates over a phone's JSON state, registered by name for task verifier specs.
 
-A predicate reads the phone's JSON state (in process, or through an ADB state probe)
-and returns a :class:`Check`: whether the goal holds and a lower bound on the number of
-actions still needed (the oracle's search uses it as an admissible heuristic).
+A predicate reads a phone's JSON state, whoever produced it: a SimPhone in process, an
+ADB phone's state probe, or a Ray phone host. It returns a :class:`Check`: whether the goal
+holds and a lower bound on the number of actions still needed (the oracle's search uses it
+as an admissible heuristic). Nothing here depends on the simulator, so rule verification
+works the same for every phone kind.
 
-    >>> from darwin.envs.sim.predicates import evaluate
+The built-in predicates for the simulated apps register next to their apps
+(``envs/sim/apps``) and are loaded on first lookup; ``answer.matches``, which reads only the
+agent's answer, lives here.
+
+    >>> from darwin.predicates import evaluate
     >>> from darwin.types import VerifierSpec
     >>> from darwin.envs.sim import SimPhone
     >>> evaluate(VerifierSpec(predicate="settings.dark_theme", params={"enabled": True}), SimPhone().state).success
@@ -54,11 +60,14 @@ class Check:
 
     @staticmethod
     def of(conditions_unmet: int) -> Check:
+        """The check for ``conditions_unmet`` conditions still to satisfy (0: success)."""
         return Check(success=conditions_unmet == 0, unmet=conditions_unmet)
 
 
 @dataclass(frozen=True)
 class Predicate(Generic[P]):
+    """A registered predicate: its name, parameter model, function and description."""
+
     name: str
     params_model: type[P]
     fn: Callable[[State, P], Check]
@@ -109,6 +118,7 @@ def evaluate(spec: VerifierSpec, state: State) -> Check:
 
 
 def oracle_texts(spec: VerifierSpec) -> list[str]:
+    """Strings the oracle may need to type to satisfy ``spec`` (its params' :meth:`PredicateParams.texts`)."""
     _, params = resolve(spec)
     return params.texts()
 
@@ -119,6 +129,7 @@ def norm(text: str) -> str:
 
 
 def on_screen(state: State, app: str, screen: str) -> bool:
+    """Whether ``app`` is in front, uncovered by a pop-up, showing ``screen``."""
     return state["foreground"] == app and state["popup"] is None and state["apps"][app]["stack"][-1]["name"] == screen
 
 
@@ -136,10 +147,12 @@ def nav_cost(state: State, app: str, path: tuple[str, ...]) -> int:
 
 
 def top(state: State, app: str) -> dict[str, Any]:
+    """The screen on top of ``app``'s back stack."""
     return state["apps"][app]["stack"][-1]
 
 
 def data(state: State, app: str) -> dict[str, Any]:
+    """``app``'s data (its notes, alarms, settings...)."""
     return state["apps"][app]["data"]
 
 
@@ -158,6 +171,7 @@ class AnswerParams(PredicateParams):
     """Strings a user types on the way to the answer (a search query); the oracle may type them."""
 
     def key(self) -> AnswerKey:
+        """The answer key the agent's answer is matched against."""
         return AnswerKey(kind=self.kind, expected=self.expected, tolerance=self.tolerance, accepted=self.accepted)
 
     def answers(self) -> list[str]:
@@ -178,5 +192,8 @@ def _answer_matches(state: State, p: AnswerParams) -> Check:
 
 
 def _ensure_loaded() -> None:
-    # Predicates live next to their apps; importing the apps registers them.
+    # The built-in predicate pack: the simulated apps' predicates register next to their
+    # apps, so importing the apps registers them. The import is deferred to the first
+    # lookup so that this module (and the rule verifier) never pulls in the simulator at
+    # import time, and so that the app modules, which import this one, do not form a cycle.
     import darwin.envs.sim.apps  # noqa: F401

@@ -1,4 +1,7 @@
-"""Benchmarks behind ``darwin bench``; figures go to docs/benchmarks.md."""
+"""``darwin bench sim``: SimPhone memory per instance, cold start and single-core step throughput.
+
+Figures go to the SimPhone section of docs/benchmarks.md.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ class SimBenchResult:
     agent_size: tuple[int, int]
 
     def rows(self) -> list[tuple[str, str, str]]:
+        """(metric, measured value, target) per figure, formatted for a table."""
         w, h = self.agent_size
         return [
             (f"RSS growth per SimPhone ({self.instances} instances)", f"{self.rss_per_instance_mb:.2f} MB", "<= 20 MB"),

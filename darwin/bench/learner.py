@@ -100,6 +100,7 @@ def run(
     critics: tuple[str, ...] = ("separate",), phases: tuple[str, ...] = ("ppo",), micros: tuple[int, ...] = (8,),
     mini: int = 32, epochs: int = 4, family: str = "qwen2_vl", device: str = "cpu",
 ) -> list[LearnerBenchResult]:
+    """Sample ``steps`` steps once, then time one fresh learner's update per (critic, phase, micro) combination."""
     cfg = TinyVLMConfig(family=family, screen_width=screen[0], screen_height=screen[1])
     vlm = build_tiny_vlm(cfg, seed=0)
     vlm.model.to(device)

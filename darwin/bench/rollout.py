@@ -42,6 +42,7 @@ class LatencyModel:
     scale: float = 0.5
 
     def draw(self, rng: random.Random) -> float:
+        """One action's latency in seconds (already multiplied by ``scale``)."""
         t = self.median_s * math.exp(rng.gauss(0.0, self.sigma))
         if rng.random() < self.stall_p:
             t += self.stall_s
@@ -49,6 +50,7 @@ class LatencyModel:
 
     @property
     def mean_s(self) -> float:
+        """Expected latency per action in seconds (scaled)."""
         return self.scale * (self.median_s * math.exp(self.sigma**2 / 2) + self.stall_p * self.stall_s)
 
 
@@ -109,6 +111,7 @@ class RolloutBenchRow:
 
     @property
     def efficiency(self) -> float:
+        """Measured over ideal throughput."""
         return self.steps_per_s / self.ideal_steps_per_s if self.ideal_steps_per_s else 0.0
 
 

@@ -1,0 +1,242 @@
+"""What one learner update reports: :class:`UpdateMetrics`, the running sums the training
+loop keeps (:class:`LossTotals`), and :func:`update_metrics`, which turns both and the
+update's batch into the metrics.
+
+Loss and ratio statistics are token-weighted means over every micro-batch of every epoch
+(verl's convention): each micro-batch adds ``statistic * tokens`` and the total is divided
+by the token count at the end.
+
+    >>> totals = LossTotals()
+    >>> totals.add_value(clip_fraction=0.5, tokens=2.0)
+    >>> totals.add_value(clip_fraction=0.0, tokens=6.0)
+    >>> totals.value_clip / totals.value_tokens
+    0.125
+    >>> mean_finite([1.0, float("nan"), 3.0]), fmt_metric(None), fmt_metric(0.123456)
+    (2.0, '-', '0.1235')
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from darwin.algos import PolicyLossOutput, masked_mean
+from darwin.learner.config import LearnerConfig
+from darwin.learner.update_batch import UpdateBatch, outside_clip_window
+
+__all__ = ["LossTotals", "UpdateMetrics", "fmt_metric", "mean_finite", "update_metrics"]
+
+
+@dataclass(frozen=True)
+class UpdateMetrics:
+    """What one update did. Loss and ratio statistics are token-weighted means over every
+    micro-batch of every epoch (verl's convention); ``None`` where not applicable (no actor
+    step during warm-up, no critic in GRPO)."""
+
+    update: int
+    """1-based index of this update (``LocalLearner.updates`` after it)."""
+    stage: str
+    """``critic_warmup``, or the estimator that trained the actor (``ppo`` for GAE, ``grpo``, ...)."""
+    policy_version: int
+    """The policy's version after the update (bumped only by actor updates)."""
+    actor_updated: bool
+    trajectories: int
+    steps: int
+    response_tokens: int
+    empty_trajectories: int
+    dropped_infra_trajectories: int
+    episode_return_mean: float
+    """Mean over trajectories of the sum of step rewards."""
+    success_rate: float | None
+    """Share of verified trajectories whose execution phase succeeded."""
+    truncated_fraction: float
+    version_lag_mean: float
+    """Mean of (policy version before the update - version that sampled the row)."""
+    version_lag_max: int
+    epochs: int
+    optimizer_steps: int
+    skipped_steps: int
+    """Optimizer steps skipped for a non-finite gradient norm."""
+    policy_loss: float | None = None
+    clip_fraction: float | None = None
+    clip_fraction_lower: float | None = None
+    approx_kl: float | None = None
+    """Masked mean of old - new log-prob (verl's ``actor/ppo_kl``)."""
+    initial_log_ratio_max: float | None = None
+    """max |log pi - log pi_old| on the first mini-batch before any step: ~1e-6 for fresh
+    on-policy data (a health check of the old log-probs), larger for carried-over rows."""
+    behaviour_clip_fraction: float | None = None
+    """``old_logprobs='recompute'``: share of tokens whose proximal vs behaviour ratio lies
+    outside the clip window at the start of the update (what a stale anchor would clip)."""
+    initial_clip_fraction: float | None = None
+    """Share of the first mini-batch's tokens outside the clip window before any step."""
+    unverified_trajectories: int = 0
+    """Trajectories left out because their last phase had no verdict (see ``learner.batch.unverified``)."""
+    pruned_trajectories: int = 0
+    replayed_trajectories: int = 0
+    replay_size: int = 0
+    entropy: float | None = None
+    kl_to_reference: float | None = None
+    actor_grad_norm: float | None = None
+    """Mean pre-clip gradient norm of the actor steps."""
+    value_loss: float | None = None
+    value_clip_fraction: float | None = None
+    critic_grad_norm: float | None = None
+    value_mean: float | None = None
+    """Masked mean of the old values (before the update)."""
+    return_mean: float | None = None
+    explained_variance: float | None = None
+    """1 - Var(returns - old values) / Var(returns) over valid tokens (None if Var is 0)."""
+    prepare_s: float = 0.0
+    scoring_s: float = 0.0
+    train_s: float = 0.0
+    total_s: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        """Numeric fields for loggers (TensorBoard), ``None`` left out, bools as 0/1."""
+        out: dict[str, float] = {}
+        for key, value in asdict(self).items():
+            if value is None or isinstance(value, str):
+                continue
+            out[key] = float(value)
+        return out
+
+
+@dataclass
+class LossTotals:
+    """Token-weighted accumulators of one update's training loop (sums of ``statistic *
+    tokens``; per-step lists for losses and gradient norms)."""
+
+    tokens: float = 0.0
+    clip: float = 0.0
+    clip_lower: float = 0.0
+    approx_kl: float = 0.0
+    entropy: float = 0.0
+    kl_ref: float = 0.0
+    value_tokens: float = 0.0
+    value_clip: float = 0.0
+    policy_losses: list[float] = field(default_factory=list)
+    value_losses: list[float] = field(default_factory=list)
+    actor_norms: list[float] = field(default_factory=list)
+    critic_norms: list[float] = field(default_factory=list)
+    steps: int = 0
+    skipped: int = 0
+    initial_log_ratio_max: float | None = None
+    initial_outside: float = 0.0
+    initial_tokens: float = 0.0
+
+    def add_policy(self, pg: PolicyLossOutput, entropy: float, tokens: float) -> None:
+        """One actor micro-batch: its PPO statistics and masked mean ``entropy`` over ``tokens``."""
+        self.tokens += tokens
+        self.clip += pg.clip_fraction * tokens
+        self.clip_lower += pg.clip_fraction_lower * tokens
+        self.approx_kl += pg.approx_kl * tokens
+        self.entropy += entropy * tokens
+
+    def add_value(self, clip_fraction: float, tokens: float) -> None:
+        """One critic micro-batch (or the value part of a shared-critic actor micro-batch)."""
+        self.value_tokens += tokens
+        self.value_clip += clip_fraction * tokens
+
+    def add_initial_ratio(
+        self, log_ratio: torch.Tensor, mask: torch.Tensor, tokens: float, *, clip_low: float, clip_high: float
+    ) -> None:
+        """A micro-batch of the first mini-batch, before any step: ``log_ratio`` is
+        ``log pi - log pi_old`` (0 on padding), the health check of the old log-probs."""
+        self.initial_log_ratio_max = max(self.initial_log_ratio_max or 0.0, float(log_ratio.abs().max()))
+        outside = outside_clip_window(log_ratio, clip_low, clip_high)
+        self.initial_outside += float((outside & mask).sum())
+        self.initial_tokens += tokens
+
+
+def update_metrics(
+    batch: UpdateBatch,
+    totals: LossTotals,
+    *,
+    config: LearnerConfig,
+    update: int,
+    policy_version: int,
+    version_before: int,
+    warmup: bool,
+    actor_updated: bool,
+    epochs: int,
+    has_critic: bool,
+    replay_size: int,
+) -> UpdateMetrics:
+    """The metrics of an update that trained on ``batch`` and accumulated ``totals``
+    (wall-clock fields left at 0 for the caller). ``update`` and ``policy_version`` are the
+    learner's counters after the update, ``version_before`` the policy version before it."""
+    cfg = config
+    actor = actor_updated
+    trajs = batch.trajectories
+    returns_per_traj = [sum(t.reward for t in traj.transitions) for traj in trajs]
+    verified = [t.success for t in trajs if t.success is not None]
+    lags = [version_before - r.policy_version for r in batch.rows]
+    mask = batch.response_mask
+    stage = "critic_warmup" if warmup else ("ppo" if cfg.estimator == "gae" else cfg.estimator)
+    value_mean = return_mean = explained = None
+    if batch.values is not None and batch.returns is not None:
+        value_mean = float(masked_mean(batch.values, mask))
+        return_mean = float(masked_mean(batch.returns, mask))
+        ret = batch.returns[mask].double()
+        var = float(ret.var(unbiased=False)) if ret.numel() else 0.0
+        if var > 0:
+            resid = (ret - batch.values[mask].double()).var(unbiased=False)
+            explained = 1.0 - float(resid) / var
+    tok = totals.tokens or float("nan")
+    vtok = totals.value_tokens or float("nan")
+    return UpdateMetrics(
+        update=update,
+        stage=stage,
+        policy_version=policy_version,
+        actor_updated=actor,
+        trajectories=len(trajs),
+        steps=len(batch),
+        response_tokens=int(mask.sum()),
+        empty_trajectories=batch.empty_trajectories,
+        dropped_infra_trajectories=batch.dropped_infra,
+        unverified_trajectories=batch.dropped_unverified,
+        episode_return_mean=sum(returns_per_traj) / len(returns_per_traj),
+        success_rate=(sum(verified) / len(verified)) if verified else None,
+        truncated_fraction=sum(
+            1 for t in trajs if t.termination is not None and t.termination.truncated
+        ) / len(trajs),
+        version_lag_mean=sum(lags) / len(lags),
+        version_lag_max=max(lags),
+        epochs=epochs,
+        optimizer_steps=totals.steps,
+        skipped_steps=totals.skipped,
+        policy_loss=mean_finite(totals.policy_losses) if actor else None,
+        clip_fraction=totals.clip / tok if actor else None,
+        clip_fraction_lower=totals.clip_lower / tok if actor else None,
+        approx_kl=totals.approx_kl / tok if actor else None,
+        initial_log_ratio_max=totals.initial_log_ratio_max if actor else None,
+        initial_clip_fraction=totals.initial_outside / totals.initial_tokens if actor and totals.initial_tokens else None,
+        behaviour_clip_fraction=batch.behaviour_clip_fraction,
+        pruned_trajectories=batch.pruned_trajectories,
+        replayed_trajectories=batch.replayed_trajectories,
+        replay_size=replay_size,
+        entropy=totals.entropy / tok if actor else None,
+        kl_to_reference=totals.kl_ref / tok if actor and cfg.kl_coef > 0 else None,
+        actor_grad_norm=mean_finite(totals.actor_norms) if actor else None,
+        value_loss=mean_finite(totals.value_losses) if has_critic else None,
+        value_clip_fraction=totals.value_clip / vtok if has_critic else None,
+        critic_grad_norm=mean_finite(totals.critic_norms) if has_critic else None,
+        value_mean=value_mean,
+        return_mean=return_mean,
+        explained_variance=explained,
+    )
+
+
+def mean_finite(values: list[float]) -> float | None:
+    """Mean of the finite ``values`` (``None`` if there are none): a skipped step's
+    non-finite gradient norm does not poison the update's mean."""
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else None
+
+
+def fmt_metric(value: float | None) -> str:
+    """A metric for a log line: 4 significant digits, ``-`` for ``None``."""
+    return "-" if value is None else f"{value:.4g}"

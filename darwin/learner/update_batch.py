@@ -1,0 +1,214 @@
+"""What one update trains on (:class:`UpdateBatch`) and the pure steps that turn scored step
+rows into its advantages.
+
+:meth:`LocalLearner.prepare <darwin.learner.LocalLearner.prepare>` scores the step rows
+with the learner's models (old values, reference and proximal log-probs) and then calls
+these functions, in this order: :func:`shortest_path_deltas` (MobileRL's reward
+adjustment), :func:`estimate_advantages` (the registered estimator, then per-task whitening,
+the format penalty and equal trajectory weights) and :func:`behaviour_correction` (decoupled
+PPO's behaviour weight). :func:`mean_advantage_per_trajectory` is positive replay's
+insertion score. The maths is in :mod:`darwin.algos`.
+
+    >>> import torch
+    >>> mask = torch.tensor([[True, True], [True, False]])
+    >>> old = torch.zeros(2, 2)
+    >>> behaviour = torch.tensor([[0.0, -1.0], [0.0, 0.0]])
+    >>> adv, clipped = behaviour_correction(torch.ones(2, 2), old, behaviour, mask,
+    ...                                     clip_low=0.2, clip_high=0.2, weight_cap=None)
+    >>> clipped  # one of the three tokens moved outside the clip window
+    0.3333333333333333
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from darwin.algos import trajectory_weights, whiten_within
+from darwin.algos.adagrpo import shortest_path_adjusted_rewards
+from darwin.algos.estimators import AdvantageInputs, EstimatorSettings, get_estimator
+from darwin.learner.batch import RowInputs, StepRow
+from darwin.learner.config import LearnerConfig
+from darwin.types import Trajectory
+
+__all__ = [
+    "UpdateBatch",
+    "behaviour_correction",
+    "estimate_advantages",
+    "group_of",
+    "mean_advantage_per_trajectory",
+    "outside_clip_window",
+    "shortest_path_deltas",
+]
+
+
+@dataclass(frozen=True)
+class UpdateBatch:
+    """Everything one update trains on (:meth:`LocalLearner.prepare`); ``N`` step rows,
+    ``R`` the longest response. All tensors are on the learner's device.
+
+    Attributes:
+        rows: the ``N`` step rows, grouped by trajectory in time order.
+        inputs: each row's prompt inputs (unpadded; :func:`darwin.learner.batch.collate`).
+        rewards: ``(N,)`` step rewards.
+        response_mask: ``(N, R)`` bool.
+        old_logprobs: ``(N, R)`` behaviour log-probs (``Generation.response_logprobs``), 0 on padding.
+        values: ``(N, R)`` critic values before the update, or ``None`` (GRPO).
+        ref_logprobs: ``(N, R)`` reference-policy log-probs, or ``None`` (``kl_coef == 0``).
+        advantages: ``(N, R)`` (whitened GAE, or GRPO), 0 on padding.
+        returns: ``(N, R)`` value targets, or ``None`` (GRPO).
+        trajectory_ids: ``(N,)`` episode ids; ``step_indices``: ``(N,)``; ``truncated``: ``(N,)`` bool.
+        lam: the GAE lambda used (warm-up lambda during warm-up).
+        trajectories: the trajectories trained on; ``empty_trajectories``, ``dropped_infra``:
+            left out (no step; infrastructure truncation with ``infra_truncation='drop'``).
+    """
+
+    rows: list[StepRow]
+    inputs: list[RowInputs]
+    rewards: torch.Tensor
+    response_mask: torch.Tensor
+    old_logprobs: torch.Tensor
+    values: torch.Tensor | None
+    ref_logprobs: torch.Tensor | None
+    advantages: torch.Tensor
+    returns: torch.Tensor | None
+    trajectory_ids: list[str]
+    step_indices: torch.Tensor
+    truncated: torch.Tensor
+    lam: float
+    trajectories: list[Trajectory]
+    empty_trajectories: int
+    dropped_infra: int
+    dropped_unverified: int = 0
+    preprocess_s: float = 0.0
+    scoring_s: float = 0.0
+    behaviour_clip_fraction: float | None = None
+    """Share of tokens whose recomputed (proximal) vs behaviour ratio lies outside the clip
+    window (``old_logprobs='recompute'``): what an anchor on the behaviour log-probs clips."""
+    pruned_trajectories: int = 0
+    replayed_trajectories: int = 0
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def outside_clip_window(log_ratio: torch.Tensor, clip_low: float, clip_high: float) -> torch.Tensor:
+    """Bool tensor: where ``exp(log_ratio)`` lies outside ``[1 - clip_low, 1 + clip_high]``.
+
+    >>> outside_clip_window(torch.tensor([0.0, 0.5, -0.5]), 0.2, 0.2).tolist()
+    [False, True, True]
+    """
+    return (log_ratio > math.log1p(clip_high)) | (log_ratio < math.log1p(-clip_low))
+
+
+def estimate_advantages(
+    config: LearnerConfig,
+    rows: Sequence[StepRow],
+    *,
+    rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    step_indices: torch.Tensor,
+    truncated: torch.Tensor,
+    values: torch.Tensor | None,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(advantages, returns)``, both ``(N, R)``: the configured estimator (``config.estimator``)
+    on the step rows, then per-task whitening (``whiten_by='task'``, critic estimators), the
+    format penalty on rows whose action did not parse, and equal trajectory weights.
+    ``returns`` is ``None`` for critic-free estimators. Padding is not zeroed here."""
+    cfg = config
+    mask = response_mask
+    traj_ids = [r.episode_id for r in rows]
+    estimator = get_estimator(cfg.estimator)
+    estimated = estimator.fn(AdvantageInputs(
+        rewards=rewards, response_mask=mask, trajectory_ids=traj_ids, step_indices=step_indices,
+        group_ids=[r.group for r in rows], anchor_ids=[r.anchor for r in rows], values=values,
+        truncated=truncated,
+        settings=EstimatorSettings(
+            gamma=cfg.gamma, lam=lam, whiten=cfg.whiten_advantages and cfg.whiten_by == "batch",
+            bootstrap_truncated=cfg.truncation == "bootstrap", grpo_norm_by_std=cfg.grpo_norm_by_std,
+            grpo_weighting=cfg.grpo_weighting, gigpo_gamma=cfg.gigpo_gamma, gigpo_omega=cfg.gigpo_omega,
+            gigpo_step_norm=cfg.gigpo_step_norm,
+        ),
+    ))
+    advantages, returns = estimated.advantages.to(torch.float32), estimated.returns
+    if estimator.needs_critic and cfg.whiten_advantages and cfg.whiten_by == "task":
+        advantages = whiten_within(advantages, mask, [r.task_id for r in rows])
+    if cfg.format_penalty_advantage > 0:
+        slipped = torch.tensor([r.parse_error for r in rows], dtype=torch.bool, device=mask.device)
+        local = torch.full_like(advantages, -cfg.format_penalty_advantage)
+        advantages = torch.where(slipped[:, None] & mask, local, advantages)
+    if cfg.trajectory_weighting:
+        advantages = advantages * trajectory_weights(mask, traj_ids)[:, None]
+    return advantages, returns
+
+
+def behaviour_correction(
+    advantages: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    behaviour_logprobs: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    clip_low: float,
+    clip_high: float,
+    weight_cap: float | None,
+) -> tuple[torch.Tensor, float]:
+    """Decoupled PPO (``old_logprobs='recompute'``): the share of tokens whose proximal
+    (``old_logprobs``, recomputed) vs behaviour ratio lies outside the clip window, and the
+    advantages times AReaL's behaviour weight ``min(pi_prox / pi_behaviour, weight_cap)``
+    (unchanged when ``weight_cap`` is ``None``)."""
+    mask = response_mask
+    log_ratio = (old_logprobs - behaviour_logprobs).masked_fill(~mask, 0.0)
+    outside = outside_clip_window(log_ratio, clip_low, clip_high)
+    clipped = float((outside & mask).sum()) / max(1, int(mask.sum()))
+    if weight_cap is not None:
+        # The PPO loss is linear in a positive advantage scale, so the weight rides on the advantages.
+        weight = torch.exp(log_ratio).clamp(max=weight_cap)
+        advantages = advantages * weight.masked_fill(~mask, 0.0)
+    return advantages, clipped
+
+
+def group_of(trajectory: Trajectory) -> Hashable:
+    """A trajectory's group: ``Trajectory.group``, else its task id."""
+    return trajectory.group if trajectory.group is not None else trajectory.task.id
+
+
+def shortest_path_deltas(rows: Sequence[StepRow], trajectories: Sequence[Trajectory], device: torch.device) -> torch.Tensor:
+    """``(N,)`` reward change of each row under MobileRL's shortest-path adjustment: on the
+    last step of every success longer than its group's shortest success, 0 elsewhere."""
+    totals = [sum(t.reward for t in tr.transitions) for tr in trajectories]
+    # Path length counts the trained agent's steps (its rows), not other agents' turns.
+    last_step: dict[str, int] = {}
+    for row in rows:
+        last_step[row.episode_id] = max(row.step, last_step.get(row.episode_id, -1))
+    adjusted = shortest_path_adjusted_rewards(
+        totals, [last_step[tr.episode_id] + 1 for tr in trajectories], [tr.success is True for tr in trajectories],
+        _row_groups(rows, trajectories),
+    )
+    delta_by_episode = {tr.episode_id: a - r for tr, a, r in zip(trajectories, adjusted, totals, strict=True)}
+    out = torch.zeros(len(rows), dtype=torch.float32, device=device)
+    for i, row in enumerate(rows):
+        if row.step == last_step[row.episode_id]:
+            out[i] = delta_by_episode[row.episode_id]
+    return out
+
+
+def _row_groups(rows: Sequence[StepRow], trajectories: Sequence[Trajectory]) -> list[Hashable]:
+    """The group each trajectory's rows carry (``group_ids`` may have overridden it)."""
+    group = {r.episode_id: r.group for r in rows}
+    return [group[t.episode_id] for t in trajectories]
+
+
+def mean_advantage_per_trajectory(batch: UpdateBatch, trajectories: Sequence[Trajectory]) -> list[float]:
+    """Mean token advantage of each of ``trajectories`` in ``batch`` (AdaPR's insertion score)."""
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    tokens = batch.response_mask.sum(dim=1).tolist()
+    totals = (batch.advantages * batch.response_mask).sum(dim=1).tolist()
+    for tid, total, n in zip(batch.trajectory_ids, totals, tokens, strict=True):
+        sums[tid] = sums.get(tid, 0.0) + total
+        counts[tid] = counts.get(tid, 0.0) + n
+    return [sums[t.episode_id] / counts[t.episode_id] if counts.get(t.episode_id) else 0.0 for t in trajectories]

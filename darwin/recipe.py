@@ -1,0 +1,417 @@
+"""The training recipe: what ``darwin run`` does, in the order it happens.
+
+A :class:`TrainingRecipe` has torchtune's small lifecycle; each stage is one method:
+
+``setup(resume)``
+    warm start -> policy pool -> tasks, curriculum, replay buffer, run store -> learner (new,
+    or loaded from the run's checkpoint with its :class:`RunState`) -> phones and workflows.
+``train()``
+    the warm-start evaluation, then the loop of CleanRL's ``ppo.py``: **collect** a batch
+    of completed trajectories from the phones -> **update** the learner -> **log** ->
+    **save** a checkpoint; until ``updates`` are done or the time budget is spent; then the
+    final evaluation and the report.
+``save()`` / ``load()``
+    the learner's checkpoint with the untrained trajectories and the typed run state.
+``cleanup()``
+    stops the phones' rollout, closes the policy, the phones, the logs and the store.
+
+The phones run all the time in the background (``RolloutEngine``, the paper's asynchronous
+rollout); the recipe only decides when the learner takes a batch. Everything the run writes
+goes through :class:`darwin.report.RunReport`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import JsonValue
+
+from darwin.report import EvalResult, RunReport
+from darwin.types import Trajectory
+
+if TYPE_CHECKING:
+    from darwin.buffer import ReplayBuffer
+    from darwin.curricula.base import Curriculum
+    from darwin.experiment import ExperimentConfig
+    from darwin.learner import LocalLearner
+    from darwin.policies.pool import TinyActorPool
+    from darwin.rollout import RolloutEngine
+    from darwin.store import RunStore
+    from darwin.types import Task
+    from darwin.workflows.base import Workflow
+
+logger = logging.getLogger(__name__)
+
+Point = tuple[int, float]
+"""A point of the success curve: (training steps when the episode was trained on, success)."""
+
+
+@dataclass
+class RunProgress:
+    """What the live display shows; updated by the recipe."""
+
+    phones: int = 0
+    env_steps: int = 0
+    steps_per_s: float = 0.0
+    episodes: int = 0
+    update: int = 0
+    updates: int = 0
+    warmup: bool = True
+    recent_success: float | None = None
+    buffer_steps: int = 0
+    policy_version: int = 0
+    stage: str = "starting"
+
+
+@dataclass
+class RunState:
+    """What a checkpoint keeps of the run besides the learner (typed; stored as the learner
+    checkpoint's ``extra_state`` JSON).
+
+        >>> state = RunState(run_id="r1", env_steps=300, success_points=[(12, 1.0)], task_points={"clock_1": [(12, 1.0)]})
+        >>> RunState.from_json(state.to_json()) == state
+        True
+    """
+
+    run_id: str
+    """The run's id in the run database (resumed runs keep adding episodes to it)."""
+    env_steps: int = 0
+    """Phone steps taken before this process started (a resumed run's offset)."""
+    curriculum: dict[str, JsonValue] = field(default_factory=dict)
+    """``Curriculum.state_dict()``."""
+    success_points: list[Point] = field(default_factory=list)
+    """One point per scored training episode, at the number of steps trained on once it was included."""
+    task_points: dict[str, list[Point]] = field(default_factory=dict)
+    """The success points of each task (the plot's per-task panel)."""
+    warmup_until: int = 0
+    """Training step (x of the success curve) where the critic warm-up ended."""
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "run_id": self.run_id, "env_steps": self.env_steps, "curriculum": self.curriculum,
+            "success_points": [list(p) for p in self.success_points],
+            "task_points": {k: [list(p) for p in pts] for k, pts in self.task_points.items()},
+            "warmup_until": self.warmup_until,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JsonValue]) -> RunState:
+        """Read a checkpoint's run state; a checkpoint without it was not written by a run."""
+        missing = [k for k in ("run_id", "env_steps", "curriculum", "success_points") if k not in data]
+        if missing:
+            raise ValueError(f"the checkpoint's run state lacks {', '.join(missing)}: it was not written by `darwin run`; "
+                             "start a new run directory (or pass the checkpoint as `checkpoint`, a warm start)")
+        return cls(
+            run_id=str(data["run_id"]), env_steps=int(data["env_steps"]),  # type: ignore[arg-type]
+            curriculum=dict(data["curriculum"]),  # type: ignore[arg-type]
+            success_points=[(int(s), float(v)) for s, v in data["success_points"]],  # type: ignore[union-attr, misc]
+            task_points={k: [(int(s), float(v)) for s, v in pts] for k, pts in data.get("task_points", {}).items()},  # type: ignore[union-attr, misc]
+            warmup_until=int(data.get("warmup_until", 0)),  # type: ignore[arg-type]
+        )
+
+    def record(self, batch: list[Trajectory]) -> None:
+        """One point per scored episode of a training batch; x grows with every trajectory,
+        so a batch's episodes spread along the axis."""
+        trained = self.success_points[-1][0] if self.success_points else 0
+        for t in batch:
+            trained += len(t)
+            if t.success is not None:
+                self.success_points.append((trained, float(t.success)))
+                self.task_points.setdefault(t.task.id, []).append((trained, float(t.success)))
+
+    @property
+    def recent_success(self) -> float | None:
+        """Mean success of the last 20 scored training episodes (the display's number)."""
+        recent = [v for _, v in self.success_points[-20:]]
+        return sum(recent) / len(recent) if recent else None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Where a finished run left its outputs."""
+
+    run_dir: Path
+    updates: int
+    env_steps: int
+    success_points: list[Point]
+    plot: Path
+    evaluations: dict[str, EvalResult] = field(default_factory=dict)
+    """``warm_start`` and ``final`` when ``config.evaluation`` asks for them (also in eval.json)."""
+
+
+class TrainingRecipe:
+    """One training run of an :class:`~darwin.experiment.ExperimentConfig` (module docstring:
+    the lifecycle). ``darwin run`` is::
+
+        recipe = TrainingRecipe(config, run_dir)
+        try:
+            await recipe.setup(resume)
+            result = await recipe.train()
+        finally:
+            await recipe.cleanup()
+
+    (:func:`darwin.experiment.run_experiment`). Every component comes from the config's
+    builders, so a user's curriculum, verifier, memory or workflow named there runs here.
+    """
+
+    def __init__(self, config: ExperimentConfig, run_dir: Path, on_progress: Callable[[RunProgress], None] | None = None) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.report = RunReport(run_dir)
+        self.progress = RunProgress(phones=config.phones.count, updates=config.updates)
+        self._on_progress = on_progress or (lambda p: None)
+        self.timings: dict[str, float] = {}
+        self.evaluations: dict[str, EvalResult] = {}
+        self.resumed = False
+        # Built by setup():
+        self.pool: TinyActorPool | None = None
+        self.learner: LocalLearner | None = None
+        self.state: RunState | None = None
+        self.tasks: list[Task] = []
+        self.curriculum: Curriculum | None = None
+        self.buffer: ReplayBuffer | None = None
+        self.store: RunStore | None = None
+        self.envs: list = []
+        self.workflow: Workflow | None = None
+        self.eval_workflow: Workflow | None = None
+        self.engine: RolloutEngine | None = None
+        self._stop_rollout = asyncio.Event()
+        self._rollout: asyncio.Task | None = None
+        self._env_offset = 0  # phone steps before this process (a resumed run's)
+        self._batch_lag: list[int] = []  # policy versions each step of the current batch lags behind
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.run_dir / "checkpoint"
+
+    # ---------------------------------------------------------------------------- setup
+    async def setup(self, resume: bool = False) -> None:
+        """Build every component; with ``resume``, continue from the run's checkpoint."""
+        from darwin.buffer import ReplayBuffer
+
+        config = self.config
+        self._show("warm start")
+        clock = time.perf_counter()
+        warm = await asyncio.to_thread(config.warm_start)
+        self.timings["warm_start_s"] = time.perf_counter() - clock
+        self.report.write_warm_start(warm)
+        self.pool = config.build_policy_pool(warm, run_dir=self.run_dir)
+        self.tasks = config.resolve_tasks()
+        self.curriculum = config.build_curriculum(self.tasks, run_dir=self.run_dir)
+        self.buffer = ReplayBuffer(rollout_steps=config.rollout_steps, group_size=config.group_size)
+        self.store = config.store.build(self.run_dir)
+        if resume and self.checkpoint_dir.exists():
+            self.load()
+        else:
+            if resume:
+                logger.warning("no checkpoint in %s; starting from the warm start", self.checkpoint_dir)
+            self.learner = config.build_learner(self.pool.policy)
+            self.state = RunState(run_id=self.store.start_run(config.name, config=config))
+        self.envs = config.build_phones()
+        self.workflow = config.build_workflow(self.pool.observation_size)
+        # A second workflow (and verifier: a learned one is a model) only when the evaluation is scored differently.
+        self.eval_workflow = self.workflow if config.evaluation.verifier is None else config.build_workflow(self.pool.observation_size, evaluation=True)
+        self.report.open_metrics()
+
+    def load(self) -> None:
+        """The learner, its untrained trajectories and the run state from the checkpoint."""
+        from darwin.learner import restore_pending
+
+        assert self.pool is not None and self.buffer is not None and self.curriculum is not None
+        self.learner = self.config.learner_class().load(self.checkpoint_dir, self.pool.policy, config=self.config.learner)
+        resumed = self.learner.resume_state
+        restore_pending(self.buffer, resumed.pending)
+        self.state = RunState.from_json(resumed.extra_state)
+        self.curriculum.load_state_dict(self.state.curriculum)
+        self.evaluations = self.report.load_evaluations()
+        self.resumed = True
+        logger.info("resumed %s at update %d (policy v%d, %d pending trajectories)", self.checkpoint_dir,
+                    self.learner.updates, self.learner.policy_version, len(resumed.pending))
+
+    # ---------------------------------------------------------------------------- train
+    async def train(self) -> RunResult:
+        """Evaluate, then collect -> update -> log -> save until done; evaluate again."""
+        config, learner = self.config, self.learner
+        assert learner is not None, "call setup() first"
+        if self._evaluates and "warm_start" not in self.evaluations:
+            await self.evaluate("warm_start")
+        self._start_rollout()
+        started = time.perf_counter()
+        while learner.updates < config.updates:
+            if config.time_budget_s is not None and time.perf_counter() - started > config.time_budget_s:
+                logger.warning("time budget of %.0fs reached after %d updates", config.time_budget_s, learner.updates)
+                break
+            batch = await self.collect()
+            update = await self.update(batch)
+            self.log(batch, update)
+            await self.save()
+        await self._finish_rollout()
+        self.timings["rl_s"] = time.perf_counter() - started
+        if self._evaluates:
+            await self.evaluate("final")
+        return self._write_report()
+
+    async def collect(self) -> list[Trajectory]:
+        """The next batch: completed trajectories covering ``rollout_steps`` steps, waiting
+        for the phones as long as needed (a crashed rollout raises here)."""
+        assert self.buffer is not None and self._rollout is not None
+        while (batch := self.buffer.take_completed()) is None:
+            if self._rollout.done():
+                self._rollout.result()  # surfaces a crashed rollout
+            self._refresh()
+            await asyncio.sleep(0.2)
+        return batch
+
+    async def update(self, batch: list[Trajectory]):  # noqa: ANN201 - the learner's UpdateMetrics
+        """One learner update on ``batch`` (critic only during the warm-up)."""
+        learner, state = self.learner, self.state
+        assert learner is not None and state is not None
+        state.record(batch)
+        if learner.in_warmup and state.success_points:
+            state.warmup_until = state.success_points[-1][0]
+        self._show("update (critic warm-up)" if learner.in_warmup else "update")
+        self._batch_lag = [learner.policy_version - t.decision.generation.policy_version
+                           for tr in batch for t in tr.transitions if t.decision.generation is not None]
+        return await asyncio.to_thread(learner.update, batch)
+
+    def log(self, batch: list[Trajectory], update) -> None:  # noqa: ANN001 - the learner's UpdateMetrics
+        """What this update trained on and what it measured (metrics.jsonl, TensorBoard, updates.jsonl)."""
+        assert self.engine is not None and self.curriculum is not None
+        stats = self.engine.stats
+        self.report.log_update(update, batch, rollout={
+            "success": sum(bool(t.success) for t in batch) / len(batch), "episodes": len(batch),
+            "success_by_task": _success_by_task(batch),
+            "env_steps": self._env_steps, "steps_per_s": stats.steps_per_second,
+            "backpressure_phone_s": stats.backpressure_s,
+            "policy_version_lag_mean": sum(self._batch_lag) / max(1, len(self._batch_lag)),
+            "policy_version_lag_max": max(self._batch_lag, default=0),
+            **{f"truncations/{k}": v for k, v in stats.truncation_causes.items()},
+        })
+        weights = getattr(self.curriculum, "weights", None)
+        if callable(weights):  # adaptive curricula: how they now share the phones among tasks
+            self.report.metrics.log(update.update, "curriculum", weights())
+
+    async def save(self) -> None:
+        """Checkpoint the learner with the untrained trajectories and the run state."""
+        learner, state = self.learner, self.state
+        assert learner is not None and state is not None and self.buffer is not None and self.curriculum is not None
+        self._show("rollout")
+        state.curriculum = self.curriculum.state_dict()
+        state.env_steps = self._env_steps
+        await asyncio.to_thread(learner.save, self.checkpoint_dir, pending=self.buffer.completed_trajectories(), extra_state=state.to_json())
+        self._refresh()
+
+    async def evaluate(self, label: Literal["warm_start", "final"]) -> EvalResult:
+        """A sampled evaluation on the evaluation phones: its numbers in eval.json, its episodes
+        and verdicts in the run database as the run ``<name> evaluation <label>``."""
+        from darwin.evaluate import evaluate_experiment
+
+        assert self.learner is not None and self.pool is not None and self.eval_workflow is not None and self.store is not None
+        self._show(f"evaluation ({label.replace('_', ' ')})")
+        clock = time.perf_counter()
+        phones = self.config.build_eval_phones(training=self.envs)
+        run_id = self.store.start_run(f"{self.config.name} evaluation {label}", config=None)
+        result = await evaluate_experiment(self.config, label, self.tasks, phones, self.pool, self.eval_workflow,
+                                           self.learner.policy_version, self.learner.updates, store=self.store, run_id=run_id)
+        self.evaluations[label] = result
+        self.report.save_evaluations(self.evaluations)
+        self.report.metrics.log(self.learner.updates, "eval", {"success": result.success_rate})
+        self.timings[f"eval_{label}_s"] = time.perf_counter() - clock
+        return result
+
+    # -------------------------------------------------------------------------- cleanup
+    async def cleanup(self) -> None:
+        """Stop the rollout and close everything setup() opened (also after an error)."""
+        self._stop_rollout.set()
+        if self._rollout is not None:
+            await asyncio.gather(self._rollout, return_exceptions=True)  # already surfaced, or an error is on its way
+        if self.pool is not None:
+            await self.pool.aclose()
+        for env in self.envs:  # phone threads; phone host actors on a Ray cluster
+            env.close()
+        self.report.close()
+        if self.store is not None:
+            self.store.close()
+
+    # -------------------------------------------------------------------------- helpers
+    @property
+    def _evaluates(self) -> bool:
+        return self.config.evaluation.episodes_per_task > 0
+
+    @property
+    def _env_steps(self) -> int:
+        return self._env_offset + (self.engine.stats.env_steps if self.engine is not None else 0)
+
+    def _start_rollout(self) -> None:
+        from darwin.rollout import RolloutEngine
+
+        config, state = self.config, self.state
+        assert self.pool is not None and self.curriculum is not None and self.buffer is not None and state is not None
+        self._env_offset = state.env_steps
+        self.engine = RolloutEngine(
+            self.envs, self.pool, self.curriculum, self.buffer, workflow=self.workflow, store=self.store, run_id=state.run_id,
+            mode=config.mode, group_size=config.group_size, max_backlog_steps=config.max_backlog_steps or config.rollout_steps,
+        )
+        self._rollout = asyncio.create_task(self.engine.run(until=self._stop_rollout.is_set))
+        self._show("rollout")
+
+    async def _finish_rollout(self) -> None:
+        self._stop_rollout.set()
+        if self._rollout is not None:
+            await self._rollout  # a crash in the last moments still surfaces
+        self._refresh()
+
+    def _show(self, stage: str) -> None:
+        self.progress.stage = stage
+        self._refresh()
+
+    def _refresh(self) -> None:
+        progress, learner, state = self.progress, self.learner, self.state
+        if self.engine is not None:
+            progress.env_steps = self._env_steps
+            progress.steps_per_s = self.engine.stats.steps_per_second
+            progress.episodes = self.engine.stats.episodes
+        if self.buffer is not None:
+            progress.buffer_steps = self.buffer.completed_steps
+        if learner is not None:
+            progress.update, progress.warmup, progress.policy_version = learner.updates, learner.in_warmup, learner.policy_version
+        if state is not None:
+            progress.recent_success = state.recent_success
+        self._on_progress(progress)
+
+    def _write_report(self) -> RunResult:
+        config, state, learner = self.config, self.state, self.learner
+        assert state is not None and learner is not None
+        plot = self.report.finish(
+            title=f"{config.name}: success on {', '.join(config.tasks)}", success_points=state.success_points,
+            task_points=state.task_points, warmup_until=state.warmup_until, evaluations=self.evaluations,
+            summary={"updates": learner.updates, "env_steps": self.progress.env_steps, "episodes": len(state.success_points),
+                     "resumed": self.resumed, **{k: round(v, 2) for k, v in self.timings.items()}},
+        )
+        return RunResult(self.run_dir, learner.updates, self.progress.env_steps, state.success_points, plot, self.evaluations)
+
+
+def _success_by_task(batch: list[Trajectory]) -> dict[str, float]:
+    """Success rate of each task's scored episodes in one training batch (TensorBoard
+    ``rollout/success_by_task/<task>``): which tasks the policy is improving on."""
+    scored: dict[str, list[bool]] = {}
+    for t in batch:
+        if t.success is not None:
+            scored.setdefault(t.task.id, []).append(bool(t.success))
+    return {task: sum(outcomes) / len(outcomes) for task, outcomes in sorted(scored.items())}
+
+
+async def run_recipe(config: ExperimentConfig, run_dir: Path, resume: bool, on_progress: Callable[[RunProgress], None] | None = None) -> RunResult:
+    """setup -> train -> cleanup (cleanup also after an error)."""
+    recipe = TrainingRecipe(config, run_dir, on_progress)
+    try:
+        await recipe.setup(resume)
+        return await recipe.train()
+    finally:
+        await recipe.cleanup()

@@ -1,0 +1,200 @@
+"""Demonstrations: the simulator's oracle played through the real workflow, recorded as the
+tiny agent would have seen and answered each step at RL time.
+
+:func:`collect_demonstrations` runs :class:`~darwin.agents.scripted.OracleActor` on
+perturbed SimPhones (state kept between episodes, as training phones keep it) behind an
+actor that answers like a :class:`~darwin.agents.base.ModelActor`, so every recorded
+prompt is the one a rollout would build. See docs/sft.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from darwin.actions import Action
+from darwin.agents.base import Actor
+from darwin.agents.tiny import TinyAgent
+from darwin.envs.base import PhoneEnv
+from darwin.sft.config import SFTConfig
+from darwin.types import (
+    Decision,
+    Generation,
+    Observation,
+    Phase,
+    Prompt,
+    Task,
+    TerminationReason,
+    Transition,
+    VerifierSpec,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Demonstration:
+    """One oracle step as the tiny agent would have seen and answered it at RL time."""
+
+    prompt: Prompt
+    """``agent.build_context(observation, history)`` with the phase's history so far."""
+    target: str
+    """``agent.format_action(oracle_action, observation)``: the response text (EOS excluded)."""
+    observation: Observation = field(repr=False)
+    action: Action
+    """The action executed: ``agent.parse(target)``, i.e. the oracle's on the agent's grid."""
+    oracle_action: Action
+    task_id: str
+    phone_seed: int
+    step: int
+
+
+class _RecordingOracle(Actor):
+    """Plays the oracle but answers like a model actor: the decision carries the TinyAgent
+    text as its generation and the grid-rounded parsed action, so the workflow's history
+    holds exactly what an RL rollout's history would.
+
+    With ``launch_by_name`` a tap that would launch an app from the launcher is
+    demonstrated as ``open_app('<label>')`` (``SimPhone.launch`` either way).
+    """
+
+    def __init__(self, agent: TinyAgent, phone_seed: int, sink: list[Demonstration], launch_by_name: bool) -> None:
+        from darwin.agents.scripted import OracleActor
+        from darwin.envs.sim.phone import SimPhone
+
+        self.oracle = OracleActor()
+        self.agent = agent
+        self.phone_seed = phone_seed
+        self.sink = sink
+        self.launch_by_name = launch_by_name
+        self._mirror = SimPhone(seed=0)
+        self._env: PhoneEnv | None = None
+
+    async def start_phase(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec) -> None:
+        self._env = env
+        await self.oracle.start_phase(env, task, phase, instruction, verifier)
+
+    async def _launched_app(self, action: Action) -> str | None:
+        """The label of the app a tap launches from the launcher, if it is such a tap."""
+        from darwin.actions import Click
+
+        if not isinstance(action, Click) or self._env is None:
+            return None
+        state = await self._env.aprobe_state()
+        if state is None or state.get("foreground") is not None or state.get("popup") is not None:
+            return None
+        self._mirror.restore(state)
+        widget = self._mirror.layout().hit(action.x, action.y)
+        if widget is None or widget.kind != "app_icon" or not widget.text:
+            return None
+        return widget.text
+
+    async def act(self, observation: Observation, history: Sequence[Transition]) -> Decision:
+        from darwin.actions import OpenApp
+
+        decision = await self.oracle.act(observation, history)
+        assert decision.action is not None  # the oracle always acts
+        action = decision.action
+        if self.launch_by_name:
+            label = await self._launched_app(action)
+            if label is not None:
+                action = OpenApp(app=label)
+        text = self.agent.format_action(action, observation)
+        parsed = self.agent.parse(text, observation)
+        if parsed.action is None:  # a format_action/parse mismatch is a bug in the agent
+            raise RuntimeError(f"TinyAgent cannot read its own output {text!r}: {parsed.error}")
+        prompt = self.agent.build_context(observation, history)
+        self.sink.append(
+            Demonstration(
+                prompt=prompt, target=text, observation=observation, action=parsed.action,
+                oracle_action=action, task_id=observation.task_id, phone_seed=self.phone_seed,
+                step=observation.step,
+            )
+        )
+        return Decision(action=parsed.action, generation=Generation(text=text), prompt=prompt)
+
+
+@dataclass(frozen=True)
+class DemoStats:
+    """What the demonstrations contain."""
+
+    episodes: int
+    successes: int
+    steps: int
+    phones: int
+    per_task_steps: dict[str, int]
+    skipped_done_episodes: int = 0
+    unique_screens: int = 0
+    target_tokens: int = 0
+    max_target_tokens: int = 0
+    mean_prompt_tokens: float = 0.0
+
+
+def collect_demonstrations(
+    config: SFTConfig, *, heldout: bool = False
+) -> tuple[list[Demonstration], DemoStats]:
+    """Run the oracle on perturbed SimPhones through the real workflow and record every step.
+
+    Phone ``i`` (seed ``phone_seed + i``, or after the demo phones for ``heldout``) plays
+    its share of the episodes round-robin, in its own shuffled task order (seeded by
+    ``config.seed``), returning home between episodes but keeping its state, as training
+    phones do. Deterministic for a given config.
+    """
+    from darwin.envs.sim.env import SimPhoneEnv
+    from darwin.tasks import resolve_tasks
+    from darwin.workflows.step import LifecycleWorkflow, StepConfig
+
+    tasks = resolve_tasks(config.tasks)
+    if heldout:
+        phones, episodes = config.heldout_phones, config.heldout_episodes
+        first_seed = config.phone_seed + config.phones
+    else:
+        phones, episodes = config.phones, config.episodes
+        first_seed = config.phone_seed
+    agent = config.make_agent()
+    workflow = LifecycleWorkflow(config=StepConfig(observation_size=config.observation_size))
+    demos: list[Demonstration] = []
+    counts = {"episodes": 0, "successes": 0, "skipped": 0}
+
+    async def play(i: int, n: int) -> None:
+        seed = first_seed + i
+        env = SimPhoneEnv(seed=seed, perturbation=config.perturbation, name=f"demo-{seed}")
+        rng = np.random.default_rng([config.seed, seed, int(heldout)])
+        order: list[Task] = []
+        episode: list[Demonstration] = []
+        actor = _RecordingOracle(agent, seed, episode, config.launch_by_name)
+        for _ in range(n):
+            if not order:
+                order = [tasks[j] for j in rng.permutation(len(tasks))]
+            task = order.pop(0)
+            episode.clear()
+            trajectory = await workflow.run(env, task, actor, episode_id=f"demo-{seed}-{counts['episodes']}")
+            await env.ago_home()
+            counts["episodes"] += 1
+            counts["successes"] += bool(trajectory.success)
+            # The workflow ends an episode whose goal already holds before anyone acts.
+            if config.skip_done_episodes and trajectory.termination.reason == TerminationReason.ALREADY_DONE:
+                counts["skipped"] += 1
+                continue
+            demos.extend(episode)
+            if trajectory.termination is not None and trajectory.termination.cause:
+                logger.warning("demo episode %s on phone %d ended: %s", task.id, seed, trajectory.termination.cause)
+
+    async def run_all() -> None:
+        for i in range(phones):  # sequential: deterministic, and SimPhones are in-process
+            await play(i, episodes // phones + (1 if i < episodes % phones else 0))
+
+    if phones and episodes:
+        asyncio.run(run_all())
+    per_task: dict[str, int] = {}
+    for d in demos:
+        per_task[d.task_id] = per_task.get(d.task_id, 0) + 1
+    stats = DemoStats(
+        episodes=counts["episodes"], successes=counts["successes"], steps=len(demos),
+        phones=phones if episodes else 0, per_task_steps=per_task, skipped_done_episodes=counts["skipped"],
+    )
+    return demos, stats

@@ -1,0 +1,213 @@
+"""Encoding: demonstrations through the :class:`~darwin.policies.hf.HFPolicy` input path
+once, cached as compact tensors (prompt ids, each distinct screenshot once as ``uint8``
+patches, target ids ending in EOS) that :meth:`EncodedDemos.batch` turns back into the
+policy's exact model inputs. See docs/sft.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from darwin.sft.demonstrations import Demonstration
+
+if TYPE_CHECKING:
+    import torch
+
+    from darwin.models.factory import VLM
+
+logger = logging.getLogger(__name__)
+
+
+class PixelEncoder:
+    """``uint8`` screenshots -> the image processor's ``pixel_values``, fast and bit-exact.
+
+    The processor's rescale/normalise is element-wise per channel, so it is tabulated once
+    (by calling the processor's own ``rescale``/``normalize`` on every byte value) and the
+    patch layout is Qwen2-VL's reshape/transpose. :meth:`check` compares against the
+    processor and raises on any difference (e.g. a transformers change).
+    """
+
+    def __init__(self, image_processor: Any) -> None:
+        import torch
+        from transformers.image_utils import ChannelDimension
+
+        ip = image_processor
+        self.patch = int(ip.patch_size)
+        self.temporal = int(ip.temporal_patch_size)
+        self.merge = int(ip.merge_size)
+        ramp = np.broadcast_to(np.arange(256, dtype=np.uint8), (3, 1, 256)).copy()
+        x: np.ndarray = ramp
+        if ip.do_rescale:
+            x = ip.rescale(x, ip.rescale_factor, data_format=ChannelDimension.FIRST,
+                           input_data_format=ChannelDimension.FIRST)
+        if ip.do_normalize:
+            x = ip.normalize(x, ip.image_mean, ip.image_std, data_format=ChannelDimension.FIRST,
+                             input_data_format=ChannelDimension.FIRST)
+        self.lut = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32).reshape(3 * 256))
+        self._offset = torch.tensor([0, 256, 512])
+
+    def to_patches(self, images: torch.Tensor) -> torch.Tensor:
+        """``(N, H, W, 3)`` uint8 -> ``(N, h*w, 3, p*p)`` uint8 in the processor's patch order."""
+        n, height, width, _ = images.shape
+        p, m = self.patch, self.merge
+        if height % (p * m) or width % (p * m):
+            raise ValueError(f"screenshots of {width}x{height} are not multiples of {p * m}")
+        gh, gw = height // p, width // p
+        x = images.permute(0, 3, 1, 2).reshape(n, 3, gh // m, m, p, gw // m, m, p)
+        x = x.permute(0, 2, 5, 3, 6, 1, 4, 7)  # (n, gh/m, gw/m, m, m, C, p, p)
+        return x.reshape(n, gh * gw, 3, p * p).contiguous()
+
+    def from_patches(self, patches: torch.Tensor) -> torch.Tensor:
+        """``(N, h*w, 3, p*p)`` uint8 patches -> ``pixel_values (N*h*w, 3*T*p*p)`` float32."""
+        import torch
+
+        n, count, channels, area = patches.shape
+        out = torch.empty((n, count, channels, self.temporal, area), dtype=torch.float32)
+        for c in range(channels):
+            values = self.lut[c * 256: (c + 1) * 256][patches[:, :, c].long()]
+            for t in range(self.temporal):  # images repeat along the temporal patch
+                out[:, :, c, t] = values
+        return out.view(n * count, channels * self.temporal * area)
+
+    def grid(self, height: int, width: int, n: int) -> torch.Tensor:
+        """``image_grid_thw`` rows of ``n`` screenshots of ``height x width``."""
+        import torch
+
+        return torch.tensor([[1, height // self.patch, width // self.patch]], dtype=torch.long).repeat(n, 1)
+
+    def __call__(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(N, H, W, 3)`` uint8 -> ``pixel_values (N*h*w, 3*T*p*p)`` and ``image_grid_thw (N, 3)``."""
+        n, height, width, _ = images.shape
+        return self.from_patches(self.to_patches(images)), self.grid(height, width, n)
+
+    def check(self, images: torch.Tensor, pixel_values: torch.Tensor, grid: torch.Tensor) -> None:
+        """Raise unless the fast path reproduces the processor's output exactly."""
+        import torch
+
+        mine, my_grid = self(images)
+        if not torch.equal(my_grid, grid.to(my_grid.dtype)) or not torch.equal(mine, pixel_values.to(mine.dtype)):
+            diff = (mine - pixel_values).abs().max().item() if mine.shape == pixel_values.shape else float("nan")
+            raise RuntimeError(
+                "the cached pixel path no longer matches the image processor "
+                f"(grid {my_grid[:1].tolist()} vs {grid[:1].tolist()}, max |diff| {diff}); "
+                "this transformers version preprocesses images differently: report it"
+            )
+
+
+@dataclass
+class EncodedDemos:
+    """Demonstrations as the model sees them: prompt ids, deduplicated screenshots, targets.
+
+    ``prompt_ids[i]`` are the unpadded ids of ``HFPolicy.build_inputs([prompt_i])``;
+    ``image_ids[i]`` index ``screens`` in the prompt's image order; ``target_ids[i]`` is
+    the tokenized target followed by EOS. ``screens`` holds each distinct screenshot once,
+    as ``uint8`` patches (``(N, h*w, 3, p*p)``, :meth:`PixelEncoder.to_patches`).
+    """
+
+    prompt_ids: list[torch.Tensor]
+    image_ids: list[list[int]]
+    screens: torch.Tensor
+    screen_size: tuple[int, int]
+    """``(W, H)`` of every screenshot."""
+    target_ids: list[list[int]]
+    pad_id: int
+    image_token_id: int
+    video_token_id: int | None
+    pixels: PixelEncoder
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids)
+
+    def batch(self, indices: Sequence[int]) -> tuple[dict[str, torch.Tensor], list[list[int]]]:
+        """The left-padded model inputs of these prompts (as ``HFPolicy.build_inputs`` gives
+        them) and their target ids, for :func:`~darwin.policies.hf.compute_response_logprobs`."""
+        import torch
+
+        from darwin.models.factory import mm_token_type_ids
+
+        rows = [self.prompt_ids[i] for i in indices]
+        longest = max(len(r) for r in rows)
+        ids = torch.full((len(rows), longest), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), longest), dtype=torch.long)
+        for k, r in enumerate(rows):
+            ids[k, longest - len(r):] = r
+            mask[k, longest - len(r):] = 1
+        inputs = {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "mm_token_type_ids": mm_token_type_ids(ids, self.image_token_id, self.video_token_id),
+        }
+        image_rows = [j for i in indices for j in self.image_ids[i]]
+        if image_rows:
+            w, h = self.screen_size
+            inputs["pixel_values"] = self.pixels.from_patches(self.screens[image_rows])
+            inputs["image_grid_thw"] = self.pixels.grid(h, w, len(image_rows))
+        return inputs, [self.target_ids[i] for i in indices]
+
+
+def encode_demonstrations(vlm: VLM, demos: Sequence[Demonstration], *, chunk: int = 32) -> EncodedDemos:
+    """Tokenize every prompt through the policy's own path (chat template + processor) once.
+
+    Screenshots are stored once each as ``uint8``; :class:`PixelEncoder` rebuilds their
+    ``pixel_values`` per batch and is checked bit-exact against the processor on every
+    chunk here.
+    """
+    import torch
+
+    from darwin.policies.hf import prompt_to_messages
+
+    tok = vlm.tokenizer
+    eos = tok.eos_token_id
+    if eos is None:
+        raise ValueError("the tokenizer has no EOS token; SFT targets must end with one")
+    pixels = PixelEncoder(vlm.image_processor)
+    screen_index: dict[bytes, int] = {}
+    screens: list[np.ndarray] = []
+    patches: list[torch.Tensor] = []
+    prompt_ids: list[torch.Tensor] = []
+    image_ids: list[list[int]] = []
+    for start in range(0, len(demos), chunk):
+        part = demos[start:start + chunk]
+        batch = vlm.build_inputs([prompt_to_messages(d.prompt) for d in part])
+        ids, mask = batch["input_ids"], batch["attention_mask"].bool()
+        first_new = len(screens)
+        flat_images: list[int] = []
+        for k, d in enumerate(part):
+            prompt_ids.append(ids[k][mask[k]].clone())
+            rows = []
+            for img in d.prompt.images:
+                arr = np.ascontiguousarray(img, dtype=np.uint8)
+                if screens and arr.shape != screens[0].shape:
+                    raise ValueError(
+                        f"screenshots of different sizes ({arr.shape[1]}x{arr.shape[0]} and "
+                        f"{screens[0].shape[1]}x{screens[0].shape[0]}): record demonstrations at one size"
+                    )
+                key = hashlib.blake2b(arr.tobytes() + repr(arr.shape).encode(), digest_size=16).digest()
+                if key not in screen_index:
+                    screen_index[key] = len(screens)
+                    screens.append(arr)
+                rows.append(screen_index[key])
+            image_ids.append(rows)
+            flat_images.extend(rows)
+        if flat_images:
+            stacked = torch.from_numpy(np.stack([screens[j] for j in flat_images]))
+            pixels.check(stacked, batch["pixel_values"], batch["image_grid_thw"])
+        if len(screens) > first_new:
+            patches.append(pixels.to_patches(torch.from_numpy(np.stack(screens[first_new:]))))
+        logger.debug("encoded %d prompts (%d new screens)", len(part), len(screens) - first_new)
+    targets = [tok.encode(d.target, add_special_tokens=False) + [int(eos)] for d in demos]
+    proc = vlm.processor
+    screen_tensor = torch.cat(patches) if patches else torch.zeros((0, 0, 3, 0), dtype=torch.uint8)
+    size = (int(screens[0].shape[1]), int(screens[0].shape[0])) if screens else (0, 0)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else eos
+    return EncodedDemos(
+        prompt_ids=prompt_ids, image_ids=image_ids, screens=screen_tensor, screen_size=size, target_ids=targets,
+        pad_id=int(pad), image_token_id=int(proc.image_token_id),
+        video_token_id=getattr(proc, "video_token_id", None), pixels=pixels,
+    )
