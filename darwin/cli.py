@@ -185,7 +185,7 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
         return _Actors(lambda i: RandomActor(seed=seed * 1000 + i))
     if kind == "tiny":
         from darwin.experiment import WARM_START_FILE, load_run_policy
-        from darwin.policies.pool import TinyActorPool
+        from darwin.policies.pool import ActorPool
         from darwin.sft import AGENT_FILE
 
         if not arg:
@@ -197,7 +197,7 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
             except FileNotFoundError as exc:
                 raise click.BadParameter(str(exc), param_hint="--agent") from None
         elif (Path(arg) / AGENT_FILE).is_file():
-            pool = TinyActorPool(arg, temperature=temp, seed=seed, max_batch=batch, max_new_tokens=max_new_tokens)
+            pool = ActorPool(arg, temperature=temp, seed=seed, max_batch=batch, max_new_tokens=max_new_tokens)
         else:
             raise click.BadParameter(f"no checkpoint at {arg}; pass a `darwin sft --out` or `darwin run` directory", param_hint="--agent")
         return _Actors(pool, pool.aclose, pool.observation_size)

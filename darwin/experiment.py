@@ -31,6 +31,7 @@ from darwin.envs.ray_phones import RayPhoneGroup, RayPhonesConfig
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.learner.config import LearnerConfig
 from darwin.policies.server import ServerPolicyConfig
+from darwin.problems import validation_lines
 from darwin.report import WARM_START_FILE
 from darwin.sft import SFTConfig
 from darwin.tasks import resolve_tasks as resolve_task_names
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from darwin.models.factory import VLM
     from darwin.policies.base import Policy
     from darwin.policies.hf import HFPolicyConfig
-    from darwin.policies.pool import TinyActorPool
+    from darwin.policies.pool import ActorPool
     from darwin.recipe import RunProgress, RunResult
     from darwin.store import RunStore
 
@@ -79,7 +80,7 @@ class PhonesConfig(BaseModel):
     )
 
 
-class PolicySetup(BaseModel):
+class PolicyConfig(BaseModel):
     """How actions are sampled and batched."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -98,7 +99,7 @@ class PolicySetup(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _check_backend(self) -> PolicySetup:
+    def _check_backend(self) -> PolicyConfig:
         if self.backend == "server" and self.server is None:
             raise ValueError("policy.backend = 'server' needs policy.server (ServerPolicyConfig: base_url, model, weight_sync, weights_dir)")
         if self.backend == "hf" and self.server is not None:
@@ -173,7 +174,7 @@ class StoreConfig(BaseModel):
         return RunStore(url, screenshot_dir=self.screenshot_dir or run_dir / "screenshots")
 
 
-class EvalSetup(BaseModel):
+class EvaluationConfig(BaseModel):
     """A sampled evaluation before RL (the warm start) and after the last update, on phones
     that never train, so a run reports its gain on equal terms."""
 
@@ -207,7 +208,7 @@ class ExperimentConfig(BaseModel):
     sft: SFTConfig = Field(default_factory=SFTConfig, description="how the warm start is trained when `checkpoint` is None")
     cache_dir: str = Field(".darwin-cache", description="where warm starts are cached")
     agent: AgentConfig = Field(default_factory=AgentConfig)
-    policy: PolicySetup = Field(default_factory=PolicySetup)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     curriculum: ComponentSpec = Field(
         default_factory=lambda: ComponentSpec(name="round_robin"),
@@ -243,7 +244,7 @@ class ExperimentConfig(BaseModel):
     )
     updates: int = Field(12, ge=1, description="learner updates, critic warm-up included")
     time_budget_s: float | None = Field(None, gt=0, description="stop after this many seconds of RL even if updates remain")
-    evaluation: EvalSetup = Field(default_factory=EvalSetup, description="sampled evaluation before and after RL")
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig, description="sampled evaluation before and after RL")
     mode: Literal["async", "sync"] = Field("async", description="rollout mode")
     parse_error_penalty: float = Field(0.0, ge=0.0, description="reward subtracted for unparseable output")
     run_dir: str | None = Field(None, description="default runs/<name>-<UTC time>")
@@ -260,7 +261,7 @@ class ExperimentConfig(BaseModel):
                 problems.append("policy.server.weight_sync = 'none' cannot receive the learner's updates; use 'lora' (vLLM) or 'disk' (SGLang)")
             elif server.weight_sync == "lora" and (lora is None or lora.rank != server.lora_rank or set(lora.target_modules) != set(server.lora_target_modules)):
                 problems.append(
-                    "policy.server.weight_sync = 'lora' sends the learner's adapters: set learner.lora (LoraSettings) with "
+                    "policy.server.weight_sync = 'lora' sends the learner's adapters: set learner.lora (LoraConfig) with "
                     f"rank = policy.server.lora_rank ({server.lora_rank}) and target_modules = policy.server.lora_target_modules "
                     f"({list(server.lora_target_modules)}), or use weight_sync='disk'"
                 )
@@ -356,13 +357,13 @@ class ExperimentConfig(BaseModel):
         return Path(self.checkpoint) if self.checkpoint else ensure_warm_start(self.cache_dir, self.sft)
 
     def build_policy_pool(self, warm_start: Path, run_dir: str | Path | None = None, *, seed: int | None = None,
-                          temperature: float | None = None) -> TinyActorPool:
+                          temperature: float | None = None) -> ActorPool:
         """The run's policy (``policy.backend``) on the warm start, handing each phone an
         actor with the experiment's memory; ``seed`` / ``temperature`` override ``policy``'s."""
-        from darwin.policies.pool import TinyActorPool
+        from darwin.policies.pool import ActorPool
 
         named = self.agent.format != "checkpoint"
-        return TinyActorPool(
+        return ActorPool(
             warm_start, temperature=self.policy.temperature if temperature is None else temperature,
             seed=self.policy.seed if seed is None else seed, max_batch=self.policy.max_batch,
             make_policy=self.policy.policy_factory(), max_wait=self.policy.max_wait, make_memory=self.memory_factory(run_dir),
@@ -454,7 +455,7 @@ def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConf
     try:
         config = build(preset)
     except ValidationError as exc:
-        lines = _validation_lines(exc)
+        lines = validation_lines(exc)
         raise ExperimentError(f"{path} (preset {preset!r}) has {len(lines)} problem(s):\n  " + "\n  ".join(lines)) from None
     if not isinstance(config, ExperimentConfig):
         raise ExperimentError(f"{path}: build({preset!r}) returned {type(config).__name__}, not an ExperimentConfig")
@@ -501,11 +502,6 @@ def _import_experiment_file(path: Path) -> ModuleType:
     return module
 
 
-def _validation_lines(exc: ValidationError) -> list[str]:
-    """One ``field.path: message`` line per problem pydantic found."""
-    return [f"{'.'.join(map(str, e['loc'])) or '(config)'}: {e['msg']}" for e in exc.errors()]
-
-
 def apply_overrides(config: ExperimentConfig, overrides: Sequence[str]) -> ExperimentConfig:
     """``config`` with ``KEY=VALUE`` overrides applied and validated again (``darwin run --set``).
 
@@ -528,7 +524,7 @@ def apply_overrides(config: ExperimentConfig, overrides: Sequence[str]) -> Exper
     try:
         updated = ExperimentConfig.model_validate(data)
     except ValidationError as exc:
-        lines = _validation_lines(exc)
+        lines = validation_lines(exc)
         raise ExperimentError(f"--set {' '.join(overrides)} gives an invalid experiment:\n  " + "\n  ".join(lines)) from None
     updated.check_components()
     return updated
@@ -612,16 +608,16 @@ def use_ray_cluster(config: ExperimentConfig, address: str) -> ExperimentConfig:
     try:
         return ExperimentConfig.model_validate(data)
     except ValidationError as exc:
-        raise ExperimentError("--ray-address gives an invalid experiment:\n  " + "\n  ".join(_validation_lines(exc))) from None
+        raise ExperimentError("--ray-address gives an invalid experiment:\n  " + "\n  ".join(validation_lines(exc))) from None
 
 
 def load_run_policy(
     run_dir: str | Path, *, temperature: float = 1.0, seed: int = 0, max_batch: int = 8, max_new_tokens: int | None = None,
-) -> TinyActorPool:
-    """A :class:`~darwin.policies.pool.TinyActorPool` with the actor weights of a run's last
+) -> ActorPool:
+    """A :class:`~darwin.policies.pool.ActorPool` with the actor weights of a run's last
     checkpoint (``darwin eval --agent tiny:<run dir>``): the run's warm start, then its trained weights."""
     from darwin.learner import LocalLearner
-    from darwin.policies.pool import TinyActorPool
+    from darwin.policies.pool import ActorPool
 
     run_dir = Path(run_dir)
     record = run_dir / WARM_START_FILE
@@ -630,7 +626,7 @@ def load_run_policy(
     warm = Path(json.loads(record.read_text())["path"])
     if not warm.is_dir():
         raise FileNotFoundError(f"the warm start {warm} of {run_dir} is gone; rebuild it (same SFT config) or restore it there")
-    pool = TinyActorPool(warm, temperature=temperature, seed=seed, max_batch=max_batch, max_new_tokens=max_new_tokens)
+    pool = ActorPool(warm, temperature=temperature, seed=seed, max_batch=max_batch, max_new_tokens=max_new_tokens)
     learner = LocalLearner.load(run_dir / "checkpoint", pool.policy)  # pushes the trained actor weights and version
     logger.info("%s: policy version %d after %d updates", run_dir, learner.policy_version, learner.updates)
     return pool

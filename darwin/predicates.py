@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from darwin.answers import AnswerKey, MatcherKind
+from darwin.problems import validation_summary
 from darwin.types import TaskDefinitionError, VerifierSpec
 
 P = TypeVar("P", bound=BaseModel)
@@ -102,7 +103,7 @@ def resolve(spec: VerifierSpec, task_id: str = "?", field: str = "verifier") -> 
     try:
         params = pred.params_model.model_validate(spec.params)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
+        problems = validation_summary(exc, "(root)")
         fields = ", ".join(pred.params_model.model_fields) or "none"
         raise TaskDefinitionError(
             f"task {task_id!r}: field '{field}.params' is invalid for predicate {spec.predicate!r}: {problems}. "

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from darwin.curricula.base import Curriculum
     from darwin.experiment import ExperimentConfig
     from darwin.learner import LocalLearner
-    from darwin.policies.pool import TinyActorPool
+    from darwin.policies.pool import ActorPool
     from darwin.rollout import RolloutEngine
     from darwin.store import RunStore
     from darwin.types import Task
@@ -170,7 +170,7 @@ class TrainingRecipe:
         self.evaluations: dict[str, EvalResult] = {}
         self.resumed = False
         # Built by setup():
-        self.pool: TinyActorPool | None = None
+        self.pool: ActorPool | None = None
         self.learner: LocalLearner | None = None
         self.state: RunState | None = None
         self.tasks: list[Task] = []

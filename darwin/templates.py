@@ -46,6 +46,7 @@ from pydantic import (
     model_validator,
 )
 
+from darwin.problems import validation_summary
 from darwin.types import StateSetup, Task, TaskDefinitionError, VerifierSpec
 
 P = TypeVar("P", bound=BaseModel)
@@ -150,7 +151,7 @@ class TaskTemplate(Generic[P]):
             try:
                 params = self.params.model_validate(params)
             except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
+                problems = validation_summary(exc, "(root)")
                 raise TaskDefinitionError(
                     f"template {self.id!r}: invalid parameters: {problems}. Schema: {schema_line(self)}"
                 ) from None

@@ -322,9 +322,9 @@ async def _generate(
     pool = None
     actor_size = size
     if warm_start is not None:
-        from darwin.policies.pool import TinyActorPool
+        from darwin.policies.pool import ActorPool
 
-        pool = TinyActorPool(warm_start, temperature=1.0, seed=seed, max_batch=1)
+        pool = ActorPool(warm_start, temperature=1.0, seed=seed, max_batch=1)
         actor_size = pool.observation_size
     makers: dict[str, Callable[[Task], Actor]] = {
         "oracle": lambda task: OracleActor(),

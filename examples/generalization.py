@@ -19,7 +19,7 @@ points on unseen instances / templates / apps for a 7B model; docs/results.md ha
     darwin run examples/generalization.py
 """
 
-from darwin.experiment import EvalSetup, ExperimentConfig, PhonesConfig, PolicySetup
+from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
 from darwin.sft import SFTConfig
 from darwin.templates import SplitConfig, split_templates
@@ -39,7 +39,7 @@ def build(preset: str) -> ExperimentConfig:
         horizon=16,
         phones=PhonesConfig(kind="sim", count=8, seed=300),
         sft=SFTConfig(tasks=train, steps=400, episodes=1024),
-        policy=PolicySetup(temperature=1.0, max_batch=8, max_wait=0.05),
+        policy=PolicyConfig(temperature=1.0, max_batch=8, max_wait=0.05),
         learner=LearnerConfig(
             gamma=1.0, lam=1.0, critic_warmup_updates=2, critic_warmup_epochs=4, critic_warmup_lam=1.0,
             value_head_bias=0.1, clip_ratio=0.2, ppo_epochs=1, mini_batch_size=32, micro_batch_size=8,
@@ -49,7 +49,7 @@ def build(preset: str) -> ExperimentConfig:
         rollout_steps=256,
         updates=40,
         time_budget_s=10 * 60,
-        evaluation=EvalSetup(episodes_per_task=1, phones=16, task_sets=held_out),
+        evaluation=EvaluationConfig(episodes_per_task=1, phones=16, task_sets=held_out),
         notes=f"templates split with {SPLIT!r}: {len(train)} training instances of {len(split.train_templates)} templates; "
         f"held out: {len(split.held_out_templates)} templates, apps {', '.join(split.held_out_apps)}. "
         "PPO settings of examples/spa_bench.py; horizon 16; SFT 400 steps on training tasks only.",

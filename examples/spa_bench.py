@@ -39,8 +39,8 @@ in $DARWIN_CHECKPOINT.
 
 import os
 
-from darwin.experiment import EvalSetup, ExperimentConfig, PhonesConfig, PolicySetup
-from darwin.learner import VerlSettings
+from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
+from darwin.learner import VerlConfig
 from darwin.learner.config import LearnerConfig
 from darwin.policies.server import ServerPolicyConfig
 from darwin.sft import SFTConfig
@@ -54,7 +54,7 @@ def build(preset: str) -> ExperimentConfig:
             horizon=12,
             phones=PhonesConfig(kind="sim", count=8, seed=100),
             sft=SFTConfig(steps=200),
-            policy=PolicySetup(temperature=1.0, max_batch=8, max_wait=0.05),
+            policy=PolicyConfig(temperature=1.0, max_batch=8, max_wait=0.05),
             learner=LearnerConfig(
                 gamma=1.0, lam=1.0, critic_warmup_updates=2, critic_warmup_epochs=4, critic_warmup_lam=1.0,
                 value_head_bias=0.1, clip_ratio=0.2, ppo_epochs=1, mini_batch_size=32, micro_batch_size=8,
@@ -65,7 +65,7 @@ def build(preset: str) -> ExperimentConfig:
             parse_error_penalty=0.0,
             updates=60,
             time_budget_s=14 * 60,
-            evaluation=EvalSetup(episodes_per_task=12, phones=16),
+            evaluation=EvaluationConfig(episodes_per_task=12, phones=16),
             notes="CPU-scaled paper schedule: 200-step SFT warm start, horizon 12, lambda 1.0, 2 warm-up "
             "updates (paper: 30), 1 PPO epoch, raised learning rates, KL to the warm start 0.1; "
             "decoupled PPO anchor, local format penalty 0.5, per-task whitening, equal trajectory weight; "
@@ -80,7 +80,7 @@ def build(preset: str) -> ExperimentConfig:
             horizon=32,
             phones=PhonesConfig(kind="adb", count=max(1, len(devices)) if devices else 8, devices=devices),
             checkpoint=checkpoint,
-            policy=PolicySetup(
+            policy=PolicyConfig(
                 temperature=1.0, max_batch=32, max_wait=0.05, backend="server",
                 server=ServerPolicyConfig(
                     base_url=os.environ.get("DARWIN_POLICY_URL", "http://127.0.0.1:8000"),
@@ -94,7 +94,7 @@ def build(preset: str) -> ExperimentConfig:
                 value_head_bias=0.1, clip_ratio=0.2, ppo_epochs=4, mini_batch_size=64, micro_batch_size=16,
                 actor_lr=1e-6, critic_lr=1e-5,
                 backend="verl",
-                verl=VerlSettings(
+                verl=VerlConfig(
                     model_path=checkpoint, gpus_per_node=int(os.environ.get("DARWIN_GPUS", "8")),
                     model_dtype="bf16", ray_address=os.environ.get("DARWIN_RAY_ADDRESS"),
                 ),

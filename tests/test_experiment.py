@@ -18,7 +18,7 @@ from darwin.experiment import ExperimentError, apply_overrides, load_experiment,
 ROOT = Path(__file__).resolve().parents[1]
 
 SMALL = """
-from darwin.experiment import EvalSetup, ExperimentConfig, PhonesConfig, PolicySetup
+from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
 from darwin.sft import SFTConfig
 
@@ -28,9 +28,9 @@ def build(preset):
         phones=PhonesConfig(count=2, seed=3),
         sft=SFTConfig(steps=3, warmup_steps=1, batch_size=4, phones=2, episodes=4, heldout_episodes=0),
         cache_dir=CACHE,
-        policy=PolicySetup(max_batch=2, max_wait=0.01),
+        policy=PolicyConfig(max_batch=2, max_wait=0.01),
         learner=LearnerConfig(critic_warmup_updates=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
-        rollout_steps=12, updates=UPDATES, evaluation=EvalSetup(episodes_per_task=1, phones=2),
+        rollout_steps=12, updates=UPDATES, evaluation=EvaluationConfig(episodes_per_task=1, phones=2),
     )
 """
 
@@ -256,8 +256,8 @@ def test_eval_of_an_experiment_plays_the_runs_warm_start_evaluation(tmp_path):
     policy): it plays the same episodes as `darwin run F`'s warm-start evaluation, and both
     store them with their verdicts in the run database."""
     path = tmp_path / "one_eval_phone.py"
-    path.write_text(small_experiment(tmp_path, 2).read_text().replace("EvalSetup(episodes_per_task=1, phones=2)",
-                                                                      "EvalSetup(episodes_per_task=2, phones=1)"))
+    path.write_text(small_experiment(tmp_path, 2).read_text().replace("EvaluationConfig(episodes_per_task=1, phones=2)",
+                                                                      "EvaluationConfig(episodes_per_task=2, phones=1)"))
     run_dir = tmp_path / "run"
     trained = CliRunner().invoke(main, ["run", str(path), "--run-dir", str(run_dir)])
     assert trained.exit_code == 0, trained.output
@@ -280,10 +280,10 @@ def test_a_ui_tars_format_checkpoint_trains_in_the_loop(tmp_path):
     from darwin.agents.uitars import UITarsAgent
     from darwin.experiment import (
         AgentConfig,
-        EvalSetup,
+        EvaluationConfig,
         ExperimentConfig,
         PhonesConfig,
-        PolicySetup,
+        PolicyConfig,
         run_experiment,
     )
     from darwin.learner.config import LearnerConfig
@@ -293,9 +293,9 @@ def test_a_ui_tars_format_checkpoint_trains_in_the_loop(tmp_path):
     config = ExperimentConfig(
         name="uitars", tasks=("settings_dark_theme",), horizon=3, checkpoint=str(tmp_path / "ui-tars"),
         agent=AgentConfig(format="uitars-1.5", observation_size=(252, 560), max_new_tokens=24),
-        phones=PhonesConfig(count=2), policy=PolicySetup(max_batch=2, max_wait=0.01),
+        phones=PhonesConfig(count=2), policy=PolicyConfig(max_batch=2, max_wait=0.01),
         learner=LearnerConfig(critic_warmup_updates=0, ppo_epochs=1, mini_batch_size=4, micro_batch_size=2),
-        rollout_steps=6, updates=1, evaluation=EvalSetup(episodes_per_task=1, phones=1),
+        rollout_steps=6, updates=1, evaluation=EvaluationConfig(episodes_per_task=1, phones=1),
     )
     pool = config.build_policy_pool(config.warm_start())
     try:

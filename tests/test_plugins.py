@@ -52,7 +52,7 @@ class LoggingWorkflow(StepWorkflow):
 
 EXPERIMENT = '''
 from darwin.components import ComponentSpec
-from darwin.experiment import EvalSetup, ExperimentConfig, PhonesConfig, PolicySetup
+from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
 from darwin.sft import SFTConfig
 
@@ -61,7 +61,7 @@ def build(preset):
         name="lab", tasks=("settings_dark_theme", "amazon_0"), horizon=4,
         phones=PhonesConfig(count=2, seed=3),
         sft=SFTConfig(steps=3, warmup_steps=1, batch_size=4, phones=2, episodes=4, heldout_episodes=0),
-        cache_dir=CACHE, policy=PolicySetup(max_batch=2, max_wait=0.01),
+        cache_dir=CACHE, policy=PolicyConfig(max_batch=2, max_wait=0.01),
         learner=LearnerConfig(critic_warmup_updates=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
         rollout_steps=8, updates=2,
         curriculum=ComponentSpec(name="lab_plugins:OnlyTask", kwargs={"task_id": "settings_dark_theme"}),

@@ -88,6 +88,7 @@ from darwin.policies.litellm import (
     PolicyRequestError,
     _litellm,
 )
+from darwin.problems import validation_summary
 from darwin.tasks import goal_text
 from darwin.types import ACTOR
 from darwin.verifiers.base import Verdict, VerdictUsage, VerificationRequest, Verifier
@@ -596,7 +597,7 @@ class LLMJudge(Verifier):
             try:
                 self.config = LLMJudgeConfig.model_validate(data)
             except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(config)'}: {e['msg']}" for e in exc.errors())
+                problems = validation_summary(exc)
                 raise JudgeConfigError(f"invalid llm_judge config: {problems}") from None
         if self.config.check_model and self.config.llm.api_base is None:
             check_model_name(self.config.llm.model)

@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from darwin.agents.base import Actor, ModelActor
 from darwin.policies.base import ChatMessage, Policy, Prompt
 from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig, PolicyAuthError
+from darwin.problems import validation_summary
 from darwin.types import Decision, Observation, Termination, TerminationReason
 from darwin.workflows.step import AdviserError, PhaseTurns
 
@@ -65,7 +66,7 @@ def build_adviser(spec: AdviserSpec, role: str) -> Policy | None:
         try:
             return LiteLLMPolicy(LiteLLMPolicyConfig.model_validate(dict(spec)))
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(config)'}: {e['msg']}" for e in exc.errors())
+            problems = validation_summary(exc)
             raise ValueError(f"{role}: invalid LiteLLM config ({problems})") from None
     raise ValueError(f"{role}: expected 'self', a LiteLLM config or a Policy, got {type(spec).__name__}")
 

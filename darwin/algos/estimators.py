@@ -41,7 +41,7 @@ __all__ = [
     "AdvantageInputs",
     "AdvantageOutput",
     "Estimator",
-    "EstimatorSettings",
+    "EstimatorConfig",
     "estimator_names",
     "get_estimator",
     "register_estimator",
@@ -49,7 +49,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class EstimatorSettings:
+class EstimatorConfig:
     """The learner's knobs that estimators read (from ``LearnerConfig``)."""
 
     gamma: float = 1.0
@@ -87,7 +87,7 @@ class AdvantageInputs:
     anchor_ids: Sequence[Hashable]
     values: torch.Tensor | None = None
     truncated: torch.Tensor | None = None
-    settings: EstimatorSettings = field(default_factory=EstimatorSettings)
+    settings: EstimatorConfig = field(default_factory=EstimatorConfig)
 
 
 @dataclass(frozen=True)

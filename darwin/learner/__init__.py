@@ -29,12 +29,12 @@ from darwin.learner.checkpoint import (
     resolve_checkpoint,
     restore_pending,
 )
-from darwin.learner.config import PAPER_TABLE_1, LearnerConfig, LoraSettings
+from darwin.learner.config import PAPER_TABLE_1, LearnerConfig, LoraConfig
 from darwin.learner.local import LocalLearner
 from darwin.learner.metrics import UpdateMetrics
 from darwin.learner.models import ValueModel
 from darwin.learner.update_batch import UpdateBatch
-from darwin.learner.verl_config import VerlSettings
+from darwin.learner.verl_config import VerlConfig
 
 __all__ = [
     "BuildInputs",
@@ -43,14 +43,14 @@ __all__ = [
     "LearnerConfig",
     "LearnerDataError",
     "LocalLearner",
-    "LoraSettings",
+    "LoraConfig",
     "ResumeState",
     "RowInputs",
     "StepRow",
     "UpdateBatch",
     "UpdateMetrics",
     "ValueModel",
-    "VerlSettings",
+    "VerlConfig",
     "collate",
     "collect_step_rows",
     "preprocess_rows",

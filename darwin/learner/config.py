@@ -33,12 +33,13 @@ from pydantic import (
 
 from darwin.algos import KL_ESTIMATORS, LOSS_AGG_MODES
 from darwin.algos.estimators import get_estimator
-from darwin.learner.verl_config import VerlSettings
+from darwin.learner.verl_config import VerlConfig
+from darwin.problems import problems_message
 
-__all__ = ["LearnerConfig", "LoraSettings", "PAPER_TABLE_1"]
+__all__ = ["LearnerConfig", "LoraConfig", "PAPER_TABLE_1"]
 
 
-class LoraSettings(BaseModel):
+class LoraConfig(BaseModel):
     """Low-rank adapters (peft) on the actor and, if ``critic`` is set, on the critic backbone.
 
     Only the adapters (and the value head) train; the policy still receives full merged
@@ -243,7 +244,7 @@ class LearnerConfig(BaseModel):
     )
 
     # --- models -------------------------------------------------------------------------
-    lora: LoraSettings | None = Field(None, description="train low-rank adapters instead of all weights")
+    lora: LoraConfig | None = Field(None, description="train low-rank adapters instead of all weights")
     device: str | None = Field(None, description="learner device; None = the policy's device")
 
     # --- backend ------------------------------------------------------------------------
@@ -251,7 +252,7 @@ class LearnerConfig(BaseModel):
         "local", description="'local': LocalLearner, one process (CPU or one GPU); 'verl': VerlLearner, "
         "verl's FSDP actor and critic workers on Ray (settings in `verl`; docs/scale.md)"
     )
-    verl: VerlSettings | None = Field(None, description="the verl backend's workers (backend='verl')")
+    verl: VerlConfig | None = Field(None, description="the verl backend's workers (backend='verl')")
 
     # ------------------------------------------------------------------------------------
     @classmethod
@@ -341,7 +342,7 @@ class LearnerConfig(BaseModel):
         if self.backend != "verl":
             return ["verl settings given with backend='local': set backend='verl' or drop `verl`"] if self.verl is not None else []
         if self.verl is None:
-            return ["backend='verl' needs verl=VerlSettings(model_path=...): the actor's HF checkpoint directory"]
+            return ["backend='verl' needs verl=VerlConfig(model_path=...): the actor's HF checkpoint directory"]
         out = list(self.verl.problems())
         unsupported = {
             "lora": self.lora is not None, "critic='shared'": self.critic == "shared", "kl_coef > 0": self.kl_coef > 0,
@@ -399,7 +400,7 @@ def _describe(error: Any) -> str:
 
 
 def _format(problems: list[str]) -> str:
-    return f"invalid LearnerConfig ({len(problems)} problem(s)):\n- " + "\n- ".join(problems)
+    return problems_message("LearnerConfig", problems)
 
 
 def _largest_divisor_at_most(n: int, k: int) -> int:

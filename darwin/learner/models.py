@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from darwin.learner.config import LearnerConfig, LoraSettings
+from darwin.learner.config import LearnerConfig, LoraConfig
 from darwin.models.scoring import rope_index
 
 
@@ -253,7 +253,7 @@ def _peft() -> Any:
     return peft
 
 
-def apply_lora(model: nn.Module, settings: LoraSettings, generator: torch.Generator) -> nn.Module:
+def apply_lora(model: nn.Module, settings: LoraConfig, generator: torch.Generator) -> nn.Module:
     """Inject LoRA adapters in place (base weights frozen), initialised from ``generator``.
 
     peft initialises ``lora_A`` from torch's global RNG; that happens inside a forked RNG

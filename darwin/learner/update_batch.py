@@ -29,7 +29,7 @@ import torch
 
 from darwin.algos import trajectory_weights, whiten_within
 from darwin.algos.adagrpo import shortest_path_adjusted_rewards
-from darwin.algos.estimators import AdvantageInputs, EstimatorSettings, get_estimator
+from darwin.algos.estimators import AdvantageInputs, EstimatorConfig, get_estimator
 from darwin.learner.batch import RowInputs, StepRow
 from darwin.learner.config import LearnerConfig
 from darwin.types import Trajectory
@@ -127,7 +127,7 @@ def estimate_advantages(
         rewards=rewards, response_mask=mask, trajectory_ids=traj_ids, step_indices=step_indices,
         group_ids=[r.group for r in rows], anchor_ids=[r.anchor for r in rows], values=values,
         truncated=truncated,
-        settings=EstimatorSettings(
+        settings=EstimatorConfig(
             gamma=cfg.gamma, lam=lam, whiten=cfg.whiten_advantages and cfg.whiten_by == "batch",
             bootstrap_truncated=cfg.truncation == "bootstrap", grpo_norm_by_std=cfg.grpo_norm_by_std,
             grpo_weighting=cfg.grpo_weighting, gigpo_gamma=cfg.gigpo_gamma, gigpo_omega=cfg.gigpo_omega,

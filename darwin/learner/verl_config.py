@@ -1,17 +1,17 @@
-"""Settings of the verl learner backend (``LearnerConfig(backend="verl", verl=VerlSettings(...))``).
+"""Settings of the verl learner backend (``LearnerConfig(backend="verl", verl=VerlConfig(...))``).
 
 Only the distributed side lives here; the algorithm (GAE, clip, learning rates, warm-up,
 value-head bias) stays in :class:`~darwin.learner.LearnerConfig`, shared with the local
 learner. Importing this module needs neither Ray nor verl, so experiments that name the
 verl backend validate (``darwin run --dry-run``) on any machine::
 
-    >>> from darwin.learner.verl_config import VerlSettings
-    >>> s = VerlSettings(model_path="/ckpt/actor", gpus_per_node=8, nodes=2, micro_batch_size_per_gpu=4)
+    >>> from darwin.learner.verl_config import VerlConfig
+    >>> s = VerlConfig(model_path="/ckpt/actor", gpus_per_node=8, nodes=2, micro_batch_size_per_gpu=4)
     >>> s.world_size, s.strategy, s.device
     (16, 'fsdp2', 'cuda')
-    >>> VerlSettings(model_path="", gpus_per_node=0)  # doctest: +ELLIPSIS
+    >>> VerlConfig(model_path="", gpus_per_node=0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    pydantic_core._pydantic_core.ValidationError: 2 validation errors for VerlSettings
+    pydantic_core._pydantic_core.ValidationError: 2 validation errors for VerlConfig
     ...
 """
 
@@ -21,10 +21,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["VerlSettings"]
+__all__ = ["VerlConfig"]
 
 
-class VerlSettings(BaseModel):
+class VerlConfig(BaseModel):
     """Where and how verl's FSDP workers run (frozen, validated when built).
 
     Attributes are verl's names where one exists (``actor_rollout_ref.actor.fsdp_config.*``,

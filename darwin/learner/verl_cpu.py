@@ -6,7 +6,7 @@ machine without one it falls back to ``nvidia`` and its workers die in
 doesn't have NCCL built in"). Ray workers import this module when started with
 ``VERL_USE_EXTERNAL_MODULES=darwin.learner.verl_cpu`` and ``VERL_PLATFORM=cpu`` (the
 switches verl documents for out-of-tree platforms; :class:`~darwin.learner.VerlLearner`
-sets them with ``VerlSettings(device="cpu")``). Nothing in verl is patched.
+sets them with ``VerlConfig(device="cpu")``). Nothing in verl is patched.
 
 With it, verl's FSDP2 engine trains an actor on CPU with gloo (tested with two workers);
 the critic is still out of reach: ``verl/utils/model.py`` loads value models with

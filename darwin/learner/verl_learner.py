@@ -3,7 +3,7 @@ calibrated value head) on verl's FSDP workers on Ray.
 
 The run uses it like :class:`~darwin.learner.LocalLearner` (``update``, ``save``, ``load``,
 ``in_warmup``, ``updates``, ``policy_version``, ``actor_state_dict``), selected with
-``LearnerConfig(backend="verl", verl=VerlSettings(...))``. What differs is where the models
+``LearnerConfig(backend="verl", verl=VerlConfig(...))``. What differs is where the models
 live: an actor group and a critic group of verl's ``TrainingWorker`` (FSDP/FSDP2, one
 worker per GPU) instead of copies in the run's process. The maths stays darwin's: step
 rows (:func:`~darwin.learner.batch.collect_step_rows`), advantages from the registered
@@ -54,7 +54,7 @@ from pydantic import JsonValue
 from verl import DataProto
 
 from darwin.algos import masked_mean, trajectory_weights, whiten_within
-from darwin.algos.estimators import AdvantageInputs, EstimatorSettings, get_estimator
+from darwin.algos.estimators import AdvantageInputs, EstimatorConfig, get_estimator
 from darwin.learner.batch import LearnerDataError, StepRow, collect_step_rows
 from darwin.learner.checkpoint import (
     CHECKPOINT_FORMAT_VERSION,
@@ -68,7 +68,7 @@ from darwin.learner.checkpoint import (
 )
 from darwin.learner.config import LearnerConfig
 from darwin.learner.metrics import UpdateMetrics
-from darwin.learner.verl_config import VerlSettings
+from darwin.learner.verl_config import VerlConfig
 from darwin.types import Trajectory
 
 if TYPE_CHECKING:
@@ -266,7 +266,7 @@ def prepare_critic_checkpoint(
 # --------------------------------------------------------------------------------------
 # Runtime checks
 # --------------------------------------------------------------------------------------
-def check_verl_runtime(settings: VerlSettings, *, needs_critic: bool) -> None:
+def check_verl_runtime(settings: VerlConfig, *, needs_critic: bool) -> None:
     """Raise :class:`VerlBackendUnavailable` naming what is missing for ``settings`` here."""
     problems: list[str] = []
     for module, hint in (("ray", "pip install 'ray[default]'"), ("uvicorn", "pip install uvicorn fastapi (verl's 'verl-core' extra)"),
@@ -307,7 +307,7 @@ class VerlLearner:
 
     Args:
         policy: receives the actor's weights after every actor update (``load_weights``).
-        config: ``LearnerConfig(backend="verl", verl=VerlSettings(model_path=...))``; the
+        config: ``LearnerConfig(backend="verl", verl=VerlConfig(model_path=...))``; the
             policy's model saved at ``verl.model_path`` is the actor's start.
         pad_token_id: pads prompts and responses (default: the policy's tokenizer's pad or
             EOS token, when it has one).
@@ -318,7 +318,7 @@ class VerlLearner:
 
     Example (needs a GPU, or ``device="cpu"`` and a critic-free algorithm)::
 
-        learner = VerlLearner(policy, LearnerConfig(backend="verl", verl=VerlSettings(
+        learner = VerlLearner(policy, LearnerConfig(backend="verl", verl=VerlConfig(
             model_path="runs/actor-hf", gpus_per_node=8)))
         metrics = learner.update(buffer.take_completed())
         learner.save("run/ckpt", pending=buffer.completed_trajectories())
@@ -335,7 +335,7 @@ class VerlLearner:
         work_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if config.backend != "verl" or config.verl is None:
-            raise ValueError("VerlLearner needs LearnerConfig(backend='verl', verl=VerlSettings(model_path=...))")
+            raise ValueError("VerlLearner needs LearnerConfig(backend='verl', verl=VerlConfig(model_path=...))")
         if not isinstance(policy, WeightReceiver):
             raise TypeError(f"the verl learner pushes weights with policy.load_weights(state_dict, version); got {type(policy).__name__}")
         settings = config.verl
@@ -525,7 +525,7 @@ class VerlLearner:
             step_indices=torch.tensor([r.step for r in rows], dtype=torch.long),
             group_ids=[r.group for r in rows], anchor_ids=[r.anchor for r in rows], values=values,
             truncated=torch.tensor([r.truncated for r in rows], dtype=torch.bool),
-            settings=EstimatorSettings(
+            settings=EstimatorConfig(
                 gamma=cfg.gamma, lam=lam, whiten=cfg.whiten_advantages and cfg.whiten_by == "batch",
                 bootstrap_truncated=cfg.truncation == "bootstrap", grpo_norm_by_std=cfg.grpo_norm_by_std,
                 grpo_weighting=cfg.grpo_weighting, gigpo_gamma=cfg.gigpo_gamma, gigpo_omega=cfg.gigpo_omega,

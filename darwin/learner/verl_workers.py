@@ -4,7 +4,7 @@ verl 0.9.1 drives both its actor (inside ``ActorRolloutRefWorker``) and its crit
 ``verl.workers.engine_workers.TrainingWorker`` (``ray_trainer.py`` builds the critic group
 from it directly). ``darwin_training_worker()`` is that class, plus
 
-- on CPU (``VerlSettings(device="cpu")``) a plain ``gloo`` default process group, set up
+- on CPU (``VerlConfig(device="cpu")``) a plain ``gloo`` default process group, set up
   before verl would ask for ``"cpu:gloo,cpu:gloo"`` (an invalid backend string);
 - :meth:`full_state_dict`: the actor's full weights, gathered with the engine's
   ``get_per_tensor_param`` (the call verl itself uses to push weights to its rollout

@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from darwin.models.tokens import MAX_BASE_VOCAB, Family, special_tokens_for
+from darwin.problems import problems_message
 
 MIN_BASE_VOCAB = 256
 """The byte-level alphabet every tokenizer starts from (all 256 bytes)."""
@@ -276,6 +277,6 @@ class TinyVLMConfig(BaseModel):
         problems = self.problems()
         if problems:
             raise ValueError(
-                f"invalid TinyVLMConfig ({len(problems)} problem(s)):\n- " + "\n- ".join(problems)
+                problems_message("TinyVLMConfig", problems)
             )
         return self

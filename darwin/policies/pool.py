@@ -1,6 +1,6 @@
 """The RL run's policy pool: one sampling policy over the warm start, handing an actor per phone.
 
-:class:`TinyActorPool` loads a warm-start checkpoint (:mod:`darwin.sft.checkpoint`; or, with an
+:class:`ActorPool` loads a warm-start checkpoint (:mod:`darwin.sft.checkpoint`; or, with an
 ``agent_format``, any Qwen2-VL-family checkpoint directory such as UI-TARS), puts one
 :class:`~darwin.policies.hf.HFPolicy` (or another backend) behind one
 :class:`~darwin.policies.batcher.DynamicBatcher`, and gives each phone its own
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from darwin.policies.hf import HFPolicy
 
 
-class TinyActorPool:
+class ActorPool:
     """Model actors for N phones sharing one :class:`~darwin.policies.hf.HFPolicy` behind one
     :class:`~darwin.policies.batcher.DynamicBatcher`, so the phones' steps batch together.
 

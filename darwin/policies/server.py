@@ -126,7 +126,7 @@ class ServerPolicyConfig(BaseModel):
     weights_dir: str | None = Field(
         default=None, description="a directory the server can read (same path on both machines) for adapters / checkpoints"
     )
-    lora_rank: int = Field(default=8, ge=1, le=1024, description="'lora': adapter rank (the learner's LoraSettings.rank)")
+    lora_rank: int = Field(default=8, ge=1, le=1024, description="'lora': adapter rank (the learner's LoraConfig.rank)")
     lora_target_modules: tuple[str, ...] = Field(
         default=DEFAULT_LORA_TARGETS, min_length=1, description="'lora': adapted module names (the learner's)"
     )
@@ -685,7 +685,7 @@ class ServerPolicy(Policy):
                 f"weights do not fit a rank-{cfg.lora_rank} LoRA adapter on {sorted(targets)}: "
                 f"{len(changed_elsewhere)} non-adapted tensors changed {changed_elsewhere[:3]}, "
                 f"{len(too_high)} changes of rank > {cfg.lora_rank} {too_high[:3]}; train with "
-                "LearnerConfig(lora=LoraSettings(rank=..., target_modules=...)) matching the server policy, "
+                "LearnerConfig(lora=LoraConfig(rank=..., target_modules=...)) matching the server policy, "
                 "or use weight_sync='disk'"
             )
         out = Path(path)

@@ -28,6 +28,7 @@ from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import appearance_key
 from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemory
 from darwin.models.config import TinyVLMConfig
+from darwin.problems import problems_message
 
 SFT_FORMAT_VERSION = 1
 """Version of the checkpoint records and of the config hash (part of the hashed blob)."""
@@ -161,7 +162,7 @@ class SFTConfig(BaseModel):
     def _check(self) -> SFTConfig:
         problems = self.problems()
         if problems:
-            raise ValueError(f"invalid SFTConfig ({len(problems)} problem(s)):\n- " + "\n- ".join(problems))
+            raise ValueError(problems_message("SFTConfig", problems))
         return self
 
     def config_hash(self) -> str:

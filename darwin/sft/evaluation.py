@@ -1,6 +1,6 @@
 """Evaluation of a warm start: its success on SimPhones as ``darwin eval --agent
 tiny:<checkpoint>`` measures it, through the RL run's policy pool
-(:class:`~darwin.policies.pool.TinyActorPool`)."""
+(:class:`~darwin.policies.pool.ActorPool`)."""
 
 from __future__ import annotations
 
@@ -37,12 +37,12 @@ async def evaluate_warm_start(
     # imported here, not at the top: darwin.policies.pool itself imports darwin.sft
     from darwin.envs.sim.env import SimPhoneEnv
     from darwin.evaluate import evaluate
-    from darwin.policies.pool import TinyActorPool
+    from darwin.policies.pool import ActorPool
     from darwin.tasks import resolve_tasks
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
     chosen = resolve_tasks(tasks)
-    pool = TinyActorPool(checkpoint, temperature=temperature, seed=seed, max_batch=min(phones, 64))
+    pool = ActorPool(checkpoint, temperature=temperature, seed=seed, max_batch=min(phones, 64))
     envs = [
         SimPhoneEnv(seed=seed + i, perturbation=perturbation or PerturbationConfig(), name=f"sim-{seed + i}")
         for i in range(phones)

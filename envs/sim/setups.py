@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from darwin.predicates import PredicateParams, State
+from darwin.problems import validation_summary
 from darwin.types import StateSetup, TaskDefinitionError
 
 P = TypeVar("P", bound=BaseModel)
@@ -66,7 +67,7 @@ def resolve_setup(spec: StateSetup, task_id: str = "?", field: str = "setup") ->
     try:
         params = step.params_model.model_validate(spec.params)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
+        problems = validation_summary(exc, "(root)")
         fields = ", ".join(step.params_model.model_fields) or "none"
         raise TaskDefinitionError(
             f"task {task_id!r}: field '{field}.params' is invalid for setup step {spec.step!r}: {problems}. "

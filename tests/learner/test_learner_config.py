@@ -8,7 +8,7 @@ import importlib
 import pytest
 from pydantic import ValidationError
 
-from darwin.learner import PAPER_TABLE_1, LearnerConfig, LoraSettings
+from darwin.learner import PAPER_TABLE_1, LearnerConfig, LoraConfig
 
 
 def test_paper_preset_is_table_1():
@@ -41,7 +41,7 @@ def test_cross_field_problems_and_frozen():
     with pytest.raises(ValidationError, match="micro_batch_size=16 exceeds"):
         LearnerConfig(mini_batch_size=8, micro_batch_size=16)
     with pytest.raises(ValidationError, match="lora.critic=False"):
-        LearnerConfig(critic="shared", lora=LoraSettings(critic=False))
+        LearnerConfig(critic="shared", lora=LoraConfig(critic=False))
     with pytest.raises(ValidationError, match="Extra inputs.*did you mean 'actor_lr'"):
         LearnerConfig(actor_lrr=1e-3)
     cfg = LearnerConfig(algorithm="grpo", critic_warmup_updates=0)

@@ -14,7 +14,7 @@ from darwin.agents import TinyAgent
 from darwin.agents.base import ModelActor
 from darwin.algos import trajectory_gae
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.learner import LearnerDataError, LocalLearner, LoraSettings
+from darwin.learner import LearnerDataError, LocalLearner, LoraConfig
 from darwin.learner.models import capture_outputs, response_sequences
 from darwin.policies import compute_response_logprobs
 from darwin.tasks import task_set
@@ -189,7 +189,7 @@ def test_value_alignment_is_the_hidden_state_that_predicts_the_token(policy, tra
 
 
 def test_lora_pushes_merged_weights(policy, trajectories, kit):
-    learner = LocalLearner(policy, kit.small_config(lora=LoraSettings(rank=4), actor_lr=1e-2, kl_coef=0.1,
+    learner = LocalLearner(policy, kit.small_config(lora=LoraConfig(rank=4), actor_lr=1e-2, kl_coef=0.1,
                                                     mini_batch_size=8))  # one step per update
     trainable = [n for n, p in learner.actor.named_parameters() if p.requires_grad]
     assert trainable and all(".lora_" in n for n in trainable)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from darwin.actions import Wait
-from darwin.learner import LearnerConfig, LearnerDataError, VerlSettings
+from darwin.learner import LearnerConfig, LearnerDataError, VerlConfig
 from darwin.learner.batch import StepRow, collect_step_rows
 from darwin.learner.verl_learner import (
     VerlBackendUnavailable,
@@ -138,20 +138,20 @@ def test_rows_without_prompt_ids_or_with_images_are_named() -> None:
 # Configuration and runtime checks (always run)
 # --------------------------------------------------------------------------------------
 def test_config_selects_the_verl_backend_and_reports_every_problem() -> None:
-    cfg = LearnerConfig(backend="verl", verl=VerlSettings(model_path="/m", gpus_per_node=4), mini_batch_size=16,
+    cfg = LearnerConfig(backend="verl", verl=VerlConfig(model_path="/m", gpus_per_node=4), mini_batch_size=16,
                         micro_batch_size=4)
     assert cfg.backend == "verl" and cfg.verl is not None and cfg.verl.world_size == 4
     with pytest.raises(ValueError) as err:
-        LearnerConfig(backend="verl", verl=VerlSettings(model_path="/m", gpus_per_node=3, device="cpu", strategy="fsdp",
+        LearnerConfig(backend="verl", verl=VerlConfig(model_path="/m", gpus_per_node=3, device="cpu", strategy="fsdp",
                                                         attn_implementation="flash_attention_2"), kl_coef=0.1)
     text = str(err.value)
     for expected in ("strategy='fsdp2' with device='cpu'", "'sdpa' with device='cpu'", "kl_coef > 0 is not supported",
                      "mini_batch_size=32 must be a multiple of the verl world size 3"):
         assert expected in text
-    with pytest.raises(ValueError, match=r"backend='verl' needs verl=VerlSettings"):
+    with pytest.raises(ValueError, match=r"backend='verl' needs verl=VerlConfig"):
         LearnerConfig(backend="verl")
     with pytest.raises(ValueError, match="verl settings given with backend='local'"):
-        LearnerConfig(verl=VerlSettings(model_path="/m"))
+        LearnerConfig(verl=VerlConfig(model_path="/m"))
     with pytest.raises(ValueError, match="did you mean 'backend'"):
         LearnerConfig(backnd="verl")
 
@@ -160,9 +160,9 @@ def test_runtime_check_names_the_missing_gpu_and_the_cpu_critic_limit() -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the no-GPU message cannot show")
     with pytest.raises(VerlBackendUnavailable, match=r"no GPU \(torch.cuda.is_available\(\) is False\)"):
-        check_verl_runtime(VerlSettings(model_path="/m"), needs_critic=True)
+        check_verl_runtime(VerlConfig(model_path="/m"), needs_critic=True)
     with pytest.raises(VerlBackendUnavailable, match="flash_attention_2' hard-coded"):
-        check_verl_runtime(VerlSettings(model_path="/m", device="cpu", attn_implementation="sdpa"), needs_critic=True)
+        check_verl_runtime(VerlConfig(model_path="/m", device="cpu", attn_implementation="sdpa"), needs_critic=True)
 
 
 def test_verl_still_has_no_cpu_engine_of_its_own() -> None:
@@ -232,7 +232,7 @@ def test_actor_trains_on_two_cpu_workers_with_gloo_and_resumes(tmp_path: Path) -
     """GRPO (no critic) through verl's FSDP2 engine on two Ray CPU workers; the policy gets
     the new weights; a checkpoint written by the workers restores the same actor."""
     actor_path = _tiny_text_model(tmp_path / "actor")
-    settings = VerlSettings(model_path=str(actor_path), gpus_per_node=2, device="cpu", attn_implementation="sdpa",
+    settings = VerlConfig(model_path=str(actor_path), gpus_per_node=2, device="cpu", attn_implementation="sdpa",
                             micro_batch_size_per_gpu=2, ray_num_cpus=2)
     cfg = LearnerConfig(backend="verl", verl=settings, algorithm="grpo", critic_warmup_updates=0, mini_batch_size=4,
                         micro_batch_size=2, ppo_epochs=1, actor_lr=1e-2)
@@ -273,7 +273,7 @@ def test_ppo_warmup_calibrated_critic_and_resume_on_gpu(tmp_path: Path) -> None:
     gpus = min(2, torch.cuda.device_count())
     actor_path = _tiny_text_model(tmp_path / "actor")
     attn = "flash_attention_2" if importlib.util.find_spec("flash_attn") else "sdpa"
-    settings = VerlSettings(model_path=str(actor_path), gpus_per_node=gpus, attn_implementation=attn,
+    settings = VerlConfig(model_path=str(actor_path), gpus_per_node=gpus, attn_implementation=attn,
                             micro_batch_size_per_gpu=2)
     cfg = LearnerConfig(backend="verl", verl=settings, critic_warmup_updates=1, mini_batch_size=2 * gpus,
                         micro_batch_size=2, ppo_epochs=1, critic_warmup_epochs=1, value_head_bias=0.1)

@@ -22,7 +22,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from darwin.experiment import PolicySetup
+from darwin.experiment import PolicyConfig
 from darwin.models import VLM, TinyVLMConfig, build_tiny_vlm
 from darwin.policies import (
     ChatMessage,
@@ -242,13 +242,13 @@ def test_weight_sync_none_and_config_errors(local: VLM) -> None:
 
 def test_learner_trains_through_a_server_policy(server: LocalPolicyServer, tmp_path: Path) -> None:
     from darwin.learner import LearnerConfig, LocalLearner
-    from darwin.learner.config import LoraSettings
+    from darwin.learner.config import LoraConfig
 
     local = tiny()
     with LocalPolicyServer(tiny(), served_model_name="tiny", max_new_tokens=NEW_TOKENS) as srv:
         policy = ServerPolicy(local, config(srv.base_url, weight_sync="lora", weights_dir=str(tmp_path),
                                             lora_rank=2, lora_target_modules=("q_proj", "v_proj")))
-        learner = LocalLearner(policy, LearnerConfig(lora=LoraSettings(rank=2, target_modules=("q_proj", "v_proj")), device="cpu"))
+        learner = LocalLearner(policy, LearnerConfig(lora=LoraConfig(rank=2, target_modules=("q_proj", "v_proj")), device="cpu"))
         with torch.no_grad():  # stand-in for an optimizer step on the adapters
             for name, param in learner.actor.named_parameters():
                 if "lora_B" in name:
@@ -429,21 +429,21 @@ def test_local_server_refuses_what_it_cannot_honour(server: LocalPolicyServer, l
 def test_experiment_validates_and_builds_the_server_backend(tmp_path: Path, server: LocalPolicyServer, local: VLM) -> None:
     from darwin.experiment import ExperimentConfig
     from darwin.learner import LearnerConfig
-    from darwin.learner.config import LoraSettings
+    from darwin.learner.config import LoraConfig
 
     with pytest.raises(ValidationError, match="needs policy.server"):
-        PolicySetup(backend="server")
+        PolicyConfig(backend="server")
     with pytest.raises(ValidationError, match="backend = 'hf'"):
-        PolicySetup(server=config(server.base_url))
-    assert PolicySetup().policy_factory() is None  # the in-process HFPolicy
+        PolicyConfig(server=config(server.base_url))
+    assert PolicyConfig().policy_factory() is None  # the in-process HFPolicy
     lora = config(server.base_url, weight_sync="lora", weights_dir=str(tmp_path), lora_rank=4, lora_target_modules=("q_proj",))
     with pytest.raises(ValidationError, match="cannot receive the learner's updates"):
-        ExperimentConfig(name="x", policy=PolicySetup(backend="server", server=config(server.base_url)))
+        ExperimentConfig(name="x", policy=PolicyConfig(backend="server", server=config(server.base_url)))
     with pytest.raises(ValidationError, match="set learner.lora"):
-        ExperimentConfig(name="x", policy=PolicySetup(backend="server", server=lora))
+        ExperimentConfig(name="x", policy=PolicyConfig(backend="server", server=lora))
     experiment = ExperimentConfig(
-        name="x", policy=PolicySetup(backend="server", server=lora, temperature=1.0, seed=3),
-        learner=LearnerConfig(lora=LoraSettings(rank=4, target_modules=("q_proj",))),
+        name="x", policy=PolicyConfig(backend="server", server=lora, temperature=1.0, seed=3),
+        learner=LearnerConfig(lora=LoraConfig(rank=4, target_modules=("q_proj",))),
     )
     make = experiment.policy.policy_factory()
     assert make is not None
@@ -455,7 +455,7 @@ def test_experiment_validates_and_builds_the_server_backend(tmp_path: Path, serv
 
 
 def test_a_run_samples_from_the_server_and_pushes_every_update_to_it(tmp_path: Path) -> None:
-    from darwin.experiment import EvalSetup, ExperimentConfig, PhonesConfig, run_experiment
+    from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig, run_experiment
     from darwin.learner import LearnerConfig
     from darwin.models.factory import load_vlm
     from darwin.sft import SFTConfig, ensure_warm_start, load_warm_start
@@ -465,11 +465,11 @@ def test_a_run_samples_from_the_server_and_pushes_every_update_to_it(tmp_path: P
     with LocalPolicyServer(load_vlm(warm), served_model_name="warm", max_new_tokens=load_warm_start(warm).max_new_tokens) as srv:
         experiment = ExperimentConfig(
             name="served", tasks=("settings_dark_theme",), horizon=4, phones=PhonesConfig(count=2, seed=3),
-            checkpoint=str(warm), policy=PolicySetup(max_batch=2, max_wait=0.01, backend="server", server=ServerPolicyConfig(
+            checkpoint=str(warm), policy=PolicyConfig(max_batch=2, max_wait=0.01, backend="server", server=ServerPolicyConfig(
                 base_url=srv.base_url, model="warm", weight_sync="disk", weights_dir=str(tmp_path / "weights"),
                 backoff_initial_s=0.05, backoff_max_s=0.2)),
             learner=LearnerConfig(critic_warmup_updates=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
-            rollout_steps=8, updates=2, evaluation=EvalSetup(episodes_per_task=0),
+            rollout_steps=8, updates=2, evaluation=EvaluationConfig(episodes_per_task=0),
         )
         result = run_experiment(experiment, tmp_path / "run")
         assert result.updates == 2
