@@ -358,8 +358,10 @@ def _metrics_table(report: EvalReport) -> Table:
 
 # ------------------------------------------------------------------------------------ sft
 @main.command("sft")
-@click.option("--out", default="runs/sft", show_default=True, type=click.Path(file_okay=False), help="checkpoint directory (use it as `darwin eval --agent tiny:OUT`)")
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="checkpoint directory (use it as `darwin eval --agent tiny:OUT`)  [default: runs/sft; with --experiment the experiment's warm-start cache entry, which `darwin run` then uses]")
 @click.option("--config", "config_file", default=None, type=click.Path(exists=True, dir_okay=False), help="SFTConfig as a JSON or YAML file; the flags below override it")
+@click.option("--experiment", "experiment_file", default=None, type=click.Path(exists=True, dir_okay=False), help="an experiment file: train its warm start (its `sft` config; the flags below override it)")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="with --experiment: override a config field, as in darwin run")
 @click.option("--steps", default=None, type=click.IntRange(1), help="optimizer steps  [default: 225]")
 @click.option("--episodes", default=None, type=click.IntRange(1), help="demonstration episodes in all  [default: 256]")
 @click.option("--phones", default=None, type=click.IntRange(1), help="demonstration phones (one seed and layout each)  [default: 32]")
@@ -375,7 +377,7 @@ def _metrics_table(report: EvalReport) -> Table:
 @click.option("--eval-episodes", default=3, show_default=True, type=click.IntRange(0), help="episodes per task of the final evaluation on the demo tasks (0 skips it)")
 @click.option("--eval-phones", default=8, show_default=True, type=click.IntRange(1, 512), help="phones of the final evaluation (seeds 0, 1, ...)")
 @click.option("--force", is_flag=True, help="overwrite a checkpoint already in --out")
-def sft_cmd(out: str, config_file: str | None, steps: int | None, episodes: int | None, phones: int | None, batch_size: int | None, lr: float | None, seed: int | None, task_names: str | None, observation_size: tuple[int, int] | None, preset: str | None, stop_threshold: float | None, eval_every: int | None, threads: int | None, eval_episodes: int, eval_phones: int, force: bool) -> None:
+def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | None, overrides: tuple[str, ...], steps: int | None, episodes: int | None, phones: int | None, batch_size: int | None, lr: float | None, seed: int | None, task_names: str | None, observation_size: tuple[int, int] | None, preset: str | None, stop_threshold: float | None, eval_every: int | None, threads: int | None, eval_episodes: int, eval_phones: int, force: bool) -> None:
     """Warm start: behaviour-clone the tiny model on SimPhone oracle demonstrations.
 
     Trains short of mastery on purpose (RL needs room to improve), saves a checkpoint in
@@ -391,10 +393,12 @@ def sft_cmd(out: str, config_file: str | None, steps: int | None, episodes: int 
     from darwin.models import TinyVLMConfig
     from darwin.sft import SFT_FILE, SFTConfig, evaluate_warm_start, train_sft
 
-    out_path = Path(out)
-    if (out_path / SFT_FILE).exists() and not force:
-        raise click.BadParameter(f"{out_path} already holds a checkpoint; pass --force to overwrite it or choose another --out", param_hint="--out")
-    data: dict[str, object] = {}
+    if experiment_file and config_file:
+        raise click.BadParameter("pass --experiment or --config, not both (the experiment holds its SFTConfig)", param_hint="--config")
+    if overrides and not experiment_file:
+        raise click.BadParameter("--set needs --experiment", param_hint="--set")
+    experiment = _load_for_eval(experiment_file, overrides) if experiment_file else None
+    data: dict[str, object] = {} if experiment is None else experiment.sft.model_dump()
     if config_file:
         try:
             loaded = yaml.safe_load(Path(config_file).read_text(encoding="utf-8"))  # JSON is YAML
@@ -414,6 +418,12 @@ def sft_cmd(out: str, config_file: str | None, steps: int | None, episodes: int 
         config = SFTConfig.model_validate(data)
     except ValidationError as exc:
         raise click.BadParameter(str(exc), param_hint="--config/flags") from None
+    if out is None:  # the experiment's cache entry is what `darwin run` looks up (darwin.sft.cache)
+        out = "runs/sft" if experiment is None else str(Path(experiment.cache_dir) / f"warm-start-{config.config_hash()}")
+    out_path = Path(out)
+    if (out_path / SFT_FILE).exists() and not force:
+        what = "the experiment's warm start is already built" if experiment is not None else "it already holds a checkpoint"
+        raise click.BadParameter(f"{out_path}: {what}; pass --force to overwrite it or choose another --out", param_hint="--out")
     w, h = config.observation_size
     console.print(f"SFT config {config.config_hash()}: {config.episodes} episodes on {config.phones} phones ({', '.join(config.tasks)}), {w}x{h} screens, {config.steps} steps of batch {config.batch_size}, lr {config.lr:g}")
 

@@ -248,6 +248,34 @@ def test_sft_cli_trains_saves_and_evaluates(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "--force" in result.output
 
 
+def test_sft_cli_builds_an_experiments_warm_start_where_the_run_finds_it(tmp_path: Path) -> None:
+    """`darwin sft --experiment F` trains F's `sft` config (flags and --set override it) into
+    F's warm-start cache, so `darwin run F` starts from it without training again."""
+    from darwin.experiment import load_experiment
+
+    experiment = tmp_path / "exp.py"
+    experiment.write_text(
+        "from darwin.experiment import ExperimentConfig\n"
+        "from darwin.sft import SFTConfig\n"
+        "def build(preset):\n"
+        f"    return ExperimentConfig(name='e', tasks=('amazon_0',), cache_dir={str(tmp_path / 'cache')!r},\n"
+        "        sft=SFTConfig(steps=2, warmup_steps=1, episodes=2, phones=1, batch_size=4, heldout_episodes=0, tasks=('amazon_0',)))\n"
+    )
+    args = ["sft", "--experiment", str(experiment), "--set", "sft.lr=0.001", "--eval-episodes", "0"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    config = load_experiment(experiment)
+    from darwin.experiment import apply_overrides
+
+    warm = apply_overrides(config, ["sft.lr=0.001"]).warm_start()  # cached: no training here
+    assert warm.parent == tmp_path / "cache" and (warm / SFT_FILE).is_file()
+    assert json.loads((warm / SFT_FILE).read_text())["config"]["lr"] == 0.001
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 2 and "already built" in again.output
+    both = CliRunner().invoke(main, [*args, "--config", str(experiment)])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
 # ------------------------------------------------------------------------------ litellm
 KEY_ENV = "DARWIN_TEST_SFT_LLM_KEY"
 SECRET = "sk-darwin-sft-test-0b1d"
