@@ -215,6 +215,8 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
             policy = LiteLLMPolicy(LiteLLMPolicyConfig(**fields))
         except ValueError as exc:  # pydantic's ValidationError: names the bad field, never echoes values
             raise click.BadParameter(str(exc), param_hint="--agent/--api-base/--api-key-env/--temperature") from None
+        with _credentials_fail_cleanly():
+            policy.check_credentials()  # a missing key stops here, before any phone starts
 
         def make(i: int) -> object:
             return ModelActor(make_agent(agent_format), policy)  # type: ignore[arg-type]
@@ -586,11 +588,11 @@ def _task_names(names: tuple[str, ...], shown: int = 8) -> str:
 def _credentials_fail_cleanly() -> Iterator[None]:
     """A missing or rejected API key (a judge, a planner, a hosted agent) stops the command with
     one line naming the variable to set, not a traceback."""
-    from darwin.policies.litellm import PolicyAuthError
+    from darwin.types import RunAbort
 
     try:
         yield
-    except PolicyAuthError as exc:
+    except RunAbort as exc:  # PolicyAuthError among them
         raise click.ClickException(str(exc)) from None
 
 

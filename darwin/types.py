@@ -27,6 +27,12 @@ class TaskDefinitionError(ValueError):
     """A task definition is invalid; the message names the task, the field and the fix."""
 
 
+class RunAbort(RuntimeError):
+    """A problem no episode can work around (missing or rejected credentials, a
+    misconfigured model): workflows do not turn it into an errored episode but let it stop
+    the run, whose command prints its message (what is wrong and the fix) as one line."""
+
+
 class VerifierSpec(BaseModel):
     """Which check decides success: a named rule predicate over phone state, with its parameters.
 

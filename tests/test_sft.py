@@ -332,3 +332,30 @@ def test_eval_litellm_agent_end_to_end(llm_server: tuple[str, list[dict[str, Any
     assert "You are a GUI agent" in json.dumps(body["messages"]) and "data:image/png;base64," in json.dumps(body)
     result = CliRunner().invoke(main, ["eval", "--agent", "litellm:", "--run-dir", str(tmp_path / "r2")])
     assert result.exit_code == 2 and "needs a LiteLLM model name" in result.output
+
+
+def test_eval_litellm_agent_without_its_key_stops_at_once(llm_server: tuple[str, list[dict[str, Any]]], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new user's first try: no API key. The command stops before any phone starts, with the
+    variable to set; no request is sent, no episode is scored."""
+    api_base, seen = llm_server
+    for var in ("OPENAI_API_KEY", KEY_ENV):
+        monkeypatch.delenv(var, raising=False)
+    result = CliRunner().invoke(main, ["eval", "--agent", "litellm:openai/gpt-4o-mini", "--tasks", "clock_1",
+                                       "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 1 and "OPENAI_API_KEY" in result.output and "overall" not in result.output
+    assert "Give Feedback" not in result.output and not (tmp_path / "run").exists()
+    result = CliRunner().invoke(main, ["eval", "--agent", "litellm:openai/ui-tars-test", "--api-base", api_base,
+                                       "--api-key-env", KEY_ENV, "--tasks", "clock_1", "--run-dir", str(tmp_path / "r2")])
+    assert result.exit_code == 1 and f"{KEY_ENV} is not set" in result.output and not seen
+
+
+def test_a_key_rejected_mid_run_stops_the_run_instead_of_scoring_errors(tmp_path: Path, openai_server) -> None:
+    """A 401 from the acting model is a :class:`~darwin.types.RunAbort`: the workflow lets it
+    stop the evaluation with the provider's message, rather than filing every episode as an error."""
+    openai_server.reply = lambda body: 401
+    result = CliRunner().invoke(main, ["eval", "--agent", "litellm:openai/ui-tars-test", "--api-base", openai_server.api_base,
+                                       "--api-key-env", "DARWIN_FAKE_LLM_KEY", "--tasks", "clock_1,settings_dark_theme",
+                                       "--phones", "1", "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 1 and "authentication" in result.output.lower() and "overall" not in result.output
+    assert len(openai_server.requests) == 1  # the first step's request; no second episode was started

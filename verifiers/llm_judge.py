@@ -53,7 +53,6 @@ import difflib
 import hashlib
 import json
 import logging
-import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -622,22 +621,7 @@ class LLMJudge(Verifier):
         server named by ``api_base`` may need no key). Raises
         :class:`~darwin.policies.litellm.PolicyAuthError`.
         """
-        llm = self.config.llm
-        if llm.api_key_env is not None:
-            if not os.environ.get(llm.api_key_env):
-                raise PolicyAuthError(
-                    f"environment variable {llm.api_key_env} is not set (or empty); export the API key for {llm.model} there"
-                )
-            return
-        if llm.api_base is not None:
-            return
-        try:
-            found = _litellm().validate_environment(model=llm.model)
-        except Exception:  # noqa: BLE001 - an unusual provider: the first request will tell
-            return
-        if not found.get("keys_in_environment", True):
-            names = " or ".join(found.get("missing_keys") or ["the provider's API key variable"])
-            raise PolicyAuthError(f"{llm.model}: no API key: export {names} (or name your variable with api_key_env)")
+        LiteLLMPolicy(self.config.llm).check_credentials()
 
     async def verify(self, request: VerificationRequest) -> Verdict:
         """The verdict on the request's phase (see the module docs for failures)."""

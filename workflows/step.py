@@ -21,6 +21,7 @@ from darwin.types import (
     Decision,
     Observation,
     Phase,
+    RunAbort,
     Task,
     Termination,
     TerminationReason,
@@ -211,6 +212,8 @@ class StepWorkflow(Workflow):
             await actor.start_phase(env, task, phase, instruction, spec)
         except InfraError as exc:  # the actor read the phone (e.g. the oracle's state probe)
             return self._infra(env, task, exc), None
+        except RunAbort:
+            raise  # no episode can work around it (e.g. a missing API key): stop the run
         except Exception as exc:
             logger.exception("actor failed to start phase %s of %s", phase.value, task.id)
             return Termination(TerminationReason.ERROR, f"actor.start_phase: {exc!r}"), None
@@ -229,6 +232,8 @@ class StepWorkflow(Workflow):
                 decision = await actor.act(obs, history)
             except InfraError as exc:  # the actor read the phone (e.g. the oracle's state probe)
                 return self._infra(env, task, exc), None
+            except RunAbort:
+                raise  # no episode can work around it (e.g. a missing API key): stop the run
             except Exception as exc:
                 logger.exception("actor failed on %s step %d", task.id, step)
                 return Termination(TerminationReason.ERROR, f"actor.act: {exc!r}"), None

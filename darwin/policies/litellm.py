@@ -47,7 +47,7 @@ from tenacity import (
 )
 
 from darwin.policies.base import Policy, Prompt
-from darwin.types import Generation
+from darwin.types import Generation, RunAbort
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +55,11 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SECRET_KEYS = {"api_key", "apikey", "key", "token", "access_token", "authorization", "secret"}
 
 
-class PolicyAuthError(RuntimeError):
-    """The provider rejected the credentials (HTTP 401/403) or the key variable is unset."""
+class PolicyAuthError(RunAbort):
+    """The provider rejected the credentials (HTTP 401/403) or the key variable is unset.
+
+    A :class:`~darwin.types.RunAbort`: no episode can work around it, so workflows let it
+    stop the run (``darwin run`` / ``eval`` print it as one line naming the variable)."""
 
 
 class PolicyRequestError(RuntimeError):
@@ -216,6 +219,25 @@ class LiteLLMPolicy(Policy):
         self.config = config
         self._semaphore: asyncio.Semaphore | None = None
         self._semaphore_loop: asyncio.AbstractEventLoop | None = None
+
+    def check_credentials(self) -> None:
+        """Fail now, naming the variable to set, if the model's API key is missing (before any
+        phone starts). With ``api_key_env`` that variable must be set; without it and without
+        ``api_base``, LiteLLM's list of the provider's key variables is checked (a local server
+        named by ``api_base`` may need no key). Raises :class:`PolicyAuthError`."""
+        config = self.config
+        if config.api_key_env is not None:
+            self._api_key()
+            return
+        if config.api_base is not None:
+            return
+        try:
+            found = _litellm().validate_environment(model=config.model)
+        except Exception:  # noqa: BLE001 - an unusual provider: the first request will tell
+            return
+        if not found.get("keys_in_environment", True):
+            names = " or ".join(found.get("missing_keys") or ["the provider's API key variable"])
+            raise PolicyAuthError(f"{config.model}: no API key: export {names} (or name your variable with api_key_env)")
 
     def _api_key(self) -> str | None:
         name = self.config.api_key_env
