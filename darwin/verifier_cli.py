@@ -113,13 +113,16 @@ def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: st
 @click.option("--head-lr", default=1e-3, show_default=True, type=click.FloatRange(0.0, 1.0, min_open=True), help="head learning rate")
 @click.option("--batch-size", default=16, show_default=True, type=click.IntRange(1, 512))
 @click.option("--seed", default=0, show_default=True, type=int)
-def train_cmd(data: str, out: str, checkpoint: str, init: str, train_tasks: str, epochs: int, lr: float, head_lr: float, batch_size: int, seed: int) -> None:
+@click.option("--history/--no-history", default=True, show_default=True,
+              help="also read the screen before each example's last action with that action marked on it "
+              "(--no-history: the goal and the current screen only)")
+def train_cmd(data: str, out: str, checkpoint: str, init: str, train_tasks: str, epochs: int, lr: float, head_lr: float, batch_size: int, seed: int, history: bool) -> None:
     """Fit the classifier, pick its threshold on validation data, report the held-out splits."""
     from darwin.verifier_train import VerifierTrainConfig, train_verifier
 
     config = VerifierTrainConfig(
         init=init, checkpoint=checkpoint, epochs=epochs, lr=lr, head_lr=head_lr, batch_size=batch_size, seed=seed,  # type: ignore[arg-type]
-        train_tasks=tuple(t.strip() for t in train_tasks.split(",") if t.strip()),
+        train_tasks=tuple(t.strip() for t in train_tasks.split(",") if t.strip()), history=history,
     )
     report = train_verifier(
         data, out, config,
@@ -181,10 +184,11 @@ def audit_cmd(run_dir: str, seed: int) -> None:
 @click.option("--train-tasks", default=None, help="splits as in training  [default: the model's training tasks]")
 @click.option("--threshold", default=None, type=click.FloatRange(0.0, 1.0), help="[default: the model's]")
 def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: float | None) -> None:
-    """Measure a trained verifier on a dataset, split as in training."""
+    """Measure a trained verifier on a dataset, split as in training (with the previous screens
+    and marked last actions when the model was trained with them)."""
     from darwin.tasks import resolve_tasks
     from darwin.verifier_data import load_examples, load_image
-    from darwin.verifier_train import assign_splits, evaluate_classifier
+    from darwin.verifier_train import assign_splits, evaluate_classifier, previous_screens
     from darwin.verifiers.learned import load_classifier
 
     model, record = load_classifier(model_dir)
@@ -198,7 +202,10 @@ def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: floa
     rows = []
     for split, idx in sorted(splits.items()):
         subset = [examples[i] for i in idx]
-        metrics = evaluate_classifier(model, subset, [load_image(data, e) for e in subset], chosen, rng)
+        metrics = evaluate_classifier(
+            model, subset, [load_image(data, e) for e in subset], chosen, rng,
+            previous=previous_screens(data, subset, model.history),
+        )
         rows.append((split, len(subset), sum(e.label for e in subset), metrics))
     _table(rows, f"{model_dir} on {data} (threshold {chosen:.3f})")
     Path(model_dir, "eval.json").write_text(

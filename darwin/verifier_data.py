@@ -1,24 +1,33 @@
 """Labelled screens for a learned verifier: the dataset format and its generation on SimPhones.
 
-A learned verifier (:mod:`darwin.verifiers.learned`) judges ``(goal, screen) -> done?``. Its
+A learned verifier (:mod:`darwin.verifiers.learned`) judges ``(goal, screen) -> done?``,
+optionally also reading the screen before the last action with that action marked on it. Its
 data is a folder::
 
     examples.jsonl     one JSON object per line (below)
     images/<sha>.png   the screens, content-addressed (identical screens stored once)
 
 with rows ``{"id", "image", "goal", "label", "task_id", "app", "language", "source",
-"episode_id", "step"}``: ``image`` is the path relative to the folder, ``label`` true when the
-goal holds on that screen, ``source`` who produced the episode (``oracle``, ``random``...).
-Human labels for real-phone screens use the same format (``source: "human"``).
+"episode_id", "step", "previous_image", "last_action", "device_size"}``: ``image`` is the path
+relative to the folder, ``label`` true when the goal holds on that screen, ``source`` who
+produced the episode (``oracle``, ``random``...). The last three are optional (rows written
+before they existed load unchanged): ``previous_image`` is the screen before the last action
+that acted on the phone (relative path; ``""`` when there is none: the first screen of an
+episode), ``last_action`` that action as :func:`darwin.actions.action_to_json` writes it
+(``""``: none) and ``device_size`` the phone's ``[width, height]`` in pixels, which the action's
+coordinates refer to (required with a ``last_action``). Human labels for real-phone screens use
+the same format (``source: "human"``).
 
 :func:`generate_verifier_data` plays episodes on SimPhones and labels *every* screen of them
 with the task's rule predicate on the phone's state (the ground truth SimPhone has), so one
-episode gives several examples, near misses included. Agents: the oracle (shortest plan, then
+episode gives several examples, near misses included, each with the screen before its last
+action and that action. Agents: the oracle (shortest plan, then
 ``finished``), the oracle stopped early (a near miss), the oracle followed by random steps
 (screens after success, some of which undo it), a uniformly random agent and, when a
 checkpoint is given, the warm-start policy; phones are perturbed (themes, wallpapers, orders,
-pop-ups). Duplicate ``(screen, goal)`` pairs are stored once, so no pair can sit on both
-sides of a split.
+pop-ups). Duplicate examples (the same screen, goal, previous screen and last action) are
+stored once, so no such example can sit on both sides of a split (the same screen and goal
+reached by different last actions are kept apart: they are different inputs).
 
     >>> from darwin.verifier_data import split_of
     >>> split_of("settings_3", "ep-1", train_tasks={"settings_3"}, seen_apps={"Settings"}, app="Settings",
@@ -36,12 +45,12 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import numpy as np
 from PIL import Image
 
-from darwin.actions import Finished
+from darwin.actions import Action, Finished, action_to_json, is_terminal, parse_action
 from darwin.agents.base import Actor
 from darwin.agents.scripted import OracleActor, RandomActor
 from darwin.envs.base import PhoneEnv
@@ -50,7 +59,10 @@ from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.png import encode_png
 from darwin.predicates import resolve
 from darwin.tasks import goal_text
-from darwin.types import Decision, Observation, Phase, Task, Transition, VerifierSpec
+from darwin.types import ACTOR, Decision, Observation, Phase, Task, Transition, VerifierSpec
+
+if TYPE_CHECKING:
+    from darwin.store import StoredStep
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +76,9 @@ __all__ = [
     "load_examples",
     "split_of",
     "DatasetWriter",
+    "LabelledScreen",
     "load_image",
+    "load_previous_image",
 ]
 
 EXAMPLES_FILE = "examples.jsonl"
@@ -90,6 +104,47 @@ class VerifierExample:
     source: str = ""
     episode_id: str = ""
     step: int = 0
+    previous_image: str = ""
+    """The screen before the last action (relative path); ``""``: none (an episode's first screen)."""
+    last_action: str = ""
+    """The last action as JSON (:func:`darwin.actions.action_to_json`); ``""``: none."""
+    device_size: tuple[int, int] | None = None
+    """The phone's ``(width, height)``, which ``last_action``'s coordinates refer to."""
+
+    def action(self) -> Action | None:
+        """``last_action`` parsed (``None`` when there is none)."""
+        return parse_action(self.last_action) if self.last_action else None
+
+
+class LabelledScreen(NamedTuple):
+    """An example with its screen and, when it has one, the screen before its last action
+    (what :meth:`DatasetWriter.write` stores; a plain ``(example, screen)`` pair works too)."""
+
+    example: VerifierExample
+    screen: np.ndarray
+    previous: np.ndarray | None = None
+
+
+def _check_history(row: dict[str, object], root: Path, where: str) -> None:
+    """The optional history fields of a row: types, the previous screen's file, a parsable
+    action with the device size its coordinates refer to."""
+    previous, action, size = row.get("previous_image", ""), row.get("last_action", ""), row.get("device_size")
+    if not isinstance(previous, str) or not isinstance(action, str):
+        raise VerifierDataError(f"{where}: previous_image and last_action must be strings (\"\" for none)")
+    if previous and not (root / previous).is_file():
+        raise VerifierDataError(f"{where}: previous_image {previous!r} not found under {root}")
+    if size is not None and not (
+        isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v > 0 for v in size)
+    ):
+        raise VerifierDataError(f"{where}: device_size must be [width, height] in pixels, got {size!r}")
+    if action:
+        try:
+            parse_action(action)
+        except ValueError as exc:
+            raise VerifierDataError(f"{where}: last_action is not an action ({exc.__class__.__name__}); "
+                                    "write it with darwin.actions.action_to_json") from None
+        if size is None:
+            raise VerifierDataError(f"{where}: a last_action needs the device_size its coordinates refer to")
 
 
 def load_examples(folder: str | Path) -> list[VerifierExample]:
@@ -118,44 +173,73 @@ def load_examples(folder: str | Path) -> list[VerifierExample]:
             raise VerifierDataError(f"{path}:{number}: label must be true or false, got {row['label']!r}")
         if not (root / row["image"]).is_file():
             raise VerifierDataError(f"{path}:{number}: image {row['image']!r} not found under {root}")
+        _check_history(row, root, f"{path}:{number}")
+        if row.get("device_size") is not None:
+            row["device_size"] = tuple(row["device_size"])  # JSON has no tuples
         out.append(VerifierExample(**row))
     if not out:
         raise VerifierDataError(f"{path}: no examples")
     return out
 
 
-def load_image(folder: str | Path, example: VerifierExample) -> np.ndarray:
-    """The example's screen as an ``(H, W, 3)`` uint8 array."""
-    with Image.open(Path(folder) / example.image) as im:
+def _read_rgb(path: Path) -> np.ndarray:
+    with Image.open(path) as im:
         return np.asarray(im.convert("RGB"), dtype=np.uint8)
 
 
+def load_image(folder: str | Path, example: VerifierExample) -> np.ndarray:
+    """The example's screen as an ``(H, W, 3)`` uint8 array."""
+    return _read_rgb(Path(folder) / example.image)
+
+
+def load_previous_image(folder: str | Path, example: VerifierExample) -> np.ndarray | None:
+    """The screen before the example's last action (``None`` when it has none)."""
+    return _read_rgb(Path(folder) / example.previous_image) if example.previous_image else None
+
+
+_Key = tuple[str, str, str, str]
+
+
+def _key(example: VerifierExample) -> _Key:
+    """What makes two examples the same input: the screen, the goal, the previous screen and the last action."""
+    return example.image, example.goal, example.previous_image, example.last_action
+
+
 class DatasetWriter:
-    """Appends examples (with their screens) to a dataset folder, skipping any ``(screen,
-    goal)`` pair the folder already holds."""
+    """Appends examples (with their screens) to a dataset folder, skipping any example whose
+    screen, goal, previous screen and last action the folder already holds."""
 
     def __init__(self, folder: str | Path) -> None:
         self.root = Path(folder)
         (self.root / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
         self.path = self.root / EXAMPLES_FILE
-        self.seen: set[tuple[str, str]] = set()
+        self.seen: set[_Key] = set()
         if self.path.is_file():
-            self.seen = {(e.image, e.goal) for e in load_examples(self.root)}
+            self.seen = {_key(e) for e in load_examples(self.root)}
 
-    def write(self, rows: Iterable[tuple[VerifierExample, np.ndarray]]) -> int:
-        """Append ``rows``; returns how many were new."""
+    def _store(self, image: np.ndarray) -> str:
+        """Write a screen once (content-addressed); its path relative to the folder."""
+        png = encode_png(image)
+        rel = f"{IMAGES_DIR}/{hashlib.sha256(png).hexdigest()[:32]}.png"
+        file = self.root / rel
+        if not file.exists():
+            file.write_bytes(png)
+        return rel
+
+    def write(self, rows: Iterable[LabelledScreen | tuple[VerifierExample, np.ndarray]]) -> int:
+        """Append ``rows`` (with their previous screens, when they have one); returns how many were new."""
         added = 0
         with self.path.open("a", encoding="utf-8") as fh:
-            for example, screen in rows:
-                png = encode_png(screen)
-                rel = f"{IMAGES_DIR}/{hashlib.sha256(png).hexdigest()[:32]}.png"
-                if (rel, example.goal) in self.seen:
+            for row in rows:
+                example, screen = row[0], row[1]
+                previous = row.previous if isinstance(row, LabelledScreen) else None
+                stored = replace(
+                    example, image=self._store(screen), previous_image="" if previous is None else self._store(previous),
+                )
+                if _key(stored) in self.seen:
                     continue
-                self.seen.add((rel, example.goal))
-                file = self.root / rel
-                if not file.exists():
-                    file.write_bytes(png)
-                fh.write(json.dumps(asdict(replace(example, image=rel))) + "\n")
+                self.seen.add(_key(stored))
+                fh.write(json.dumps(asdict(stored)) + "\n")
                 added += 1
         return added
 
@@ -170,19 +254,39 @@ def split_of(task_id: str, episode_id: str, *, train_tasks: set[str], seen_apps:
 
 
 # ------------------------------------------------------------------------ from run databases
-def examples_from_run(run_dir: str | Path, verifier_kind: str | None = None) -> list[tuple[VerifierExample, np.ndarray]]:
+def _fit(image: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """``image`` at ``like``'s size (stored steps keep the agent's screen, the final screen may differ)."""
+    if image.shape[:2] == like.shape[:2]:
+        return image
+    return np.asarray(Image.fromarray(image).resize((like.shape[1], like.shape[0]), Image.BILINEAR), dtype=np.uint8)
+
+
+def _last_move(steps: Sequence[StoredStep]) -> StoredStep | None:
+    """The episode's last actor step that acted on the phone (not ``finished``/``answer``, not a
+    parse error) and kept its screen: the screen before the final one's last action."""
+    for step in reversed(steps):
+        if step.agent != ACTOR or step.action_json is None or step.screenshot_path is None:
+            continue
+        if not is_terminal(parse_action(step.action_json)):
+            return step
+    return None
+
+
+def examples_from_run(run_dir: str | Path, verifier_kind: str | None = None) -> list[LabelledScreen]:
     """Labelled final screens of a finished run: every episode with a stored final screen and an
     execution verdict (by ``verifier_kind``, e.g. ``"rule"``, ``"llm_judge"`` or a human review
     recorded with ``darwin judge review --record``; default: the last verdict stored) becomes
-    one example labelled by that verdict. Unverified verdicts are skipped. Runs stored before
-    schema 3 have no final screens and give nothing.
+    one example labelled by that verdict, with the stored screen before the episode's last
+    action (resized to the final screen's size) and that action when the run kept them.
+    Unverified verdicts are skipped. Runs stored before schema 3 have no final screens and give
+    nothing.
     """
     from darwin.store import DB_FILENAME, RunStore
 
     root = Path(run_dir)
     if not (root / DB_FILENAME).is_file():
         raise VerifierDataError(f"{root}: no {DB_FILENAME}; pass a run directory written by darwin run or darwin eval")
-    out: list[tuple[VerifierExample, np.ndarray]] = []
+    out: list[LabelledScreen] = []
     tasks: dict[str, Task | None] = {}
     with RunStore.for_run_dir(root) as store:
         for run in store.runs():
@@ -201,13 +305,20 @@ def examples_from_run(run_dir: str | Path, verifier_kind: str | None = None) -> 
                 if task is None:
                     continue
                 verdict = verdicts[-1]
+                final = store.load_screenshot(episode.final_screenshot_path)
+                move = None if episode.device_size is None else _last_move(store.steps(episode.episode_id))
                 example = VerifierExample(
                     id=f"{episode.episode_id}-final", image="", goal=goal_text(task, task.instruction),
                     label=bool(verdict.success), task_id=task.id, app=task.app, language=task.language,
                     source=f"run:{verdict.verifier_kind}", episode_id=episode.episode_id,
                     step=episode.num_steps or 0,
+                    last_action="" if move is None or move.action_json is None else move.action_json,
+                    device_size=None if move is None else episode.device_size,
                 )
-                out.append((example, store.load_screenshot(episode.final_screenshot_path)))
+                previous = None if move is None or move.screenshot_path is None else _fit(
+                    store.load_screenshot(move.screenshot_path), final,
+                )
+                out.append(LabelledScreen(example, final, previous))
     return out
 
 
@@ -260,24 +371,29 @@ class _Wander(Actor):
 async def _play_and_label(
     env: SimPhoneEnv, task: Task, actor: Actor, *, size: tuple[int, int], actor_size: tuple[int, int], budget: int,
     source: str, episode_id: str,
-) -> list[tuple[VerifierExample, np.ndarray]]:
-    """Play one episode and label every screen (before each action and the final one); the
-    actor sees the screen at ``actor_size``, the examples keep it at ``size``."""
+) -> list[LabelledScreen]:
+    """Play one episode and label every screen (before each action and the final one), each
+    with the screen before the last action that acted on the phone and that action (none for
+    the first screen); the actor sees the screen at ``actor_size``, the examples keep it at
+    ``size``."""
     spec = task.verifier
     predicate, params = resolve(spec, task.id)
     goal = goal_text(task, task.instruction)
     actor.start_episode(task)
     await actor.start_phase(env, task, Phase.EXECUTION, task.instruction, spec)
-    out: list[tuple[VerifierExample, np.ndarray]] = []
+    out: list[LabelledScreen] = []
     history: list[Transition] = []
+    before: tuple[np.ndarray, Action] | None = None  # the screen before the last move, and the move
 
     def label_now(step: int, screen: np.ndarray) -> None:
         success = bool(predicate.fn(env.probe_state(), params).success)
         example = VerifierExample(
             id=f"{episode_id}-{step}", image="", goal=goal, label=success, task_id=task.id, app=task.app,
             language=task.language, source=source, episode_id=episode_id, step=step,
+            last_action="" if before is None else action_to_json(before[1]),
+            device_size=None if before is None else env.device_size,
         )
-        out.append((example, screen))
+        out.append(LabelledScreen(example, screen, None if before is None else before[0]))
 
     for step in range(budget):
         screen = await env.ascreenshot(size)
@@ -291,6 +407,8 @@ async def _play_and_label(
         history.append(Transition(episode_id, task.id, step, Phase.EXECUTION, obs, decision))
         if isinstance(decision.action, Finished):
             return out  # the final screen is the one just labelled (finished changes nothing)
+        if not is_terminal(decision.action):  # an answer changes no screen: the move before it stays the last
+            before = (screen, decision.action)
     label_now(budget, await env.ascreenshot(size))
     return out
 

@@ -4,14 +4,15 @@
 dataset (:func:`darwin.verifier_data.split_of`: episodes of the training tasks 80/10/10 into
 train, validation and test; other tasks of the training apps are *unseen tasks*; tasks of
 other apps are *unseen apps*), trains a :class:`~darwin.verifiers.learned.SuccessClassifier`
-(binary cross-entropy on batches where positives are drawn up to a fixed share), keeps the epoch with the
-best validation F1, picks the decision threshold on validation data, and reports accuracy,
-precision, recall and F1 with 95 % bootstrap intervals on every test split
-(``report.json`` next to the model).
+(binary cross-entropy on batches where positives are drawn up to a fixed share; with
+``history``, the default, each example's prompt also carries the screen before its last action
+with that action marked), keeps the epoch with the best validation F1, picks the decision
+threshold on validation data, and reports accuracy, precision, recall and F1 with 95 %
+bootstrap intervals on every test split (``report.json`` next to the model).
 
     >>> config = VerifierTrainConfig(checkpoint=".darwin-cache/warm-start-<hash>")
-    >>> config.init, config.epochs
-    ('agent', 4)
+    >>> config.init, config.epochs, config.history
+    ('agent', 4, True)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from darwin.actions import Action
 from darwin.algos.classification import (
     MetricsWithIntervals,
     best_threshold,
@@ -36,12 +38,22 @@ from darwin.algos.classification import (
     bootstrap_metrics,
 )
 from darwin.models.factory import VLM, build_processor, build_tiny_vlm, load_tiny_vlm
-from darwin.verifier_data import Split, VerifierExample, load_examples, load_image, split_of
+from darwin.verifier_data import (
+    Split,
+    VerifierExample,
+    load_examples,
+    load_image,
+    load_previous_image,
+    split_of,
+)
 from darwin.verifiers.learned import SuccessClassifier
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EpochLog", "SplitReport", "assign_splits", "VerifierReport", "VerifierTrainConfig", "evaluate_classifier", "train_verifier"]
+__all__ = [
+    "EpochLog", "SplitReport", "assign_splits", "VerifierReport", "VerifierTrainConfig", "evaluate_classifier",
+    "previous_screens", "train_verifier",
+]
 
 REPORT_FILE = "report.json"
 TEST_SPLITS: tuple[Split, ...] = ("test_episodes", "test_tasks", "test_apps")
@@ -66,6 +78,12 @@ class VerifierTrainConfig(BaseModel):
         0.25, gt=0.0, lt=1.0,
         description="share of positives in every batch (positives are drawn again, with replacement, to fill it): "
         "success screens are rare (~8 % of screens) and a batch without one teaches nothing about them",
+    )
+    history: bool = Field(
+        True,
+        description="also show the classifier the screen before the example's last action with that action drawn on it "
+        "(a tap dot, a swipe arrow, the typed text), so it sees what the agent just did; examples without one (an "
+        "episode's first screen, old data) get the single-screen prompt. The model's record says which it reads",
     )
     seed: int = Field(0, description="shuffling, the split salt and the bootstrap")
     bootstrap_resamples: int = Field(1000, ge=100, le=100_000)
@@ -112,12 +130,51 @@ def assign_splits(examples: Sequence[VerifierExample], train_tasks: set[str], sa
     return out
 
 
-def _probabilities(model: SuccessClassifier, goals: Sequence[str], screens: Sequence[np.ndarray], batch: int) -> np.ndarray:
+class _History:
+    """The examples' previous screens, last actions and device sizes, indexed like the examples
+    (``None`` where an example has no previous screen, and everywhere for a screen-only model)."""
+
+    def __init__(
+        self, previous: list[np.ndarray | None], actions: list[Action | None], sizes: list[tuple[int, int] | None],
+    ) -> None:
+        self.previous, self.actions, self.sizes = previous, actions, sizes
+
+    @classmethod
+    def of(cls, examples: Sequence[VerifierExample], previous: Sequence[np.ndarray | None] | None) -> _History:
+        """``previous`` (``None``: no history at all) with the examples' actions and device sizes."""
+        prev = list(previous) if previous is not None else [None] * len(examples)
+        if len(prev) != len(examples):
+            raise ValueError(f"{len(prev)} previous screens for {len(examples)} examples")
+        return cls(
+            prev,
+            [e.action() if p is not None else None for e, p in zip(examples, prev, strict=True)],
+            [e.device_size if p is not None else None for e, p in zip(examples, prev, strict=True)],
+        )
+
+    def subset(self, idx: Sequence[int]) -> _History:
+        return _History([self.previous[i] for i in idx], [self.actions[i] for i in idx], [self.sizes[i] for i in idx])
+
+    def inputs(
+        self, model: SuccessClassifier, goals: Sequence[str], screens: Sequence[np.ndarray], start: int, end: int,
+    ) -> Mapping[str, torch.Tensor]:
+        """``model.inputs`` for the examples ``start:end`` (``goals`` and ``screens`` are that slice)."""
+        return model.inputs(goals, screens, self.previous[start:end], self.actions[start:end], self.sizes[start:end])
+
+
+def previous_screens(data: str | Path, examples: Sequence[VerifierExample], history: bool) -> list[np.ndarray | None] | None:
+    """The examples' previous screens for a model that reads them (``history``), else ``None``."""
+    return [load_previous_image(data, e) for e in examples] if history else None
+
+
+def _probabilities(
+    model: SuccessClassifier, goals: Sequence[str], screens: Sequence[np.ndarray], batch: int, history: _History,
+) -> np.ndarray:
     model.eval()
     out: list[np.ndarray] = []
     with torch.no_grad():
         for start in range(0, len(goals), batch):
-            logits = model(model.inputs(goals[start : start + batch], screens[start : start + batch]))
+            end = min(start + batch, len(goals))
+            logits = model(history.inputs(model, goals[start:end], screens[start:end], start, end))
             out.append(torch.sigmoid(logits).numpy())
     return np.concatenate(out) if out else np.zeros(0)
 
@@ -148,9 +205,11 @@ def _balanced_order(positives: list[int], negatives: list[int], fraction: float,
 def evaluate_classifier(
     model: SuccessClassifier, examples: Sequence[VerifierExample], screens: Sequence[np.ndarray], threshold: float,
     rng: np.random.Generator, *, batch: int = 32, resamples: int = 1000,
+    previous: Sequence[np.ndarray | None] | None = None,
 ) -> MetricsWithIntervals:
-    """Metrics of ``p >= threshold`` on ``examples`` with bootstrap intervals."""
-    probs = _probabilities(model, [e.goal for e in examples], screens, batch)
+    """Metrics of ``p >= threshold`` on ``examples`` with bootstrap intervals; ``previous``: the
+    examples' previous screens (:func:`previous_screens`) for a model trained with history."""
+    probs = _probabilities(model, [e.goal for e in examples], screens, batch, _History.of(examples, previous))
     return bootstrap_metrics(probs >= threshold, np.array([e.label for e in examples]), rng, resamples=resamples)
 
 
@@ -173,7 +232,8 @@ def train_verifier(
     if any(s.shape != screens[0].shape for s in screens):
         raise ValueError(f"{data}: screens of different sizes; generate the data at one --screen-size")
     vlm = _backbone(config, screen_size)
-    model = SuccessClassifier(vlm)
+    model = SuccessClassifier(vlm, history=config.history)
+    history = _History.of(examples, previous_screens(data, examples, config.history))
 
     train_idx = splits["train"]
     labels = np.array([e.label for e in examples])
@@ -199,14 +259,17 @@ def train_verifier(
         total = 0.0
         for start in range(0, len(order), config.batch_size):
             chunk = order[start : start + config.batch_size]
-            logits = model(model.inputs([examples[i].goal for i in chunk], [screens[i] for i in chunk]))
+            part = history.subset(chunk)
+            logits = model(part.inputs(model, [examples[i].goal for i in chunk], [screens[i] for i in chunk], 0, len(chunk)))
             loss = loss_fn(logits, torch.as_tensor(labels[chunk], dtype=torch.float32))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             total += loss.item() * len(chunk)
-        probs = _probabilities(model, [examples[i].goal for i in val_idx], [screens[i] for i in val_idx], 32)
+        probs = _probabilities(
+            model, [examples[i].goal for i in val_idx], [screens[i] for i in val_idx], 32, history.subset(val_idx),
+        )
         threshold = best_threshold(probs, labels[val_idx])
         val_f1 = binary_metrics(probs >= threshold, labels[val_idx]).f1
         log = EpochLog(epoch, total / len(order), float(val_f1), threshold, time.perf_counter() - clock)
@@ -228,7 +291,7 @@ def train_verifier(
             continue
         metrics = evaluate_classifier(
             model, [examples[i] for i in idx], [screens[i] for i in idx], threshold, rng,
-            resamples=config.bootstrap_resamples,
+            resamples=config.bootstrap_resamples, previous=history.subset(idx).previous if config.history else None,
         )
         reports.append(SplitReport(split, len(idx), int(labels[idx].sum()), metrics))
     report = VerifierReport(threshold, best_epoch, logs, reports, len(train_idx), positives)

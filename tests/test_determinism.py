@@ -2,7 +2,8 @@
 metrics for its first update as it did when the numbers were recorded (before the training
 loop became a recipe and the learner and SFT modules were split): refactors keep behaviour.
 
-The golden numbers are in ``tests/data/determinism.json``. After a change that is *meant* to
+The golden numbers are in ``tests/data/determinism.json``, recorded at commit 8ed8fe5 (before
+the refactor) with this file's settings. After a change that is *meant* to
 alter training, re-record them with ``DARWIN_RECORD_GOLDEN=1 pytest tests/test_determinism.py``
 and say why in the commit.
 """
@@ -26,7 +27,7 @@ GOLDEN = ROOT / "tests" / "data" / "determinism.json"
 # The default experiment (examples/spa_bench.py), shrunk to a minute: sync rollout on two
 # phones so the first batch does not depend on thread timing.
 SHRINK = [
-    "sft.steps=30", "updates=1", "rollout_steps=24", "mode=sync", "phones.count=2",
+    "sft.steps=30", "sft.episodes=32", "sft.phones=8", "sft.heldout_episodes=0", "updates=1", "rollout_steps=24", "mode=sync", "phones.count=2",
     "evaluation.episodes_per_task=0", "time_budget_s=null", "horizon=6", "learner.mini_batch_size=8",
     'tasks=["clock_1","settings_dark_theme"]',
 ]

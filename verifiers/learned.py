@@ -7,6 +7,16 @@ chat-template path as the agent's prompts::
 
     user: <screen> "Goal: <app>: <instruction>\\nIs the goal achieved on this screen?"
 
+A model trained with history (``darwin verifier train --history``, the default; its record
+says ``"inputs": "screen+previous_marked"``) also reads the screen before the last action
+with that action drawn on it (:func:`darwin.verifiers.marks.draw_action`: a tap dot, a swipe
+arrow, the typed text), so it sees what the agent just did::
+
+    user: <previous screen, marked> <screen> "Goal: ...\\nThe first image is the screen before
+          the last action (marked); the second is the screen now.\\nIs the goal achieved on this screen?"
+
+Screens without a previous one (an episode's first) get the single-screen prompt.
+
 ``darwin verifier train`` (:mod:`darwin.verifier_train`) fits it on labelled screens
 (:mod:`darwin.verifier_data`) and picks the decision threshold on validation data; a
 :class:`LearnedVerifier` loads the result and serves as any experiment's reward::
@@ -41,39 +51,113 @@ import torch
 from PIL import Image
 from torch import nn
 
+from darwin.actions import Action, is_terminal
 from darwin.learner.models import backbone_of, hidden_size_of
 from darwin.models.factory import VLM, load_tiny_vlm
 from darwin.models.scoring import prompt_to_messages, rope_index
 from darwin.tasks import goal_text
-from darwin.types import ChatMessage, Prompt
+from darwin.types import ChatMessage, Prompt, Transition
 from darwin.verifiers.base import Verdict, VerificationRequest, Verifier
+from darwin.verifiers.marks import draw_action
 
-__all__ = ["HEAD_FILE", "VERIFIER_FILE", "LearnedVerifier", "SuccessClassifier", "load_classifier", "verifier_prompt"]
+__all__ = [
+    "HEAD_FILE", "INPUTS_HISTORY", "INPUTS_SCREEN", "VERIFIER_FILE", "LearnedVerifier", "SuccessClassifier",
+    "last_move", "load_classifier", "verifier_prompt",
+]
 
 VERIFIER_FILE = "darwin_verifier.json"
 HEAD_FILE = "verifier_head.pt"
 FORMAT_VERSION = 1
 QUESTION = "Is the goal achieved on this screen?"
+HISTORY_NOTE = "The first image is the screen before the last action (marked); the second is the screen now."
+INPUTS_SCREEN = "screen"
+"""A saved record's ``inputs``: the goal and the current screen (records without ``inputs``)."""
+INPUTS_HISTORY = "screen+previous_marked"
+"""A saved record's ``inputs``: also the screen before the last action, with the action marked."""
 
 
-def verifier_prompt(goal: str, screen: np.ndarray) -> Prompt:
-    """The classifier's prompt for one ``(goal, screen)`` pair."""
-    return Prompt(messages=(ChatMessage(role="user", text=f"Goal: {goal}\n{QUESTION}", images=(screen,)),))
+def _resized(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``image`` at ``size = (W, H)`` (unchanged when it already is)."""
+    w, h = size
+    if image.shape[:2] == (h, w):
+        return image
+    return np.asarray(Image.fromarray(image).resize((w, h), Image.BILINEAR), dtype=np.uint8)
+
+
+def verifier_prompt(
+    goal: str, screen: np.ndarray, previous: np.ndarray | None = None, last_action: Action | None = None,
+    device_size: tuple[int, int] | None = None,
+) -> Prompt:
+    """The classifier's prompt for ``(goal, screen)``; with ``previous`` (the screen before the
+    last action, resized to ``screen``'s size) two images: ``previous`` with ``last_action``
+    drawn on it (its coordinates are pixels of a ``device_size`` phone), then ``screen``.
+
+    >>> from darwin.actions import Click
+    >>> screen = np.zeros((112, 56, 3), np.uint8)
+    >>> len(verifier_prompt("g", screen).messages[0].images)
+    1
+    >>> two = verifier_prompt("g", screen, screen, Click(x=540, y=1200), (1080, 2400)).messages[0]
+    >>> len(two.images), int(two.images[0].sum()) > 0, two.text.splitlines()[1].startswith("The first image")
+    (2, True, True)
+    """
+    if previous is None:
+        return Prompt(messages=(ChatMessage(role="user", text=f"Goal: {goal}\n{QUESTION}", images=(screen,)),))
+    previous = _resized(previous, (int(screen.shape[1]), int(screen.shape[0])))
+    if last_action is not None:
+        if device_size is None:
+            raise ValueError("a marked last action needs the device_size its coordinates refer to")
+        previous = draw_action(previous, last_action, device_size)
+    text = f"Goal: {goal}\n{HISTORY_NOTE}\n{QUESTION}"
+    return Prompt(messages=(ChatMessage(role="user", text=text, images=(previous, screen)),))
+
+
+def last_move(transitions: Sequence[Transition]) -> Transition | None:
+    """The last transition whose action acted on the phone (not ``finished``/``answer``, not a
+    parse error): its observation is the screen before that action. ``None`` when there is none.
+
+    Once-per-phase checks come after the agent's ``finished``, which changes no screen: the
+    move before it is the one that matters (and the one the training data marks).
+    """
+    for transition in reversed(transitions):
+        action = transition.decision.action
+        if action is not None and not is_terminal(action):
+            return transition
+    return None
+
+
+def _last_image_mask(mm_token_type_ids: torch.Tensor) -> torch.Tensor:
+    """``(B, L)`` True on the tokens of each prompt's last image (the current screen).
+
+    An image's placeholder tokens form one run between ``<|vision_start|>`` and
+    ``<|vision_end|>``, so the runs of image tokens are the images, in order.
+
+    >>> _last_image_mask(torch.tensor([[0, 1, 1, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 0, 0, 0]])).long().tolist()
+    [[0, 0, 0, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 0, 0, 0]]
+    """
+    image = mm_token_type_ids == 1
+    starts = image & ~torch.nn.functional.pad(image, (1, 0))[:, :-1]
+    run = torch.cumsum(starts.long(), dim=1)
+    return image & (run == run.amax(dim=1, keepdim=True))
 
 
 class SuccessClassifier(nn.Module):
     """A VLM backbone and a scalar head: ``forward(inputs) -> (B,)`` logits of "goal achieved".
 
-    The head reads the prompt's last hidden state (which has attended to goal and screen)
-    together with the mean and the maximum of the screen tokens' hidden states (a small
-    switch or counter that decides success is one token among ~80: an average alone washes
-    it out). It starts at weight 0 and bias 0 (every first probability is 0.5), drawn from
-    no RNG.
+    The head reads the prompt's last hidden state (which has attended to the goal and every
+    image) together with the mean and the maximum of the current screen's tokens' hidden
+    states (a small switch or counter that decides success is one token among ~80: an average
+    alone washes it out; the previous screen's tokens are left out of both, so they keep their
+    meaning with or without history). It starts at weight 0 and bias 0 (every first
+    probability is 0.5), drawn from no RNG.
+
+    ``history``: the model reads the previous screen with the last action marked (what
+    :meth:`save` records as ``inputs``); callers pass it when this is True.
     """
 
-    def __init__(self, vlm: VLM) -> None:
+    def __init__(self, vlm: VLM, history: bool = False) -> None:
         super().__init__()
         self.vlm = vlm
+        self.history = history
         self.model = vlm.model
         self.backbone = backbone_of(vlm.model)
         param = next(self.backbone.parameters())
@@ -82,9 +166,22 @@ class SuccessClassifier(nn.Module):
             self.head.weight.zero_()
             self.head.bias.zero_()
 
-    def inputs(self, goals: Sequence[str], screens: Sequence[np.ndarray]) -> Mapping[str, torch.Tensor]:
-        """A left-padded model batch for ``(goal, screen)`` pairs."""
-        conversations = [prompt_to_messages(verifier_prompt(g, s)) for g, s in zip(goals, screens, strict=True)]
+    def inputs(
+        self, goals: Sequence[str], screens: Sequence[np.ndarray], previous: Sequence[np.ndarray | None] | None = None,
+        actions: Sequence[Action | None] | None = None, device_sizes: Sequence[tuple[int, int] | None] | None = None,
+    ) -> Mapping[str, torch.Tensor]:
+        """A left-padded model batch for ``(goal, screen)`` pairs; with ``previous`` (``None``
+        entries: no previous screen), the history prompts of :func:`verifier_prompt`."""
+        n = len(goals)
+        prev = list(previous) if previous is not None else [None] * n
+        acts = list(actions) if actions is not None else [None] * n
+        sizes = list(device_sizes) if device_sizes is not None else [None] * n
+        if not len(screens) == len(prev) == len(acts) == len(sizes) == n:
+            raise ValueError("goals, screens, previous, actions and device_sizes must have the same length")
+        conversations = [
+            prompt_to_messages(verifier_prompt(g, s, p, a, d))
+            for g, s, p, a, d in zip(goals, screens, prev, acts, sizes, strict=True)
+        ]
         batch = self.vlm.build_inputs(conversations)
         return {k: v.to(self.head.weight.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
@@ -100,27 +197,29 @@ class SuccessClassifier(nn.Module):
         )
         hidden = out.last_hidden_state.float()
         last = hidden[:, -1]  # left padding: every prompt ends at the last position
-        screen = (inputs["mm_token_type_ids"] == 1).unsqueeze(-1)
+        screen = _last_image_mask(inputs["mm_token_type_ids"]).unsqueeze(-1)
         mean = (hidden * screen).sum(1) / screen.sum(1).clamp(min=1)
         peak = hidden.masked_fill(~screen, float("-inf")).amax(1)
         peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))  # a prompt without a screen
         return self.head(torch.cat([last, mean, peak], dim=-1)).squeeze(-1)
 
     def save(self, path: str | Path, *, threshold: float, screen_size: tuple[int, int], metadata: Mapping[str, object]) -> Path:
-        """Write the backbone (a transformers checkpoint), the head and the decision settings."""
+        """Write the backbone (a transformers checkpoint), the head and the decision settings
+        (``inputs``: :data:`INPUTS_HISTORY` or :data:`INPUTS_SCREEN`, as :attr:`history` says)."""
         out = Path(path)
         self.vlm.save_pretrained(out)
         torch.save(self.head.state_dict(), out / HEAD_FILE)
         record = {
             "format_version": FORMAT_VERSION, "threshold": threshold, "screen_size": list(screen_size),
-            "question": QUESTION, **metadata,
+            "question": QUESTION, "inputs": INPUTS_HISTORY if self.history else INPUTS_SCREEN, **metadata,
         }
         (out / VERIFIER_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
         return out
 
 
 def load_classifier(path: str | Path) -> tuple[SuccessClassifier, dict[str, object]]:
-    """A saved classifier and its record (threshold, screen size, training metadata)."""
+    """A saved classifier and its record (threshold, screen size, inputs, training metadata);
+    a record without ``inputs`` (written before history existed) reads the screen only."""
     src = Path(path)
     record_file = src / VERIFIER_FILE
     if not record_file.is_file():
@@ -128,7 +227,10 @@ def load_classifier(path: str | Path) -> tuple[SuccessClassifier, dict[str, obje
     record = json.loads(record_file.read_text(encoding="utf-8"))
     if record.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{record_file}: format_version {record.get('format_version')!r}, this darwin reads {FORMAT_VERSION}")
-    model = SuccessClassifier(load_tiny_vlm(src))
+    inputs = record.get("inputs", INPUTS_SCREEN)
+    if inputs not in (INPUTS_SCREEN, INPUTS_HISTORY):
+        raise ValueError(f"{record_file}: inputs {inputs!r}, this darwin reads {INPUTS_SCREEN!r} or {INPUTS_HISTORY!r}")
+    model = SuccessClassifier(load_tiny_vlm(src), history=inputs == INPUTS_HISTORY)
     model.head.load_state_dict(torch.load(src / HEAD_FILE, map_location="cpu", weights_only=True))
     model.eval()
     return model, record
@@ -172,18 +274,38 @@ class LearnedVerifier(Verifier):
     def screen_size(self) -> tuple[int, int]:
         return self._screen_size
 
-    def probability(self, goal: str, screen: np.ndarray) -> float:
-        """``p(goal achieved | screen)``; the screen is resized to :attr:`screen_size` if needed."""
-        w, h = self._screen_size
-        if screen.shape[:2] != (h, w):
-            screen = np.asarray(Image.fromarray(screen).resize((w, h), Image.BILINEAR), dtype=np.uint8)
+    @property
+    def history(self) -> bool:
+        """Whether the model reads the previous screen with the last action marked."""
+        return self.model.history
+
+    def probability(
+        self, goal: str, screen: np.ndarray, previous: np.ndarray | None = None, action: Action | None = None,
+        device_size: tuple[int, int] | None = None,
+    ) -> float:
+        """``p(goal achieved | screen)``, given also the screen before the last action and that
+        action (coordinates in pixels of a ``device_size`` phone) when the model was trained
+        with history (a screen-only model ignores them); screens are resized to
+        :attr:`screen_size` if needed."""
+        screen = _resized(screen, self._screen_size)
+        if not self.history:
+            previous = None
+        if previous is not None:
+            previous = _resized(previous, self._screen_size)
         with self._lock, torch.no_grad():
-            logit = self.model(self.model.inputs([goal], [screen]))
+            logit = self.model(self.model.inputs([goal], [screen], [previous], [action], [device_size]))
         return float(torch.sigmoid(logit)[0])
 
     async def verify(self, request: VerificationRequest) -> Verdict:
         if request.final_screenshot is None:
             return Verdict(success=None, reason="learned verifier: no screenshot of the final screen was taken")
         goal = goal_text(request.task, request.instruction)
-        p = await asyncio.to_thread(self.probability, goal, request.final_screenshot)
+        move = last_move(request.transitions) if self.history else None
+        if move is None:
+            p = await asyncio.to_thread(self.probability, goal, request.final_screenshot)
+        else:
+            p = await asyncio.to_thread(
+                self.probability, goal, request.final_screenshot, move.observation.screenshot, move.decision.action,
+                move.observation.device_size,
+            )
         return Verdict(success=p >= self.threshold, reason=f"learned: p={p:.3f} (threshold {self.threshold:.3f})")

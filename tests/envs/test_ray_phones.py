@@ -262,14 +262,13 @@ def test_experiment_phones_on_the_cluster(cluster: LocalCluster) -> None:
         ExperimentConfig,
         ExperimentError,
         PhonesConfig,
-        _build_envs,
         use_ray_cluster,
     )
 
     base = ExperimentConfig(name="t", phones=PhonesConfig(count=2, seed=7))
     config = use_ray_cluster(base, str(cluster.cluster.address))  # type: ignore[attr-defined]
     assert config.phones.kind == "ray" and config.phones.ray.total_phones == 2
-    envs = _build_envs(config)
+    envs = config.build_phones()
     try:
         assert [e.name for e in envs] == ["sim-7", "sim-8"] and all(isinstance(e, RayPhoneEnv) for e in envs)
         assert np.array_equal(envs[1].screenshot((168, 364)), SimPhoneEnv(seed=8).screenshot((168, 364)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 
 from darwin.agents.scripted import OracleActor
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.models import TinyVLMConfig, build_tiny_vlm
+from darwin.models import TinyVLMConfig, build_tiny_vlm, load_tiny_vlm
 from darwin.predicates import resolve
 from darwin.tasks import get_task
 from darwin.types import TerminationReason
@@ -172,3 +173,180 @@ def test_audit_reports_the_reward_verifier_against_its_auditor(tmp_path: Path) -
     with RunStore.for_run_dir(empty):
         pass
     assert "no audited verdicts" in CliRunner().invoke(main, ["verifier", "audit", str(empty)]).output
+
+
+# ---------------------------------------------------------------- history: the previous screen, marked
+def test_every_screen_after_the_first_carries_the_screen_before_its_last_action(dataset: Path) -> None:
+    from darwin.actions import is_terminal
+    from darwin.verifier_data import load_previous_image
+
+    examples = load_examples(dataset)
+    device = SimPhoneEnv(seed=0).device_size
+    firsts = [e for e in examples if e.step == 0]
+    assert firsts and all(e.previous_image == "" and e.last_action == "" and e.device_size is None for e in firsts)
+    assert all(load_previous_image(dataset, e) is None for e in firsts)
+    later = [e for e in examples if e.step >= 1]
+    assert later and all(e.previous_image and e.last_action and e.device_size == device for e in later)
+    assert not any(is_terminal(e.action()) for e in later)  # `finished` changes no screen: never the marked move
+    image_of = {(e.episode_id, e.step): e.image for e in examples}
+    chained = [e for e in later if (e.episode_id, e.step - 1) in image_of]
+    assert chained  # the previous screen is the episode's screen one step before (its own row, when kept)
+    assert all(e.previous_image == image_of[(e.episode_id, e.step - 1)] for e in chained)
+    assert load_previous_image(dataset, later[0]).shape == (SIZE[1], SIZE[0], 3)
+
+
+def test_the_history_prompt_marks_the_last_action_on_the_previous_screen(checkpoint: Path) -> None:
+    from darwin.actions import Click
+    from darwin.verifiers.learned import SuccessClassifier, _last_image_mask, verifier_prompt
+    from darwin.verifiers.marks import MARK_COLORS, scale_point
+
+    screen = np.zeros((SIZE[1], SIZE[0], 3), np.uint8)
+    previous = np.full_like(screen, 200)
+    device = (1080, 2400)
+    action = Click(x=540, y=600)
+    (single,) = verifier_prompt("Settings: Turn on Dark Theme.", screen).messages
+    assert len(single.images) == 1 and single.text == "Settings: Turn on Dark Theme.".join(
+        ["Goal: ", "\nIs the goal achieved on this screen?"])  # old data and old models: today's prompt
+    (message,) = verifier_prompt("Settings: Turn on Dark Theme.", screen, previous, action, device).messages
+    marked, now = message.images
+    assert now is screen and "first image is the screen before the last action" in message.text
+    cx, cy = scale_point(action.x, action.y, device, SIZE)
+    changed = np.argwhere((marked != previous).any(-1))
+    assert len(changed) and np.abs(changed - [cy, cx]).max() <= 6  # only around the tap point
+    assert tuple(marked[cy, cx]) == MARK_COLORS["click"] and int(previous.min()) == 200  # input untouched
+    with pytest.raises(ValueError, match="device_size"):
+        verifier_prompt("g", screen, previous, action)
+    # A batch mixing a history prompt and a single-screen one: 3 images; the head pools the current screen only.
+    model = SuccessClassifier(load_tiny_vlm(checkpoint), history=True)
+    batch = model.inputs(["g", "g"], [screen, screen], [previous, None], [action, None], [device, None])
+    assert len(batch["image_grid_thw"]) == 3
+    tokens = batch["mm_token_type_ids"]
+    per_image = int(batch["image_grid_thw"][-1].prod()) // load_tiny_vlm(checkpoint).model.config.vision_config.spatial_merge_size ** 2
+    assert (tokens == 1).sum(1).tolist() == [2 * per_image, per_image]
+    assert _last_image_mask(tokens).sum(1).tolist() == [per_image, per_image]
+    assert model(batch).shape == (2,)
+
+
+def test_a_history_model_reads_the_last_move_of_a_request(dataset: Path, checkpoint: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from darwin.actions import Click, Finished
+    from darwin.types import Decision, Observation, Phase, Transition
+    from darwin.verifiers.base import VerificationRequest
+    from darwin.verifiers.learned import VERIFIER_FILE, load_classifier
+
+    config = VerifierTrainConfig(checkpoint=str(checkpoint), train_tasks=("settings_dark_theme", "booking.com_3"),
+                                 epochs=1, batch_size=8, bootstrap_resamples=100, seed=1)
+    assert config.history  # the default
+    train_verifier(dataset, tmp_path / "model", config)
+    record = json.loads((tmp_path / "model" / VERIFIER_FILE).read_text())
+    assert record["inputs"] == "screen+previous_marked" and record["config"]["history"] is True
+
+    verifier = LearnedVerifier(str(tmp_path / "model"))
+    assert verifier.history
+    images_per_call: list[int] = []
+    original = verifier.model.inputs
+
+    def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the classifier's own inputs, counted
+        batch = original(*args, **kwargs)
+        images_per_call.append(len(batch["image_grid_thw"]))
+        return batch
+
+    monkeypatch.setattr(verifier.model, "inputs", spy)
+    task = get_task("settings_dark_theme")
+    agent_screen = np.full((280, 126, 3), 90, np.uint8)  # the agent's screen size: resized to the verifier's
+    device = (1080, 2400)
+
+    def step(i: int, action) -> Transition:  # noqa: ANN001
+        obs = Observation(screenshot=agent_screen, goal="g", device_size=device, task_id=task.id, step=i)
+        return Transition("e", task.id, i, Phase.EXECUTION, obs, Decision(action=action))
+
+    def request(transitions: list[Transition]) -> VerificationRequest:
+        return VerificationRequest(task=task, phase=Phase.EXECUTION, instruction=task.instruction, spec=task.verifier,
+                                   transitions=transitions, final_state=None,
+                                   final_screenshot=np.zeros((SIZE[1], SIZE[0], 3), np.uint8))
+
+    with_move = asyncio.run(verifier.verify(request([step(0, Click(x=100, y=200)), step(1, Finished())])))
+    without = asyncio.run(verifier.verify(request([])))
+    only_finished = asyncio.run(verifier.verify(request([step(0, Finished())])))
+    for verdict in (with_move, without, only_finished):
+        assert isinstance(verdict.success, bool) and verdict.reason.startswith("learned: p=")
+    assert images_per_call == [2, 1, 1]  # the move before `finished` is marked; no move: the single screen
+
+    # A record written before history existed (no "inputs") loads as a screen-only model and ignores transitions.
+    del record["inputs"]
+    (tmp_path / "model" / VERIFIER_FILE).write_text(json.dumps(record))
+    old, _ = load_classifier(tmp_path / "model")
+    assert not old.history
+    screen_only = LearnedVerifier(str(tmp_path / "model"))
+    counted: list[int] = []
+    plain = screen_only.model.inputs
+    monkeypatch.setattr(screen_only.model, "inputs",
+                        lambda *a, **k: counted.append(len(plain(*a, **k)["image_grid_thw"])) or plain(*a, **k))
+    asyncio.run(screen_only.verify(request([step(0, Click(x=100, y=200))])))
+    assert counted == [1]
+    record["inputs"] = "screen+video"
+    (tmp_path / "model" / VERIFIER_FILE).write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="inputs 'screen\\+video'"):
+        load_classifier(tmp_path / "model")
+
+
+def test_old_rows_load_and_history_rows_are_checked(tmp_path: Path) -> None:
+    from darwin.actions import Click, action_to_json
+    from darwin.png import encode_png
+    from darwin.verifier_data import DatasetWriter, LabelledScreen, VerifierExample
+
+    (tmp_path / "x.png").write_bytes(encode_png(np.zeros((4, 2, 3), np.uint8)))
+    old = '{"id": "a", "image": "x.png", "goal": "g", "label": true, "task_id": "t", "app": "A", "step": 3}'
+    (tmp_path / "examples.jsonl").write_text(old + "\n")
+    (example,) = load_examples(tmp_path)
+    assert (example.previous_image, example.last_action, example.device_size, example.action()) == ("", "", None, None)
+
+    click = action_to_json(Click(x=1, y=2))
+    base = '"id": "a", "image": "x.png", "goal": "g", "label": true, "task_id": "t", "app": "A"'
+    for extra, message in [
+        ('"previous_image": "gone.png"', "previous_image 'gone.png' not found"),
+        (f'"previous_image": "x.png", "last_action": {json.dumps(click)}', "needs the device_size"),
+        ('"previous_image": "x.png", "last_action": "{\\"type\\": \\"fly\\"}", "device_size": [1080, 2400]',
+         "last_action is not an action"),
+        ('"previous_image": "x.png", "device_size": [1080]', "device_size must be"),
+    ]:
+        (tmp_path / "examples.jsonl").write_text("{" + base + ", " + extra + "}\n")
+        with pytest.raises(VerifierDataError, match=f"examples.jsonl:1: .*{message}"):
+            load_examples(tmp_path)
+    (tmp_path / "examples.jsonl").write_text(
+        "{" + base + f', "previous_image": "x.png", "last_action": {json.dumps(click)}, "device_size": [1080, 2400]' + "}\n")
+    (example,) = load_examples(tmp_path)
+    assert example.device_size == (1080, 2400) and example.action() == Click(x=1, y=2)
+
+    # The same screen and goal reached by different moves are different inputs: both kept, once each.
+    writer = DatasetWriter(tmp_path / "d")
+    screen, before = np.zeros((8, 4, 3), np.uint8), np.full((8, 4, 3), 9, np.uint8)
+    row = VerifierExample(id="r", image="", goal="g", label=False, task_id="t", app="A")
+    moved = replace(row, last_action=click, device_size=(1080, 2400))
+    assert writer.write([(row, screen), LabelledScreen(moved, screen, before), LabelledScreen(moved, screen, before)]) == 2
+    assert DatasetWriter(tmp_path / "d").write([LabelledScreen(moved, screen, before)]) == 0
+    stored = load_examples(tmp_path / "d")
+    assert [bool(e.previous_image) for e in stored] == [False, True]
+
+
+def test_a_runs_final_screen_keeps_the_screen_before_its_last_move(tmp_path: Path) -> None:
+    from darwin.actions import is_terminal
+    from darwin.evaluate import evaluate
+    from darwin.store import RunStore
+    from darwin.verifier_data import DatasetWriter, examples_from_run, load_previous_image
+
+    with RunStore.for_run_dir(tmp_path / "run") as store:
+        run_id = store.start_run("oracle")
+        workflow = StepWorkflow(config=StepConfig(observation_size=(126, 280)))
+        asyncio.run(evaluate([get_task("settings_dark_theme")], [SimPhoneEnv(seed=0)], lambda i: OracleActor(), 1,
+                             workflow, store, run_id))
+        (episode,) = store.episodes(run_id)
+        steps = store.steps(episode.episode_id)
+        move = [s for s in steps if s.action is not None and not is_terminal(s.action)][-1]
+        stored_before = store.load_screenshot(move.screenshot_path)
+    ((example, final, previous),) = examples_from_run(tmp_path / "run", "rule")
+    assert example.label and example.last_action == move.action_json and example.device_size == (1080, 2400)
+    assert previous is not None and previous.shape == final.shape and np.array_equal(previous, stored_before)
+    assert DatasetWriter(tmp_path / "data").write(examples_from_run(tmp_path / "run")) == 1
+    (loaded,) = load_examples(tmp_path / "data")
+    assert np.array_equal(load_previous_image(tmp_path / "data", loaded), stored_before)
