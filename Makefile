@@ -22,8 +22,9 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/darwin run examples/spa_bench.py
 
+# Two test processes (pytest-xdist): the suite is CPU-bound and the reference machine has 2 cores.
 test: install
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2
 
 lint: install
 	$(BIN)/ruff check .

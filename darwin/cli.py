@@ -399,6 +399,8 @@ def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | Non
         raise click.BadParameter("pass --experiment or --config, not both (the experiment holds its SFTConfig)", param_hint="--config")
     if overrides and not experiment_file:
         raise click.BadParameter("--set needs --experiment", param_hint="--set")
+    if out is not None and (Path(out) / SFT_FILE).exists() and not force:  # before anything slow or strict
+        raise click.BadParameter(f"{out}: it already holds a checkpoint; pass --force to overwrite it or choose another --out", param_hint="--out")
     experiment = _load_for_eval(experiment_file, overrides) if experiment_file else None
     data: dict[str, object] = {} if experiment is None else experiment.sft.model_dump()
     if config_file:
