@@ -140,6 +140,20 @@ def commit_checkpoint(tmp: Path, target: Path, manifest: dict[str, Any]) -> None
     _swap_into_place(tmp, target)
 
 
+def checkpoint_manifest(
+    *, updates: int, policy_version: int, optimizer_steps: int, config: LearnerConfig, pending: Sequence[Trajectory],
+    extra_json: str, **backend_fields: object,
+) -> dict[str, object]:
+    """``learner.json``: the counters, the config, the pending episodes and the caller's state,
+    common to both learners (``backend_fields`` adds what one backend needs, e.g. ``backend``)."""
+    return {
+        "format_version": CHECKPOINT_FORMAT_VERSION, **backend_fields,
+        "updates": updates, "policy_version": policy_version, "optimizer_steps": optimizer_steps,
+        "config": config.model_dump(mode="json"), "pending_episode_ids": [t.episode_id for t in pending],
+        "extra_state": json.loads(extra_json), "torch": torch.__version__, "saved_at": time.time(),
+    }
+
+
 def save_local_checkpoint(
     path: str | os.PathLike[str],
     state: LearnerState,
@@ -170,17 +184,8 @@ def save_local_checkpoint(
         write_pickle(list(pending), tmp / "pending.pkl")
         if state.replay is not None:
             write_pickle(state.replay.state(), tmp / "replay.pkl")
-        manifest = {
-            "format_version": CHECKPOINT_FORMAT_VERSION,
-            "updates": updates,
-            "policy_version": policy_version,
-            "optimizer_steps": optimizer_steps,
-            "config": config.model_dump(mode="json"),
-            "pending_episode_ids": [t.episode_id for t in pending],
-            "extra_state": json.loads(extra_json),
-            "torch": torch.__version__,
-            "saved_at": time.time(),
-        }
+        manifest = checkpoint_manifest(updates=updates, policy_version=policy_version, optimizer_steps=optimizer_steps,
+                                       config=config, pending=pending, extra_json=extra_json)
         commit_checkpoint(tmp, target, manifest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

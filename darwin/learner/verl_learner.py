@@ -36,7 +36,6 @@ critic-free estimators (GRPO, GiGPO); on CPU only the actor (critic-free estimat
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -53,12 +52,11 @@ import torch
 from pydantic import JsonValue
 from verl import DataProto
 
-from darwin.algos import masked_mean, trajectory_weights, whiten_within
-from darwin.algos.estimators import AdvantageInputs, EstimatorConfig, get_estimator
+from darwin.algos import masked_mean
 from darwin.learner.batch import LearnerDataError, StepRow, collect_step_rows
 from darwin.learner.checkpoint import (
-    CHECKPOINT_FORMAT_VERSION,
     ResumeState,
+    checkpoint_manifest,
     commit_checkpoint,
     read_manifest,
     read_pending,
@@ -68,6 +66,7 @@ from darwin.learner.checkpoint import (
 )
 from darwin.learner.config import LearnerConfig
 from darwin.learner.metrics import UpdateMetrics
+from darwin.learner.update_batch import estimate_advantages
 from darwin.learner.verl_config import VerlConfig
 from darwin.types import Trajectory
 
@@ -517,29 +516,12 @@ class VerlLearner:
             data.batch["old_log_probs"] = _pad_rows(old.masked_fill(~mask, 0.0), data)
         if lam is None:
             lam = cfg.critic_warmup_lam if warmup else cfg.lam
-        rewards = torch.tensor([r.reward for r in rows], dtype=torch.float32)
-        traj_ids = [r.episode_id for r in rows]
-        estimator = get_estimator(cfg.estimator)
-        estimated = estimator.fn(AdvantageInputs(
-            rewards=rewards, response_mask=mask, trajectory_ids=traj_ids,
+        # The same estimator, whitening, format penalty and trajectory weights as LocalLearner.
+        advantages, returns = estimate_advantages(
+            cfg, rows, rewards=torch.tensor([r.reward for r in rows], dtype=torch.float32), response_mask=mask,
             step_indices=torch.tensor([r.step for r in rows], dtype=torch.long),
-            group_ids=[r.group for r in rows], anchor_ids=[r.anchor for r in rows], values=values,
-            truncated=torch.tensor([r.truncated for r in rows], dtype=torch.bool),
-            settings=EstimatorConfig(
-                gamma=cfg.gamma, lam=lam, whiten=cfg.whiten_advantages and cfg.whiten_by == "batch",
-                bootstrap_truncated=cfg.truncation == "bootstrap", grpo_norm_by_std=cfg.grpo_norm_by_std,
-                grpo_weighting=cfg.grpo_weighting, gigpo_gamma=cfg.gigpo_gamma, gigpo_omega=cfg.gigpo_omega,
-                gigpo_step_norm=cfg.gigpo_step_norm,
-            ),
-        ))
-        advantages, returns = estimated.advantages.to(torch.float32), estimated.returns
-        if estimator.needs_critic and cfg.whiten_advantages and cfg.whiten_by == "task":
-            advantages = whiten_within(advantages, mask, [r.task_id for r in rows])
-        if cfg.format_penalty_advantage > 0:
-            slipped = torch.tensor([r.parse_error for r in rows], dtype=torch.bool)
-            advantages = torch.where(slipped[:, None] & mask, torch.full_like(advantages, -cfg.format_penalty_advantage), advantages)
-        if cfg.trajectory_weighting:
-            advantages = advantages * trajectory_weights(mask, traj_ids)[:, None]
+            truncated=torch.tensor([r.truncated for r in rows], dtype=torch.bool), values=values, lam=float(lam),
+        )
         advantages = advantages.masked_fill(~mask, 0.0)
         data.batch["advantages"] = _pad_rows(advantages, data)
         if values is not None and returns is not None:
@@ -681,18 +663,9 @@ class VerlLearner:
             if self.critic_group is not None:
                 self.critic_group.save_checkpoint(str(tmp / "critic"), None, self.updates, None)
             write_pickle(list(pending), tmp / "pending.pkl")
-            manifest = {
-                "format_version": CHECKPOINT_FORMAT_VERSION,
-                "backend": "verl",
-                "updates": self.updates,
-                "policy_version": self.policy_version,
-                "optimizer_steps": self.optimizer_steps,
-                "config": self.config.model_dump(mode="json"),
-                "pending_episode_ids": [t.episode_id for t in pending],
-                "extra_state": json.loads(extra_json),
-                "torch": torch.__version__,
-                "saved_at": time.time(),
-            }
+            manifest = checkpoint_manifest(updates=self.updates, policy_version=self.policy_version,
+                                           optimizer_steps=self.optimizer_steps, config=self.config, pending=pending,
+                                           extra_json=extra_json, backend="verl")
             commit_checkpoint(tmp, target, manifest)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
