@@ -661,7 +661,12 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
         ("phones", where),
         ("rollout", f"{config.mode}, {config.rollout_steps} completed steps per update"),
         ("warm start", warm),
-        ("learner", f"{config.learner.algorithm}, gamma {config.learner.gamma}, lambda {config.learner.lam}, critic warm-up {config.learner.critic_warmup_updates} updates (lambda {config.learner.critic_warmup_lam}), value-head bias {config.learner.value_head_bias}"),
+        ("agent", "the warm start's own format" if config.agent.format == "checkpoint"
+                  else f"{config.agent.format} at {config.agent.observation_size[0]}x{config.agent.observation_size[1]}"),
+        ("policy", f"{config.policy.backend}, temperature {config.policy.temperature}, batch {config.policy.max_batch}"
+                   + (f", server {config.policy.server.base_url}" if config.policy.server else "")),
+        ("store", f"${config.store.url_env}" if config.store.url_env else f"{path / 'run.db'}"),
+        ("learner", f"{config.learner.backend} {config.learner.algorithm}, gamma {config.learner.gamma}, lambda {config.learner.lam}, critic warm-up {config.learner.critic_warmup_updates} updates (lambda {config.learner.critic_warmup_lam}), value-head bias {config.learner.value_head_bias}"),
         ("levers", _changed_learner_fields(config.learner)),
         ("components", f"curriculum {config.curriculum.name}, workflow {config.workflow_spec().name}, verifier {config.verifier.name}, "
                        f"memory {config.memory.name if config.memory else '(the warm start)'}, group size {config.group_size or '-'}"),
