@@ -166,8 +166,10 @@ class StoreConfig(BaseModel):
         from darwin.store import RunStore
 
         if self.url_env is None:
-            store = RunStore.for_run_dir(run_dir)
-            return store if self.screenshot_dir is None else RunStore(run_dir / "run.db", screenshot_dir=self.screenshot_dir)
+            if self.screenshot_dir is None:
+                return RunStore.for_run_dir(run_dir)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            return RunStore(run_dir / "run.db", screenshot_dir=self.screenshot_dir)
         url = os.environ.get(self.url_env)
         if not url:
             raise ExperimentError(f"store.url_env = {self.url_env!r} but ${self.url_env} is not set; export it with the database URL")

@@ -38,8 +38,10 @@ from darwin.types import Trajectory
 if TYPE_CHECKING:
     from darwin.buffer import ReplayBuffer
     from darwin.curricula.base import Curriculum
+    from darwin.envs.base import PhoneEnv
     from darwin.experiment import ExperimentConfig
     from darwin.learner import LocalLearner
+    from darwin.learner.metrics import UpdateMetrics
     from darwin.policies.pool import ActorPool
     from darwin.rollout import RolloutEngine
     from darwin.store import RunStore
@@ -177,7 +179,7 @@ class TrainingRecipe:
         self.curriculum: Curriculum | None = None
         self.buffer: ReplayBuffer | None = None
         self.store: RunStore | None = None
-        self.envs: list = []
+        self.envs: list[PhoneEnv] = []
         self.workflow: Workflow | None = None
         self.eval_workflow: Workflow | None = None
         self.engine: RolloutEngine | None = None
@@ -268,7 +270,7 @@ class TrainingRecipe:
             await asyncio.sleep(0.2)
         return batch
 
-    async def update(self, batch: list[Trajectory]):  # noqa: ANN201 - the learner's UpdateMetrics
+    async def update(self, batch: list[Trajectory]) -> UpdateMetrics:
         """One learner update on ``batch`` (critic only during the warm-up)."""
         learner, state = self.learner, self.state
         assert learner is not None and state is not None
@@ -280,7 +282,7 @@ class TrainingRecipe:
                            for tr in batch for t in tr.transitions if t.decision.generation is not None]
         return await asyncio.to_thread(learner.update, batch)
 
-    def log(self, batch: list[Trajectory], update) -> None:  # noqa: ANN001 - the learner's UpdateMetrics
+    def log(self, batch: list[Trajectory], update: UpdateMetrics) -> None:
         """What this update trained on and what it measured (metrics.jsonl, TensorBoard, updates.jsonl)."""
         assert self.engine is not None and self.curriculum is not None
         stats = self.engine.stats

@@ -334,3 +334,8 @@ def test_store_url_comes_from_the_environment(tmp_path, monkeypatch):
     finally:
         opened.close()
     assert (tmp_path / "elsewhere.db").is_file() and not (tmp_path / "run" / "run.db").exists()
+    shots = StoreConfig(screenshot_dir=str(tmp_path / "shots")).build(tmp_path / "run2")
+    try:
+        assert shots.screenshot_dir == tmp_path / "shots" and (tmp_path / "run2" / "run.db").is_file()
+    finally:
+        shots.close()
