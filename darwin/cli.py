@@ -137,18 +137,6 @@ def tasks_split(out_dir: Path, seed: int, held_out_apps: str | None, unseen_apps
 
 # ----------------------------------------------------------------------------------- eval
 AGENT_KINDS = ("oracle", "random", "tiny:<checkpoint>", "litellm:<model>")
-def _check_agent_format(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """``--agent-format`` must name a :data:`darwin.agents.formats.AGENT_FORMATS` entry
-    (checked lazily: the agents import torch)."""
-    from darwin.agents.formats import make_agent
-
-    try:
-        make_agent(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-    return value
-
-
 class _Actors:
     """The eval phones' actors, their clean-up, and the screenshot size they require (if any)."""
 
@@ -215,6 +203,10 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
             policy = LiteLLMPolicy(LiteLLMPolicyConfig(**fields))
         except ValueError as exc:  # pydantic's ValidationError: names the bad field, never echoes values
             raise click.BadParameter(str(exc), param_hint="--agent/--api-base/--api-key-env/--temperature") from None
+        try:
+            make_agent(agent_format)  # an unknown format is named before anything starts
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--agent-format") from None
         with _credentials_fail_cleanly():
             policy.check_credentials()  # a missing key stops here, before any phone starts
 
@@ -238,7 +230,7 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
 @click.option("--observation-size", default=None, callback=lambda c, p, v: None if v is None else parse_size(v), help="screenshot size given to the agent  [default: the checkpoint's for tiny:, else 252x560]")
 @click.option("--no-perturb", is_flag=True, help="canonical look: no theme, wallpaper, order or pop-up perturbations")
 @click.option("--temperature", default=None, type=click.FloatRange(0.0, 2.0), help="sampling temperature; tiny: default 1.0 (what RL samples, full masked distribution), 0 = greedy; litellm: the provider's default unless set")
-@click.option("--agent-format", default="uitars-1.5", show_default=True, callback=_check_agent_format, help="litellm: the model's prompt/output format: uitars-1.5, uitars-1.0, qwen2.5, qwen3 or tiny (darwin.agents.formats)")
+@click.option("--agent-format", default="uitars-1.5", show_default=True, help="litellm: the model's prompt/output format: uitars-1.5, uitars-1.0, qwen2.5, qwen3 or tiny (darwin.agents.formats)")
 @click.option("--api-base", default=None, help="litellm: base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
 @click.option("--api-key-env", default=None, help="litellm: name of the environment variable holding the API key (default: the provider's standard one)")
 @click.option("--max-new-tokens", default=None, type=click.IntRange(1), help="response cap  [default: the checkpoint's for tiny:, 512 for litellm:]")
