@@ -12,7 +12,6 @@ verifier.kwargs.path=...``).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import click
@@ -116,13 +115,17 @@ def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: st
 @click.option("--history/--no-history", default=True, show_default=True,
               help="also read the screen before each example's last action with that action marked on it "
               "(--no-history: the goal and the current screen only)")
-def train_cmd(data: str, out: str, checkpoint: str, init: str, train_tasks: str, epochs: int, lr: float, head_lr: float, batch_size: int, seed: int, history: bool) -> None:
+@click.option("--swapped-goals", default=0.0, show_default=True, type=click.FloatRange(0.0, 1.0),
+              help="each epoch, show this share of the training positives again under another task's goal, "
+              "labelled not achieved (teaches reading the goal)")
+def train_cmd(data: str, out: str, checkpoint: str, init: str, train_tasks: str, epochs: int, lr: float, head_lr: float, batch_size: int, seed: int, history: bool, swapped_goals: float) -> None:
     """Fit the classifier, pick its threshold on validation data, report the held-out splits."""
     from darwin.verifier_train import VerifierTrainConfig, train_verifier
 
     config = VerifierTrainConfig(
         init=init, checkpoint=checkpoint, epochs=epochs, lr=lr, head_lr=head_lr, batch_size=batch_size, seed=seed,  # type: ignore[arg-type]
         train_tasks=tuple(t.strip() for t in train_tasks.split(",") if t.strip()), history=history,
+        swapped_goals=swapped_goals,
     )
     report = train_verifier(
         data, out, config,
@@ -135,13 +138,11 @@ def train_cmd(data: str, out: str, checkpoint: str, init: str, train_tasks: str,
     click.echo(f"model and report.json in {out}")
 
 
-_AUDIT = re.compile(r"^\[(?P<primary>[\w.:-]+)\] .*\((?:disagreement; )?audit: (?P<audit>[\w.:-]+): (?P<verdict>yes|no)\b")
-
-
 def audit_pairs(run_dir: str | Path) -> list[tuple[str, bool, bool]]:
     """``(task_id, primary verdict, audit verdict)`` of every execution verdict a composite
     verifier in audit mode stored in a run (both members verified)."""
     from darwin.store import DB_FILENAME, RunStore
+    from darwin.verifiers.composite import parse_audit
 
     if not (Path(run_dir) / DB_FILENAME).is_file():
         raise click.ClickException(f"{run_dir}: no {DB_FILENAME}; pass a run directory")
@@ -150,10 +151,10 @@ def audit_pairs(run_dir: str | Path) -> list[tuple[str, bool, bool]]:
         for run in store.runs():
             for episode in store.episodes(run.run_id):
                 for v in store.verdicts(episode.episode_id):
-                    match = _AUDIT.match(v.reason) if v.verifier_kind == "composite" else None
-                    if match is None or v.success is None or v.phase.value != "execution":
+                    note = parse_audit(v.reason) if v.verifier_kind == "composite" else None
+                    if note is None or note.auditor_success is None or v.success is None or v.phase.value != "execution":
                         continue
-                    pairs.append((episode.task_id, bool(v.success), match["verdict"] == "yes"))
+                    pairs.append((episode.task_id, bool(v.success), note.auditor_success))
     return pairs
 
 

@@ -62,7 +62,7 @@ from darwin.tasks import goal_text
 from darwin.types import ACTOR, Decision, Observation, Phase, Task, Transition, VerifierSpec
 
 if TYPE_CHECKING:
-    from darwin.store import StoredStep
+    from darwin.store import StoredStep, VerdictRow
 
 logger = logging.getLogger(__name__)
 
@@ -272,10 +272,30 @@ def _last_move(steps: Sequence[StoredStep]) -> StoredStep | None:
     return None
 
 
+def _stored_label(verdicts: Sequence[VerdictRow], verifier_kind: str | None) -> tuple[bool, str] | None:
+    """An episode's execution label and where it came from: the last verdict of ``verifier_kind``
+    (any kind when ``None``), else, when a composite in audit mode had that kind as its auditor
+    (a run rewarded by the learned verifier and audited by the rule), the auditor's verdict read
+    from the composite's reason; ``None`` when neither is there or it is unverified."""
+    from darwin.verifiers.composite import parse_audit
+
+    execution = [v for v in verdicts if v.phase == Phase.EXECUTION]
+    own = [v for v in execution if verifier_kind is None or v.verifier_kind == verifier_kind]
+    if own:
+        last = own[-1]
+        return None if last.success is None else (bool(last.success), last.verifier_kind)
+    for v in reversed(execution):
+        note = parse_audit(v.reason) if v.verifier_kind == "composite" else None
+        if note is not None and note.auditor == verifier_kind:
+            return None if note.auditor_success is None else (note.auditor_success, f"{note.auditor}(audit)")
+    return None
+
+
 def examples_from_run(run_dir: str | Path, verifier_kind: str | None = None) -> list[LabelledScreen]:
     """Labelled final screens of a finished run: every episode with a stored final screen and an
     execution verdict (by ``verifier_kind``, e.g. ``"rule"``, ``"llm_judge"`` or a human review
-    recorded with ``darwin judge review --record``; default: the last verdict stored) becomes
+    recorded with ``darwin judge review --record``, or the auditor of a composite in audit mode;
+    default: the last verdict stored) becomes
     one example labelled by that verdict, with the stored screen before the episode's last
     action (resized to the final screen's size) and that action when the run kept them.
     Unverified verdicts are skipped. Runs stored before schema 3 have no final screens and give
@@ -293,24 +313,21 @@ def examples_from_run(run_dir: str | Path, verifier_kind: str | None = None) -> 
             for episode in store.episodes(run.run_id):
                 if episode.final_screenshot_path is None or not episode.finished:
                     continue
-                verdicts = [
-                    v for v in store.verdicts(episode.episode_id)
-                    if v.phase == Phase.EXECUTION and (verifier_kind is None or v.verifier_kind == verifier_kind)
-                ]
-                if not verdicts or verdicts[-1].success is None:
+                label = _stored_label(store.verdicts(episode.episode_id), verifier_kind)
+                if label is None:
                     continue
                 if episode.task_id not in tasks:
                     tasks[episode.task_id] = store.task(episode.task_id)
                 task = tasks[episode.task_id]
                 if task is None:
                     continue
-                verdict = verdicts[-1]
+                success, kind = label
                 final = store.load_screenshot(episode.final_screenshot_path)
                 move = None if episode.device_size is None else _last_move(store.steps(episode.episode_id))
                 example = VerifierExample(
                     id=f"{episode.episode_id}-final", image="", goal=goal_text(task, task.instruction),
-                    label=bool(verdict.success), task_id=task.id, app=task.app, language=task.language,
-                    source=f"run:{verdict.verifier_kind}", episode_id=episode.episode_id,
+                    label=success, task_id=task.id, app=task.app, language=task.language,
+                    source=f"run:{kind}", episode_id=episode.episode_id,
                     step=episode.num_steps or 0,
                     last_action="" if move is None or move.action_json is None else move.action_json,
                     device_size=None if move is None else episode.device_size,

@@ -7,8 +7,10 @@ other apps are *unseen apps*), trains a :class:`~darwin.verifiers.learned.Succes
 (binary cross-entropy on batches where positives are drawn up to a fixed share; with
 ``history``, the default, each example's prompt also carries the screen before its last action
 with that action marked), keeps the epoch with the best validation F1, picks the decision
-threshold on validation data, and reports accuracy, precision, recall and F1 with 95 %
-bootstrap intervals on every test split (``report.json`` next to the model).
+threshold on validation data (the middle of the F1-best gap between validation scores, see
+:func:`darwin.algos.classification.best_threshold`), and reports accuracy, precision, recall and
+F1 with 95 % intervals from resampling whole episodes on every test split (``report.json`` next
+to the model).
 
     >>> config = VerifierTrainConfig(checkpoint=".darwin-cache/warm-start-<hash>")
     >>> config.init, config.epochs, config.history
@@ -52,7 +54,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "EpochLog", "SplitReport", "assign_splits", "VerifierReport", "VerifierTrainConfig", "evaluate_classifier",
-    "previous_screens", "train_verifier",
+    "previous_screens", "swapped_goal_negatives", "train_verifier",
 ]
 
 REPORT_FILE = "report.json"
@@ -84,6 +86,13 @@ class VerifierTrainConfig(BaseModel):
         description="also show the classifier the screen before the example's last action with that action drawn on it "
         "(a tap dot, a swipe arrow, the typed text), so it sees what the agent just did; examples without one (an "
         "episode's first screen, old data) get the single-screen prompt. The model's record says which it reads",
+    )
+    swapped_goals: float = Field(
+        0.0, ge=0.0, le=1.0,
+        description="each epoch, this share of the training positives is shown again with the goal of another "
+        "training task (of the same app when it has one) and labelled not achieved: the screen satisfies its own "
+        "goal, not that one, so the classifier has to read the goal instead of recognising a task's usual final "
+        "screen. A screen labelled achieved for that other goal anywhere in the data is never paired with it",
     )
     seed: int = Field(0, description="shuffling, the split salt and the bootstrap")
     bootstrap_resamples: int = Field(1000, ge=100, le=100_000)
@@ -202,15 +211,53 @@ def _balanced_order(positives: list[int], negatives: list[int], fraction: float,
     return [pool[i] for i in torch.randperm(len(pool), generator=generator).tolist()]
 
 
+def swapped_goal_negatives(
+    examples: Sequence[VerifierExample], positives: Sequence[int], share: float, generator: torch.Generator,
+) -> list[tuple[int, str]]:
+    """``round(share * len(positives))`` draws of ``(example index, another task's goal)``: a
+    positive's screen with the goal of another task among ``positives``' tasks, of the same app
+    when that app has another task, else of any. Pairs whose screen is labelled achieved for
+    that goal somewhere in ``examples`` are dropped (so fewer may come back).
+
+        >>> rows = [VerifierExample(id=str(i), image=f"{i}.png", goal=f"goal {t}", label=True, task_id=t, app="A")
+        ...         for i, t in enumerate(["t1", "t2"])]
+        >>> swapped_goal_negatives(rows, [0, 1], 1.0, torch.Generator().manual_seed(0))
+        [(0, 'goal t2'), (1, 'goal t1')]
+    """
+    wanted = round(share * len(positives))
+    if wanted == 0 or not positives:
+        return []
+    goal_of: dict[str, tuple[str, str]] = {}
+    for i in positives:
+        goal_of.setdefault(examples[i].task_id, (examples[i].app, examples[i].goal))
+    achieved = {(e.image, e.goal) for e in examples if e.label}
+    out: list[tuple[int, str]] = []
+    for draw in torch.randint(len(positives), (wanted,), generator=generator).tolist():
+        example = examples[positives[draw]]
+        others = [(app, goal) for task, (app, goal) in goal_of.items() if task != example.task_id]
+        same_app = [goal for app, goal in others if app == example.app]
+        candidates = same_app or [goal for _, goal in others]
+        if not candidates:
+            continue
+        goal = candidates[int(torch.randint(len(candidates), (1,), generator=generator))]
+        if (example.image, goal) not in achieved:
+            out.append((positives[draw], goal))
+    return out
+
+
 def evaluate_classifier(
     model: SuccessClassifier, examples: Sequence[VerifierExample], screens: Sequence[np.ndarray], threshold: float,
     rng: np.random.Generator, *, batch: int = 32, resamples: int = 1000,
     previous: Sequence[np.ndarray | None] | None = None,
 ) -> MetricsWithIntervals:
-    """Metrics of ``p >= threshold`` on ``examples`` with bootstrap intervals; ``previous``: the
-    examples' previous screens (:func:`previous_screens`) for a model trained with history."""
+    """Metrics of ``p >= threshold`` on ``examples`` with intervals from resampling whole
+    episodes (an episode's screens are correlated); ``previous``: the examples' previous screens
+    (:func:`previous_screens`) for a model trained with history."""
     probs = _probabilities(model, [e.goal for e in examples], screens, batch, _History.of(examples, previous))
-    return bootstrap_metrics(probs >= threshold, np.array([e.label for e in examples]), rng, resamples=resamples)
+    return bootstrap_metrics(
+        probs >= threshold, np.array([e.label for e in examples]), rng, resamples=resamples,
+        groups=np.array([e.episode_id for e in examples]),
+    )
 
 
 def train_verifier(
@@ -255,13 +302,21 @@ def train_verifier(
     for epoch in range(1, config.epochs + 1):
         clock = time.perf_counter()
         model.train()
-        order = _balanced_order(train_pos, train_neg, config.positive_fraction, generator)
+        # (example, goal shown, label): the balanced draw with each example's own goal, plus
+        # positives' screens under another task's goal as negatives
+        items = [(i, examples[i].goal, bool(labels[i])) for i in
+                 _balanced_order(train_pos, train_neg, config.positive_fraction, generator)]
+        swapped = swapped_goal_negatives(examples, train_pos, config.swapped_goals, generator)
+        order = items
+        if swapped:
+            items += [(i, goal, False) for i, goal in swapped]
+            order = [items[k] for k in torch.randperm(len(items), generator=generator).tolist()]
         total = 0.0
         for start in range(0, len(order), config.batch_size):
             chunk = order[start : start + config.batch_size]
-            part = history.subset(chunk)
-            logits = model(part.inputs(model, [examples[i].goal for i in chunk], [screens[i] for i in chunk], 0, len(chunk)))
-            loss = loss_fn(logits, torch.as_tensor(labels[chunk], dtype=torch.float32))
+            part = history.subset([i for i, _, _ in chunk])
+            logits = model(part.inputs(model, [goal for _, goal, _ in chunk], [screens[i] for i, _, _ in chunk], 0, len(chunk)))
+            loss = loss_fn(logits, torch.tensor([label for _, _, label in chunk], dtype=torch.float32))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -270,7 +325,7 @@ def train_verifier(
         probs = _probabilities(
             model, [examples[i].goal for i in val_idx], [screens[i] for i in val_idx], 32, history.subset(val_idx),
         )
-        threshold = best_threshold(probs, labels[val_idx])
+        threshold = best_threshold(probs, labels[val_idx], midpoint=True)
         val_f1 = binary_metrics(probs >= threshold, labels[val_idx]).f1
         log = EpochLog(epoch, total / len(order), float(val_f1), threshold, time.perf_counter() - clock)
         logs.append(log)

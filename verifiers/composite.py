@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -44,12 +45,45 @@ from darwin.verifiers.base import Verdict, VerdictUsage, VerificationRequest, Ve
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CompositeStats", "CompositeVerifier"]
+__all__ = ["AuditNote", "CompositeStats", "CompositeVerifier", "parse_audit"]
 
 Mode = Literal["fallback", "audit", "consensus"]
 
 LOUD_DISAGREEMENTS = 10
 """Disagreements logged as warnings before the rest go to info level."""
+
+
+_AUDIT = re.compile(
+    r"^\[(?P<primary>[\w.:-]+)\] .*\((?:disagreement; )?audit: (?P<auditor>[\w.:-]+): (?P<verdict>yes|no|unverified)\b"
+)
+
+
+@dataclass(frozen=True)
+class AuditNote:
+    """What an audit-mode composite's stored reason says: the deciding verifier's kind and the
+    first auditor's kind and verdict (``None``: the auditor could not verify)."""
+
+    primary: str
+    auditor: str
+    auditor_success: bool | None
+
+
+def parse_audit(reason: str) -> AuditNote | None:
+    """The audit in a verdict reason written by :class:`CompositeVerifier` in ``"audit"`` mode
+    (``None`` for any other reason). A run database keeps only the composite's verdict, so this
+    is how the auditor's verdict (e.g. the rule's, the ground truth on SimPhone) is read back:
+    by ``darwin verifier audit`` and by ``darwin verifier data --from-run --verifier-kind rule``.
+
+        >>> parse_audit("[learned] p=0.97 (disagreement; audit: rule: no (clock.alarm: not set))")
+        AuditNote(primary='learned', auditor='rule', auditor_success=False)
+        >>> parse_audit("[rule] met") is None
+        True
+    """
+    match = _AUDIT.match(reason)
+    if match is None:
+        return None
+    word = match["verdict"]
+    return AuditNote(match["primary"], match["auditor"], None if word == "unverified" else word == "yes")
 
 
 @dataclass

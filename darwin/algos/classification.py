@@ -85,21 +85,37 @@ class MetricsWithIntervals:
 
 def bootstrap_metrics(
     predicted: np.ndarray, actual: np.ndarray, rng: np.random.Generator, *, resamples: int = 1000, level: float = 0.95,
+    groups: np.ndarray | None = None,
 ) -> MetricsWithIntervals:
     """Metrics with percentile-bootstrap intervals over ``resamples`` resamples of the N examples
-    (resamples where a rate is undefined are left out of that rate's interval)."""
+    (resamples where a rate is undefined are left out of that rate's interval).
+
+    ``groups`` (shape ``(N,)``, any hashable labels, e.g. episode ids): resample whole groups
+    instead of single examples (the cluster bootstrap). Screens of one episode are correlated
+    (a verifier that misses one success screen of an episode tends to miss its neighbours), so
+    resampling them independently makes the interval too narrow."""
     p = np.asarray(predicted, dtype=bool)
     a = np.asarray(actual, dtype=bool)
     point = binary_metrics(p, a)
     n = len(p)
-    idx = rng.integers(0, n, size=(resamples, n)) if n else np.zeros((0, 0), dtype=int)
-    pp, aa = p[idx], a[idx]
-    tp = np.sum(pp & aa, axis=1).astype(float)
-    fp = np.sum(pp & ~aa, axis=1).astype(float)
-    fn = np.sum(~pp & aa, axis=1).astype(float)
+    if groups is None:
+        member = np.arange(n)
+    else:
+        g = np.asarray(groups)
+        if g.shape != p.shape:
+            raise ValueError(f"groups {g.shape} must have the shape of predicted {p.shape}")
+        _, member = np.unique(g, return_inverse=True)
+    n_groups = int(member.max()) + 1 if n else 0
+    # confusion counts per group (G,), then per resample the sum over the drawn groups
+    per_group = {
+        name: np.bincount(member, weights=mask.astype(float), minlength=n_groups)
+        for name, mask in (("tp", p & a), ("fp", p & ~a), ("fn", ~p & a), ("tn", ~p & ~a))
+    }
+    idx = rng.integers(0, n_groups, size=(resamples, n_groups)) if n else np.zeros((0, 0), dtype=int)
+    tp, fp, fn, tn = (per_group[k][idx].sum(axis=1) for k in ("tp", "fp", "fn", "tn"))
     with np.errstate(invalid="ignore", divide="ignore"):
         samples = {
-            "accuracy": np.sum(pp == aa, axis=1) / max(n, 1),
+            "accuracy": (tp + tn) / (tp + fp + fn + tn),
             "precision": tp / (tp + fp),
             "recall": tp / (tp + fn),
             "f1": 2 * tp / (2 * tp + fp + fn),
@@ -116,16 +132,38 @@ def bootstrap_metrics(
     return MetricsWithIntervals(point, interval("accuracy"), interval("precision"), interval("recall"), interval("f1"))
 
 
-def best_threshold(probabilities: np.ndarray, actual: np.ndarray) -> float:
+def best_threshold(probabilities: np.ndarray, actual: np.ndarray, *, midpoint: bool = False) -> float:
     """The threshold ``t`` (one of the probabilities) whose decision ``p >= t`` has the best F1;
-    ties go to the highest ``t`` (fewer false positives). ``0.5`` when there is no positive."""
+    ties go to the highest ``t`` (fewer false positives). ``0.5`` when there is no positive.
+
+    ``midpoint``: instead of ``t`` itself, the middle (in log-odds) of the gap between ``t`` and
+    the next lower probability. Every threshold in that gap makes the same decisions on these
+    examples; ``t`` sits on its edge, so an unseen positive scored a hair below the lowest
+    accepted one would be rejected, while the middle leaves a margin on both sides.
+
+        >>> round(best_threshold(np.array([0.9, 0.7, 0.6]), np.array([True, True, False]), midpoint=True), 4)
+        0.6517
+    """
     probs = np.asarray(probabilities, dtype=float)
     a = np.asarray(actual, dtype=bool)
     if not a.any():
         return 0.5
     best, best_f1 = 0.5, -1.0
-    for t in np.unique(probs)[::-1]:
+    candidates = np.unique(probs)[::-1]
+    for t in candidates:
         f1 = binary_metrics(probs >= t, a).f1
         if f1 > best_f1:
             best, best_f1 = float(t), f1
-    return best
+    below = candidates[candidates < best]
+    if not midpoint or below.size == 0:
+        return best
+    return float(_sigmoid((_logit(best) + _logit(float(below[0]))) / 2))
+
+
+def _logit(p: float) -> float:
+    q = min(max(p, 1e-12), 1 - 1e-12)  # probabilities of exactly 0 or 1 come from saturated sigmoids
+    return float(np.log(q / (1 - q)))
+
+
+def _sigmoid(x: float) -> float:
+    return float(1 / (1 + np.exp(-x)))

@@ -56,3 +56,35 @@ def test_best_threshold_maximises_f1_and_prefers_precision_on_ties() -> None:
     assert f1_high == f1_low == pytest.approx(2 / 3)
     assert best_threshold(tie_probs, tie_gold) == 0.9
     assert best_threshold(np.array([0.2, 0.3]), np.array([False, False])) == 0.5
+
+
+def test_one_group_resamples_to_itself_and_clustered_errors_widen_the_interval() -> None:
+    pred = np.array([True, False, True, True])
+    gold = np.array([True, True, False, True])
+    # one episode: every group resample is the whole data, so the interval is the point
+    single = bootstrap_metrics(pred, gold, np.random.default_rng(0), resamples=50, groups=np.zeros(4, int))
+    assert single.f1.value == pytest.approx(2 * 2 / (2 * 2 + 1 + 1))
+    assert (single.f1.low, single.f1.high) == (single.f1.value, single.f1.value)
+    # 20 episodes of 10 screens; 4 episodes are missed whole: errors come in clusters
+    gold = np.ones(200, bool)
+    pred = np.ones(200, bool)
+    pred[:40] = False
+    episodes = np.repeat(np.arange(20), 10)
+    by_screen = bootstrap_metrics(pred, gold, np.random.default_rng(1))
+    by_episode = bootstrap_metrics(pred, gold, np.random.default_rng(1), groups=episodes)
+    assert by_screen.recall.value == by_episode.recall.value == 0.8
+    assert (by_episode.recall.high - by_episode.recall.low) > 2 * (by_screen.recall.high - by_screen.recall.low)
+    with pytest.raises(ValueError, match="groups"):
+        bootstrap_metrics(pred, gold, np.random.default_rng(1), groups=episodes[:5])
+
+
+def test_midpoint_threshold_sits_in_the_middle_of_the_gap_in_log_odds() -> None:
+    probs = np.array([0.9, 0.7, 0.6, 0.1])
+    gold = np.array([True, True, False, False])
+    # F1 is best at t = 0.7; the next lower score is 0.6: logit 0.8473 and 0.4055, middle 0.6264
+    t = best_threshold(probs, gold, midpoint=True)
+    assert t == pytest.approx(1 / (1 + math.exp(-(math.log(0.7 / 0.3) + math.log(0.6 / 0.4)) / 2)))
+    assert 0.6 < t < 0.7 and t == pytest.approx(0.6517, abs=1e-4)
+    assert binary_metrics(probs >= t, gold) == binary_metrics(probs >= 0.7, gold)  # same decisions
+    # nothing below the chosen threshold: it stays
+    assert best_threshold(np.array([0.8, 0.9]), np.array([True, True]), midpoint=True) == 0.8

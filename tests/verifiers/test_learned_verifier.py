@@ -76,7 +76,8 @@ def test_generation_is_reproducible_and_deduplicated(dataset: Path, tmp_path: Pa
 
 def test_training_reports_every_split_and_the_verifier_serves_as_reward(dataset: Path, checkpoint: Path, tmp_path: Path) -> None:
     config = VerifierTrainConfig(checkpoint=str(checkpoint), train_tasks=("settings_dark_theme", "booking.com_3"),
-                                 epochs=2, batch_size=8, bootstrap_resamples=100, seed=1)  # seed 1: a non-empty validation split
+                                 epochs=2, batch_size=8, bootstrap_resamples=100, seed=1,  # seed 1: a non-empty validation split
+                                 swapped_goals=0.5)
     report = train_verifier(dataset, tmp_path / "model", config)
     splits = {s.split: s for s in report.splits}
     assert {"train", "test_tasks", "test_apps"} <= set(splits)
@@ -350,3 +351,54 @@ def test_a_runs_final_screen_keeps_the_screen_before_its_last_move(tmp_path: Pat
     assert DatasetWriter(tmp_path / "data").write(examples_from_run(tmp_path / "run")) == 1
     (loaded,) = load_examples(tmp_path / "data")
     assert np.array_equal(load_previous_image(tmp_path / "data", loaded), stored_before)
+
+
+def test_a_run_rewarded_by_one_verifier_gives_its_auditors_labels(tmp_path: Path) -> None:
+    """A learned-reward run stores only the composite's verdict; ``--verifier-kind rule`` reads the
+    rule's audit from it, so the RL policy's own screens can be fed back into the verifier's data."""
+    from darwin.store import RunStore
+    from darwin.types import Phase, Termination, Trajectory
+    from darwin.verifier_data import examples_from_run
+
+    task = get_task("settings_dark_theme")
+    with RunStore.for_run_dir(tmp_path) as store:
+        run_id = store.start_run("r", config=None)
+        audits = {"e0": "no", "e1": "yes", "e2": "unverified"}
+        for i, (episode, rule) in enumerate(audits.items()):
+            store.start_episode(run_id, episode, task, phone="p")
+            reason = f"[learned] learned: p=0.9 (threshold 0.5) (audit: rule: {rule} (settings.dark_theme: x))"
+            store.record_verdict(episode, Phase.EXECUTION, "composite", True, 1.0, reason)
+            trajectory = Trajectory(episode, task, termination=Termination(TerminationReason.AGENT_FINISHED),
+                                    phase_success={Phase.EXECUTION: True})
+            store.finish_episode(trajectory, np.full((8, 4, 3), i, np.uint8))
+    by_rule = examples_from_run(tmp_path, "rule")
+    assert [(e.episode_id, e.label, e.source) for e, _, _ in by_rule] == [
+        ("e0", False, "run:rule(audit)"), ("e1", True, "run:rule(audit)"),
+    ]
+    assert [e.label for e, _, _ in examples_from_run(tmp_path)] == [True, True, True]  # the reward's own verdicts
+    assert examples_from_run(tmp_path, "llm_judge") == []
+
+
+def test_swapped_goal_negatives_pair_a_success_screen_with_a_goal_it_does_not_meet(dataset: Path) -> None:
+    import torch
+
+    from darwin.verifier_train import swapped_goal_negatives
+
+    examples = load_examples(dataset)
+    positives = [i for i, e in enumerate(examples) if e.label]
+    achieved = {(e.image, e.goal) for e in examples if e.label}
+    goal_of = {e.task_id: e.goal for e in examples}
+    pairs = swapped_goal_negatives(examples, positives, 1.0, torch.Generator().manual_seed(0))
+    assert 0 < len(pairs) <= len(positives)
+    for i, goal in pairs:
+        example = examples[i]
+        assert goal != example.goal and (example.image, goal) not in achieved
+        if example.app == "Booking.com":  # the app has two tasks here: the other one's goal is drawn
+            other = "booking.com_0" if example.task_id == "booking.com_3" else "booking.com_3"
+            assert goal == goal_of[other]
+    # the screen satisfies the goal it is paired with: never drawn
+    (i, goal), *_ = pairs
+    twin = replace(examples[i], id="twin", goal=goal, task_id="twin", label=True)
+    again = swapped_goal_negatives([*examples, twin], positives, 1.0, torch.Generator().manual_seed(0))
+    assert (i, goal) not in again
+    assert swapped_goal_negatives(examples, positives, 0.0, torch.Generator()) == []
