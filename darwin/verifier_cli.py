@@ -184,9 +184,12 @@ def audit_cmd(run_dir: str, seed: int) -> None:
 @click.option("--data", required=True, type=click.Path(file_okay=False, exists=True))
 @click.option("--train-tasks", default=None, help="splits as in training  [default: the model's training tasks]")
 @click.option("--threshold", default=None, type=click.FloatRange(0.0, 1.0), help="[default: the model's]")
-def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: float | None) -> None:
-    """Measure a trained verifier on a dataset, split as in training (with the previous screens
-    and marked last actions when the model was trained with them)."""
+@click.option("--by", "rows_by", default="split", show_default=True, type=click.Choice(["split", "task"]),
+              help="split: the training splits; task: a row per task and one for all (data the model never saw, "
+              "e.g. a run's final screens from darwin verifier data --from-run)")
+def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: float | None, rows_by: str) -> None:
+    """Measure a trained verifier on a dataset, split as in training or by task (with the previous
+    screens and marked last actions when the model was trained with them)."""
     from darwin.tasks import resolve_tasks
     from darwin.verifier_data import load_examples, load_image
     from darwin.verifier_train import assign_splits, evaluate_classifier, previous_screens
@@ -197,11 +200,17 @@ def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: floa
     names = train_tasks.split(",") if train_tasks else list(config.get("train_tasks", ["base8"]))  # type: ignore[union-attr]
     seed = int(config.get("seed", 0))  # type: ignore[union-attr]
     examples = load_examples(data)
-    splits = assign_splits(examples, {t.id for t in resolve_tasks(names)}, seed)
+    if rows_by == "split":
+        splits = assign_splits(examples, {t.id for t in resolve_tasks(names)}, seed)
+    else:
+        splits = {}
+        for i, e in enumerate(examples):
+            splits.setdefault(e.task_id, []).append(i)
+        splits = {**dict(sorted(splits.items())), "all": list(range(len(examples)))}
     chosen = float(threshold if threshold is not None else record["threshold"])  # type: ignore[arg-type]
     rng = np.random.default_rng(seed)
     rows = []
-    for split, idx in sorted(splits.items()):
+    for split, idx in (sorted(splits.items()) if rows_by == "split" else splits.items()):
         subset = [examples[i] for i in idx]
         metrics = evaluate_classifier(
             model, subset, [load_image(data, e) for e in subset], chosen, rng,

@@ -215,9 +215,11 @@ def swapped_goal_negatives(
     examples: Sequence[VerifierExample], positives: Sequence[int], share: float, generator: torch.Generator,
 ) -> list[tuple[int, str]]:
     """``round(share * len(positives))`` draws of ``(example index, another task's goal)``: a
-    positive's screen with the goal of another task among ``positives``' tasks, of the same app
-    when that app has another task, else of any. Pairs whose screen is labelled achieved for
-    that goal somewhere in ``examples`` are dropped (so fewer may come back).
+    positive's screen with the goal of another task among ``positives``' tasks: half of the
+    time one of the same app when that app has another task (a finished alarm under "set the
+    home time zone": the fine-grained mistake), otherwise any other task (another app's settings
+    page under "turn on notification history": the wrong-app mistake). Pairs whose screen is
+    labelled achieved for that goal somewhere in ``examples`` are dropped (so fewer may come back).
 
         >>> rows = [VerifierExample(id=str(i), image=f"{i}.png", goal=f"goal {t}", label=True, task_id=t, app="A")
         ...         for i, t in enumerate(["t1", "t2"])]
@@ -236,7 +238,8 @@ def swapped_goal_negatives(
         example = examples[positives[draw]]
         others = [(app, goal) for task, (app, goal) in goal_of.items() if task != example.task_id]
         same_app = [goal for app, goal in others if app == example.app]
-        candidates = same_app or [goal for _, goal in others]
+        pick_same_app = bool(same_app) and bool(torch.randint(2, (1,), generator=generator))
+        candidates = same_app if pick_same_app else [goal for _, goal in others]
         if not candidates:
             continue
         goal = candidates[int(torch.randint(len(candidates), (1,), generator=generator))]

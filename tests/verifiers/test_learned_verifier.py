@@ -86,6 +86,19 @@ def test_training_reports_every_split_and_the_verifier_serves_as_reward(dataset:
     saved = json.loads((tmp_path / "model" / "report.json").read_text())
     assert saved["threshold"] == report.threshold and len(saved["epochs"]) == 2
 
+    from click.testing import CliRunner
+
+    from darwin.cli import main
+
+    for rows_by, expected in (("split", set(splits)), ("task", {*TASKS, "all"})):
+        result = CliRunner().invoke(main, ["verifier", "eval", "--model", str(tmp_path / "model"), "--data",
+                                           str(dataset), "--by", rows_by], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        rows = json.loads((tmp_path / "model" / "eval.json").read_text())
+        assert set(rows) == expected
+    assert rows["all"]["examples"] == len(load_examples(dataset))
+    assert rows["x_0"]["examples"] == splits["test_apps"].examples
+
     verifier = LearnedVerifier(str(tmp_path / "model"))
     assert verifier.cheap and verifier.reads_screen and verifier.screen_size == SIZE
     p = verifier.probability("Settings: Turn on Dark Theme.", np.zeros((SIZE[1], SIZE[0], 3), np.uint8))
@@ -390,12 +403,15 @@ def test_swapped_goal_negatives_pair_a_success_screen_with_a_goal_it_does_not_me
     goal_of = {e.task_id: e.goal for e in examples}
     pairs = swapped_goal_negatives(examples, positives, 1.0, torch.Generator().manual_seed(0))
     assert 0 < len(pairs) <= len(positives)
+    same_app = 0
     for i, goal in pairs:
         example = examples[i]
-        assert goal != example.goal and (example.image, goal) not in achieved
-        if example.app == "Booking.com":  # the app has two tasks here: the other one's goal is drawn
+        assert goal != example.goal and goal in goal_of.values() and (example.image, goal) not in achieved
+        if example.app == "Booking.com":  # the app has two tasks here: about half the draws take the other one
             other = "booking.com_0" if example.task_id == "booking.com_3" else "booking.com_3"
-            assert goal == goal_of[other]
+            same_app += goal == goal_of[other]
+    booking = sum(examples[i].app == "Booking.com" for i, _ in pairs)
+    assert booking // 4 <= same_app < booking  # half same-app, plus any-task draws that land on it
     # the screen satisfies the goal it is paired with: never drawn
     (i, goal), *_ = pairs
     twin = replace(examples[i], id="twin", goal=goal, task_id="twin", label=True)
