@@ -58,7 +58,10 @@ def verifier() -> None:
               "a multiple of it lets the verifier read finer detail than the agent")
 @click.option("--from-run", "from_runs", multiple=True, type=click.Path(file_okay=False, exists=True), help="instead of playing: the final screens of a finished run directory, labelled by its stored verdicts (repeatable)")
 @click.option("--verifier-kind", default=None, help="with --from-run: use the verdicts of this verifier (rule, llm_judge, ...)  [default: the last stored]")
-def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: str | None, budget: int, screen_size: str | None, from_runs: tuple[str, ...], verifier_kind: str | None) -> None:
+@click.option("--keep-hidden-successes", is_flag=True,
+              help="also keep screens where the goal holds while a different app (or the launcher) is in front from "
+              "the one where it was reached: the state is done, the screen shows nothing of it; dropped by default")
+def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: str | None, budget: int, screen_size: str | None, from_runs: tuple[str, ...], verifier_kind: str | None, keep_hidden_successes: bool) -> None:
     """Play episodes on SimPhones and label every screen with the task's rule predicate, or
     take the labelled final screens of finished runs (``--from-run``)."""
     from darwin.tasks import resolve_tasks
@@ -94,7 +97,7 @@ def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: st
     with click.progressbar(length=total_episodes, label="episodes") as bar:
         added = generate_verifier_data(
             out, tasks, episodes_per_agent=episodes, seed=seed, observation_size=size, budget=budget,
-            warm_start=checkpoint, on_episode=lambda _eid, _n: bar.update(1),
+            warm_start=checkpoint, on_episode=lambda _eid, _n: bar.update(1), keep_hidden_successes=keep_hidden_successes,
         )
     examples = load_examples(out)
     positives = sum(e.label for e in examples)

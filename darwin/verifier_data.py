@@ -387,12 +387,17 @@ class _Wander(Actor):
 
 async def _play_and_label(
     env: SimPhoneEnv, task: Task, actor: Actor, *, size: tuple[int, int], actor_size: tuple[int, int], budget: int,
-    source: str, episode_id: str,
+    source: str, episode_id: str, keep_hidden_successes: bool = False,
 ) -> list[LabelledScreen]:
     """Play one episode and label every screen (before each action and the final one), each
     with the screen before the last action that acted on the phone and that action (none for
     the first screen); the actor sees the screen at ``actor_size``, the examples keep it at
-    ``size``."""
+    ``size``.
+
+    A screen on which the goal holds while a different app (or the launcher) is in front from the
+    one where the goal was first reached is dropped unless ``keep_hidden_successes``: the state still satisfies the
+    predicate (the alarm stays set after ``press_home``), but the screen shows nothing of it, so
+    as a label for a screen-reading verifier it is noise."""
     spec = task.verifier
     predicate, params = resolve(spec, task.id)
     goal = goal_text(task, task.instruction)
@@ -402,8 +407,15 @@ async def _play_and_label(
     history: list[Transition] = []
     before: tuple[np.ndarray, Action] | None = None  # the screen before the last move, and the move
 
+    reached_in: list[str | None] = []  # the app in front when the goal first held
+
     def label_now(step: int, screen: np.ndarray) -> None:
-        success = bool(predicate.fn(env.probe_state(), params).success)
+        state = env.probe_state()
+        success = bool(predicate.fn(state, params).success)
+        if success and not reached_in:
+            reached_in.append(state.get("foreground"))
+        if success and not keep_hidden_successes and state.get("foreground") != reached_in[0]:
+            return
         example = VerifierExample(
             id=f"{episode_id}-{step}", image="", goal=goal, label=success, task_id=task.id, app=task.app,
             language=task.language, source=source, episode_id=episode_id, step=step,
@@ -440,18 +452,22 @@ def generate_verifier_data(
     budget: int = 12,
     warm_start: str | Path | None = None,
     on_episode: Callable[[str, int], None] | None = None,
+    keep_hidden_successes: bool = False,
 ) -> int:
     """Play ``episodes_per_agent`` episodes per task and agent on fresh perturbed SimPhones and
     write every labelled screen to ``out`` at ``observation_size``; returns the number of new
-    examples. The warm-start agent acts on its own screen size whatever ``observation_size`` is."""
+    examples. The warm-start agent acts on its own screen size whatever ``observation_size`` is.
+    Success screens after the agent left the app where the goal was reached are dropped unless
+    ``keep_hidden_successes`` (see :func:`_play_and_label`)."""
     return asyncio.run(
-        _generate(out, tasks, episodes_per_agent, seed, observation_size, budget, warm_start, on_episode)
+        _generate(out, tasks, episodes_per_agent, seed, observation_size, budget, warm_start, on_episode,
+                  keep_hidden_successes)
     )
 
 
 async def _generate(
     out: str | Path, tasks: Sequence[Task], episodes: int, seed: int, size: tuple[int, int], budget: int,
-    warm_start: str | Path | None, on_episode: Callable[[str, int], None] | None,
+    warm_start: str | Path | None, on_episode: Callable[[str, int], None] | None, keep_hidden_successes: bool,
 ) -> int:
     rng = random.Random(seed)
     pool = None
@@ -480,7 +496,7 @@ async def _generate(
                     episode_id = f"{source}-{task.id}-{seed}-{e}"
                     rows = await _play_and_label(
                         env, task, make(task), size=size, actor_size=actor_size, budget=budget, source=source,
-                        episode_id=episode_id,
+                        episode_id=episode_id, keep_hidden_successes=keep_hidden_successes,
                     )
                     total += writer.write(rows)
                     if on_episode is not None:

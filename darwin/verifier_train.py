@@ -90,7 +90,7 @@ class VerifierTrainConfig(BaseModel):
     swapped_goals: float = Field(
         0.0, ge=0.0, le=1.0,
         description="each epoch, this share of the training positives is shown again with the goal of another "
-        "training task (of the same app when it has one) and labelled not achieved: the screen satisfies its own "
+        "training task (half of the time of the same app, when it has another) and labelled not achieved: the screen satisfies its own "
         "goal, not that one, so the classifier has to read the goal instead of recognising a task's usual final "
         "screen. A screen labelled achieved for that other goal anywhere in the data is never paired with it",
     )

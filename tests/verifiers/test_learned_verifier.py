@@ -418,3 +418,41 @@ def test_swapped_goal_negatives_pair_a_success_screen_with_a_goal_it_does_not_me
     again = swapped_goal_negatives([*examples, twin], positives, 1.0, torch.Generator().manual_seed(0))
     assert (i, goal) not in again
     assert swapped_goal_negatives(examples, positives, 0.0, torch.Generator()) == []
+
+
+def test_a_success_hidden_behind_the_launcher_is_not_a_positive_screen() -> None:
+    """After the oracle turns on Dark Theme and goes home, the state still satisfies the goal but
+    the launcher shows nothing of it: dropped by default, kept (labelled achieved) on request."""
+    from darwin.actions import Finished, PressHome
+    from darwin.agents.base import Actor
+    from darwin.types import Decision
+    from darwin.verifier_data import _play_and_label
+
+    class OracleThenHome(Actor):
+        def __init__(self) -> None:
+            self.oracle, self.went_home = OracleActor(), False
+
+        async def start_phase(self, env, task, phase, instruction, verifier) -> None:  # noqa: ANN001
+            await self.oracle.start_phase(env, task, phase, instruction, verifier)
+
+        async def act(self, observation, history) -> Decision:  # noqa: ANN001
+            decision = await self.oracle.act(observation, history)
+            if not isinstance(decision.action, Finished):
+                return decision
+            if self.went_home:
+                return decision
+            self.went_home = True
+            return Decision(action=PressHome())
+
+    task = get_task("settings_dark_theme")
+
+    def play(keep: bool) -> list:
+        return asyncio.run(_play_and_label(SimPhoneEnv(seed=3), task, OracleThenHome(), size=SIZE, actor_size=SIZE,
+                                           budget=12, source="oracle", episode_id="e", keep_hidden_successes=keep))
+
+    dropped, kept = play(False), play(True)
+    assert len(kept) == len(dropped) + 1
+    hidden = kept[-1].example
+    assert hidden.label and json.loads(hidden.last_action) == {"type": "press_home"}
+    assert [r.example.label for r in dropped][-1] is True  # the success screen inside Settings stays
+    assert all(r.example.step != hidden.step for r in dropped)
