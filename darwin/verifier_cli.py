@@ -193,9 +193,10 @@ def audit_cmd(run_dir: str, seed: int) -> None:
 def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: float | None, rows_by: str) -> None:
     """Measure a trained verifier on a dataset, split as in training or by task (with the previous
     screens and marked last actions when the model was trained with them)."""
+    from darwin.algos.classification import bootstrap_metrics
     from darwin.tasks import resolve_tasks
     from darwin.verifier_data import load_examples, load_image
-    from darwin.verifier_train import assign_splits, evaluate_classifier, previous_screens
+    from darwin.verifier_train import assign_splits, classifier_probabilities, previous_screens
     from darwin.verifiers.learned import load_classifier
 
     model, record = load_classifier(model_dir)
@@ -204,22 +205,24 @@ def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: floa
     seed = int(config.get("seed", 0))  # type: ignore[union-attr]
     examples = load_examples(data)
     if rows_by == "split":
-        splits = assign_splits(examples, {t.id for t in resolve_tasks(names)}, seed)
+        groups = sorted(assign_splits(examples, {t.id for t in resolve_tasks(names)}, seed).items())
     else:
-        splits = {}
+        by_task: dict[str, list[int]] = {}
         for i, e in enumerate(examples):
-            splits.setdefault(e.task_id, []).append(i)
-        splits = {**dict(sorted(splits.items())), "all": list(range(len(examples)))}
+            by_task.setdefault(e.task_id, []).append(i)
+        groups = [*sorted(by_task.items()), ("all", list(range(len(examples))))]
     chosen = float(threshold if threshold is not None else record["threshold"])  # type: ignore[arg-type]
+    # every example scored once; each row resamples its own episodes
+    probs = classifier_probabilities(
+        model, examples, [load_image(data, e) for e in examples], previous_screens(data, examples, model.history),
+    )
+    labels = np.array([e.label for e in examples])
+    episodes = np.array([e.episode_id for e in examples])
     rng = np.random.default_rng(seed)
     rows = []
-    for split, idx in (sorted(splits.items()) if rows_by == "split" else splits.items()):
-        subset = [examples[i] for i in idx]
-        metrics = evaluate_classifier(
-            model, subset, [load_image(data, e) for e in subset], chosen, rng,
-            previous=previous_screens(data, subset, model.history),
-        )
-        rows.append((split, len(subset), sum(e.label for e in subset), metrics))
+    for split, idx in groups:
+        metrics = bootstrap_metrics(probs[idx] >= chosen, labels[idx], rng, groups=episodes[idx])
+        rows.append((split, len(idx), int(labels[idx].sum()), metrics))
     _table(rows, f"{model_dir} on {data} (threshold {chosen:.3f})")
     Path(model_dir, "eval.json").write_text(
         json.dumps({s: {"examples": n, "positives": p, "f1": m.f1.value} for s, n, p, m in rows}, indent=2),

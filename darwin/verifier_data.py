@@ -407,14 +407,16 @@ async def _play_and_label(
     history: list[Transition] = []
     before: tuple[np.ndarray, Action] | None = None  # the screen before the last move, and the move
 
-    reached_in: list[str | None] = []  # the app in front when the goal first held
+    reached = False
+    reached_in: str | None = None  # the app in front when the goal first held
 
     def label_now(step: int, screen: np.ndarray) -> None:
+        nonlocal reached, reached_in
         state = env.probe_state()
         success = bool(predicate.fn(state, params).success)
-        if success and not reached_in:
-            reached_in.append(state.get("foreground"))
-        if success and not keep_hidden_successes and state.get("foreground") != reached_in[0]:
+        if success and not reached:
+            reached, reached_in = True, state.get("foreground")
+        if success and not keep_hidden_successes and state.get("foreground") != reached_in:
             return
         example = VerifierExample(
             id=f"{episode_id}-{step}", image="", goal=goal, label=success, task_id=task.id, app=task.app,

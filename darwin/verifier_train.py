@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "EpochLog", "SplitReport", "assign_splits", "VerifierReport", "VerifierTrainConfig", "evaluate_classifier",
-    "previous_screens", "swapped_goal_negatives", "train_verifier",
+    "classifier_probabilities", "previous_screens", "swapped_goal_negatives", "train_verifier",
 ]
 
 REPORT_FILE = "report.json"
@@ -248,6 +248,15 @@ def swapped_goal_negatives(
     return out
 
 
+def classifier_probabilities(
+    model: SuccessClassifier, examples: Sequence[VerifierExample], screens: Sequence[np.ndarray],
+    previous: Sequence[np.ndarray | None] | None = None, *, batch: int = 32,
+) -> np.ndarray:
+    """``(N,)`` success probabilities of ``examples`` under their own goals; ``previous``: the
+    examples' previous screens (:func:`previous_screens`) for a model trained with history."""
+    return _probabilities(model, [e.goal for e in examples], screens, batch, _History.of(examples, previous))
+
+
 def evaluate_classifier(
     model: SuccessClassifier, examples: Sequence[VerifierExample], screens: Sequence[np.ndarray], threshold: float,
     rng: np.random.Generator, *, batch: int = 32, resamples: int = 1000,
@@ -256,7 +265,7 @@ def evaluate_classifier(
     """Metrics of ``p >= threshold`` on ``examples`` with intervals from resampling whole
     episodes (an episode's screens are correlated); ``previous``: the examples' previous screens
     (:func:`previous_screens`) for a model trained with history."""
-    probs = _probabilities(model, [e.goal for e in examples], screens, batch, _History.of(examples, previous))
+    probs = classifier_probabilities(model, examples, screens, previous, batch=batch)
     return bootstrap_metrics(
         probs >= threshold, np.array([e.label for e in examples]), rng, resamples=resamples,
         groups=np.array([e.episode_id for e in examples]),
@@ -307,13 +316,12 @@ def train_verifier(
         model.train()
         # (example, goal shown, label): the balanced draw with each example's own goal, plus
         # positives' screens under another task's goal as negatives
-        items = [(i, examples[i].goal, bool(labels[i])) for i in
+        order = [(i, examples[i].goal, bool(labels[i])) for i in
                  _balanced_order(train_pos, train_neg, config.positive_fraction, generator)]
         swapped = swapped_goal_negatives(examples, train_pos, config.swapped_goals, generator)
-        order = items
         if swapped:
-            items += [(i, goal, False) for i, goal in swapped]
-            order = [items[k] for k in torch.randperm(len(items), generator=generator).tolist()]
+            pool = order + [(i, goal, False) for i, goal in swapped]
+            order = [pool[k] for k in torch.randperm(len(pool), generator=generator).tolist()]
         total = 0.0
         for start in range(0, len(order), config.batch_size):
             chunk = order[start : start + config.batch_size]
