@@ -30,8 +30,13 @@ below was measured; docs/results.md):
   the final policy on 16 phones that never train (12 episodes per task) reports the gain.
 
 Paper preset (`--preset paper`): Table 1 hyperparameters on cloud phones listed in
-$DARWIN_DEVICES (comma-separated serials or host:port), with a warm-start checkpoint given
-in $DARWIN_CHECKPOINT.
+$DARWIN_DEVICES (comma-separated serials or host:port), with UI-TARS-1.5 as the agent: its
+Hugging Face checkpoint directory (UI-TARS-1.5-7B) in $DARWIN_CHECKPOINT, run with the
+UI-TARS-1.5 prompt and parser (`agent.format = "uitars-1.5"`; $DARWIN_AGENT_FORMAT names
+another format of darwin.agents.formats, or 'checkpoint' for a `darwin sft` warm start) on
+504x1120 screenshots. The policy is served by vLLM/SGLang, the learner is verl's, the reward
+the gemini-2.5-flash judge; `--dry-run` reads the checkpoint and reaches every part
+(docs/scale.md).
 
     darwin run examples/spa_bench.py             # train on this machine
     darwin run examples/spa_bench.py --dry-run   # validate without touching phones
@@ -39,7 +44,13 @@ in $DARWIN_CHECKPOINT.
 
 import os
 
-from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
+from darwin.experiment import (
+    AgentConfig,
+    EvaluationConfig,
+    ExperimentConfig,
+    PhonesConfig,
+    PolicyConfig,
+)
 from darwin.learner import VerlConfig
 from darwin.learner.config import LearnerConfig
 from darwin.policies.server import ServerPolicyConfig
@@ -74,12 +85,25 @@ def build(preset: str) -> ExperimentConfig:
     if preset == "paper":
         devices = tuple(d for d in os.environ.get("DARWIN_DEVICES", "").split(",") if d)
         checkpoint = os.environ.get("DARWIN_CHECKPOINT", "checkpoints/ui-tars-1.5-7b")
+        agent_format = os.environ.get("DARWIN_AGENT_FORMAT", "uitars-1.5")
+        # The screenshot UI-TARS-1.5 is given: a 1080x2400 phone scaled to 504x1120. UI-TARS-1.5
+        # writes absolute pixels on the screenshot after Qwen's smart_resize (sides rounded to
+        # multiples of 28, area within [min_pixels, max_pixels]), and darwin maps them back with
+        # the agent's own smart_resize (UITarsAgent: min 100*28*28, max 16384*28*28). 504x1120 is
+        # exactly the phone's 9:20 aspect with both sides multiples of 28 (18 x 40 merged patches),
+        # so both resizes leave it unchanged whenever the processor's max_pixels is at least
+        # 564,480 (the checkpoint's own, or the server's --mm-processor-kwargs): the model sees
+        # precisely the image the coordinates refer to, 720 visual tokens per screenshot. The
+        # phone's native resolution would cost 3,354 (2408x1092) per screenshot, and a processor
+        # capped below it would shrink the image behind the agent's back.
+        agent = AgentConfig(format=agent_format, observation_size=None if agent_format == "checkpoint" else (504, 1120))
         return ExperimentConfig(
             name="spa_bench_paper",
             tasks=("base8",),
             horizon=32,
             phones=PhonesConfig(kind="adb", count=max(1, len(devices)) if devices else 8, devices=devices),
             checkpoint=checkpoint,
+            agent=agent,
             policy=PolicyConfig(
                 temperature=1.0, max_batch=32, max_wait=0.05, backend="server",
                 server=ServerPolicyConfig(
@@ -104,7 +128,8 @@ def build(preset: str) -> ExperimentConfig:
             updates=200,
             notes="Paper Table 1 hyperparameters. Cloud phones from $DARWIN_DEVICES; the policy served by vLLM/SGLang at "
             "$DARWIN_POLICY_URL ($DARWIN_POLICY_MODEL), weights synced through $DARWIN_WEIGHTS_DIR; verl's FSDP "
-            "learner on $DARWIN_GPUS GPUs (Ray at $DARWIN_RAY_ADDRESS, else local) from $DARWIN_CHECKPOINT; the "
-            "gemini-2.5-flash judge (GEMINI_API_KEY). docs/scale.md, step by step.",
+            "learner on $DARWIN_GPUS GPUs (Ray at $DARWIN_RAY_ADDRESS, else local) from $DARWIN_CHECKPOINT, run as "
+            f"agent format {agent_format!r} ($DARWIN_AGENT_FORMAT); the gemini-2.5-flash judge (GEMINI_API_KEY). "
+            "docs/scale.md, step by step.",
         )
     raise ValueError(f"unknown preset {preset!r}; use 'default' or 'paper'")

@@ -60,9 +60,16 @@ def test_paper_preset_dry_run_names_every_missing_part(monkeypatch, tmp_path):
 
 
 def test_paper_preset_dry_run_passes_each_part_it_can_reach(monkeypatch, tmp_path, openai_server):
-    """Server, devices, checkpoint and judge key given: only what needs a GPU is left."""
+    """Server, devices, checkpoint and judge key given: only what needs a GPU is left. The
+    checkpoint is a tiny Qwen2-VL in Hugging Face layout (model + processor), as UI-TARS-1.5-7B
+    arrives; tests/test_preflight.py checks what is read from it."""
+    from darwin.models.factory import build_tiny_vlm
+
     openai_server.models = ["ui-tars-1.5-7b"]
-    (tmp_path / "ckpt").mkdir()
+    vlm = build_tiny_vlm(seed=0)
+    vlm.model.save_pretrained(tmp_path / "ckpt")
+    vlm.processor.save_pretrained(tmp_path / "ckpt")
+    monkeypatch.delenv("DARWIN_AGENT_FORMAT", raising=False)
     monkeypatch.setenv("DARWIN_POLICY_URL", openai_server.api_base)
     monkeypatch.setenv("DARWIN_DEVICES", "cloud-1:5555,cloud-2:5555")
     monkeypatch.setenv("DARWIN_CHECKPOINT", str(tmp_path / "ckpt"))

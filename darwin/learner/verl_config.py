@@ -43,7 +43,7 @@ class VerlConfig(BaseModel):
     device: Literal["cuda", "cpu"] = Field(
         "cuda",
         description="'cuda': verl's own platform (GPU machines); 'cpu': darwin's CPU platform plugin "
-        "for verl with gloo (actor only: verl 0.9.1 loads the critic with flash-attention, see docs/scale.md)",
+        "for verl with gloo (actor and critic; the critic's loader gets sdpa attention: darwin.learner.verl_vlm)",
     )
     strategy: Literal["fsdp", "fsdp2"] = Field(
         "fsdp2", description="verl's FSDP engine: 'fsdp2' (fully_shard; the only one that runs on CPU) or 'fsdp' (FSDP1)"
@@ -52,6 +52,11 @@ class VerlConfig(BaseModel):
     param_offload: bool = Field(False, description="offload parameters to CPU between calls (verl: param_offload)")
     optimizer_offload: bool = Field(False, description="offload optimizer states to CPU between calls")
     model_dtype: Literal["fp32", "bf16"] = Field("fp32", description="dtype of the sharded master weights")
+    compute_dtype: Literal["fp32", "bf16"] | None = Field(
+        None, description="FSDP mixed precision: the dtype forward and backward run in (verl: fsdp_config.mixed_precision."
+        "param_dtype; reduce and buffer dtypes stay fp32); None = bf16 on 'cuda', fp32 on 'cpu' (CPUs have no fast bf16 "
+        "path, and fp32 keeps log-probs equal to darwin's scoring)",
+    )
     attn_implementation: Literal["flash_attention_2", "sdpa", "eager"] = Field(
         "flash_attention_2", description="transformers attention of the actor (the CPU platform needs 'sdpa' or 'eager')"
     )
@@ -65,6 +70,13 @@ class VerlConfig(BaseModel):
     ray_num_cpus: int | None = Field(
         None, ge=1, description="logical CPUs of a locally started Ray (None: Ray's count); each CPU worker holds one"
     )
+
+    @property
+    def resolved_compute_dtype(self) -> str:
+        """``compute_dtype``, or the device's default (bf16 on GPUs, fp32 on CPU)."""
+        if self.compute_dtype is not None:
+            return self.compute_dtype
+        return "fp32" if self.device == "cpu" else "bf16"
 
     @property
     def world_size(self) -> int:

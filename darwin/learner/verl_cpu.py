@@ -8,9 +8,9 @@ doesn't have NCCL built in"). Ray workers import this module when started with
 switches verl documents for out-of-tree platforms; :class:`~darwin.learner.VerlLearner`
 sets them with ``VerlConfig(device="cpu")``). Nothing in verl is patched.
 
-With it, verl's FSDP2 engine trains an actor on CPU with gloo (tested with two workers);
-the critic is still out of reach: ``verl/utils/model.py`` loads value models with
-``attn_implementation="flash_attention_2"`` written into the call (docs/scale.md).
+With it, verl's FSDP2 engine trains the actor and the critic on CPU with gloo (tested with
+two workers); the critic also needs the value-model loader shim of
+:mod:`darwin.learner.verl_vlm`, which the workers import beside this module.
 
 The device module answers memory queries with 0: a CPU has no device memory to report.
 """

@@ -30,12 +30,16 @@ The value head is calibrated at critic creation: the actor checkpoint is loaded 
 ``score`` head set to weight 0 and bias ``value_head_bias``, and saved for the critic
 workers (:func:`prepare_critic_checkpoint`).
 
-Scope (docs/scale.md): text decoders (rows whose prompts carry no image); PPO and the
-critic-free estimators (GRPO, GiGPO); on CPU only the actor (critic-free estimators).
+Policies: Qwen2-VL-family vision-language models (screenshot rows reach verl as
+``multi_modal_inputs`` with 3-D rotary positions; the critic is
+:class:`~darwin.learner.verl_vlm.Qwen2VLForTokenValue`) and text decoders. Algorithms: PPO
+and the critic-free estimators (GRPO, GiGPO), on GPUs or, with ``VerlConfig(device="cpu")``,
+on CPU workers with gloo (docs/scale.md).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
@@ -48,12 +52,21 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 from pydantic import JsonValue
+from torch import nn
 from verl import DataProto
 
 from darwin.algos import masked_mean
-from darwin.learner.batch import LearnerDataError, StepRow, collect_step_rows
+from darwin.learner.batch import (
+    LearnerDataError,
+    RowInputs,
+    StepRow,
+    collect_step_rows,
+    preprocess_rows,
+    processor_inputs,
+)
 from darwin.learner.checkpoint import (
     ResumeState,
     checkpoint_manifest,
@@ -68,9 +81,11 @@ from darwin.learner.config import LearnerConfig
 from darwin.learner.metrics import UpdateMetrics
 from darwin.learner.update_batch import estimate_advantages
 from darwin.learner.verl_config import VerlConfig
+from darwin.models.scoring import rope_index
 from darwin.types import Trajectory
 
 if TYPE_CHECKING:
+    from tensordict import TensorDict
     from verl.single_controller.ray import RayWorkerGroup
 
 logger = logging.getLogger(__name__)
@@ -86,6 +101,7 @@ __all__ = [
 ]
 
 CPU_PLUGIN = "darwin.learner.verl_cpu"
+VLM_MODULE = "darwin.learner.verl_vlm"
 
 
 class VerlBackendUnavailable(RuntimeError):
@@ -111,6 +127,8 @@ def to_verl_batch(
     pad_token_id: int,
     pad_to_multiple: int = 1,
     temperature: float = 1.0,
+    inputs: Sequence[RowInputs] | None = None,
+    rope_model: nn.Module | None = None,
     old_logprobs: torch.Tensor | None = None,
     values: torch.Tensor | None = None,
     advantages: torch.Tensor | None = None,
@@ -126,6 +144,15 @@ def to_verl_batch(
     given; ``meta_info["temperature"]``. ``N'`` is ``N`` rounded up to ``pad_to_multiple``:
     the added rows repeat row 0's tokens with ``response_mask = 0`` and zero tensors, so
     no loss sees them (verl splits batches evenly over workers and mini-batches).
+
+    Screenshot rows (Qwen2-VL family) need ``inputs``, each row's processor output
+    (:func:`~darwin.learner.batch.preprocess_rows`: image patches, grid, modality of each
+    prompt token), and ``rope_model``, a model with ``get_rope_index`` (the policy's). Then
+    ``position_ids`` is ``(N', 4, P + R)``: the text positions above, stacked on the
+    model's M-RoPE positions ``(3, N', P + R)`` of the whole sequence (verl's layout for
+    Qwen2-VL), and ``non_tensor_batch["multi_modal_inputs"]`` holds one dict per row
+    (``pixel_values (patches, D)``, ``image_grid_thw (images, 3)``; ``None`` for a text row),
+    which verl's FSDP engine passes to the model.
 
     >>> from darwin.learner.verl_learner import to_verl_batch
     >>> from darwin.learner.batch import StepRow
@@ -150,12 +177,14 @@ def to_verl_batch(
                 f"{where}: no prompt token ids recorded (Generation.prompt_ids); the verl learner "
                 "trains on the ids the policy sampled from: use a policy that records them (HFPolicy)"
             )
-        if row.prompt.images:
+        if row.prompt.images and (inputs is None or rope_model is None):
             raise LearnerDataError(
-                f"{where}: the prompt holds {len(row.prompt.images)} image(s); the verl learner "
-                "supports text decoders only (docs/scale.md): use the local learner for VL policies"
+                f"{where}: the prompt holds {len(row.prompt.images)} image(s); pass the rows' processor inputs "
+                "(inputs=preprocess_rows(policy, rows)) and the policy's model (rope_model=) for its 3-D positions"
             )
     n = len(rows)
+    if inputs is not None and len(inputs) != n:
+        raise ValueError(f"{n} rows but {len(inputs)} processor inputs")
     total = math.ceil(n / pad_to_multiple) * pad_to_multiple
     longest_prompt = max(len(r.prompt_ids) for r in rows)
     longest_response = max(len(r.response_ids) for r in rows)
@@ -174,12 +203,21 @@ def to_verl_batch(
     response_mask = response_attention.clone()
     response_mask[n:] = 0
     attention_mask = torch.cat([prompt_mask, response_attention], dim=1)
+    input_ids = torch.cat([prompts, responses], dim=1)
+    position_ids = (attention_mask.cumsum(dim=-1) - 1).clamp(min=0)
+    non_tensors: dict[str, np.ndarray] = {}
+    if inputs is not None and any(r.prompt.images for r in rows):
+        assert rope_model is not None  # checked per row above
+        source = [inputs[i] if i < n else inputs[0] for i in range(total)]
+        position_ids, non_tensors["multi_modal_inputs"] = _multimodal_positions(
+            source, input_ids, attention_mask, position_ids, longest_prompt, rope_model
+        )
     tensors: dict[str, torch.Tensor] = {
         "prompts": prompts,
         "responses": responses,
-        "input_ids": torch.cat([prompts, responses], dim=1),
+        "input_ids": input_ids,
         "attention_mask": attention_mask,
-        "position_ids": (attention_mask.cumsum(dim=-1) - 1).clamp(min=0),
+        "position_ids": position_ids,
         "response_mask": response_mask,
     }
     for name, value in (("old_log_probs", old_logprobs), ("values", values), ("advantages", advantages), ("returns", returns)):
@@ -190,7 +228,28 @@ def to_verl_batch(
         full = torch.zeros(total, longest_response, dtype=torch.float32)
         full[:n, : value.shape[1]] = value.detach().float().cpu()
         tensors[name] = full * response_mask  # nothing outside a response token
-    return DataProto.from_single_dict(tensors, meta_info={"temperature": float(temperature)})
+    return DataProto.from_dict(tensors=tensors, non_tensors=non_tensors, meta_info={"temperature": float(temperature)})
+
+
+def _multimodal_positions(
+    source: Sequence[RowInputs], input_ids: torch.Tensor, attention_mask: torch.Tensor, text_positions: torch.Tensor,
+    prompt_width: int, rope_model: nn.Module,
+) -> tuple[torch.Tensor, np.ndarray]:
+    """``(N', 4, L)`` positions (text row, then M-RoPE) and the per-row ``multi_modal_inputs``."""
+    modality = torch.zeros_like(input_ids)
+    for i, row_inputs in enumerate(source):
+        length = row_inputs.mm_token_type_ids.numel()
+        modality[i, prompt_width - length : prompt_width] = row_inputs.mm_token_type_ids
+    grids = [r.image_grid_thw for r in source if r.image_grid_thw is not None]
+    with torch.no_grad():
+        rope, _ = rope_index(rope_model, input_ids, attention_mask, modality, torch.cat(grids) if grids else None)
+    positions = torch.cat([text_positions.unsqueeze(1), rope.permute(1, 0, 2).to(text_positions.dtype)], dim=1)
+    multi_modal = np.empty(len(source), dtype=object)
+    multi_modal[:] = [
+        {"pixel_values": r.pixel_values.float(), "image_grid_thw": r.image_grid_thw} if r.pixel_values is not None else None
+        for r in source
+    ]
+    return positions, multi_modal
 
 
 @dataclass(frozen=True)
@@ -238,12 +297,15 @@ def prepare_critic_checkpoint(
     """
     from transformers import AutoConfig, AutoModelForTokenClassification
 
+    import darwin.learner.verl_vlm  # noqa: F401  (registers the Qwen2-VL-family value models)
+
     src, dst = Path(actor_path), Path(out)
     config = AutoConfig.from_pretrained(src, num_labels=1, attn_implementation=attn_implementation)
     if type(config) not in AutoModelForTokenClassification._model_mapping:
         raise VerlBackendUnavailable(
             f"{src}: {type(config).__name__} has no ...ForTokenClassification class, the value-model "
-            "format verl's critic loads; the verl learner supports text decoders (Qwen2, Llama, ...)"
+            "format verl's critic loads; darwin registers one for the Qwen2-VL family and transformers has them "
+            "for text decoders (Qwen2, Llama, ...)"
         )
     config.classifier_dropout = 0.0
     config.tie_word_embeddings = False
@@ -288,12 +350,6 @@ def check_verl_runtime(settings: VerlConfig, *, needs_critic: bool) -> None:
                 __import__("flash_attn")
             except ImportError:
                 problems.append("verl.attn_implementation='flash_attention_2' needs the flash-attn package (or use 'sdpa')")
-    elif needs_critic:
-        problems.append(
-            "verl.device='cpu' runs the actor only: verl 0.9.1 loads the critic (value model) with "
-            "attn_implementation='flash_attention_2' hard-coded (verl/utils/model.py), which needs a GPU; "
-            "use a critic-free algorithm (grpo, gigpo) on CPU, or a GPU"
-        )
     if problems:
         raise VerlBackendUnavailable("the verl learner cannot start here:\n- " + "\n- ".join(problems))
 
@@ -348,6 +404,11 @@ class VerlLearner:
         self.resume_state: ResumeState | None = None
         self._pad_id = pad_token_id if pad_token_id is not None else _policy_pad_id(policy)
         self._temperature = float(temperature if temperature is not None else getattr(policy, "logprob_temperature", 1.0))
+        # Screenshot rows are rebuilt with a copy of the policy's processor (a fast tokenizer's padding
+        # state must not be shared with the sampling thread) and positioned with the policy's model.
+        vlm = getattr(policy, "vlm", None)
+        self._build_inputs = processor_inputs(copy.deepcopy(vlm.processor)) if vlm is not None else None
+        self._rope_model = vlm.model if vlm is not None else None
         self._own_work_dir = work_dir is None
         self.work_dir = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="darwin-verl-"))
         self._started_ray = False
@@ -372,9 +433,11 @@ class VerlLearner:
         from darwin.learner.verl_workers import darwin_training_worker
 
         cfg, s = self.config, self.settings
-        env = {"TOKENIZERS_PARALLELISM": "false"}
+        # Every worker imports darwin's value models (verl_vlm) when verl loads; CPU workers also the platform.
+        env = {"TOKENIZERS_PARALLELISM": "false", "VERL_USE_EXTERNAL_MODULES": VLM_MODULE}
         if s.device == "cpu":
-            env.update({"VERL_USE_EXTERNAL_MODULES": CPU_PLUGIN, "VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda"})
+            env.update({"VERL_USE_EXTERNAL_MODULES": f"{CPU_PLUGIN},{VLM_MODULE}", "VERL_PLATFORM": "cpu",
+                        "VERL_ENGINE_DEVICE": "cuda"})
         if not ray.is_initialized():
             ray.init(
                 address=s.ray_address or "local", num_cpus=s.ray_num_cpus if s.ray_address is None else None,
@@ -395,6 +458,7 @@ class VerlLearner:
                 use_dynamic_bsz=False, micro_batch_size_per_gpu=s.micro_batch_size_per_gpu,
                 infer_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu, use_torch_compile=s.use_torch_compile,
                 use_remove_padding=False, forward_only=forward_only, seed=cfg.seed,
+                mixed_precision={"param_dtype": s.resolved_compute_dtype, "reduce_dtype": "fp32", "buffer_dtype": "fp32"},
             )
 
         def model(path: str | Path) -> HFModelConfig:
@@ -504,7 +568,16 @@ class VerlLearner:
                 f"{collected.dropped_infra} dropped infrastructure truncations, {collected.dropped_unverified} unverified"
             )
         n = len(rows)
-        data = to_verl_batch(rows, pad_token_id=self._pad_id, pad_to_multiple=self._pad_multiple, temperature=self._temperature)
+        inputs = None
+        if any(r.prompt.images for r in rows):
+            if self._build_inputs is None:
+                raise LearnerDataError(
+                    f"{type(self.policy).__name__} has no vision-language model (policy.vlm) to rebuild the rows' "
+                    "screenshots with; use HFPolicy or ServerPolicy"
+                )
+            inputs = preprocess_rows(self._build_inputs, rows, chunk=16)
+        data = to_verl_batch(rows, pad_token_id=self._pad_id, pad_to_multiple=self._pad_multiple,
+                             temperature=self._temperature, inputs=inputs, rope_model=self._rope_model)
         t1 = time.perf_counter()
         mask = data.batch["response_mask"][:n].bool()
         values = None
@@ -537,9 +610,9 @@ class VerlLearner:
     def _infer(self, group: RayWorkerGroup, data: DataProto, key: str) -> torch.Tensor:
         """``(N', R)`` per-response-token output of ``infer_batch`` (``values`` or ``log_probs``)."""
         from verl.utils import tensordict_utils as tu
-        from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
+        from verl.workers.utils.padding import no_padding_2_padding
 
-        td = left_right_2_no_padding(_select(data, ("input_ids", "attention_mask", "position_ids", "prompts", "responses", "response_mask")).to_tensordict())
+        td = _no_padding(_select(data, ("input_ids", "attention_mask", "position_ids", "prompts", "responses", "response_mask")))
         tu.assign_non_tensor(td, compute_loss=False, calculate_entropy=False)
         output = group.infer_batch(td).get()
         return no_padding_2_padding(tu.get(output, key), td).float().cpu()
@@ -580,9 +653,8 @@ class VerlLearner:
 
     def _train(self, group: RayWorkerGroup, data: DataProto, *, mini: int, epochs: int, seed: int) -> dict:
         from verl.utils import tensordict_utils as tu
-        from verl.workers.utils.padding import left_right_2_no_padding
 
-        td = left_right_2_no_padding(data.to_tensordict())
+        td = _no_padding(data)
         tu.assign_non_tensor(
             td, global_batch_size=mini, mini_batch_size=mini, epochs=epochs, seed=seed,
             dataloader_kwargs={"shuffle": True}, compute_loss=True, calculate_entropy=True,
@@ -709,8 +781,34 @@ class VerlLearner:
 
 
 def _select(data: DataProto, keys: Sequence[str]) -> DataProto:
+    """The tensors ``keys`` of ``data`` (those present), with the rows' screenshots when it has any."""
     present = [k for k in keys if k in data.batch]
-    return DataProto.from_single_dict({k: data.batch[k] for k in present}, meta_info=dict(data.meta_info))
+    non_tensors = {k: v for k, v in data.non_tensor_batch.items() if k == "multi_modal_inputs"}
+    return DataProto.from_dict(
+        tensors={k: data.batch[k] for k in present}, non_tensors=non_tensors, meta_info=dict(data.meta_info)
+    )
+
+
+def _no_padding(data: DataProto) -> TensorDict:
+    """``data`` in verl's no-padding layout (``left_right_2_no_padding``: jagged rows of valid tokens).
+
+    3-D positions ``(N, 4, L)`` are rebuilt as a jagged tensor ragged on the token dimension.
+    verl lets ``torch.nested.as_nested_tensor`` choose, and when every row of a batch has the
+    same length it makes the 4 position rows the ragged dimension: verl's forward then pads
+    them into garbage positions and the log-probs drift by ~1e-2 (found comparing with
+    darwin's scoring, tests/learner/test_verl_vlm.py).
+    """
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    td = left_right_2_no_padding(data.to_tensordict())
+    positions = data.batch["position_ids"]
+    if positions.dim() == 3:
+        valid = data.batch["attention_mask"].bool()
+        td["position_ids"] = tu.nested_tensor_from_tensor_list(
+            [positions[i][:, valid[i]] for i in range(positions.shape[0])], ragged_idx=2
+        )
+    return td
 
 
 def _pad_rows(tensor: torch.Tensor, data: DataProto) -> torch.Tensor:
