@@ -598,9 +598,9 @@ class _ProgressLines:
         self.last: tuple[str, int] | None = None
 
     def __call__(self, p: RunProgress) -> None:
-        # One line per learner update (the "update" and "rollout" stages of one update are one
-        # line), plus one for each other stage (warm start, evaluations).
-        key = ("training" if p.stage.startswith(("update", "rollout")) else p.stage, p.update)
+        # A line when a learner update starts and one when the rollout goes on after it, plus one
+        # for each other stage (warm start, evaluations): a log shows what the run was doing last.
+        key = ("update" if p.stage.startswith("update") else p.stage, p.update)
         if key == self.last:
             return
         self.last = key
@@ -773,6 +773,45 @@ def serve_policy(checkpoint: str, port: int, host: str, served_model_name: str, 
     console.print(f"serving {checkpoint} as {served_model_name!r} on http://{host}:{port} (Ctrl-C stops)")
     with contextlib.suppress(KeyboardInterrupt):
         serve_forever(server)
+
+
+@main.command("paper-path")
+@click.argument("experiment_file", default="examples/spa_bench.py", type=click.Path(dir_okay=False))
+@click.option("--preset", default="paper-miniature", show_default=True, help="the file's preset that reads the stand-ins")
+@click.option("--work-dir", default=None, type=click.Path(file_okay=False), help="stand-ins and the run (default runs/paper-path-<time>)")
+@click.option("--phones", default=2, show_default=True, type=click.IntRange(1, 64), help="SimPhones served over ADB")
+@click.option("--judge-success-rate", default=0.3, show_default=True, type=click.FloatRange(0.0, 1.0), help="the judge stand-in's share of 'yes'")
+@click.option("--resume", is_flag=True, help="continue the run in --work-dir from its last checkpoint")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="passed to darwin run")
+def paper_path(experiment_file: str, preset: str, work_dir: str | None, phones: int, judge_success_rate: float, resume: bool,
+               overrides: tuple[str, ...]) -> None:
+    """The paper preset in miniature: start stand-ins for what a laptop lacks (a tiny UI-TARS-1.5-format
+    checkpoint, `darwin serve-policy` as the vLLM server, SimPhones over the adbd protocol behind a real adb
+    server, an OpenAI-compatible judge), then `darwin run FILE --preset paper-miniature` against them: verl's
+    actor and critic on 2 CPU workers (docs/scale.md)."""
+    import os
+    import subprocess
+    import sys
+
+    from darwin.miniature import PaperPathStandIns, StandInError
+
+    work = Path(work_dir) if work_dir else Path("runs") / time.strftime("paper-path-%Y%m%d-%H%M%S")
+    if resume and not (work / "run" / "checkpoint").is_dir():
+        raise click.ClickException(f"--resume: {work / 'run'} has no checkpoint; pass the --work-dir of an earlier run")
+    try:
+        with PaperPathStandIns(work / "stand-ins", phones=phones, judge_success_rate=judge_success_rate) as stand_ins:
+            console.print(f"stand-ins up: policy server {stand_ins.policy_url}, phones {', '.join(stand_ins.devices)}, "
+                          f"judge {stand_ins.judge.base_url}")
+            argv = [sys.executable, "-m", "darwin.cli", "run", experiment_file, "--preset", preset, "--run-dir", str(work / "run")]
+            argv += ["--resume"] if resume else []
+            argv += [item for o in overrides for item in ("--set", o)]
+            code = subprocess.run(argv, env={**os.environ, **stand_ins.env()}).returncode
+            console.print(f"the policy server serves weight version {stand_ins.served_weight_version()}; "
+                          f"the judge answered {stand_ins.judge.requests} requests; run in {work / 'run'}")
+    except StandInError as exc:
+        raise click.ClickException(str(exc)) from None
+    if code:
+        raise SystemExit(code)
 
 
 # The learned verifier's commands (data, train, eval) live with their code.

@@ -101,7 +101,8 @@ def build(preset: str) -> ExperimentConfig:
             name="spa_bench_paper",
             tasks=("base8",),
             horizon=32,
-            phones=PhonesConfig(kind="adb", count=max(1, len(devices)) if devices else 8, devices=devices),
+            phones=PhonesConfig(kind="adb", count=max(1, len(devices)) if devices else 8, devices=devices,
+                                adb_server=os.environ.get("DARWIN_ADB_SERVER", "127.0.0.1:5037")),
             checkpoint=checkpoint,
             agent=agent,
             policy=PolicyConfig(
@@ -123,7 +124,10 @@ def build(preset: str) -> ExperimentConfig:
                     model_dtype="bf16", ray_address=os.environ.get("DARWIN_RAY_ADDRESS"),
                 ),
             ),
-            verifier={"name": "llm_judge", "kwargs": {"preset": "marked", "llm": {"model": "gemini/gemini-2.5-flash"}}},
+            verifier={"name": "llm_judge", "kwargs": {"preset": "marked", "llm": {
+                "model": os.environ.get("DARWIN_JUDGE_MODEL", "gemini/gemini-2.5-flash"),
+                "api_base": os.environ.get("DARWIN_JUDGE_API_BASE") or None,
+            }}},
             rollout_steps=256,
             updates=200,
             notes="Paper Table 1 hyperparameters. Cloud phones from $DARWIN_DEVICES; the policy served by vLLM/SGLang at "
@@ -132,4 +136,35 @@ def build(preset: str) -> ExperimentConfig:
             f"agent format {agent_format!r} ($DARWIN_AGENT_FORMAT); the gemini-2.5-flash judge (GEMINI_API_KEY). "
             "docs/scale.md, step by step.",
         )
-    raise ValueError(f"unknown preset {preset!r}; use 'default' or 'paper'")
+    if preset == "paper-miniature":
+        return paper_miniature(build("paper"))
+    raise ValueError(f"unknown preset {preset!r}; use 'default', 'paper' or 'paper-miniature'")
+
+
+def paper_miniature(paper: ExperimentConfig) -> ExperimentConfig:
+    """The paper preset on one laptop: the same parts, each reached the same way (cloud phones
+    through an adb server, the policy on a vLLM-protocol server with weight sync, the judge
+    through LiteLLM, verl's actor and critic workers on Ray), with what cannot exist here
+    replaced: verl's workers run on 2 CPU processes with gloo (sdpa attention, fp32), and the
+    schedule is scaled to minutes (3 updates of 32 steps, 1 of them critic warm-up, horizon 4,
+    small screenshots for a tiny model). `darwin paper-path` starts the stand-ins (a tiny
+    UI-TARS-1.5-format checkpoint, `darwin serve-policy`, SimPhones served over the adbd
+    protocol, a local judge) and runs this preset against them.
+    """
+    data = paper.model_dump()
+    data["name"] = "spa_bench_paper_miniature"
+    data["horizon"] = 4
+    data["rollout_steps"] = 32
+    data["updates"] = 3
+    data["time_budget_s"] = 900
+    data["agent"].update(observation_size=(112, 252), max_new_tokens=24)
+    data["policy"]["max_batch"] = 8
+    data["policy"]["server"]["max_tokens"] = 24
+    learner = data["learner"]
+    learner.update(critic_warmup_updates=1, critic_warmup_epochs=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=2,
+                   actor_lr=1e-4, critic_lr=1e-3)
+    learner["verl"].update(device="cpu", gpus_per_node=2, attn_implementation="sdpa", model_dtype="fp32",
+                           micro_batch_size_per_gpu=2, ray_address=None, ray_num_cpus=4)
+    data["notes"] = ("The paper preset in miniature: every distributed part of `paper`, verl on 2 CPU workers, "
+                     "3 updates of 32 steps (1 critic warm-up), horizon 4; stand-ins from `darwin paper-path`.")
+    return ExperimentConfig.model_validate(data)

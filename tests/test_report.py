@@ -27,8 +27,8 @@ def test_metrics_logger_writes_tensorboard_and_jsonl(tmp_path):
     assert any((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
 
 
-def test_progress_lines_print_one_line_per_update(monkeypatch):
-    """Non-TTY progress: the 'update' and 'rollout' stages of one update are one line."""
+def test_progress_lines_print_when_an_update_starts_and_when_the_rollout_goes_on(monkeypatch):
+    """Non-TTY progress: a line per stage change, not per refresh."""
     from rich.console import Console
 
     import darwin.cli as cli
@@ -41,8 +41,12 @@ def test_progress_lines_print_one_line_per_update(monkeypatch):
               ("rollout", 1), ("update", 1), ("rollout", 2), ("update", 2), ("rollout", 3), ("evaluation (final)", 3)]
     for stage, update in stages:
         lines(RunProgress(stage=stage, update=update, updates=3))
+    for _ in range(3):  # refreshes within a stage print nothing
+        lines(RunProgress(stage="evaluation (final)", update=3, updates=3))
     printed = console.export_text().strip().splitlines()
-    assert len(printed) == 7  # warm start, evaluation, updates 0-3 (one each), final evaluation
+    # warm start, evaluation, rollout 0, update 0, rollout 1, update 1, rollout 2, update 2, rollout 3, final evaluation
+    assert len(printed) == 10
+    assert printed[3].split("] ", 1)[1].startswith("update (critic warm-up): update 0/3")
 
 
 def test_plot_has_no_mean_before_a_full_window_and_draws_evaluations(tmp_path):

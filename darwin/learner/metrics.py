@@ -72,6 +72,8 @@ class UpdateMetrics:
     outside the clip window at the start of the update (what a stale anchor would clip)."""
     initial_clip_fraction: float | None = None
     """Share of the first mini-batch's tokens outside the clip window before any step."""
+    screenshots: int = 0
+    """Screenshots in the trained steps' prompts: each reached the model as pixels."""
     unverified_trajectories: int = 0
     """Trajectories left out because their last phase had no verdict (see ``learner.batch.unverified``)."""
     pruned_trajectories: int = 0
@@ -194,6 +196,7 @@ def update_metrics(
         actor_updated=actor,
         trajectories=len(trajs),
         steps=len(batch),
+        screenshots=sum(int(i.image_grid_thw.shape[0]) for i in batch.inputs if i.image_grid_thw is not None),
         response_tokens=int(mask.sum()),
         empty_trajectories=batch.empty_trajectories,
         dropped_infra_trajectories=batch.dropped_infra,

@@ -688,6 +688,7 @@ class VerlLearner:
             actor_updated=not warmup,
             trajectories=len(trajs),
             steps=len(batch),
+            screenshots=_screenshots(batch.data, len(batch)),
             response_tokens=int(mask.sum()),
             empty_trajectories=batch.empty_trajectories,
             dropped_infra_trajectories=batch.dropped_infra,
@@ -809,6 +810,14 @@ def _no_padding(data: DataProto) -> TensorDict:
             [positions[i][:, valid[i]] for i in range(positions.shape[0])], ragged_idx=2
         )
     return td
+
+
+def _screenshots(data: DataProto, rows: int) -> int:
+    """Screenshots the workers received for the first ``rows`` rows (their image grids)."""
+    multi_modal = data.non_tensor_batch.get("multi_modal_inputs")
+    if multi_modal is None:
+        return 0
+    return sum(int(item["image_grid_thw"].shape[0]) for item in multi_modal[:rows] if item is not None)
 
 
 def _pad_rows(tensor: torch.Tensor, data: DataProto) -> torch.Tensor:

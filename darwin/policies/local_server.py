@@ -27,7 +27,9 @@ Endpoints (vLLM's paths and shapes unless noted):
   ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``): a PEFT adapter directory; the merged weights replace
   the served ones and requests name the adapter (one adapter is served at a time: this server
   holds one model);
-- ``POST /update_weights_from_disk`` (SGLang's): a transformers checkpoint directory.
+- ``POST /update_weights_from_disk`` (SGLang's): a transformers checkpoint directory, with an
+  optional ``weight_version`` label; ``GET /get_weight_version`` (SGLang's) returns the label of
+  the weights served now (``"0"`` at start).
 
 With ``api_key`` set, every ``/v1`` path requires ``Authorization: Bearer <key>`` (vLLM's
 ``--api-key``; HTTP 401 ``{"error": "Unauthorized"}`` otherwise).
@@ -163,6 +165,7 @@ class LocalPolicyServer:
         self._batcher: DynamicBatcher | None = None
         self._base_weights = {k: v.detach().clone() for k, v in vlm.model.state_dict().items()}
         self._weights_version = 0
+        self._weight_label = "0"  # what /update_weights_from_disk named the served weights (SGLang's weight_version)
         self._active_model = served_model_name
         self._adapters: dict[str, str] = {}  # name -> path
         self._weights_lock: asyncio.Lock | None = None
@@ -199,6 +202,7 @@ class LocalPolicyServer:
             app.router.add_post("/v1/load_lora_adapter", self._load_lora)
             app.router.add_post("/v1/unload_lora_adapter", self._unload_lora)
         app.router.add_post("/update_weights_from_disk", self._update_from_disk)
+        app.router.add_get("/get_weight_version", self._weight_version)
         return app
 
     async def serve(self) -> None:
@@ -445,13 +449,21 @@ class LocalPolicyServer:
             path = body.get("model_path")
             if not isinstance(path, str) or not Path(path).is_dir():
                 raise _RequestError(f"model_path {path!r} is not a checkpoint directory")
+            label = body.get("weight_version")
+            if label is not None and not isinstance(label, str):
+                raise _RequestError(f"weight_version must be a string, got {label!r}")
             weights = await asyncio.to_thread(self._read_checkpoint, Path(path))
             await self._swap_weights(weights, self.served_model_name)
+            self._weight_label = label if label is not None else str(self._weights_version)
             self._base_weights = {k: v.detach().clone() for k, v in weights.items()}
             self._adapters.clear()
         except _RequestError as exc:
             return web.json_response({"success": False, "message": str(exc), "num_paused_requests": 0}, status=400)
         return web.json_response({"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0})
+
+    async def _weight_version(self, request: web.Request) -> web.Response:
+        """SGLang's ``GET /get_weight_version``: the label of the weights served now."""
+        return web.json_response({"weight_version": self._weight_label})
 
     async def _swap_weights(self, weights: Mapping[str, torch.Tensor], active: str) -> None:
         assert self._weights_lock is not None

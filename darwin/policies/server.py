@@ -622,7 +622,9 @@ class ServerPolicy(Policy):
         else:
             path = root / f"v{int(version)}"
             self._write_atomically(path, lambda tmp: self.vlm.model.save_pretrained(tmp, state_dict=dict(weights)))
-            answer = self._post_sync("/update_weights_from_disk", {"model_path": str(path.resolve())})
+            answer = self._post_sync(
+                "/update_weights_from_disk", {"model_path": str(path.resolve()), "weight_version": str(int(version))}
+            )
             if isinstance(answer, Mapping) and answer.get("success") is False:
                 raise PolicyRequestError(f"/update_weights_from_disk refused {path}: {answer.get('message')}")
             with self._sync_lock:
