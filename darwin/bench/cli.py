@@ -132,12 +132,28 @@ def bench_policy(family: str, preset: str, batches: str, new_tokens: int, repeat
 @click.option("--epochs", default=4, show_default=True, type=click.IntRange(1))
 @click.option("--family", default="qwen2_vl", show_default=True, type=click.Choice(["qwen2_vl", "qwen2_5_vl"]))
 @click.option("--device", default="cpu", show_default=True)
+@click.option("--backend", default="local", show_default=True, type=click.Choice(["local", "verl"]),
+              help="verl: VerlLearner on --workers CPU processes (gloo) or GPUs; reports tokens/s and MFU")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1), help="verl: workers (CPU processes or GPUs)")
+@click.option("--size", default="tiny", show_default=True, type=click.Choice(["tiny", "1b"]), help="verl: the model (1b: Qwen2.5-VL-shaped, random)")
 def bench_learner(steps: int, steps_per_episode: int, screen: tuple[int, int], new_tokens: int, critics: str, phases: str,
-                  micros: str, mini: int, epochs: int, family: str, device: str) -> None:
-    """One LocalLearner update on sampled tiny-model steps: time per stage, peak memory (docs/learner.md)."""
-    from darwin.bench.learner import run
+                  micros: str, mini: int, epochs: int, family: str, device: str, backend: str, workers: int, size: str) -> None:
+    """One learner update on sampled tiny-model steps: time per stage, peak memory (docs/learner.md); with
+    --backend verl, verl's FSDP workers: tokens/s and MFU (docs/scale.md)."""
+    from darwin.bench.learner import run, run_verl
 
     started = time.perf_counter()
+    if backend == "verl":
+        phase_list = [p.strip() for p in phases.split(",") if p.strip()]
+        if sorted(set(phase_list) - {"ppo", "warmup"}):
+            raise click.BadParameter("--phase takes ppo,warmup")
+        _bench_lines(run_verl(
+            steps=steps, per_episode=steps_per_episode, screen=screen, new_tokens=new_tokens, phases=tuple(phase_list),
+            mini=mini, epochs=epochs, family=family, device=device, workers=workers, size=size,
+            micro=parse_int_list(micros, "micro-batch sizes")[0],
+        ))
+        click.echo(f'{{"wall_s": {time.perf_counter() - started:.1f}}}')
+        return
     critic_list = [c.strip() for c in critics.split(",") if c.strip()]
     phase_list = [p.strip() for p in phases.split(",") if p.strip()]
     bad = sorted(set(critic_list) - {"separate", "shared"}) + sorted(set(phase_list) - {"ppo", "warmup"})

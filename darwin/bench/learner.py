@@ -125,3 +125,105 @@ def run(
                     peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
                 ))
     return results
+
+
+# --------------------------------------------------------------------------------------
+# The verl learner (darwin bench learner --backend verl)
+# --------------------------------------------------------------------------------------
+PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "H20": 148e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
+"""Dense bf16 tensor-core peak per GPU (vendor datasheets, no sparsity), by name fragment: the MFU denominator."""
+
+ONE_B = {"hidden_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 16, "num_key_value_heads": 2,
+         "intermediate_size": 11008, "vision_depth": 4, "vision_embed_dim": 1024, "vision_num_heads": 16}
+"""A Qwen2.5-VL-shaped model of about 1 B parameters (random weights): ``--size 1b``."""
+
+
+@dataclass(frozen=True)
+class VerlBenchResult:
+    """One verl update's measurements (``tokens``: prompt + response tokens of the batch)."""
+
+    device: str
+    workers: int
+    family: str
+    parameters: int
+    phase: str
+    steps: int
+    tokens: int
+    response_tokens: int
+    epochs: int
+    prepare_s: float
+    scoring_s: float
+    train_s: float
+    total_s: float
+    train_tokens_per_s: float
+    """epochs x tokens / train_s, summed over the models trained (actor and critic in PPO)."""
+    mfu: float | None
+    """6 x parameters x trained tokens / train_s over the workers' bf16 peak; None on CPU or an unknown GPU."""
+
+
+def peak_flops(device: str) -> float | None:
+    """The dense bf16 peak of this machine's GPU 0, or None (CPU, unknown GPU)."""
+    if device != "cuda" or not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name(0)
+    return next((flops for fragment, flops in PEAK_BF16_FLOPS.items() if fragment in name), None)
+
+
+def run_verl(
+    steps: int = 64, per_episode: int = 8, screen: tuple[int, int] = (252, 560), new_tokens: int = 16,
+    phases: tuple[str, ...] = ("ppo",), mini: int = 32, epochs: int = 1, family: str = "qwen2_vl",
+    device: str = "cpu", workers: int = 2, size: str = "tiny", micro: int = 2,
+) -> list[VerlBenchResult]:
+    """Sample ``steps`` steps once, then time one update of a fresh :class:`VerlLearner` per
+    phase (``ppo``: critic warm-up 0, actor + critic; ``warmup``: critic only) on ``workers``
+    workers (CPU processes with gloo, or GPUs with flash-attention when installed and bf16)."""
+    import importlib.util
+    import tempfile
+    from pathlib import Path
+
+    from darwin.learner.verl_config import VerlConfig
+    from darwin.learner.verl_learner import VerlLearner
+
+    extra = ONE_B if size == "1b" else {}
+    cfg = TinyVLMConfig(family=family, screen_width=screen[0], screen_height=screen[1], **extra)
+    vlm = build_tiny_vlm(cfg, seed=0)
+    params = sum(p.numel() for p in vlm.model.parameters())
+    if device == "cuda":
+        vlm.model.to("cuda")
+    policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
+    trajectories = sample_trajectories(policy, cfg, steps, per_episode)
+    vlm.model.to("cpu")
+    policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
+    on_gpu = device == "cuda"
+    attn = "flash_attention_2" if on_gpu and importlib.util.find_spec("flash_attn") else "sdpa"
+    peak = peak_flops(device)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="darwin-bench-verl-") as tmp:
+        model_path = vlm.save_pretrained(Path(tmp) / "actor")
+        for phase in phases:
+            settings = VerlConfig(
+                model_path=str(model_path), gpus_per_node=workers, device="cuda" if on_gpu else "cpu",
+                attn_implementation=attn, model_dtype="fp32", micro_batch_size_per_gpu=micro,
+                ray_num_cpus=None if on_gpu else 2 * workers,
+            )
+            config = LearnerConfig(
+                backend="verl", verl=settings, critic_warmup_updates=1 if phase == "warmup" else 0, ppo_epochs=epochs,
+                critic_warmup_epochs=epochs, mini_batch_size=mini, micro_batch_size=micro,
+            )
+            learner = VerlLearner(policy, config)
+            try:
+                m = learner.update(trajectories)
+            finally:
+                learner.close()
+            tokens = sum(len(t.decision.generation.prompt_ids) + len(t.decision.generation.response_ids)
+                         for tr in trajectories for t in tr.transitions if t.decision.generation is not None)
+            models = 1 if phase == "warmup" else 2  # critic only, or actor and critic
+            trained = models * epochs * tokens
+            results.append(VerlBenchResult(
+                device=device, workers=workers, family=family, parameters=params, phase=phase, steps=m.steps,
+                tokens=tokens, response_tokens=m.response_tokens, epochs=epochs, prepare_s=round(m.prepare_s, 2),
+                scoring_s=round(m.scoring_s, 2), train_s=round(m.train_s, 2), total_s=round(m.total_s, 2),
+                train_tokens_per_s=round(trained / m.train_s, 1),
+                mfu=round(6 * params * trained / m.train_s / (peak * workers), 4) if peak else None,
+            ))
+    return results

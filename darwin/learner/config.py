@@ -344,14 +344,20 @@ class LearnerConfig(BaseModel):
         if self.verl is None:
             return ["backend='verl' needs verl=VerlConfig(model_path=...): the actor's HF checkpoint directory"]
         out = list(self.verl.problems())
+        # What the verl backend refuses, and why (the driver-side levers, such as per-task whitening,
+        # trajectory weights, the shortest-path adjustment and negative pruning, work on it).
         unsupported = {
-            "lora": self.lora is not None, "critic='shared'": self.critic == "shared", "kl_coef > 0": self.kl_coef > 0,
-            "negative_pruning": self.negative_pruning, "shortest_path_adjustment": self.shortest_path_adjustment,
-            "positive_replay_ratio > 0": self.positive_replay_ratio > 0, "behaviour_weight_cap": self.behaviour_weight_cap is not None,
+            "lora": (self.lora is not None, "darwin's LoRA adapters live in the local learner's models"),
+            "critic='shared'": (self.critic == "shared", "verl's critic is its own worker group (a separate value model)"),
+            "kl_coef > 0": (self.kl_coef > 0, "the KL penalty needs a frozen reference model, a third worker group "
+                            "the verl learner does not start"),
+            "positive_replay_ratio > 0": (self.positive_replay_ratio > 0, "the replay buffer scores trajectories by "
+                                          "the local learner's advantages and is checkpointed with it"),
+            "behaviour_weight_cap": (self.behaviour_weight_cap is not None, "verl's ppo_loss has no behaviour weight"),
         }
-        for name, used in unsupported.items():
+        for name, (used, why) in unsupported.items():
             if used:
-                out.append(f"{name} is not supported by backend='verl' (docs/scale.md): turn it off or use backend='local'")
+                out.append(f"{name} is not supported by backend='verl' ({why}; docs/scale.md): turn it off or use backend='local'")
         world = self.verl.world_size
         for field_name in ("mini_batch_size", "critic_mini_batch_size"):
             size = getattr(self, field_name)

@@ -49,7 +49,6 @@ from darwin.algos import (
     ppo_policy_loss,
     value_loss,
 )
-from darwin.algos.adagrpo import negative_pruning_keep
 from darwin.learner.batch import (
     LearnerDataError,
     RowInputs,
@@ -87,6 +86,7 @@ from darwin.learner.update_batch import (
     estimate_advantages,
     group_of,
     mean_advantage_per_trajectory,
+    prune_negatives,
     shortest_path_deltas,
 )
 from darwin.models.scoring import compute_response_logprobs, masked_log_softmax
@@ -321,10 +321,11 @@ class LocalLearner:
         t0 = time.perf_counter()
         warmup = self.in_warmup
         version_before = self.policy_version
-        fresh, pruned = self._prune_negatives(trajectories, group_ids)
-        if group_ids is not None and pruned:
-            kept = {t.episode_id for t in fresh}
-            group_ids = [g for t, g in zip(trajectories, group_ids, strict=True) if t.episode_id in kept]
+        fresh, group_ids, pruned = list(trajectories), group_ids, 0
+        if cfg.negative_pruning:
+            fresh, group_ids, pruned = prune_negatives(
+                trajectories, group_ids, max_negatives_per_positive=cfg.max_negatives_per_positive, rng=self._py_rng()
+            )
         replayed = self.replay.sample(len(fresh), self._py_rng()) if self.replay is not None and not warmup else []
         fresh_ids = {t.episode_id for t in fresh}
         replayed = [t for t in replayed if t.episode_id not in fresh_ids]  # the same episode handed in again
@@ -362,27 +363,6 @@ class LocalLearner:
     def _py_rng(self) -> random.Random:
         """A ``random.Random`` drawn from the learner's own generator (checkpointed with it)."""
         return random.Random(int(torch.randint(0, 2**62, (1,), generator=self._generator)))
-
-    def _prune_negatives(
-        self, trajectories: Sequence[Trajectory], group_ids: Sequence[Hashable] | None
-    ) -> tuple[list[Trajectory], int]:
-        """MobileRL's negative pruning (``config.negative_pruning``): the trajectories kept
-        and how many were muted. Infrastructure truncations and unscored episodes count as
-        neither success nor failure and are always kept."""
-        if not self.config.negative_pruning:
-            return list(trajectories), 0
-        groups = list(group_ids) if group_ids is not None else [group_of(t) for t in trajectories]
-        scored = [i for i, t in enumerate(trajectories) if t.success is not None]
-        keep_scored = negative_pruning_keep(
-            [trajectories[i].success is True for i in scored], [groups[i] for i in scored],
-            max_negatives_per_positive=self.config.max_negatives_per_positive, rng=self._py_rng(),
-        )
-        muted = {scored[j] for j, keep in enumerate(keep_scored) if not keep}
-        kept = [t for i, t in enumerate(trajectories) if i not in muted]
-        if not any(t.transitions for t in kept):  # nothing left to learn from: keep the batch as it is
-            logger.warning("negative pruning muted every trajectory of the batch; training on it unpruned")
-            return list(trajectories), 0
-        return kept, len(muted)
 
     # ------------------------------------------------------------------ training epochs
     def _train(self, batch: UpdateBatch, *, epochs: int, train_actor: bool) -> LossTotals:

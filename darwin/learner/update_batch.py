@@ -21,18 +21,22 @@ insertion score. The maths is in :mod:`darwin.algos`.
 
 from __future__ import annotations
 
+import logging
 import math
+import random
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from darwin.algos import trajectory_weights, whiten_within
-from darwin.algos.adagrpo import shortest_path_adjusted_rewards
+from darwin.algos.adagrpo import negative_pruning_keep, shortest_path_adjusted_rewards
 from darwin.algos.estimators import AdvantageInputs, EstimatorConfig, get_estimator
 from darwin.learner.batch import RowInputs, StepRow
 from darwin.learner.config import LearnerConfig
 from darwin.types import Trajectory
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "UpdateBatch",
@@ -41,6 +45,7 @@ __all__ = [
     "group_of",
     "mean_advantage_per_trajectory",
     "outside_clip_window",
+    "prune_negatives",
     "shortest_path_deltas",
 ]
 
@@ -169,6 +174,32 @@ def behaviour_correction(
         weight = torch.exp(log_ratio).clamp(max=weight_cap)
         advantages = advantages * weight.masked_fill(~mask, 0.0)
     return advantages, clipped
+
+
+def prune_negatives(
+    trajectories: Sequence[Trajectory], group_ids: Sequence[Hashable] | None, *, max_negatives_per_positive: int,
+    rng: random.Random,
+) -> tuple[list[Trajectory], list[Hashable] | None, int]:
+    """MobileRL's negative pruning: ``(kept trajectories, their group ids or None, muted count)``.
+
+    Groups whose trajectories all failed are muted, and at most ``max_negatives_per_positive``
+    failures per success stay in a group (the rest muted at random with ``rng``).
+    Infrastructure truncations and unscored episodes count as neither success nor failure and
+    are always kept. When nothing with a step would remain, the batch is kept as it is.
+    """
+    groups = list(group_ids) if group_ids is not None else [group_of(t) for t in trajectories]
+    scored = [i for i, t in enumerate(trajectories) if t.success is not None]
+    keep_scored = negative_pruning_keep(
+        [trajectories[i].success is True for i in scored], [groups[i] for i in scored],
+        max_negatives_per_positive=max_negatives_per_positive, rng=rng,
+    )
+    muted = {scored[j] for j, keep in enumerate(keep_scored) if not keep}
+    kept = [t for i, t in enumerate(trajectories) if i not in muted]
+    if not any(t.transitions for t in kept):  # nothing left to learn from: keep the batch as it is
+        logger.warning("negative pruning muted every trajectory of the batch; training on it unpruned")
+        return list(trajectories), None if group_ids is None else list(group_ids), 0
+    kept_groups = None if group_ids is None else [g for i, g in enumerate(group_ids) if i not in muted]
+    return kept, kept_groups, len(muted)
 
 
 def group_of(trajectory: Trajectory) -> Hashable:

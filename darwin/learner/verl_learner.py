@@ -43,11 +43,12 @@ import copy
 import logging
 import math
 import os
+import random
 import shutil
 import tempfile
 import time
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -79,7 +80,7 @@ from darwin.learner.checkpoint import (
 )
 from darwin.learner.config import LearnerConfig
 from darwin.learner.metrics import UpdateMetrics
-from darwin.learner.update_batch import estimate_advantages
+from darwin.learner.update_batch import estimate_advantages, prune_negatives, shortest_path_deltas
 from darwin.learner.verl_config import VerlConfig
 from darwin.models.scoring import rope_index
 from darwin.types import Trajectory
@@ -589,9 +590,12 @@ class VerlLearner:
             data.batch["old_log_probs"] = _pad_rows(old.masked_fill(~mask, 0.0), data)
         if lam is None:
             lam = cfg.critic_warmup_lam if warmup else cfg.lam
+        rewards = torch.tensor([r.reward for r in rows], dtype=torch.float32)
+        if cfg.shortest_path_adjustment:
+            rewards = rewards + shortest_path_deltas(rows, collected.trajectories, rewards.device)
         # The same estimator, whitening, format penalty and trajectory weights as LocalLearner.
         advantages, returns = estimate_advantages(
-            cfg, rows, rewards=torch.tensor([r.reward for r in rows], dtype=torch.float32), response_mask=mask,
+            cfg, rows, rewards=rewards, response_mask=mask,
             step_indices=torch.tensor([r.step for r in rows], dtype=torch.long),
             truncated=torch.tensor([r.truncated for r in rows], dtype=torch.bool), values=values, lam=float(lam),
         )
@@ -624,6 +628,13 @@ class VerlLearner:
         t0 = time.perf_counter()
         warmup = self.in_warmup
         version_before = self.policy_version
+        pruned = 0
+        if cfg.negative_pruning:
+            # A fresh, reproducible draw per update: nothing to checkpoint.
+            trajectories, group_ids, pruned = prune_negatives(
+                trajectories, group_ids, max_negatives_per_positive=cfg.max_negatives_per_positive,
+                rng=random.Random(cfg.seed * 1_000_003 + self.updates),
+            )
         batch = self.prepare(trajectories, group_ids=group_ids)
         t1 = time.perf_counter()
         epochs = cfg.critic_warmup_epochs if warmup else cfg.ppo_epochs
@@ -646,6 +657,7 @@ class VerlLearner:
             self.policy.load_weights(self.actor_state_dict(), self.policy_version)
         t3 = time.perf_counter()
         metrics = self._metrics(batch, warmup, epochs, version_before, actor_metrics, critic_metrics, t1 - t0, t2 - t1, t3 - t0)
+        metrics = replace(metrics, pruned_trajectories=pruned)
         logger.info("verl update %d (%s): %d steps, policy v%d, value loss %s, policy loss %s, %.1fs",
                     metrics.update, metrics.stage, metrics.steps, metrics.policy_version, metrics.value_loss,
                     metrics.policy_loss, metrics.total_s)

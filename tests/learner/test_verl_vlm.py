@@ -96,6 +96,17 @@ def kit_prompt():
     return Prompt(messages=(ChatMessage(role="user", text="Goal: open the clock.", images=(shot,)),))
 
 
+def test_driver_levers_validate_on_verl_and_the_others_are_refused_with_the_reason(tmp_path: Path) -> None:
+    cfg = cpu_config(tmp_path, whiten_by="task", trajectory_weighting=True, shortest_path_adjustment=True,
+                     negative_pruning=True)
+    assert cfg.negative_pruning and cfg.shortest_path_adjustment
+    with pytest.raises(ValueError) as err:
+        cpu_config(tmp_path, kl_coef=0.1, positive_replay_ratio=0.5)
+    text = str(err.value)
+    assert "kl_coef > 0 is not supported by backend='verl' (the KL penalty needs a frozen reference model" in text
+    assert "positive_replay_ratio > 0 is not supported by backend='verl' (the replay buffer" in text
+
+
 # --------------------------------------------------------------------------------------
 # Screenshot rows -> verl's batch (always runs)
 # --------------------------------------------------------------------------------------
@@ -154,7 +165,10 @@ def test_ppo_with_critic_warmup_on_two_cpu_workers_and_resume(tmp_path: Path, ki
     the new weights; a checkpoint restores both workers' models."""
     policy = vl_policy()
     actor_path = saved(policy, tmp_path / "actor")
-    cfg = cpu_config(actor_path, critic_warmup_updates=2)
+    # with the levers that are maths on the driver: per-task whitening, trajectory weights,
+    # MobileRL's shortest-path adjustment and negative pruning
+    cfg = cpu_config(actor_path, critic_warmup_updates=2, whiten_by="task", trajectory_weighting=True,
+                     shortest_path_adjustment=True, negative_pruning=True)
     before = {k: v.clone() for k, v in policy.vlm.model.state_dict().items()}
     learner = VerlLearner(policy, cfg)
     try:

@@ -1,0 +1,71 @@
+"""verl's actor and critic on a GPU with flash-attention and bf16 (``pytest -m gpu``): the tiny
+Qwen2-VL and a Qwen2.5-VL-shaped model of about 1 B parameters with random weights. Without
+a GPU (or flash-attn) every test here skips with its reason; CI never has one."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from darwin.learner import LearnerConfig, VerlConfig
+from darwin.learner.batch import collect_step_rows, preprocess_rows
+from darwin.learner.verl_learner import VerlLearner, to_verl_batch
+from darwin.models import TinyVLMConfig, build_tiny_vlm
+from darwin.models.scoring import compute_response_logprobs
+from darwin.policies import HFPolicy, HFPolicyConfig
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.slow,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)"),
+    pytest.mark.skipif(importlib.util.find_spec("flash_attn") is None,
+                       reason="needs flash-attn (pip install flash-attn --no-build-isolation on the GPU machine)"),
+]
+
+SCREEN = (56, 112)
+SIZES = {
+    "tiny": {},
+    # about 1 B parameters (12 text layers of width 2048, a 4-block vision tower of width 1024)
+    "1b": {"hidden_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 16, "num_key_value_heads": 2,
+           "intermediate_size": 11008, "vision_depth": 4, "vision_embed_dim": 1024, "vision_num_heads": 16},
+}
+
+
+@pytest.mark.parametrize(("family", "size"), [("qwen2_vl", "tiny"), ("qwen2_5_vl", "1b")])
+def test_ppo_with_critic_warmup_on_gpu_with_flash_attention_and_bf16(tmp_path: Path, kit, family: str, size: str) -> None:
+    cfg = TinyVLMConfig(family=family, screen_width=SCREEN[0], screen_height=SCREEN[1], **SIZES[size])
+    vlm = build_tiny_vlm(cfg, seed=0)
+    if size == "1b":
+        assert 0.8e9 < sum(p.numel() for p in vlm.model.parameters()) < 1.3e9
+    policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=5, seed=1))
+    trajectories = [kit.sampled_trajectory(policy, [0.0, r], seed=i) for i, r in enumerate([1.0, 0.0, 1.0, 0.0])]
+    later = [kit.sampled_trajectory(policy, [0.0, r], seed=10 + i) for i, r in enumerate([0.0, 1.0, 1.0, 0.0])]
+    path = vlm.save_pretrained(tmp_path / "actor")
+    settings = VerlConfig(model_path=str(path), gpus_per_node=1, attn_implementation="flash_attention_2",
+                          model_dtype="fp32", compute_dtype="bf16", micro_batch_size_per_gpu=2)
+    config = LearnerConfig(backend="verl", verl=settings, critic_warmup_updates=1, critic_warmup_epochs=1, ppo_epochs=1,
+                           mini_batch_size=4, micro_batch_size=2, value_head_bias=0.1)
+    learner = VerlLearner(policy, config)
+    try:
+        rows = collect_step_rows(trajectories).rows
+        data = to_verl_batch(rows, pad_token_id=learner._pad_id, pad_to_multiple=4, inputs=preprocess_rows(policy, rows),
+                             rope_model=policy.vlm.model)
+        verl_lp = learner._infer(learner.actor_group, data, "log_probs")[: len(rows)]
+        everything = torch.zeros(vlm.vocab_size, dtype=torch.bool)
+        with torch.no_grad():
+            ours, mask = compute_response_logprobs(vlm.model, policy.build_inputs([r.prompt for r in rows]),
+                                                   [r.response_ids for r in rows], forbidden=everything)
+        assert (verl_lp - ours).abs()[mask].max() < 0.1  # bf16 against fp32
+        first = learner.prepare(trajectories)
+        assert first.values is not None and torch.allclose(first.values[first.response_mask], torch.tensor(0.1), atol=2e-3)
+        warm = learner.update(trajectories)
+        assert warm.stage == "critic_warmup" and not warm.actor_updated and warm.screenshots == warm.steps
+        ppo = learner.update(later)
+        assert ppo.actor_updated and ppo.policy_version == 1 and policy.version == 1
+        assert ppo.policy_loss is not None and math.isfinite(ppo.policy_loss) and ppo.value_loss is not None
+    finally:
+        learner.close()
