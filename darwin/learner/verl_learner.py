@@ -372,7 +372,7 @@ class VerlLearner:
         work_dir: where the critic's initial checkpoint is written (default: a temporary
             directory removed by :meth:`close`).
 
-    Example (needs a GPU, or ``device="cpu"`` and a critic-free algorithm)::
+    Example (a GPU, or ``VerlConfig(device="cpu", attn_implementation="sdpa")`` for CPU workers)::
 
         learner = VerlLearner(policy, LearnerConfig(backend="verl", verl=VerlConfig(
             model_path="runs/actor-hf", gpus_per_node=8)))
