@@ -73,6 +73,13 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-7)
 
 
+def _close_sum(a: float, b: float, norm: float) -> bool:
+    """A tensor's sum, within float noise of its size: a sum near zero (a bias whose entries
+    cancel) has no relative precision, so the absolute tolerance scales with the tensor's norm.
+    Another CPU's kernels moved one such sum by 3e-7 (1.5e-4 relative, norm 0.088)."""
+    return math.isclose(a, b, rel_tol=1e-4, abs_tol=max(1e-7, 1e-5 * norm))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_fixed_seed_gives_the_recorded_warm_start_and_first_update(tmp_path, warm_start_cache, variant):
@@ -84,7 +91,8 @@ def test_fixed_seed_gives_the_recorded_warm_start_and_first_update(tmp_path, war
         pytest.skip(f"recorded {variant} in {GOLDEN}")
     want = json.loads(GOLDEN.read_text())[variant]
     assert set(got["warm_start"]) == set(want["warm_start"])
-    drift = [k for k, (s, n) in want["warm_start"].items() if not (_close(got["warm_start"][k][0], s) and _close(got["warm_start"][k][1], n))]
+    drift = [k for k, (s, n) in want["warm_start"].items()
+             if not (_close_sum(got["warm_start"][k][0], s, n) and _close(got["warm_start"][k][1], n))]
     assert not drift, f"warm start weights changed in {len(drift)} tensors, e.g. {drift[:3]}"
     assert set(got["first_update"]) == set(want["first_update"]), "the first update logs other metrics than recorded"
     changed = {k: (got["first_update"][k], v) for k, v in want["first_update"].items() if not _close(got["first_update"][k], v)}
