@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import JsonValue
 
 from darwin.report import EvalResult, RunReport
-from darwin.types import Trajectory
+from darwin.types import RunAbort, TerminationReason, Trajectory
 
 if TYPE_CHECKING:
     from darwin.buffer import ReplayBuffer
@@ -49,6 +49,10 @@ if TYPE_CHECKING:
     from darwin.workflows.base import Workflow
 
 logger = logging.getLogger(__name__)
+
+ERROR_STREAK = 64
+"""Episodes in a row that all end in an error (a model server refusing every request, a bug
+in a workflow) after which a run stops instead of waiting for a batch that cannot come."""
 
 Point = tuple[int, float]
 """A point of the success curve: (training steps when the episode was trained on, success)."""
@@ -262,10 +266,23 @@ class TrainingRecipe:
     async def collect(self) -> list[Trajectory]:
         """The next batch: completed trajectories covering ``rollout_steps`` steps, waiting
         for the phones as long as needed (a crashed rollout raises here)."""
-        assert self.buffer is not None and self._rollout is not None
+        assert self.buffer is not None and self._rollout is not None and self.engine is not None
+        error = TerminationReason.ERROR.value
+        counted, episodes_before, errors_before = self.engine.stats, self.engine.stats.episodes, self.engine.stats.terminations[error]
         while (batch := self.buffer.take_completed()) is None:
             if self._rollout.done():
                 self._rollout.result()  # surfaces a crashed rollout
+            stats = self.engine.stats
+            if stats is not counted:  # the rollout started after this call: its counters start at 0
+                counted, episodes_before, errors_before = stats, 0, 0
+            ended = stats.episodes - episodes_before
+            if ended >= ERROR_STREAK and stats.terminations[error] - errors_before == ended:
+                cause, count = stats.error_causes.most_common(1)[0]
+                raise RunAbort(
+                    f"the last {ended} episodes all ended in an error, so nothing can be trained on; the most "
+                    f"common cause ({count} of {stats.error_causes.total()} errors so far): {cause[:500]}. Fix it, "
+                    "then continue with --resume"
+                )
             self._refresh()
             await asyncio.sleep(0.2)
         return batch

@@ -59,6 +59,8 @@ class RolloutStats:
     """Episodes played to the end whose verifier could not decide (e.g. the judge was unreachable)."""
     terminations: Counter[str] = field(default_factory=Counter)
     truncation_causes: Counter[str] = field(default_factory=Counter)
+    error_causes: Counter[str] = field(default_factory=Counter)
+    """Causes of the episodes that ended in an error (``TerminationReason.ERROR``)."""
     backpressure_s: float = 0.0
     """Phone-seconds spent waiting for the learner to drain the buffer (``max_backlog_steps``)."""
     phones_waiting: int = 0
@@ -83,6 +85,8 @@ class RolloutStats:
             self.terminations[trajectory.termination.reason.value] += 1
             if trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED:
                 self.truncation_causes[trajectory.termination.cause] += 1
+            elif trajectory.termination.reason == TerminationReason.ERROR:
+                self.error_causes[trajectory.termination.cause] += 1
 
 
 class _Lockstep(PhoneEnv):

@@ -317,6 +317,38 @@ def test_a_ui_tars_format_checkpoint_trains_in_the_loop(tmp_path):
     assert responses  # the model's raw outputs, parsed by the UI-TARS parser (mostly parse errors for a random model)
 
 
+def test_a_run_whose_every_episode_errors_stops_and_names_the_cause(tmp_path, monkeypatch):
+    """No batch can come when every episode ends in an error (a server refusing every request):
+    the run stops with the cause instead of waiting out its time budget."""
+    import darwin.recipe
+    from darwin.experiment import (
+        AgentConfig,
+        ExperimentConfig,
+        PhonesConfig,
+        PolicyConfig,
+        run_experiment,
+    )
+    from darwin.learner.config import LearnerConfig
+    from darwin.models.factory import build_tiny_vlm
+    from darwin.policies.hf import HFPolicy
+    from darwin.types import RunAbort
+
+    async def refuse(self, prompts, **kwargs):
+        raise RuntimeError("HTTP 400: max_tokens=256 exceeds this server's 24")
+
+    monkeypatch.setattr(HFPolicy, "generate", refuse)
+    monkeypatch.setattr(darwin.recipe, "ERROR_STREAK", 6)
+    build_tiny_vlm(seed=0).save_pretrained(tmp_path / "ui-tars")
+    config = ExperimentConfig(
+        name="refused", tasks=("settings_dark_theme",), horizon=3, checkpoint=str(tmp_path / "ui-tars"),
+        agent=AgentConfig(format="uitars-1.5", observation_size=(252, 560), max_new_tokens=24),
+        phones=PhonesConfig(count=2), policy=PolicyConfig(max_batch=2, max_wait=0.01), rollout_steps=6, updates=1,
+        learner=LearnerConfig(critic_warmup_updates=0, mini_batch_size=4, micro_batch_size=2), time_budget_s=600,
+    )
+    with pytest.raises(RunAbort, match=r"all ended in an error.*max_tokens=256 exceeds this server's 24.*--resume"):
+        run_experiment(config, tmp_path / "run")
+
+
 def test_agent_format_needs_a_model_directory_and_a_screen_size():
     from darwin.experiment import AgentConfig, ExperimentConfig
 

@@ -276,7 +276,9 @@ def sync_policy_to_checkpoint(
     policy: TrainablePolicy, weights: Mapping[str, torch.Tensor], saved_version: int, src: Path
 ) -> None:
     """Bring ``policy`` to a resumed actor's ``weights``: pushed with ``saved_version`` if the
-    policy is older; checked to be equal if it has that version; an error if it is newer."""
+    policy is older; checked to be equal if it has that version (and, for a policy on an
+    inference server, pushed again if the server serves other weights: ``resync_weights``);
+    an error if it is newer."""
     if saved_version > policy.version:
         policy.load_weights(weights, saved_version)
         return
@@ -293,6 +295,11 @@ def sync_policy_to_checkpoint(
             f"weights ({len(differing)} tensors, e.g. {differing[0]!r}); build the policy from "
             "the same initial model as the run that saved the checkpoint"
         )
+    # A policy served elsewhere can be ahead of its local copy: a run killed after a weight push
+    # but before the checkpoint leaves the server on weights no checkpoint holds.
+    resync = getattr(policy, "resync_weights", None)
+    if resync is not None:
+        resync(weights, saved_version)
 
 
 def restore_pending(buffer: ReplayBuffer, trajectories: Sequence[Trajectory]) -> None:

@@ -783,10 +783,14 @@ class VerlLearner:
         learner.optimizer_steps = int(manifest["optimizer_steps"])
         saved_version = int(manifest["policy_version"])
         learner.policy_version = saved_version
-        if saved_version > policy.version:
-            policy.load_weights(learner.actor_state_dict(), saved_version)
-        elif saved_version < policy.version:
+        if saved_version < policy.version:
             raise ValueError(f"{src}: the policy is at version {policy.version}, newer than the checkpoint's {saved_version}")
+        weights = learner.actor_state_dict()
+        if saved_version > policy.version:
+            policy.load_weights(weights, saved_version)
+        elif hasattr(policy, "resync_weights"):
+            # A server ahead of the checkpoint (killed between a weight push and the checkpoint).
+            policy.resync_weights(weights, saved_version)
         pending = read_pending(src)
         learner.resume_state = ResumeState(path=src, pending=pending, extra_state=manifest["extra_state"])
         logger.info("verl learner resumed from %s: update %d, policy v%d", src, learner.updates, saved_version)

@@ -620,19 +620,52 @@ class ServerPolicy(Policy):
                 old = self._adapters.pop(0)
                 self._post_sync("/v1/unload_lora_adapter", {"lora_name": old})
         else:
-            path = root / f"v{int(version)}"
-            self._write_atomically(path, lambda tmp: self.vlm.model.save_pretrained(tmp, state_dict=dict(weights)))
-            answer = self._post_sync(
-                "/update_weights_from_disk", {"model_path": str(path.resolve()), "weight_version": str(int(version))}
-            )
-            if isinstance(answer, Mapping) and answer.get("success") is False:
-                raise PolicyRequestError(f"/update_weights_from_disk refused {path}: {answer.get('message')}")
-            with self._sync_lock:
-                self.version = int(version)
-            self._checkpoints.append(path)
+            self._push_from_disk(weights, int(version))
         while len(self._checkpoints) > cfg.keep_versions:
             shutil.rmtree(self._checkpoints.pop(0), ignore_errors=True)
         logger.info("server %s now serves policy version %d (%s)", cfg.base_url, self.version, self._served_model)
+
+    def _push_from_disk(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
+        """A full checkpoint in ``weights_dir/v<version>``, loaded with ``/update_weights_from_disk``."""
+        assert self.config.weights_dir is not None
+        path = Path(self.config.weights_dir) / f"v{version}"
+        self._write_atomically(path, lambda tmp: self.vlm.model.save_pretrained(tmp, state_dict=dict(weights)))
+        answer = self._post_sync("/update_weights_from_disk", {"model_path": str(path.resolve()), "weight_version": str(version)})
+        if isinstance(answer, Mapping) and answer.get("success") is False:
+            raise PolicyRequestError(f"/update_weights_from_disk refused {path}: {answer.get('message')}")
+        with self._sync_lock:
+            self.version = version
+        self._checkpoints.append(path)
+
+    def served_weight_version(self) -> str | None:
+        """The label of the weights the server serves now (SGLang's ``GET /get_weight_version``;
+        ``darwin serve-policy`` answers it too), or ``None`` when the server has no such endpoint."""
+        path = "/get_weight_version"
+        try:
+            with httpx.Client(base_url=self.config.base_url, timeout=self.config.weight_sync_timeout_s) as client:
+                response = client.get(path, headers=self._headers())
+        except httpx.HTTPError as exc:
+            raise self._translate(exc, path) from None
+        if response.status_code == 404:  # vLLM: no such endpoint
+            return None
+        answer = self._checked(response, path)
+        label = answer.get("weight_version") if isinstance(answer, Mapping) else None
+        return None if label is None else str(label)
+
+    def resync_weights(self, weights: Mapping[str, torch.Tensor], version: int) -> bool:
+        """After a resume: push ``weights`` again when the server serves other weights than
+        ``version`` (a run killed after a weight push but before its checkpoint leaves the
+        server ahead of the learner). Only ``weight_sync="disk"`` can be ahead: LoRA requests
+        name the base model or this version's adapter. Returns whether weights were pushed."""
+        if self.config.weight_sync != "disk" or int(version) != self.version:
+            return False
+        label = self.served_weight_version()
+        if label is None or label == str(int(version)):
+            return False
+        logger.warning("the server serves weights %r but the resumed learner is at version %d: pushing the "
+                       "checkpoint's weights again", label, version)
+        self._push_from_disk(weights, int(version))
+        return True
 
     @staticmethod
     def _write_atomically(path: Path, write: Any) -> None:

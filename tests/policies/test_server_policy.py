@@ -200,6 +200,28 @@ def test_disk_weight_sync_changes_the_servers_model_and_version(tmp_path: Path) 
             policy.load_weights(new, version=3)
 
 
+def test_a_resumed_run_resyncs_a_server_left_ahead_of_its_checkpoint(tmp_path: Path) -> None:
+    """A run killed after pushing version 1 but before checkpointing it resumes at version 0:
+    the server must serve version 0's weights again, not the orphaned push."""
+    from darwin.learner.checkpoint import sync_policy_to_checkpoint
+
+    local = tiny()
+    batch = prompts(4)
+    saved = {k: v.clone() for k, v in local.model.state_dict().items()}  # the checkpoint's actor (version 0)
+    with LocalPolicyServer(tiny(), served_model_name="tiny", max_new_tokens=NEW_TOKENS) as srv:
+        killed = ServerPolicy(local, config(srv.base_url, weight_sync="disk", weights_dir=str(tmp_path / "a")))
+        assert killed.served_weight_version() == "0"
+        killed.load_weights(_perturbed(local, 0.05, seed=1), version=1)  # pushed, never checkpointed
+        assert killed.served_weight_version() == "1"
+        resumed = ServerPolicy(tiny(), config(srv.base_url, weight_sync="disk", weights_dir=str(tmp_path / "b")))
+        sync_policy_to_checkpoint(resumed, saved, 0, tmp_path)
+        assert resumed.served_weight_version() == "0" and resumed.version == 0
+        assert _check_against(saved, batch, asyncio.run(resumed.generate(batch))) < 1e-4
+        assert not resumed.resync_weights(saved, 0)  # in step now: nothing is pushed
+        lora = ServerPolicy(tiny(), config(srv.base_url, weight_sync="lora", weights_dir=str(tmp_path / "c")))
+        assert not lora.resync_weights(saved, 0)  # LoRA requests name the base model: never ahead
+
+
 def test_lora_weight_sync_loads_versioned_adapters(tmp_path: Path) -> None:
     local = tiny()
     batch = prompts(4)
