@@ -257,6 +257,7 @@ def _format_problems(src: Path, where: str, agent_format: str) -> list[str]:
                 "`darwin sft`, or set agent.format to the format the model speaks (e.g. 'tiny' or 'uitars-1.5')"]
     return []
 
+
 def _judge(config: ExperimentConfig) -> list[PreflightProblem]:
     from darwin.components import ComponentError, build_component
     from darwin.policies.litellm import PolicyAuthError
