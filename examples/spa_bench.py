@@ -18,7 +18,7 @@ below was measured; docs/results.md):
 - critic warm-up: 30 updates -> 2; PPO epochs 4 -> 1 (one update takes ~30 s on 2 cores,
   so ~25 updates fit in the budget),
 - actor / critic learning rates raised for a 0.8 M-parameter model trained from scratch,
-- the learning levers measured in session 6 (docs/results.md, "Fifth round"):
+- the learning levers measured in the probe runs of docs/results.md ("Fifth round"):
   decoupled PPO (old log-probs recomputed with the current actor at the start of each
   update: ~8% of tokens would otherwise start outside the clip window), a local format
   penalty (an unparseable step's own tokens get advantage -0.5; nothing flows back through
