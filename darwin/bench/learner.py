@@ -192,9 +192,10 @@ def run_verl(
         vlm.model.to("cuda")
     policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
     trajectories = sample_trajectories(policy, cfg, steps, per_episode)
-    vlm.model.to("cpu")
-    policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
     on_gpu = device == "cuda"
+    if on_gpu:  # the learner's driver keeps its copy on the CPU (the GPUs are the workers')
+        vlm.model.to("cpu")
+        policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
     attn = "flash_attention_2" if on_gpu and importlib.util.find_spec("flash_attn") else "sdpa"
     peak = peak_flops(device)
     results = []

@@ -287,7 +287,8 @@ def sync_policy_to_checkpoint(
             f"{src}: the policy is at version {policy.version}, newer than the "
             f"checkpoint's {saved_version}; load into a freshly built policy"
         )
-    current = policy.vlm.model.state_dict()
+    vlm = getattr(policy, "vlm", None)  # a weight receiver without a local model has nothing to compare
+    current = vlm.model.state_dict() if vlm is not None else {}
     differing = [k for k, v in weights.items() if k in current and not torch.equal(current[k].to(v.device), v)]
     if differing:
         raise ValueError(

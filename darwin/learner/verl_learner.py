@@ -76,6 +76,7 @@ from darwin.learner.checkpoint import (
     read_pending,
     resolve_checkpoint,
     stage_checkpoint,
+    sync_policy_to_checkpoint,
     write_pickle,
 )
 from darwin.learner.config import LearnerConfig
@@ -783,14 +784,7 @@ class VerlLearner:
         learner.optimizer_steps = int(manifest["optimizer_steps"])
         saved_version = int(manifest["policy_version"])
         learner.policy_version = saved_version
-        if saved_version < policy.version:
-            raise ValueError(f"{src}: the policy is at version {policy.version}, newer than the checkpoint's {saved_version}")
-        weights = learner.actor_state_dict()
-        if saved_version > policy.version:
-            policy.load_weights(weights, saved_version)
-        elif hasattr(policy, "resync_weights"):
-            # A server ahead of the checkpoint (killed between a weight push and the checkpoint).
-            policy.resync_weights(weights, saved_version)
+        sync_policy_to_checkpoint(policy, learner.actor_state_dict(), saved_version, src)  # type: ignore[arg-type]
         pending = read_pending(src)
         learner.resume_state = ResumeState(path=src, pending=pending, extra_state=manifest["extra_state"])
         logger.info("verl learner resumed from %s: update %d, policy v%d", src, learner.updates, saved_version)

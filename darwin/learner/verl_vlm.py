@@ -71,6 +71,13 @@ class _TokenValueMixin:
     model: nn.Module
     score: nn.Linear
 
+    def _add_backbone_and_head(self, config: Qwen2VLConfig | Qwen2_5_VLConfig, backbone: type[nn.Module]) -> None:
+        """``model`` (the policy's backbone class) and ``score`` (hidden size to ``num_labels``, with bias)."""
+        self.num_labels = int(getattr(config, "num_labels", 1))
+        self.model = backbone(config)
+        self.score = nn.Linear(_hidden_size(config), self.num_labels, bias=True)
+        self.post_init()  # type: ignore[attr-defined]
+
     def get_input_embeddings(self) -> nn.Module:
         return self.model.get_input_embeddings()
 
@@ -111,10 +118,7 @@ class Qwen2VLForTokenValue(_TokenValueMixin, Qwen2VLPreTrainedModel):
 
     def __init__(self, config: Qwen2VLConfig) -> None:
         super().__init__(config)
-        self.num_labels = int(getattr(config, "num_labels", 1))
-        self.model = Qwen2VLModel(config)
-        self.score = nn.Linear(_hidden_size(config), self.num_labels, bias=True)
-        self.post_init()
+        self._add_backbone_and_head(config, Qwen2VLModel)
 
 
 class Qwen2_5_VLForTokenValue(_TokenValueMixin, Qwen2_5_VLPreTrainedModel):  # noqa: N801 (transformers' naming)
@@ -122,10 +126,7 @@ class Qwen2_5_VLForTokenValue(_TokenValueMixin, Qwen2_5_VLPreTrainedModel):  # n
 
     def __init__(self, config: Qwen2_5_VLConfig) -> None:
         super().__init__(config)
-        self.num_labels = int(getattr(config, "num_labels", 1))
-        self.model = Qwen2_5_VLModel(config)
-        self.score = nn.Linear(_hidden_size(config), self.num_labels, bias=True)
-        self.post_init()
+        self._add_backbone_and_head(config, Qwen2_5_VLModel)
 
 
 def _register() -> None:
