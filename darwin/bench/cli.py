@@ -136,13 +136,34 @@ def bench_policy(family: str, preset: str, batches: str, new_tokens: int, repeat
               help="verl: VerlLearner on --workers CPU processes (gloo) or GPUs; reports tokens/s and MFU")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1), help="verl: workers (CPU processes or GPUs)")
 @click.option("--size", default="tiny", show_default=True, type=click.Choice(["tiny", "1b"]), help="verl: the model (1b: Qwen2.5-VL-shaped, random)")
+@click.option("--profile", is_flag=True,
+              help="one update of an experiment's learner on a fixed recorded batch, phase by phase (docs/benchmarks.md)")
+@click.option("--experiment", default="examples/spa_bench.py", show_default=True, help="--profile: the experiment file")
+@click.option("--preset", default="default", show_default=True, help="--profile: the experiment's preset")
+@click.option("--variant", "variants", default="plain,frozen", show_default=True,
+              help="--profile: comma-separated: plain (vision tower trained), frozen (learner.freeze_vision)")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1), help="--profile: updates per variant (median)")
 def bench_learner(steps: int, steps_per_episode: int, screen: tuple[int, int], new_tokens: int, critics: str, phases: str,
-                  micros: str, mini: int, epochs: int, family: str, device: str, backend: str, workers: int, size: str) -> None:
+                  micros: str, mini: int, epochs: int, family: str, device: str, backend: str, workers: int, size: str,
+                  profile: bool, experiment: str, preset: str, variants: str, repeats: int) -> None:
     """One learner update on sampled tiny-model steps: time per stage, peak memory (docs/learner.md); with
-    --backend verl, verl's FSDP workers: tokens/s and MFU (docs/scale.md)."""
-    from darwin.bench.learner import run, run_verl
+    --profile, an experiment's learner on a recorded batch, phase by phase; with --backend verl, verl's FSDP
+    workers: tokens/s and MFU (docs/scale.md)."""
+    from darwin.bench.learner import VARIANTS, run, run_verl
+    from darwin.bench.learner import profile as run_profile
 
     started = time.perf_counter()
+    if profile:
+        from darwin.experiment import load_experiment
+
+        names = [v.strip() for v in variants.split(",") if v.strip()]
+        unknown = sorted(set(names) - set(VARIANTS))
+        if unknown or not names:
+            raise click.BadParameter(f"unknown variant(s) {unknown}; choose from {sorted(VARIANTS)}", param_hint="--variant")
+        config = load_experiment(experiment, preset)
+        _bench_lines(run_profile(config.learner, tuple(names), steps=steps, repeats=repeats))
+        click.echo(f'{{"wall_s": {time.perf_counter() - started:.1f}}}')
+        return
     if backend == "verl":
         phase_list = [p.strip() for p in phases.split(",") if p.strip()]
         if sorted(set(phase_list) - {"ppo", "warmup"}):

@@ -29,6 +29,7 @@ from darwin.policies.base import ChatMessage, Prompt
 from darwin.policies.hf import HFPolicy, HFPolicyConfig
 from darwin.types import (
     Decision,
+    Generation,
     Observation,
     Phase,
     Task,
@@ -125,6 +126,114 @@ def run(
                     peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
                 ))
     return results
+
+
+# --------------------------------------------------------------------------------------
+# One update of the embedded default, phase by phase (darwin bench learner --profile)
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ProfileResult:
+    """One update of the default's learner on the recorded batch, per phase (seconds;
+    the median over ``repeats`` fresh learners)."""
+
+    variant: str
+    steps: int
+    response_tokens: int
+    repeats: int
+    images_s: float
+    """Screenshots to pixels, M-RoPE positions, and under a frozen tower its features."""
+    values_s: float
+    reference_s: float
+    proximal_s: float
+    forward_backward_s: float
+    optimizer_s: float
+    other_s: float
+    """Everything else: rows, advantages, loss bookkeeping, pushing the weights to the policy."""
+    total_s: float
+
+
+VARIANTS = {"plain": {"freeze_vision": False}, "frozen": {"freeze_vision": True}}
+"""``--variant`` names: the default's learner with the vision tower trained, or frozen."""
+
+
+def recorded_trajectories(steps: int = 256, seed: int = 0) -> tuple[list[Trajectory], TinyVLMConfig]:
+    """A fixed batch like the default's: the SimPhone oracle played through the real
+    workflow on the default's tasks and screen, as the default's TinyAgent prompts them;
+    each step's response is the oracle's action text, scored by a tiny model (seed 0) as its
+    behaviour log-probs; every other episode succeeds. The same rows every time."""
+    from darwin.sft import SFTConfig
+    from darwin.sft.demonstrations import collect_demonstrations
+
+    sft = SFTConfig(episodes=max(16, steps // 3), phones=8, heldout_episodes=0, seed=seed)
+    demos, _ = collect_demonstrations(sft)
+    model_cfg = sft.resolved_model
+    policy = HFPolicy(build_tiny_vlm(model_cfg, seed=0), HFPolicyConfig(max_new_tokens=24, seed=0))
+    tok = policy.vlm.tokenizer
+    episodes: list[list] = []
+    for demo in demos:
+        if demo.step == 0 or not episodes:
+            episodes.append([])
+        episodes[-1].append(demo)
+    taken, trajectories = 0, []
+    for e, episode in enumerate(episodes):
+        if taken >= steps:
+            break
+        episode = episode[: steps - taken]
+        taken += len(episode)
+        prompts = [d.prompt for d in episode]
+        responses = [tuple(tok.encode(d.target, add_special_tokens=False)) + (int(tok.eos_token_id),) for d in episode]
+        logprobs = policy.teacher_forced_logprobs(prompts, responses)
+        batch = policy.build_inputs(prompts)
+        eid = f"recorded-{e}"
+        task = Task(id=episode[0].task_id, instruction=episode[0].observation.goal, app="SimPhone",
+                    verifier=VerifierSpec(predicate=episode[0].task_id))
+        transitions = []
+        for s, demo in enumerate(episode):
+            ids = batch["input_ids"][s][batch["attention_mask"][s].bool()]
+            generation = Generation(text=demo.target, prompt_ids=tuple(ids.tolist()), response_ids=responses[s],
+                                    response_logprobs=tuple(logprobs[s].tolist()), policy_version=0)
+            last = s == len(episode) - 1
+            transitions.append(Transition(
+                episode_id=eid, task_id=task.id, step=s, phase=Phase.EXECUTION, observation=demo.observation,
+                decision=Decision(action=demo.action, generation=generation, prompt=demo.prompt),
+                reward=float(last and e % 2 == 0), done=last,
+            ))
+        trajectories.append(Trajectory(episode_id=eid, task=task, transitions=transitions,
+                                       termination=Termination(TerminationReason.AGENT_FINISHED)))
+    return trajectories, model_cfg
+
+
+def profile(
+    learner_config: LearnerConfig, variants: tuple[str, ...] = ("plain", "frozen"), steps: int = 256,
+    repeats: int = 3,
+) -> list[ProfileResult]:
+    """Time one update of ``learner_config`` (critic warm-up over, as in most of a run) per
+    variant on :func:`recorded_trajectories`, each on fresh models: the policy is one
+    version ahead of the rows, so they are stale as in an asynchronous run (the proximal
+    pass runs) and the feature cache starts empty. Variants alternate between repeats,
+    so machine load drifts over all of them alike."""
+    trajectories, model_cfg = recorded_trajectories(steps)
+    config = learner_config.model_copy(update={"critic_warmup_updates": 0})
+    samples: dict[str, list] = {v: [] for v in variants}
+    for _ in range(repeats):
+        for variant in variants:
+            vlm = build_tiny_vlm(model_cfg, seed=0)
+            policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=24, seed=0))
+            policy.load_weights(vlm.model.state_dict(), 1)  # the same weights, one version on
+            learner = LocalLearner(policy, config.model_copy(update=VARIANTS[variant]))
+            samples[variant].append(learner.update(trajectories))
+    out = []
+    for variant, runs in samples.items():
+        def median(field: str, runs: list = runs) -> float:
+            return round(float(np.median([getattr(m, field) for m in runs])), 2)
+
+        phases = ("images_s", "values_s", "reference_s", "proximal_s", "forward_backward_s", "optimizer_s")
+        other = float(np.median([m.total_s - sum(getattr(m, f) for f in phases) for m in runs]))
+        out.append(ProfileResult(
+            variant=variant, steps=runs[0].steps, response_tokens=runs[0].response_tokens, repeats=repeats,
+            **{f: median(f) for f in phases}, other_s=round(other, 2), total_s=median("total_s"),
+        ))
+    return out
 
 
 # --------------------------------------------------------------------------------------

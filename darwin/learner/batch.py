@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from transformers.processing_utils import ProcessorMixin
 
 from darwin.models.factory import build_inputs
-from darwin.models.scoring import prompt_to_messages
+from darwin.models.pixels import PixelEncoder
+from darwin.models.scoring import prompt_to_messages, rope_index
 from darwin.types import ACTOR, Prompt, TerminationReason, Trajectory, Transition
 
 __all__ = [
@@ -33,7 +35,10 @@ __all__ = [
     "LearnerDataError",
     "RowInputs",
     "StepRow",
+    "ImageFeatureCache",
     "StepRows",
+    "attach_image_features",
+    "attach_positions",
     "collate",
     "collect_step_rows",
     "observation_anchor",
@@ -286,14 +291,22 @@ class RowInputs:
     Attributes:
         input_ids: ``(L,)`` prompt token ids (image placeholders expanded).
         mm_token_type_ids: ``(L,)`` 0 text, 1 image placeholder, 2 video placeholder.
-        pixel_values: ``(patches, C*T*P*P)`` the prompt's image patches, or ``None``.
+        pixel_values: ``(patches, C*T*P*P)`` the prompt's image patches, or ``None`` (no
+            image, or the features are in ``image_embeds``).
         image_grid_thw: ``(images, 3)`` the grid of each image, or ``None``.
+        position_ids: ``(3, L)`` the prompt's M-RoPE positions, computed once per update
+            (:func:`attach_positions`), or ``None`` (each forward computes them).
+        image_embeds: ``(image tokens, H)`` the vision tower's features of the prompt's
+            images, computed once per update under a frozen tower
+            (:func:`attach_image_features`), or ``None``.
     """
 
     input_ids: torch.Tensor
     mm_token_type_ids: torch.Tensor
     pixel_values: torch.Tensor | None
     image_grid_thw: torch.Tensor | None
+    position_ids: torch.Tensor | None = None
+    image_embeds: torch.Tensor | None = None
 
 
 BuildInputs = Callable[[Sequence[Prompt]], Mapping[str, torch.Tensor]]
@@ -317,60 +330,226 @@ def processor_inputs(processor: ProcessorMixin) -> BuildInputs:
 
 
 def preprocess_rows(
-    build: BuildInputs | object, rows: Sequence[StepRow], *, chunk: int = 16
+    build: BuildInputs | object, rows: Sequence[StepRow], *, chunk: int = 16, pixels: PixelEncoder | None = None,
+    image_token_id: int | None = None,
 ) -> list[RowInputs]:
-    """Build every row's inputs with the policy's processor path (``policy.build_inputs`` or
-    a :data:`BuildInputs` such as :func:`processor_inputs`), in chunks, split per row.
+    """Every row's model inputs, split per row.
+
+    The first chunk always goes through the policy's processor path (``policy.build_inputs``
+    or a :data:`BuildInputs` such as :func:`processor_inputs`). With ``pixels`` and
+    ``image_token_id``, the other rows are then built from what the sampler recorded: the
+    prompt ids (``Generation.prompt_ids``) and the screenshots through the
+    :class:`~darwin.models.pixels.PixelEncoder`, without re-running the chat template or the
+    image processor. This fast path is taken only when it reproduces the processor's inputs
+    of the first chunk exactly; otherwise (screenshots the processor resizes, rows without
+    recorded ids) every chunk goes through the processor.
 
     Raises :class:`LearnerDataError` when a rebuilt prompt differs from the ids recorded at
-    sampling time (``Generation.prompt_ids``): the learner would train on a different
-    context than the one the response was sampled from (another processor or template).
+    sampling time: the learner would train on a different context than the one the
+    response was sampled from (another processor or template).
     """
     make = getattr(build, "build_inputs", build)  # a policy, or a BuildInputs function
-    out: list[RowInputs] = []
-    for start in range(0, len(rows), chunk):
-        part = rows[start : start + chunk]
-        batch = make([r.prompt for r in part])
-        ids, attn = batch["input_ids"], batch["attention_mask"].bool()
-        mm = batch["mm_token_type_ids"]
-        pixels, grid = batch.get("pixel_values"), batch.get("image_grid_thw")
-        image_row = patch_row = 0
-        for i, row in enumerate(part):
-            valid = attn[i]
-            row_ids = ids[i][valid]
-            if row.prompt_ids and tuple(row_ids.tolist()) != row.prompt_ids:
-                raise LearnerDataError(
-                    f"episode {row.episode_id!r} step {row.step}: the prompt rebuilt with the "
-                    f"policy's processor ({row_ids.numel()} tokens) differs from the ids recorded "
-                    f"at sampling time ({len(row.prompt_ids)} tokens); train with the processor "
-                    "that sampled the data"
-                )
-            n_images = len(row.prompt.images)
-            row_pixels = row_grid = None
-            if n_images:
-                if grid is None or pixels is None:
-                    raise LearnerDataError(
-                        f"episode {row.episode_id!r} step {row.step}: the prompt has images but "
-                        "the processor returned no pixel_values"
-                    )
-                row_grid = grid[image_row : image_row + n_images]
-                patches = int(row_grid.prod(dim=-1).sum())
-                row_pixels = pixels[patch_row : patch_row + patches]
-                image_row += n_images
-                patch_row += patches
-            out.append(
-                RowInputs(
-                    input_ids=row_ids,
-                    mm_token_type_ids=mm[i][valid],
-                    pixel_values=row_pixels,
-                    image_grid_thw=row_grid,
-                )
-            )
-        if grid is not None and (image_row != grid.shape[0] or pixels is None or patch_row != pixels.shape[0]):
-            raise LearnerDataError(
-                "the processor returned more images than the prompts hold; cannot split its batch per row"
-            )
+    out = _processor_rows(make, rows[:chunk])
+    rest = rows[chunk:]
+    if not rest:
+        return out
+    if pixels is not None and image_token_id is not None and all(r.prompt_ids for r in rows):
+        recorded = _recorded_rows(rows[:chunk], pixels, image_token_id)
+        if recorded is not None and all(_same_inputs(a, b) for a, b in zip(recorded, out, strict=True)):
+            for start in range(0, len(rest), chunk):
+                part = _recorded_rows(rest[start : start + chunk], pixels, image_token_id)
+                out += part if part is not None else _processor_rows(make, rest[start : start + chunk])
+            return out
+    for start in range(0, len(rest), chunk):
+        out += _processor_rows(make, rest[start : start + chunk])
     return out
+
+
+def _same_inputs(a: RowInputs, b: RowInputs) -> bool:
+    def same(x: torch.Tensor | None, y: torch.Tensor | None) -> bool:
+        return (x is None and y is None) or (x is not None and y is not None and torch.equal(x, y.to(x.dtype)))
+
+    return (same(a.input_ids, b.input_ids) and same(a.mm_token_type_ids, b.mm_token_type_ids)
+            and same(a.pixel_values, b.pixel_values) and same(a.image_grid_thw, b.image_grid_thw))
+
+
+def _recorded_rows(rows: Sequence[StepRow], pixels: PixelEncoder, image_token_id: int) -> list[RowInputs] | None:
+    """Rows from their recorded prompt ids and screenshots (None when the screenshots are
+    not all one size at the model's grid, which the encoder needs)."""
+    images = [image for row in rows for image in row.prompt.images]
+    if images and (len({im.shape for im in images}) != 1 or not pixels.keeps(images[0].shape[0], images[0].shape[1])):
+        return None
+    values, grid = pixels(torch.from_numpy(np.stack(images))) if images else (None, None)
+    per_image = int(grid[0].prod()) if grid is not None else 0
+    tokens_per_image = per_image // pixels.merge**2
+    out: list[RowInputs] = []
+    image = 0
+    for row in rows:
+        ids = torch.tensor(row.prompt_ids, dtype=torch.long)
+        mm = (ids == image_token_id).long()
+        n = len(row.prompt.images)
+        if int(mm.sum()) != n * tokens_per_image:
+            raise LearnerDataError(
+                f"episode {row.episode_id!r} step {row.step}: the recorded prompt has {int(mm.sum())} image "
+                f"placeholders for {n} screenshot(s) of {tokens_per_image} tokens; train with the processor "
+                "that sampled the data"
+            )
+        row_values = row_grid = None
+        if n:
+            assert values is not None and grid is not None
+            row_values = values[image * per_image : (image + n) * per_image]
+            row_grid = grid[image : image + n]
+        image += n
+        out.append(RowInputs(input_ids=ids, mm_token_type_ids=mm, pixel_values=row_values, image_grid_thw=row_grid))
+    return out
+
+
+def _processor_rows(make: Callable[[Sequence[Prompt]], Mapping[str, torch.Tensor]], part: Sequence[StepRow]) -> list[RowInputs]:
+    """One chunk of rows through the processor, checked against the recorded prompt ids."""
+    out: list[RowInputs] = []
+    if not part:
+        return out
+    batch = make([r.prompt for r in part])
+    ids, attn = batch["input_ids"], batch["attention_mask"].bool()
+    mm = batch["mm_token_type_ids"]
+    pixels, grid = batch.get("pixel_values"), batch.get("image_grid_thw")
+    image_row = patch_row = 0
+    for i, row in enumerate(part):
+        valid = attn[i]
+        row_ids = ids[i][valid]
+        if row.prompt_ids and tuple(row_ids.tolist()) != row.prompt_ids:
+            raise LearnerDataError(
+                f"episode {row.episode_id!r} step {row.step}: the prompt rebuilt with the "
+                f"policy's processor ({row_ids.numel()} tokens) differs from the ids recorded "
+                f"at sampling time ({len(row.prompt_ids)} tokens); train with the processor "
+                "that sampled the data"
+            )
+        n_images = len(row.prompt.images)
+        row_pixels = row_grid = None
+        if n_images:
+            if grid is None or pixels is None:
+                raise LearnerDataError(
+                    f"episode {row.episode_id!r} step {row.step}: the prompt has images but "
+                    "the processor returned no pixel_values"
+                )
+            row_grid = grid[image_row : image_row + n_images]
+            patches = int(row_grid.prod(dim=-1).sum())
+            row_pixels = pixels[patch_row : patch_row + patches]
+            image_row += n_images
+            patch_row += patches
+        out.append(
+            RowInputs(
+                input_ids=row_ids,
+                mm_token_type_ids=mm[i][valid],
+                pixel_values=row_pixels,
+                image_grid_thw=row_grid,
+            )
+        )
+    if grid is not None and (image_row != grid.shape[0] or pixels is None or patch_row != pixels.shape[0]):
+        raise LearnerDataError(
+            "the processor returned more images than the prompts hold; cannot split its batch per row"
+        )
+    return out
+
+
+def attach_positions(rope_model: torch.nn.Module, inputs: Sequence[RowInputs], *, chunk: int = 32) -> list[RowInputs]:
+    """Each row with its prompt's M-RoPE positions ``(3, L)`` from the model's own
+    ``get_rope_index`` (computed once per update instead of once per forward; the response
+    positions follow from them: :func:`darwin.models.scoring.response_batch`)."""
+    out: list[RowInputs] = []
+    for start in range(0, len(inputs), chunk):
+        part = inputs[start : start + chunk]
+        batch = collate(part, 0)
+        positions, _ = rope_index(
+            rope_model, batch["input_ids"], batch["attention_mask"], batch["mm_token_type_ids"], batch.get("image_grid_thw")
+        )
+        length = batch["input_ids"].shape[1]
+        for i, row in enumerate(part):
+            n = row.input_ids.numel()
+            out.append(replace(row, position_ids=positions[:, i, length - n :].cpu().clone()))
+    return out
+
+
+class ImageFeatureCache:
+    """The frozen vision tower's features of screenshots seen before, least recently used
+    first out, within ``max_bytes``. Valid only while the tower does not change (the
+    learner keeps one only under ``freeze_vision``); keys are hashes of the pixels."""
+
+    def __init__(self, max_bytes: int = 256 * 2**20) -> None:
+        self.max_bytes = int(max_bytes)
+        self._entries: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._bytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(image: np.ndarray) -> str:
+        digest = hashlib.blake2b(np.ascontiguousarray(image).tobytes(), digest_size=16)
+        digest.update(str(image.shape).encode())
+        return digest.hexdigest()
+
+    def get(self, key: str) -> torch.Tensor | None:
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+        return found
+
+    def put(self, key: str, features: torch.Tensor) -> None:
+        if key in self._entries:
+            return
+        self._entries[key] = features
+        self._bytes += features.numel() * features.element_size()
+        while self._bytes > self.max_bytes and self._entries:
+            _, old = self._entries.popitem(last=False)
+            self._bytes -= old.numel() * old.element_size()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def attach_image_features(
+    backbone: torch.nn.Module, inputs: Sequence[RowInputs], *, images: Sequence[Sequence[np.ndarray]] | None = None,
+    cache: ImageFeatureCache | None = None, chunk: int = 32,
+) -> list[RowInputs]:
+    """Each row with its images' features ``(image tokens, H)`` from ``backbone``'s vision
+    tower (no gradient) in place of its pixels: with a frozen tower every model's features
+    are these, so one pass per update serves every scoring and training forward. With
+    ``cache`` and each row's screenshots (``images``), screenshots seen before are not run
+    through the tower again."""
+    if cache is not None and images is None:
+        raise ValueError("attach_image_features: a cache needs the rows' screenshots to key them")
+    param = next(backbone.parameters())
+    keys = [[ImageFeatureCache.key(im) for im in row_images] for row_images in images] if cache is not None and images is not None else None
+    found: dict[int, list[torch.Tensor]] = {}
+    todo: list[int] = []
+    for i, row in enumerate(inputs):
+        n = 0 if row.image_grid_thw is None else row.image_grid_thw.shape[0]
+        if n == 0 or row.pixel_values is None:
+            continue
+        cached = [cache.get(k) for k in keys[i]] if cache is not None and keys is not None else [None]
+        if all(c is not None for c in cached) and len(cached) == n:
+            found[i] = [c for c in cached if c is not None]
+            if cache is not None:
+                cache.hits += n
+        else:
+            todo.append(i)
+            if cache is not None:
+                cache.misses += n
+    with torch.no_grad():
+        for start in range(0, len(todo), chunk):
+            part = todo[start : start + chunk]
+            grid = torch.cat([inputs[i].image_grid_thw for i in part]).to(param.device)  # type: ignore[misc]
+            pixels = torch.cat([inputs[i].pixel_values for i in part]).to(param.device, param.dtype)  # type: ignore[misc]
+            features = list(backbone.get_image_features(pixels, grid).pooler_output)
+            for i in part:
+                n = inputs[i].image_grid_thw.shape[0]  # type: ignore[union-attr]
+                found[i] = [f.cpu() for f in features[:n]]
+                del features[:n]
+                if cache is not None and keys is not None:
+                    for key, f in zip(keys[i], found[i], strict=True):
+                        cache.put(key, f)
+    return [replace(row, pixel_values=None, image_embeds=torch.cat(found[i])) if i in found else row
+            for i, row in enumerate(inputs)]
 
 
 def collate(
@@ -381,7 +560,9 @@ def collate(
 
     Returns ``input_ids``, ``attention_mask`` and ``mm_token_type_ids`` ``(B, L)`` (int64,
     ``L`` the longest prompt) and, when any row has images, ``pixel_values``
-    ``(sum patches, D)`` and ``image_grid_thw`` ``(sum images, 3)`` in row order.
+    ``(sum patches, D)`` (or ``image_embeds`` ``(sum image tokens, H)`` when the rows carry
+    features) and ``image_grid_thw`` ``(sum images, 3)`` in row order; ``position_ids``
+    ``(3, B, L)`` when the rows carry positions.
     """
     if not rows:
         raise ValueError("collate needs at least one row")
@@ -396,12 +577,29 @@ def collate(
         attn[i, length - n :] = 1
         mm[i, length - n :] = r.mm_token_type_ids
     out = {"input_ids": ids, "attention_mask": attn, "mm_token_type_ids": mm}
+    with_positions = sum(r.position_ids is not None for r in rows)
+    if with_positions:
+        if with_positions != batch:
+            raise ValueError("collate: some rows carry position_ids and some do not; attach them to every row")
+        positions = torch.ones(3, batch, length, dtype=torch.long)  # pads: 1, as get_rope_index writes them
+        for i, r in enumerate(rows):
+            assert r.position_ids is not None
+            positions[:, i, length - r.position_ids.shape[1] :] = r.position_ids
+        out["position_ids"] = positions
+    features = [r.image_embeds for r in rows if r.image_embeds is not None]
     pixels = [r.pixel_values for r in rows if r.pixel_values is not None]
-    if pixels:
+    if features and pixels:
+        raise ValueError("collate: some rows carry image features and some pixels; attach features to every row")
+    if features:
+        out["image_embeds"] = torch.cat(features, dim=0)
+    elif pixels:
         out["pixel_values"] = torch.cat(pixels, dim=0)
+    if features or pixels:
         out["image_grid_thw"] = torch.cat([r.image_grid_thw for r in rows if r.image_grid_thw is not None], dim=0)
     if device is not None:
         out = {k: v.to(device) for k, v in out.items()}
-    if pixel_dtype is not None and "pixel_values" in out:
-        out["pixel_values"] = out["pixel_values"].to(pixel_dtype)
+    if pixel_dtype is not None:
+        for key in ("pixel_values", "image_embeds"):
+            if key in out:
+                out[key] = out[key].to(pixel_dtype)
     return out

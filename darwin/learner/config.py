@@ -245,6 +245,12 @@ class LearnerConfig(BaseModel):
 
     # --- models -------------------------------------------------------------------------
     lora: LoraConfig | None = Field(None, description="train low-rank adapters instead of all weights")
+    freeze_vision: bool = Field(
+        False,
+        description="keep the vision tower at its initial weights in the actor, critic and reference: the "
+        "image features are computed once per update and reused by every scoring and training pass "
+        "(docs/learner.md, 'Speed')",
+    )
     device: str | None = Field(None, description="learner device; None = the policy's device")
 
     # --- backend ------------------------------------------------------------------------
@@ -354,6 +360,7 @@ class LearnerConfig(BaseModel):
             "positive_replay_ratio > 0": (self.positive_replay_ratio > 0, "the replay buffer scores trajectories by "
                                           "the local learner's advantages and is checkpointed with it"),
             "behaviour_weight_cap": (self.behaviour_weight_cap is not None, "verl's ppo_loss has no behaviour weight"),
+            "freeze_vision": (self.freeze_vision, "the image-feature cache lives in the local learner's passes"),
         }
         for name, (used, why) in unsupported.items():
             if used:

@@ -50,9 +50,12 @@ from darwin.algos import (
     value_loss,
 )
 from darwin.learner.batch import (
+    ImageFeatureCache,
     LearnerDataError,
     RowInputs,
     StepRow,
+    attach_image_features,
+    attach_positions,
     collate,
     collect_step_rows,
     preprocess_rows,
@@ -89,6 +92,7 @@ from darwin.learner.update_batch import (
     prune_negatives,
     shortest_path_deltas,
 )
+from darwin.models.pixels import PixelEncoder
 from darwin.models.scoring import compute_response_logprobs, masked_log_softmax
 from darwin.types import Trajectory
 
@@ -146,6 +150,12 @@ class LocalLearner:
         self._pad_id = self._pad_token_id()
         # Own processor copy: the policy's tokenizer may be padding a batch on its sampling thread.
         self._build_inputs = processor_inputs(copy.deepcopy(policy.vlm.processor))
+        # The sampler's recorded prompt ids plus this encoder rebuild the rows without the processor.
+        image_processor = getattr(policy.vlm.processor, "image_processor", None)
+        self._pixels = PixelEncoder(image_processor) if image_processor is not None else None
+        self._image_token_id = getattr(policy.vlm.model.config, "image_token_id", None)
+        # A frozen tower gives a screenshot the same features in every update: computed once.
+        self.image_features = ImageFeatureCache() if cfg.freeze_vision else None
 
         models = build_learner_models(policy.vlm.model, cfg, self.device, self._generator)
         self.actor: nn.Module = models.actor
@@ -219,7 +229,16 @@ class LocalLearner:
                 f"{collected.empty_trajectories} without steps, {collected.dropped_infra} dropped "
                 f"infrastructure truncations, {collected.dropped_unverified} unverified; collect more data before update()"
             )
-        inputs = preprocess_rows(self._build_inputs, rows, chunk=max(cfg.micro_batch_size, 8))
+        t_images = time.perf_counter()
+        inputs = preprocess_rows(
+            self._build_inputs, rows, chunk=max(cfg.micro_batch_size, 8), pixels=self._pixels,
+            image_token_id=self._image_token_id,
+        )
+        inputs = attach_positions(self._actor_backbone, inputs)
+        if cfg.freeze_vision:
+            inputs = attach_image_features(
+                self._actor_backbone, inputs, images=[r.prompt.images for r in rows], cache=self.image_features
+            )
         t_scoring = time.perf_counter()
         n, longest = len(rows), max(len(r.response_ids) for r in rows)
         dev = self.device
@@ -238,15 +257,32 @@ class LocalLearner:
         values = ref = None
         behaviour = old
         recompute = cfg.old_logprobs == "recompute" and not self.in_warmup
+        clock = [time.perf_counter()]
+
+        def lap() -> float:
+            clock.append(time.perf_counter())
+            return clock[-1] - clock[-2]
+
         with torch.no_grad():
             if self.critic is not None:
                 values = self._score(rows, inputs, longest, self._critic_values)
+            values_s = lap()
             if cfg.kl_coef > 0:
                 ref = self._score(rows, inputs, longest, self._reference_logprobs)
+            reference_s = lap()
             if recompute:
                 # Decoupled PPO: the clip window is centred on the current actor (the proximal
-                # policy), not on the older policy that sampled the rows.
-                old = self._score(rows, inputs, longest, self._actor_logprobs).masked_fill(~mask, 0.0)
+                # policy), not on the older policy that sampled the rows. Rows the current
+                # weights sampled already hold the proximal log-probs: only stale rows are scored.
+                stale = [i for i, r in enumerate(rows) if r.policy_version != self.policy_version]
+                if stale:
+                    proximal = self._score(
+                        [rows[i] for i in stale], [inputs[i] for i in stale], longest, self._actor_logprobs
+                    )
+                    old = old.clone()
+                    old[torch.tensor(stale, device=dev)] = proximal
+                    old = old.masked_fill(~mask, 0.0)
+            proximal_s = lap()
 
         if lam is None:
             lam = cfg.critic_warmup_lam if self.in_warmup else cfg.lam
@@ -268,18 +304,22 @@ class LocalLearner:
             trajectory_ids=[r.episode_id for r in rows], step_indices=steps, truncated=truncated, lam=float(lam),
             trajectories=collected.trajectories, empty_trajectories=collected.empty_trajectories,
             dropped_infra=collected.dropped_infra, dropped_unverified=collected.dropped_unverified,
-            preprocess_s=t_scoring - t_start,
+            preprocess_s=t_scoring - t_start, images_s=t_scoring - t_images, values_s=values_s,
+            reference_s=reference_s, proximal_s=proximal_s,
             scoring_s=time.perf_counter() - t_scoring, behaviour_clip_fraction=behaviour_clip,
         )
 
     def _score(self, rows: list[StepRow], inputs: list[RowInputs], longest: int, fn: _Scorer) -> torch.Tensor:
+        """``fn`` over the rows in micro-batches of rows of similar length (less padding; the
+        scores do not depend on the order), scattered back to row order."""
         out = torch.zeros(len(rows), longest, dtype=torch.float32, device=self.device)
         size = self.config.micro_batch_size
+        order = sorted(range(len(rows)), key=lambda i: inputs[i].input_ids.numel() + len(rows[i].response_ids))
         for start in range(0, len(rows), size):
-            part = range(start, min(start + size, len(rows)))
+            part = order[start : start + size]
             responses = [rows[i].response_ids for i in part]
             scores = fn(self._collate([inputs[i] for i in part]), responses)
-            out[start : start + scores.shape[0], : scores.shape[1]] = scores.float()
+            out[torch.tensor(part, device=self.device), : scores.shape[1]] = scores.float()
         return out
 
     def _actor_logprobs(self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]) -> torch.Tensor:
@@ -352,6 +392,8 @@ class LocalLearner:
         )
         metrics = replace(
             metrics, prepare_s=batch.preprocess_s, scoring_s=batch.scoring_s, train_s=t2 - t1, total_s=t3 - t0,
+            images_s=batch.images_s, values_s=batch.values_s, reference_s=batch.reference_s,
+            proximal_s=batch.proximal_s, forward_backward_s=t2 - t1 - totals.optimizer_s, optimizer_s=totals.optimizer_s,
         )
         logger.info(
             "update %d (%s): %d steps, policy v%d, value loss %s, policy loss %s, %.1fs",
@@ -400,8 +442,11 @@ class LocalLearner:
                     self.actor_optimizer.zero_grad(set_to_none=True)
                 if critic_optimizer is not None:
                     critic_optimizer.zero_grad(set_to_none=True)
+                # Rows of similar length share a micro-batch (less padding); the mini-batch's
+                # gradient is the same sum whatever the split.
+                by_length = sorted(mb, key=lambda i: batch.inputs[i].input_ids.numel() + len(batch.rows[i].response_ids))
                 for start in range(0, len(mb), micro):
-                    idx = mb[start : start + micro]
+                    idx = by_length[start : start + micro]
                     inputs = self._collate([batch.inputs[i] for i in idx])
                     responses = [batch.rows[i].response_ids for i in idx]
                     width = max(len(r) for r in responses)
@@ -501,13 +546,15 @@ class LocalLearner:
 
     def _step(self, optimizer: torch.optim.Optimizer, params: list[nn.Parameter], totals: LossTotals) -> float:
         """Clip the gradient norm and step; a non-finite norm skips the step (counted)."""
+        started = time.perf_counter()
         norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip))
         if not math.isfinite(norm):
             logger.warning("non-finite gradient norm %s: optimizer step skipped", norm)
             optimizer.zero_grad(set_to_none=True)
             totals.skipped += 1
-            return norm
-        optimizer.step()
+        else:
+            optimizer.step()
+        totals.optimizer_s += time.perf_counter() - started
         return norm
 
     # ------------------------------------------------------------------ checkpoints

@@ -95,6 +95,18 @@ class UpdateMetrics:
     scoring_s: float = 0.0
     train_s: float = 0.0
     total_s: float = 0.0
+    images_s: float = 0.0
+    """Part of ``prepare_s``: screenshots to pixels, M-RoPE positions and (frozen tower) image features."""
+    values_s: float = 0.0
+    """Part of ``scoring_s``: the critic's old values."""
+    reference_s: float = 0.0
+    """Part of ``scoring_s``: the reference model's log-probs (KL penalty)."""
+    proximal_s: float = 0.0
+    """Part of ``scoring_s``: the current actor's log-probs of stale rows (``old_logprobs='recompute'``)."""
+    forward_backward_s: float = 0.0
+    """Part of ``train_s``: the actor's and critic's forward and backward passes."""
+    optimizer_s: float = 0.0
+    """Part of ``train_s``: gradient clipping and optimizer steps."""
 
     def as_dict(self) -> dict[str, float]:
         """Numeric fields for loggers (TensorBoard), ``None`` left out, bools as 0/1."""
@@ -119,6 +131,8 @@ class LossTotals:
     kl_ref: float = 0.0
     value_tokens: float = 0.0
     value_clip: float = 0.0
+    optimizer_s: float = 0.0
+    """Seconds spent clipping gradients and stepping the optimizers."""
     policy_losses: list[float] = field(default_factory=list)
     value_losses: list[float] = field(default_factory=list)
     actor_norms: list[float] = field(default_factory=list)

@@ -28,7 +28,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from darwin.learner.config import LearnerConfig, LoraConfig
-from darwin.models.scoring import rope_index
+from darwin.models.scoring import response_batch
 
 
 @runtime_checkable
@@ -50,7 +50,6 @@ class TrainablePolicy(Protocol):
 
 __all__ = [
     "LearnerModels",
-    "ResponseSequences",
     "TrainablePolicy",
     "ValueModel",
     "apply_lora",
@@ -60,62 +59,9 @@ __all__ = [
     "copy_model",
     "hidden_size_of",
     "lora_merged_state_dict",
-    "response_sequences",
     "set_adapters_enabled",
+    "vision_tower_of",
 ]
-
-
-@dataclass(frozen=True)
-class ResponseSequences:
-    """Prompt + response batch in the layout above.
-
-    Attributes:
-        input_ids, attention_mask, mm_token_type_ids: ``(B, P + R)``.
-        position_ids: ``(3, B, P + R)`` M-RoPE positions over the real tokens.
-        responses: ``(B, R)`` response ids (0 on padding).
-        response_mask: ``(B, R)`` bool, True on response tokens.
-        prompt_length: ``P``.
-    """
-
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    mm_token_type_ids: torch.Tensor
-    position_ids: torch.Tensor
-    responses: torch.Tensor
-    response_mask: torch.Tensor
-    prompt_length: int
-
-
-def response_sequences(
-    rope_model: nn.Module, inputs: Mapping[str, torch.Tensor], response_ids: Sequence[Sequence[int]]
-) -> ResponseSequences:
-    """Append right-padded responses to left-padded prompts, exactly as
-    ``compute_response_logprobs`` does (responses are text: modality 0)."""
-    ids = inputs["input_ids"]
-    batch, prompt_len = ids.shape
-    if len(response_ids) != batch:
-        raise ValueError(f"{batch} prompts but {len(response_ids)} responses")
-    longest = max((len(r) for r in response_ids), default=0)
-    if longest == 0:
-        raise ValueError("every step row needs at least one response token")
-    resp = torch.zeros(batch, longest, dtype=ids.dtype, device=ids.device)
-    resp_mask = torch.zeros(batch, longest, dtype=inputs["attention_mask"].dtype, device=ids.device)
-    for row, r in enumerate(response_ids):
-        resp[row, : len(r)] = torch.as_tensor(list(r), dtype=ids.dtype, device=ids.device)
-        resp_mask[row, : len(r)] = 1
-    full_ids = torch.cat([ids, resp], dim=1)
-    full_mask = torch.cat([inputs["attention_mask"], resp_mask], dim=1)
-    full_mm = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(resp)], dim=1)
-    positions, _ = rope_index(rope_model, full_ids, full_mask, full_mm, inputs.get("image_grid_thw"))
-    return ResponseSequences(
-        input_ids=full_ids,
-        attention_mask=full_mask,
-        mm_token_type_ids=full_mm,
-        position_ids=positions,
-        responses=resp,
-        response_mask=resp_mask.bool(),
-        prompt_length=prompt_len,
-    )
 
 
 def backbone_of(model: PreTrainedModel) -> nn.Module:
@@ -128,6 +74,14 @@ def backbone_of(model: PreTrainedModel) -> nn.Module:
             "a Qwen2-VL / Qwen2.5-VL ForConditionalGeneration model"
         )
     return inner
+
+
+def vision_tower_of(backbone: nn.Module) -> nn.Module:
+    """The vision tower (``.visual``) of a Qwen2-VL-family backbone (:func:`backbone_of`)."""
+    tower = getattr(backbone, "visual", None)
+    if tower is None:
+        raise TypeError(f"{type(backbone).__name__} has no vision tower at .visual; freeze_vision needs a Qwen2-VL-family model")
+    return tower
 
 
 def hidden_size_of(model: nn.Module) -> int:
@@ -224,18 +178,10 @@ class ValueModel(nn.Module):
         backbone_grad: bool = True,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         trunk = self.trunk
-        seq = response_sequences(trunk, inputs, response_ids)
+        seq = response_batch(trunk, inputs, response_ids)
         ctx = contextlib.nullcontext() if backbone_grad else torch.no_grad()
         with ctx:
-            out = trunk(
-                input_ids=seq.input_ids,
-                attention_mask=seq.attention_mask,
-                position_ids=seq.position_ids,
-                pixel_values=inputs.get("pixel_values"),
-                image_grid_thw=inputs.get("image_grid_thw"),
-                mm_token_type_ids=seq.mm_token_type_ids,
-                use_cache=False,
-            )
+            out = trunk(**seq.model_inputs, use_cache=False)
         values = self.head_values(out.last_hidden_state, seq.prompt_length, seq.responses.shape[1])
         return values.masked_fill(~seq.response_mask, 0.0), seq.response_mask
 
@@ -393,6 +339,11 @@ def build_learner_models(
     reference: nn.Module | None = None
     if cfg.kl_coef > 0 and cfg.lora is None:
         reference = copy_model(base).to(device).requires_grad_(False)
+    if cfg.freeze_vision:
+        # Every model's tower is then the base model's, so one feature pass serves them all.
+        for model in (actor_backbone, critic.trunk if critic is not None else None):
+            if model is not None:
+                vision_tower_of(model).requires_grad_(False)
     return LearnerModels(
         actor=actor, actor_backbone=actor_backbone, lm_head=lm_head, critic=critic, reference=reference
     )

@@ -90,6 +90,10 @@ class UpdateBatch:
     dropped_unverified: int = 0
     preprocess_s: float = 0.0
     scoring_s: float = 0.0
+    images_s: float = 0.0
+    values_s: float = 0.0
+    reference_s: float = 0.0
+    proximal_s: float = 0.0
     behaviour_clip_fraction: float | None = None
     """Share of tokens whose recomputed (proximal) vs behaviour ratio lies outside the clip
     window (``old_logprobs='recompute'``): what an anchor on the behaviour log-probs clips."""

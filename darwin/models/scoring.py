@@ -7,14 +7,24 @@ policy compute log-probs with one piece of code and neither imports the other.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
 from transformers import PreTrainedModel
 
 from darwin.types import Prompt
 
-__all__ = ["compute_response_logprobs", "forbidden_mask", "masked_log_softmax", "prompt_to_messages", "rope_index"]
+__all__ = [
+    "ResponseBatch",
+    "compute_response_logprobs",
+    "forbidden_mask",
+    "masked_log_softmax",
+    "prompt_to_messages",
+    "response_batch",
+    "rope_index",
+]
 
 
 def prompt_to_messages(prompt: Prompt) -> list[dict[str, Any]]:
@@ -60,6 +70,87 @@ def rope_index(
     return positions, deltas.to(input_ids.device).view(-1, 1)
 
 
+@dataclass(frozen=True)
+class ResponseBatch:
+    """Prompt + response sequences ready for one forward (layout: ``[left-padded prompt |
+    right-padded response]``; position ``P - 1 + k`` predicts response token ``k``).
+
+    Attributes:
+        model_inputs: keyword arguments of the model's forward: ``attention_mask``,
+            ``position_ids`` ``(3, B, P + R)`` and either ``input_ids``, ``mm_token_type_ids``,
+            ``pixel_values`` and ``image_grid_thw`` (the vision tower runs) or ``inputs_embeds``
+            ``(B, P + R, H)`` with the precomputed image features scattered in (it does not).
+        responses: ``(B, R)`` response ids, 0 on padding.
+        response_mask: ``(B, R)`` bool, True on response tokens.
+        prompt_length: ``P``.
+    """
+
+    model_inputs: dict[str, torch.Tensor | None]
+    responses: torch.Tensor
+    response_mask: torch.Tensor
+    prompt_length: int
+
+
+def response_batch(
+    model: nn.Module, inputs: Mapping[str, torch.Tensor], response_ids: Sequence[Sequence[int]]
+) -> ResponseBatch:
+    """Append right-padded responses to the left-padded prompts ``inputs`` (responses are
+    text: modality 0) and build the forward's inputs.
+
+    Two optional keys of ``inputs`` skip work that does not change between forwards:
+    ``position_ids`` ``(3, B, P)``, the prompts' M-RoPE positions (pads 1, as
+    ``get_rope_index`` writes them): the response continues the text positions at the
+    prompt's largest position + 1, as ``get_rope_index`` would number it; and
+    ``image_embeds`` ``(image tokens, H)``, the vision tower's output for the prompts'
+    images in row order: scattered into the token embeddings in place of running the
+    tower (a frozen tower gives the same features on every pass).
+    """
+    ids = inputs["input_ids"]
+    batch, prompt_len = ids.shape
+    if len(response_ids) != batch:
+        raise ValueError(f"{batch} prompts but {len(response_ids)} responses")
+    longest = max((len(r) for r in response_ids), default=0)
+    if longest == 0:
+        raise ValueError("every response needs at least one token")
+    resp = torch.zeros(batch, longest, dtype=ids.dtype, device=ids.device)
+    resp_mask = torch.zeros(batch, longest, dtype=inputs["attention_mask"].dtype, device=ids.device)
+    for row, r in enumerate(response_ids):
+        if len(r):
+            resp[row, : len(r)] = torch.as_tensor(list(r), dtype=ids.dtype, device=ids.device)
+            resp_mask[row, : len(r)] = 1
+    full_ids = torch.cat([ids, resp], dim=1)
+    full_mask = torch.cat([inputs["attention_mask"], resp_mask], dim=1)
+    full_mm = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(resp)], dim=1)
+    prompt_positions = inputs.get("position_ids")
+    if prompt_positions is not None:
+        # Left padding puts every prompt's last token at P - 1; text after it counts on.
+        first = prompt_positions[:, :, -1].amax(dim=0) + 1
+        steps = torch.arange(longest, device=ids.device, dtype=prompt_positions.dtype)
+        resp_positions = (first[:, None] + steps[None, :]).masked_fill(resp_mask == 0, 1)
+        positions = torch.cat([prompt_positions, resp_positions.unsqueeze(0).expand(3, -1, -1)], dim=2)
+    else:
+        positions, _ = rope_index(model, full_ids, full_mask, full_mm, inputs.get("image_grid_thw"))
+    model_inputs: dict[str, torch.Tensor | None] = {"attention_mask": full_mask, "position_ids": positions}
+    image_embeds = inputs.get("image_embeds")
+    if image_embeds is not None:
+        embeds = model.get_input_embeddings()(full_ids)
+        image_mask = full_ids == int(model.config.image_token_id)
+        if int(image_mask.sum()) != image_embeds.shape[0]:
+            raise ValueError(
+                f"{int(image_mask.sum())} image placeholder tokens but {image_embeds.shape[0]} precomputed "
+                "image features; the features must be the prompts' images in row order"
+            )
+        model_inputs["inputs_embeds"] = embeds.masked_scatter(image_mask.unsqueeze(-1), image_embeds.to(embeds.dtype))
+    else:
+        model_inputs.update(
+            input_ids=full_ids, mm_token_type_ids=full_mm, pixel_values=inputs.get("pixel_values"),
+            image_grid_thw=inputs.get("image_grid_thw"),
+        )
+    return ResponseBatch(
+        model_inputs=model_inputs, responses=resp, response_mask=resp_mask.bool(), prompt_length=prompt_len
+    )
+
+
 def forbidden_mask(ids: Iterable[int], vocab_size: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """A ``(vocab_size,)`` bool tensor, True at the ids a policy must never sample."""
     mask = torch.zeros(vocab_size, dtype=torch.bool, device=device)
@@ -89,7 +180,8 @@ def compute_response_logprobs(
 
     ``inputs`` is a batch from :meth:`HFPolicy.build_inputs` (``input_ids``,
     ``attention_mask``, ``mm_token_type_ids``, optionally ``pixel_values`` and
-    ``image_grid_thw``). Responses are appended on the right (right-padded), positions come
+    ``image_grid_thw``; the learner adds precomputed ``position_ids`` and ``image_embeds``:
+    :func:`response_batch`). Responses are appended on the right (right-padded), positions come
     from the model's ``get_rope_index`` over the real tokens, and one forward computes
     logits only for the response positions. Returns ``(logprobs, mask)``, both ``(B, R)``
     with ``R`` the longest response; padded entries are 0 in both. Gradients flow when
@@ -118,30 +210,9 @@ def compute_response_logprobs(
     if longest == 0:
         empty = torch.zeros(batch, 0, device=device)
         return empty, empty.bool()
-    resp = torch.zeros(batch, longest, dtype=ids.dtype, device=device)
-    resp_mask = torch.zeros(batch, longest, dtype=inputs["attention_mask"].dtype, device=device)
-    for row, r in enumerate(response_ids):
-        if len(r):
-            resp[row, : len(r)] = torch.as_tensor(list(r), dtype=ids.dtype, device=device)
-            resp_mask[row, : len(r)] = 1
-    full_ids = torch.cat([ids, resp], dim=1)
-    full_mask = torch.cat([inputs["attention_mask"], resp_mask], dim=1)
-    # Responses are text: their modality is 0 whatever ids they hold.
-    full_mm = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(resp)], dim=1)
-    grid = inputs.get("image_grid_thw")
-    positions, _ = rope_index(model, full_ids, full_mask, full_mm, grid)
-    out = model(
-        input_ids=full_ids,
-        attention_mask=full_mask,
-        position_ids=positions,
-        pixel_values=inputs.get("pixel_values"),
-        image_grid_thw=grid,
-        mm_token_type_ids=full_mm,
-        use_cache=False,
-        logits_to_keep=longest + 1,
-    )
+    seq = response_batch(model, inputs, response_ids)
+    out = model(**seq.model_inputs, use_cache=False, logits_to_keep=longest + 1)
     logits = out.logits[:, :-1]  # position P-1+k predicts response token k
     logprobs = masked_log_softmax(logits, forbidden, temperature)
-    picked = logprobs.gather(-1, resp.unsqueeze(-1)).squeeze(-1)
-    mask = resp_mask.bool()
-    return picked.masked_fill(~mask, 0.0), mask
+    picked = logprobs.gather(-1, seq.responses.unsqueeze(-1)).squeeze(-1)
+    return picked.masked_fill(~seq.response_mask, 0.0), seq.response_mask

@@ -15,7 +15,8 @@ from darwin.agents.base import ModelActor
 from darwin.algos import trajectory_gae
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.learner import LearnerDataError, LocalLearner, LoraConfig
-from darwin.learner.models import capture_outputs, response_sequences
+from darwin.learner.models import capture_outputs
+from darwin.models.scoring import response_batch
 from darwin.policies import compute_response_logprobs
 from darwin.tasks import task_set
 from darwin.types import Decision, TerminationReason
@@ -184,8 +185,8 @@ def test_value_alignment_is_the_hidden_state_that_predicts_the_token(policy, tra
         values, mask = learner.critic(inputs, responses)
     logits = cap["logits"][:, :-1, token]  # logits_to_keep = R + 1; position P-1+k predicts token k
     assert torch.allclose(values[mask], logits[mask], atol=1e-4)
-    seq = response_sequences(learner.critic.trunk, inputs, responses)
-    assert seq.input_ids.shape[1] == inputs["input_ids"].shape[1] + values.shape[1]
+    seq = response_batch(learner.critic.trunk, inputs, responses)
+    assert seq.model_inputs["input_ids"].shape[1] == inputs["input_ids"].shape[1] + values.shape[1]
 
 
 def test_lora_pushes_merged_weights(policy, trajectories, kit):

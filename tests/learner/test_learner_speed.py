@@ -1,0 +1,170 @@
+"""The learner's fast paths compute what the plain paths compute.
+
+- a frozen vision tower's features, computed once and scattered into the embeddings, give the
+  log-probs and values of a forward that runs the tower (1e-5);
+- M-RoPE positions computed once per row and extended over the response equal the model's
+  own ``get_rope_index`` over prompt + response;
+- rows rebuilt from the sampler's recorded prompt ids and screenshots equal the processor's;
+- only stale rows are re-scored for decoupled PPO's proximal log-probs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from darwin.learner import LearnerConfig, LocalLearner
+from darwin.learner.batch import (
+    ImageFeatureCache,
+    attach_image_features,
+    attach_positions,
+    collate,
+    collect_step_rows,
+    preprocess_rows,
+)
+from darwin.learner.models import vision_tower_of
+from darwin.models.pixels import PixelEncoder
+from darwin.models.scoring import compute_response_logprobs, response_batch, rope_index
+
+
+def _rows_and_inputs(policy, trajectories):
+    rows = collect_step_rows(trajectories).rows
+    return rows, preprocess_rows(policy, rows, chunk=8)
+
+
+def test_precomputed_positions_equal_the_models_rope_index(policy, trajectories):
+    rows, inputs = _rows_and_inputs(policy, trajectories)
+    with_positions = attach_positions(policy.vlm.model, inputs, chunk=3)
+    part = [0, 3, 5, 6]
+    responses = [rows[i].response_ids for i in part]
+    plain = response_batch(policy.vlm.model, collate([inputs[i] for i in part], 0), responses)
+    fast = response_batch(policy.vlm.model, collate([with_positions[i] for i in part], 0), responses)
+    mask = plain.model_inputs["attention_mask"].bool()
+    want = plain.model_inputs["position_ids"]
+    got = fast.model_inputs["position_ids"]
+    assert want is not None and got is not None and want.shape == got.shape
+    assert torch.equal(got[:, mask], want[:, mask])  # every real token, prompt and response
+    full, _ = rope_index(policy.vlm.model, plain.model_inputs["input_ids"], plain.model_inputs["attention_mask"],
+                         plain.model_inputs["mm_token_type_ids"], plain.model_inputs["image_grid_thw"])
+    assert torch.equal(full[:, mask], got[:, mask])
+
+
+def test_frozen_tower_features_give_the_same_logprobs_and_values(policy, trajectories, kit):
+    learner = LocalLearner(policy, kit.small_config(freeze_vision=True))
+    rows, inputs = _rows_and_inputs(policy, trajectories)
+    fast_inputs = attach_image_features(learner._actor_backbone, attach_positions(learner.actor, inputs))
+    assert all(r.pixel_values is None and r.image_embeds is not None for r in fast_inputs)
+    responses = [r.response_ids for r in rows]
+    plain = collate(inputs, learner._pad_id)
+    fast = collate(fast_inputs, learner._pad_id)
+    assert "pixel_values" not in fast and "image_embeds" in fast
+    with torch.no_grad():
+        want, mask = compute_response_logprobs(learner.actor, plain, responses, forbidden=policy.forbidden_mask)
+        got, got_mask = compute_response_logprobs(learner.actor, fast, responses, forbidden=policy.forbidden_mask)
+        want_values, _ = learner.critic(plain, responses)
+        got_values, _ = learner.critic(fast, responses)
+    assert torch.equal(mask, got_mask)
+    assert torch.allclose(got[mask], want[mask], atol=1e-5, rtol=0)
+    assert torch.allclose(got_values[mask], want_values[mask], atol=1e-5, rtol=0)
+
+
+def test_frozen_tower_stays_put_and_its_features_are_cached(policy, trajectories, kit):
+    learner = LocalLearner(policy, kit.small_config(freeze_vision=True, actor_lr=1e-2, critic_lr=1e-2))
+    tower_before = {k: v.clone() for k, v in vision_tower_of(learner._actor_backbone).state_dict().items()}
+    text_before = learner.actor.get_input_embeddings().weight.detach().clone()
+    assert all(not p.requires_grad for p in vision_tower_of(learner._actor_backbone).parameters())
+    assert all(not p.requires_grad for p in vision_tower_of(learner.critic.trunk).parameters())
+    learner.update(trajectories)
+    assert kit.params_equal(vision_tower_of(learner._actor_backbone), tower_before)
+    assert kit.params_equal(vision_tower_of(policy.vlm.model.model), tower_before)  # what the policy received
+    assert not torch.equal(learner.actor.get_input_embeddings().weight, text_before)  # the text side trains
+    cache = learner.image_features
+    assert cache is not None and cache.misses == 7 and cache.hits == 0 and len(cache) == 7
+    learner.update(trajectories[:1])
+    assert cache.hits == 3 and cache.misses == 7  # the same screenshots: no tower pass
+
+
+def test_unfrozen_tower_trains(policy, trajectories, kit):
+    learner = LocalLearner(policy, kit.small_config(actor_lr=1e-2))
+    before = {k: v.clone() for k, v in vision_tower_of(learner._actor_backbone).state_dict().items()}
+    learner.update(trajectories)
+    assert learner.image_features is None
+    assert not kit.params_equal(vision_tower_of(learner._actor_backbone), before)
+
+
+def test_feature_cache_evicts_the_least_recently_used_within_its_bytes():
+    cache = ImageFeatureCache(max_bytes=3 * 16)  # three (2, 2) float32 tensors
+    keys = [ImageFeatureCache.key(np.full((2, 2, 3), i, np.uint8)) for i in range(4)]
+    assert len(set(keys)) == 4
+    for k in keys[:3]:
+        cache.put(k, torch.zeros(2, 2))
+    assert cache.get(keys[0]) is not None  # now the most recently used
+    cache.put(keys[3], torch.zeros(2, 2))
+    assert len(cache) == 3 and cache.get(keys[1]) is None and cache.get(keys[0]) is not None
+    with pytest.raises(ValueError, match="screenshots"):
+        attach_image_features(torch.nn.Linear(1, 1), [], cache=cache)
+
+
+def test_rows_rebuilt_from_the_sampler_equal_the_processors(policy, trajectories):
+    rows = collect_step_rows(trajectories).rows
+    calls: list[int] = []
+
+    def counting(prompts):
+        calls.append(len(prompts))
+        return policy.build_inputs(prompts)
+
+    pixels = PixelEncoder(policy.vlm.processor.image_processor)
+    image_token = policy.vlm.model.config.image_token_id
+    fast = preprocess_rows(counting, rows, chunk=2, pixels=pixels, image_token_id=image_token)
+    assert calls == [2]  # only the first chunk ran through the processor (the check)
+    for row, got in zip(rows, fast, strict=True):
+        want = policy.build_inputs([row.prompt])  # what the sampler fed the model for this step
+        assert tuple(got.input_ids.tolist()) == row.prompt_ids == tuple(want["input_ids"][0].tolist())
+        assert torch.equal(got.mm_token_type_ids, want["mm_token_type_ids"][0])
+        assert torch.equal(got.pixel_values, want["pixel_values"])
+        assert torch.equal(got.image_grid_thw, want["image_grid_thw"])
+
+
+def test_rows_fall_back_to_the_processor_when_the_encoder_cannot_reproduce_it(policy, trajectories):
+    rows = collect_step_rows(trajectories).rows
+    calls: list[int] = []
+
+    def counting(prompts):
+        calls.append(len(prompts))
+        return policy.build_inputs(prompts)
+
+    class Skewed(PixelEncoder):  # an encoder that disagrees with the processor
+        def from_patches(self, patches):
+            return super().from_patches(patches) + 1.0
+
+    skewed = Skewed(policy.vlm.processor.image_processor)
+    out = preprocess_rows(counting, rows, chunk=2, pixels=skewed, image_token_id=policy.vlm.model.config.image_token_id)
+    assert sum(calls) == len(rows)  # every chunk through the processor
+    plain = preprocess_rows(policy, rows, chunk=8)
+    assert all(torch.equal(a.pixel_values, b.pixel_values) for a, b in zip(out, plain, strict=True))
+
+
+def test_only_stale_rows_are_rescored_for_the_proximal_policy(policy, trajectories, kit):
+    learner = LocalLearner(policy, kit.small_config(old_logprobs="recompute", actor_lr=1e-2))
+    batch = learner.prepare(trajectories)  # sampled by the current weights: nothing is stale
+    assert torch.equal(batch.old_logprobs, batch.old_logprobs.new_tensor(0).expand_as(batch.old_logprobs)
+                       .masked_scatter(batch.response_mask, _behaviour(batch)))
+    learner.update(trajectories)  # the actor moves on: the same rows are now stale
+    stale = learner.prepare(trajectories)
+    with torch.no_grad():
+        current, mask = compute_response_logprobs(
+            learner.actor, collate(stale.inputs, learner._pad_id), [r.response_ids for r in stale.rows],
+            forbidden=policy.forbidden_mask,
+        )
+    assert torch.allclose(stale.old_logprobs[mask], current[mask], atol=1e-5)
+    assert not torch.allclose(stale.old_logprobs[mask], _behaviour(stale), atol=1e-4)
+
+
+def _behaviour(batch) -> torch.Tensor:
+    return torch.tensor([x for r in batch.rows for x in r.old_logprobs], dtype=torch.float32)
+
+
+def test_verl_refuses_a_frozen_tower():
+    with pytest.raises(ValueError, match="freeze_vision"):
+        LearnerConfig(backend="verl", freeze_vision=True, verl={"model_path": "/tmp/x"})
