@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime, timezone
@@ -37,6 +38,9 @@ def _setup_logging(level: str) -> None:
 @click.option("--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]), show_default=True)
 def main(log_level: str) -> None:
     """Darwin: train mobile GUI agents with online multi-turn RL."""
+    # transformers' and huggingface_hub's own progress bars ("Loading weights") would cut through
+    # darwin's progress lines; they read this when first imported (a user's own setting wins).
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     _setup_logging(log_level)
 
 
@@ -532,7 +536,7 @@ def run_cmd(
         return
 
     def table(p: RunProgress) -> Table:
-        t = Table(title=f"darwin run {config.name}: {p.stage}")
+        t = Table(title=f"darwin run {config.name}: {p.stage}{f' ({p.detail})' if p.detail else ''}")
         t.add_column("phones", justify="right")
         t.add_column("env steps", justify="right")
         t.add_column("steps/s", justify="right")

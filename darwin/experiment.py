@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from darwin.policies.hf import HFPolicyConfig
     from darwin.policies.pool import ActorPool
     from darwin.recipe import RunProgress, RunResult
+    from darwin.sft.training import StepStats
     from darwin.store import RunStore
 
 logger = logging.getLogger(__name__)
@@ -351,12 +352,17 @@ class ExperimentConfig(BaseModel):
 
     # -- builders: every component of a run is made here, from this config (the recipe and
     # -- `darwin eval --experiment` call them, so both assemble a run the same way).
-    def warm_start(self) -> Path:
+    def warm_start(
+        self, *, on_phase: Callable[[str], None] | None = None, on_step: Callable[[StepStats], None] | None = None,
+    ) -> Path:
         """The warm-start checkpoint: ``checkpoint``, or the SFT warm start for ``sft``
-        (trained once, cached under ``cache_dir``)."""
+        (trained once, cached under ``cache_dir``; ``on_phase`` / ``on_step`` follow the
+        training as :func:`~darwin.sft.train_sft` reports it)."""
         from darwin.sft import ensure_warm_start
 
-        return Path(self.checkpoint) if self.checkpoint else ensure_warm_start(self.cache_dir, self.sft)
+        if self.checkpoint:
+            return Path(self.checkpoint)
+        return ensure_warm_start(self.cache_dir, self.sft, on_phase=on_phase, on_step=on_step)
 
     def build_policy_pool(self, warm_start: Path, run_dir: str | Path | None = None, *, seed: int | None = None,
                           temperature: float | None = None) -> ActorPool:

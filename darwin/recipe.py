@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from darwin.learner.metrics import UpdateMetrics
     from darwin.policies.pool import ActorPool
     from darwin.rollout import RolloutEngine
+    from darwin.sft.training import StepStats
     from darwin.store import RunStore
     from darwin.types import Task
     from darwin.workflows.base import Workflow
@@ -73,6 +74,8 @@ class RunProgress:
     buffer_steps: int = 0
     policy_version: int = 0
     stage: str = "starting"
+    detail: str = ""
+    """What the stage is doing now, e.g. the warm start's SFT step, loss and time left."""
 
 
 @dataclass
@@ -191,6 +194,7 @@ class TrainingRecipe:
         self._rollout: asyncio.Task | None = None
         self._env_offset = 0  # phone steps before this process (a resumed run's)
         self._batch_lag: list[int] = []  # policy versions each step of the current batch lags behind
+        self._sft_clock: tuple[float, float] = (0.0, 0.0)  # (first SFT step's time, last detail shown)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -204,7 +208,10 @@ class TrainingRecipe:
         config = self.config
         self._show("warm start")
         clock = time.perf_counter()
-        warm = await asyncio.to_thread(config.warm_start)
+        warm = await asyncio.to_thread(
+            config.warm_start, on_phase=lambda name: self._show(f"warm start: SFT {name}"), on_step=self._sft_step,
+        )
+        self.progress.detail = ""
         self.timings["warm_start_s"] = time.perf_counter() - clock
         self.report.write_warm_start(warm)
         self.pool = config.build_policy_pool(warm, run_dir=self.run_dir)
@@ -388,6 +395,20 @@ class TrainingRecipe:
 
     def _show(self, stage: str) -> None:
         self.progress.stage = stage
+        self.progress.detail = ""
+        self._refresh()
+
+    def _sft_step(self, step: StepStats) -> None:
+        """The warm start's training step as the stage's detail, at most every 2 seconds."""
+        now = time.perf_counter()
+        if step.step == 1:
+            self._sft_clock = (now, 0.0)
+        first, shown = self._sft_clock
+        if step.step < step.steps and now - shown < 2.0:
+            return
+        self._sft_clock = (first, now)
+        left = (now - first) / max(step.step - 1, 1) * (step.steps - step.step)
+        self.progress.detail = f"step {step.step}/{step.steps}, loss {step.loss:.3f}, about {left:.0f}s left"
         self._refresh()
 
     def _refresh(self) -> None:

@@ -95,8 +95,8 @@ def plot_success(
     The sliding mean starts once ``window`` points exist (no start-up artefact from the first,
     short episodes). ``curves`` adds more labelled runs (e.g. other seeds) to the same axes;
     ``warmup_until`` shades the critic warm-up (training steps before it); ``evaluations``
-    are drawn as points with 95% Wilson intervals; ``per_task`` adds a panel with each
-    task's sliding mean.
+    are drawn as points with 95% Wilson intervals; ``per_task`` adds one small panel per
+    task (its sliding mean, the warm-up shaded) below the run's curve.
     """
     import matplotlib
 
@@ -105,9 +105,14 @@ def plot_success(
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    panels = 2 if per_task else 1
-    fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 4), dpi=120, squeeze=False, sharex=True)
-    ax = axes[0][0]
+    tasks = sorted((per_task or {}).items())
+    columns = min(4, len(tasks)) or 1
+    rows = -(-len(tasks) // columns) if tasks else 0
+    # The run's curve on top, one small panel per task below (small multiples: 8 overlaid
+    # task curves could not be told apart).
+    fig = plt.figure(figsize=(12, 4.5 + 2.2 * rows), dpi=120)
+    grid = fig.add_gridspec(1 + rows, columns, height_ratios=[2.0] + [1.0] * rows)
+    ax = fig.add_subplot(grid[0, :])
     series = {"run": points} if curves is None else dict(curves)
     for i, (label, pts) in enumerate(series.items()):
         if not pts:
@@ -121,14 +126,15 @@ def plot_success(
         ax.errorbar([ev.step], [rate], yerr=[[rate - low], [high - rate]], fmt="o", color=f"C{3 + j}", capsize=4,
                     label=f"{ev.label}: {100 * rate:.1f}% of {ev.episodes} (95% interval)")
     _style(ax, title)
-    if per_task:
-        # a task has 1/len(per_task) of the episodes: a shorter window, so short runs show it too
-        task_window = max(3, window // 4)
-        tax = axes[0][1]
-        for i, (task, pts) in enumerate(sorted(per_task.items())):
-            if pts:
-                _draw_curve(tax, pts, task_window, f"C{i % 10}", task, raw=False)
-        _style(tax, f"per task ({task_window}-episode mean once {task_window} exist)")
+    # a task has 1/len(per_task) of the episodes: a shorter window, so short runs show it too
+    task_window = max(3, window // 4)
+    for i, (task, pts) in enumerate(tasks):
+        tax = fig.add_subplot(grid[1 + i // columns, i % columns], sharex=ax)
+        if pts:
+            _draw_curve(tax, pts, task_window, f"C{i % 10}", task)
+        if warmup_until is not None and warmup_until > 0:
+            tax.axvspan(0, warmup_until, color="grey", alpha=0.15)
+        _style(tax, f"{task} ({task_window}-episode mean)", small=True)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -136,21 +142,32 @@ def plot_success(
 
 
 def _draw_curve(ax: Any, pts: Sequence[tuple[int, float]], window: int, color: str, label: str, raw: bool = True) -> None:
+    """A bold sliding mean over the points and, faint, the mean of the points at each x: the
+    episodes of one update share its x, and drawn one by one their 0s and 1s would stack into
+    a vertical line per update over the curve."""
     xs = [p[0] for p in pts]
     ys = [p[1] for p in pts]
     if raw:
-        ax.plot(xs, ys, color=color, alpha=0.15, linewidth=0.8)
+        at: dict[int, list[float]] = {}
+        for x, y in pts:
+            at.setdefault(x, []).append(y)
+        ax.plot(list(at), [sum(v) / len(v) for v in at.values()], color=color, alpha=0.3, linewidth=0.8,
+                marker=".", markersize=3)
     if len(ys) >= window:
         mean = sliding_mean(ys, window)
         ax.plot(xs[window - 1 :], mean[window - 1 :], color=color, linewidth=2.0, label=f"{label} ({window}-point mean)")
 
 
-def _style(ax: Any, title: str) -> None:
+def _style(ax: Any, title: str, small: bool = False) -> None:
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    if small:  # a small multiple: its title names it; the axes are the main plot's
+        ax.set_title(title, fontsize=8)
+        ax.tick_params(labelsize=6)
+        return
     ax.set_xlabel("training steps (steps of the trajectories trained on)")
     ax.set_ylabel("success")
-    ax.set_ylim(-0.02, 1.02)
     ax.set_title(title)
-    ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="lower right", fontsize=7)
 

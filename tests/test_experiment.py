@@ -378,3 +378,35 @@ def test_store_url_comes_from_the_environment(tmp_path, monkeypatch):
         assert shots.screenshot_dir == tmp_path / "shots" and (tmp_path / "run2" / "run.db").is_file()
     finally:
         shots.close()
+
+
+def test_a_run_says_what_its_warm_start_does_and_no_third_party_bar_leaks(tmp_path):
+    """A fresh process, stdout not a terminal (a log, CI): one line per warm-start stage
+    (demonstrations, encoding, training), then the run's own lines; transformers' "Loading
+    weights" bar never shows."""
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    done = subprocess.run([sys.executable, "-m", "darwin.cli", "run", str(small_experiment(tmp_path, 2)), "--run-dir",
+                           str(tmp_path / "run")], capture_output=True, text=True, cwd=tmp_path, env={**env, "CI": "true"},
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    stages = [line.split("] warm start: ", 1)[1].split(":")[0] for line in done.stdout.splitlines() if "] warm start: SFT" in line]
+    assert stages == ["SFT demonstrations", "SFT encoding", "SFT training"], done.stdout
+    for bar in ("Loading weights", "Writing model shards", "it/s]"):
+        assert bar not in done.stdout + done.stderr, bar
+
+
+def test_the_recipe_shows_sft_steps_every_two_seconds_and_the_last(tmp_path, monkeypatch):
+    from darwin.recipe import TrainingRecipe
+    from darwin.sft.training import StepStats
+
+    shown = []
+    recipe = TrainingRecipe(load_experiment(small_experiment(tmp_path, 2)), tmp_path / "run",
+                            on_progress=lambda p: shown.append(p.detail))
+    now = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    for step in range(1, 11):  # one step a second
+        recipe._sft_step(StepStats(step=step, steps=10, loss=1.0 / step, lr=1e-3, tokens_per_s=1.0, elapsed_s=0.0))
+        now[0] += 1.0
+    assert shown == ["step 1/10, loss 1.000, about 0s left", "step 3/10, loss 0.333, about 7s left",
+                     "step 5/10, loss 0.200, about 5s left", "step 7/10, loss 0.143, about 3s left",
+                     "step 9/10, loss 0.111, about 1s left", "step 10/10, loss 0.100, about 0s left"]

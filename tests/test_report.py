@@ -69,12 +69,37 @@ def test_plot_has_no_mean_before_a_full_window_and_draws_evaluations(tmp_path):
                      per_task={"a": points[::2], "b": points[1::2]})
     finally:
         plt.Figure.savefig = real_savefig
-    main, per_task = drawn["axes"]
+    main, *per_task = drawn["axes"]
     mean_line = [ln for ln in main.get_lines() if "20-point mean" in ln.get_label()][0]
     assert list(mean_line.get_xdata())[0] == points[19][0]  # starts once 20 points exist
     labels = [t.get_text() for t in main.get_legend().get_texts()]
     assert any("critic warm-up" in t for t in labels) and sum("95% interval" in t for t in labels) == 2
-    assert len(per_task.get_lines()) == 2
+    assert len(per_task) == 2  # one small panel per task
+    assert all(len(ax.get_lines()) == 2 and ax.get_title().startswith(task) for ax, task in zip(per_task, "ab", strict=True))
+
+
+def test_plot_draws_one_raw_point_per_update_not_a_vertical_line(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from darwin.report import plot_success
+
+    drawn = {}
+    real_savefig = plt.Figure.savefig
+
+    def capture(fig, path, *a, **k):
+        drawn["axes"] = fig.axes
+        return real_savefig(fig, path, *a, **k)
+
+    # three updates of four episodes each: the episodes of an update share its x
+    points = [(x, float(k % 2 == 0 or x == 300)) for x in (100, 200, 300) for k in range(4)]
+    plt.Figure.savefig = capture
+    try:
+        plot_success(points, tmp_path / "p.png", window=4)
+    finally:
+        plt.Figure.savefig = real_savefig
+    (main,) = drawn["axes"]
+    raw = [ln for ln in main.get_lines() if "mean" not in ln.get_label()][0]
+    assert list(raw.get_xdata()) == [100, 200, 300] and list(raw.get_ydata()) == [0.5, 0.5, 1.0]
 
 
 def test_gain_interval_is_the_normal_interval_of_a_difference():
