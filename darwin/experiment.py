@@ -307,7 +307,11 @@ class ExperimentConfig(BaseModel):
 
         spec = self.evaluation.verifier if evaluation and self.evaluation.verifier is not None else self.verifier
         verifier = build_component("verifier", spec)
-        step_config = StepConfig(observation_size=observation_size, parse_error_penalty=self.parse_error_penalty)
+        step_config = StepConfig(
+            observation_size=observation_size, parse_error_penalty=self.parse_error_penalty,
+            # Training episodes only: a bootstrapped truncation reads V(s') at the next screen.
+            record_next_prompt=not evaluation and self.learner.truncation == "bootstrap",
+        )
         return build_component("workflow", self.workflow_spec(), verifier=verifier, config=step_config)  # type: ignore[return-value]
 
     def memory_factory(self, run_dir: str | Path | None = None) -> Callable[[], Memory] | None:

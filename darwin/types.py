@@ -349,6 +349,12 @@ class Trajectory:
     """Progress, side effects, false completion and over-time of the execution phase
     (:class:`EpisodeMetrics`); ``None`` when not measured (no state probe, a model judge,
     or an episode that was not scored)."""
+    next_prompt: Prompt | None = None
+    """For a truncated episode: the prompt the actor would have been given at the state its
+    last action led to (a screenshot taken after the cut), from which a critic reads
+    ``V(s')`` to bootstrap the truncation. Recorded only when the workflow is asked to
+    (``StepConfig.record_next_prompt``), by an actor that builds prompts, on a phone that
+    answered one more screenshot; ``None`` otherwise."""
 
     @property
     def success(self) -> bool | None:

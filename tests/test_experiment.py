@@ -410,3 +410,11 @@ def test_the_recipe_shows_sft_steps_every_two_seconds_and_the_last(tmp_path, mon
     assert shown == ["step 1/10, loss 1.000, about 0s left", "step 3/10, loss 0.333, about 7s left",
                      "step 5/10, loss 0.200, about 5s left", "step 7/10, loss 0.143, about 3s left",
                      "step 9/10, loss 0.111, about 1s left", "step 10/10, loss 0.100, about 0s left"]
+
+
+def test_a_bootstrapping_learner_has_its_training_workflow_record_the_next_state(tmp_path):
+    config = load_experiment(small_experiment(tmp_path, 2))
+    assert not config.build_workflow((168, 364)).config.record_next_prompt  # truncation='zero': nothing to read
+    boot = apply_overrides(config, ["learner.truncation=bootstrap"])
+    assert boot.build_workflow((168, 364)).config.record_next_prompt
+    assert not boot.build_workflow((168, 364), evaluation=True).config.record_next_prompt  # evaluation never trains

@@ -21,6 +21,7 @@ from darwin.types import (
     Decision,
     Observation,
     Phase,
+    Prompt,
     RunAbort,
     Task,
     Termination,
@@ -55,6 +56,12 @@ class StepConfig(BaseModel):
         description="with a state probe and a cheap (rule) verifier, measure the execution phase's EpisodeMetrics "
         "(progress rate, side effects, false completion, over-time) into Trajectory.metrics; they never change "
         "rewards, verdicts or what the learner sees",
+    )
+    record_next_prompt: bool = Field(
+        default=False,
+        description="when an episode is truncated (step budget, infrastructure), take one more screenshot and "
+        "record the prompt the actor would get there (Trajectory.next_prompt): the state V(s') is read from "
+        "when the learner bootstraps truncations (learner.truncation='bootstrap' turns it on)",
     )
     metrics_every_step: bool = Field(
         default=True,
@@ -175,6 +182,26 @@ class StepWorkflow(Workflow):
                 trajectory.phase_verdicts[phase] = verdict
             if verdict is None or verdict.success is not True:
                 break  # success-gated: the next phase starts only after this one is verified done
+        if self.config.record_next_prompt and trajectory.termination is not None and trajectory.termination.truncated:
+            trajectory.next_prompt = await self._next_prompt(env, task, actor, trajectory)
+
+    async def _next_prompt(self, env: PhoneEnv, task: Task, actor: Actor, trajectory: Trajectory) -> Prompt | None:
+        """The actor's prompt at the screen after a truncated episode's last action, or None
+        (no step, a phone that does not answer, an actor without prompts)."""
+        own = [t for t in trajectory.transitions if t.agent == ACTOR]
+        if not own:
+            return None
+        last = own[-1]
+        history = [t for t in own if t.phase == last.phase]
+        try:
+            shot = await env.ascreenshot(self.config.observation_size)
+        except InfraError as exc:
+            logger.info("no screenshot after the truncation of %s on %s (%s): V(s') from the last observed state",
+                        task.id, env.name, exc.cause)
+            return None
+        observation = Observation(screenshot=shot, goal=last.observation.goal, device_size=env.device_size,
+                                  task_id=task.id, phase=last.phase, step=len(history))
+        return await actor.prompt(observation, history)
 
     async def run_phase(
         self,

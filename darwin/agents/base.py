@@ -56,6 +56,11 @@ class Actor(ABC):
     async def act(self, observation: Observation, history: Sequence[Transition]) -> Decision:
         """The decision for the current step. Must not raise on bad model output."""
 
+    async def prompt(self, observation: Observation, history: Sequence[Transition]) -> Prompt | None:
+        """The prompt :meth:`act` would send a model for this step, without acting (a
+        truncated episode's next state, for the critic); ``None`` for actors without a model."""
+        return None
+
 
 class Agent(ABC):
     """A VLM agent's prompt building and output parsing, kept outside the learner."""
@@ -92,6 +97,10 @@ class ModelActor(Actor):
 
     async def end_episode(self, trajectory: Trajectory) -> None:
         await self.agent.end_episode(trajectory)
+
+    async def prompt(self, observation: Observation, history: Sequence[Transition]) -> Prompt | None:
+        await self.agent.observe(history)
+        return self.agent.build_context(observation, history)
 
     async def act(self, observation: Observation, history: Sequence[Transition]) -> Decision:
         await self.agent.observe(history)

@@ -76,6 +76,9 @@ class AdvantageInputs:
         anchor_ids: ``(N,)`` hash of the observation each step saw (GiGPO's anchor state).
         values: ``(N, R)`` critic values, or ``None`` without a critic.
         truncated: ``(N,)`` bool: the row's trajectory was cut short.
+        next_values: ``(N,)`` the critic's ``V(s')`` at the state a truncated trajectory's last
+            action led to, read on its last row; NaN where that state was not observed (then
+            ``V`` of the last observed state, the last step's own, stands in), or ``None``.
         settings: the learner's estimator settings.
     """
 
@@ -87,6 +90,7 @@ class AdvantageInputs:
     anchor_ids: Sequence[Hashable]
     values: torch.Tensor | None = None
     truncated: torch.Tensor | None = None
+    next_values: torch.Tensor | None = None
     settings: EstimatorConfig = field(default_factory=EstimatorConfig)
 
 
@@ -147,8 +151,11 @@ def gae_estimator(x: AdvantageInputs) -> AdvantageOutput:
     s = x.settings
     boot = None
     if s.bootstrap_truncated:
-        last = x.response_mask.sum(dim=1) - 1
-        boot = x.values.gather(1, last.view(-1, 1)).squeeze(1)
+        # V(s'): the state after the cut where it was observed, else the last observed state
+        # (the value before the last step's first token).
+        boot = x.values[:, 0]
+        if x.next_values is not None:
+            boot = torch.where(torch.isfinite(x.next_values), x.next_values.to(boot.dtype), boot)
     advantages, returns = trajectory_gae(
         x.rewards, x.values, x.response_mask, list(x.trajectory_ids), x.step_indices, gamma=s.gamma, lam=s.lam,
         whiten=s.whiten and int(x.response_mask.sum()) >= 2, truncated=x.truncated, bootstrap_values=boot,

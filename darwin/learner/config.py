@@ -152,8 +152,9 @@ class LearnerConfig(BaseModel):
     )
     truncation: Literal["zero", "bootstrap"] = Field(
         "zero",
-        description="V(s') after a truncated trajectory (step budget, infrastructure): 'zero' "
-        "(paper's choice) or 'bootstrap' from the critic's value at the last scored token",
+        description="value after a truncated trajectory's last step: 'zero' (the paper's choice) or 'bootstrap' "
+        "from the critic's V(s') at the screen the last action led to (Trajectory.next_prompt; the run records it), "
+        "else at the last observed state",
     )
     infra_truncation: Literal["truncate", "drop"] = Field(
         "truncate",

@@ -94,7 +94,7 @@ from darwin.learner.update_batch import (
 )
 from darwin.models.pixels import PixelEncoder
 from darwin.models.scoring import compute_response_logprobs, masked_log_softmax
-from darwin.types import Trajectory
+from darwin.types import Prompt, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -284,13 +284,16 @@ class LocalLearner:
                     old = old.masked_fill(~mask, 0.0)
             proximal_s = lap()
 
+        next_values, from_next, from_last = None, 0, 0
+        if cfg.truncation == "bootstrap" and self.critic is not None:
+            next_values, from_next, from_last = self._next_state_values(rows, collected.trajectories)
         if lam is None:
             lam = cfg.critic_warmup_lam if self.in_warmup else cfg.lam
         if cfg.shortest_path_adjustment:
             rewards = rewards + shortest_path_deltas(rows, collected.trajectories, dev)
         advantages, returns = estimate_advantages(
             cfg, rows, rewards=rewards, response_mask=mask, step_indices=steps, truncated=truncated,
-            values=values, lam=lam,
+            values=values, lam=lam, next_values=next_values,
         )
         behaviour_clip = None
         if recompute:
@@ -307,7 +310,36 @@ class LocalLearner:
             preprocess_s=t_scoring - t_start, images_s=t_scoring - t_images, values_s=values_s,
             reference_s=reference_s, proximal_s=proximal_s,
             scoring_s=time.perf_counter() - t_scoring, behaviour_clip_fraction=behaviour_clip,
+            bootstrapped_from_next=from_next, bootstrapped_from_last=from_last,
         )
+
+    def _next_state_values(
+        self, rows: list[StepRow], trajectories: Sequence[Trajectory]
+    ) -> tuple[torch.Tensor, int, int]:
+        """``(N,)`` the critic's ``V(s')`` on the last row of each truncated trajectory that
+        recorded its next state (``Trajectory.next_prompt``), NaN elsewhere; and how many
+        truncated trajectories were bootstrapped from that state and from their last observed one."""
+        out = torch.full((len(rows),), float("nan"), device=self.device)
+        last_row = {r.episode_id: i for i, r in enumerate(rows)}
+        found: list[tuple[int, Prompt]] = []
+        from_last = 0
+        for t in trajectories:
+            if t.termination is None or not t.termination.truncated or t.episode_id not in last_row:
+                continue
+            if t.next_prompt is None:
+                from_last += 1
+            else:
+                found.append((last_row[t.episode_id], t.next_prompt))
+        assert self.critic is not None
+        size = self.config.micro_batch_size
+        for start in range(0, len(found), size):
+            part = found[start : start + size]
+            batch = {k: v.to(self.device) for k, v in self._build_inputs([p for _, p in part]).items()}
+            with torch.no_grad():
+                # The value before a response's first token is the prompt's own: any token will do.
+                values, _ = self.critic(batch, [(self._pad_id,)] * len(part), backbone_grad=False)
+            out[torch.tensor([i for i, _ in part], device=self.device)] = values[:, 0].float()
+        return out, len(found), from_last
 
     def _score(self, rows: list[StepRow], inputs: list[RowInputs], longest: int, fn: _Scorer) -> torch.Tensor:
         """``fn`` over the rows in micro-batches of rows of similar length (less padding; the

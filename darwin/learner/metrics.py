@@ -78,6 +78,10 @@ class UpdateMetrics:
     """Trajectories left out because their last phase had no verdict (see ``learner.batch.unverified``)."""
     pruned_trajectories: int = 0
     replayed_trajectories: int = 0
+    bootstrapped_from_next: int | None = None
+    """``truncation='bootstrap'``: truncated trajectories whose ``V(s')`` was read at the screen after the cut."""
+    bootstrapped_from_last: int | None = None
+    """``truncation='bootstrap'``: truncated trajectories bootstrapped from their last observed state instead."""
     replay_size: int = 0
     entropy: float | None = None
     kl_to_reference: float | None = None
@@ -234,6 +238,8 @@ def update_metrics(
         behaviour_clip_fraction=batch.behaviour_clip_fraction,
         pruned_trajectories=batch.pruned_trajectories,
         replayed_trajectories=batch.replayed_trajectories,
+        bootstrapped_from_next=batch.bootstrapped_from_next if config.truncation == "bootstrap" else None,
+        bootstrapped_from_last=batch.bootstrapped_from_last if config.truncation == "bootstrap" else None,
         replay_size=replay_size,
         entropy=totals.entropy / tok if actor else None,
         kl_to_reference=totals.kl_ref / tok if actor and cfg.kl_coef > 0 else None,

@@ -99,6 +99,10 @@ class UpdateBatch:
     window (``old_logprobs='recompute'``): what an anchor on the behaviour log-probs clips."""
     pruned_trajectories: int = 0
     replayed_trajectories: int = 0
+    bootstrapped_from_next: int = 0
+    """Truncated trajectories bootstrapped from ``V(s')`` at the screen after the cut."""
+    bootstrapped_from_last: int = 0
+    """Truncated trajectories bootstrapped from their last observed state (no screen after the cut)."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -123,11 +127,13 @@ def estimate_advantages(
     truncated: torch.Tensor,
     values: torch.Tensor | None,
     lam: float,
+    next_values: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(advantages, returns)``, both ``(N, R)``: the configured estimator (``config.estimator``)
     on the step rows, then per-task whitening (``whiten_by='task'``, critic estimators), the
     format penalty on rows whose action did not parse, and equal trajectory weights.
-    ``returns`` is ``None`` for critic-free estimators. Padding is not zeroed here."""
+    ``returns`` is ``None`` for critic-free estimators. Padding is not zeroed here.
+    ``next_values``: ``(N,)`` ``V(s')`` of truncated trajectories (see :class:`AdvantageInputs`)."""
     cfg = config
     mask = response_mask
     traj_ids = [r.episode_id for r in rows]
@@ -135,7 +141,7 @@ def estimate_advantages(
     estimated = estimator.fn(AdvantageInputs(
         rewards=rewards, response_mask=mask, trajectory_ids=traj_ids, step_indices=step_indices,
         group_ids=[r.group for r in rows], anchor_ids=[r.anchor for r in rows], values=values,
-        truncated=truncated,
+        truncated=truncated, next_values=next_values,
         settings=EstimatorConfig(
             gamma=cfg.gamma, lam=lam, whiten=cfg.whiten_advantages and cfg.whiten_by == "batch",
             bootstrap_truncated=cfg.truncation == "bootstrap", grpo_norm_by_std=cfg.grpo_norm_by_std,

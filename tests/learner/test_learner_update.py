@@ -107,7 +107,7 @@ def test_gae_gets_the_right_rows(policy, trajectories, kit):
     assert torch.allclose(batch.returns, ret, atol=1e-5)
 
 
-def test_bootstrap_option_reads_the_last_scored_value(policy, trajectories, kit):
+def test_bootstrap_without_a_next_state_reads_the_last_observed_one(policy, trajectories, kit):
     learner = LocalLearner(policy, kit.small_config(truncation="bootstrap", value_head_bias=0.3))
     batch = learner.prepare(trajectories)
     # truncated trajectory (third): with V = 0.3 everywhere, gamma = lam = 1 -> return 0 + 0.3 at every token

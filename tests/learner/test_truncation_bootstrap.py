@@ -1,0 +1,112 @@
+"""Bootstrapped truncations read V(s') at the screen the last action led to.
+
+The maths by hand (gamma = lambda = 1, two steps of two tokens, rewards 0): every token's
+return is the bootstrap value, and its advantage that value minus the token's own value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from darwin.algos.estimators import AdvantageInputs, EstimatorConfig, get_estimator
+from darwin.learner import LocalLearner
+from darwin.types import TerminationReason
+
+VALUES = torch.tensor([[0.2, 0.3], [0.4, 0.6]])
+
+
+def _gae(next_values, truncated=True):
+    return get_estimator("gae").fn(AdvantageInputs(
+        rewards=torch.zeros(2), response_mask=torch.ones(2, 2, dtype=torch.bool), trajectory_ids=["e", "e"],
+        step_indices=torch.tensor([0, 1]), group_ids=["g", "g"], anchor_ids=["a", "b"], values=VALUES,
+        truncated=torch.tensor([truncated, truncated]), next_values=next_values,
+        settings=EstimatorConfig(gamma=1.0, lam=1.0, whiten=False, bootstrap_truncated=True),
+    ))
+
+
+def test_the_next_state_value_is_every_tokens_return():
+    out = _gae(torch.tensor([float("nan"), 0.7]))
+    assert torch.allclose(out.returns, torch.full((2, 2), 0.7))
+    assert torch.allclose(out.advantages, torch.tensor([[0.5, 0.4], [0.3, 0.1]]))
+
+
+def test_without_a_next_state_the_last_observed_state_stands_in():
+    # V(s_T), the value before the last step's first token (0.4), not its last token's (0.6):
+    # with gamma = 1 that one would cancel at the last token and bootstrap nothing.
+    out = _gae(torch.tensor([float("nan"), float("nan")]))
+    assert torch.allclose(out.returns, torch.full((2, 2), 0.4))
+    assert torch.allclose(out.advantages, torch.tensor([[0.2, 0.1], [0.0, -0.2]]))
+    assert torch.allclose(_gae(None).returns, out.returns)
+
+
+def test_terminal_trajectories_ignore_the_next_state():
+    out = _gae(torch.tensor([float("nan"), 0.7]), truncated=False)
+    assert torch.allclose(out.returns, torch.zeros(2, 2))
+
+
+def test_learner_reads_v_of_the_recorded_next_prompt(policy, trajectories, kit):
+    learner = LocalLearner(policy, kit.small_config(truncation="bootstrap", gamma=1.0, lam=1.0, whiten_advantages=False))
+    with torch.no_grad():  # a value head that tells states apart
+        learner.critic.head.weight.copy_(torch.linspace(-1, 1, learner.critic.head.weight.numel()).view_as(
+            learner.critic.head.weight))
+    next_prompt = kit.prompt_for(9, np.random.default_rng(42), goal="a screen after the cut")
+    cut = replace(trajectories[2], next_prompt=next_prompt)  # the third one ran out of steps
+    assert cut.termination.reason == TerminationReason.STEP_BUDGET
+    with_next = learner.prepare([trajectories[0], trajectories[1], cut])
+    without = learner.prepare(trajectories)
+    assert (with_next.bootstrapped_from_next, with_next.bootstrapped_from_last) == (1, 0)
+    assert (without.bootstrapped_from_next, without.bootstrapped_from_last) == (0, 1)
+    with torch.no_grad():
+        inputs = policy.build_inputs([next_prompt])
+        v_next = float(learner.critic(inputs, [(learner._pad_id,)])[0][0, 0])
+    rows = [i for i, r in enumerate(with_next.rows) if r.truncated]
+    last = rows[-1]
+    n = int(with_next.response_mask[last].sum())
+    # gamma = lambda = 1, reward 0: the truncated rows' returns are V(s') of the next prompt ...
+    assert torch.allclose(with_next.returns[last, :n], torch.tensor(v_next), atol=1e-5)
+    # ... and without it, V of the last observed state (the last step's value before its first token)
+    assert torch.allclose(without.returns[last, :n], without.values[last, 0], atol=1e-5)
+    assert abs(v_next - float(without.values[last, 0])) > 1e-4
+    m = learner.update([trajectories[0], trajectories[1], cut])
+    assert (m.bootstrapped_from_next, m.bootstrapped_from_last) == (1, 0)
+    assert LocalLearner(policy, kit.small_config()).update(trajectories).bootstrapped_from_next is None
+
+
+def test_workflow_records_the_prompt_at_the_screen_after_a_truncation():
+    from darwin.agents.base import ModelActor
+    from darwin.agents.scripted import OracleActor
+    from darwin.envs.sim.env import SimPhoneEnv
+    from darwin.sft import SFTConfig
+    from darwin.tasks import resolve_tasks
+    from darwin.workflows.step import LifecycleWorkflow, StepConfig
+
+    class Taps(ModelActor):  # a model actor whose policy always answers the same tap
+        def __init__(self):
+            from darwin.policies.base import Policy
+            from darwin.types import Generation
+
+            class Fixed(Policy):
+                async def generate(self, prompts, **kw):
+                    return [Generation(text="click(50,50)") for _ in prompts]
+
+            super().__init__(SFTConfig().make_agent(), Fixed())
+
+    (task,) = resolve_tasks(("clock_1",))
+    env = SimPhoneEnv(seed=3)
+
+    def play(actor, record):
+        workflow = LifecycleWorkflow(config=StepConfig(observation_size=(168, 364), record_next_prompt=record))
+        return asyncio.run(workflow.run(env, task.model_copy(update={"step_budget": 2}), actor))
+
+    cut = play(Taps(), True)
+    assert cut.termination.reason == TerminationReason.STEP_BUDGET and cut.next_prompt is not None
+    after = env.screenshot((168, 364))
+    (shot,) = cut.next_prompt.images
+    assert np.array_equal(shot, after)  # the screen after the last action, not the last one observed
+    assert not np.array_equal(shot, cut.transitions[-1].observation.screenshot)  # the tap changed the screen
+    assert play(Taps(), False).next_prompt is None  # not asked
+    assert play(OracleActor(), True).next_prompt is None  # a scripted actor has no prompt to give
