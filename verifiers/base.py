@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
@@ -88,9 +89,31 @@ class Verifier(ABC):
 
     kind: str = "custom"
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """A subclass may write ``verify`` as a plain ``def``, as a function verifier may be:
+        it is wrapped into the ``async`` method the workflow awaits (and runs on the loop,
+        as a plain function verifier does)."""
+        super().__init_subclass__(**kwargs)
+        verify = cls.__dict__.get("verify")
+        if verify is None or inspect.iscoroutinefunction(verify) or getattr(verify, "__isabstractmethod__", False):
+            return
+        sync = verify
+
+        @functools.wraps(sync)
+        async def verify_async(self: Verifier, request: VerificationRequest) -> Verdict:
+            out = sync(self, request)
+            if inspect.isawaitable(out):  # a plain def that returns a coroutine
+                out = await out
+            if not isinstance(out, Verdict):
+                raise TypeError(f"{cls.__name__}.verify returned {type(out).__name__}; return a darwin.verifiers.Verdict")
+            return out
+
+        cls.verify = verify_async  # type: ignore[method-assign]
+
     @abstractmethod
     async def verify(self, request: VerificationRequest) -> Verdict:
-        """The verdict for ``request``. Infrastructure problems give ``success=None``."""
+        """The verdict for ``request`` (``async def`` or a plain ``def``). Infrastructure
+        problems give ``success=None``."""
 
     @property
     def cheap(self) -> bool:
