@@ -77,7 +77,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 from darwin.curricula._util import _check_int, _check_tasks, _rng_from_json, _rng_to_json
 from darwin.curricula.base import Curriculum, EpisodeOutcome
-from darwin.memory.llm import clean_text, parse_json_answer
+from darwin.json_replies import parse_json_answer
+from darwin.memory.llm import clean_text
 from darwin.policies.base import Policy
 from darwin.policies.litellm import Completion, LiteLLMPolicy, LiteLLMPolicyConfig
 from darwin.store import (

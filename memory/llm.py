@@ -60,7 +60,6 @@ See ``docs/memory.md`` for the options, the tables and an experiment-file exampl
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
@@ -87,6 +86,7 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
+from darwin.json_replies import parse_json_answer
 from darwin.memory.base import (
     NOTES_OVERHEAD_TOKENS,
     Memory,
@@ -114,9 +114,6 @@ RECENCY_WEIGHT = 0.3
 COUNT_WEIGHT = 0.2
 """Weight of repetition in :func:`rank_entries` (an entry learned again and again nears it)."""
 
-_MAX_PARSE_CHARS = 20_000
-_MAX_JSON_STARTS = 64
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
 _WORD = re.compile(r"\w+")
 _STOPWORDS = frozenset({
     "a", "an", "the", "to", "of", "in", "on", "at", "by", "for", "from", "with", "and", "or", "is",
@@ -227,37 +224,6 @@ class Distillation:
 
     summary: str | None
     knowledge: tuple[KnowledgeItem, ...] = ()
-
-
-def parse_json_answer(text: str) -> object | None:
-    """The first JSON object or list in a model's answer: in a code fence or not, with prose
-    before or after it; ``None`` if there is none.
-
-    >>> parse_json_answer('Sure!\\n```json\\n{"summary": "done"}\\n```\\nHope it helps.')
-    {'summary': 'done'}
-    >>> parse_json_answer('["a", "b"] and more text'), parse_json_answer("no json here")
-    (['a', 'b'], None)
-    """
-    text = text[:_MAX_PARSE_CHARS]
-    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
-        value = _first_json_value(candidate)
-        if value is not None:
-            return value
-    return None
-
-
-def _first_json_value(text: str) -> object | None:
-    decoder = json.JSONDecoder()
-    for n, match in enumerate(re.finditer(r"[\[{]", text)):
-        if n >= _MAX_JSON_STARTS:
-            break
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(value, (dict, list)):
-            return value
-    return None
 
 
 def clean_text(value: object, limit: int) -> str | None:

@@ -78,6 +78,7 @@ from darwin.actions import (
     Type,
     Wait,
 )
+from darwin.json_replies import json_values
 from darwin.policies.base import ChatMessage, Prompt
 from darwin.policies.litellm import (
     Completion,
@@ -477,23 +478,6 @@ def _as_bool(value: object) -> bool | None:
     return None
 
 
-def _json_objects(text: str) -> list[dict[str, Any]]:
-    """Every JSON object in ``text`` (code fences and prose around them ignored)."""
-    decoder = json.JSONDecoder()
-    found: list[dict[str, Any]] = []
-    i = text.find("{")
-    while i != -1:
-        try:
-            value, end = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
-            i = text.find("{", i + 1)
-            continue
-        if isinstance(value, dict):
-            found.append(value)
-        i = text.find("{", end)
-    return found
-
-
 def parse_answer(text: str) -> tuple[bool | None, str]:
     """``(complete, reason)`` from a judge's reply; ``complete`` is ``None`` when the reply
     says neither yes nor no.
@@ -509,7 +493,7 @@ def parse_answer(text: str) -> tuple[bool | None, str]:
     >>> parse_answer("I cannot tell.")
     (None, 'I cannot tell.')
     """
-    for obj in reversed(_json_objects(text)):
+    for obj in reversed([v for v in json_values(text) if isinstance(v, dict)]):
         lowered = {str(k).lower(): v for k, v in obj.items()}
         verdict = next((_as_bool(lowered[k]) for k in _ANSWER_KEYS if k in lowered), None)
         if verdict is not None:
