@@ -110,3 +110,75 @@ def test_workflow_records_the_prompt_at_the_screen_after_a_truncation():
     assert not np.array_equal(shot, cut.transitions[-1].observation.screenshot)  # the tap changed the screen
     assert play(Taps(), False).next_prompt is None  # not asked
     assert play(OracleActor(), True).next_prompt is None  # a scripted actor has no prompt to give
+
+
+def _tapping_actor():
+    from darwin.agents.base import ModelActor
+    from darwin.policies.base import Policy
+    from darwin.sft import SFTConfig
+    from darwin.types import Generation
+
+    class Fixed(Policy):
+        async def generate(self, prompts, **kw):
+            return [Generation(text="click(50,50)") for _ in prompts]
+
+    return ModelActor(SFTConfig().make_agent(), Fixed())
+
+
+def test_an_infrastructure_truncation_records_the_next_state_when_the_phone_still_answers():
+    from darwin.envs.base import InfraError
+    from darwin.envs.sim.env import SimPhoneEnv
+    from darwin.tasks import resolve_tasks
+    from darwin.workflows.step import LifecycleWorkflow, StepConfig
+
+    class DropsOnSecondTap(SimPhoneEnv):
+        def __init__(self, *, screen_too: bool):
+            super().__init__(seed=3)
+            self.taps, self.screen_too, self.dropped = 0, screen_too, False
+
+        async def aexecute(self, action):
+            self.taps += 1
+            if self.taps == 2:
+                self.dropped = True
+                raise InfraError("disconnect", "adb went away")
+            await super().aexecute(action)
+
+        async def ascreenshot(self, size=None):
+            if self.dropped and self.screen_too:
+                raise InfraError("disconnect", "still away")
+            return await super().ascreenshot(size)
+
+    (task,) = resolve_tasks(("clock_1",))
+    workflow = LifecycleWorkflow(config=StepConfig(observation_size=(168, 364), record_next_prompt=True))
+    answered = DropsOnSecondTap(screen_too=False)
+    cut = asyncio.run(workflow.run(answered, task, _tapping_actor()))
+    assert cut.termination.reason == TerminationReason.INFRA_TRUNCATED and len(cut.transitions) == 1
+    assert cut.next_prompt is not None  # the phone answered one more screenshot
+    gone = asyncio.run(workflow.run(DropsOnSecondTap(screen_too=True), task, _tapping_actor()))
+    assert gone.termination.reason == TerminationReason.INFRA_TRUNCATED and gone.next_prompt is None
+
+
+def test_two_step_trajectories_cut_by_budget_and_by_a_failure_return_v_of_the_next_state(policy, kit):
+    """Two steps, rewards 0, gamma = lambda = 1, no whitening: every token's return is V(s')
+    and its advantage V(s') - V(token), for a budget truncation and an infrastructure one."""
+    learner = LocalLearner(policy, kit.small_config(truncation="bootstrap", gamma=1.0, lam=1.0, whiten_advantages=False,
+                                                    value_head_bias=0.25))
+    rng = np.random.default_rng(5)
+    budget = kit.sampled_trajectory(policy, [0.0, 0.0], seed=11, reason=TerminationReason.STEP_BUDGET)
+    infra = kit.sampled_trajectory(policy, [0.0, 0.0], seed=12, reason=TerminationReason.INFRA_TRUNCATED)
+    budget = replace(budget, next_prompt=kit.prompt_for(2, rng))
+    infra = replace(infra, next_prompt=kit.prompt_for(2, rng))
+    with torch.no_grad():  # values that differ by state: V(s') is not the head's bias
+        learner.critic.head.weight.copy_(torch.linspace(-0.5, 0.5, learner.critic.head.weight.numel()).view_as(
+            learner.critic.head.weight))
+        v_next = [float(learner.critic(policy.build_inputs([t.next_prompt]), [(learner._pad_id,)])[0][0, 0])
+                  for t in (budget, infra)]
+    batch = learner.prepare([budget, infra])
+    assert (batch.bootstrapped_from_next, batch.bootstrapped_from_last) == (2, 0)
+    for trajectory, v in zip((budget, infra), v_next, strict=True):
+        rows = [i for i, r in enumerate(batch.rows) if r.episode_id == trajectory.episode_id]
+        assert len(rows) == 2
+        for i in rows:
+            n = int(batch.response_mask[i].sum())
+            assert torch.allclose(batch.returns[i, :n], torch.tensor(v), atol=1e-5)
+            assert torch.allclose(batch.advantages[i, :n], v - batch.values[i, :n], atol=1e-5)
