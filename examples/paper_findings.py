@@ -1,0 +1,64 @@
+"""The Darwin paper's findings as presets of the embedded default (SimPhones, tiny model, CPU).
+
+Each preset is `examples/spa_bench.py`'s default with one thing changed, named after the
+paper's figure and a variant; run two or three seeds of each and draw them with `darwin compare`:
+
+    darwin run examples/paper_findings.py --preset fig6a-random-init --seed 0
+    darwin run examples/paper_findings.py --preset fig6a-bias-warmup --seed 0
+    darwin compare runs/paper_findings_fig6a-* --plot fig6a.png
+
+- `fig2`: stability; the default itself (its success plot shades the critic warm-up).
+- `fig6a-random-init`, `fig6a-bias`, `fig6a-bias-warmup`: critic robustness; a value head with
+  torch's random init and no critic warm-up, the calibrated head (bias 0.1) without warm-up, and
+  with it (the default's 2 warm-up updates, scaled down from the paper's 30).
+- `fig6b-zero`, `fig6b-bootstrap`: truncation; V(s') = 0 against the critic's V(s') at the screen
+  after the cut. The horizon is 6 instead of 12, so about half the episodes are cut by it (the
+  oracle needs up to 8 steps on these tasks) and the choice matters.
+- `fig5-cycle`, `fig5-plain`: the lifecycle protocol; the `cycle8` tasks (setup, execution,
+  teardown, each verified; warm-started on their demonstrations) against the plain tasks, on 16 phones that only go home between
+  episodes (the paper's minimal cleanup: state persists). The paper's scheduled hard reset is not
+  in these presets: no setting schedules one yet.
+- `fig3-phones8`, `fig3-phones16`, `fig3-phones32`: phone scaling, with the rollout size fixed
+  at 256 steps per update.
+- `fig4-tasks8`, `fig4-tasks16`: task scaling; 8 tasks on 16 phones against the 16 of `paper16`
+  on 32 phones, with the experience per update and the mini-batch doubled (each warm-started on
+  its own tasks' demonstrations).
+- `shortest-path-on`, `shortest-path-off`: MobileRL's shortest-path reward adjustment and the
+  default without it (its effect shows in the mean steps of successful episodes).
+
+Everything else (warm start, schedule, 14-minute budget, evaluation) is the default's, so one
+preset is one ~18-minute run on 2 cores; docs/results.md gives each figure next to the paper's.
+"""
+
+from pathlib import Path
+
+from darwin.experiment import ExperimentConfig, apply_overrides, load_experiment
+
+PRESETS: dict[str, list[str]] = {
+    "fig2": [],
+    "fig6a-random-init": ["learner.value_head_init=random", "learner.critic_warmup_updates=0"],
+    "fig6a-bias": ["learner.value_head_init=calibrated", "learner.value_head_bias=0.1", "learner.critic_warmup_updates=0"],
+    "fig6a-bias-warmup": ["learner.value_head_init=calibrated", "learner.value_head_bias=0.1"],
+    "fig6b-zero": ["horizon=6", "learner.truncation=zero"],
+    "fig6b-bootstrap": ["horizon=6", "learner.truncation=bootstrap"],
+    "fig5-cycle": ['tasks=["cycle8"]', 'sft.tasks=["cycle8"]', "phones.count=16", "phones.reset_between_episodes=false"],
+    "fig5-plain": ['tasks=["base8"]', "phones.count=16", "phones.reset_between_episodes=false"],
+    "fig3-phones8": ["phones.count=8"],
+    "fig3-phones16": ["phones.count=16"],
+    "fig3-phones32": ["phones.count=32"],
+    "fig4-tasks8": ['tasks=["base8"]', "phones.count=16"],
+    "fig4-tasks16": ['tasks=["paper16"]', 'sft.tasks=["paper16"]', "phones.count=32", "rollout_steps=512",
+                     "learner.mini_batch_size=64"],
+    "shortest-path-on": ["learner.shortest_path_adjustment=true"],
+    "shortest-path-off": ["learner.shortest_path_adjustment=false"],
+}
+"""Preset name -> the `--set` overrides it applies to the default."""
+
+
+def build(preset: str) -> ExperimentConfig:
+    if preset == "default":
+        preset = "fig2"
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    default = load_experiment(Path(__file__).with_name("spa_bench.py"))
+    return apply_overrides(default, [f"name=paper_findings_{preset.replace('-', '_')}", *PRESETS[preset]])
