@@ -142,16 +142,15 @@ def plot_success(
 
 
 def _draw_curve(ax: Any, pts: Sequence[tuple[int, float]], window: int, color: str, label: str, raw: bool = True) -> None:
-    """A bold sliding mean over the points and, faint, the mean of the points at each x: the
-    episodes of one update share its x, and drawn one by one their 0s and 1s would stack into
-    a vertical line per update over the curve."""
+    """A bold sliding mean over the points and, faint, the mean of the points at each x as dots:
+    joined by a line, a run of 0s and 1s would draw a vertical stroke per point over the curve."""
     xs = [p[0] for p in pts]
     ys = [p[1] for p in pts]
     if raw:
         at: dict[int, list[float]] = {}
         for x, y in pts:
             at.setdefault(x, []).append(y)
-        ax.plot(list(at), [sum(v) / len(v) for v in at.values()], color=color, alpha=0.3, linewidth=0.8,
+        ax.plot(list(at), [sum(v) / len(v) for v in at.values()], color=color, alpha=0.3, linestyle="none",
                 marker=".", markersize=3)
     if len(ys) >= window:
         mean = sliding_mean(ys, window)

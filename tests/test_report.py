@@ -78,7 +78,7 @@ def test_plot_has_no_mean_before_a_full_window_and_draws_evaluations(tmp_path):
     assert all(len(ax.get_lines()) == 2 and ax.get_title().startswith(task) for ax, task in zip(per_task, "ab", strict=True))
 
 
-def test_plot_draws_one_raw_point_per_update_not_a_vertical_line(tmp_path):
+def test_plot_draws_raw_values_as_dots_one_per_x_not_vertical_strokes(tmp_path):
     import matplotlib.pyplot as plt
 
     from darwin.report import plot_success
@@ -100,6 +100,7 @@ def test_plot_draws_one_raw_point_per_update_not_a_vertical_line(tmp_path):
     (main,) = drawn["axes"]
     raw = [ln for ln in main.get_lines() if "mean" not in ln.get_label()][0]
     assert list(raw.get_xdata()) == [100, 200, 300] and list(raw.get_ydata()) == [0.5, 0.5, 1.0]
+    assert raw.get_linestyle() == "None"  # dots: no stroke from 0 to 1 between them
 
 
 def test_gain_interval_is_the_normal_interval_of_a_difference():
