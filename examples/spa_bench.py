@@ -16,9 +16,9 @@ below was measured; docs/results.md):
   8 actor updates while 1.0 took sampled success from 17% to 79% in 12,
 - rollout steps per update: 256, as in the paper (about 30 episodes per update at horizon 12),
 - critic warm-up: 30 updates -> 2; PPO epochs 4 -> 1,
-- the vision tower frozen at the warm start (`freeze_vision`): its features are computed once
-  per screenshot and reused by every pass, which halves an update (about 12 s for 256 steps
-  on 2 cores, `darwin bench learner --profile`),
+- the vision tower trains with the rest: freezing it (`learner.freeze_vision`) halves an update
+  and fits 34-35 updates in the budget instead of 23, but on the same seed it gained +6.2
+  points against +16.7 (docs/results.md),
 - actor / critic learning rates raised for a 0.8 M-parameter model trained from scratch,
 - the learning levers measured in the probe runs of docs/results.md ("Fifth round"):
   decoupled PPO (old log-probs recomputed with the current actor at the start of each
@@ -73,7 +73,6 @@ def build(preset: str) -> ExperimentConfig:
                 value_head_bias=0.1, clip_ratio=0.2, ppo_epochs=1, mini_batch_size=32, micro_batch_size=8,
                 actor_lr=1e-4, critic_lr=1e-3, kl_coef=0.1,
                 old_logprobs="recompute", format_penalty_advantage=0.5, whiten_by="task", trajectory_weighting=True,
-                freeze_vision=True,
             ),
             rollout_steps=256,
             parse_error_penalty=0.0,
@@ -83,7 +82,7 @@ def build(preset: str) -> ExperimentConfig:
             notes="CPU-scaled paper schedule: 200-step SFT warm start, horizon 12, lambda 1.0, 2 warm-up "
             "updates (paper: 30), 1 PPO epoch, raised learning rates, KL to the warm start 0.1; "
             "decoupled PPO anchor, local format penalty 0.5, per-task whitening, equal trajectory weight; "
-            "256 steps/update as in the paper; vision tower frozen at the warm start.",
+            "256 steps/update as in the paper.",
         )
     if preset == "paper":
         devices = tuple(d for d in os.environ.get("DARWIN_DEVICES", "").split(",") if d)

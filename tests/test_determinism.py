@@ -30,12 +30,12 @@ SHRINK = [
     "sft.steps=30", "sft.episodes=32", "sft.phones=8", "sft.heldout_episodes=0", "updates=1", "rollout_steps=24", "mode=sync", "phones.count=2",
     "evaluation.episodes_per_task=0", "time_budget_s=null", "horizon=6", "learner.mini_batch_size=8",
     'tasks=["clock_1","settings_dark_theme"]',
-    "learner.freeze_vision=false",  # the setting the first two variants were recorded with
+    "learner.freeze_vision=false",  # the setting the first two variants were recorded with (the default's)
 ]
 VARIANTS = {
     "critic_warmup": ["learner.critic_warmup_updates=1", "updates=2"],  # the default's first update: critic warm-up
     "actor": ["learner.critic_warmup_updates=0"],  # the first update trains the actor too
-    # The default's frozen vision tower (recorded when it became the default).
+    # The learner with a frozen vision tower (learner.freeze_vision).
     "actor_frozen_vision": ["learner.critic_warmup_updates=0", "learner.freeze_vision=true"],
 }
 
