@@ -5,12 +5,14 @@ The learner's data unit is one *step row*: the prompt an agent built at step ``t
 with their behaviour log-probs, the step reward and how the trajectory ended.
 
 :func:`collect_step_rows` checks the trajectories and turns them into :class:`StepRow` s;
-:func:`preprocess_rows` rebuilds each row's model inputs once per update with the policy's
-own processor path (:meth:`HFPolicy.build_inputs`, or the same code on a copy of the
-processor: :func:`processor_inputs`) and checks them against the prompt ids
-recorded at sampling time; :func:`collate` left-pads any subset of rows into a batch
-identical to ``policy.build_inputs(prompts)`` of those rows (tested), so micro-batches of
-shuffled rows never re-run the image processor.
+:func:`preprocess_rows` builds each row's model inputs once per update, from the prompt ids
+and screenshots recorded at sampling time where that reproduces the policy's own processor
+path (:meth:`HFPolicy.build_inputs`, or the same code on a copy of the processor:
+:func:`processor_inputs`), else through it, checked against the recorded ids;
+:func:`attach_positions` and :func:`attach_image_features` add what every pass would
+otherwise recompute (M-RoPE positions; a frozen tower's image features); :func:`collate`
+left-pads any subset of rows into a batch identical to ``policy.build_inputs(prompts)`` of
+those rows (tested), so micro-batches of shuffled rows never re-run the image processor.
 """
 
 from __future__ import annotations
