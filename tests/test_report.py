@@ -49,36 +49,8 @@ def test_progress_lines_print_when_an_update_starts_and_when_the_rollout_goes_on
     assert printed[3].split("] ", 1)[1].startswith("update (critic warm-up): update 0/3")
 
 
-def test_plot_has_no_mean_before_a_full_window_and_draws_evaluations(tmp_path):
-    import matplotlib.pyplot as plt
-
-    from darwin.report import EvalPoint, plot_success
-
-    drawn = {}
-    real_savefig = plt.Figure.savefig
-
-    def capture(fig, path, *a, **k):
-        drawn["axes"] = fig.axes
-        return real_savefig(fig, path, *a, **k)
-
-    points = [(i * 5, float(i % 2)) for i in range(30)]
-    plt.Figure.savefig = capture
-    try:
-        plot_success(points, tmp_path / "p.png", window=20, warmup_until=40,
-                     evaluations=[EvalPoint("warm start", 0, 38, 96), EvalPoint("final", 145, 50, 96)],
-                     per_task={"a": points[::2], "b": points[1::2]})
-    finally:
-        plt.Figure.savefig = real_savefig
-    main, *per_task = drawn["axes"]
-    mean_line = [ln for ln in main.get_lines() if "20-point mean" in ln.get_label()][0]
-    assert list(mean_line.get_xdata())[0] == points[19][0]  # starts once 20 points exist
-    labels = [t.get_text() for t in main.get_legend().get_texts()]
-    assert any("critic warm-up" in t for t in labels) and sum("95% interval" in t for t in labels) == 2
-    assert len(per_task) == 2  # one small panel per task
-    assert all(len(ax.get_lines()) == 2 and ax.get_title().startswith(task) for ax, task in zip(per_task, "ab", strict=True))
-
-
-def test_plot_draws_raw_values_as_dots_one_per_x_not_vertical_strokes(tmp_path):
+def _plotted_axes(*args, **kwargs):
+    """``plot_success(*args, **kwargs)``, returning the axes of the figure it saved."""
     import matplotlib.pyplot as plt
 
     from darwin.report import plot_success
@@ -90,14 +62,33 @@ def test_plot_draws_raw_values_as_dots_one_per_x_not_vertical_strokes(tmp_path):
         drawn["axes"] = fig.axes
         return real_savefig(fig, path, *a, **k)
 
-    # three updates of four episodes each: the episodes of an update share its x
-    points = [(x, float(k % 2 == 0 or x == 300)) for x in (100, 200, 300) for k in range(4)]
     plt.Figure.savefig = capture
     try:
-        plot_success(points, tmp_path / "p.png", window=4)
+        plot_success(*args, **kwargs)
     finally:
         plt.Figure.savefig = real_savefig
-    (main,) = drawn["axes"]
+    return drawn["axes"]
+
+
+def test_plot_has_no_mean_before_a_full_window_and_draws_evaluations(tmp_path):
+    from darwin.report import EvalPoint
+
+    points = [(i * 5, float(i % 2)) for i in range(30)]
+    main, *per_task = _plotted_axes(points, tmp_path / "p.png", window=20, warmup_until=40,
+                                    evaluations=[EvalPoint("warm start", 0, 38, 96), EvalPoint("final", 145, 50, 96)],
+                                    per_task={"a": points[::2], "b": points[1::2]})
+    mean_line = [ln for ln in main.get_lines() if "20-point mean" in ln.get_label()][0]
+    assert list(mean_line.get_xdata())[0] == points[19][0]  # starts once 20 points exist
+    labels = [t.get_text() for t in main.get_legend().get_texts()]
+    assert any("critic warm-up" in t for t in labels) and sum("95% interval" in t for t in labels) == 2
+    assert len(per_task) == 2  # one small panel per task
+    assert all(len(ax.get_lines()) == 2 and ax.get_title().startswith(task) for ax, task in zip(per_task, "ab", strict=True))
+
+
+def test_plot_draws_raw_values_as_dots_one_per_x_not_vertical_strokes(tmp_path):
+    # three updates of four episodes each: the episodes of an update share its x
+    points = [(x, float(k % 2 == 0 or x == 300)) for x in (100, 200, 300) for k in range(4)]
+    (main,) = _plotted_axes(points, tmp_path / "p.png", window=4)
     raw = [ln for ln in main.get_lines() if "mean" not in ln.get_label()][0]
     assert list(raw.get_xdata()) == [100, 200, 300] and list(raw.get_ydata()) == [0.5, 0.5, 1.0]
     assert raw.get_linestyle() == "None"  # dots: no stroke from 0 to 1 between them

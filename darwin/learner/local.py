@@ -257,19 +257,13 @@ class LocalLearner:
         values = ref = None
         behaviour = old
         recompute = cfg.old_logprobs == "recompute" and not self.in_warmup
-        clock = [time.perf_counter()]
-
-        def lap() -> float:
-            clock.append(time.perf_counter())
-            return clock[-1] - clock[-2]
-
         with torch.no_grad():
             if self.critic is not None:
                 values = self._score(rows, inputs, longest, self._critic_values)
-            values_s = lap()
+            t_reference = time.perf_counter()
             if cfg.kl_coef > 0:
                 ref = self._score(rows, inputs, longest, self._reference_logprobs)
-            reference_s = lap()
+            t_proximal = time.perf_counter()
             if recompute:
                 # Decoupled PPO: the clip window is centred on the current actor (the proximal
                 # policy), not on the older policy that sampled the rows. Rows the current
@@ -282,7 +276,7 @@ class LocalLearner:
                     old = old.clone()
                     old[torch.tensor(stale, device=dev)] = proximal
                     old = old.masked_fill(~mask, 0.0)
-            proximal_s = lap()
+            t_scored = time.perf_counter()
 
         next_values, from_next, from_last = None, 0, 0
         if cfg.truncation == "bootstrap" and self.critic is not None:
@@ -307,8 +301,8 @@ class LocalLearner:
             trajectory_ids=[r.episode_id for r in rows], step_indices=steps, truncated=truncated, lam=float(lam),
             trajectories=collected.trajectories, empty_trajectories=collected.empty_trajectories,
             dropped_infra=collected.dropped_infra, dropped_unverified=collected.dropped_unverified,
-            preprocess_s=t_scoring - t_start, images_s=t_scoring - t_images, values_s=values_s,
-            reference_s=reference_s, proximal_s=proximal_s,
+            preprocess_s=t_scoring - t_start, images_s=t_scoring - t_images, values_s=t_reference - t_scoring,
+            reference_s=t_proximal - t_reference, proximal_s=t_scored - t_proximal,
             scoring_s=time.perf_counter() - t_scoring, behaviour_clip_fraction=behaviour_clip,
             bootstrapped_from_next=from_next, bootstrapped_from_last=from_last,
         )

@@ -106,13 +106,20 @@ def test_feature_cache_evicts_the_least_recently_used_within_its_bytes():
         attach_image_features(torch.nn.Linear(1, 1), [], cache=cache)
 
 
+def _counting(policy, calls: list[int]):
+    """The policy's processor path, recording how many prompts each call built."""
+
+    def build(prompts):
+        calls.append(len(prompts))
+        return policy.build_inputs(prompts)
+
+    return build
+
+
 def test_rows_rebuilt_from_the_sampler_equal_the_processors(policy, trajectories):
     rows = collect_step_rows(trajectories).rows
     calls: list[int] = []
-
-    def counting(prompts):
-        calls.append(len(prompts))
-        return policy.build_inputs(prompts)
+    counting = _counting(policy, calls)
 
     pixels = PixelEncoder(policy.vlm.processor.image_processor)
     image_token = policy.vlm.model.config.image_token_id
@@ -129,10 +136,7 @@ def test_rows_rebuilt_from_the_sampler_equal_the_processors(policy, trajectories
 def test_rows_fall_back_to_the_processor_when_the_encoder_cannot_reproduce_it(policy, trajectories):
     rows = collect_step_rows(trajectories).rows
     calls: list[int] = []
-
-    def counting(prompts):
-        calls.append(len(prompts))
-        return policy.build_inputs(prompts)
+    counting = _counting(policy, calls)
 
     class Skewed(PixelEncoder):  # an encoder that disagrees with the processor
         def from_patches(self, patches):
