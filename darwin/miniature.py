@@ -40,7 +40,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -50,6 +49,8 @@ from pathlib import Path
 from types import TracebackType
 
 import httpx
+
+from darwin.envs.adb_server import PrivateAdbServer, free_port
 
 logger = logging.getLogger(__name__)
 
@@ -74,12 +75,6 @@ def write_tiny_uitars_checkpoint(path: str | os.PathLike[str], *, seed: int = 0)
     vlm.model.save_pretrained(out)
     vlm.processor.save_pretrained(out)
     return out
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class JudgeStandIn:
@@ -190,11 +185,17 @@ class PaperPathStandIns:
         self.judge = JudgeStandIn(success_rate=judge_success_rate)
         self.checkpoint = self.work_dir / "ui-tars-1.5-tiny"
         self.weights_dir = self.work_dir / "weights"
-        self.policy_port = _free_port()
-        self.adb_port = _free_port()
+        self.policy_port = free_port()
+        self.adb_server: PrivateAdbServer | None = None
         self.devices: list[str] = []
         self._processes: list[tuple[str, subprocess.Popen[bytes], Path]] = []
-        self._adb: str | None = None
+
+    @property
+    def adb_port(self) -> int:
+        """Port of the stand-ins' private adb server (set by :meth:`start`)."""
+        if self.adb_server is None:
+            raise StandInError("the stand-ins are not started: no adb server yet")
+        return self.adb_server.port
 
     @property
     def policy_url(self) -> str:
@@ -224,11 +225,11 @@ class PaperPathStandIns:
     def start(self, timeout_s: float = 120.0) -> PaperPathStandIns:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         write_tiny_uitars_checkpoint(self.checkpoint, seed=self.seed)
-        self._adb = shutil.which("adb")
-        if self._adb is None:
+        adb = shutil.which("adb")
+        if adb is None:
             raise StandInError("the `adb` binary is not installed (Debian/Ubuntu: apt-get install adb); the phones "
                                "are reached through a real adb server")
-        subprocess.run([self._adb, "-P", str(self.adb_port), "start-server"], check=True, capture_output=True, timeout=30)
+        self.adb_server = PrivateAdbServer(adb=adb).start()
         self.judge.start()
         darwin = [sys.executable, "-m", "darwin.cli"]
         ready = self.work_dir / "phones.json"
@@ -283,8 +284,8 @@ class PaperPathStandIns:
                 process.wait(timeout=10)
         self._processes.clear()
         self.judge.stop()
-        if self._adb is not None:
-            subprocess.run([self._adb, "-P", str(self.adb_port), "kill-server"], capture_output=True, timeout=30)
+        if self.adb_server is not None:
+            self.adb_server.stop()
 
     def __enter__(self) -> PaperPathStandIns:
         try:

@@ -21,7 +21,6 @@ import os
 import platform
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ import numpy as np
 import psutil
 
 from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv, decode_screenshot
+from darwin.envs.adb_server import PrivateAdbServer
 
 __all__ = ["AdbBenchResult", "run_adb_bench", "update_benchmarks_md"]
 
@@ -149,12 +149,6 @@ class AdbBenchResult:
         return "\n".join(lines)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _rate(fn: Callable[[], object], seconds: float) -> float:
     n = 0
     start = time.perf_counter()
@@ -212,16 +206,16 @@ class _Served:
         self.adb = shutil.which("adb")
         if self.adb is None:
             raise RuntimeError("`adb` is not installed (Debian/Ubuntu: apt-get install adb); darwin bench adb needs a real adb server")
-        self.own_server = adb_port is None
-        self.adb_port = adb_port or _free_port()
+        self.own_server = PrivateAdbServer(adb=self.adb) if adb_port is None else None
+        self.adb_port = adb_port or 0
         self.phones = phones
         self.proc: subprocess.Popen[bytes] | None = None
         self.addresses: list[str] = []
         self._dir = tempfile.TemporaryDirectory(prefix="darwin-bench-adb-")
 
     def __enter__(self) -> _Served:
-        if self.own_server:
-            subprocess.run([self.adb, "-P", str(self.adb_port), "start-server"], check=True, capture_output=True, timeout=30)
+        if self.own_server is not None:
+            self.adb_port = self.own_server.start().port
         ready = Path(self._dir.name) / "ready.json"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "darwin.cli", "phones", "serve", "--count", str(self.phones), "--ready-file", str(ready),
@@ -247,8 +241,8 @@ class _Served:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
-        if self.own_server and self.adb is not None:
-            subprocess.run([self.adb, "-P", str(self.adb_port), "kill-server"], capture_output=True, timeout=30)
+        if self.own_server is not None:
+            self.own_server.stop()
         self._dir.cleanup()
 
 

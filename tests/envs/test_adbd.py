@@ -26,6 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from darwin.envs.adb_server import PrivateAdbServer, free_port
 from darwin.envs.sim.adbd import (
     A_CLSE,
     A_CNXN,
@@ -432,26 +433,13 @@ def test_bad_serial_props_rejected() -> None:
 # --------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def adb_port() -> Iterator[int]:
-    """A private adb server on a free port; always killed afterwards."""
-    adb = shutil.which("adb")
-    if adb is None:
+    """A private adb server on a free port, this process's own child; always stopped afterwards."""
+    if shutil.which("adb") is None:
         pytest.skip("the `adb` binary is not installed (Debian/Ubuntu: apt-get install adb)")
-    port = _free_port()
-    try:
-        subprocess.run(
-            [adb, "-P", str(port), "start-server"], check=True, capture_output=True, timeout=30
-        )
-        yield port
-    finally:
-        subprocess.run([adb, "-P", str(port), "kill-server"], capture_output=True, timeout=30)
+    with PrivateAdbServer() as server:
+        yield server.port
 
 
 @pytest.fixture(scope="module")
@@ -506,7 +494,7 @@ def test_adb_lists_device_with_banner(adb_port: int, farm: AdbdFarm) -> None:
 
 
 def test_adb_connect_unreachable_returns_message(adb_client) -> None:
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     result = adb_client.connect(f"127.0.0.1:{port}", timeout=10)
     assert not result.startswith("connected to"), result  # a string, never an exception
     assert f"127.0.0.1:{port}" in result, result
@@ -662,7 +650,7 @@ def test_farm_consecutive_ports_and_clean_failure() -> None:
         with pytest.raises(OSError, match=f"127.0.0.1:{taken}"):
             farm.start()
         assert farm._thread is None  # nothing left running
-    base = _free_port()
+    base = free_port()
     try:
         farm = AdbdFarm([RecordingBackend(), RecordingBackend()], port_base=base)
         farm.start()
