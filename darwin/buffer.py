@@ -55,6 +55,9 @@ class ReplayBuffer:
         self._completed: OrderedDict[str, list[Trajectory]] = OrderedDict()
         self._completed_steps = 0
         self._released: set[str] = set()
+        self.dropped_groups = 0
+        """Groups discarded by :meth:`close_group` (``drop=True``): a member was lost."""
+        self.dropped_trajectories = 0
 
     # -- producer side --------------------------------------------------------------------
     def start(self, episode_id: str, group: str | None = None) -> None:
@@ -98,6 +101,21 @@ class ReplayBuffer:
         with self._lock:
             self._active.pop(episode_id, None)
             self._done_ids.add(episode_id)
+
+    def close_group(self, group: str, drop: bool) -> int:
+        """A group whose remaining rollouts will never run (its phone was lost): release the
+        members completed so far to the learner (``drop=False``), or discard them
+        (``drop=True``). Returns how many completed members it released or discarded."""
+        with self._lock:
+            members = self._completed.get(group, [])
+            if drop:
+                self._completed.pop(group, None)
+                self._completed_steps -= sum(len(t) for t in members)
+                self.dropped_groups += 1
+                self.dropped_trajectories += len(members)
+            elif members:
+                self._released.add(group)
+            return len(members)
 
     # -- consumer side --------------------------------------------------------------------
     def _ready(self, key: str) -> bool:

@@ -557,6 +557,7 @@ def run_cmd(
             result = run_experiment(config, path, resume=resume, on_progress=_ProgressLines())
     console.print()
     console.print(f"{result.updates} updates, {result.env_steps} env steps; outputs in {result.run_dir} (success curve: {result.plot}, TensorBoard: {result.run_dir / 'tensorboard'})")
+    console.print(f"{result.cost.describe()} (summary.json)", highlight=False)
     before, after = result.evaluations.get("warm_start"), result.evaluations.get("final")
     if before is not None and after is not None:
         from darwin.report import gain_interval

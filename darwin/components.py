@@ -1,6 +1,6 @@
 """Components an experiment names: built-ins by name, a user's class by import path.
 
-An experiment file chooses its curriculum, workflow, verifier and memory with a
+An experiment file chooses its curriculum, workflow, verifier, memory and phone provider with a
 :class:`ComponentSpec`: ``name`` is a built-in (``"learnability"``) or an import path
 (``"my_lab.curricula:Hardest"``), ``kwargs`` its keyword arguments. Everything is resolved
 and built when the experiment is loaded (``darwin run --dry-run`` included), so a typo fails
@@ -30,11 +30,11 @@ import inspect
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 __all__ = ["BUILTINS", "ComponentError", "ComponentKind", "ComponentSpec", "build_component", "resolve_component"]
 
-ComponentKind = Literal["curriculum", "workflow", "verifier", "memory"]
+ComponentKind = Literal["curriculum", "workflow", "verifier", "memory", "provider"]
 
 BUILTINS: dict[str, dict[str, str]] = {
     "curriculum": {
@@ -63,6 +63,10 @@ BUILTINS: dict[str, dict[str, str]] = {
         "sliding_window": "darwin.memory.sliding_window:SlidingWindowMemory",
         "llm": "darwin.memory.llm:LLMMemoryManager",
     },
+    "provider": {
+        "static": "darwin.envs.providers:StaticProvider",
+        "sim_farm": "darwin.envs.providers:SimFarm",
+    },
 }
 """Built-in names of each kind and the class each stands for."""
 
@@ -71,6 +75,7 @@ _BASES: dict[str, str] = {
     "workflow": "darwin.workflows.base:Workflow",
     "verifier": "darwin.verifiers.base:Verifier",
     "memory": "darwin.memory.base:Memory",
+    "provider": "darwin.envs.providers:PhoneProvider",
 }
 
 # Keyword arguments a built-in gets from its name (StaticCurriculum's two modes).
@@ -85,12 +90,18 @@ class ComponentError(ValueError):
 
 
 class ComponentSpec(BaseModel):
-    """A component by name or import path, with its keyword arguments."""
+    """A component by name or import path, with its keyword arguments. A bare string is a
+    spec without arguments (``--set phones.provider=sim_farm``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1, description="a built-in name, or an import path 'module:Class'")
     kwargs: dict[str, JsonValue] = Field(default_factory=dict, description="keyword arguments of the class")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: object) -> object:
+        return {"name": data} if isinstance(data, str) else data
 
 
 def _import(path: str, kind: str, name: str) -> object:
@@ -143,7 +154,7 @@ def build_component(
         return as_verifier(target, kind=spec.name.rpartition(":")[2])
     if not (isinstance(target, type) and issubclass(target, base)):  # type: ignore[arg-type]
         raise ComponentError(f"{kind} {spec.name!r} is not a subclass of {_BASES[kind].replace(':', '.')}")
-    accepted = _accepted(target, context)
+    accepted = {k: v for k, v in _accepted(target, context).items() if k not in kwargs}  # the spec's own kwargs win
     if named_context:
         params = inspect.signature(target.__init__).parameters
         accepted.update({k: v for k, v in named_context.items() if k in params and k not in kwargs})

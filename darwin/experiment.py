@@ -26,7 +26,10 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from darwin.components import ComponentError, ComponentSpec, build_component
+from darwin.components import ComponentError, ComponentSpec, build_component, resolve_component
+from darwin.envs.adb import AdbEnvConfig
+from darwin.envs.fleet import PhoneEvent, PhoneFleet, ResetSchedule
+from darwin.envs.providers import PhoneProvider, ProviderError
 from darwin.envs.ray_phones import RayPhoneGroup, RayPhonesConfig
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.learner.config import LearnerConfig
@@ -36,6 +39,7 @@ from darwin.report import WARM_START_FILE
 from darwin.sft import SFTConfig
 from darwin.tasks import resolve_tasks as resolve_task_names
 from darwin.types import Task, TaskDefinitionError
+from darwin.verification_watch import VerificationWatchConfig
 from darwin.workflows.base import Workflow
 
 if TYPE_CHECKING:
@@ -79,6 +83,56 @@ class PhonesConfig(BaseModel):
         None, description="ray: the cluster address and which phones run on which nodes (docs/scale.md); "
         "`darwin run --ray-address ADDR` fills it in for a sim experiment",
     )
+    provider: ComponentSpec | None = Field(
+        None, description="where the phones come from (docs/phones.md): a provider by name ('sim_farm': SimPhones "
+        "served over adb through the real adb server, state probe on; 'static': `devices` through `adb_server`) or an import "
+        "path 'module:Class' (a PhoneProvider); it hands out `count` phones and holds `spares`, hard-resets them, and "
+        "gets them back at the end. None: `kind` builds the phones",
+    )
+    spares: int = Field(0, ge=0, le=4096, description="provider: phones beyond `count` that replace quarantined phones "
+                        "that do not heal within replace_after_s")
+    replace_after_s: float = Field(60.0, ge=0.0, le=3600.0, description="a quarantined phone that is not healthy this "
+                                   "long after its first hard reset is released and a spare takes its place (or it retires)")
+    hard_reset_every: int | None = Field(None, ge=1, description="hard-reset each phone after every N episodes it plays "
+                                         "(SimPhones: a factory reset; provider phones: through the provider)")
+    hard_reset_after_infra: int | None = Field(None, ge=1, description="hard-reset a phone after N infrastructure "
+                                               "truncations in a row")
+    hard_reset_unhealthy: bool = Field(True, description="hard-reset a quarantined phone (its health check failed) "
+                                       "before giving up on it; needs a provider or phones that reset themselves")
+    sim_state_probe: bool = Field(False, description="kind 'adb' / provider 'static': the devices are SimPhones served by "
+                                  "`darwin phones serve`: use their state probe (rule verification), answers and task setup")
+    call_deadline_s: float = Field(10.0, gt=0.0, le=600.0, description="adb phones: deadline of one action or state probe; "
+                                   "a phone past it ends the episode as an infrastructure truncation")
+    screenshot_deadline_s: float = Field(15.0, gt=0.0, le=600.0, description="adb phones: deadline of one screenshot")
+    reconnect_deadline_s: float = Field(60.0, gt=0.0, le=3600.0, description="adb phones: how long a lost connection may "
+                                        "take to come back (all tries) before the call fails")
+
+    def reset_schedule(self) -> ResetSchedule | None:
+        """The hard-reset schedule, or None when nothing is scheduled (no provider, no settings)."""
+        if self.provider is None and self.hard_reset_every is None and self.hard_reset_after_infra is None:
+            return None
+        return ResetSchedule(every_episodes=self.hard_reset_every, after_infra_failures=self.hard_reset_after_infra,
+                             on_failed_health=self.hard_reset_unhealthy)
+
+    def adb_config(self, for_sim: bool = False) -> AdbEnvConfig:
+        """Settings of the adb phones: the adb server, the deadlines, and for served SimPhones
+        (``for_sim`` or ``sim_state_probe``) the state probe, answers and setup commands."""
+        host, _, port = self.adb_server.partition(":")
+        values = {"adb_host": host, "adb_port": int(port or 5037), "command_timeout_s": self.call_deadline_s,
+                  "screenshot_timeout_s": self.screenshot_deadline_s, "reconnect_timeout_s": self.reconnect_deadline_s}
+        return AdbEnvConfig.for_sim(**values) if for_sim or self.sim_state_probe else AdbEnvConfig(**values)
+
+    @model_validator(mode="after")
+    def _check_provider(self) -> PhonesConfig:
+        if self.provider is not None:
+            if self.kind == "ray":
+                raise ValueError("phones.provider hands out phones this machine reaches; with phones.kind = 'ray' leave it unset "
+                                 "(the Ray phone groups build their own phones)")
+            resolve_component("provider", self.provider.name)  # a typo fails at load, with "did you mean"
+        elif self.spares:
+            raise ValueError(f"phones.spares = {self.spares} needs phones.provider (spares come from a provider: "
+                             "'sim_farm', 'static' or your own)")
+        return self
 
 
 class PolicyConfig(BaseModel):
@@ -238,6 +292,11 @@ class ExperimentConfig(BaseModel):
         "same start state, and the learner groups by it (GRPO, GiGPO, shortest-path adjustment, negative "
         "pruning); None = one episode per sampled task, groups by task id",
     )
+    group_lost: Literal["train", "drop"] = Field(
+        "train", description="group mode, a member lost to an infrastructure failure or a lost phone: 'train' trains the "
+        "group on the members it has (the lost one as learner.infra_truncation says), 'drop' leaves the group out; "
+        "nothing waits for a member that will never run",
+    )
     rollout_steps: int = Field(256, ge=1, description="completed steps per update (paper: 256)")
     max_backlog_steps: int | None = Field(
         None, ge=1,
@@ -252,6 +311,11 @@ class ExperimentConfig(BaseModel):
     parse_error_penalty: float = Field(0.0, ge=0.0, description="reward subtracted for unparseable output")
     run_dir: str | None = Field(None, description="default runs/<name>-<UTC time>")
     store: StoreConfig = Field(default_factory=StoreConfig, description="the run database")
+    verification_watch: VerificationWatchConfig = Field(
+        default_factory=VerificationWatchConfig,
+        description="no silent runs: warn when few recent episodes are verified, stop after updates without a verified "
+        "one (an update without a verdict never moves the actor: learner.infra_only_updates)",
+    )
     notes: str = Field("", description="free text shown by --dry-run (e.g. how the paper's schedule was scaled)")
 
     @model_validator(mode="after")
@@ -412,20 +476,75 @@ class ExperimentConfig(BaseModel):
                 return build_ray_phones(phones.ray, perturbation=phones.perturbation, reset_between_episodes=phones.reset_between_episodes)
             except RayPhonesError as exc:
                 raise ExperimentError(str(exc)) from None
-        from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
+        from darwin.envs.adb import AdbPhoneEnv
 
         if len(phones.devices) < phones.count:
             raise ExperimentError(f"phones.kind='adb' needs {phones.count} devices, {len(phones.devices)} listed; set phones.devices")
-        host, _, port = phones.adb_server.partition(":")
-        adb = AdbEnvConfig(adb_host=host, adb_port=int(port or 5037))
+        adb = phones.adb_config()
         return [AdbPhoneEnv(serial, adb) for serial in phones.devices[: phones.count]]
+
+    def build_fleet(self, on_event: Callable[[PhoneEvent], None] | None = None) -> PhoneFleet:
+        """The training phones as a :class:`~darwin.envs.fleet.PhoneFleet`: from ``phones.provider``
+        (``count`` acquired, ``spares`` held back) or from :meth:`build_phones`, with the
+        hard-reset schedule. Its :meth:`~darwin.envs.fleet.PhoneFleet.close` gives everything
+        back (the phones, a provider it started, a private adb server)."""
+        from darwin.envs.fleet import PhoneFleet
+
+        phones = self.phones
+        schedule = phones.reset_schedule()
+        if phones.provider is None:
+            return PhoneFleet(self.build_phones(), schedule=schedule, replace_after_s=phones.replace_after_s,
+                              on_event=on_event)
+        closers: list[Callable[[], None]] = []
+        try:
+            provider = self._start_provider(closers)
+            try:
+                envs = provider.acquire_many(phones.count)
+            except ProviderError as exc:
+                raise ExperimentError(f"phones.provider {phones.provider.name!r} could not hand out {phones.count} phones: {exc}") from None
+        except BaseException:
+            for close in reversed(closers):
+                close()
+            raise
+        return PhoneFleet(envs, provider=provider, schedule=schedule, replace_after_s=phones.replace_after_s,
+                          on_event=on_event, closers=closers)
+
+    def _start_provider(self, closers: list[Callable[[], None]]) -> PhoneProvider:
+        """Build and start ``phones.provider``; what must be stopped at the end goes to ``closers``."""
+        from darwin.envs.adb_server import PrivateAdbServer
+        from darwin.envs.providers import PhoneProvider
+
+        phones = self.phones
+        assert phones.provider is not None
+        from darwin.envs.providers import SimFarm
+
+        cls = resolve_component("provider", phones.provider.name)
+        adb = phones.adb_config(for_sim=isinstance(cls, type) and issubclass(cls, SimFarm))
+        if adb.adb_host in ("127.0.0.1", "localhost") and not _port_open(adb.adb_host, adb.adb_port):
+            # No adb server where the phones are looked for: run one for this run, on that port.
+            server = PrivateAdbServer(port=adb.adb_port).start()
+            closers.append(server.stop)
+            logger.info("started an adb server on port %d for the run's phones", server.port)
+        context: dict[str, object] = {"count": phones.count + phones.spares, "seed": phones.seed, "config": adb,
+                                      "perturbation": phones.perturbation}
+        if phones.devices:
+            context["devices"] = list(phones.devices)
+        try:
+            provider = build_component("provider", phones.provider, **context)
+        except ComponentError as exc:
+            raise ExperimentError(str(exc)) from None
+        assert isinstance(provider, PhoneProvider)
+        provider.start()
+        closers.append(provider.stop)
+        return provider
+
 
     def build_eval_phones(self, training: Sequence[PhoneEnv] = ()) -> list[PhoneEnv]:
         """Fresh phones for one evaluation: SimPhones rebuilt from ``evaluation.phone_seed``
         each time, so the warm start and the final policy meet identical initial states (state
         persists between episodes, so reusing phones would hand the second evaluation other
         states). Real phones: the ``training`` ones (evaluated before rollout starts and after it stops)."""
-        if self.phones.kind != "sim":
+        if self.phones.kind != "sim" or self.phones.provider is not None:
             return list(training)
         return self.sim_phones(self.evaluation.phone_seed, self.evaluation.phones, "eval")
 
@@ -453,6 +572,16 @@ class ExperimentConfig(BaseModel):
             name: [t.model_copy(update={"step_budget": self.horizon}) for t in resolve_tasks(names)]
             for name, names in self.evaluation.task_sets.items()
         }
+
+
+def _port_open(host: str, port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConfig:

@@ -8,7 +8,8 @@ A :class:`TrainingRecipe` has torchtune's small lifecycle; each stage is one met
 ``train()``
     the warm-start evaluation, then the loop of CleanRL's ``ppo.py``: **collect** a batch
     of completed trajectories from the phones -> **update** the learner -> **log** ->
-    **save** a checkpoint; until ``updates`` are done or the time budget is spent; then the
+    **save** a checkpoint -> **watch** how many episodes were verified (a warning, or a stop:
+    ``verification_watch``); until ``updates`` are done or the time budget is spent; then the
     final evaluation and the report.
 ``save()`` / ``load()``
     the learner's checkpoint with the untrained trajectories and the typed run state.
@@ -32,13 +33,16 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import JsonValue
 
+from darwin.cost import RunCost
 from darwin.report import EvalResult, RunReport
 from darwin.types import RunAbort, TerminationReason, Trajectory
+from darwin.verification_watch import VerificationWatch
 
 if TYPE_CHECKING:
     from darwin.buffer import ReplayBuffer
     from darwin.curricula.base import Curriculum
     from darwin.envs.base import PhoneEnv
+    from darwin.envs.fleet import PhoneEvent, PhoneFleet
     from darwin.experiment import ExperimentConfig
     from darwin.learner import LocalLearner
     from darwin.learner.metrics import UpdateMetrics
@@ -100,13 +104,15 @@ class RunState:
     """The success points of each task (the plot's per-task panel)."""
     warmup_until: int = 0
     """Training step (x of the success curve) where the critic warm-up ended."""
+    cost: RunCost = field(default_factory=RunCost)
+    """Phone and learner time of the run up to the checkpoint, every process's (the summary's cost figures)."""
 
     def to_json(self) -> dict[str, JsonValue]:
         return {
             "run_id": self.run_id, "env_steps": self.env_steps, "curriculum": self.curriculum,
             "success_points": [list(p) for p in self.success_points],
             "task_points": {k: [list(p) for p in pts] for k, pts in self.task_points.items()},
-            "warmup_until": self.warmup_until,
+            "warmup_until": self.warmup_until, "cost": self.cost.to_json(),
         }
 
     @classmethod
@@ -122,6 +128,7 @@ class RunState:
             success_points=[(int(s), float(v)) for s, v in data["success_points"]],  # type: ignore[union-attr, misc]
             task_points={k: [(int(s), float(v)) for s, v in pts] for k, pts in data.get("task_points", {}).items()},  # type: ignore[union-attr, misc]
             warmup_until=int(data.get("warmup_until", 0)),  # type: ignore[arg-type]
+            cost=RunCost.from_json(data.get("cost") or {}),  # type: ignore[arg-type]
         )
 
     def record(self, batch: list[Trajectory]) -> None:
@@ -152,6 +159,8 @@ class RunResult:
     plot: Path
     evaluations: dict[str, EvalResult] = field(default_factory=dict)
     """``warm_start`` and ``final`` when ``config.evaluation`` asks for them (also in eval.json)."""
+    cost: RunCost = field(default_factory=RunCost)
+    """Phone and learner time per success (also ``summary.json``'s ``cost``)."""
 
 
 class TrainingRecipe:
@@ -187,14 +196,19 @@ class TrainingRecipe:
         self.buffer: ReplayBuffer | None = None
         self.store: RunStore | None = None
         self.envs: list[PhoneEnv] = []
+        self.fleet: PhoneFleet | None = None
         self.workflow: Workflow | None = None
         self.eval_workflow: Workflow | None = None
         self.engine: RolloutEngine | None = None
         self._stop_rollout = asyncio.Event()
         self._rollout: asyncio.Task | None = None
         self._env_offset = 0  # phone steps before this process (a resumed run's)
+        self._saved_pending: set[str] = set()  # episode ids of the last checkpoint's untrained trajectories
         self._batch_lag: list[int] = []  # policy versions each step of the current batch lags behind
         self._sft_clock: tuple[float, float] = (0.0, 0.0)  # (first SFT step's time, last detail shown)
+        self._learner_s = 0.0  # this process's seconds in learner updates
+        self._cost_before = RunCost()  # a resumed run's cost up to its checkpoint
+        self.verification = VerificationWatch(config.verification_watch)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -226,7 +240,8 @@ class TrainingRecipe:
                 logger.warning("no checkpoint in %s; starting from the warm start", self.checkpoint_dir)
             self.learner = config.build_learner(self.pool.policy)
             self.state = RunState(run_id=self.store.start_run(config.name, config=config))
-        self.envs = config.build_phones()
+        self.fleet = config.build_fleet(on_event=self._phone_event)
+        self.envs = self.fleet.envs
         self.workflow = config.build_workflow(self.pool.observation_size)
         # A second workflow (and verifier: a learned one is a model) only when the evaluation is scored differently.
         self.eval_workflow = self.workflow if config.evaluation.verifier is None else config.build_workflow(self.pool.observation_size, evaluation=True)
@@ -241,6 +256,7 @@ class TrainingRecipe:
         resumed = self.learner.resume_state
         restore_pending(self.buffer, resumed.pending)
         self.state = RunState.from_json(resumed.extra_state)
+        self._cost_before = self.state.cost
         self.curriculum.load_state_dict(self.state.curriculum)
         self.evaluations = self.report.load_evaluations()
         self.resumed = True
@@ -264,7 +280,10 @@ class TrainingRecipe:
             update = await self.update(batch)
             self.log(batch, update)
             await self.save()
+            self.watch_verification(batch, update)
         await self._finish_rollout()
+        if self._unsaved_episodes():  # finished after the last checkpoint: keep them for a resume
+            await self.save()
         self.timings["rl_s"] = time.perf_counter() - started
         if self._evaluates:
             await self.evaluate("final")
@@ -304,7 +323,10 @@ class TrainingRecipe:
         self._show("update (critic warm-up)" if learner.in_warmup else "update")
         self._batch_lag = [learner.policy_version - t.decision.generation.policy_version
                            for tr in batch for t in tr.transitions if t.decision.generation is not None]
-        return await asyncio.to_thread(learner.update, batch)
+        clock = time.perf_counter()
+        metrics = await asyncio.to_thread(learner.update, batch)
+        self._learner_s += time.perf_counter() - clock  # the learner-seconds of the cost figures
+        return metrics
 
     def log(self, batch: list[Trajectory], update: UpdateMetrics) -> None:
         """What this update trained on and what it measured (metrics.jsonl, TensorBoard, updates.jsonl)."""
@@ -315,6 +337,7 @@ class TrainingRecipe:
             "success_by_task": _success_by_task(batch),
             "env_steps": self._env_steps, "steps_per_s": stats.steps_per_second,
             "backpressure_phone_s": stats.backpressure_s,
+            **{f"cost/{k}": v for k, v in self.cost.to_json().items() if k != "note"},
             "policy_version_lag_mean": sum(self._batch_lag) / max(1, len(self._batch_lag)),
             "policy_version_lag_max": max(self._batch_lag, default=0),
             **{f"truncations/{k}": v for k, v in stats.truncation_causes.items()},
@@ -330,7 +353,10 @@ class TrainingRecipe:
         self._show("rollout")
         state.curriculum = self.curriculum.state_dict()
         state.env_steps = self._env_steps
-        await asyncio.to_thread(learner.save, self.checkpoint_dir, pending=self.buffer.completed_trajectories(), extra_state=state.to_json())
+        state.cost = self.cost
+        pending = self.buffer.completed_trajectories()
+        await asyncio.to_thread(learner.save, self.checkpoint_dir, pending=pending, extra_state=state.to_json())
+        self._saved_pending = {t.episode_id for t in pending}
         self._refresh()
 
     async def evaluate(self, label: Literal["warm_start", "final"]) -> EvalResult:
@@ -341,7 +367,7 @@ class TrainingRecipe:
         assert self.learner is not None and self.pool is not None and self.eval_workflow is not None and self.store is not None
         self._show(f"evaluation ({label.replace('_', ' ')})")
         clock = time.perf_counter()
-        phones = self.config.build_eval_phones(training=self.envs)
+        phones = self.config.build_eval_phones(training=self.fleet.envs if self.fleet is not None else self.envs)
         run_id = self.store.start_run(f"{self.config.name} evaluation {label}", config=None)
         result = await evaluate_experiment(self.config, label, self.tasks, phones, self.pool, self.eval_workflow,
                                            self.learner.policy_version, self.learner.updates, store=self.store, run_id=run_id)
@@ -359,13 +385,28 @@ class TrainingRecipe:
             await asyncio.gather(self._rollout, return_exceptions=True)  # already surfaced, or an error is on its way
         if self.pool is not None:
             await self.pool.aclose()
-        for env in self.envs:  # phone threads; phone host actors on a Ray cluster
-            env.close()
+        if self.fleet is not None:  # phone threads, Ray phone hosts; provider phones go back to it
+            self.fleet.close()
         self.report.close()
         if self.store is not None:
             self.store.close()
 
+    def watch_verification(self, batch: list[Trajectory], update: UpdateMetrics) -> None:
+        """No silent runs (``config.verification_watch``): the batch's verified share in metrics.jsonl
+        (group ``verification``), a warning the first time few recent episodes were verified, and
+        a stop after too many updates in a row without a verified episode (once the update is saved,
+        so ``--resume`` continues after it)."""
+        counts = self.verification.observe(batch)
+        self.report.metrics.log(update.update, "verification", counts.as_dict())
+        if (problem := self.verification.stop_message()) is not None:
+            raise RunAbort(problem)
+
     # -------------------------------------------------------------------------- helpers
+    def _unsaved_episodes(self) -> bool:
+        """Completed trajectories the last checkpoint does not hold (nothing is lost on a resume)."""
+        assert self.buffer is not None
+        return {t.episode_id for t in self.buffer.completed_trajectories()} != self._saved_pending
+
     @property
     def _evaluates(self) -> bool:
         return self.config.evaluation.episodes_per_task > 0
@@ -373,6 +414,13 @@ class TrainingRecipe:
     @property
     def _env_steps(self) -> int:
         return self._env_offset + (self.engine.stats.env_steps if self.engine is not None else 0)
+
+    @property
+    def cost(self) -> RunCost:
+        """The run's phone and learner time so far, a resumed run's earlier processes included."""
+        if self.engine is None:
+            return self._cost_before + RunCost(learner_s=self._learner_s)
+        return self._cost_before + RunCost.of_rollout(self.engine.stats, len(self.engine.envs), self._learner_s)
 
     def _start_rollout(self) -> None:
         from darwin.rollout import RolloutEngine
@@ -383,6 +431,7 @@ class TrainingRecipe:
         self.engine = RolloutEngine(
             self.envs, self.pool, self.curriculum, self.buffer, workflow=self.workflow, store=self.store, run_id=state.run_id,
             mode=config.mode, group_size=config.group_size, max_backlog_steps=config.max_backlog_steps or config.rollout_steps,
+            fleet=self.fleet if self.fleet is not None and self.fleet.active else None, group_lost=config.group_lost,
         )
         self._rollout = asyncio.create_task(self.engine.run(until=self._stop_rollout.is_set))
         self._show("rollout")
@@ -392,6 +441,12 @@ class TrainingRecipe:
         if self._rollout is not None:
             await self._rollout  # a crash in the last moments still surfaces
         self._refresh()
+
+    def _phone_event(self, event: PhoneEvent) -> None:
+        """The fleet hard-reset, replaced or retired a phone: into the run database."""
+        if self.store is not None and self.state is not None:
+            self.store.record_phone_event(self.state.run_id, event.phone, event.kind, event.reason, event.episodes,
+                                          replacement=event.replacement)
 
     def _show(self, stage: str) -> None:
         self.progress.stage = stage
@@ -432,9 +487,10 @@ class TrainingRecipe:
             title=f"{config.name}: success on {', '.join(config.tasks)}", success_points=state.success_points,
             task_points=state.task_points, warmup_until=state.warmup_until, evaluations=self.evaluations,
             summary={"updates": learner.updates, "env_steps": self.progress.env_steps, "episodes": len(state.success_points),
-                     "resumed": self.resumed, **{k: round(v, 2) for k, v in self.timings.items()}},
+                     "resumed": self.resumed, **{k: round(v, 2) for k, v in self.timings.items()},
+                     "cost": self.cost.to_json(digits=4)},
         )
-        return RunResult(self.run_dir, learner.updates, self.progress.env_steps, state.success_points, plot, self.evaluations)
+        return RunResult(self.run_dir, learner.updates, self.progress.env_steps, state.success_points, plot, self.evaluations, self.cost)
 
 
 def _success_by_task(batch: list[Trajectory]) -> dict[str, float]:

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from darwin.cost import RunCost
+
 if TYPE_CHECKING:
     from darwin.algos.task_metrics import TaskMetrics
 
@@ -193,6 +195,9 @@ class RunSummary:
     eval_task_metrics: dict[str, dict[str, TaskMetrics]] = field(default_factory=dict)
     """Per evaluation (``warm_start``, ``final``) and task: SR, PR, side effects, false
     completions, over-time and the L1-L4 stratum (from ``eval.json``; empty for older runs)."""
+    cost: RunCost | None = None
+    """Phone and learner time per successful training episode, and the shares of phone time
+    lost to infrastructure and backpressure (``summary.json``'s ``cost``; ``None`` for older runs)."""
 
     def strata(self, label: str = "final") -> dict[str, int]:
         """How many tasks of an evaluation fall in each of MobileGym's strata L1-L4."""
@@ -235,6 +240,7 @@ def summarize_run(run_dir: str | Path, window: int = 20) -> RunSummary:
         eval_episodes=int(evals.get("final", evals.get("warm_start", {})).get("episodes", 0)),
         timings={k: float(v) for k, v in summary.items() if k.endswith("_s")},
         eval_task_metrics=_eval_task_metrics(evals),
+        cost=RunCost.from_json(summary["cost"]) if isinstance(summary.get("cost"), Mapping) else None,
     )
 
 
@@ -275,15 +281,16 @@ def compare_runs(run_dirs: Sequence[str | Path], plot_path: str | Path, window: 
         return "-" if v is None else f"{100 * v:.1f}%"
 
     lines = [
-        f"| run directory | warm start (eval) | final (eval) | gain | training, first {window} -> last {window} | updates | env steps | warm start s | RL s | total s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| run directory | warm start (eval) | final (eval) | gain | training, first {window} -> last {window} | updates | env steps | warm start s | RL s | total s "
+        "| phone-s / success | learner-s / success | phone time: infra | phone time: backpressure |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for s in summaries:
         gain = "-" if s.gain is None else f"{s.gain:+.1f}"
         lines.append(
             f"| {s.run_dir.name} | {pct(s.warm_start_eval)} | {pct(s.final_eval)} | {gain} | "
             f"{pct(s.first_window)} -> {pct(s.last_window)} | {s.updates} | {s.env_steps} | "
-            f"{s.timings.get('warm_start_s', 0):.0f} | {s.timings.get('rl_s', 0):.0f} | {s.total_s:.0f} |"
+            f"{s.timings.get('warm_start_s', 0):.0f} | {s.timings.get('rl_s', 0):.0f} | {s.total_s:.0f} | {_cost_cells(s.cost)} |"
         )
     gains = [s.gain for s in summaries if s.gain is not None]
     if gains:
@@ -293,6 +300,22 @@ def compare_runs(run_dirs: Sequence[str | Path], plot_path: str | Path, window: 
             counts = ", ".join(f"{k} {n}" for k, n in s.strata("final").items())
             lines.append(f"\n{s.run_dir.name}, final evaluation per task (strata: {counts}):\n\n{metrics_markdown(s.eval_task_metrics['final'])}")
     return summaries, "\n".join(lines) + "\n"
+
+
+def _cost_cells(cost: RunCost | None) -> str:
+    """The cost columns of a ``darwin compare`` row: per-success seconds ("no success" for a
+    run without one) and the shares of phone time; "-" for a run from before the cost figures."""
+    if cost is None:
+        return " | ".join(["-"] * 4)
+
+    def per_success(v: float | None) -> str:
+        return "no success" if v is None else f"{v:.1f}"
+
+    def share(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.1f}%"
+
+    return " | ".join([per_success(cost.phone_s_per_success), per_success(cost.learner_s_per_success),
+                       share(cost.infra_share), share(cost.backpressure_share)])
 
 
 def _flat(prefix: str, obj: Any) -> dict[str, float]:
@@ -420,7 +443,9 @@ class RunReport:
         """One learner update: its metrics, the rollout's numbers, and (provenance) the
         episodes it trained on."""
         with (self.run_dir / "updates.jsonl").open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"update": update.update, "episode_ids": [t.episode_id for t in batch]}) + "\n")
+            skipped = getattr(update, "actor_skipped_reason", None)  # an update that trained nothing says why
+            fh.write(json.dumps({"update": update.update, "episode_ids": [t.episode_id for t in batch],
+                                 **({"actor_skipped_reason": skipped} if skipped else {})}) + "\n")
         self.metrics.log(update.update, "update", update.as_dict())
         self.metrics.log(update.update, "rollout", rollout)
 

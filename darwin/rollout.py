@@ -38,12 +38,17 @@ from darwin.agents.base import Actor
 from darwin.buffer import ReplayBuffer
 from darwin.curricula.base import Curriculum, EpisodeOutcome
 from darwin.envs.base import InfraError, PhoneEnv
+from darwin.envs.fleet import PhoneFleet
 from darwin.store import RunStore
 from darwin.types import Task, TerminationReason, Trajectory, Transition
 from darwin.workflows.base import Workflow
 from darwin.workflows.step import LifecycleWorkflow
 
 logger = logging.getLogger(__name__)
+
+
+def _lost(trajectory: Trajectory) -> bool:
+    return trajectory.termination is not None and trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED
 
 
 @dataclass
@@ -65,6 +70,10 @@ class RolloutStats:
     """Phone-seconds spent waiting for the learner to drain the buffer (``max_backlog_steps``)."""
     phones_waiting: int = 0
     """Phones waiting for the learner right now."""
+    episode_phone_s: float = 0.0
+    """Phone-seconds in the recorded episodes, from the workflow's start to the phone back home."""
+    infra_phone_s: float = 0.0
+    """The part of ``episode_phone_s`` in episodes that ended as an infrastructure truncation."""
 
     @property
     def elapsed(self) -> float:
@@ -74,8 +83,10 @@ class RolloutStats:
     def steps_per_second(self) -> float:
         return self.env_steps / self.elapsed if self.elapsed > 0 else 0.0
 
-    def record(self, trajectory: Trajectory) -> None:
+    def record(self, trajectory: Trajectory, phone_s: float = 0.0) -> None:
+        """Count a finished episode that held its phone for ``phone_s`` seconds."""
         self.episodes += 1
+        self.episode_phone_s += phone_s
         self.successes += bool(trajectory.success)
         if trajectory.success is None and trajectory.termination is not None and trajectory.termination.reason in (
             TerminationReason.SUCCESS, TerminationReason.AGENT_FINISHED, TerminationReason.STEP_BUDGET,
@@ -85,6 +96,7 @@ class RolloutStats:
             self.terminations[trajectory.termination.reason.value] += 1
             if trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED:
                 self.truncation_causes[trajectory.termination.cause] += 1
+                self.infra_phone_s += phone_s
             elif trajectory.termination.reason == TerminationReason.ERROR:
                 self.error_causes[trajectory.termination.cause] += 1
 
@@ -146,6 +158,14 @@ class RolloutEngine:
             the phones trains on ever older data (the policy-version lag grows by one per
             update); with ``rollout_steps`` the lag stays about one update. ``None``: never wait.
         on_episode: called with every finished trajectory (progress bars).
+        fleet: looks after the phones between training episodes (hard resets on a schedule,
+            spares for quarantined phones; :class:`~darwin.envs.fleet.PhoneFleet`). Its phones
+            are the engine's ``envs``; a worker plays on whatever phone its slot holds.
+        group_lost: group mode, when a member is lost (an infrastructure truncation, or its
+            phone replaced or retired before the group's rollouts all ran): ``"train"`` trains
+            the group on the members it has (the lost one as ``learner.infra_truncation``
+            says), ``"drop"`` leaves the whole group out. Either way nothing waits for a
+            member that will never run.
 
     Training calls :meth:`run` (the curriculum picks tasks until told to stop); evaluation
     calls :meth:`run_episodes` with a fixed queue of tasks. Both play each episode the same
@@ -165,6 +185,8 @@ class RolloutEngine:
         group_size: int | None = None,
         max_backlog_steps: int | None = None,
         on_episode: Callable[[Trajectory], None] | None = None,
+        fleet: PhoneFleet | None = None,
+        group_lost: Literal["train", "drop"] = "train",
     ) -> None:
         if not envs:
             raise ValueError("RolloutEngine needs at least one phone")
@@ -172,6 +194,12 @@ class RolloutEngine:
             raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
         if store is not None and run_id is None:
             raise ValueError("pass the run_id of store.start_run(...) together with store")
+        if group_lost not in ("train", "drop"):
+            raise ValueError(f"group_lost must be 'train' or 'drop', got {group_lost!r}")
+        if fleet is not None and mode == "sync":
+            raise ValueError("a phone fleet (hard resets, spares) needs mode='async': a phone replaced mid-step would break the lockstep")
+        if fleet is not None and list(fleet.envs) != list(envs):
+            raise ValueError("pass the fleet's own phones as envs (fleet.envs)")
         if max_backlog_steps is not None and buffer is not None and max_backlog_steps < buffer.rollout_steps:
             raise ValueError(
                 f"max_backlog_steps={max_backlog_steps} is below the buffer's rollout_steps={buffer.rollout_steps}: "
@@ -188,6 +216,8 @@ class RolloutEngine:
         self.group_size = group_size
         self.max_backlog_steps = max_backlog_steps
         self.on_episode = on_episode
+        self.fleet = fleet
+        self.group_lost = group_lost
         self.stats = RolloutStats()
 
     def _next_group(self) -> list[tuple[Task, str | None]]:
@@ -271,8 +301,18 @@ class RolloutEngine:
         assert self.buffer is not None
         while not stop.is_set():
             if env.quarantined:
+                if self.fleet is not None and not env.recovers:
+                    replacement = await self.fleet.recover(i)
+                    if replacement is not env:  # the group cannot go on from another phone's state
+                        queue = self._lose_group(queue)
+                    if replacement is None:
+                        logger.error("phone %s is quarantined and no spare is left; its worker stops", env.name)
+                        return
+                    env = replacement
+                    continue
                 if not env.recovers:
                     logger.error("phone %s is quarantined; its worker stops", env.name)
+                    self._lose_group(queue)
                     return
                 await self._wait_for_recovery(env, stop)
                 continue  # re-check quarantine and stop
@@ -285,7 +325,28 @@ class RolloutEngine:
                     continue  # re-check quarantine and stop
                 queue = self._next_group()
             task, group = queue.pop()
-            await self._play(env, actor, task, group)
+            trajectory = await self._play(env, actor, task, group)
+            if group is not None and self.group_lost == "drop" and _lost(trajectory):
+                queue = self._lose_group([(task, group), *queue])
+            if self.fleet is not None:
+                following = await self.fleet.after_episode(i, trajectory)
+                if following is not env:
+                    queue = self._lose_group(queue)
+                if following is None:
+                    logger.error("phone %s retired and no spare is left; its worker stops", env.name)
+                    return
+                env = following
+
+    def _lose_group(self, queue: list[tuple[Task, str | None]]) -> list[tuple[Task, str | None]]:
+        """The rest of a group will not run: let the buffer release or drop what the group has
+        (``group_lost``), so no update waits for it. Returns the emptied queue."""
+        assert self.buffer is not None
+        groups = {group for _, group in queue if group is not None}
+        for group in groups:
+            kept = self.buffer.close_group(group, drop=self.group_lost == "drop")
+            logger.warning("group %s lost a member: %s its %d finished member(s)", group[:8],
+                           "dropped" if self.group_lost == "drop" else "training on", kept)
+        return []
 
     @staticmethod
     async def _wait_for_recovery(env: PhoneEnv, stop: asyncio.Event, poll_s: float = 0.5) -> None:
@@ -301,6 +362,7 @@ class RolloutEngine:
         """One episode: the workflow on ``env``, every step streamed to the buffer (if any)
         and the store, then home; the trajectory, its verdicts and the outcome recorded."""
         episode_id = uuid.uuid4().hex
+        clock = time.perf_counter()  # the episode's phone time (RolloutStats.episode_phone_s)
         if self.buffer is not None:
             self.buffer.start(episode_id, group=group)
         if self.store is not None:
@@ -311,6 +373,7 @@ class RolloutEngine:
             trajectory = await self.workflow.run(env, task, actor, emit=self._emit, episode_id=episode_id)
             final_screen = await self._final_screen(env, trajectory)
             await env.ago_home()
+            phone_s = time.perf_counter() - clock
         except (asyncio.CancelledError, asyncio.BrokenBarrierError):
             if self.buffer is not None:
                 self.buffer.abandon(episode_id)
@@ -318,7 +381,7 @@ class RolloutEngine:
         trajectory.group, trajectory.phone = group, env.name
         if self.buffer is not None:
             self.buffer.finish(trajectory)
-        self.stats.record(trajectory)
+        self.stats.record(trajectory, phone_s)
         if self.curriculum is not None:
             assert trajectory.termination is not None
             self.curriculum.update(task, EpisodeOutcome(task.id, trajectory.success, len(trajectory), trajectory.termination.reason))

@@ -86,7 +86,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Bumped whenever the tables change; opening an older database migrates it where a
 migration exists (:data:`_MIGRATIONS`) and says so otherwise."""
 
@@ -95,7 +95,8 @@ migration exists (:data:`_MIGRATIONS`) and says so otherwise."""
 # records what a model judge's verdict cost (tokens, dollars, requests) and its settings,
 # and each episode's phone size and final screen (what a judge reviewing the run looks at).
 # Version 4 records each episode's metrics (progress rate, side effects, false completion,
-# over-time; darwin.types.EpisodeMetrics).
+# over-time; darwin.types.EpisodeMetrics). Version 5 adds the phone_events table (hard
+# resets and replacements of the fleet's phones), which create_all makes on its own.
 # An "ADD COLUMN" whose column exists already is skipped, so every step is safe to rerun.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -119,6 +120,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE episodes ADD COLUMN over_time_steps INTEGER",
         "ALTER TABLE episodes ADD COLUMN goal_first_met_step INTEGER",
     ),
+    4: (),
 }
 _ADD_COLUMN = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (\w+) ")
 
@@ -414,6 +416,22 @@ class VerdictModel(Base):
     created_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
 
 
+class PhoneEventModel(Base):
+    """Something the fleet did to one phone during a run: a hard reset, a replacement by a
+    spare, a phone taken out of service (:class:`darwin.envs.fleet.PhoneEvent`)."""
+
+    __tablename__ = "phone_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    phone: Mapped[str] = mapped_column(String(256))
+    kind: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    episodes: Mapped[int] = mapped_column(Integer, default=0)
+    replacement: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
+
+
 # --------------------------------------------------------------------------- query rows
 
 
@@ -504,6 +522,21 @@ class VerdictRow:
     """Requests the judge sent (answers from its cache not counted)."""
     verifier_config: JsonValue | None = None
     """The judge's settings (redacted: never a key)."""
+
+
+@dataclass(frozen=True)
+class PhoneEventRow:
+    """A phone event as stored (:meth:`RunStore.phone_events`)."""
+
+    phone: str
+    kind: str
+    """``hard_reset``, ``replaced`` or ``retired``."""
+    reason: str
+    episodes: int
+    """Episodes the phone had played in this run when it happened."""
+    replacement: str | None
+    """``replaced``: the spare that took the phone's place."""
+    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -1208,6 +1241,21 @@ class RunStore:
                 for r in rows
             ]
 
+    def record_phone_event(self, run_id: str, phone: str, kind: str, reason: str, episodes: int,
+                           replacement: str | None = None) -> None:
+        """Record what the fleet did to a phone (a hard reset, a replacement, a retirement)."""
+        with self._write() as s:
+            if s.get(RunModel, run_id) is None:
+                raise StoreError(f"cannot record a phone event for run {run_id!r}: it does not exist; call start_run first")
+            s.add(PhoneEventModel(run_id=run_id, phone=phone, kind=kind, reason=_clean_text(reason, 2000) or "",
+                                  episodes=episodes, replacement=replacement, created_at=_now()))
+
+    def phone_events(self, run_id: str) -> list[PhoneEventRow]:
+        """The fleet's phone events of a run, in the order they happened."""
+        with self._read() as s:
+            rows = s.scalars(select(PhoneEventModel).where(PhoneEventModel.run_id == run_id).order_by(PhoneEventModel.id)).all()
+            return [PhoneEventRow(r.phone, r.kind, r.reason, r.episodes, r.replacement, r.created_at) for r in rows]
+
     def verdicts(self, episode_id: str) -> list[VerdictRow]:
         """Verdicts of an episode in the order they were recorded."""
         with self._read() as s:
@@ -1283,6 +1331,8 @@ __all__ = [
     "Base",
     "EpisodeModel",
     "EpisodeRow",
+    "PhoneEventModel",
+    "PhoneEventRow",
     "RunModel",
     "RunRow",
     "RunStore",

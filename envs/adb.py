@@ -11,7 +11,7 @@ Cloud phones (``adb connect host:port``), emulators, USB phones and SimPhones se
   per call and sleeps 10 ms on each close (docs/benchmarks.md has the measured difference).
 - **A deadline on every device call**: the whole call (connect, transport switch, the
   device answering the OPEN, reading the output) must finish by its deadline, or it
-  raises :class:`~darwin.envs.base.InfraError` ``timeout``.
+  raises :class:`~darwin.envs.base.InfraError` ``deadline``.
 - **Argv lists only**: every command is an argv list, quoted for the device's ``sh``
   with :func:`shlex.quote`; nothing is ever built as a host shell string.
 - **Typing byte-exact**: printable ASCII goes through ``input text`` (spaces as ``%s``,
@@ -132,7 +132,7 @@ class ShellOutput(NamedTuple):
 def _remaining(deadline: float, what: str) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
-        raise InfraError("timeout", f"{what}: deadline passed")
+        raise InfraError("deadline", f"{what}: deadline passed")
     return left
 
 
@@ -153,7 +153,7 @@ class AdbServerClient:
     """A minimal client of one adb server (the ``adb start-server`` process), with deadlines.
 
     Every method takes an absolute ``deadline`` (``time.monotonic()`` seconds) and raises
-    :class:`~darwin.envs.base.InfraError` (cause ``timeout``, ``adb_server``,
+    :class:`~darwin.envs.base.InfraError` (cause ``deadline``, ``adb_server``,
     ``not_found``, ``offline``, ``disconnect``, ``adb_error``...) instead of hanging or
     returning partial output.
 
@@ -178,7 +178,7 @@ class AdbServerClient:
         try:
             sock = socket.create_connection((self.host, self.port), timeout=timeout)
         except TimeoutError:
-            raise InfraError("timeout", f"connecting to the adb server at {self.host}:{self.port}") from None
+            raise InfraError("deadline", f"connecting to the adb server at {self.host}:{self.port}") from None
         except OSError as exc:
             raise InfraError(
                 "adb_server",
@@ -197,7 +197,7 @@ class AdbServerClient:
             try:
                 chunk = sock.recv(left)
             except TimeoutError:
-                raise InfraError("timeout", what) from None
+                raise InfraError("deadline", what) from None
             except OSError as exc:
                 raise InfraError("disconnect", f"{what}: {exc}") from None
             if not chunk:
@@ -314,7 +314,7 @@ class AdbServerClient:
                 try:
                     chunk = sock.recv(1 << 18)
                 except TimeoutError:
-                    raise InfraError("timeout", what) from None
+                    raise InfraError("deadline", what) from None
                 except OSError as exc:
                     raise InfraError("disconnect", f"{what}: {exc}") from None
                 if not chunk:
@@ -337,7 +337,7 @@ class AdbServerClient:
                 try:
                     chunk = sock.recv(1 << 18)
                 except TimeoutError:
-                    raise InfraError("timeout", what) from None
+                    raise InfraError("deadline", what) from None
                 except OSError as exc:
                     raise InfraError("disconnect", f"{what}: {exc}") from None
                 if not chunk:
@@ -874,7 +874,7 @@ class AdbPhoneEnv(PhoneEnv):
             for attempt in retrying:
                 with attempt:
                     if deadline - time.monotonic() <= 0:
-                        raise InfraError("timeout", f"{op} budget of {cfg.reconnect_timeout_s:g} s spent")
+                        raise InfraError("deadline", f"{op} budget of {cfg.reconnect_timeout_s:g} s spent")
                     tries = attempt.retry_state.attempt_number
                     self._reconnect_once(min(deadline, time.monotonic() + cfg.connect_timeout_s + cfg.command_timeout_s), disconnect=not first or tries > 1)
         except InfraError as exc:

@@ -34,7 +34,7 @@ from darwin.types import StateSetup
 class InfraError(RuntimeError):
     """The phone or its connection failed (not the agent's fault).
 
-    ``cause`` is a short machine-readable tag (``"disconnect"``, ``"timeout"``,
+    ``cause`` is a short machine-readable tag (``"disconnect"``, ``"deadline"``,
     ``"crash"``, ``"black_screen"`` ...); workflows turn this into a truncation.
     """
 
@@ -47,6 +47,10 @@ class InfraError(RuntimeError):
 class SetupUnsupported(RuntimeError):
     """The phone cannot put a task's state on itself (a real phone has no state writes):
     run tasks with ``setup`` steps on SimPhones (in process or served over ADB)."""
+
+
+class HardResetUnsupported(RuntimeError):  # noqa: N818 - reads as a sentence
+    """The phone cannot reset itself: hard resets go through its provider (``phones.provider``)."""
 
 
 class PhoneEnv(ABC):
@@ -92,6 +96,18 @@ class PhoneEnv(ABC):
         raise SetupUnsupported(
             f"{self.name} ({type(self).__name__}) cannot apply setup steps {[s.step for s in setup]}; "
             "run template tasks with setup on SimPhones"
+        )
+
+    def hard_reset(self) -> None:
+        """Put the phone back in its factory state (a SimPhone's fresh data for its seed).
+
+        Phones reached over a network cannot do this themselves: their provider resets them
+        (:meth:`darwin.envs.providers.PhoneProvider.reset`); the default raises
+        :class:`HardResetUnsupported`.
+        """
+        raise HardResetUnsupported(
+            f"{self.name} ({type(self).__name__}) cannot hard-reset itself; acquire it from a provider "
+            "(phones.provider, docs/phones.md) whose API re-images it"
         )
 
     def close(self) -> None:

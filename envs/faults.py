@@ -301,7 +301,7 @@ class FaultyEnv(PhoneEnv):
     """Wrap a phone env with injected infrastructure faults (one draw per call).
 
     Faults become :class:`~darwin.envs.base.InfraError` with cause ``disconnect``
-    (drop), ``timeout`` (a hang past ``call_timeout_s``), ``crash`` or ``reboot``; a
+    (drop), ``deadline`` (a hang past ``call_timeout_s``), ``crash`` or ``reboot``; a
     crashed or rebooting phone is unreachable for the spec's downtime, and the next call
     waits for it (like a reconnect) up to ``recovery_timeout_s``, else fails with
     ``offline``. A reboot of a SimPhone env (one with a ``phone`` attribute) sends it home
@@ -357,7 +357,7 @@ class FaultyEnv(PhoneEnv):
 
     def _hang_wait(self, draw: FaultDraw) -> tuple[float, InfraError | None]:
         if draw.hang_s is None or draw.hang_s >= self.call_timeout_s:
-            return self.call_timeout_s, InfraError("timeout", f"{self.name}: no answer within {self.call_timeout_s:g} s (injected hang)")
+            return self.call_timeout_s, InfraError("deadline", f"{self.name}: no answer within {self.call_timeout_s:g} s (injected hang)")
         return draw.hang_s, None
 
     def _call(self, fn: Any, *args: Any) -> Any:
@@ -414,6 +414,11 @@ class FaultyEnv(PhoneEnv):
 
     def close(self) -> None:
         self.inner.close()
+
+    def hard_reset(self) -> None:
+        """Reset the wrapped phone; the phone is up again at once (the downtime ends)."""
+        self.inner.hard_reset()
+        self._down_until = 0.0
 
     async def ascreenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
         return await self._acall(self.inner.ascreenshot, size)

@@ -101,6 +101,14 @@ class PhoneProvider(ABC):
     def prepare(self, phone: PhoneInfo) -> None:
         """Called before a phone is connected (e.g. reserve or start it with a vendor API)."""
 
+    def start(self) -> PhoneProvider:
+        """Called once before the first :meth:`acquire` (a run starts its provider; SimFarm
+        starts serving its phones here)."""
+        return self
+
+    def stop(self) -> None:
+        """Called once at the end, after every phone is released."""
+
     def retire(self, phone: PhoneInfo) -> None:
         """Called after a phone is released (e.g. free the reservation)."""
 

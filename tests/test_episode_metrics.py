@@ -239,11 +239,12 @@ def test_the_store_keeps_the_metrics(tmp_path):
     assert stored == [(None, None, None, None), (1.0, '["apps.settings.data.notification_history"]', 0, 0)]
 
 
-def test_a_version_3_database_is_migrated_to_4(tmp_path):
+def test_a_version_3_database_is_migrated_to_the_current_version(tmp_path):
     trajectories, _ = _episodes_through_the_store(tmp_path)
     db = sqlite3.connect(tmp_path / "run.db")
     for column in ("progress_rate", "side_effects", "false_completion", "over_time_steps", "goal_first_met_step"):
         db.execute(f"ALTER TABLE episodes DROP COLUMN {column}")
+    db.execute("DROP TABLE phone_events")  # version 5's table
     db.execute("UPDATE store_meta SET value='3' WHERE key='schema_version'")
     db.commit()
     db.close()
@@ -255,7 +256,8 @@ def test_a_version_3_database_is_migrated_to_4(tmp_path):
         store.finish_episode(trajectories[0].__class__(**{**trajectories[0].__dict__, "episode_id": "new", "transitions": []}))
         assert {row.episode_id: row.metrics for row in store.episodes(run.run_id)}["new"] == trajectories[0].metrics
     db = sqlite3.connect(tmp_path / "run.db")
-    assert db.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),) == ("4",)
+    assert db.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),) == ("5",)
+    assert db.execute("SELECT count(*) FROM phone_events").fetchone() == (0,)  # made on opening
     db.close()
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "StepRow",
     "ImageFeatureCache",
     "StepRows",
+    "actor_skip_reason",
     "attach_image_features",
     "attach_positions",
     "collate",
@@ -135,6 +136,36 @@ def unverified(trajectory: Trajectory) -> bool:
     if not trajectory.phase_success or not trajectory.transitions:
         return False  # nothing was verified yet or nothing was played (e.g. hand-built, already done)
     return list(trajectory.phase_success.values())[-1] is None
+
+
+INFRA_TRUNCATIONS_ONLY = "infra_truncations_only"
+"""``actor_skip_reason``: every trajectory left to train on ended in an infrastructure truncation."""
+NO_VERDICT = "no_verdict"
+"""``actor_skip_reason``: nothing is left to train on (every trajectory unverified or without a step)."""
+
+
+def actor_skip_reason(trajectories: Sequence[Trajectory]) -> str | None:
+    """Why an update on ``trajectories`` must not train (``LearnerConfig.infra_only_updates =
+    'skip'``), or None when it may.
+
+    The update would train on the trajectories that played a step and are not
+    :func:`unverified`. When every one of them ended in an infrastructure truncation
+    (:data:`INFRA_TRUNCATIONS_ONLY`), or none is left (:data:`NO_VERDICT`), the batch holds no
+    verdict: its rewards say how the phones failed, not how the agent did. A batch with an
+    incomplete trajectory gives None, so that :func:`collect_step_rows` names the problem::
+
+        >>> from darwin.types import Task, Termination, VerifierSpec
+        >>> task = Task(id="t", instruction="i", app="a", verifier=VerifierSpec(predicate="p"))
+        >>> cut = Trajectory(episode_id="e", task=task, termination=Termination(TerminationReason.INFRA_TRUNCATED, "hang"))
+        >>> actor_skip_reason([cut])
+        'no_verdict'
+    """
+    if any(t.termination is None for t in trajectories):
+        return None
+    left = [t for t in trajectories if t.transitions and not unverified(t)]
+    if any(t.termination is not None and t.termination.reason != TerminationReason.INFRA_TRUNCATED for t in left):
+        return None
+    return INFRA_TRUNCATIONS_ONLY if left else NO_VERDICT
 
 
 def collect_step_rows(

@@ -161,6 +161,13 @@ class LearnerConfig(BaseModel):
         description="trajectories cut by an infrastructure failure: train on them as truncated "
         "(their steps carry reward 0) or leave them out of the update",
     )
+    infra_only_updates: Literal["skip", "train"] = Field(
+        "skip",
+        description="an update whose trajectories, unverified ones left out, are all infrastructure truncations "
+        "(or that has none left): 'skip' trains neither actor nor critic, counts the update and reports "
+        "UpdateMetrics.actor_skipped_reason (metrics.jsonl: actor_skipped); 'train' trains on them like any batch "
+        "(an all-unverified batch then raises LearnerDataError)",
+    )
     trained_agent: str = Field(
         "actor", min_length=1, max_length=64,
         description="the agent whose steps are trained (Transition.agent): 'actor' acts on the phone; "

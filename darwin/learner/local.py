@@ -54,6 +54,7 @@ from darwin.learner.batch import (
     LearnerDataError,
     RowInputs,
     StepRow,
+    actor_skip_reason,
     attach_image_features,
     attach_positions,
     collate,
@@ -73,7 +74,13 @@ from darwin.learner.checkpoint import (
     sync_policy_to_checkpoint,
 )
 from darwin.learner.config import LearnerConfig
-from darwin.learner.metrics import LossTotals, UpdateMetrics, fmt_metric, update_metrics
+from darwin.learner.metrics import (
+    LossTotals,
+    UpdateMetrics,
+    fmt_metric,
+    skipped_update_metrics,
+    update_metrics,
+)
 from darwin.learner.models import (
     TrainablePolicy,
     ValueModel,
@@ -382,9 +389,28 @@ class LocalLearner:
         weights and version. Afterwards (and always in GRPO) the actor trains and the policy
         receives its weights with ``version + 1``. ``group_ids`` (GRPO): one group per
         trajectory, default the task id. Blocking: from asyncio code run it in a thread.
+
+        With ``infra_only_updates = 'skip'`` (the default), a batch that holds no verdict
+        (:func:`~darwin.learner.batch.actor_skip_reason`: unverified trajectories left out, the
+        rest all infrastructure truncations, or nothing left) trains nothing: no actor step, no
+        critic step, no positive replay; the update is counted and its metrics say
+        ``actor_skipped_reason``. The actor must not move, since every reward of such a batch
+        says how the phones failed, not how the agent did; the critic is left alone too, since
+        with ``truncation='zero'`` its targets there are all zero and would teach it that the
+        states the phones failed in are worth nothing (not the agent's doing). A skipped update
+        during the critic warm-up counts as one of its updates.
         """
         cfg = self.config
         t0 = time.perf_counter()
+        skip = actor_skip_reason(trajectories) if cfg.infra_only_updates == "skip" else None
+        if skip is not None:
+            self.updates += 1
+            metrics = skipped_update_metrics(trajectories, reason=skip, update=self.updates,
+                                             policy_version=self.policy_version, total_s=time.perf_counter() - t0)
+            logger.info("update %d skipped (%s): %d trajectories, %d infrastructure truncations, %d unverified; "
+                        "the actor and the critic keep their weights", metrics.update, skip, len(trajectories),
+                        metrics.dropped_infra_trajectories, metrics.unverified_trajectories)
+            return metrics
         warmup = self.in_warmup
         version_before = self.policy_version
         fresh, group_ids, pruned = list(trajectories), group_ids, 0

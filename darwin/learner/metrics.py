@@ -18,15 +18,18 @@ by the token count at the end.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import torch
 
 from darwin.algos import PolicyLossOutput, masked_mean
+from darwin.learner.batch import unverified
 from darwin.learner.config import LearnerConfig
 from darwin.learner.update_batch import UpdateBatch, outside_clip_window
+from darwin.types import TerminationReason, Trajectory
 
-__all__ = ["LossTotals", "UpdateMetrics", "fmt_metric", "mean_finite", "update_metrics"]
+__all__ = ["LossTotals", "UpdateMetrics", "fmt_metric", "mean_finite", "skipped_update_metrics", "update_metrics"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,8 @@ class UpdateMetrics:
     update: int
     """1-based index of this update (``LocalLearner.updates`` after it)."""
     stage: str
-    """``critic_warmup``, or the estimator that trained the actor (``ppo`` for GAE, ``grpo``, ...)."""
+    """``critic_warmup``, or the estimator that trained the actor (``ppo`` for GAE, ``grpo``, ...), or
+    ``skipped`` (nothing trained: ``actor_skipped_reason``)."""
     policy_version: int
     """The policy's version after the update (bumped only by actor updates)."""
     actor_updated: bool
@@ -111,14 +115,21 @@ class UpdateMetrics:
     """Part of ``train_s``: the actor's and critic's forward and backward passes."""
     optimizer_s: float = 0.0
     """Part of ``train_s``: gradient clipping and optimizer steps."""
+    actor_skipped_reason: str | None = None
+    """Why this update trained nothing (``LearnerConfig.infra_only_updates = 'skip'``):
+    ``infra_truncations_only`` or ``no_verdict`` (:func:`darwin.learner.batch.actor_skip_reason`);
+    None when it trained."""
 
     def as_dict(self) -> dict[str, float]:
-        """Numeric fields for loggers (TensorBoard), ``None`` left out, bools as 0/1."""
+        """Numeric fields for loggers (TensorBoard), ``None`` left out, bools as 0/1; a skipped
+        update adds ``actor_skipped = 1`` (its reason is a string: ``updates.jsonl`` has it)."""
         out: dict[str, float] = {}
         for key, value in asdict(self).items():
             if value is None or isinstance(value, str):
                 continue
             out[key] = float(value)
+        if self.actor_skipped_reason is not None:
+            out["actor_skipped"] = 1.0
         return out
 
 
@@ -250,6 +261,24 @@ def update_metrics(
         value_mean=value_mean,
         return_mean=return_mean,
         explained_variance=explained,
+    )
+
+
+def skipped_update_metrics(
+    trajectories: Sequence[Trajectory], *, reason: str, update: int, policy_version: int, total_s: float = 0.0,
+) -> UpdateMetrics:
+    """The metrics of an update that trained nothing for ``reason`` (stage ``skipped``): no
+    step, no loss, the policy's version unchanged; what the batch held is in the counts of
+    left-out trajectories. Means over no trajectory are NaN (loggers leave them out)."""
+    nan = float("nan")
+    infra = sum(1 for t in trajectories if t.termination is not None and t.termination.reason == TerminationReason.INFRA_TRUNCATED)
+    unscored = sum(1 for t in trajectories if unverified(t))
+    return UpdateMetrics(
+        update=update, stage="skipped", policy_version=policy_version, actor_updated=False, trajectories=0, steps=0,
+        response_tokens=0, empty_trajectories=len(trajectories) - infra - unscored, dropped_infra_trajectories=infra,
+        unverified_trajectories=unscored, episode_return_mean=nan, success_rate=None, truncated_fraction=nan,
+        version_lag_mean=nan, version_lag_max=0, epochs=0, optimizer_steps=0, skipped_steps=0, total_s=total_s,
+        actor_skipped_reason=reason,
     )
 
 

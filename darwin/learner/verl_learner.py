@@ -64,6 +64,7 @@ from darwin.learner.batch import (
     LearnerDataError,
     RowInputs,
     StepRow,
+    actor_skip_reason,
     collect_step_rows,
     preprocess_rows,
     processor_inputs,
@@ -80,7 +81,7 @@ from darwin.learner.checkpoint import (
     write_pickle,
 )
 from darwin.learner.config import LearnerConfig
-from darwin.learner.metrics import UpdateMetrics
+from darwin.learner.metrics import UpdateMetrics, skipped_update_metrics
 from darwin.learner.update_batch import estimate_advantages, prune_negatives, shortest_path_deltas
 from darwin.learner.verl_config import VerlConfig
 from darwin.models.scoring import rope_index
@@ -624,9 +625,20 @@ class VerlLearner:
 
     # ------------------------------------------------------------------ the update
     def update(self, trajectories: Sequence[Trajectory], *, group_ids: Sequence[Hashable] | None = None) -> UpdateMetrics:
-        """One update (critic only during warm-up); pushes the actor's weights after an actor update."""
+        """One update (critic only during warm-up); pushes the actor's weights after an actor update.
+        A batch without a verdict trains nothing, on no worker, as in
+        :meth:`LocalLearner.update <darwin.learner.LocalLearner.update>` (``infra_only_updates``)."""
         cfg = self.config
         t0 = time.perf_counter()
+        skip = actor_skip_reason(trajectories) if cfg.infra_only_updates == "skip" else None
+        if skip is not None:
+            self.updates += 1
+            metrics = skipped_update_metrics(trajectories, reason=skip, update=self.updates,
+                                             policy_version=self.policy_version, total_s=time.perf_counter() - t0)
+            logger.info("verl update %d skipped (%s): %d trajectories, %d infrastructure truncations, %d unverified",
+                        metrics.update, skip, len(trajectories), metrics.dropped_infra_trajectories,
+                        metrics.unverified_trajectories)
+            return metrics
         warmup = self.in_warmup
         version_before = self.policy_version
         pruned = 0

@@ -59,6 +59,12 @@ class SimPhoneEnv(PhoneEnv):
     def probe_state(self) -> dict[str, Any]:
         return self.phone.snapshot()
 
+    def hard_reset(self) -> None:
+        """Factory reset: the phone's data back to its seed's, the launcher on screen."""
+        self.phone.reset()
+        if self._initial is not None:
+            self._initial = self.phone.snapshot()
+
     def apply_setup(self, setup: Sequence[StateSetup]) -> None:
         self.phone.restore(apply_setup(self.phone.snapshot(), setup))
 

@@ -226,7 +226,7 @@ def test_black_hole_device_times_out(adb_server_port: int) -> None:
         with pytest.raises(InfraError) as info:
             AdbPhoneEnv(address, config)
         assert time.monotonic() - start <= 1.5 + 0.3
-        assert info.value.cause in ("offline", "timeout", "connect_failed")
+        assert info.value.cause in ("offline", "deadline", "connect_failed")
     from darwin.envs.adb import AdbServerClient
 
     AdbServerClient(port=adb_server_port).disconnect_device(address, time.monotonic() + 5)
@@ -422,12 +422,12 @@ def test_hang_is_bounded_by_the_deadline_then_recovers(farm: SimFarm) -> None:
         t = time.monotonic()
         with pytest.raises(InfraError) as info:
             env.execute(Click(x=7, y=7))
-        assert info.value.cause == "timeout"
+        assert info.value.cause == "deadline"
         assert time.monotonic() - t < 0.5 + 0.3
         server.before_command = None
         env.execute(PressHome())  # reconnects first, then works
         health = env.health()
-        assert health.state == "ok" and health.reconnects == 1 and health.failures == {"timeout": 1}
+        assert health.state == "ok" and health.reconnects == 1 and health.failures == {"deadline": 1}
         for call in env.calls:
             assert call.duration <= call.timeout + 0.25, call
     finally:

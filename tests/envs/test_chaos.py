@@ -120,4 +120,4 @@ def test_chaos_in_process_same_spec() -> None:
     assert truncated and all(t.termination.cause for t in truncated)
     assert not [t for t in trajectories if False in t.phase_success.values()]
     causes = Counter(t.termination.cause for t in truncated)
-    assert set(causes) <= {"disconnect", "timeout", "crash", "reboot", "offline", "state probe failed"}, causes
+    assert set(causes) <= {"disconnect", "deadline", "crash", "reboot", "offline", "state probe failed"}, causes

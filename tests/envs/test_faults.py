@@ -100,7 +100,7 @@ def test_faulty_env_causes() -> None:
     t = time.monotonic()
     with pytest.raises(InfraError) as info:
         hang.screenshot(shot)
-    assert info.value.cause == "timeout" and 0.2 <= time.monotonic() - t < 0.4
+    assert info.value.cause == "deadline" and 0.2 <= time.monotonic() - t < 0.4
     late = FaultyEnv(SimPhoneEnv(seed=0), FaultSpec(hang=1.0, hang_s=0.05), call_timeout_s=0.2)
     assert late.screenshot(shot).shape == (120, 54, 3)  # answered late, within the deadline
 
@@ -156,7 +156,7 @@ def test_faulty_env_async_is_the_same_plan() -> None:
         return out
 
     assert asyncio.run(run_async()) == sync_out
-    assert {"ok", "disconnect", "timeout"} <= set(sync_out)
+    assert {"ok", "disconnect", "deadline"} <= set(sync_out)
 
 
 # --------------------------------------------------------------------------------------
@@ -192,7 +192,7 @@ def test_served_hang_forever_is_cut_by_the_deadline(adb_server_port: int) -> Non
         t = time.monotonic()
         with pytest.raises(InfraError) as info:
             env.probe_state()
-        assert info.value.cause == "timeout" and time.monotonic() - t < FAST["command_timeout_s"] + 0.3
+        assert info.value.cause == "deadline" and time.monotonic() - t < FAST["command_timeout_s"] + 0.3
         farm.set_faults(FaultSpec())
         assert env.probe_state()["foreground"] is None
         farm.release(env)

@@ -248,6 +248,13 @@ def test_actor_trains_on_two_cpu_workers_with_gloo_and_resumes(tmp_path: Path) -
         assert any(not torch.equal(before[k], after[k]) for k in before), "the update did not change the weights"
         saved = learner.save(tmp_path / "ckpt", pending=_trajectories(2)[:1], extra_state={"note": "x"})
         trained = learner.actor_state_dict()
+        # A batch of infrastructure truncations only trains nothing on the workers, as LocalLearner's.
+        cut = [Trajectory(episode_id=t.episode_id, task=t.task, transitions=t.transitions,
+                          termination=Termination(TerminationReason.INFRA_TRUNCATED, "deadline")) for t in _trajectories(3)]
+        skipped = learner.update(cut)
+        assert skipped.actor_skipped_reason == "infra_truncations_only" and skipped.stage == "skipped"
+        assert (learner.updates, learner.policy_version, policy.version) == (2, 1, 1)
+        assert all(torch.equal(trained[k], v) for k, v in learner.actor_state_dict().items())
     finally:
         learner.close()
     fresh = ReceivingPolicy(actor_path)
