@@ -820,12 +820,12 @@ def paper_path(experiment_file: str, preset: str, work_dir: str | None, phones: 
 
 
 # The learned verifier's commands (data, train, eval) live with their code.
-from darwin.verifier_cli import verifier as _verifier_group  # noqa: E402 - after main, to add to it
+from darwin.verifiers.learned.cli import verifier as _verifier_group  # noqa: E402 - after main, to add to it
 
 main.add_command(_verifier_group)
 
 # LLM judges: calibration against labels and review of a finished run.
-from darwin.judge_cli import judge as _judge_group  # noqa: E402 - after main, to add to it
+from darwin.verifiers.judge.cli import judge as _judge_group  # noqa: E402 - after main, to add to it
 
 main.add_command(_judge_group)
 

@@ -55,7 +55,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     },
     "verifier": {
         "rule": "darwin.verifiers.rule:RuleVerifier",
-        "llm_judge": "darwin.verifiers.llm_judge:LLMJudge",
+        "llm_judge": "darwin.verifiers.judge.llm_judge:LLMJudge",
         "composite": "darwin.verifiers.composite:CompositeVerifier",
         "learned": "darwin.verifiers.learned:LearnedVerifier",
     },

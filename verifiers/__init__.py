@@ -1,7 +1,7 @@
 """Verifiers: rule checks over phone state, an LLM judge, and compositions of verifiers;
 plug in your own as a subclass or a callable.
 
-``LLMJudge``/``LLMJudgeConfig`` (:mod:`darwin.verifiers.llm_judge`) and
+``LLMJudge``/``LLMJudgeConfig`` (:mod:`darwin.verifiers.judge.llm_judge`) and
 ``CompositeVerifier`` (:mod:`darwin.verifiers.composite`) are imported on first use.
 """
 
@@ -15,12 +15,12 @@ from darwin.verifiers.rule import RuleVerifier
 
 if TYPE_CHECKING:
     from darwin.verifiers.composite import CompositeVerifier
-    from darwin.verifiers.llm_judge import LLMJudge, LLMJudgeConfig
+    from darwin.verifiers.judge.llm_judge import LLMJudge, LLMJudgeConfig
 
 _LAZY = {
     "CompositeVerifier": "darwin.verifiers.composite",
-    "LLMJudge": "darwin.verifiers.llm_judge",
-    "LLMJudgeConfig": "darwin.verifiers.llm_judge",
+    "LLMJudge": "darwin.verifiers.judge.llm_judge",
+    "LLMJudgeConfig": "darwin.verifiers.judge.llm_judge",
 }
 
 

@@ -17,7 +17,7 @@ from darwin.tasks import get_task
 from darwin.types import Phase
 from darwin.verifiers.base import Verdict, VerdictUsage, VerificationRequest, Verifier, as_verifier
 from darwin.verifiers.composite import CompositeVerifier
-from darwin.verifiers.llm_judge import LLMJudge
+from darwin.verifiers.judge.llm_judge import LLMJudge
 from darwin.verifiers.rule import RuleVerifier
 from darwin.workflows import LifecycleWorkflow, StepConfig
 

@@ -21,11 +21,11 @@ from darwin.agents.scripted import OracleActor, RandomActor
 from darwin.cli import main
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
-from darwin.judging import LabelSourceError, judge_metrics, load_cases
 from darwin.store import SCHEMA_VERSION, RunStore
 from darwin.tasks import get_task, goal_text
 from darwin.types import Phase
-from darwin.verifiers.llm_judge import LLMJudge
+from darwin.verifiers.judge.calibration import LabelSourceError, judge_metrics, load_cases
+from darwin.verifiers.judge.llm_judge import LLMJudge
 from darwin.workflows import LifecycleWorkflow, StepConfig
 
 TASKS = ("amazon_0", "booking.com_0", "booking.com_3")
@@ -361,7 +361,7 @@ def test_each_phase_is_judged_on_the_screen_after_its_last_action(tmp_path):
 
 
 def test_a_runs_labelled_final_screens_become_learned_verifier_data(sim_run, tmp_path):
-    from darwin.verifier_data import load_examples, load_image
+    from darwin.verifiers.learned.data import load_examples, load_image
 
     run_dir, truth = sim_run
     out = tmp_path / "data"

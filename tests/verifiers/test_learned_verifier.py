@@ -17,14 +17,14 @@ from darwin.models import TinyVLMConfig, build_tiny_vlm, load_tiny_vlm
 from darwin.predicates import resolve
 from darwin.tasks import get_task
 from darwin.types import TerminationReason
-from darwin.verifier_data import (
+from darwin.verifiers.learned.data import (
     VerifierDataError,
     generate_verifier_data,
     load_examples,
     load_image,
 )
-from darwin.verifier_train import VerifierTrainConfig, train_verifier
-from darwin.verifiers.learned import LearnedVerifier
+from darwin.verifiers.learned.model import LearnedVerifier
+from darwin.verifiers.learned.training import VerifierTrainConfig, train_verifier
 from darwin.workflows import StepConfig, StepWorkflow
 
 pytestmark = pytest.mark.timeout(300)
@@ -144,8 +144,8 @@ def test_bad_dataset_rows_name_the_line_and_the_problem(tmp_path: Path, line: st
 
 
 def test_the_verifier_may_read_the_screen_finer_than_the_agent(checkpoint: Path, tmp_path: Path) -> None:
-    from darwin.verifier_train import _backbone
-    from darwin.verifiers.learned import SuccessClassifier, load_classifier
+    from darwin.verifiers.learned.model import SuccessClassifier, load_classifier
+    from darwin.verifiers.learned.training import _backbone
 
     double = (2 * SIZE[0], 2 * SIZE[1])
     model = SuccessClassifier(_backbone(VerifierTrainConfig(checkpoint=str(checkpoint)), double))
@@ -164,7 +164,7 @@ def test_audit_reports_the_reward_verifier_against_its_auditor(tmp_path: Path) -
     from darwin.cli import main
     from darwin.store import RunStore
     from darwin.types import Phase
-    from darwin.verifier_cli import audit_pairs
+    from darwin.verifiers.learned.cli import audit_pairs
 
     task = get_task("settings_dark_theme")
     rows = [  # (reward verdict, auditor's verdict): 2 true positives, 1 false positive, 1 false negative, 1 true negative
@@ -192,7 +192,7 @@ def test_audit_reports_the_reward_verifier_against_its_auditor(tmp_path: Path) -
 # ---------------------------------------------------------------- history: the previous screen, marked
 def test_every_screen_after_the_first_carries_the_screen_before_its_last_action(dataset: Path) -> None:
     from darwin.actions import is_terminal
-    from darwin.verifier_data import load_previous_image
+    from darwin.verifiers.learned.data import load_previous_image
 
     examples = load_examples(dataset)
     device = SimPhoneEnv(seed=0).device_size
@@ -211,7 +211,7 @@ def test_every_screen_after_the_first_carries_the_screen_before_its_last_action(
 
 def test_the_history_prompt_marks_the_last_action_on_the_previous_screen(checkpoint: Path) -> None:
     from darwin.actions import Click
-    from darwin.verifiers.learned import SuccessClassifier, _last_image_mask, verifier_prompt
+    from darwin.verifiers.learned.model import SuccessClassifier, _last_image_mask, verifier_prompt
     from darwin.verifiers.marks import MARK_COLORS, scale_point
 
     screen = np.zeros((SIZE[1], SIZE[0], 3), np.uint8)
@@ -246,7 +246,7 @@ def test_a_history_model_reads_the_last_move_of_a_request(dataset: Path, checkpo
     from darwin.actions import Click, Finished
     from darwin.types import Decision, Observation, Phase, Transition
     from darwin.verifiers.base import VerificationRequest
-    from darwin.verifiers.learned import VERIFIER_FILE, load_classifier
+    from darwin.verifiers.learned.model import VERIFIER_FILE, load_classifier
 
     config = VerifierTrainConfig(checkpoint=str(checkpoint), train_tasks=("settings_dark_theme", "booking.com_3"),
                                  epochs=1, batch_size=8, bootstrap_resamples=100, seed=1)
@@ -307,7 +307,7 @@ def test_a_history_model_reads_the_last_move_of_a_request(dataset: Path, checkpo
 def test_old_rows_load_and_history_rows_are_checked(tmp_path: Path) -> None:
     from darwin.actions import Click, action_to_json
     from darwin.png import encode_png
-    from darwin.verifier_data import DatasetWriter, LabelledScreen, VerifierExample
+    from darwin.verifiers.learned.data import DatasetWriter, LabelledScreen, VerifierExample
 
     (tmp_path / "x.png").write_bytes(encode_png(np.zeros((4, 2, 3), np.uint8)))
     old = '{"id": "a", "image": "x.png", "goal": "g", "label": true, "task_id": "t", "app": "A", "step": 3}'
@@ -347,7 +347,7 @@ def test_a_runs_final_screen_keeps_the_screen_before_its_last_move(tmp_path: Pat
     from darwin.actions import is_terminal
     from darwin.evaluate import evaluate
     from darwin.store import RunStore
-    from darwin.verifier_data import DatasetWriter, examples_from_run, load_previous_image
+    from darwin.verifiers.learned.data import DatasetWriter, examples_from_run, load_previous_image
 
     with RunStore.for_run_dir(tmp_path / "run") as store:
         run_id = store.start_run("oracle")
@@ -371,7 +371,7 @@ def test_a_run_rewarded_by_one_verifier_gives_its_auditors_labels(tmp_path: Path
     rule's audit from it, so the RL policy's own screens can be fed back into the verifier's data."""
     from darwin.store import RunStore
     from darwin.types import Phase, Termination, Trajectory
-    from darwin.verifier_data import examples_from_run
+    from darwin.verifiers.learned.data import examples_from_run
 
     task = get_task("settings_dark_theme")
     with RunStore.for_run_dir(tmp_path) as store:
@@ -395,7 +395,7 @@ def test_a_run_rewarded_by_one_verifier_gives_its_auditors_labels(tmp_path: Path
 def test_swapped_goal_negatives_pair_a_success_screen_with_a_goal_it_does_not_meet(dataset: Path) -> None:
     import torch
 
-    from darwin.verifier_train import swapped_goal_negatives
+    from darwin.verifiers.learned.training import swapped_goal_negatives
 
     examples = load_examples(dataset)
     positives = [i for i, e in enumerate(examples) if e.label]
@@ -426,7 +426,7 @@ def test_a_success_hidden_behind_the_launcher_is_not_a_positive_screen() -> None
     from darwin.actions import Finished, PressHome
     from darwin.agents.base import Actor
     from darwin.types import Decision
-    from darwin.verifier_data import _play_and_label
+    from darwin.verifiers.learned.data import _play_and_label
 
     class OracleThenHome(Actor):
         def __init__(self) -> None:

@@ -31,7 +31,7 @@ from darwin.store import RunStore
 from darwin.tasks import get_task
 from darwin.types import Decision, Generation, Observation, Phase, Task, Transition, VerifierSpec
 from darwin.verifiers.base import VerificationRequest
-from darwin.verifiers.llm_judge import (
+from darwin.verifiers.judge.llm_judge import (
     PRESETS,
     JudgeCase,
     JudgeConfigError,

@@ -29,7 +29,7 @@ pop-ups). Duplicate examples (the same screen, goal, previous screen and last ac
 stored once, so no such example can sit on both sides of a split (the same screen and goal
 reached by different last actions are kept apart: they are different inputs).
 
-    >>> from darwin.verifier_data import split_of
+    >>> from darwin.verifiers.learned.data import split_of
     >>> split_of("settings_3", "ep-1", train_tasks={"settings_3"}, seen_apps={"Settings"}, app="Settings",
     ...          salt=0)
     'train'

@@ -1,7 +1,7 @@
 """Fit a learned verifier on labelled screens and measure it on held-out splits.
 
 ``darwin verifier train --data DIR --out DIR`` runs :func:`train_verifier`: it splits the
-dataset (:func:`darwin.verifier_data.split_of`: episodes of the training tasks 80/10/10 into
+dataset (:func:`darwin.verifiers.learned.data.split_of`: episodes of the training tasks 80/10/10 into
 train, validation and test; other tasks of the training apps are *unseen tasks*; tasks of
 other apps are *unseen apps*), trains a :class:`~darwin.verifiers.learned.SuccessClassifier`
 (binary cross-entropy on batches where positives are drawn up to a fixed share; with
@@ -40,7 +40,7 @@ from darwin.algos.classification import (
     bootstrap_metrics,
 )
 from darwin.models.factory import VLM, build_processor, build_tiny_vlm, load_tiny_vlm
-from darwin.verifier_data import (
+from darwin.verifiers.learned.data import (
     Split,
     VerifierExample,
     load_examples,
@@ -48,7 +48,7 @@ from darwin.verifier_data import (
     load_previous_image,
     split_of,
 )
-from darwin.verifiers.learned import SuccessClassifier
+from darwin.verifiers.learned.model import SuccessClassifier
 
 logger = logging.getLogger(__name__)
 

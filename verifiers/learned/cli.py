@@ -65,7 +65,7 @@ def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: st
     """Play episodes on SimPhones and label every screen with the task's rule predicate, or
     take the labelled final screens of finished runs (``--from-run``)."""
     from darwin.tasks import resolve_tasks
-    from darwin.verifier_data import (
+    from darwin.verifiers.learned.data import (
         DatasetWriter,
         examples_from_run,
         generate_verifier_data,
@@ -123,7 +123,7 @@ def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: st
               "labelled not achieved (teaches reading the goal)")
 def train_cmd(data: str, out: str, checkpoint: str, init: str, train_tasks: str, epochs: int, lr: float, head_lr: float, batch_size: int, seed: int, history: bool, swapped_goals: float) -> None:
     """Fit the classifier, pick its threshold on validation data, report the held-out splits."""
-    from darwin.verifier_train import VerifierTrainConfig, train_verifier
+    from darwin.verifiers.learned.training import VerifierTrainConfig, train_verifier
 
     config = VerifierTrainConfig(
         init=init, checkpoint=checkpoint, epochs=epochs, lr=lr, head_lr=head_lr, batch_size=batch_size, seed=seed,  # type: ignore[arg-type]
@@ -195,9 +195,13 @@ def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: floa
     screens and marked last actions when the model was trained with them)."""
     from darwin.algos.classification import bootstrap_metrics
     from darwin.tasks import resolve_tasks
-    from darwin.verifier_data import load_examples, load_image
-    from darwin.verifier_train import assign_splits, classifier_probabilities, previous_screens
-    from darwin.verifiers.learned import load_classifier
+    from darwin.verifiers.learned.data import load_examples, load_image
+    from darwin.verifiers.learned.model import load_classifier
+    from darwin.verifiers.learned.training import (
+        assign_splits,
+        classifier_probabilities,
+        previous_screens,
+    )
 
     model, record = load_classifier(model_dir)
     config = record.get("config", {})

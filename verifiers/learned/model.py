@@ -17,8 +17,8 @@ arrow, the typed text), so it sees what the agent just did::
 
 Screens without a previous one (an episode's first) get the single-screen prompt.
 
-``darwin verifier train`` (:mod:`darwin.verifier_train`) fits it on labelled screens
-(:mod:`darwin.verifier_data`) and picks the decision threshold on validation data; a
+``darwin verifier train`` (:mod:`darwin.verifiers.learned.training`) fits it on labelled screens
+(:mod:`darwin.verifiers.learned.data`) and picks the decision threshold on validation data; a
 :class:`LearnedVerifier` loads the result and serves as any experiment's reward::
 
     verifier=ComponentSpec(name="learned", kwargs={"path": "runs/verifier"})

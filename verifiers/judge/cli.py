@@ -64,9 +64,9 @@ def _judge_options(default_configs: str) -> Callable[[Callable[..., Any]], Calla
 
 
 def _judges(configs: Sequence[str], o: dict[str, Any]):  # noqa: ANN202 - dict[str, LLMJudge], imported lazily
-    from darwin.judging import build_judges
     from darwin.policies.litellm import PolicyAuthError
-    from darwin.verifiers.llm_judge import JudgeConfigError
+    from darwin.verifiers.judge.calibration import build_judges
+    from darwin.verifiers.judge.llm_judge import JudgeConfigError
 
     llm = {"model": o["model"], "api_base": o["api_base"], "api_key_env": o["api_key_env"], "temperature": o["temperature"],
            "timeout_s": o["timeout"], "max_attempts": o["attempts"], "max_concurrency": o["concurrency"]}
@@ -82,11 +82,11 @@ def _judges(configs: Sequence[str], o: dict[str, Any]):  # noqa: ANN202 - dict[s
     return judges
 
 
-def _run(judges, cases, out: Path, console: Console):  # noqa: ANN001, ANN202 - darwin.judging types, imported lazily
+def _run(judges, cases, out: Path, console: Console):  # noqa: ANN001, ANN202 - darwin.verifiers.judge.calibration types, imported lazily
     """Judge every case with every judge, resumably, with a progress bar."""
-    from darwin.judging import ResultsFile, judge_cases
     from darwin.policies.litellm import PolicyAuthError
-    from darwin.verifiers.llm_judge import config_fingerprint
+    from darwin.verifiers.judge.calibration import ResultsFile, judge_cases
+    from darwin.verifiers.judge.llm_judge import config_fingerprint
 
     results = ResultsFile(out.with_suffix(".judged.jsonl"))
     done = sum(results.get(config_fingerprint(j.config), c.key) is not None for j in judges.values() for c in cases)
@@ -125,7 +125,7 @@ def _disagreements(console: Console, name: str, judged: Sequence[Any], show: int
 
 
 def _usage_line(console: Console, judged: Sequence[Any]) -> dict[str, Any]:
-    from darwin.judging import usage_totals
+    from darwin.verifiers.judge.calibration import usage_totals
 
     totals = usage_totals(judged)
     cost = "unpriced (model not in LiteLLM's price map)" if totals["cost_usd"] is None else f"${totals['cost_usd']:.4f}"
@@ -150,8 +150,13 @@ def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, **o:
     SOURCES are run directories (or run.db files: the rule verdicts are the labels) and/or
     labelled folders / CSV files (human labels, format in docs/verification.md).
     """
-    from darwin.judging import LabelSourceError, judge_metrics, load_cases, usage_totals
-    from darwin.verifiers.llm_judge import PAPER_TABLE3, PRESETS
+    from darwin.verifiers.judge.calibration import (
+        LabelSourceError,
+        judge_metrics,
+        load_cases,
+        usage_totals,
+    )
+    from darwin.verifiers.judge.llm_judge import PAPER_TABLE3, PRESETS
 
     console = Console()
     device_size = _size(o["device_size"])
@@ -201,8 +206,13 @@ def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, **o:
 @click.option("--record", is_flag=True, help="also store the judge's verdicts in the run database (verifier kind llm_judge, with tokens and cost)")
 def review(run_dir: str, configs: tuple[str, ...], out: str | None, record: bool, **o: Any) -> None:
     """Judge a finished run's episodes and report agreement with the verdicts stored there."""
-    from darwin.judging import LabelSourceError, agreement_counts, judge_metrics, load_run_cases
     from darwin.store import DB_FILENAME
+    from darwin.verifiers.judge.calibration import (
+        LabelSourceError,
+        agreement_counts,
+        judge_metrics,
+        load_run_cases,
+    )
 
     console = Console()
     if len(configs) > 1:

@@ -242,7 +242,7 @@ class JudgeCase:
 
     Built from a :class:`~darwin.verifiers.base.VerificationRequest` during a run
     (:meth:`from_request`) or from a run database or a labelled folder
-    (:mod:`darwin.judging`). ``answer`` is the agent's answer to an information task.
+    (:mod:`darwin.verifiers.judge.calibration`). ``answer`` is the agent's answer to an information task.
     """
 
     goal: str

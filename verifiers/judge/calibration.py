@@ -53,7 +53,7 @@ from darwin.store import (
 )
 from darwin.tasks import goal_text
 from darwin.types import ACTOR, Phase, TerminationReason
-from darwin.verifiers.llm_judge import (
+from darwin.verifiers.judge.llm_judge import (
     JudgeCase,
     JudgeStep,
     LLMJudge,
@@ -555,16 +555,16 @@ def _word(value: bool | None) -> str:
 
 
 def build_judges(specs: Sequence[str], llm: Mapping[str, Any] | None = None, **options: Any) -> dict[str, LLMJudge]:
-    """Judges named on the command line: each spec is a :data:`~darwin.verifiers.llm_judge.PRESETS`
-    name or a YAML/JSON file of :class:`~darwin.verifiers.llm_judge.LLMJudgeConfig` fields
+    """Judges named on the command line: each spec is a :data:`~darwin.verifiers.judge.llm_judge.PRESETS`
+    name or a YAML/JSON file of :class:`~darwin.verifiers.judge.llm_judge.LLMJudgeConfig` fields
     (it may name a ``preset`` too). ``llm`` overrides the model settings and ``options`` the
     other fields (``None`` values are ignored), for every judge. Keys are named, never given.
 
-    Raises :class:`~darwin.verifiers.llm_judge.JudgeConfigError` naming the spec and the fix.
+    Raises :class:`~darwin.verifiers.judge.llm_judge.JudgeConfigError` naming the spec and the fix.
     """
     import yaml
 
-    from darwin.verifiers.llm_judge import PRESETS, JudgeConfigError
+    from darwin.verifiers.judge.llm_judge import PRESETS, JudgeConfigError
 
     llm_overrides = {k: v for k, v in (llm or {}).items() if v is not None}
     extra = {k: v for k, v in options.items() if v is not None}
