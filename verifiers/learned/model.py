@@ -52,7 +52,7 @@ from PIL import Image
 from torch import nn
 
 from darwin.actions import Action, is_terminal
-from darwin.learner.models import backbone_of, hidden_size_of
+from darwin.models.anatomy import backbone_of, hidden_size_of
 from darwin.models.factory import VLM, load_tiny_vlm
 from darwin.models.scoring import prompt_to_messages, rope_index
 from darwin.tasks import goal_text
