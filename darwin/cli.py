@@ -176,8 +176,8 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
     if kind == "random":
         return _Actors(lambda i: RandomActor(seed=seed * 1000 + i))
     if kind == "tiny":
+        from darwin.agents.pool import ActorPool
         from darwin.experiment import WARM_START_FILE, load_run_policy
-        from darwin.policies.pool import ActorPool
         from darwin.sft import AGENT_FILE
 
         if not arg:

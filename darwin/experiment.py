@@ -43,6 +43,7 @@ from darwin.verification_watch import VerificationWatchConfig
 from darwin.workflows.base import Workflow
 
 if TYPE_CHECKING:
+    from darwin.agents.pool import ActorPool
     from darwin.curricula.base import Curriculum
     from darwin.envs.base import PhoneEnv
     from darwin.learner import LocalLearner
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from darwin.models.factory import VLM
     from darwin.policies.base import Policy
     from darwin.policies.hf import HFPolicyConfig
-    from darwin.policies.pool import ActorPool
     from darwin.recipe import RunProgress, RunResult
     from darwin.sft.training import StepStats
     from darwin.store import RunStore
@@ -436,7 +436,7 @@ class ExperimentConfig(BaseModel):
                           temperature: float | None = None) -> ActorPool:
         """The run's policy (``policy.backend``) on the warm start, handing each phone an
         actor with the experiment's memory; ``seed`` / ``temperature`` override ``policy``'s."""
-        from darwin.policies.pool import ActorPool
+        from darwin.agents.pool import ActorPool
 
         named = self.agent.format != "checkpoint"
         return ActorPool(
@@ -755,10 +755,10 @@ def use_ray_cluster(config: ExperimentConfig, address: str) -> ExperimentConfig:
 def load_run_policy(
     run_dir: str | Path, *, temperature: float = 1.0, seed: int = 0, max_batch: int = 8, max_new_tokens: int | None = None,
 ) -> ActorPool:
-    """A :class:`~darwin.policies.pool.ActorPool` with the actor weights of a run's last
+    """A :class:`~darwin.agents.pool.ActorPool` with the actor weights of a run's last
     checkpoint (``darwin eval --agent tiny:<run dir>``): the run's warm start, then its trained weights."""
+    from darwin.agents.pool import ActorPool
     from darwin.learner import LocalLearner
-    from darwin.policies.pool import ActorPool
 
     run_dir = Path(run_dir)
     record = run_dir / WARM_START_FILE

@@ -34,11 +34,13 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import JsonValue
 
 from darwin.cost import RunCost
-from darwin.report import EvalResult, RunReport
+from darwin.evaluate import EvalResult
+from darwin.report import RunReport
 from darwin.types import RunAbort, TerminationReason, Trajectory
 from darwin.verification_watch import VerificationWatch
 
 if TYPE_CHECKING:
+    from darwin.agents.pool import ActorPool
     from darwin.buffer import ReplayBuffer
     from darwin.curricula.base import Curriculum
     from darwin.envs.base import PhoneEnv
@@ -46,7 +48,6 @@ if TYPE_CHECKING:
     from darwin.experiment import ExperimentConfig
     from darwin.learner import LocalLearner
     from darwin.learner.metrics import UpdateMetrics
-    from darwin.policies.pool import ActorPool
     from darwin.rollout import RolloutEngine
     from darwin.sft.training import StepStats
     from darwin.store import RunStore

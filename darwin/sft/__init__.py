@@ -23,7 +23,7 @@ One module per job:
 - :mod:`darwin.sft.evaluation`: :func:`evaluate_warm_start`.
 
 Acting with a checkpoint (one policy, an actor per phone) is
-:class:`darwin.policies.pool.ActorPool`.
+:class:`darwin.agents.pool.ActorPool`.
 
     >>> from darwin.sft import SFTConfig
     >>> cfg = SFTConfig(steps=100, episodes=8, phones=2)

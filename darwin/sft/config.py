@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from darwin.agents.checkpoint import SFT_FORMAT_VERSION
 from darwin.agents.tiny import TinyAgent, TinyAgentConfig
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import appearance_key
@@ -30,7 +31,6 @@ from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemor
 from darwin.models.config import TinyVLMConfig
 from darwin.problems import problems_message
 
-SFT_FORMAT_VERSION = 1
 """Version of the checkpoint records and of the config hash (part of the hashed blob)."""
 
 StopMetric = Literal["sequence_prob", "greedy_match"]

@@ -1,6 +1,6 @@
 """Evaluation of a warm start: its success on SimPhones as ``darwin eval --agent
 tiny:<checkpoint>`` measures it, through the RL run's policy pool
-(:class:`~darwin.policies.pool.ActorPool`)."""
+(:class:`~darwin.agents.pool.ActorPool`)."""
 
 from __future__ import annotations
 
@@ -34,10 +34,10 @@ async def evaluate_warm_start(
 ) -> EvalReport:
     """Success of a checkpoint on SimPhones seeded ``seed, seed+1, ...``, as ``darwin eval
     --agent tiny:<checkpoint>`` measures it (sampled at ``temperature``; 0 = greedy)."""
-    # imported here, not at the top: darwin.policies.pool itself imports darwin.sft
+    # imported here, not at the top: darwin.agents.pool itself imports darwin.sft
+    from darwin.agents.pool import ActorPool
     from darwin.envs.sim.env import SimPhoneEnv
     from darwin.evaluate import evaluate
-    from darwin.policies.pool import ActorPool
     from darwin.tasks import resolve_tasks
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
 

@@ -475,7 +475,7 @@ async def _generate(
     pool = None
     actor_size = size
     if warm_start is not None:
-        from darwin.policies.pool import ActorPool
+        from darwin.agents.pool import ActorPool
 
         pool = ActorPool(warm_start, temperature=1.0, seed=seed, max_batch=1)
         actor_size = pool.observation_size

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from darwin.agents.base import ModelActor
+from darwin.agents.checkpoint import WarmStart, load_warm_start
 from darwin.agents.tiny import TinyAgent
 from darwin.agents.vlm import VLMAgent
 from darwin.memory.base import Memory
-from darwin.sft.checkpoint import WarmStart, load_warm_start
 
 if TYPE_CHECKING:
     from darwin.policies.batcher import DynamicBatcher
