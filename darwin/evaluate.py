@@ -26,7 +26,6 @@ from pydantic import JsonValue
 from darwin.agents.base import Actor
 from darwin.algos.task_metrics import Stratum, TaskMetrics, strata, stratum_counts, summarize_task
 from darwin.envs.base import PhoneEnv
-from darwin.report import EvalResult
 from darwin.rollout import RolloutEngine
 from darwin.store import RunStore, SuccessStats
 from darwin.types import Task, TerminationReason, Trajectory
@@ -64,6 +63,32 @@ def summarize(trajectories: Sequence[Trajectory]) -> SuccessStats:
     """Outcome counts of some episodes (infrastructure truncations never count as failures)."""
     counts = Counter(_bucket(t) for t in trajectories)
     return SuccessStats(episodes=len(trajectories), **counts)
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """One sampled evaluation of the policy on the evaluation phones (``eval.json``)."""
+
+    label: str
+    """``warm_start`` (before RL) or ``final`` (after the last update)."""
+    policy_version: int
+    updates: int
+    """Learner updates done when it ran (0 for the warm start)."""
+    successes: int
+    episodes: int
+    """Verified episodes (infrastructure truncations are not counted either way)."""
+    per_task: dict[str, float]
+    wall_s: float
+    per_set: dict[str, float] = field(default_factory=dict)
+    """Success rate of each evaluated set: ``train`` (the training tasks) and every
+    ``evaluation.task_sets`` entry (verified episodes only)."""
+    task_metrics: dict[str, TaskMetrics] = field(default_factory=dict)
+    """Per task: SR, PR, side effects, false completions, over-time and the L1-L4 stratum
+    (:class:`darwin.algos.task_metrics.TaskMetrics`, as ``darwin eval`` prints them)."""
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / self.episodes if self.episodes else 0.0
 
 
 @dataclass

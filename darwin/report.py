@@ -25,6 +25,7 @@ from darwin.cost import RunCost
 
 if TYPE_CHECKING:
     from darwin.algos.task_metrics import TaskMetrics
+    from darwin.evaluate import EvalResult
 
 
 def sliding_mean(values: Sequence[float], window: int = 20) -> list[float]:
@@ -357,32 +358,6 @@ class MetricsLogger:
         self._jsonl.close()
 
 
-@dataclass(frozen=True)
-class EvalResult:
-    """One sampled evaluation of the policy on the evaluation phones (``eval.json``)."""
-
-    label: str
-    """``warm_start`` (before RL) or ``final`` (after the last update)."""
-    policy_version: int
-    updates: int
-    """Learner updates done when it ran (0 for the warm start)."""
-    successes: int
-    episodes: int
-    """Verified episodes (infrastructure truncations are not counted either way)."""
-    per_task: dict[str, float]
-    wall_s: float
-    per_set: dict[str, float] = field(default_factory=dict)
-    """Success rate of each evaluated set: ``train`` (the training tasks) and every
-    ``evaluation.task_sets`` entry (verified episodes only)."""
-    task_metrics: dict[str, TaskMetrics] = field(default_factory=dict)
-    """Per task: SR, PR, side effects, false completions, over-time and the L1-L4 stratum
-    (:class:`darwin.algos.task_metrics.TaskMetrics`, as ``darwin eval`` prints them)."""
-
-    @property
-    def success_rate(self) -> float:
-        return self.successes / self.episodes if self.episodes else 0.0
-
-
 def save_evaluations(run_dir: Path, evaluations: Mapping[str, EvalResult]) -> None:
     """Write ``eval.json``: each evaluation with its success rate and per-task metrics."""
     data = {k: {**asdict(v), "success_rate": v.success_rate, "task_metrics": {t: m.to_json() for t, m in v.task_metrics.items()}}
@@ -393,6 +368,7 @@ def save_evaluations(run_dir: Path, evaluations: Mapping[str, EvalResult]) -> No
 def load_evaluations(run_dir: Path) -> dict[str, EvalResult]:
     """Read ``eval.json`` back (empty when the run has none yet)."""
     from darwin.algos.task_metrics import TaskMetrics
+    from darwin.evaluate import EvalResult
 
     path = run_dir / "eval.json"
     if not path.exists():

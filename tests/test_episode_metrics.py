@@ -304,7 +304,8 @@ def test_darwin_eval_prints_the_metrics_in_80_columns_and_writes_json(tmp_path, 
 
 def test_a_runs_evaluation_and_report_carry_the_per_task_metrics(tmp_path):
     from darwin.algos.task_metrics import TaskMetrics
-    from darwin.report import EvalResult, compare_runs, summarize_run
+    from darwin.evaluate import EvalResult
+    from darwin.report import compare_runs, summarize_run
     from darwin.report import load_evaluations as _load_evaluations
     from darwin.report import save_evaluations as _save_evaluations
 
