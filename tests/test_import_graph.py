@@ -1,0 +1,194 @@
+"""The package's import graph has no circles, and its layers point one way (docs/architecture.md).
+
+The graph is read from the source with ``ast``: every ``import`` and ``from ... import``
+statement of every module the project installs (module level and inside functions alike;
+``if TYPE_CHECKING:`` blocks excluded, they never run), plus the implicit edge from a module
+to the packages whose ``__init__`` runs when it is imported. Two plugin registries load their
+plugins on first lookup from inside a function (:data:`REGISTRY_LOADS`); those loads are
+the one kind of back edge allowed.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SETUP = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+REGISTRY_LOADS = {
+    "darwin.envs.sim.apps": "the apps register their predicates and setup steps; darwin.predicates and "
+                            "darwin.envs.sim.setups load them on first lookup",
+    "darwin.envs.sim.templates": "the templates live next to the apps; darwin.templates loads them on first lookup",
+}
+
+# layer -> layers it must not import (darwin.<layer> and everything below it).
+LAYERS: dict[str, set[str]] = {
+    "envs": {"agents", "learner", "workflows", "policies", "sft", "curricula", "memory", "verifiers", "recipe",
+             "experiment", "evaluate", "bench", "rollout"},
+    "algos": {"learner", "envs", "policies", "agents", "workflows", "models", "sft", "verifiers", "rollout"},
+    "models": {"learner", "policies", "agents", "envs", "sft", "workflows", "verifiers", "rollout"},
+    "learner": {"envs", "workflows", "agents", "curricula", "memory", "recipe", "experiment", "evaluate", "sft",
+                "policies.hf", "rollout", "verifiers"},
+    "policies": {"agents", "sft", "learner", "envs", "workflows", "experiment", "recipe", "rollout", "verifiers"},
+    "verifiers": {"learner", "recipe", "experiment", "rollout", "curricula"},
+    "evaluate": {"experiment", "report", "recipe"},
+    "rollout": {"learner", "experiment", "recipe", "sft"},
+}
+
+
+def _package_dir(package: str) -> Path:
+    mapped = [k for k in SETUP["package-dir"] if package == k or package.startswith(k + ".")]
+    if not mapped:
+        return ROOT.joinpath(*package.split("."))
+    base = max(mapped, key=len)
+    return ROOT / SETUP["package-dir"][base] / Path(*package[len(base) + 1:].split(".")) if package != base else ROOT / SETUP["package-dir"][base]
+
+
+def modules() -> dict[str, Path]:
+    """Every installed module: dotted name -> source file."""
+    found = {}
+    for package in SETUP["packages"]:
+        for path in _package_dir(package).glob("*.py"):
+            found[package if path.name == "__init__.py" else f"{package}.{path.stem}"] = path
+    return found
+
+
+def imported(source: str, name: str, is_package: bool) -> set[str]:
+    """Dotted names that the import statements of ``source`` (module ``name``) bind, outside
+    ``TYPE_CHECKING`` blocks; function-level loads of :data:`REGISTRY_LOADS` left out."""
+    tree = ast.parse(source)
+    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+               for n in ast.walk(node)}
+    registry = {id(n) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for n in ast.walk(node) if isinstance(n, ast.Import) and all(a.name in REGISTRY_LOADS for a in n.names)}
+    package = name if is_package else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped or id(node) in registry:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            out |= {base, *(f"{base}.{a.name}" for a in node.names)}
+    return out
+
+
+def graph(extra: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """Module -> the project's modules it imports; ``extra`` appends source to modules (the tests' probes)."""
+    files = modules()
+    edges: dict[str, set[str]] = {}
+    for name, path in files.items():
+        source = path.read_text(encoding="utf-8") + "\n" + (extra or {}).get(name, "")
+        targets = {t for t in imported(source, name, path.name == "__init__.py") if t in files and t != name}
+        for target in list(targets):  # importing a.b.c runs a/__init__ and a/b/__init__ first
+            parts = target.split(".")
+            targets |= {p for i in range(2, len(parts)) if (p := ".".join(parts[:i])) in files
+                        and not name.startswith(p + ".") and p != name}
+        edges[name] = targets
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _layer(module: str) -> str:
+    return module.split(".", 2)[1] if "." in module else module
+
+
+def violations(edges: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for module, targets in sorted(edges.items()):
+        forbidden = LAYERS.get(_layer(module), set())
+        for target in sorted(targets):
+            rest = target.split(".", 1)[1] if "." in target else target
+            if any(rest == f or rest.startswith(f + ".") for f in forbidden):
+                bad.append(f"{module} imports {target}")
+    return bad
+
+
+def test_the_walk_finds_every_folder() -> None:
+    names = set(modules())
+    for name in ("darwin.envs.fleet", "darwin.verifiers.judge.calibration", "darwin.learner.local", "darwin.agents.pool",
+                 "darwin.algos.gigpo", "darwin.memory.base", "darwin.curricula.learnability", "darwin.envs.sim.apps.clock"):
+        assert name in names
+
+
+def test_no_import_circles() -> None:
+    found = cycles(graph())
+    assert not found, "import circles: " + "; ".join(" -> ".join(c) for c in found)
+
+
+def test_the_layers_point_one_way() -> None:
+    bad = violations(graph())
+    assert not bad, "layering (docs/architecture.md): " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("probe", [
+    "from darwin.learner.local import LocalLearner",
+    "def f():\n    import darwin.learner.batch",
+    "from darwin.learner import local",
+])
+def test_a_learner_import_added_to_envs_fails(probe: str) -> None:
+    bad = violations(graph({"darwin.envs.base": probe}))
+    assert any(b.startswith("darwin.envs.base imports darwin.learner") for b in bad), bad
+
+
+def test_a_circle_added_by_hand_is_found() -> None:
+    found = cycles(graph({"darwin.actions": "def f():\n    import darwin.rollout"}))
+    assert any("darwin.actions" in c and "darwin.rollout" in c for c in found), found
+
+
+def test_type_checking_imports_and_registry_loads_do_not_count() -> None:
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from darwin.learner import LocalLearner\n"
+              "def load():\n    import darwin.envs.sim.apps  # noqa: F401\n")
+    assert imported(source, "darwin.predicates", False) == {"typing", "typing.TYPE_CHECKING"}
