@@ -20,7 +20,7 @@ below was measured; docs/results.md):
   and fits 34-35 updates in the budget instead of 23, but on the same seed it gained +6.2
   points against +16.7 (docs/results.md),
 - actor / critic learning rates raised for a 0.8 M-parameter model trained from scratch,
-- the learning levers measured in the probe runs of docs/results.md ("Fifth round"):
+- the learning levers measured in the probe runs of docs/results-history.md ("2026-11-23: the learning levers, measured"):
   decoupled PPO (old log-probs recomputed with the current actor at the start of each
   update: ~8% of tokens would otherwise start outside the clip window), a local format
   penalty (an unparseable step's own tokens get advantage -0.5; nothing flows back through
