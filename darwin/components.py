@@ -66,6 +66,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     "provider": {
         "static": "darwin.envs.providers:StaticProvider",
         "sim_farm": "darwin.envs.providers:SimFarm",
+        "sim": "darwin.envs.providers:SimPhones",
     },
 }
 """Built-in names of each kind and the class each stands for."""

@@ -86,7 +86,7 @@ class PhonesConfig(BaseModel):
     provider: ComponentSpec | None = Field(
         None, description="where the phones come from (docs/phones.md): a provider by name ('sim_farm': SimPhones "
         "served over adb through the real adb server, state probe on; 'static': `devices` through `adb_server`) or an import "
-        "path 'module:Class' (a PhoneProvider); it hands out `count` phones and holds `spares`, hard-resets them, and "
+        "path 'module:Class' (a PhoneProvider); 'sim': in-process SimPhones; it hands out `count` phones and holds `spares`, hard-resets them, and "
         "gets them back at the end. None: `kind` builds the phones",
     )
     spares: int = Field(0, ge=0, le=4096, description="provider: phones beyond `count` that replace quarantined phones "
@@ -516,17 +516,19 @@ class ExperimentConfig(BaseModel):
 
         phones = self.phones
         assert phones.provider is not None
-        from darwin.envs.providers import SimFarm
+        from darwin.envs.providers import SimFarm, SimPhones
 
         cls = resolve_component("provider", phones.provider.name)
         adb = phones.adb_config(for_sim=isinstance(cls, type) and issubclass(cls, SimFarm))
-        if adb.adb_host in ("127.0.0.1", "localhost") and not _port_open(adb.adb_host, adb.adb_port):
+        in_process = isinstance(cls, type) and issubclass(cls, SimPhones)
+        if not in_process and adb.adb_host in ("127.0.0.1", "localhost") and not _port_open(adb.adb_host, adb.adb_port):
             # No adb server where the phones are looked for: run one for this run, on that port.
             server = PrivateAdbServer(port=adb.adb_port).start()
             closers.append(server.stop)
             logger.info("started an adb server on port %d for the run's phones", server.port)
         context: dict[str, object] = {"count": phones.count + phones.spares, "seed": phones.seed, "config": adb,
-                                      "perturbation": phones.perturbation}
+                                      "perturbation": phones.perturbation,
+                                      "reset_between_episodes": phones.reset_between_episodes}
         if phones.devices:
             context["devices"] = list(phones.devices)
         try:
@@ -544,7 +546,7 @@ class ExperimentConfig(BaseModel):
         each time, so the warm start and the final policy meet identical initial states (state
         persists between episodes, so reusing phones would hand the second evaluation other
         states). Real phones: the ``training`` ones (evaluated before rollout starts and after it stops)."""
-        if self.phones.kind != "sim" or self.phones.provider is not None:
+        if self.phones.kind != "sim" or (self.phones.provider is not None and self.phones.provider.name != "sim"):
             return list(training)
         return self.sim_phones(self.evaluation.phone_seed, self.evaluation.phones, "eval")
 

@@ -13,6 +13,7 @@ Two providers ship:
   emulators, cloud phones you manage yourself); hard reset through a function you give.
 - :class:`SimFarm`: starts N SimPhones served as ADB devices on 127.0.0.1 (optionally
   with injected faults); hard reset = factory reset + adbd restart.
+- :class:`SimPhones`: N in-process SimPhones, no adb at all; hard reset = factory reset.
 
     >>> from darwin.envs.providers import StaticProvider
     >>> provider = StaticProvider(["127.0.0.1:6101", "emulator-5554"])
@@ -35,7 +36,7 @@ from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv, AdbServerClient, AppMap, 
 from darwin.envs.base import InfraError
 from darwin.envs.faults import FaultSpec, ServedFaults
 
-__all__ = ["NoPhoneAvailable", "PhoneInfo", "PhoneProvider", "ProviderError", "SimFarm", "StaticProvider"]
+__all__ = ["NoPhoneAvailable", "PhoneInfo", "PhoneProvider", "ProviderError", "SimFarm", "SimPhones", "StaticProvider"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +102,11 @@ class PhoneProvider(ABC):
     def prepare(self, phone: PhoneInfo) -> None:
         """Called before a phone is connected (e.g. reserve or start it with a vendor API)."""
 
+    def connect(self, phone: PhoneInfo) -> AdbPhoneEnv:
+        """The env that drives ``phone``: an :class:`~darwin.envs.adb.AdbPhoneEnv` connected to
+        its serial (:class:`SimPhones` hands out in-process SimPhones instead)."""
+        return AdbPhoneEnv(phone.serial, self.config, apps=self.apps, name=phone.id)
+
     def start(self) -> PhoneProvider:
         """Called once before the first :meth:`acquire` (a run starts its provider; SimFarm
         starts serving its phones here)."""
@@ -126,7 +132,7 @@ class PhoneProvider(ABC):
                 self._in_use[phone.id] = None  # reserved while connecting
             try:
                 self.prepare(phone)
-                env = AdbPhoneEnv(phone.serial, self.config, apps=self.apps, name=phone.id)
+                env = self.connect(phone)
             except InfraError as exc:
                 logger.warning("provider: %s (%s) is unreachable: %s", phone.id, phone.serial, exc)
                 errors.append(f"{phone.id}: {exc}")
@@ -169,7 +175,9 @@ class PhoneProvider(ABC):
         """Hard-reset the phone behind ``env`` through the provider and put it back in
         service (quarantine released; the next call reconnects)."""
         self.hard_reset(self._phone_of(env))
-        env.release_quarantine()
+        release = getattr(env, "release_quarantine", None)
+        if callable(release):  # in-process phones are never quarantined
+            release()
 
     def health(self) -> dict[str, PhoneHealth]:
         """Health of every phone in use, by phone id."""
@@ -385,3 +393,49 @@ class SimFarm(PhoneProvider):
     def phone_index(self, env: AdbPhoneEnv) -> int:
         """Which backend serves ``env``."""
         return self.addresses.index(env.serial)
+
+
+class SimPhones(PhoneProvider):
+    """N in-process SimPhones as a phone provider: ``phones.provider = "sim"`` gives a run the
+    fleet's hard resets and spares without adb. Phone ``i`` is ``SimPhoneEnv(seed + i)``; a hard
+    reset is its factory reset.
+
+        >>> provider = SimPhones(count=3, seed=10)
+        >>> [env.name for env in provider.acquire_many(2)]
+        ['sim-10', 'sim-11']
+        >>> provider.acquire().name                   # the spare
+        'sim-12'
+
+    Args:
+        count: phones (those in service plus the spares).
+        seed: phone ``i`` is seeded ``seed + i``.
+        perturbation: the SimPhones' perturbation settings.
+        reset_between_episodes: every episode starts from the phone's initial state.
+    """
+
+    def __init__(self, count: int, seed: int = 0, perturbation: Any = None, reset_between_episodes: bool = True) -> None:
+        super().__init__()
+        if count < 1:
+            raise ValueError(f"SimPhones needs count >= 1, got {count}")
+        self._phones = [PhoneInfo(id=f"sim-{seed + i}", serial=f"sim-{seed + i}") for i in range(count)]
+        self._seeds = {p.id: seed + i for i, p in enumerate(self._phones)}
+        self.perturbation = perturbation
+        self.reset_between_episodes = reset_between_episodes
+
+    def list_phones(self) -> list[PhoneInfo]:
+        return list(self._phones)
+
+    def connect(self, phone: PhoneInfo) -> Any:  # a SimPhoneEnv: the shared machinery only needs a PhoneEnv
+        from darwin.envs.sim.env import SimPhoneEnv
+
+        return SimPhoneEnv(seed=self._seeds[phone.id], perturbation=self.perturbation, name=phone.id,
+                           reset_between_episodes=self.reset_between_episodes)
+
+    def hard_reset(self, phone: PhoneInfo) -> None:
+        """Factory reset of the phone's SimPhone."""
+        with self._lock:
+            env = self._in_use.get(phone.id)
+        if env is None:
+            raise ProviderError(f"{phone.id} is not in use; acquire it first")
+        env.hard_reset()
+

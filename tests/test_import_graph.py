@@ -11,10 +11,10 @@ the one kind of back edge allowed.
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +159,46 @@ def test_a_group_whose_member_is_lost_never_waits(policy: str) -> None:
         assert buffer.dropped_groups == 0 and any(t.phone == "sim-0" for t in held)
     batch = buffer.take_completed()
     assert batch is not None  # the healthy phone's groups reach the learner either way
+
+
+# ------------------------------------------------------------------ the experiment's builder
+
+
+def test_the_static_provider_builds_the_fleet_from_devices(farm: SimFarm, adb_server_port: int) -> None:
+    from darwin.experiment import apply_overrides, load_experiment
+
+    config = apply_overrides(load_experiment(Path(__file__).resolve().parents[2] / "examples" / "spa_bench.py"), [
+        "phones.provider=static", "phones.count=2", "phones.spares=1", f"phones.devices={json.dumps(farm.addresses)}",
+        f"phones.adb_server=127.0.0.1:{adb_server_port}", "phones.sim_state_probe=true", "phones.hard_reset_every=4",
+    ])
+    fleet = config.build_fleet()
+    try:
+        assert fleet.active and [e.name for e in fleet.envs] == farm.addresses[:2]
+        assert fleet.envs[0].probe_state() is not None  # served SimPhones: the state probe is on
+        assert fleet.schedule.every_episodes == 4
+    finally:
+        fleet.close()
+    with pytest.raises(Exception, match="could not hand out 4 phones"):
+        apply_overrides(config, ["phones.count=4", "phones.spares=0"]).build_fleet()
+
+
+def test_in_process_simphones_as_a_provider_with_a_schedule() -> None:
+    from darwin.experiment import apply_overrides, load_experiment
+
+    config = apply_overrides(load_experiment(Path(__file__).resolve().parents[2] / "examples" / "spa_bench.py"), [
+        "phones.provider=sim", "phones.count=2", "phones.spares=1", "phones.hard_reset_every=2"])
+    fleet = config.build_fleet()
+    try:
+        assert [type(e).__name__ for e in fleet.envs] == ["SimPhoneEnv", "SimPhoneEnv"]
+        first = config.phones.seed
+        assert [e.name for e in fleet.envs] == [f"sim-{first}", f"sim-{first + 1}"]
+        env = fleet.envs[0]
+        factory = env.probe_state()
+        env.phone.state["clock"]["minutes"] += 5
+        for _ in range(2):
+            asyncio.run(fleet.after_episode(0, _ended(TerminationReason.STEP_BUDGET)))
+        assert env.probe_state() == factory and [(e.kind, e.phone) for e in fleet.events] == [("hard_reset", f"sim-{first}")]
+        assert fleet.provider is not None and fleet.provider.acquire().name == f"sim-{first + 2}"  # the spare
+    finally:
+        fleet.close()
+    assert len(config.build_eval_phones(fleet.envs)) == config.evaluation.phones  # fresh evaluation phones, as without a provider
