@@ -16,8 +16,8 @@ paper's figure and a variant; run two or three seeds of each and draw them with 
   oracle needs up to 8 steps on these tasks) and the choice matters.
 - `fig5-cycle`, `fig5-plain`: the lifecycle protocol; the `cycle8` tasks (setup, execution,
   teardown, each verified; warm-started on their demonstrations) against the plain tasks, on 16 phones that only go home between
-  episodes (the paper's minimal cleanup: state persists). The paper's scheduled hard reset is not
-  in these presets: no setting schedules one yet.
+  episodes (the paper's minimal cleanup: state persists), each hard-reset (a factory reset) every 8
+  episodes it plays, as the paper resets its phones on a schedule.
 - `fig3-phones8`, `fig3-phones16`, `fig3-phones32`: phone scaling, with the rollout size fixed
   at 256 steps per update.
 - `fig4-tasks8`, `fig4-tasks16`: task scaling; 8 tasks on 16 phones against the 16 of `paper16`
@@ -41,8 +41,9 @@ PRESETS: dict[str, list[str]] = {
     "fig6a-bias-warmup": ["learner.value_head_init=calibrated", "learner.value_head_bias=0.1"],
     "fig6b-zero": ["horizon=6", "learner.truncation=zero"],
     "fig6b-bootstrap": ["horizon=6", "learner.truncation=bootstrap"],
-    "fig5-cycle": ['tasks=["cycle8"]', 'sft.tasks=["cycle8"]', "phones.count=16", "phones.reset_between_episodes=false"],
-    "fig5-plain": ['tasks=["base8"]', "phones.count=16", "phones.reset_between_episodes=false"],
+    "fig5-cycle": ['tasks=["cycle8"]', 'sft.tasks=["cycle8"]', "phones.count=16", "phones.reset_between_episodes=false",
+                   "phones.hard_reset_every=8"],
+    "fig5-plain": ['tasks=["base8"]', "phones.count=16", "phones.reset_between_episodes=false", "phones.hard_reset_every=8"],
     "fig3-phones8": ["phones.count=8"],
     "fig3-phones16": ["phones.count=16"],
     "fig3-phones32": ["phones.count=32"],

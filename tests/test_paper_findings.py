@@ -61,6 +61,7 @@ def test_presets_change_only_what_they_name():
     assert _changed("fig4-tasks16") == {"tasks": ["paper16"], "sft.tasks": ["paper16"], "phones.count": 32,
                                         "rollout_steps": 512, "learner.mini_batch_size": 64}
     assert _changed("fig5-cycle")["phones.reset_between_episodes"] is False
+    assert _changed("fig5-cycle")["phones.hard_reset_every"] == _changed("fig5-plain")["phones.hard_reset_every"] == 8
     with pytest.raises(Exception, match="unknown preset 'fig9'"):
         load_experiment(FINDINGS, "fig9")
 
