@@ -46,3 +46,9 @@ class Curriculum(ABC):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output."""
+
+    def close(self) -> None:
+        """Release what the curriculum holds open (a model's thread, a database); default: nothing.
+
+        Called once by the run's cleanup, also after an error; it must be safe to call twice.
+        """

@@ -554,6 +554,43 @@ def _replay_location(replay: str) -> str | Path:
     return path
 
 
+def _checked_config(config: ProposerConfig | None, seed: int, policy: Policy | None, overrides: Mapping[str, Any]) -> ProposerConfig:
+    if config is not None and overrides:
+        raise TypeError("pass either a ProposerConfig or keyword overrides, not both")
+    cfg = config if config is not None else ProposerConfig.model_validate(overrides)
+    _check_int("seed", seed, minimum=None, hint="an integer such as 0")
+    if policy is not None and cfg.replay is not None:
+        raise ValueError("replay replays stored proposals without a model: drop policy, or drop replay")
+    if policy is None and cfg.llm is None and cfg.replay is None:
+        raise ValueError(
+            "LLMTaskProposer needs a model: set llm to LiteLLMPolicyConfig fields, e.g. llm={'model': "
+            "'gemini/gemini-2.5-flash', 'api_key_env': 'GEMINI_API_KEY'}, or replay to the run directory "
+            "of a run whose proposals to replay"
+        )
+    return cfg
+
+
+def _allowed_templates(config: ProposerConfig, tasks: Sequence[Task]) -> tuple[str, ...]:
+    """The templates the proposer may instantiate: ``config.templates`` or those of the base tasks."""
+    registry = templates()
+    patterns = config.templates
+    if patterns is None:
+        found = tuple(dict.fromkeys(t.template for t in tasks if t.template is not None))
+        if not found:
+            raise ValueError("LLMTaskProposer has no templates to propose from: the base tasks are no template "
+                             "instances; set templates=[...] (ids or patterns such as 'clock.*'), or use tasks such as 'gen.train'")
+        return found
+    out: list[str] = []
+    for pattern in patterns:
+        matched = sorted(t for t in registry if fnmatch.fnmatchcase(t, pattern))
+        if not matched:
+            close = difflib.get_close_matches(pattern, list(registry), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else "; `darwin tasks list --templates` lists them"
+            raise ValueError(f"templates: {pattern!r} matches no registered template{hint}")
+        out += [t for t in matched if t not in out]
+    return tuple(out)
+
+
 def load_replay(replay: str) -> list[list[Task]]:
     """The accepted tasks of every stored call, by call index (a call that stored none: an empty list)."""
     store = ProposalStore(_replay_location(replay))
@@ -652,20 +689,9 @@ class LLMTaskProposer(Curriculum):
         policy: Policy | None = None,
         **overrides: Any,
     ) -> None:
-        if config is not None and overrides:
-            raise TypeError("pass either a ProposerConfig or keyword overrides, not both")
-        self.config = cfg = config if config is not None else ProposerConfig.model_validate(overrides)
+        self.config = cfg = _checked_config(config, seed, policy, overrides)
         self.tasks = _check_tasks(tasks, "LLMTaskProposer")
-        _check_int("seed", seed, minimum=None, hint="an integer such as 0")
-        if policy is not None and cfg.replay is not None:
-            raise ValueError("replay replays stored proposals without a model: drop policy, or drop replay")
-        if policy is None and cfg.llm is None and cfg.replay is None:
-            raise ValueError(
-                "LLMTaskProposer needs a model: set llm to LiteLLMPolicyConfig fields, e.g. llm={'model': "
-                "'gemini/gemini-2.5-flash', 'api_key_env': 'GEMINI_API_KEY'}, or replay to the run directory "
-                "of a run whose proposals to replay"
-            )
-        self.allowed = self._allowed_templates()
+        self.allowed = _allowed_templates(cfg, self.tasks)
         # One example instance per template for the prompt, built now: a template that cannot
         # build its own instance fails here, when the experiment loads, not in the middle of a run.
         self._examples = {t: _json_text(templates()[t].instance(0).params) for t in self.allowed}
@@ -696,6 +722,18 @@ class LLMTaskProposer(Curriculum):
         self._task_templates: dict[str, str | None] = {}
         self._loop: _LoopThread | None = None
         self._warned: set[str] = set()
+
+    @classmethod
+    def check_arguments(
+        cls, tasks: Sequence[Task], config: ProposerConfig | None = None, *, seed: int = 0, run_dir: object = None,
+        policy: Policy | None = None, **overrides: Any,
+    ) -> None:
+        """The settings, the templates it may propose from and the database location, with no
+        database opened, no thread started and no model reached (``darwin run --dry-run``)."""
+        cfg = _checked_config(config, seed, policy, overrides)
+        _allowed_templates(cfg, _check_tasks(tasks, "LLMTaskProposer"))
+        if cfg.replay is None and cfg.url is not None:
+            resolve_database_url(cfg.url, what="proposals database", fix=_STORE_FIX, error=ProposerStoreError)
 
     def __repr__(self) -> str:
         source = "replay" if self.store is None else self.store.url_text
@@ -921,24 +959,6 @@ class LLMTaskProposer(Curriculum):
         ]
         return Prompt(messages=(ChatMessage(role="system", text=PROPOSER_SYSTEM), ChatMessage(role="user", text="\n".join(lines))))
 
-    def _allowed_templates(self) -> tuple[str, ...]:
-        registry = templates()
-        patterns = self.config.templates
-        if patterns is None:
-            found = tuple(dict.fromkeys(t.template for t in self.tasks if t.template is not None))
-            if not found:
-                raise ValueError("LLMTaskProposer has no templates to propose from: the base tasks are no template "
-                                 "instances; set templates=[...] (ids or patterns such as 'clock.*'), or use tasks such as 'gen.train'")
-            return found
-        out: list[str] = []
-        for pattern in patterns:
-            matched = sorted(t for t in registry if fnmatch.fnmatchcase(t, pattern))
-            if not matched:
-                close = difflib.get_close_matches(pattern, list(registry), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else "; `darwin tasks list --templates` lists them"
-                raise ValueError(f"templates: {pattern!r} matches no registered template{hint}")
-            out += [t for t in matched if t not in out]
-        return tuple(out)
 
     # ----------------------------------------------------------------- resume
 

@@ -3,8 +3,11 @@
 An experiment file chooses its curriculum, workflow, verifier, memory and phone provider with a
 :class:`ComponentSpec`: ``name`` is a built-in (``"learnability"``) or an import path
 (``"my_lab.curricula:Hardest"``), ``kwargs`` its keyword arguments. Everything is resolved
-and built when the experiment is loaded (``darwin run --dry-run`` included), so a typo fails
-at once with a "did you mean" and the fix, never in the middle of a run::
+when the experiment is loaded (``darwin run --dry-run`` included), so a typo fails at once with
+a "did you mean" and the fix, never in the middle of a run. Validation (:func:`check_component`)
+builds nothing: it binds the arguments to the class's ``__init__`` and calls the class's own
+``check_arguments(**kwargs)`` classmethod where it has one, so ``--dry-run`` loads no model and
+opens no database. The run builds each component once (:func:`build_component`)::
 
     >>> from darwin.components import ComponentSpec, build_component
     >>> from darwin.tasks import task_set
@@ -32,7 +35,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-__all__ = ["BUILTINS", "ComponentError", "ComponentKind", "ComponentSpec", "build_component", "resolve_component"]
+__all__ = ["BUILTINS", "ComponentError", "ComponentKind", "ComponentSpec", "build_component", "check_component", "resolve_component"]
 
 ComponentKind = Literal["curriculum", "workflow", "verifier", "memory", "provider"]
 
@@ -131,6 +134,27 @@ def resolve_component(kind: ComponentKind, name: str) -> object:
     return _import(name, kind, name)
 
 
+def _arguments(
+    kind: ComponentKind, spec: ComponentSpec, context: Mapping[str, object], named_context: Mapping[str, object] | None,
+) -> tuple[type | None, object, dict[str, object]]:
+    """What :func:`build_component` calls: ``(class, target, kwargs)``; the class is None for a
+    function verifier (``target`` is then the function)."""
+    target = resolve_component(kind, spec.name)
+    base = _import(_BASES[kind], kind, spec.name)
+    kwargs = {**_NAME_KWARGS.get((kind, spec.name), {}), **spec.kwargs}
+    if kind == "verifier" and not isinstance(target, type) and callable(target):
+        if spec.kwargs:
+            raise ComponentError(f"verifier {spec.name!r} is a function; it takes no kwargs (got {sorted(spec.kwargs)})")
+        return None, target, {}
+    if not (isinstance(target, type) and issubclass(target, base)):  # type: ignore[arg-type]
+        raise ComponentError(f"{kind} {spec.name!r} is not a subclass of {_BASES[kind].replace(':', '.')}")
+    accepted = {k: v for k, v in _accepted(target, dict(context)).items() if k not in kwargs}  # the spec's own kwargs win
+    if named_context:
+        params = inspect.signature(target.__init__).parameters
+        accepted.update({k: v for k, v in named_context.items() if k in params and k not in kwargs})
+    return target, target, {**accepted, **kwargs}
+
+
 def build_component(
     kind: ComponentKind,
     spec: ComponentSpec,
@@ -144,25 +168,42 @@ def build_component(
     to a class whose ``__init__`` names the argument, never through a ``**kwargs`` catch-all
     (where it would read as a setting), and never over a kwarg the spec sets itself.
     """
-    target = resolve_component(kind, spec.name)
-    base = _import(_BASES[kind], kind, spec.name)
-    kwargs = {**_NAME_KWARGS.get((kind, spec.name), {}), **spec.kwargs}
-    if kind == "verifier" and not isinstance(target, type) and callable(target):
+    cls, target, arguments = _arguments(kind, spec, context, named_context)
+    if cls is None:
         from darwin.verifiers.base import as_verifier
 
-        if spec.kwargs:
-            raise ComponentError(f"verifier {spec.name!r} is a function; it takes no kwargs (got {sorted(spec.kwargs)})")
-        return as_verifier(target, kind=spec.name.rpartition(":")[2])
-    if not (isinstance(target, type) and issubclass(target, base)):  # type: ignore[arg-type]
-        raise ComponentError(f"{kind} {spec.name!r} is not a subclass of {_BASES[kind].replace(':', '.')}")
-    accepted = {k: v for k, v in _accepted(target, context).items() if k not in kwargs}  # the spec's own kwargs win
-    if named_context:
-        params = inspect.signature(target.__init__).parameters
-        accepted.update({k: v for k, v in named_context.items() if k in params and k not in kwargs})
+        return as_verifier(target, kind=spec.name.rpartition(":")[2])  # type: ignore[arg-type]
     try:
-        return target(**accepted, **kwargs)
+        return cls(**arguments)
     except TypeError as exc:
         raise ComponentError(f"{kind} {spec.name!r} with kwargs {spec.kwargs}: {exc}") from None
+
+
+def check_component(
+    kind: ComponentKind,
+    spec: ComponentSpec,
+    *,
+    named_context: Mapping[str, object] | None = None,
+    **context: object,
+) -> None:
+    """Check ``spec`` as :func:`build_component` would build it, without building it.
+
+    The class is resolved, its ``__init__`` must accept the arguments (a misspelt keyword fails
+    here), and a class with a ``check_arguments`` classmethod checks their values: the LLM
+    memory and the task proposer their settings and database location, the learned verifier its
+    checkpoint, the LLM judge its settings. Nothing is loaded or opened. A class without the
+    hook has its values checked when the run builds it, before any phone starts.
+    """
+    cls, _, arguments = _arguments(kind, spec, context, named_context)
+    if cls is None:
+        return
+    try:
+        inspect.signature(cls).bind(**arguments)
+    except TypeError as exc:
+        raise ComponentError(f"{kind} {spec.name!r} with kwargs {spec.kwargs}: {exc}") from None
+    check = getattr(cls, "check_arguments", None)
+    if callable(check):
+        check(**arguments)
 
 
 def _accepted(cls: type, context: dict[str, object]) -> dict[str, object]:

@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from darwin.components import ComponentError, ComponentSpec, build_component, resolve_component
+from darwin.components import (
+    ComponentError,
+    ComponentKind,
+    ComponentSpec,
+    build_component,
+    check_component,
+    resolve_component,
+)
 from darwin.envs.adb import AdbEnvConfig
 from darwin.envs.fleet import PhoneEvent, PhoneFleet, ResetSchedule
 from darwin.envs.providers import PhoneProvider, ProviderError
@@ -389,8 +396,9 @@ class ExperimentConfig(BaseModel):
         return lambda: build_component("memory", spec, named_context=named)  # type: ignore[return-value]
 
     def check_components(self) -> None:
-        """Build every named component once (tasks, curriculum, verifier, workflow, memory):
-        a bad name, import path or argument fails here with the fix, not mid-run."""
+        """Check every named component (tasks, curriculum, verifiers, workflow, memory) without
+        building one: a bad name, import path or argument fails here with the fix, not mid-run,
+        and no model is loaded and no database opened (:func:`~darwin.components.check_component`)."""
         try:
             tasks = self.resolve_tasks()
         except (KeyError, TaskDefinitionError) as exc:
@@ -400,23 +408,23 @@ class ExperimentConfig(BaseModel):
                 resolve_task_names(names)
             except (KeyError, TaskDefinitionError) as exc:
                 raise ExperimentError(f"evaluation.task_sets[{name!r}]: {exc}") from None
-        make_memory = self.memory_factory()
-        checks: list[tuple[str, ComponentSpec | None, Callable[[], object] | None]] = [
-            ("curriculum", self.curriculum, lambda: self.build_curriculum(tasks)),
-            ("verifier", self.verifier, lambda: build_component("verifier", self.verifier)),
-            ("workflow", self.workflow_spec(), lambda: self.build_workflow((252, 560))),
-            ("evaluation verifier", self.evaluation.verifier, lambda: self.build_workflow((252, 560), evaluation=True)),
-            ("memory", self.memory, make_memory),
+        checks: list[tuple[ComponentKind, str, ComponentSpec | None, dict[str, object]]] = [
+            ("curriculum", "curriculum", self.curriculum, {"tasks": tasks, "seed": self.phones.seed}),
+            ("verifier", "verifier", self.verifier, {}),
+            ("verifier", "evaluation verifier", self.evaluation.verifier, {}),
+            # The workflow's context values are not looked at: only that its __init__ takes them.
+            ("workflow", "workflow", self.workflow_spec(), {"verifier": None, "config": None}),
+            ("memory", "memory", self.memory, {}),
         ]
-        for kind, spec, build in checks:
-            if spec is None or build is None:
+        for kind, label, spec, context in checks:
+            if spec is None:
                 continue
             try:
-                build()
+                check_component(kind, spec, **context)
             except ComponentError as exc:
                 raise ExperimentError(str(exc)) from None
             except ValueError as exc:  # the component's own argument checks
-                raise ExperimentError(f"{kind} {spec.name!r} with kwargs {dict(spec.kwargs)}: {exc}") from None
+                raise ExperimentError(f"{label} {spec.name!r} with kwargs {dict(spec.kwargs)}: {exc}") from None
 
     # -- builders: every component of a run is made here, from this config (the recipe and
     # -- `darwin eval --experiment` call them, so both assemble a run the same way).

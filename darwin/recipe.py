@@ -384,10 +384,16 @@ class TrainingRecipe:
         self._stop_rollout.set()
         if self._rollout is not None:
             await asyncio.gather(self._rollout, return_exceptions=True)  # already surfaced, or an error is on its way
-        if self.pool is not None:
+        if self.pool is not None:  # with the memories it made
             await self.pool.aclose()
         if self.fleet is not None:  # phone threads, Ray phone hosts; provider phones go back to it
             self.fleet.close()
+        for workflow in dict.fromkeys(w for w in (self.workflow, self.eval_workflow) if w is not None):
+            workflow.close()  # and its verifier
+        if self.curriculum is not None:  # a proposer's thread and database
+            self.curriculum.close()
+        if self.learner is not None:  # verl's workers
+            self.learner.close()
         self.report.close()
         if self.store is not None:
             self.store.close()

@@ -178,6 +178,12 @@ class Memory(ABC):
         """Estimated prompt tokens of ``text`` (agents use it for the fixed part of a prompt)."""
         return approx_token_count(text)
 
+    def close(self) -> None:
+        """Release what the memory holds open (database connections, threads); default: nothing.
+
+        Called once, when the actor pool that made the memory closes; it must be safe to call twice.
+        """
+
     def window(
         self,
         history: Sequence[Transition],

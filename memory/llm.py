@@ -65,7 +65,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -659,22 +659,10 @@ class LLMMemoryManager(Memory):
         token_counter: TokenCounter | None = None,
         **overrides: object,
     ) -> None:
-        if config is not None and overrides:
-            raise TypeError("pass either an LLMMemoryConfig or keyword overrides, not both")
-        self.config = config if config is not None else LLMMemoryConfig.model_validate(overrides)
-        cfg = self.config
+        self.config = cfg = self._checked_config(config, policy, overrides)
         self.token_counter: TokenCounter = token_counter or approx_token_count
         self.raw_window = SlidingWindowMemory(cfg.window, token_counter=self.token_counter)
-        if policy is None and cfg.llm is not None:
-            policy = LiteLLMPolicy(cfg.llm)
-        if policy is None and (cfg.distill or cfg.in_episode_summary):
-            raise ValueError(
-                "LLMMemoryManager needs a memory model to distil episodes or summarise steps: set llm to "
-                "LiteLLMPolicyConfig fields, e.g. llm={'model': 'gemini/gemini-2.5-flash', "
-                "'api_key_env': 'GEMINI_API_KEY'}, or pass policy=...; or set distill=False (and "
-                "in_episode_summary=False) to only read stored knowledge"
-            )
-        self.policy = policy
+        self.policy = policy if policy is not None or cfg.llm is None else LiteLLMPolicy(cfg.llm)
         if cfg.llm is not None and cfg.llm.api_key_env and not os.environ.get(cfg.llm.api_key_env):
             logger.warning(
                 "memory model %s: environment variable %s is not set; until it is, the memory works "
@@ -695,6 +683,31 @@ class LLMMemoryManager(Memory):
         self._summary = ""
         self._summary_phase: Phase | None = None
         self._covered_until = 0  # steps numbered below this are in the running summary
+
+    @staticmethod
+    def _checked_config(config: LLMMemoryConfig | None, policy: Policy | None, overrides: Mapping[str, object]) -> LLMMemoryConfig:
+        if config is not None and overrides:
+            raise TypeError("pass either an LLMMemoryConfig or keyword overrides, not both")
+        cfg = config if config is not None else LLMMemoryConfig.model_validate(overrides)
+        if policy is None and cfg.llm is None and (cfg.distill or cfg.in_episode_summary):
+            raise ValueError(
+                "LLMMemoryManager needs a memory model to distil episodes or summarise steps: set llm to "
+                "LiteLLMPolicyConfig fields, e.g. llm={'model': 'gemini/gemini-2.5-flash', "
+                "'api_key_env': 'GEMINI_API_KEY'}, or pass policy=...; or set distill=False (and "
+                "in_episode_summary=False) to only read stored knowledge"
+            )
+        return cfg
+
+    @classmethod
+    def check_arguments(
+        cls, config: LLMMemoryConfig | None = None, *, policy: Policy | None = None, run_dir: object = None,
+        token_counter: object = None, **overrides: object,
+    ) -> None:
+        """The settings and the database location, with no database opened and no model reached
+        (``darwin run --dry-run``)."""
+        cfg = cls._checked_config(config, policy, overrides)
+        if cfg.url is not None:
+            resolve_database_url(cfg.url, what="memory database", fix=_MEMORY_FIX, error=MemoryStoreError)
 
     def __repr__(self) -> str:
         return f"LLMMemoryManager({self.store.url_text!r})"

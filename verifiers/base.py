@@ -130,6 +130,13 @@ class Verifier(ABC):
         """``(W, H)`` of the final screenshot it reads; ``None`` = the phone's full resolution."""
         return None
 
+    def close(self) -> None:
+        """Release what the verifier holds open (a model, a database, a thread); default: nothing.
+
+        Called once, by the workflow that owns it when the run's cleanup closes that workflow; it
+        must be safe to call twice.
+        """
+
 
 class _CallableVerifier(Verifier):
     def __init__(self, fn: Callable[[VerificationRequest], Verdict | Awaitable[Verdict]], kind: str) -> None:

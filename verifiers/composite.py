@@ -36,12 +36,15 @@ import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from PIL import Image
 
 from darwin.verifiers.base import Verdict, VerdictUsage, VerificationRequest, Verifier
+
+if TYPE_CHECKING:
+    from darwin.components import ComponentSpec
 
 logger = logging.getLogger(__name__)
 
@@ -117,15 +120,26 @@ class CompositeVerifier(Verifier):
     kind = "composite"
 
     def __init__(self, verifiers: Sequence[Verifier | str | Mapping[str, Any]], mode: Mode = "fallback") -> None:
-        if mode not in ("fallback", "audit", "consensus"):
-            raise ValueError(f"composite mode {mode!r} is not one of 'fallback', 'audit', 'consensus'")
-        members = [_build(v) for v in verifiers]
-        if len(members) < 2:
-            raise ValueError(f"a composite verifier needs at least two verifiers, got {len(members)}")
-        self.verifiers = members
+        _check_shape(verifiers, mode)
+        self.verifiers = [_build(v) for v in verifiers]
         self.mode: Mode = mode
         self.stats = CompositeStats()
         self._lock = threading.Lock()
+
+    @classmethod
+    def check_arguments(cls, verifiers: Sequence[Verifier | str | Mapping[str, Any]], mode: Mode = "fallback") -> None:
+        """The mode and every member, each checked as its own component, none built (``--dry-run``)."""
+        from darwin.components import check_component
+
+        _check_shape(verifiers, mode)
+        for spec in verifiers:
+            if not isinstance(spec, Verifier):
+                check_component("verifier", _spec(spec))
+
+    def close(self) -> None:
+        """Close every member."""
+        for verifier in self.verifiers:
+            verifier.close()
 
     @property
     def cheap(self) -> bool:
@@ -222,13 +236,25 @@ class CompositeVerifier(Verifier):
             self.stats.disagreements += disagreement
 
 
+def _check_shape(verifiers: Sequence[object], mode: str) -> None:
+    if mode not in ("fallback", "audit", "consensus"):
+        raise ValueError(f"composite mode {mode!r} is not one of 'fallback', 'audit', 'consensus'")
+    if len(verifiers) < 2:
+        raise ValueError(f"a composite verifier needs at least two verifiers, got {len(verifiers)}")
+
+
+def _spec(spec: str | Mapping[str, Any]) -> ComponentSpec:
+    from darwin.components import ComponentSpec
+
+    return ComponentSpec(name=spec) if isinstance(spec, str) else ComponentSpec.model_validate(dict(spec))
+
+
 def _build(spec: Verifier | str | Mapping[str, Any]) -> Verifier:
     if isinstance(spec, Verifier):
         return spec
-    from darwin.components import ComponentSpec, build_component
+    from darwin.components import build_component
 
-    component = ComponentSpec(name=spec) if isinstance(spec, str) else ComponentSpec.model_validate(dict(spec))
-    built = build_component("verifier", component)
+    built = build_component("verifier", _spec(spec))
     assert isinstance(built, Verifier)
     return built
 

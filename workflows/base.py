@@ -38,3 +38,9 @@ class Workflow(ABC):
     @abstractmethod
     async def run(self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None, episode_id: str | None = None) -> Trajectory:
         """Play the episode, emitting transitions as they happen; return the trajectory."""
+
+    def close(self) -> None:
+        """Release what the workflow holds open (its verifier's, its advisers'); default: nothing.
+
+        Called once by the run's cleanup, also after an error; it must be safe to call twice.
+        """

@@ -139,6 +139,10 @@ class StepWorkflow(Workflow):
     def verifier_kind(self) -> str:
         return self.verifier.kind
 
+    def close(self) -> None:
+        """Close the verifier (a learned model, a judge's connections)."""
+        self.verifier.close()
+
     def phases(self, task: Task) -> list[tuple[Phase, str, VerifierSpec, int]]:
         return [p for p in task.phases() if p[0] == Phase.EXECUTION]
 

@@ -82,6 +82,7 @@ class ActorPool:
         self.batcher: DynamicBatcher = DynamicBatcher(
             self.policy, BatcherConfig(min_batch=max_batch, max_batch=max_batch, max_wait=max_wait)
         )
+        self._memories: list[Memory] = []  # closed with the pool
         self.make_memory = make_memory
 
     @property
@@ -90,9 +91,15 @@ class ActorPool:
         return self._observation_size
 
     def __call__(self, index: int) -> ModelActor:
-        return ModelActor(self._make_agent(None if self.make_memory is None else self.make_memory()), self.batcher)
+        memory = None if self.make_memory is None else self.make_memory()
+        if memory is not None:
+            self._memories.append(memory)
+        return ModelActor(self._make_agent(memory), self.batcher)
 
     async def aclose(self) -> None:
-        """Close the batcher and the policy's worker thread."""
+        """Close the batcher, the policy's worker thread and every memory the pool made."""
         await self.batcher.close()
+        for memory in self._memories:
+            memory.close()
+        self._memories.clear()
         self.policy.close()

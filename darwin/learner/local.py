@@ -609,6 +609,9 @@ class LocalLearner:
         totals.optimizer_s += time.perf_counter() - started
         return norm
 
+    def close(self) -> None:
+        """Nothing to release: the models live in this process (the verl learner stops its workers)."""
+
     # ------------------------------------------------------------------ checkpoints
     def _state(self) -> LearnerState:
         return LearnerState(

@@ -523,11 +523,12 @@ class VerlLearner:
                     s.world_size, s.device, s.strategy)
 
     def close(self) -> None:
-        """Stop the workers (and Ray, when the learner started it); remove its temporary work dir."""
+        """Stop the workers (and Ray, when the learner started it); remove its temporary work dir.
+        Safe to call twice."""
         import ray
 
         for group in (getattr(self, "actor_group", None), self.critic_group):
-            if group is not None:
+            if group is not None and ray.is_initialized():
                 for worker in group.workers:
                     ray.kill(worker)
         self.critic_group = None

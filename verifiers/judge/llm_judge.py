@@ -569,24 +569,37 @@ class LLMJudge(Verifier):
         policy: LiteLLMPolicy | None = None,
         **fields: Any,
     ) -> None:
+        self.config = self._checked_config(config, preset, fields)
+        self.policy = policy or LiteLLMPolicy(self.config.llm)
+        self._cache = _AnswerCache(self.config.cache_file) if self.config.cache else None
+        self._fingerprint = config_fingerprint(self.config)
+
+    @staticmethod
+    def _checked_config(config: LLMJudgeConfig | Mapping[str, Any] | None, preset: str | None, fields: Mapping[str, Any]) -> LLMJudgeConfig:
         if isinstance(config, LLMJudgeConfig):
             if preset is not None or fields:
                 raise JudgeConfigError("pass either an LLMJudgeConfig or preset/fields, not both")
-            self.config = config
+            checked = config
         else:
             data = {**(PRESETS.get(preset, {}) if preset else {}), **dict(config or {}), **fields}
             if preset is not None and preset not in PRESETS:
                 LLMJudgeConfig.preset(preset)  # raises with a did-you-mean
             try:
-                self.config = LLMJudgeConfig.model_validate(data)
+                checked = LLMJudgeConfig.model_validate(data)
             except ValidationError as exc:
                 problems = validation_summary(exc)
                 raise JudgeConfigError(f"invalid llm_judge config: {problems}") from None
-        if self.config.check_model and self.config.llm.api_base is None:
-            check_model_name(self.config.llm.model)
-        self.policy = policy or LiteLLMPolicy(self.config.llm)
-        self._cache = _AnswerCache(self.config.cache_file) if self.config.cache else None
-        self._fingerprint = config_fingerprint(self.config)
+        if checked.check_model and checked.llm.api_base is None:
+            check_model_name(checked.llm.model)
+        return checked
+
+    @classmethod
+    def check_arguments(
+        cls, config: LLMJudgeConfig | Mapping[str, Any] | None = None, *, preset: str | None = None,
+        policy: LiteLLMPolicy | None = None, **fields: Any,
+    ) -> None:
+        """The judge's settings, with no model reached and no cache read (``darwin run --dry-run``)."""
+        cls._checked_config(config, preset, fields)
 
     @property
     def cheap(self) -> bool:

@@ -221,6 +221,17 @@ def load_classifier(path: str | Path) -> tuple[SuccessClassifier, dict[str, obje
     """A saved classifier and its record (threshold, screen size, inputs, training metadata);
     a record without ``inputs`` (written before history existed) reads the screen only."""
     src = Path(path)
+    record = read_classifier_record(src)
+    model = SuccessClassifier(load_tiny_vlm(src), history=record.get("inputs", INPUTS_SCREEN) == INPUTS_HISTORY)
+    model.head.load_state_dict(torch.load(src / HEAD_FILE, map_location="cpu", weights_only=True))
+    model.eval()
+    return model, record
+
+
+def read_classifier_record(path: str | Path) -> dict[str, object]:
+    """The record ``darwin verifier train`` wrote at ``path``, checked (format version, inputs),
+    without loading the model."""
+    src = Path(path)
     record_file = src / VERIFIER_FILE
     if not record_file.is_file():
         raise FileNotFoundError(f"no learned verifier at {src}; train one with `darwin verifier train --out {src}`")
@@ -230,10 +241,14 @@ def load_classifier(path: str | Path) -> tuple[SuccessClassifier, dict[str, obje
     inputs = record.get("inputs", INPUTS_SCREEN)
     if inputs not in (INPUTS_SCREEN, INPUTS_HISTORY):
         raise ValueError(f"{record_file}: inputs {inputs!r}, this darwin reads {INPUTS_SCREEN!r} or {INPUTS_HISTORY!r}")
-    model = SuccessClassifier(load_tiny_vlm(src), history=inputs == INPUTS_HISTORY)
-    model.head.load_state_dict(torch.load(src / HEAD_FILE, map_location="cpu", weights_only=True))
-    model.eval()
-    return model, record
+    return record
+
+
+def _checked_threshold(threshold: float | None, record: dict[str, object]) -> float:
+    chosen = float(threshold if threshold is not None else record["threshold"])  # type: ignore[arg-type]
+    if not 0.0 <= chosen <= 1.0 or math.isnan(chosen):
+        raise ValueError(f"threshold must lie in [0, 1], got {chosen}")
+    return chosen
 
 
 class LearnedVerifier(Verifier):
@@ -254,13 +269,19 @@ class LearnedVerifier(Verifier):
         self.path = path
         self.every_step = every_step
         self.model, self.record = load_classifier(path)
-        chosen = float(threshold if threshold is not None else self.record["threshold"])  # type: ignore[arg-type]
-        if not 0.0 <= chosen <= 1.0 or math.isnan(chosen):
-            raise ValueError(f"threshold must lie in [0, 1], got {chosen}")
-        self.threshold = chosen
+        self.threshold = _checked_threshold(threshold, self.record)
         w, h = self.record["screen_size"]  # type: ignore[misc]
         self._screen_size = (int(w), int(h))
         self._lock = threading.Lock()  # one forward at a time: phones share the model
+
+    @classmethod
+    def check_arguments(cls, path: str, threshold: float | None = None, every_step: bool = True) -> None:
+        """The checkpoint's record and the threshold, with no model loaded (``--dry-run``)."""
+        try:
+            record = read_classifier_record(path)
+        except FileNotFoundError as exc:
+            raise ValueError(str(exc)) from None
+        _checked_threshold(threshold, record)
 
     @property
     def cheap(self) -> bool:
