@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,19 +42,14 @@ from pydantic import BaseModel, JsonValue, TypeAdapter
 from sqlalchemy import (
     JSON,
     Boolean,
-    DateTime,
-    Dialect,
     Float,
     ForeignKey,
     Index,
     Integer,
     String,
     Text,
-    TypeDecorator,
     UniqueConstraint,
     case,
-    create_engine,
-    event,
     func,
     null,
     select,
@@ -65,11 +60,21 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import URL
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
-from sqlalchemy.pool import StaticPool
 
 from darwin.actions import Action, parse_action
+from darwin.database import (
+    DB_FILENAME,
+    StoreError,
+    StoreOpenError,
+    UTCDateTime,
+    create_database_engine,
+    describe_url,
+    is_memory_sqlite,
+    resolve_database_url,
+    utcnow,
+)
 from darwin.png import encode_png
 from darwin.types import (
     EpisodeMetrics,
@@ -124,24 +129,12 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 _ADD_COLUMN = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (\w+) ")
 
-DB_FILENAME = "run.db"
 SCREENSHOT_DIRNAME = "screenshots"
 MAX_TEXT_CHARS = 100_000
 """Longest model response stored per step; longer text is cut (and the cut is logged)."""
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_SQLITE_BUSY_TIMEOUT_MS = 30_000
 
-
-# --------------------------------------------------------------------------- errors
-
-
-class StoreError(RuntimeError):
-    """A run-database operation failed; the message names what, why and how to fix it."""
-
-
-class StoreOpenError(StoreError):
-    """The database could not be opened (missing directory, unreachable server, no driver)."""
 
 
 # --------------------------------------------------------------------------- secrets
@@ -264,35 +257,7 @@ def _config_to_json(config: BaseModel | DataclassInstance) -> JsonValue:
 # --------------------------------------------------------------------------- ORM models
 
 
-class _UTCDateTime(TypeDecorator[datetime]):
-    """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        value = value.astimezone(timezone.utc)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return (
-            value.replace(tzinfo=timezone.utc)
-            if value.tzinfo is None
-            else value.astimezone(timezone.utc)
-        )
-
-
 _JSON = JSON().with_variant(JSONB(), "postgresql")
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class Base(DeclarativeBase):
@@ -315,7 +280,7 @@ class RunModel(Base):
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     name: Mapped[str] = mapped_column(String(256))
-    created_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     config: Mapped[JsonValue | None] = mapped_column(_JSON, nullable=True)
 
 
@@ -329,7 +294,7 @@ class TaskModel(Base):
     app: Mapped[str] = mapped_column(String(256))
     source: Mapped[str] = mapped_column(String(256), default="")
     task_json: Mapped[str] = mapped_column(Text)
-    updated_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class EpisodeModel(Base):
@@ -346,8 +311,8 @@ class EpisodeModel(Base):
     task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"))
     phone: Mapped[str] = mapped_column(String(256))
     seed: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    started_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
-    ended_at: Mapped[datetime | None] = mapped_column(_UTCDateTime, nullable=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     termination_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
     termination_cause: Mapped[str] = mapped_column(Text, default="")
     success: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
@@ -391,7 +356,7 @@ class StepModel(Base):
     termination_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
     termination_cause: Mapped[str] = mapped_column(Text, default="")
     screenshot_path: Mapped[str | None] = mapped_column(String(256), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class VerdictModel(Base):
@@ -413,7 +378,7 @@ class VerdictModel(Base):
     cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
     requests: Mapped[int | None] = mapped_column(Integer, nullable=True)
     verifier_config: Mapped[JsonValue | None] = mapped_column(_JSON, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class PhoneEventModel(Base):
@@ -429,7 +394,7 @@ class PhoneEventModel(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     episodes: Mapped[int] = mapped_column(Integer, default=0)
     replacement: Mapped[str | None] = mapped_column(String(256), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(_UTCDateTime, default=_now)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 # --------------------------------------------------------------------------- query rows
@@ -602,116 +567,10 @@ def _episode_metrics(row: EpisodeModel) -> EpisodeMetrics | None:
     )
 
 
-def _is_memory_sqlite(url: URL) -> bool:
-    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
-
-
-def _driver_hint(url: URL) -> str:
-    driver = url.get_driver_name()
-    if url.get_backend_name() == "postgresql":
-        if driver == "psycopg2":
-            return "Install it with 'pip install psycopg2-binary'"
-        return "Install it with 'pip install \"psycopg[binary]\"' (postgresql:// uses psycopg 3)"
-    return f"Install the Python DBAPI driver for {url.drivername!r} (pip install ...)"
-
-
-def _describe_url(url: URL) -> str:
-    return url.render_as_string(hide_password=True)
-
-
 # --------------------------------------------------------------------------- the store
 
 
 _RUN_STORE_FIX = "open the run with RunStore.for_run_dir(run_dir), which creates the directory"
-
-
-def resolve_database_url(
-    url_or_path: str | os.PathLike[str], *, what: str, fix: str, error: type[StoreOpenError] = StoreOpenError
-) -> URL:
-    """A SQLAlchemy URL from a URL, a SQLite file path or ``":memory:"``; a SQLite file whose
-    directory is missing, or that is a directory, raises ``error`` naming ``what`` and ``fix``.
-    Shared by the run store and the LLM memory's knowledge store.
-
-    >>> resolve_database_url(":memory:", what="run database", fix="-").render_as_string()
-    'sqlite://'
-    """
-    if isinstance(url_or_path, str) and url_or_path == ":memory:":
-        return make_url("sqlite://")
-    if isinstance(url_or_path, str) and "://" in url_or_path:
-        try:
-            url = make_url(url_or_path)
-        except sa_exc.ArgumentError as e:
-            raise error(
-                f"cannot parse the {what} URL {url_or_path!r}: {e}. Use a SQLAlchemy URL such as "
-                "'sqlite:///path/run.db' or 'postgresql+psycopg://user@host/dbname', or a plain file path."
-            ) from e
-    else:
-        url = URL.create("sqlite", database=str(Path(url_or_path).expanduser().absolute()))
-    if url.get_backend_name() == "sqlite" and not _is_memory_sqlite(url):
-        db_path = Path(str(url.database)).expanduser()
-        parent = db_path.absolute().parent
-        if not parent.is_dir():
-            raise error(
-                f"cannot open the {what} {str(db_path)!r}: directory {str(parent)!r} does not exist. "
-                f"Create it first (mkdir -p {parent}) or {fix}."
-            )
-        if db_path.is_dir():
-            raise error(
-                f"cannot open the {what} {str(db_path)!r}: it is a directory. "
-                f"Name a file in it instead (e.g. {db_path / DB_FILENAME}) or {fix}."
-            )
-    return url
-
-
-def create_database_engine(url: URL, *, what: str, fix: str, error: type[StoreOpenError] = StoreOpenError) -> Engine:
-    """An engine for ``url``: SQLite in WAL mode with a busy timeout, foreign keys on, and
-    writes taking the write lock up front (``BEGIN IMMEDIATE`` on connections run with the
-    execution option ``darwin_write=True``) so concurrent writers queue instead of failing;
-    in-memory SQLite is one shared connection; server databases ping before use. A missing
-    driver raises ``error`` naming ``what`` and ``fix``."""
-    url_text = _describe_url(url)
-    is_sqlite = url.get_backend_name() == "sqlite"
-    in_memory = _is_memory_sqlite(url)
-    try:
-        if in_memory:
-            engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
-        elif is_sqlite:
-            engine = create_engine(
-                url, connect_args={"check_same_thread": False, "timeout": _SQLITE_BUSY_TIMEOUT_MS / 1000}
-            )
-        else:
-            engine = create_engine(url, pool_pre_ping=True)
-    except (sa_exc.NoSuchModuleError, ImportError) as e:
-        raise error(
-            f"cannot open the {what} {url_text}: its driver is not installed ({e}). {_driver_hint(url)}, {fix}."
-        ) from e
-    except sa_exc.ArgumentError as e:
-        raise error(f"cannot open the {what} {url_text}: {e}") from e
-    if is_sqlite:
-        _configure_sqlite(engine, in_memory)
-    return engine
-
-
-def _configure_sqlite(engine: Engine, in_memory: bool) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        # Take transaction control from the sqlite3 module (it defers BEGIN, which breaks
-        # write-lock upgrades under concurrency); we emit BEGIN ourselves below.
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        try:
-            cur.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
-            cur.execute("PRAGMA foreign_keys = ON")
-            if not in_memory:
-                cur.execute("PRAGMA journal_mode = WAL")
-                cur.execute("PRAGMA synchronous = NORMAL")
-        finally:
-            cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        write = conn.get_execution_options().get("darwin_write", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
 class RunStore:
@@ -742,7 +601,7 @@ class RunStore:
     ) -> None:
         self.url: URL = resolve_database_url(url_or_path, what="run database", fix=_RUN_STORE_FIX)
         self._is_sqlite = self.url.get_backend_name() == "sqlite"
-        self._in_memory = _is_memory_sqlite(self.url)
+        self._in_memory = is_memory_sqlite(self.url)
         if screenshot_dir is not None:
             self.screenshot_dir: Path | None = Path(screenshot_dir)
         elif self._is_sqlite and not self._in_memory:
@@ -760,7 +619,7 @@ class RunStore:
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False)
         self._open_schema()
-        logger.info("opened run store %s", _describe_url(self.url))
+        logger.info("opened run store %s", describe_url(self.url))
 
     # ----------------------------------------------------------------- opening
 
@@ -772,7 +631,7 @@ class RunStore:
         return cls(root / DB_FILENAME, screenshot_dir=root / SCREENSHOT_DIRNAME)
 
     def _open_schema(self) -> None:
-        url_text = _describe_url(self.url)
+        url_text = describe_url(self.url)
         try:
             with self._lock:
                 try:
@@ -841,7 +700,7 @@ class RunStore:
         self.close()
 
     def __repr__(self) -> str:
-        return f"RunStore({_describe_url(self.url)!r})"
+        return f"RunStore({describe_url(self.url)!r})"
 
     # ----------------------------------------------------------------- sessions
 
@@ -881,7 +740,7 @@ class RunStore:
         """
         if self.screenshot_dir is None:
             raise StoreError(
-                f"store {_describe_url(self.url)} has no screenshot directory. Pass "
+                f"store {describe_url(self.url)} has no screenshot directory. Pass "
                 "screenshot_dir=... to RunStore, or use RunStore.for_run_dir(run_dir)."
             )
         if isinstance(image, np.ndarray):
@@ -913,7 +772,7 @@ class RunStore:
     def screenshot_file(self, rel_path: str) -> Path:
         """The absolute path of a stored screenshot given its relative path from a :class:`StoredStep`."""
         if self.screenshot_dir is None:
-            raise StoreError(f"store {_describe_url(self.url)} has no screenshot directory")
+            raise StoreError(f"store {describe_url(self.url)} has no screenshot directory")
         return self.screenshot_dir / rel_path
 
     def load_screenshot(self, rel_path: str) -> np.ndarray:
@@ -943,7 +802,7 @@ class RunStore:
                 return rid
             s.add(
                 RunModel(
-                    id=rid, name=_clean_text(name) or "", created_at=_now(), config=config_json
+                    id=rid, name=_clean_text(name) or "", created_at=utcnow(), config=config_json
                 )
             )
         logger.info("started run %s (%s)", rid, name)
@@ -961,7 +820,7 @@ class RunStore:
             "app": task.app,
             "source": task.source,
             "task_json": task.model_dump_json(),
-            "updated_at": _now(),
+            "updated_at": utcnow(),
         }
         dialect = self._engine.dialect.name
         if dialect in ("sqlite", "postgresql"):
@@ -1012,7 +871,7 @@ class RunStore:
                     task_id=task.id,
                     phone=_clean_text(phone) or "",
                     seed=seed,
-                    started_at=_now(),
+                    started_at=utcnow(),
                     device_width=None if device_size is None else int(device_size[0]),
                     device_height=None if device_size is None else int(device_size[1]),
                 )
@@ -1070,7 +929,7 @@ class RunStore:
             if t.termination is None
             else _clean_text(t.termination.cause, MAX_TEXT_CHARS) or "",
             screenshot_path=screenshot_path,
-            created_at=_now(),
+            created_at=utcnow(),
         )
 
     def record_verdict(
@@ -1111,7 +970,7 @@ class RunStore:
                     cost_usd=None if cost_usd is None else float(cost_usd),
                     requests=requests,
                     verifier_config=None if verifier_config is None else redact_secrets(verifier_config),
-                    created_at=_now(),
+                    created_at=utcnow(),
                 )
             )
 
@@ -1147,7 +1006,7 @@ class RunStore:
                 s.add(self._step_model(t, None))
             if missing:
                 logger.debug("episode %s: recorded %d steps at finish", ep.id, len(missing))
-            ep.ended_at = _now()
+            ep.ended_at = utcnow()
             ep.termination_reason = term.reason.value
             ep.termination_cause = _clean_text(term.cause, MAX_TEXT_CHARS) or ""
             ep.success = trajectory.success
@@ -1248,7 +1107,7 @@ class RunStore:
             if s.get(RunModel, run_id) is None:
                 raise StoreError(f"cannot record a phone event for run {run_id!r}: it does not exist; call start_run first")
             s.add(PhoneEventModel(run_id=run_id, phone=phone, kind=kind, reason=_clean_text(reason, 2000) or "",
-                                  episodes=episodes, replacement=replacement, created_at=_now()))
+                                  episodes=episodes, replacement=replacement, created_at=utcnow()))
 
     def phone_events(self, run_id: str) -> list[PhoneEventRow]:
         """The fleet's phone events of a run, in the order they happened."""
@@ -1328,6 +1187,7 @@ class RunStore:
 
 
 __all__ = [
+    "DB_FILENAME",
     "Base",
     "EpisodeModel",
     "EpisodeRow",
@@ -1346,8 +1206,10 @@ __all__ = [
     "TaskModel",
     "VerdictModel",
     "VerdictRow",
+    "create_database_engine",
     "encode_png",
     "is_secret_name",
     "is_secret_value",
     "redact_secrets",
+    "resolve_database_url",
 ]
