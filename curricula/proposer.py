@@ -66,29 +66,30 @@ import threading
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Integer, String, Text, select
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from darwin.curricula._util import _check_int, _check_tasks, _rng_from_json, _rng_to_json
 from darwin.curricula.base import Curriculum, EpisodeOutcome
+from darwin.database import (
+    DB_FILENAME,
+    Database,
+    StoreError,
+    StoreOpenError,
+    resolve_database_url,
+    utcnow,
+)
 from darwin.json_replies import parse_json_answer
 from darwin.memory.llm import clean_text
 from darwin.policies.base import Policy
 from darwin.policies.litellm import Completion, LiteLLMPolicy, LiteLLMPolicyConfig
-from darwin.store import (
-    DB_FILENAME,
-    RunStore,
-    StoreError,
-    StoreOpenError,
-    create_database_engine,
-    resolve_database_url,
-)
+from darwin.store import RunStore
 from darwin.templates import Language, TaskTemplate, schema_line, templates
 from darwin.types import ChatMessage, Prompt, Task, TaskDefinitionError, TerminationReason
 
@@ -398,10 +399,6 @@ def read_proposals(
 # --------------------------------------------------------------------------- storage
 
 
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
 class _Base(DeclarativeBase):
     """Declarative base of the proposer's tables (kept apart from the run store's schema)."""
 
@@ -457,7 +454,7 @@ class StoredCall:
 _STORE_FIX = "set url to another database (or leave it unset to use the run's SQLite database)"
 
 
-class ProposalStore:
+class ProposalStore(Database):
     """The proposer's two tables (``curriculum_calls``, ``curriculum_proposals``) in any SQLAlchemy database.
 
     Opened (tables created) at construction; SQLite files are shared safely with the run
@@ -472,28 +469,10 @@ class ProposalStore:
     >>> store.close()
     """
 
-    def __init__(self, url_or_path: str | os.PathLike[str] | None) -> None:
-        self.url = resolve_database_url(":memory:" if url_or_path is None else url_or_path,
-                                        what="proposals database", fix=_STORE_FIX, error=ProposerStoreError)
-        self.url_text = self.url.render_as_string(hide_password=True)
-        self._engine = create_database_engine(self.url, what="proposals database", fix=_STORE_FIX, error=ProposerStoreError)
-        self._write_engine = self._engine.execution_options(darwin_write=True)
-        self._sessions = sessionmaker(self._engine, expire_on_commit=False)
-        self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False)
-        # One writer at a time from this process; an in-memory database is one shared connection.
-        self._lock = threading.Lock()
-        try:
-            with self._lock:
-                _Base.metadata.create_all(self._write_engine)
-        except sa_exc.DBAPIError as e:
-            self._engine.dispose()
-            raise ProposerStoreError(f"cannot open the proposals database {self.url_text}: {e.orig or e}; {_STORE_FIX}") from None
-
-    def __repr__(self) -> str:
-        return f"ProposalStore({self.url_text!r})"
-
-    def close(self) -> None:
-        self._engine.dispose()
+    what = "proposals database"
+    fix = _STORE_FIX
+    error = ProposerStoreError
+    metadata = _Base.metadata
 
     def record(self, result: CallResult, *, model: str) -> None:
         """Store one call and its proposals (one transaction)."""
@@ -501,7 +480,7 @@ class ProposalStore:
         response = None if completion is None else completion.text[:_MAX_RESPONSE_CHARS]
         with self._lock, self._write_sessions.begin() as s:
             row = ProposalCallModel(
-                call=result.call, created_at=_utcnow(), model=model, outcome=result.outcome, error=result.error[:2000],
+                call=result.call, created_at=utcnow(naive=True), model=model, outcome=result.outcome, error=result.error[:2000],
                 response=response, prompt_tokens=None if completion is None else completion.prompt_tokens,
                 completion_tokens=None if completion is None else completion.completion_tokens,
                 cost_usd=None if completion is None else completion.cost_usd,

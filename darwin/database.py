@@ -15,18 +15,25 @@ directory with the fix, and :func:`create_database_engine` sets SQLite up for se
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from sqlalchemy import DateTime, TypeDecorator, create_engine, event
+from sqlalchemy import DateTime, MetaData, TypeDecorator, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Dialect, Engine, make_url
+from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
+from typing_extensions import Self
 
 __all__ = [
     "DB_FILENAME",
+    "Database",
     "StoreError",
     "StoreOpenError",
     "UTCDateTime",
@@ -36,6 +43,8 @@ __all__ = [
     "resolve_database_url",
     "utcnow",
 ]
+
+logger = logging.getLogger(__name__)
 
 DB_FILENAME = "run.db"
 """The run's database file in its directory (the memory and the proposer use it too by default)."""
@@ -81,9 +90,11 @@ class UTCDateTime(TypeDecorator[datetime]):
         )
 
 
-def utcnow() -> datetime:
-    """Now, timezone-aware UTC (what :class:`UTCDateTime` columns hold)."""
-    return datetime.now(timezone.utc)
+def utcnow(*, naive: bool = False) -> datetime:
+    """Now in UTC: timezone-aware (what :class:`UTCDateTime` columns hold), or ``naive`` for
+    plain ``DateTime`` columns that hold naive UTC on every backend (the memory's, the proposer's)."""
+    now = datetime.now(timezone.utc)
+    return now.replace(tzinfo=None) if naive else now
 
 
 # --------------------------------------------------------------------------- urls and engines
@@ -193,3 +204,105 @@ def _configure_sqlite(engine: Engine, in_memory: bool) -> None:
     def _on_begin(conn: Any) -> None:
         write = conn.get_execution_options().get("darwin_write", False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+# --------------------------------------------------------------------------- a database of one's own
+
+
+class Database:
+    """One SQLAlchemy database with darwin's set-up: the base of the run store, the LLM
+    memory's knowledge store and the task proposer's proposals store.
+
+    A subclass names its tables (``metadata``), how to describe itself in errors (``what``,
+    ``fix``, ``error``) and, if it keeps a schema version, overrides :meth:`_create_tables`.
+    ``url_or_path`` is a SQLite file path, a SQLAlchemy URL, or ``None`` for in-memory SQLite.
+    The tables are created on open; sessions come from :meth:`_session` (writes from this
+    process queue on a lock, SQLite's one writer at a time; in-memory SQLite is one shared
+    connection, so every session takes the lock there).
+
+    >>> from sqlalchemy import Column, Integer, MetaData, Table
+    >>> class Counters(Database):
+    ...     what = "counter database"
+    ...     metadata = MetaData()
+    ...     counters = Table("counters", metadata, Column("n", Integer))
+    >>> db = Counters(None)
+    >>> with db._session(write=True) as s:
+    ...     _ = s.execute(Counters.counters.insert().values(n=1))
+    >>> with db._session(write=False) as s:
+    ...     s.execute(Counters.counters.select()).all()
+    [(1,)]
+    >>> db.close()
+    """
+
+    what: ClassVar[str] = "database"
+    """How errors name it (``"memory database"``)."""
+    fix: ClassVar[str] = "use another database URL or a SQLite path whose directory exists"
+    """How an error ends: what the user can do instead."""
+    error: ClassVar[type[StoreOpenError]] = StoreOpenError
+    """The error an open failure raises (a subclass of :class:`StoreOpenError`)."""
+    metadata: ClassVar[MetaData]
+    """The tables this database holds."""
+
+    def __init__(self, url_or_path: str | os.PathLike[str] | None) -> None:
+        self.url: URL = resolve_database_url(":memory:" if url_or_path is None else url_or_path,
+                                             what=self.what, fix=self.fix, error=self.error)
+        self.url_text = describe_url(self.url)
+        self._is_sqlite = self.url.get_backend_name() == "sqlite"
+        self._in_memory = is_memory_sqlite(self.url)
+        self._lock = threading.RLock()
+        self._engine = create_database_engine(self.url, what=self.what, fix=self.fix, error=self.error)
+        self._write_engine = self._engine.execution_options(darwin_write=True)
+        self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+        self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False)
+        try:
+            self._create_tables()
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    def _create_tables(self) -> None:
+        """Create the tables that are missing (another process may create them at the same moment)."""
+        try:
+            with self._lock:
+                try:
+                    self.metadata.create_all(self._write_engine)
+                except (sa_exc.ProgrammingError, sa_exc.IntegrityError, sa_exc.OperationalError) as e:
+                    if not self._is_sqlite and isinstance(e, sa_exc.OperationalError):
+                        raise
+                    logger.info("retrying table creation in the %s after a concurrent create: %s", self.what, e)
+                    self.metadata.create_all(self._write_engine)
+        except sa_exc.DBAPIError as e:
+            raise self.error(f"cannot open the {self.what} {self.url_text}: {e.orig or e}. {self._open_fix()}") from None
+
+    def _open_fix(self) -> str:
+        """What to check when the database would not open."""
+        if self._is_sqlite:
+            return f"Check that the file and its directory are writable by this user and the disk is not full, or {self.fix}."
+        return ("Check that the server is running and reachable, that the database exists and the credentials are "
+                f"right (put the password in the URL from an environment variable), or {self.fix}.")
+
+    @contextmanager
+    def _session(self, write: bool) -> Iterator[Session]:
+        """One transaction: commits on success, rolls back on any error."""
+        locked = self._in_memory or (write and self._is_sqlite)
+        if locked:
+            self._lock.acquire()
+        try:
+            with (self._write_sessions if write else self._sessions).begin() as s:
+                yield s
+        finally:
+            if locked:
+                self._lock.release()
+
+    def close(self) -> None:
+        """Release all connections (SQLite checkpoints its WAL into the file on the last close)."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url_text!r})"

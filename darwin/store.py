@@ -27,7 +27,6 @@ import logging
 import os
 import re
 import tempfile
-import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -60,18 +59,17 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import URL
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from darwin.actions import Action, parse_action
 from darwin.database import (
     DB_FILENAME,
+    Database,
     StoreError,
     StoreOpenError,
     UTCDateTime,
     create_database_engine,
     describe_url,
-    is_memory_sqlite,
     resolve_database_url,
     utcnow,
 )
@@ -573,7 +571,7 @@ def _episode_metrics(row: EpisodeModel) -> EpisodeMetrics | None:
 _RUN_STORE_FIX = "open the run with RunStore.for_run_dir(run_dir), which creates the directory"
 
 
-class RunStore:
+class RunStore(Database):
     """The run database: SQLAlchemy tables plus a content-addressed screenshot directory.
 
     ``url_or_path`` is a filesystem path to a SQLite file (its directory must exist) or any
@@ -593,32 +591,23 @@ class RunStore:
     >>> store.close()
     """
 
+    what = "run database"
+    fix = _RUN_STORE_FIX
+    metadata = Base.metadata
+
     def __init__(
         self,
         url_or_path: str | os.PathLike[str],
         *,
         screenshot_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.url: URL = resolve_database_url(url_or_path, what="run database", fix=_RUN_STORE_FIX)
-        self._is_sqlite = self.url.get_backend_name() == "sqlite"
-        self._in_memory = is_memory_sqlite(self.url)
+        super().__init__(url_or_path)
         if screenshot_dir is not None:
             self.screenshot_dir: Path | None = Path(screenshot_dir)
         elif self._is_sqlite and not self._in_memory:
             self.screenshot_dir = Path(str(self.url.database)).parent / SCREENSHOT_DIRNAME
         else:
             self.screenshot_dir = None
-        # SQLite allows one writer at a time; queueing writers of this process on a lock is
-        # cheaper than SQLite's busy-sleep. An in-memory database is one shared connection,
-        # so there every session (reads too) takes the lock.
-        self._lock = threading.RLock()
-        self._engine = create_database_engine(
-            self.url, what="database", fix="or use a SQLite path such as RunStore.for_run_dir('runs/my_run')"
-        )
-        self._write_engine = self._engine.execution_options(darwin_write=True)
-        self._sessions = sessionmaker(self._engine, expire_on_commit=False)
-        self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False)
-        self._open_schema()
         logger.info("opened run store %s", describe_url(self.url))
 
     # ----------------------------------------------------------------- opening
@@ -630,49 +619,25 @@ class RunStore:
         root.mkdir(parents=True, exist_ok=True)
         return cls(root / DB_FILENAME, screenshot_dir=root / SCREENSHOT_DIRNAME)
 
-    def _open_schema(self) -> None:
-        url_text = describe_url(self.url)
+    def _create_tables(self) -> None:
+        """The tables (:meth:`Database._create_tables`), then the schema version: recorded in a
+        new database, an older one migrated in place, a newer one refused."""
+        super()._create_tables()
         try:
-            with self._lock:
-                try:
-                    Base.metadata.create_all(self._write_engine)
-                except (sa_exc.ProgrammingError, sa_exc.IntegrityError) as e:
-                    # Another process created the tables at the same moment; check again.
-                    logger.info("retrying schema creation after a concurrent create: %s", e)
-                    Base.metadata.create_all(self._write_engine)
-                with self._write_sessions.begin() as s:
-                    row = s.get(StoreMeta, "schema_version")
-                    if row is None:
-                        s.add(StoreMeta(key="schema_version", value=str(SCHEMA_VERSION)))
-                    else:
-                        self._migrate(s, row, url_text)
-                    if row is not None and row.value != str(SCHEMA_VERSION):
-                        raise StoreOpenError(
-                            f"database {url_text} has schema version {row.value}, this darwin "
-                            f"expects {SCHEMA_VERSION}. Open it with the darwin version that wrote "
-                            "it, or start a new run directory."
-                        )
-        except StoreOpenError:
-            self._engine.dispose()
-            raise
-        except sa_exc.OperationalError as e:
-            self._engine.dispose()
-            if self._is_sqlite:
-                fix = (
-                    "Check that the file and its directory are writable by this user and the "
-                    "disk is not full, or use another run directory."
-                )
-            else:
-                fix = (
-                    "Check that the server is running and reachable from this machine, that the "
-                    "database exists and the credentials are right (pass passwords via the URL "
-                    "from an environment variable), or use a SQLite path such as "
-                    "RunStore.for_run_dir('runs/my_run')."
-                )
-            raise StoreOpenError(f"cannot open database {url_text}: {e.orig or e}. {fix}") from e
+            with self._lock, self._write_sessions.begin() as s:
+                row = s.get(StoreMeta, "schema_version")
+                if row is None:
+                    s.add(StoreMeta(key="schema_version", value=str(SCHEMA_VERSION)))
+                else:
+                    self._migrate(s, row, self.url_text)
+                if row is not None and row.value != str(SCHEMA_VERSION):
+                    raise StoreOpenError(
+                        f"database {self.url_text} has schema version {row.value}, this darwin "
+                        f"expects {SCHEMA_VERSION}. Open it with the darwin version that wrote "
+                        "it, or start a new run directory."
+                    )
         except sa_exc.DBAPIError as e:
-            self._engine.dispose()
-            raise StoreOpenError(f"cannot open database {url_text}: {e.orig or e}") from e
+            raise StoreOpenError(f"cannot open the {self.what} {self.url_text}: {e.orig or e}. {self._open_fix()}") from e
 
     @staticmethod
     def _migrate(s: Session, row: StoreMeta, url_text: str) -> None:
@@ -688,19 +653,6 @@ class RunStore:
                 s.execute(sql_text(statement))
             row.value = str(version + 1)
             logger.info("migrated %s from schema version %d to %d", url_text, version, version + 1)
-
-    def close(self) -> None:
-        """Release all connections (SQLite checkpoints its WAL into ``run.db`` on the last close)."""
-        self._engine.dispose()
-
-    def __enter__(self) -> RunStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"RunStore({describe_url(self.url)!r})"
 
     # ----------------------------------------------------------------- sessions
 

@@ -63,12 +63,10 @@ import hashlib
 import logging
 import os
 import re
-import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -84,8 +82,9 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from darwin.database import DB_FILENAME, Database, StoreOpenError, resolve_database_url, utcnow
 from darwin.json_replies import parse_json_answer
 from darwin.memory.base import (
     NOTES_OVERHEAD_TOKENS,
@@ -99,7 +98,6 @@ from darwin.memory.base import (
 from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemory, TokenCounter
 from darwin.policies.base import Policy
 from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig, PolicyAuthError
-from darwin.store import DB_FILENAME, StoreOpenError, create_database_engine, resolve_database_url
 from darwin.types import ACTOR, ChatMessage, Phase, Prompt, Task, Trajectory, Transition
 
 logger = logging.getLogger(__name__)
@@ -326,11 +324,6 @@ def parse_summary(text: str, limit: int = 800) -> str | None:
 # --------------------------------------------------------------------------- storage
 
 
-def _utcnow() -> datetime:
-    """Naive UTC (stored as such on every backend)."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
 def app_key(app: str) -> str:
     """How an app is stored and looked up: whitespace collapsed, case folded.
 
@@ -416,7 +409,7 @@ def _entry(row: MemoryEntryModel) -> KnowledgeEntry:
 _MEMORY_FIX = "set url to another database (or leave it unset to use the run's SQLite database)"
 
 
-class KnowledgeStore:
+class KnowledgeStore(Database):
     """The memory's SQL table (``memory_entries``) in any SQLAlchemy database.
 
     Opened (and the table created) at construction; a database that cannot be opened raises
@@ -433,59 +426,10 @@ class KnowledgeStore:
     >>> store.close()
     """
 
-    def __init__(self, url_or_path: str | os.PathLike[str] | None) -> None:
-        # The run store's URL handling and SQLite set-up (WAL, busy timeout, BEGIN IMMEDIATE for
-        # writes), so the two share a database file safely.
-        self.url = resolve_database_url(":memory:" if url_or_path is None else url_or_path,
-                                        what="memory database", fix=_MEMORY_FIX, error=MemoryStoreError)
-        self.url_text = self.url.render_as_string(hide_password=True)
-        self._is_sqlite = self.url.get_backend_name() == "sqlite"
-        self._in_memory = self._is_sqlite and self.url.database in (None, "", ":memory:")
-        self._lock = threading.RLock()
-        self._engine = create_database_engine(self.url, what="memory database", fix=_MEMORY_FIX, error=MemoryStoreError)
-        self._write_engine = self._engine.execution_options(darwin_write=True)
-        self._sessions = sessionmaker(self._engine, expire_on_commit=False)
-        self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False)
-        self._create_tables()
-
-    def __repr__(self) -> str:
-        return f"KnowledgeStore({self.url_text!r})"
-
-    def _create_tables(self) -> None:
-        try:
-            with self._lock:
-                try:
-                    _Base.metadata.create_all(self._write_engine)
-                except (sa_exc.ProgrammingError, sa_exc.IntegrityError, sa_exc.OperationalError) as e:
-                    # Another process or manager created the table at the same moment: check again.
-                    logger.info("retrying memory table creation after a concurrent create: %s", e)
-                    _Base.metadata.create_all(self._write_engine)
-        except sa_exc.DBAPIError as e:
-            self._engine.dispose()
-            if self._is_sqlite:
-                fix = ("Check that the file and its directory are writable by this user and the disk is not "
-                       "full, or set url to another file.")
-            else:
-                fix = ("Check that the server is running and reachable, that the database exists and the "
-                       "credentials are right (put the password in the URL from an environment variable), "
-                       "or leave url unset to use the run's SQLite database.")
-            raise MemoryStoreError(f"cannot open the memory database {self.url_text}: {e.orig or e}. {fix}") from None
-
-    def close(self) -> None:
-        """Release all connections."""
-        self._engine.dispose()
-
-    @contextmanager
-    def _session(self, write: bool) -> Iterator[Session]:
-        locked = self._in_memory or (write and self._is_sqlite)
-        if locked:
-            self._lock.acquire()
-        try:
-            with (self._write_sessions if write else self._sessions).begin() as s:
-                yield s
-        finally:
-            if locked:
-                self._lock.release()
+    what = "memory database"
+    fix = _MEMORY_FIX
+    error = MemoryStoreError
+    metadata = _Base.metadata
 
     def add(
         self,
@@ -507,7 +451,7 @@ class KnowledgeStore:
         for attempt in range(2):
             try:
                 with self._session(write=True) as s:
-                    now = _utcnow()
+                    now = utcnow(naive=True)
                     row = s.scalar(
                         select(MemoryEntryModel).where(
                             MemoryEntryModel.app == key,
