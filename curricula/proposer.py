@@ -62,7 +62,6 @@ import json
 import logging
 import os
 import random
-import threading
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -86,6 +85,7 @@ from darwin.database import (
     utcnow,
 )
 from darwin.json_replies import parse_json_answer
+from darwin.loop_thread import LoopThread
 from darwin.memory.llm import clean_text
 from darwin.policies.base import Policy
 from darwin.policies.litellm import Completion, LiteLLMPolicy, LiteLLMPolicyConfig
@@ -589,39 +589,6 @@ def load_replay(replay: str) -> list[list[Task]]:
 # --------------------------------------------------------------------------- the curriculum
 
 
-class _LoopThread:
-    """An event loop on a daemon thread of its own: calls to the model run there, so they never
-    hold up the rollout's loop, and LiteLLM's cached clients always see the same loop."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="llm-proposer", daemon=True)
-        self._thread.start()
-
-    def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def close(self) -> None:
-        """Cancel what still runs on the loop (a call, LiteLLM's logging worker), then stop it."""
-        if self._thread.is_alive():
-            done = asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop)
-            try:
-                done.result(timeout=5)
-            except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
-                logger.debug("LLM proposer: tasks on its loop did not stop within 5 s")
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout=5)
-        if not self._thread.is_alive():
-            self.loop.close()
-
-
-async def _cancel_all() -> None:
-    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-
 def _in_event_loop() -> bool:
     try:
         asyncio.get_running_loop()
@@ -699,7 +666,7 @@ class LLMTaskProposer(Curriculum):
         self._outcomes: deque[tuple[str, EpisodeOutcome]] = deque(maxlen=cfg.history_window * max(1, len(self.allowed)))
         self._run_store: RunStore | None = None
         self._task_templates: dict[str, str | None] = {}
-        self._loop: _LoopThread | None = None
+        self._loop: LoopThread | None = None
         self._warned: set[str] = set()
 
     @classmethod
@@ -800,7 +767,7 @@ class LLMTaskProposer(Curriculum):
             )))
             return
         if self._loop is None:
-            self._loop = _LoopThread()
+            self._loop = LoopThread("llm-proposer")  # calls never hold up the rollout's loop; LiteLLM's cached clients see one loop
         self._pending = self._loop.submit(self._call(index, list(self._outcomes)))
 
     def _harvest(self) -> None:

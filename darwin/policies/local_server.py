@@ -44,7 +44,6 @@ import io
 import json
 import logging
 import math
-import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -56,6 +55,7 @@ import torch
 from aiohttp import web
 from PIL import Image
 
+from darwin.loop_thread import LoopThread
 from darwin.models.factory import VLM
 from darwin.policies.batcher import BatcherConfig, BatcherStats, DynamicBatcher
 from darwin.policies.hf import HFPolicy, HFPolicyConfig
@@ -170,8 +170,7 @@ class LocalPolicyServer:
         self._adapters: dict[str, str] = {}  # name -> path
         self._weights_lock: asyncio.Lock | None = None
         self._runner: web.AppRunner | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: LoopThread | None = None
         self.requests = 0
         """Chat-completion requests answered (any status)."""
 
@@ -229,39 +228,24 @@ class LocalPolicyServer:
         """Serve on a background thread with its own event loop; returns when listening."""
         if self._thread is not None:
             raise RuntimeError("the server is already running")
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                loop.run_until_complete(self.serve())
-            except BaseException as exc:  # noqa: BLE001 - handed to the starting thread, which raises it
-                failure.append(exc)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self.shutdown())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="darwin-local-policy-server", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if failure:
-            self._thread = None
-            raise failure[0]
+        thread = LoopThread("darwin-local-policy-server")
+        try:
+            thread.call(self.serve(), timeout=None)
+        except BaseException:
+            thread.close()
+            raise
+        self._thread = thread
         return self
 
     def stop(self) -> None:
-        """Shut down the background server (idempotent)."""
-        if self._thread is None or self._loop is None:
+        """Shut down the background server (idempotent): no new requests, running batches finish."""
+        thread, self._thread = self._thread, None
+        if thread is None:
             return
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._thread = None
+        try:
+            thread.call(self.shutdown(), timeout=None)
+        finally:
+            thread.close()
 
     def __enter__(self) -> LocalPolicyServer:
         return self.start()

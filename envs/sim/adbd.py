@@ -21,7 +21,8 @@ every other simple command goes to the backend. Every command is recorded as rec
 Example (needs the ``adb`` binary; adbutils talks to the adb server on 5037 here)::
 
     import adbutils
-    from darwin.envs.sim.adbd import AdbdFarm, ShellResult
+    from darwin.loop_thread import LoopThread
+from darwin.envs.sim.adbd import AdbdFarm, ShellResult
 
     class Say:
         serial_props = {"ro.product.model": "Say"}
@@ -56,6 +57,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+from darwin.loop_thread import LoopThread
 
 __all__ = [
     "BACKEND_ERROR_EXIT_CODE",
@@ -1151,15 +1154,14 @@ class AdbdFarm:
             for i, backend in enumerate(backends)
         ]
         self.start_timeout = start_timeout
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: LoopThread | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         """The farm's event loop (for ``asyncio.run_coroutine_threadsafe``)."""
-        if self._loop is None:
+        if self._thread is None:
             raise RuntimeError("AdbdFarm is not started")
-        return self._loop
+        return self._thread.loop
 
     @property
     def addresses(self) -> list[str]:
@@ -1172,17 +1174,15 @@ class AdbdFarm:
 
     def call(self, coro: Awaitable[object], timeout: float | None = 30.0) -> object:
         """Run a coroutine on the farm's loop from another thread and return its result."""
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
-        return future.result(timeout)
+        if self._thread is None:
+            raise RuntimeError("AdbdFarm is not started")
+        return self._thread.call(coro, timeout)  # type: ignore[arg-type]
 
     def start(self) -> None:
         """Start the loop thread and every server; on failure nothing is left running."""
         if self._thread is not None:
             raise RuntimeError("AdbdFarm is already started")
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, name="adbd-farm", daemon=True)
-        thread.start()
-        self._loop, self._thread = loop, thread
+        self._thread = LoopThread("adbd-farm")
         try:
             self.call(self._start_all(), timeout=self.start_timeout)
         except BaseException:
@@ -1202,20 +1202,14 @@ class AdbdFarm:
 
     def stop(self) -> None:
         """Stop every server, then the loop thread. Idempotent."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
+        thread, self._thread = self._thread, None
+        if thread is None:
             return
         try:
-            if loop.is_running():
-                self.call(self._stop_all(), timeout=self.start_timeout)
+            if thread.alive:
+                thread.call(self._stop_all(), timeout=self.start_timeout)
         finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=self.start_timeout)
-            if thread.is_alive():
-                logger.error("AdbdFarm: event loop thread did not stop")
-            else:
-                loop.close()
-            self._loop = self._thread = None
+            thread.close(timeout=self.start_timeout)
 
     def __enter__(self) -> AdbdFarm:
         self.start()
