@@ -28,7 +28,7 @@ from darwin.algos.task_metrics import Stratum, TaskMetrics, strata, stratum_coun
 from darwin.envs.base import PhoneEnv
 from darwin.rollout import RolloutEngine
 from darwin.store import RunStore, SuccessStats
-from darwin.types import Task, TerminationReason, Trajectory
+from darwin.types import Outcome, Task, Trajectory
 from darwin.workflows.base import Workflow
 
 if TYPE_CHECKING:
@@ -37,31 +37,17 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def _bucket(t: Trajectory) -> str:
-    """The :class:`SuccessStats` field an episode counts in."""
-    reason = t.termination.reason if t.termination else None
-    if reason is None:
-        return "unfinished"
-    if reason == TerminationReason.INFRA_TRUNCATED:
-        return "infra_truncated"
-    if reason == TerminationReason.ERROR:
-        return "errors"
-    if reason == TerminationReason.ALREADY_DONE:
-        return "already_done"
-    if t.success is None:
-        return "unverified"
-    return "successes" if t.success else "failures"
-
-
-def _scored(t: Trajectory) -> bool | None:
-    """The verdict an episode is scored by (``None``: unscored, as in :class:`SuccessStats`)."""
-    bucket = _bucket(t)
-    return True if bucket == "successes" else False if bucket == "failures" else None
+STATS_FIELD: dict[Outcome, str] = {
+    Outcome.SUCCESS: "successes", Outcome.FAILURE: "failures", Outcome.UNVERIFIED: "unverified",
+    Outcome.INFRASTRUCTURE: "infra_truncated", Outcome.ERROR: "errors", Outcome.ALREADY_DONE: "already_done",
+    Outcome.UNFINISHED: "unfinished",
+}
+"""The :class:`SuccessStats` field each :class:`~darwin.types.Outcome` counts in."""
 
 
 def summarize(trajectories: Sequence[Trajectory]) -> SuccessStats:
     """Outcome counts of some episodes (infrastructure truncations never count as failures)."""
-    counts = Counter(_bucket(t) for t in trajectories)
+    counts = Counter(STATS_FIELD[t.outcome] for t in trajectories)
     return SuccessStats(episodes=len(trajectories), **counts)
 
 
@@ -115,7 +101,7 @@ class EvalReport:
     def metrics_of(self, task_id: str | None = None) -> TaskMetrics:
         """One task's :class:`TaskMetrics` (all episodes together for ``None``); unscored episodes are left out."""
         return summarize_task(
-            (_scored(t), t.metrics) for t in self.trajectories if task_id is None or t.task.id == task_id
+            (t.outcome.scored, t.metrics) for t in self.trajectories if task_id is None or t.task.id == task_id
         )
 
     @property

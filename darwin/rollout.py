@@ -40,7 +40,7 @@ from darwin.curricula.base import Curriculum, EpisodeOutcome
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.envs.fleet import PhoneFleet
 from darwin.store import RunStore
-from darwin.types import Task, TerminationReason, Trajectory, Transition
+from darwin.types import Outcome, Task, TerminationReason, Trajectory, Transition
 from darwin.workflows.base import Workflow
 from darwin.workflows.step import LifecycleWorkflow
 
@@ -87,11 +87,8 @@ class RolloutStats:
         """Count a finished episode that held its phone for ``phone_s`` seconds."""
         self.episodes += 1
         self.episode_phone_s += phone_s
-        self.successes += bool(trajectory.success)
-        if trajectory.success is None and trajectory.termination is not None and trajectory.termination.reason in (
-            TerminationReason.SUCCESS, TerminationReason.AGENT_FINISHED, TerminationReason.STEP_BUDGET,
-        ):
-            self.unverified += 1
+        self.successes += trajectory.outcome is Outcome.SUCCESS
+        self.unverified += trajectory.outcome is Outcome.UNVERIFIED
         if trajectory.termination is not None:
             self.terminations[trajectory.termination.reason.value] += 1
             if trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED:

@@ -161,6 +161,36 @@ class TerminationReason(str, enum.Enum):
     nothing was played, so the episode is neither scored nor trained on."""
 
 
+class Outcome(str, enum.Enum):
+    """How one episode counts, in every place that counts episodes: the rollout's statistics,
+    evaluations and the run database's per-task counts. Exactly one per episode
+    (:attr:`Trajectory.outcome`).
+
+    Only ``success`` and ``failure`` are scored (:attr:`scored`); an infrastructure truncation
+    is never a failure, and an unverified episode is never a silent 0 or 1.
+    """
+
+    SUCCESS = "success"
+    """The verifier accepted the execution phase."""
+    FAILURE = "failure"
+    """The verifier rejected it (the agent's answer was wrong, or the step budget ran out)."""
+    UNVERIFIED = "unverified"
+    """The episode ended on its own terms but the verifier could not decide."""
+    INFRASTRUCTURE = "infrastructure"
+    """The phone or its connection failed (an infrastructure truncation)."""
+    ERROR = "error"
+    """A bug in the workflow, agent or verifier ended it."""
+    ALREADY_DONE = "already_done"
+    """The goal held before the agent acted: nothing was played."""
+    UNFINISHED = "unfinished"
+    """The episode has not ended yet."""
+
+    @property
+    def scored(self) -> bool | None:
+        """True / False for a success / failure; None for the outcomes that are not scored."""
+        return True if self is Outcome.SUCCESS else False if self is Outcome.FAILURE else None
+
+
 @dataclass(frozen=True)
 class Termination:
     """How an episode ended; ``cause`` is required for infrastructure truncations and errors."""
@@ -365,12 +395,35 @@ class Trajectory:
     def completed(self) -> bool:
         return self.termination is not None
 
+    @property
+    def outcome(self) -> Outcome:
+        """How this episode counts (:class:`Outcome`): by how it ended, then by its verdict.
+
+        >>> from darwin.tasks import get_task
+        >>> t = Trajectory("e0", get_task("amazon_0"), termination=Termination(TerminationReason.STEP_BUDGET))
+        >>> t.phase_success[Phase.EXECUTION] = False
+        >>> t.outcome, t.outcome.scored
+        (<Outcome.FAILURE: 'failure'>, False)
+        """
+        if self.termination is None:
+            return Outcome.UNFINISHED
+        reason = self.termination.reason
+        if reason == TerminationReason.INFRA_TRUNCATED:
+            return Outcome.INFRASTRUCTURE
+        if reason == TerminationReason.ERROR:
+            return Outcome.ERROR
+        if reason == TerminationReason.ALREADY_DONE:
+            return Outcome.ALREADY_DONE
+        if self.success is None:
+            return Outcome.UNVERIFIED
+        return Outcome.SUCCESS if self.success else Outcome.FAILURE
+
     def __len__(self) -> int:
         return len(self.transitions)
 
 
 __all__ = [
-    "ACTOR", "ChatMessage", "Decision", "EpisodeMetrics", "Generation", "Lifecycle", "Observation", "ParseError", "Phase", "PhaseSpec", "Prompt",
+    "ACTOR", "ChatMessage", "Decision", "EpisodeMetrics", "Generation", "Lifecycle", "Observation", "Outcome", "ParseError", "Phase", "PhaseSpec", "Prompt",
     "Task", "TaskDefinitionError", "Termination", "TerminationReason", "Trajectory", "Transition",
     "VerifierSpec",
 ]
