@@ -28,7 +28,67 @@ Emit = Callable[[Transition], None]
 
 
 class Workflow(ABC):
-    """Runs one episode of ``task`` on ``env`` with ``actor``."""
+    """Runs one episode of ``task`` on ``env`` with ``actor``.
+
+    The contract every workflow keeps (the rollout engine, the replay buffer, the run
+    database and the learner rely on it):
+
+    1. **Emit order.** Each transition is handed to ``emit`` once, the moment it is complete
+       (its reward and ``done`` known), in time order; the returned trajectory's
+       ``transitions`` are exactly the emitted ones, in the same order, with ``step`` their
+       index in the episode. Turns of agents other than the one acting on the phone (a plan,
+       a judgement) are transitions too, with their ``agent`` name and no reward.
+    2. **Verdicts.** For every phase it judged, ``phase_success[phase]`` holds the verifier's
+       answer (True, False, or None when it could not decide: never a silent 0 or 1),
+       ``phase_reasons[phase]`` its explanation and ``phase_verdicts[phase]`` the whole
+       :class:`~darwin.verifiers.base.Verdict`. The execution phase's answer is
+       ``trajectory.success``; :attr:`~darwin.types.Trajectory.outcome` is read from it.
+    3. **Termination.** The returned trajectory has ``termination`` set: exactly one
+       :class:`~darwin.types.TerminationReason`, with a cause for infrastructure truncations
+       and errors. A phone failure (:class:`~darwin.envs.base.InfraError`) ends the episode as
+       ``infra_truncated``, never as a failure. The last actor transition has ``done=True``
+       and carries the same termination.
+
+    A minimal workflow that keeps the contract: one step, judged by the task's rule::
+
+        >>> import asyncio
+        >>> from darwin.actions import PressHome
+        >>> from darwin.agents.base import Actor
+        >>> from darwin.envs.sim.env import SimPhoneEnv
+        >>> from darwin.tasks import get_task
+        >>> from darwin.types import Decision, Observation, Phase, Termination, TerminationReason, Trajectory, Transition
+        >>> from darwin.verifiers import RuleVerifier, VerificationRequest
+        >>> class AlwaysHome(Actor):
+        ...     async def act(self, observation, history):
+        ...         return Decision(action=PressHome())
+        >>> class OneStep(Workflow):
+        ...     async def run(self, env, task, actor, emit=None, episode_id=None):
+        ...         trajectory = Trajectory(episode_id=episode_id or "e0", task=task)
+        ...         phase, instruction, spec, _ = next(p for p in task.phases() if p[0] == Phase.EXECUTION)
+        ...         obs = Observation(screenshot=await env.ascreenshot((56, 112)), goal=instruction,
+        ...                           device_size=env.device_size, task_id=task.id)
+        ...         decision = await actor.act(obs, [])
+        ...         await env.aexecute(decision.action)
+        ...         end = Termination(TerminationReason.STEP_BUDGET)      # a budget of one step
+        ...         step = Transition(trajectory.episode_id, task.id, 0, phase, obs, decision, done=True, termination=end)
+        ...         verdict = await RuleVerifier().verify(VerificationRequest(
+        ...             task=task, phase=phase, instruction=instruction, spec=spec, transitions=[step],
+        ...             final_state=await env.aprobe_state(), final_screenshot=None))
+        ...         step = Transition(trajectory.episode_id, task.id, 0, phase, obs, decision,
+        ...                           reward=float(verdict.success is True), done=True, termination=end)
+        ...         trajectory.transitions.append(step)
+        ...         if emit is not None:
+        ...             emit(step)                                         # 1. emitted when complete
+        ...         trajectory.phase_success[phase] = verdict.success      # 2. the verdict
+        ...         trajectory.phase_reasons[phase] = verdict.reason
+        ...         trajectory.phase_verdicts[phase] = verdict
+        ...         trajectory.termination = end                           # 3. how it ended
+        ...         return trajectory
+        >>> seen = []
+        >>> done = asyncio.run(OneStep().run(SimPhoneEnv(seed=0), get_task("amazon_0"), AlwaysHome(), emit=seen.append))
+        >>> seen == done.transitions, done.termination.reason.value, done.outcome.value
+        (True, 'step_budget', 'failure')
+    """
 
     @property
     def verifier_kind(self) -> str:
