@@ -11,6 +11,7 @@ the one kind of back edge allowed.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,7 @@ def _package_dir(package: str) -> Path:
     return ROOT / SETUP["package-dir"][base] / Path(*package[len(base) + 1:].split(".")) if package != base else ROOT / SETUP["package-dir"][base]
 
 
+@functools.cache
 def modules() -> dict[str, Path]:
     """Every installed module: dotted name -> source file."""
     found = {}
@@ -86,14 +88,25 @@ def graph(extra: dict[str, str] | None = None) -> dict[str, set[str]]:
     files = modules()
     edges: dict[str, set[str]] = {}
     for name, path in files.items():
-        source = path.read_text(encoding="utf-8") + "\n" + (extra or {}).get(name, "")
-        targets = {t for t in imported(source, name, path.name == "__init__.py") if t in files and t != name}
+        if extra and name in extra:
+            source = path.read_text(encoding="utf-8") + "\n" + extra[name]
+            found = imported(source, name, path.name == "__init__.py")
+        else:
+            found = _imports_of(name)
+        targets = {t for t in found if t in files and t != name}
         for target in list(targets):  # importing a.b.c runs a/__init__ and a/b/__init__ first
             parts = target.split(".")
             targets |= {p for i in range(2, len(parts)) if (p := ".".join(parts[:i])) in files
                         and not name.startswith(p + ".") and p != name}
         edges[name] = targets
     return edges
+
+
+@functools.cache
+def _imports_of(name: str) -> frozenset[str]:
+    """:func:`imported` of module ``name``'s source as it is on disk (parsed once per test process)."""
+    path = modules()[name]
+    return frozenset(imported(path.read_text(encoding="utf-8"), name, path.name == "__init__.py"))
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
