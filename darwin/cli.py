@@ -68,8 +68,8 @@ def tasks_list(set_name: str | None, app: str | None, show_templates: bool) -> N
         role = {t: "train" for t in split.train_templates} | {t: "held-out template" for t in split.held_out_templates}
         chosen = [t for t in templates().values() if app is None or t.app == app]
         for tpl in sorted(chosen, key=lambda t: (t.app, t.id)):
-            where = "held-out app" if tpl.app in split.held_out_apps else role.get(tpl.id, "")
-            console.print(f"[bold]{tpl.id}[/]  [dim]{tpl.app} · {tpl.kind} · difficulty {tpl.difficulty} · {where}[/]")
+            where = role.get(tpl.id) or ("held-out app" if tpl.app in split.held_out_apps and not tpl.cross_app else "")
+            console.print(f"[bold]{tpl.id}[/]  [dim]{' + '.join(tpl.needs)} · {tpl.kind} · difficulty {tpl.difficulty} · {where}[/]")
             _indented(f"{tpl.description}; e.g. {tpl.instance(0).instruction!r}")
             _indented(f"params: {schema_line(tpl)}", style="dim")
         apps = sorted({t.app for t in templates().values()})
@@ -99,6 +99,23 @@ def _indented(text: str, style: str = "") -> None:
     console.print(Padding(Text(text, style=style), (0, 0, 0, 4), expand=False))
 
 
+@tasks.command("spa")
+@click.option("--unmapped", "show_unmapped", is_flag=True, help="also list every row without a SimPhone task, with its reason")
+def tasks_spa(show_unmapped: bool) -> None:
+    """How many of SPA-Bench's 340 rows run on SimPhone (task sets spa.en, spa.zh, spa.cross), by CSV file."""
+    from darwin.envs.sim.spa import coverage, unmapped
+
+    table = Table("file", "rows", "mapped", "adapted", "app not modelled", "feature not modelled")
+    cov = coverage()
+    for c in cov:
+        table.add_row(c.file, str(c.rows), str(c.mapped), str(c.adapted), str(c.app_not_modelled), str(c.feature_not_modelled))
+    table.add_row("all", *(str(sum(getattr(c, f) for c in cov)) for f in ("rows", "mapped", "adapted", "app_not_modelled", "feature_not_modelled")))
+    console.print(table)
+    if show_unmapped:
+        for key, (reason, detail) in unmapped().items():
+            console.print(f"{key}  [dim]{reason}: {detail}[/]", highlight=False)
+
+
 @tasks.command("split")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="directory for the task files")
 @click.option("--seed", default=0, show_default=True, type=int, help="which apps and templates are held out")
@@ -107,7 +124,12 @@ def _indented(text: str, style: str = "") -> None:
 @click.option("--train-instances", default=8, show_default=True, type=int, help="training instances per training template")
 @click.option("--eval-instances", default=3, show_default=True, type=int, help="instances per template in each held-out regime")
 @click.option("--chinese/--no-chinese", default=False, show_default=True, help="also Chinese instances")
-def tasks_split(out_dir: Path, seed: int, held_out_apps: str | None, unseen_apps: int, train_instances: int, eval_instances: int, chinese: bool) -> None:
+@click.option("--all-apps/--recorded-apps", default=False, show_default=True,
+              help="also split the templates of the apps added after the recorded results (Files, Mail, Calculator, Tasks)")
+@click.option("--cross-app/--no-cross-app", default=False, show_default=True,
+              help="also split the cross-app templates (one that needs a held-out app goes to unseen_apps)")
+def tasks_split(out_dir: Path, seed: int, held_out_apps: str | None, unseen_apps: int, train_instances: int, eval_instances: int, chinese: bool,
+                all_apps: bool, cross_app: bool) -> None:
     """Split the templates into training tasks and AndroidWorld-Generalization's three held-out
     regimes (unseen instances, unseen templates, unseen apps); writes one task file per set.
 
@@ -123,7 +145,8 @@ def tasks_split(out_dir: Path, seed: int, held_out_apps: str | None, unseen_apps
         config = SplitConfig(
             seed=seed, held_out_apps=tuple(a.strip() for a in held_out_apps.split(",")) if held_out_apps else None,
             unseen_apps=unseen_apps, train_instances=train_instances, eval_instances=eval_instances,
-            languages=("ENG", "CHN") if chinese else ("ENG",),
+            languages=("ENG", "CHN") if chinese else ("ENG",), cross_app=cross_app,
+            **({"exclude_apps": ()} if all_apps else {}),
         )
         split = split_templates(config)
     except (ValidationError, ValueError) as exc:
@@ -375,12 +398,29 @@ def _metrics_table(report: EvalReport) -> Table:
 @click.option("--eval-episodes", default=3, show_default=True, type=click.IntRange(0), help="episodes per task of the final evaluation on the demo tasks (0 skips it)")
 @click.option("--eval-phones", default=8, show_default=True, type=click.IntRange(1, 512), help="phones of the final evaluation (seeds 0, 1, ...)")
 @click.option("--force", is_flag=True, help="overwrite a checkpoint already in --out")
-def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | None, overrides: tuple[str, ...], steps: int | None, episodes: int | None, phones: int | None, batch_size: int | None, lr: float | None, seed: int | None, task_names: str | None, observation_size: tuple[int, int] | None, preset: str | None, stop_threshold: float | None, eval_every: int | None, threads: int | None, eval_episodes: int, eval_phones: int, force: bool) -> None:
+@click.option("--model", "model_path", default=None, type=click.Path(exists=True, file_okay=False), help="fine-tune this Qwen2-VL-family checkpoint (Hugging Face layout, e.g. UI-TARS-1.5 or a `darwin sft` output) under --agent-format instead of training the tiny warm start")
+@click.option("--agent-format", default=None, help="with --model: uitars-1.5, uitars-1.0, qwen2.5, qwen3 or tiny  [default: the checkpoint's darwin_agent.json, else uitars-1.5]")
+@click.option("--from-run", "from_runs", multiple=True, metavar="RUN_DIR_OR_DB", help="with --model: train on the verifier-accepted episodes of this run directory / run.db / SQLAlchemy URL (repeatable; an RL run = rejection-sampling fine-tune)")
+@click.option("--from-jsonl", "from_jsonl", multiple=True, type=click.Path(exists=True, dir_okay=False), help="with --model: train on this JSONL demonstration file (repeatable; format in docs/sft.md)")
+@click.option("--lora-rank", default=0, show_default=True, type=click.IntRange(0), help="with --model: 0 = full fine-tune, else LoRA of this rank (merged into the saved weights)")
+@click.option("--heldout-fraction", default=0.25, show_default=True, type=click.FloatRange(0.0, 1.0, max_open=True), help="with --model: share of run/JSONL episodes held out for action match")
+def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | None, overrides: tuple[str, ...], steps: int | None, episodes: int | None, phones: int | None, batch_size: int | None, lr: float | None, seed: int | None, task_names: str | None, observation_size: tuple[int, int] | None, preset: str | None, stop_threshold: float | None, eval_every: int | None, threads: int | None, eval_episodes: int, eval_phones: int, force: bool,
+            model_path: str | None, agent_format: str | None, from_runs: tuple[str, ...], from_jsonl: tuple[str, ...], lora_rank: int, heldout_fraction: float) -> None:
     """Warm start: behaviour-clone the tiny model on SimPhone oracle demonstrations.
 
     Trains short of mastery on purpose (RL needs room to improve), saves a checkpoint in
     --out, then evaluates it on the demo tasks, sampled at temperature 1 (what RL sees) and
-    greedily. See docs/sft.md.
+    if model_path is not None or from_runs or from_jsonl:
+        from darwin.sft.cli import finetune_command
+
+        if model_path is None:
+            raise click.BadParameter("--from-run / --from-jsonl fine-tune a checkpoint: pass --model DIR (e.g. UI-TARS-1.5, or a `darwin sft` output with --agent-format tiny)", param_hint="--model")
+        if experiment_file or config_file or overrides or preset or stop_threshold is not None or eval_every is not None:
+            raise click.BadParameter("--experiment, --config, --set, --preset, --stop-threshold and --eval-every belong to the tiny warm start; with --model use the flags listed under --model", param_hint="--model")
+        finetune_command(console, out=out, model=model_path, agent_format=agent_format, runs=from_runs, jsonl=from_jsonl, tasks=task_names, episodes=episodes, phones=phones, steps=steps, batch_size=batch_size, lr=lr, seed=seed, threads=threads, observation_size=observation_size, lora_rank=lora_rank, heldout_fraction=heldout_fraction, eval_episodes=eval_episodes, eval_phones=eval_phones, force=force)
+        return
+    greedily. With --model: fine-tune any Qwen2-VL-family checkpoint under --agent-format on
+    the oracle, --from-run and/or --from-jsonl demonstrations. See docs/sft.md.
     """
     import json
 

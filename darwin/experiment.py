@@ -78,6 +78,10 @@ class PhonesConfig(BaseModel):
     count: int = Field(8, ge=1, le=4096, description="phones (sim) or how many of `devices` to use (adb); ray: all groups' phones")
     seed: int = Field(0, ge=0, description="SimPhone i gets seed + i")
     perturbation: PerturbationConfig = Field(default_factory=PerturbationConfig)
+    locale: Literal["auto", "en", "zh"] = Field(
+        "auto", description="sim: the SimPhones' UI language. 'auto': each episode's task decides (Chinese task "
+        "instances, '.zh.' ids, play on a Chinese UI, the others on an English one); 'en' / 'zh': always that one",
+    )
     reset_between_episodes: bool = Field(
         True,
         description="sim: every episode starts from the phone's initial state. With persistent state a goal "
@@ -481,7 +485,8 @@ class ExperimentConfig(BaseModel):
 
             assert phones.ray is not None  # validated
             try:
-                return build_ray_phones(phones.ray, perturbation=phones.perturbation, reset_between_episodes=phones.reset_between_episodes)
+                return build_ray_phones(phones.ray, perturbation=phones.perturbation, reset_between_episodes=phones.reset_between_episodes,
+                                        locale=phones.locale)
             except RayPhonesError as exc:
                 raise ExperimentError(str(exc)) from None
         from darwin.envs.adb import AdbPhoneEnv
@@ -535,7 +540,7 @@ class ExperimentConfig(BaseModel):
             closers.append(server.stop)
             logger.info("started an adb server on port %d for the run's phones", server.port)
         context: dict[str, object] = {"count": phones.count + phones.spares, "seed": phones.seed, "config": adb,
-                                      "perturbation": phones.perturbation,
+                                      "perturbation": phones.perturbation, "locale": phones.locale,
                                       "reset_between_episodes": phones.reset_between_episodes}
         if phones.devices:
             context["devices"] = list(phones.devices)
@@ -565,7 +570,7 @@ class ExperimentConfig(BaseModel):
 
         return [
             SimPhoneEnv(seed=first_seed + i, perturbation=self.phones.perturbation, name=f"{prefix}-{first_seed + i}",
-                        reset_between_episodes=self.phones.reset_between_episodes)
+                        reset_between_episodes=self.phones.reset_between_episodes, locale=self.phones.locale)
             for i in range(count)
         ]
 

@@ -24,7 +24,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+)
 
 from darwin.answers import AnswerKey, MatcherKind
 from darwin.problems import validation_summary
@@ -190,6 +198,64 @@ def _answer_matches(state: State, p: AnswerParams) -> Check:
     if p.app is None or not p.via:
         return Check.of(1)
     return Check.of(nav_cost(state, p.app, p.via) + 1)
+
+
+class AllOfParams(PredicateParams):
+    """Several checks that must all hold (a cross-app goal: the source app's data intact, the target app's done)."""
+
+    checks: tuple[VerifierSpec, ...] = Field(min_length=2)
+    _resolved: list[tuple[Predicate, PredicateParams]] | None = PrivateAttr(default=None)
+
+    @field_validator("checks")
+    @classmethod
+    def _known(cls, checks: tuple[VerifierSpec, ...]) -> tuple[VerifierSpec, ...]:
+        for i, spec in enumerate(checks):
+            if spec.predicate == "all.of":
+                raise ValueError(f"checks.{i}: nest no 'all.of' in another; list its checks instead")
+            try:
+                resolve(spec, "?", f"checks.{i}")
+            except TaskDefinitionError as exc:
+                raise ValueError(str(exc).removeprefix("task '?': ")) from None
+        return checks
+
+    def resolved(self) -> list[tuple[Predicate, PredicateParams]]:
+        """Each check's predicate and validated parameters (resolved once per parameter object)."""
+        if self._resolved is None:
+            self._resolved = [resolve(spec) for spec in self.checks]
+        return self._resolved
+
+    def texts(self) -> list[str]:
+        return list(dict.fromkeys(t for _, params in self.resolved() for t in params.texts()))
+
+    def answers(self) -> list[str]:
+        return list(dict.fromkeys(a for _, params in self.resolved() for a in params.answers()))
+
+
+@predicate("all.of", AllOfParams)
+def _all_of(state: State, p: AllOfParams) -> Check:
+    """Every check of ``checks`` holds; the actions left are their sum (the checks of a
+    cross-app goal need actions in different apps)."""
+    return Check.of(sum(pred.fn(state, params).unmet for pred, params in p.resolved()))
+
+
+class DataHasParams(PredicateParams):
+    """An item of one app's data list: ``app`` (its id), ``key`` (the list) and the fields the item must have."""
+
+    app: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+    match: dict[str, JsonValue] = Field(min_length=1, description="fields the item must have (strings compare by norm())")
+
+
+def _same(a: Any, b: Any) -> bool:
+    return norm(a) == norm(b) if isinstance(a, str) and isinstance(b, str) else a == b
+
+
+@predicate("data.has", DataHasParams)
+def _data_has(state: State, p: DataHasParams) -> Check:
+    """``app``'s data list ``key`` holds an item with every field of ``match`` (a cross-app goal's source kept intact)."""
+    items = state["apps"].get(p.app, {}).get("data", {}).get(p.key) or []
+    found = any(isinstance(item, dict) and all(_same(item.get(k), v) for k, v in p.match.items()) for item in items)
+    return Check.of(0 if found else 1)
 
 
 def _ensure_loaded() -> None:

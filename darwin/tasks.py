@@ -138,6 +138,13 @@ def get_task(task_id: str) -> Task:
     if instance is not None:
         validate_task(instance)
         return instance
+    if task_id.startswith("spa."):
+        # SPA-Bench rows on SimPhone (deferred: they live in the simulator package).
+        from darwin.envs.sim.spa import spa_task
+
+        found = spa_task(task_id)
+        if found is not None:
+            return found
     if task_id in templates():
         raise KeyError(f"{task_id!r} is a template, not a task; name an instance such as '{task_id}.s0' (seed 0)")
     close = difflib.get_close_matches(task_id, tasks, n=3)
@@ -149,13 +156,22 @@ GENERALISATION_SETS = {f"gen.{name}": name for name in SPLIT_SETS}
 """Named sets of the default template split (:func:`darwin.templates.default_split`)."""
 
 
+SPA_SIM_SETS = ("spa.en", "spa.zh", "spa.cross")
+"""SPA-Bench's rows that SimPhone models, as rule-checked tasks (:mod:`darwin.envs.sim.spa`)."""
+
+
 def task_set_names() -> list[str]:
-    return [*TASK_SETS, *GENERALISATION_SETS]
+    return [*TASK_SETS, *GENERALISATION_SETS, *SPA_SIM_SETS]
 
 
 def task_set(name: str) -> list[Task]:
     """A named task set: ``base8``, ``paper16`` (15 distinct tasks), ``cycle8``, or a split of the
-    templates: ``gen.train``, ``gen.unseen_instances``, ``gen.unseen_templates``, ``gen.unseen_apps``."""
+    templates: ``gen.train``, ``gen.unseen_instances``, ``gen.unseen_templates``, ``gen.unseen_apps``; or
+    SPA-Bench's rows on SimPhone: ``spa.en``, ``spa.zh``, ``spa.cross``."""
+    if name in SPA_SIM_SETS:
+        from darwin.envs.sim.spa import spa_tasks
+
+        return spa_tasks(name)
     if name in GENERALISATION_SETS:
         from darwin.templates import default_split
 
@@ -172,7 +188,7 @@ def resolve_tasks(names: Iterable[str]) -> list[Task]:
     """Task ids, task-set names, or paths to task files, in order, without duplicates."""
     out: dict[str, Task] = {}
     for name in names:
-        if name in TASK_SETS or name in GENERALISATION_SETS:
+        if name in TASK_SETS or name in GENERALISATION_SETS or name in SPA_SIM_SETS:
             found = task_set(name)
         elif name.endswith((".yaml", ".yml", ".json")):
             found = load_task_file(name)

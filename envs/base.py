@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from darwin.actions import Action
-from darwin.types import StateSetup
+from darwin.types import StateSetup, Task
 
 
 class InfraError(RuntimeError):
@@ -87,6 +87,12 @@ class PhoneEnv(ABC):
         """Machine-readable phone state for rule verification, or ``None`` if unavailable."""
         return None
 
+    def begin_task(self, task: Task) -> None:
+        """Called by workflows before each episode of ``task`` (before its setup); default: nothing.
+
+        A SimPhone with ``locale="auto"`` switches its UI to the task's language here.
+        """
+
     def apply_setup(self, setup: Sequence[StateSetup]) -> None:
         """Put a task instance's state on the phone before its episode (``Task.setup``).
 
@@ -118,6 +124,9 @@ class PhoneEnv(ABC):
 
     async def aapply_setup(self, setup: Sequence[StateSetup]) -> None:
         await asyncio.to_thread(self.apply_setup, setup)
+
+    async def abegin_task(self, task: Task) -> None:
+        self.begin_task(task)  # in process and cheap; a remote phone overrides it
 
     async def aexecute(self, action: Action) -> None:
         await asyncio.to_thread(self.execute, action)

@@ -62,6 +62,7 @@ from darwin.envs.base import InfraError, PhoneEnv
 if TYPE_CHECKING:
     from darwin.envs.sim.adbd import AdbdServer, ShellResult
     from darwin.envs.sim.device import SimDeviceBackend
+    from darwin.types import Task
 
 __all__ = ["FaultDraw", "FaultInjector", "FaultSpec", "FaultSpecError", "FaultyEnv", "ServedFaults"]
 
@@ -414,6 +415,9 @@ class FaultyEnv(PhoneEnv):
 
     def close(self) -> None:
         self.inner.close()
+
+    def begin_task(self, task: Task) -> None:
+        self.inner.begin_task(task)
 
     def hard_reset(self) -> None:
         """Reset the wrapped phone; the phone is up again at once (the downtime ends)."""

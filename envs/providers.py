@@ -411,9 +411,11 @@ class SimPhones(PhoneProvider):
         seed: phone ``i`` is seeded ``seed + i``.
         perturbation: the SimPhones' perturbation settings.
         reset_between_episodes: every episode starts from the phone's initial state.
+        locale: the SimPhones' UI language (``"auto"``: each episode's task's, see :class:`SimPhoneEnv`).
     """
 
-    def __init__(self, count: int, seed: int = 0, perturbation: Any = None, reset_between_episodes: bool = True) -> None:
+    def __init__(self, count: int, seed: int = 0, perturbation: Any = None, reset_between_episodes: bool = True,
+                 locale: str = "en") -> None:
         super().__init__()
         if count < 1:
             raise ValueError(f"SimPhones needs count >= 1, got {count}")
@@ -421,6 +423,7 @@ class SimPhones(PhoneProvider):
         self._seeds = {p.id: seed + i for i, p in enumerate(self._phones)}
         self.perturbation = perturbation
         self.reset_between_episodes = reset_between_episodes
+        self.locale = locale
 
     def list_phones(self) -> list[PhoneInfo]:
         return list(self._phones)
@@ -429,7 +432,7 @@ class SimPhones(PhoneProvider):
         from darwin.envs.sim.env import SimPhoneEnv
 
         return SimPhoneEnv(seed=self._seeds[phone.id], perturbation=self.perturbation, name=phone.id,
-                           reset_between_episodes=self.reset_between_episodes)
+                           reset_between_episodes=self.reset_between_episodes, locale=self.locale)
 
     def hard_reset(self, phone: PhoneInfo) -> None:
         """Factory reset of the phone's SimPhone."""

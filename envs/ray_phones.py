@@ -57,7 +57,7 @@ from darwin.actions import Action
 from darwin.envs.adb import AdbEnvConfig
 from darwin.envs.base import InfraError, PhoneEnv, SetupUnsupported
 from darwin.envs.sim.perturb import PerturbationConfig
-from darwin.types import StateSetup
+from darwin.types import StateSetup, Task
 
 if TYPE_CHECKING:
     from ray.actor import ActorHandle
@@ -213,24 +213,25 @@ class HostedPhone(BaseModel):
     adb: AdbEnvConfig | None = None
     perturbation: PerturbationConfig | None = None
     reset_between_episodes: bool = False
+    locale: Literal["auto", "en", "zh"] = "en"
 
     def build(self) -> PhoneEnv:
         if self.kind == "sim":
             from darwin.envs.sim.env import SimPhoneEnv
 
             return SimPhoneEnv(seed=self.seed, perturbation=self.perturbation, name=self.name,
-                               reset_between_episodes=self.reset_between_episodes)
+                               reset_between_episodes=self.reset_between_episodes, locale=self.locale)
         from darwin.envs.adb import AdbPhoneEnv
 
         return AdbPhoneEnv(self.serial, self.adb, name=self.name)
 
 
 def hosted_phones(group: RayPhoneGroup, perturbation: PerturbationConfig | None = None,
-                  reset_between_episodes: bool = False) -> list[HostedPhone]:
+                  reset_between_episodes: bool = False, locale: Literal["auto", "en", "zh"] = "en") -> list[HostedPhone]:
     """The phones of ``group``, in order (SimPhone ``i`` is named ``sim-<seed + i>``)."""
     if group.kind == "sim":
         return [HostedPhone(kind="sim", name=f"sim-{group.seed + i}", seed=group.seed + i, perturbation=perturbation,
-                            reset_between_episodes=reset_between_episodes) for i in range(group.count)]
+                            reset_between_episodes=reset_between_episodes, locale=locale) for i in range(group.count)]
     return [HostedPhone(kind="adb", name=serial, serial=serial, adb=group.adb) for serial in group.devices]
 
 
@@ -343,6 +344,13 @@ class PhoneHost:
             return await self.envs[index].aprobe_state()
         except InfraError as exc:
             return PhoneFailure(exc.cause, exc.detail)
+
+    async def begin_task(self, index: int, task: Task) -> None | PhoneFailure:
+        try:
+            await self.envs[index].abegin_task(task)
+        except InfraError as exc:
+            return PhoneFailure(exc.cause, exc.detail)
+        return None
 
     async def apply_setup(self, index: int, setup: Sequence[StateSetup]) -> None | PhoneFailure | SetupRefused:
         try:
@@ -745,6 +753,9 @@ class RayPhoneEnv(PhoneEnv):
     def apply_setup(self, setup: Sequence[StateSetup]) -> None:
         self.host.call("apply_setup", self.index, list(setup))
 
+    def begin_task(self, task: Task) -> None:
+        self.host.call("begin_task", self.index, task)
+
     async def ascreenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
         return decode_screenshot(await self.host.acall("screenshot", self.index, size, self.host.config.screenshot_codec))
 
@@ -763,6 +774,9 @@ class RayPhoneEnv(PhoneEnv):
     async def aapply_setup(self, setup: Sequence[StateSetup]) -> None:
         await self.host.acall("apply_setup", self.index, list(setup))
 
+    async def abegin_task(self, task: Task) -> None:
+        await self.host.acall("begin_task", self.index, task)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -773,17 +787,18 @@ def build_ray_phones(
     config: RayPhonesConfig,
     perturbation: PerturbationConfig | None = None,
     reset_between_episodes: bool = False,
+    locale: Literal["auto", "en", "zh"] = "en",
 ) -> list[RayPhoneEnv]:
     """Join the cluster, start every group's hosts where they are placed and return one
     :class:`RayPhoneEnv` per phone (groups in order). SimPhones get ``perturbation`` and
-    ``reset_between_episodes``. Raises :class:`RayPhonesError` with the fix when the cluster
+    ``reset_between_episodes`` and ``locale``. Raises :class:`RayPhonesError` with the fix when the cluster
     is unreachable, no node matches a placement or a host fails to start; hosts already
     started are stopped again."""
     connect_ray(config)
     hosts: list[RayPhoneHost] = []
     try:
         for g, group in enumerate(config.groups):
-            phones = hosted_phones(group, perturbation, reset_between_episodes)
+            phones = hosted_phones(group, perturbation, reset_between_episodes, locale)
             for a, chunk in enumerate(np.array_split(np.arange(len(phones)), group.actors)):
                 hosts.append(RayPhoneHost([phones[int(i)] for i in chunk], group, config, name=f"g{g}.{a}"))
         ready = [host.launch() for host in hosts]  # every actor starts at once

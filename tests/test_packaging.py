@@ -29,6 +29,8 @@ def test_wheel_contains_subpackages_and_data(wheel):
         rel = init.relative_to(ROOT).as_posix()
         assert (rel if rel.startswith("darwin/") else f"darwin/{rel}") in names, rel
     assert "darwin/envs/sim/fonts/DejaVuSans.ttf" in names
+    for font in ("DroidSansFallback-SimPhone.ttf", "LICENSE-DroidSansFallback", "Symbola-SimPhone-emoji.ttf", "LICENSE-Symbola"):
+        assert f"darwin/envs/sim/fonts/{font}" in names, font  # the locale's fallback fonts and their licences
     assert "darwin/data/spa-bench/LICENSE" in names
     assert not any(n.startswith(("envs/", "memory/", "workflows/")) for n in names)
 

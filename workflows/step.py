@@ -148,6 +148,7 @@ class StepWorkflow(Workflow):
 
     async def run(self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None, episode_id: str | None = None) -> Trajectory:
         trajectory = Trajectory(episode_id=episode_id or uuid.uuid4().hex, task=task)
+        await env.abegin_task(task)  # e.g. a SimPhone's UI language follows the task's (phones.locale = auto)
         if task.setup:
             # The instance's state goes on the phone before anything else sees it; a phone
             # that cannot take it raises SetupUnsupported (a configuration error, not an episode).

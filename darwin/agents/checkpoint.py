@@ -19,6 +19,8 @@ from darwin.agents.tiny import TinyAgent, TinyAgentConfig
 from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemory
 
 if TYPE_CHECKING:
+    from darwin.agents.vlm import VLMAgent
+    from darwin.memory.base import Memory
     from darwin.models.factory import VLM
 
 __all__ = ["AGENT_FILE", "SFT_FILE", "SFT_FORMAT_VERSION", "WarmStart", "load_warm_start"]
@@ -42,10 +44,22 @@ class WarmStart:
     observation_size: tuple[int, int]
     max_new_tokens: int
     metadata: dict[str, Any]
+    agent_format: str | None = None
+    """A :data:`darwin.agents.formats.AGENT_FORMATS` name for a checkpoint fine-tuned under a
+    named format (``darwin sft --model``); ``None``: the tiny agent of ``agent_config``."""
 
     def make_agent(self) -> TinyAgent:
-        """A fresh agent with the checkpoint's prompt format and memory."""
+        """A fresh agent with the checkpoint's prompt format and memory (tiny checkpoints)."""
         return TinyAgent(self.agent_config, SlidingWindowMemory(self.memory_config))
+
+    def make_any_agent(self, memory: Memory | None = None) -> VLMAgent:
+        """A fresh agent of the checkpoint's format, with ``memory`` (default: the checkpoint's)."""
+        memory = memory if memory is not None else SlidingWindowMemory(self.memory_config)
+        if self.agent_format is None:
+            return TinyAgent(self.agent_config, memory)
+        from darwin.agents.formats import make_agent
+
+        return make_agent(self.agent_format, memory)
 
 
 def load_warm_start(path: str | os.PathLike[str]) -> WarmStart:
@@ -60,13 +74,22 @@ def load_warm_start(path: str | os.PathLike[str]) -> WarmStart:
         record = json.loads(record_file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{record_file}: not valid JSON ({exc})") from exc
-    if record.get("format_version") != SFT_FORMAT_VERSION or record.get("kind") != "tiny":
+    if record.get("format_version") != SFT_FORMAT_VERSION or record.get("kind") not in ("tiny", "format"):
         raise ValueError(
-            f"{record_file}: expected a tiny agent record of format_version {SFT_FORMAT_VERSION}, got "
+            f"{record_file}: expected a tiny or format agent record of format_version {SFT_FORMAT_VERSION}, got "
             f"kind={record.get('kind')!r} format_version={record.get('format_version')!r}; retrain with `darwin sft`"
         )
     metadata_file = src / SFT_FILE
     metadata = json.loads(metadata_file.read_text(encoding="utf-8")) if metadata_file.is_file() else {}
+    if record["kind"] == "format":  # `darwin sft --model`: any Qwen2-VL-family checkpoint under a named format
+        from darwin.models.factory import load_vlm
+
+        w, h = (int(v) for v in record["observation_size"])
+        return WarmStart(
+            path=src, vlm=load_vlm(src), agent_config=TinyAgentConfig(),
+            memory_config=SlidingWindowConfig.model_validate(record["memory"]), observation_size=(w, h),
+            max_new_tokens=int(record.get("max_new_tokens", 256)), metadata=metadata, agent_format=str(record["format"]),
+        )
     vlm = load_tiny_vlm(src)
     w, h = (int(v) for v in record["observation_size"])
     tiny = vlm.tiny_config

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from darwin.agents.base import ModelActor
 from darwin.agents.checkpoint import WarmStart, load_warm_start
-from darwin.agents.tiny import TinyAgent
 from darwin.agents.vlm import VLMAgent
 from darwin.memory.base import Memory
 
@@ -63,7 +62,7 @@ class ActorPool:
             warm = checkpoint if isinstance(checkpoint, WarmStart) else load_warm_start(checkpoint)
             vlm, self._observation_size, default_tokens = warm.vlm, warm.observation_size, warm.max_new_tokens
             self._make_agent: Callable[[Memory | None], VLMAgent] = (
-                lambda memory: warm.make_agent() if memory is None else TinyAgent(warm.agent_config, memory))
+                lambda memory: warm.make_agent() if memory is None and warm.agent_format is None else warm.make_any_agent(memory))
         else:
             from darwin.agents.formats import make_agent
             from darwin.models.factory import load_vlm
@@ -82,8 +81,8 @@ class ActorPool:
         self.batcher: DynamicBatcher = DynamicBatcher(
             self.policy, BatcherConfig(min_batch=max_batch, max_batch=max_batch, max_wait=max_wait)
         )
-        self._memories: list[Memory] = []  # closed with the pool
         self.make_memory = make_memory
+        self._memories: list[Memory] = []  # closed with the pool
 
     @property
     def observation_size(self) -> tuple[int, int]:
@@ -99,7 +98,7 @@ class ActorPool:
     async def aclose(self) -> None:
         """Close the batcher, the policy's worker thread and every memory the pool made."""
         await self.batcher.close()
+        self.policy.close()
         for memory in self._memories:
             memory.close()
         self._memories.clear()
-        self.policy.close()

@@ -24,6 +24,7 @@ from darwin.envs.base import PhoneEnv
 from darwin.envs.sim.apps import default_apps
 from darwin.envs.sim.oracle import shortest_plan
 from darwin.envs.sim.phone import SimPhone
+from darwin.templates import task_apps
 from darwin.types import Decision, Observation, Phase, Task, Transition, VerifierSpec
 
 
@@ -63,7 +64,8 @@ class OracleActor(Actor):
 
     def _make_plan(self) -> list[tuple[Action, bytes]]:
         assert self._spec is not None and self._task is not None
-        actions = shortest_plan(self._planner, self._spec, apps=[self._task.app], max_expansions=self.max_expansions)
+        # Every app the task needs (a cross-app template's apps), so the plan may open each.
+        actions = shortest_plan(self._planner, self._spec, apps=list(task_apps(self._task)), max_expansions=self.max_expansions)
         # Remember the state each action expects to start from, to detect divergence.
         sim = self._planner.fork()
         plan = []

@@ -10,12 +10,13 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from darwin.models.pixels import PixelEncoder
 from darwin.sft.demonstrations import Demonstration
+from darwin.types import Prompt
 
 if TYPE_CHECKING:
     import torch
@@ -76,7 +77,17 @@ class EncodedDemos:
         return inputs, [self.target_ids[i] for i in indices]
 
 
-def encode_demonstrations(vlm: VLM, demos: Sequence[Demonstration], *, chunk: int = 32) -> EncodedDemos:
+class PromptAndTarget(Protocol):
+    """What :func:`encode_demonstrations` reads of an example (a :class:`Demonstration`, or a
+    :class:`darwin.sft.sources.Example`)."""
+
+    @property
+    def prompt(self) -> Prompt: ...
+    @property
+    def target(self) -> str: ...
+
+
+def encode_demonstrations(vlm: VLM, demos: Sequence[Demonstration] | Sequence[PromptAndTarget], *, chunk: int = 32) -> EncodedDemos:
     """Tokenize every prompt through the policy's own path (chat template + processor) once.
 
     Screenshots are stored once each as ``uint8``; :class:`PixelEncoder` rebuilds their

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -77,7 +77,20 @@ class SFTResult:
     history: list[HeldoutMetrics] = field(default_factory=list)
 
 
-def lr_at(step: int, config: SFTConfig) -> float:
+class Schedule(Protocol):
+    """The schedule fields :func:`lr_at` reads (an :class:`SFTConfig` or a fine-tune config)."""
+
+    @property
+    def steps(self) -> int: ...
+    @property
+    def warmup_steps(self) -> int: ...
+    @property
+    def lr(self) -> float: ...
+    @property
+    def min_lr_ratio(self) -> float: ...
+
+
+def lr_at(step: int, config: Schedule) -> float:
     """Learning rate of optimizer step ``step`` (0-based): linear warm-up, cosine to ``min_lr_ratio``.
 
     >>> cfg = SFTConfig(steps=101, warmup_steps=10, lr=1.0, min_lr_ratio=0.1)

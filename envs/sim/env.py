@@ -9,10 +9,11 @@ import numpy as np
 
 from darwin.actions import Action, OpenApp
 from darwin.envs.base import PhoneEnv
+from darwin.envs.sim.i18n import check_locale, locale_for_task
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import SimPhone, UnknownAppError
 from darwin.envs.sim.setups import apply_setup
-from darwin.types import StateSetup
+from darwin.types import StateSetup, Task
 
 
 class SimPhoneEnv(PhoneEnv):
@@ -22,13 +23,25 @@ class SimPhoneEnv(PhoneEnv):
     >>> env = SimPhoneEnv(seed=1)
     >>> env.screenshot((252, 560)).shape
     (560, 252, 3)
+
+    ``locale`` is the UI language: ``"en"`` (default), ``"zh"``, or ``"auto"``: each episode's
+    task sets it (:meth:`begin_task`; Chinese instances play on a Chinese UI)::
+
+        >>> from darwin.tasks import get_task
+        >>> env = SimPhoneEnv(seed=1, locale="auto")
+        >>> env.begin_task(get_task("clock.set_alarm.zh.s0")); env.phone.locale
+        'zh'
     """
 
     def __init__(
         self, seed: int = 0, perturbation: PerturbationConfig | None = None, name: str | None = None,
-        phone: SimPhone | None = None, reset_between_episodes: bool = False,
+        phone: SimPhone | None = None, reset_between_episodes: bool = False, locale: str = "en",
     ) -> None:
-        self.phone = phone if phone is not None else SimPhone(seed=seed, perturbation=perturbation)
+        if locale != "auto":
+            check_locale(locale)
+        self.locale = locale
+        """``"auto"``, ``"en"`` or ``"zh"`` (see the class docstring)."""
+        self.phone = phone if phone is not None else SimPhone(seed=seed, perturbation=perturbation, locale="en" if locale == "auto" else locale)
         self.device_size = (self.phone.width, self.phone.height)
         self.name = name or f"sim-{seed}"
         self.last_error: str | None = None
@@ -48,6 +61,11 @@ class SimPhoneEnv(PhoneEnv):
             # Like `am start` of a missing package: nothing happens on screen; keep the reason.
             assert isinstance(action, OpenApp)
             self.last_error = str(exc)
+
+    def begin_task(self, task: Task) -> None:
+        """With ``locale="auto"``, show the UI in the task's language (``CHN``: Chinese)."""
+        if self.locale == "auto":
+            self.phone.set_locale(locale_for_task(task.language))
 
     def go_home(self) -> None:
         if self._initial is not None:

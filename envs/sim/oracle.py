@@ -49,7 +49,8 @@ def candidate_actions(phone: SimPhone, texts: Sequence[str], apps: Sequence[str]
     """
     screen = phone.layout()
     if answers and not screen.modal:
-        shown = " ".join(f"{w.text} {w.subtitle}".lower() for w in screen.widgets)
+        # The English texts: expected answers are written as the app states them (a Chinese UI shows the same values).
+        shown = " ".join(f"{w.text} {w.subtitle}".lower() for w in phone.untranslated_layout().widgets)
         for answer in answers:
             if answer.lower() in shown:
                 yield Answer(content=answer)

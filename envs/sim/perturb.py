@@ -50,18 +50,30 @@ class Perturbation:
         self._p = state["perturb"]
 
     @staticmethod
-    def initial(seed: int, config: PerturbationConfig, app_ids: Sequence[str]) -> dict:
-        """The JSON perturbation record for a new phone."""
+    def initial(seed: int, config: PerturbationConfig, app_ids: Sequence[str], page_size: int | None = None) -> dict:
+        """The JSON perturbation record for a new phone.
+
+        With ``page_size``, launcher icons are shuffled within pages of that many apps (in
+        ``app_ids`` order), the first page exactly as a phone with only those apps shuffles
+        them and the later pages afterwards: installing more apps never moves the first
+        page's icons, nor changes the accent or the wallpaper.
+        """
         rng = random.Random(_stable_int("perturb", seed))
         on = config.enabled
-        order = list(app_ids)
+        size = page_size or max(1, len(app_ids))
+        pages = [list(app_ids[i : i + size]) for i in range(0, len(app_ids), size)] or [[]]
         if on and config.icon_order:
-            rng.shuffle(order)
+            rng.shuffle(pages[0])
+        accent = rng.randrange(len(ACCENTS)) if on and config.theme else 0
+        wallpaper = rng.randrange(len(WALLPAPERS)) if on and config.wallpaper else 0
+        for page in pages[1:]:
+            if on and config.icon_order:
+                rng.shuffle(page)
         return {
             "seed": seed,
-            "accent": rng.randrange(len(ACCENTS)) if on and config.theme else 0,
-            "wallpaper": rng.randrange(len(WALLPAPERS)) if on and config.wallpaper else 0,
-            "icon_order": order,
+            "accent": accent,
+            "wallpaper": wallpaper,
+            "icon_order": [app for page in pages for app in page],
             "list_order": bool(on and config.list_order),
             "popup_rate": config.popup_rate if on else 0.0,
         }

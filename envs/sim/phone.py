@@ -44,6 +44,7 @@ from darwin.actions import (
 )
 from darwin.envs.sim.apps import default_apps
 from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.i18n import Locale, app_label, check_locale, translate_screen
 from darwin.envs.sim.keyboard import add_keyboard
 from darwin.envs.sim.perturb import Perturbation, PerturbationConfig
 from darwin.envs.sim.render import Renderer
@@ -54,6 +55,10 @@ logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
 LAUNCHER_COLUMNS = 4
+LAUNCHER_PAGE_SIZE = 12
+"""Icons on one launcher page (three rows of four). Apps past the first twelve, in
+:func:`~darwin.envs.sim.apps.default_apps` order (then extra apps), go on later pages, which
+a horizontal swipe on the launcher shows: the first page looks as it did before they came."""
 LAYOUT_VERSION = 2
 """Bump whenever SimPhone's screens or drawing change what an agent sees (2: the twelve-app launcher)."""
 
@@ -70,7 +75,7 @@ def appearance_key(apps: Sequence[SimApp] | None = None) -> str:
     """
     installed = list(apps) if apps is not None else default_apps()
     record = {
-        "layout": LAYOUT_VERSION, "launcher_columns": LAUNCHER_COLUMNS,
+        "layout": LAYOUT_VERSION, "launcher_columns": LAUNCHER_COLUMNS, "launcher_page_size": LAUNCHER_PAGE_SIZE,
         "apps": [[a.id, a.label, a.glyph, list(a.color), a.root_screen] for a in installed],
     }
     return hashlib.blake2b(orjson.dumps(record), digest_size=8).hexdigest()
@@ -87,6 +92,8 @@ class SimPhone:
         seed: picks the perturbations and the initial app data.
         perturbation: which perturbations apply (``PerturbationConfig(enabled=False)`` for none).
         extra_apps: additional :class:`SimApp` instances to install.
+        locale: the UI language, ``"en"`` (default) or ``"zh"`` (Simplified Chinese, from each
+            app's :attr:`SimApp.zh` and :mod:`darwin.envs.sim.i18n`); the state is the same in both.
 
     The device is 1080 x 2400 pixels; :meth:`screenshot` renders at that size or smaller.
     """
@@ -99,8 +106,10 @@ class SimPhone:
         seed: int = 0,
         perturbation: PerturbationConfig | None = None,
         extra_apps: Sequence[SimApp] = (),
+        locale: str = "en",
     ) -> None:
         self.apps: dict[str, SimApp] = {a.id: a for a in (*default_apps(), *extra_apps)}
+        self.locale: Locale = check_locale(locale)
         self._perturbation_config = perturbation or PerturbationConfig()
         self._renderer = Renderer()
         self.seed = seed
@@ -115,7 +124,7 @@ class SimPhone:
         rng = random.Random(self.seed)
         self.state = {
             "version": STATE_VERSION,
-            "perturb": Perturbation.initial(self.seed, self._perturbation_config, list(self.apps)),
+            "perturb": Perturbation.initial(self.seed, self._perturbation_config, list(self.apps), LAUNCHER_PAGE_SIZE),
             "clock": {"minutes": 9 * 60 + 41, "weekday": 2},
             "foreground": None,
             "focus": None,
@@ -174,16 +183,24 @@ class SimPhone:
     def dark(self) -> bool:
         return bool(self.state["apps"].get("settings", {}).get("data", {}).get("dark_theme", False))
 
+    def set_locale(self, locale: str) -> None:
+        """Show the UI in ``locale`` (``"en"``, ``"zh"``) from the next screen on; state is unchanged."""
+        locale = check_locale(locale)
+        if locale != self.locale:
+            self.locale = locale
+            self._changed()
+
     def _changed(self) -> None:
         self._layout: Screen | None = None
         self._shots: dict[tuple[int, int], np.ndarray] = {}
 
     # -- apps ---------------------------------------------------------------------------
     def resolve_app(self, name: str) -> SimApp:
-        """The app called ``name`` (label, id, package or alias; case-insensitive)."""
+        """The app called ``name`` (label, id, package or alias; case-insensitive; its Chinese label too)."""
         key = name.strip().lower()
         for app in self.apps.values():
-            names = {app.label.lower(), app.id.lower(), app.package.lower(), *(a.lower() for a in app.aliases)}
+            names = {app.label.lower(), app.id.lower(), app.package.lower(), *(a.lower() for a in app.aliases),
+                     app_label(app, "zh").lower()}
             if key in names:
                 return app
         raise UnknownAppError(
@@ -213,6 +230,7 @@ class SimPhone:
         self.state["focus"] = None
         self.state["popup"] = None
         self.state["toast"] = None
+        self.state.pop("launcher_page", None)  # home shows the first launcher page
         # An answer belongs to the episode that gave it (an answer ends its episode, and
         # episodes end by going home): a later answer task must not find it already given.
         self.state["answer"] = None
@@ -240,7 +258,11 @@ class SimPhone:
             self._layout = self._build_layout()
         return self._layout
 
-    def _build_layout(self) -> Screen:
+    def untranslated_layout(self) -> Screen:
+        """The current screen as built in English (the oracle reads its texts); not cached."""
+        return self.layout() if self.locale == "en" else self._build_layout(translated=False)
+
+    def _build_layout(self, translated: bool = True) -> Screen:
         ui = UI(top=STATUS_BAR_H, bottom=HEIGHT - NAV_BAR_H)
         fg = self.state["foreground"]
         keyboard_shown = False
@@ -270,6 +292,8 @@ class SimPhone:
             dui = UI()
             dui.screen = screen
             dui.dialog("popup", popup["title"], popup["body"], [("popup.dismiss", popup["dismiss"], self._dismiss_popup)])
+        if translated and self.locale != "en":
+            translate_screen(screen, self.locale, self.apps, fg, popup["app"] if popup is not None else None)
         return screen
 
     def _dismiss_popup(self) -> None:
@@ -282,6 +306,8 @@ class SimPhone:
     def _build_launcher(self, ui: UI) -> None:
         order = [a for a in self.perturbation.icon_order if a in self.apps]
         order += [a for a in self.apps if a not in order]
+        page = min(self.state.get("launcher_page", 0), self._launcher_pages() - 1)
+        order = order[page * LAUNCHER_PAGE_SIZE : (page + 1) * LAUNCHER_PAGE_SIZE]
         cell_w = WIDTH // LAUNCHER_COLUMNS
         cell_h = 300
         top = STATUS_BAR_H + 260
@@ -297,6 +323,17 @@ class SimPhone:
                     role=f"app:{app_id}",
                 )
             )
+
+    def _launcher_pages(self) -> int:
+        return max(1, -(-len(self.apps) // LAUNCHER_PAGE_SIZE))
+
+    def _turn_launcher_page(self, step: int) -> None:
+        """Show the next (``step`` 1) or previous (-1) launcher page, if there is one."""
+        page = max(0, min(self._launcher_pages() - 1, self.state.get("launcher_page", 0) + step))
+        if page:
+            self.state["launcher_page"] = page
+        else:
+            self.state.pop("launcher_page", None)
 
     def _launcher_tap(self, app_id: str):
         return lambda: self.launch(app_id)
@@ -423,6 +460,9 @@ class SimPhone:
             field.on_submit(value)
 
     def _scroll(self, x: int, y: int, direction: Direction, rows: int | None = None) -> None:
+        if self.state["foreground"] is None and direction in (Direction.LEFT, Direction.RIGHT):
+            self._turn_launcher_page(1 if direction == Direction.RIGHT else -1)  # right: the page to the right
+            return
         scroller = self.layout().scroller_at(x, y)
         if scroller is None or direction in (Direction.LEFT, Direction.RIGHT):
             return
@@ -437,7 +477,10 @@ class SimPhone:
         scroll[key] = max(0, min(scroller.scroll_max, int(scroll.get(key, 0)) + delta))
 
     def _drag(self, action: Drag) -> None:
-        dy = action.y2 - action.y1
+        dx, dy = action.x2 - action.x1, action.y2 - action.y1
+        if self.state["foreground"] is None and abs(dx) >= 100 and abs(dx) > abs(dy):
+            self._turn_launcher_page(1 if dx < 0 else -1)  # dragging the page leftwards shows the next
+            return
         if abs(dy) < 100 or abs(dy) < abs(action.x2 - action.x1):
             return
         rows = max(1, abs(dy) // 168)

@@ -6,6 +6,8 @@ full size and resizing); the same state and size always give the same bytes.
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -31,15 +33,89 @@ DARK = {
     "nav": (10, 10, 10), "navglyph": (200, 200, 200),
 }
 WHITE: RGB = (255, 255, 255)
-_CONTROL_CHARS = {c: None for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
+_CONTROL_CHARS = {c: None for c in (*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2029)}
+"""Dropped before drawing: control bytes, and U+2029 (paragraph separator), which makes Pillow's
+raqm layout fail (the only such code point below U+30000)."""
+
+
+CJK_FONT = "DroidSansFallback-SimPhone.ttf"
+EMOJI_FONT = "Symbola-SimPhone-emoji.ttf"
+_FALLBACKS = (CJK_FONT, EMOJI_FONT)
+"""Fonts for the characters DejaVu Sans lacks, tried in order (Chinese, then emoji and symbols)."""
 
 
 @lru_cache(maxsize=64)
 def _font(px: int, bold: bool) -> ImageFont.FreeTypeFont:
-    name = "DejaVuSans-Bold.ttf" if bold else "DejaVuSans.ttf"
+    return _font_file("DejaVuSans-Bold.ttf" if bold else "DejaVuSans.ttf", px)
+
+
+@lru_cache(maxsize=64)
+def _font_file(name: str, px: int) -> ImageFont.FreeTypeFont:
     path = resources.files("darwin.envs.sim") / "fonts" / name
     with resources.as_file(path) as p:
         return ImageFont.truetype(str(p), size=max(6, px))
+
+
+@lru_cache(maxsize=8)
+def _notdef(name: str) -> tuple[tuple[int, int], bytes]:
+    mask = _font_file(name, 40).getmask("􏿽")  # a private-use code point no font here draws
+    return mask.size, bytes(mask)
+
+
+@lru_cache(maxsize=16384)
+def _has_glyph(name: str, ch: str) -> bool:
+    """Whether font file ``name`` draws ``ch`` (not its missing-glyph box); separators and
+    control or format characters count as drawn (DejaVu keeps them, as before fallbacks)."""
+    if unicodedata.category(ch)[0] in "ZC":
+        return True
+    try:
+        mask = _font_file(name, 40).getmask(ch)
+    except (OSError, RuntimeError, ValueError):  # FreeType refuses some code points outright
+        return False
+    return (mask.size, bytes(mask)) != _notdef(name)
+
+
+def _runs(text: str, primary: str) -> list[tuple[str, str]]:
+    """``text`` split into ``(font file, run)`` pieces: DejaVu where it has the glyph, else the first
+    fallback that has it (else DejaVu's box)."""
+    runs: list[tuple[str, str]] = []
+    for ch in text:
+        name = primary
+        if not _has_glyph(primary, ch):
+            name = next((f for f in _FALLBACKS if _has_glyph(f, ch)), primary)
+        if runs and runs[-1][0] == name:
+            runs[-1] = (name, runs[-1][1] + ch)
+        else:
+            runs.append((name, ch))
+    return runs
+
+
+def _units(ch: str) -> float:
+    """Width of ``ch`` in average Latin characters (wide CJK and emoji take about 1.7)."""
+    return 1.0 if ch.isascii() or unicodedata.east_asian_width(ch) not in ("W", "F") else 1.7
+
+
+def _text_units(text: str) -> float:
+    return sum(_units(c) for c in text)
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis (Latin text: a character count)."""
+    return text[: max(1, limit - 1)] + "…" if len(text) > limit else text
+
+
+def _width(text: str, primary: str, size: int) -> float:
+    return sum(_font_file(name, size).getlength(run) for name, run in _runs(text, primary))
+
+
+def _clip_measured(text: str, primary: str, size: int, max_px: float) -> str:
+    """``text`` cut with an ellipsis to fit ``max_px`` pixels, measured in the fonts that draw it."""
+    if _width(text, primary, size) <= max_px:
+        return text
+    for end in range(len(text) - 1, 0, -1):
+        if _width(text[:end] + "…", primary, size) <= max_px:
+            return text[:end] + "…"
+    return text[:1] + "…"
 
 
 @lru_cache(maxsize=32)
@@ -82,11 +158,33 @@ class _Ctx:
         if not text:
             return
         size = max(6, round(px * self.s))
+        primary = "DejaVuSans-Bold.ttf" if bold else "DejaVuSans.ttf"
         if max_w is not None:
-            limit = max(1, int(max_w / (0.58 * px)))
-            if len(text) > limit:
-                text = text[: max(1, limit - 1)] + "…"
-        self.d.text((round(x * self.sx), round(y * self.sy)), text, font=_font(size, bold), fill=fill, anchor=anchor)
+            if text.isascii() or not any(_units(c) > 1 for c in text):
+                text = _clip(text, max(1, int(max_w / (0.58 * px))))
+            else:  # wide (CJK) characters: measure instead of counting
+                text = _clip_measured(text, primary, size, max_w * self.sx)
+        font = _font(size, bold)
+        xy = (round(x * self.sx), round(y * self.sy))
+        if text.isascii() or all(_has_glyph(primary, c) for c in text):
+            self.d.text(xy, text, font=font, fill=fill, anchor=anchor)
+            return
+        self._mixed_text(xy, _runs(text, primary), size, font, fill, anchor, bold)
+
+    def _mixed_text(self, xy: tuple[int, int], runs: list[tuple[str, str]], size: int, font: ImageFont.FreeTypeFont,
+                    fill: RGB, anchor: str, bold: bool) -> None:
+        """Text in several fonts (per-character fallback), laid out on DejaVu's baseline; the
+        fallback fonts have no bold face, so bold runs get a thin outline at readable sizes."""
+        stroke = max(1, size // 40) if bold and size >= 30 else 0
+        fonts = [font if name.startswith("DejaVu") else _font_file(name, size) for name, _ in runs]
+        widths = [f.getlength(run) for f, (_, run) in zip(fonts, runs, strict=True)]
+        x = xy[0] - {"l": 0.0, "m": sum(widths) / 2, "r": sum(widths)}[anchor[0]]
+        ascent, descent = font.getmetrics()
+        baseline = xy[1] + {"m": (ascent - descent) / 2, "s": 0.0, "a": ascent, "d": -descent}.get(anchor[1], 0.0)
+        for f, (_, run), w in zip(fonts, runs, widths, strict=True):
+            width = 0 if f is font else stroke
+            self.d.text((round(x), round(baseline)), run, font=f, fill=fill, anchor="ls", stroke_width=width, stroke_fill=fill)
+            x += w
 
     def rrect(self, b: tuple[int, int, int, int], r: int, fill: RGB | None = None, outline: RGB | None = None, width: int = 3) -> None:
         bb = self.box(b)
@@ -301,8 +399,13 @@ class _Ctx:
 def _wrap(text: str, width: int) -> list[str]:
     lines: list[str] = []
     current = ""
-    for word in text.split():
-        if current and len(current) + 1 + len(word) > width:
+    words = text.split()
+    size: Callable[[str], float] = len
+    if not text.isascii():  # Chinese has no spaces: a word wider than a line breaks between characters
+        words = [piece for word in words for piece in _split_wide(word, width)]
+        size = _text_units
+    for word in words:
+        if current and size(current) + 1 + size(word) > width:
             lines.append(current)
             current = word
         else:
@@ -310,3 +413,16 @@ def _wrap(text: str, width: int) -> list[str]:
     if current:
         lines.append(current)
     return lines
+
+
+def _split_wide(word: str, width: int) -> list[str]:
+    if sum(_units(c) for c in word) <= width:
+        return [word]
+    pieces, current, used = [], "", 0.0
+    for ch in word:
+        if current and used + _units(ch) > width:
+            pieces.append(current)
+            current, used = "", 0.0
+        current += ch
+        used += _units(ch)
+    return [*pieces, current] if current else pieces

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from darwin.envs.sim.apps.amazon_zh import ZH
 from darwin.envs.sim.apps.base import AppContext, SimApp
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
@@ -27,6 +28,7 @@ class AmazonApp(SimApp):
     color = (35, 47, 62)
     glyph = "a"
     aliases = ("amazon shopping",)
+    zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         return {"cart": [], "recent_searches": []}

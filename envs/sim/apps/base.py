@@ -9,24 +9,24 @@ A complete app in a few lines (see docs/simphone.md for the full walkthrough)::
     >>> import random
     >>> from darwin.envs.sim.apps.base import AppContext, SimApp
     >>> from darwin.envs.sim.ui import UI
-    >>> class Todo(SimApp):
-    ...     id = "todo"; label = "To-do"; package = "com.example.todo"
-    ...     activity = "com.example.todo.Main"; color = (250, 200, 60); glyph = "T"
+    >>> class Groceries(SimApp):
+    ...     id = "groceries"; label = "Groceries"; package = "com.example.groceries"
+    ...     activity = "com.example.groceries.Main"; color = (250, 200, 60); glyph = "G"
     ...     def initial_data(self, rng: random.Random) -> dict:
     ...         return {"items": []}
     ...     def build(self, ui: UI, ctx: AppContext) -> None:
-    ...         ui.app_bar("To-do")
-    ...         ui.field("todo.new", value=ctx.field("todo.new"), focused=ctx.is_focused("todo.new"),
-    ...                  placeholder="New item", on_focus=ctx.focuser("todo.new"),
+    ...         ui.app_bar("Groceries")
+    ...         ui.field("groceries.new", value=ctx.field("groceries.new"), focused=ctx.is_focused("groceries.new"),
+    ...                  placeholder="New item", on_focus=ctx.focuser("groceries.new"),
     ...                  on_submit=lambda text: ctx.data["items"].append(text), on_clear=None)
     >>> from darwin.envs.sim import SimPhone
-    >>> phone = SimPhone(seed=0, extra_apps=[Todo()])
+    >>> phone = SimPhone(seed=0, extra_apps=[Groceries()])
     >>> from darwin.actions import OpenApp, Click, Type
-    >>> phone.execute(OpenApp(app="To-do"))
+    >>> phone.execute(OpenApp(app="Groceries"))
     >>> phone.dismiss_popup_if_any()
-    >>> x, y = phone.layout().find("todo.new").center
+    >>> x, y = phone.layout().find("groceries.new").center
     >>> phone.execute(Click(x=x, y=y)); phone.execute(Type(content="milk\\n"))
-    >>> phone.state["apps"]["todo"]["data"]["items"]
+    >>> phone.state["apps"]["groceries"]["data"]["items"]
     ['milk']
 """
 
@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
@@ -45,7 +46,19 @@ T = TypeVar("T")
 
 
 class SimApp(ABC):
-    """A simulated app. Subclasses set the class attributes and implement two methods."""
+    """A simulated app. Subclasses set the class attributes and implement two methods.
+
+    Apps build their screens in English. For other phone locales (``SimPhone(locale="zh")``)
+    an app lists its UI strings in :attr:`zh`, a mapping from the English string it displays
+    (app bar titles, button and tab labels, placeholders, static texts, toasts, pop-up texts
+    and its launcher :attr:`label`) to Simplified Chinese; keep it in the app's own module
+    (``clock_zh.py``). The phone translates what is shown when it lays a screen out: the app's
+    dictionary first, then the system catalog :data:`darwin.envs.sim.i18n.COMMON_ZH`
+    ("Save", "Cancel", weekdays ...); strings in neither (user data) are shown unchanged.
+    Keys may hold ``{}`` placeholders (``"Repeat: {}": "重复：{}"``) and ``"#<widget id>"``
+    keys translate one widget whatever its text. Widget ids and app state never change with
+    the locale, so predicates and the oracle work in every locale.
+    """
 
     id: ClassVar[str]
     """Stable identifier used in state and predicates (``"clock"``)."""
@@ -57,6 +70,8 @@ class SimApp(ABC):
     glyph: ClassVar[str]
     aliases: ClassVar[tuple[str, ...]] = ()
     root_screen: ClassVar[str] = "home"
+    zh: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    """English UI string -> Simplified Chinese, shown on ``locale="zh"`` phones (see above)."""
 
     @abstractmethod
     def initial_data(self, rng: random.Random) -> dict[str, Any]:

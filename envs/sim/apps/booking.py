@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.apps.booking_zh import ZH
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 from darwin.predicates import (
@@ -42,6 +43,7 @@ class BookingApp(SimApp):
     glyph = "B"
     aliases = ("booking",)
     root_screen = "search"
+    zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         return {

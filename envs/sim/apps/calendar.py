@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.apps.calendar_zh import ZH
 from darwin.envs.sim.apps.clock import time_text
 from darwin.envs.sim.apps.forms import focus_next, typing_cost
 from darwin.envs.sim.setups import setup_step
@@ -65,6 +66,7 @@ class CalendarApp(SimApp):
     color = (219, 68, 55)
     glyph = "31"
     aliases = ("google calendar", "agenda")
+    zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         events = []

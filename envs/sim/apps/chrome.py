@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.apps.chrome_zh import ZH
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 from darwin.predicates import (
@@ -37,6 +38,7 @@ class ChromeApp(SimApp):
     glyph = "C"
     aliases = ("google chrome", "browser")
     root_screen = "browser"
+    zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         queries = rng.sample(SEED_TABS, k=rng.randint(2, 4))

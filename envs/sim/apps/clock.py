@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.apps.clock_zh import ZH
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 from darwin.predicates import Check, PredicateParams, data, nav_cost, norm, predicate, top
@@ -54,6 +55,7 @@ class ClockApp(SimApp):
     glyph = "L"
     aliases = ("alarm", "deskclock")
     root_screen = "alarms"
+    zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         alarms = [

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.apps.contacts_zh import ZH
 from darwin.envs.sim.apps.forms import focus_next, typing_cost
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
@@ -55,6 +56,7 @@ class ContactsApp(SimApp):
     color = (0, 137, 123)
     glyph = "☺"
     aliases = ("people", "phonebook")
+    zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         people = rng.sample(SEED_PEOPLE, k=14)

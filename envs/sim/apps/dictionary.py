@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.apps.dictionary_zh import ZH
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 from darwin.predicates import (
@@ -57,6 +58,7 @@ class DictionaryApp(SimApp):
     color = (48, 95, 122)
     glyph = "M"
     aliases = ("dictionary", "merriam webster", "dictionary merriam webster")
+    zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         return {"recents": [], "favorites": []}

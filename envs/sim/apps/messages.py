@@ -11,6 +11,7 @@ from darwin.envs.sim.apps.base import AppContext, SimApp
 from darwin.envs.sim.apps.clock import time_text
 from darwin.envs.sim.apps.contacts import digits, display_name
 from darwin.envs.sim.apps.forms import focus_next, same, typing_cost
+from darwin.envs.sim.apps.messages_zh import ZH
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 from darwin.predicates import Check, NoParams, PredicateParams, data, norm, predicate, top
@@ -58,6 +59,7 @@ class MessagesApp(SimApp):
     color = (25, 118, 210)
     glyph = "✉"
     aliases = ("sms", "texts", "google messages")
+    zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         threads = []

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
 from darwin.envs.sim.apps.forms import focus_next, same, typing_cost
+from darwin.envs.sim.apps.notes_zh import ZH
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 from darwin.predicates import Check, PredicateParams, data, norm, predicate, top
@@ -48,6 +49,7 @@ class NotesApp(SimApp):
     color = (214, 150, 0)
     glyph = "✎"
     aliases = ("keep", "keep notes", "google keep")
+    zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         chosen = rng.sample(SEED_NOTES, k=6)

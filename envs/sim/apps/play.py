@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.apps.play_zh import ZH
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 from darwin.predicates import (
@@ -52,6 +53,7 @@ class PlayApp(SimApp):
     color = (1, 135, 95)
     glyph = "P"
     aliases = ("play store", "google play store", "playstore")
+    zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         return {"installed": rng.sample(CATALOG, k=3), "theme": "System default"}

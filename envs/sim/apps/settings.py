@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.apps.settings_zh import ZH
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 from darwin.predicates import Check, PredicateParams, data, nav_cost, predicate, top
@@ -56,6 +57,7 @@ class SettingsApp(SimApp):
     color = (96, 125, 139)
     glyph = "S"
     aliases = ("system settings",)
+    zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         return {

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from darwin.envs.sim.apps.base import AppContext, SimApp
+from darwin.envs.sim.apps.x_zh import ZH
 from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 from darwin.predicates import Check, PredicateParams, data, nav_cost, norm, predicate, top
@@ -38,6 +39,7 @@ class XApp(SimApp):
     color = (15, 20, 25)
     glyph = "X"
     aliases = ("twitter",)
+    zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         return {"following": rng.sample(["NASA", "BBCWorld"], k=1), "drafts": [], "posts": []}

@@ -16,7 +16,7 @@ from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.setups import apply_setup
 from darwin.predicates import evaluate
 from darwin.tasks import get_task, validate_task
-from darwin.templates import TaskTemplate, templates
+from darwin.templates import TaskTemplate, task_apps, templates
 from darwin.types import Task
 from darwin.workflows.step import LifecycleWorkflow
 
@@ -63,7 +63,7 @@ def test_predicate_false_before_and_true_after_the_plan(template_id: str) -> Non
     phone = SimPhone(seed=7, perturbation=CANONICAL)
     phone.restore(apply_setup(phone.snapshot(), task.setup))
     assert not evaluate(task.verifier, phone.state).success, "the goal holds before the agent acts"
-    plan = shortest_plan(phone, task.verifier, apps=[task.app])
+    plan = shortest_plan(phone, task.verifier, apps=list(task_apps(task)))  # a cross-app task opens each of its apps
     assert 1 <= len(plan) <= task.step_budget
     for action in plan:
         phone.execute(action)
@@ -76,8 +76,10 @@ def test_oracle_solves_every_instance_under_any_perturbation(template_id: str) -
     for seed in range(4):
         for perturbation in (CANONICAL, ADVERSE):
             task = tpl.instance(seed, "CHN" if seed % 2 else "ENG")
-            env = SimPhoneEnv(seed=100 + seed, perturbation=perturbation, reset_between_episodes=True)
+            # locale auto: the Chinese instances play on a Chinese UI (phones.locale's default)
+            env = SimPhoneEnv(seed=100 + seed, perturbation=perturbation, reset_between_episodes=True, locale="auto")
             assert _run(task, env, OracleActor()) is True, (task.id, perturbation)
+            assert env.phone.locale == ("zh" if task.language == "CHN" else "en")
 
 
 def test_random_agent_stays_low() -> None:
