@@ -267,8 +267,7 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
     """Evaluate an agent on SimPhones; prints success per task and overall, then the episode
     metrics per task (SR, PR, SE, FC, OT and the L1-L4 stratum; docs/evaluation.md)."""
     from darwin.envs.sim import PerturbationConfig
-    from darwin.envs.sim.env import SimPhoneEnv
-    from darwin.evaluate import evaluate
+    from darwin.evaluate import evaluate, evaluation_phones
     from darwin.store import RunStore
     from darwin.tasks import resolve_tasks
     from darwin.types import TaskDefinitionError
@@ -310,11 +309,9 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
     if experiment is not None:  # the experiment's evaluation phones (perturbation, reset between episodes)
         if no_perturb:
             experiment = experiment.model_copy(update={"phones": experiment.phones.model_copy(update={"perturbation": PerturbationConfig(enabled=False)})})
-        envs = experiment.build_eval_phones() if experiment.phones.kind == "sim" else experiment.sim_phones(experiment.evaluation.phone_seed, phones, "eval")
-    else:
-        first = seed or 0
-        envs = [SimPhoneEnv(seed=first + i, perturbation=PerturbationConfig(enabled=not no_perturb), name=f"sim-{first + i}", reset_between_episodes=False)
-                for i in range(phones)]
+        envs = experiment.build_eval_phones() if experiment.phones.kind == "sim" else experiment.sim_eval_phones(phones)
+    else:  # Chinese task instances on a Chinese UI, as in an experiment's default
+        envs = evaluation_phones(seed or 0, phones, perturbation=PerturbationConfig(enabled=not no_perturb), prefix="sim")
     if experiment is not None:  # the experiment's own workflow, verifier and reward settings
         workflow = experiment.build_workflow(observation_size, evaluation=True)
     else:
@@ -410,6 +407,9 @@ def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | Non
 
     Trains short of mastery on purpose (RL needs room to improve), saves a checkpoint in
     --out, then evaluates it on the demo tasks, sampled at temperature 1 (what RL sees) and
+    greedily. With --model: fine-tune any Qwen2-VL-family checkpoint under --agent-format on
+    the oracle, --from-run and/or --from-jsonl demonstrations. See docs/sft.md.
+    """
     if model_path is not None or from_runs or from_jsonl:
         from darwin.sft.cli import finetune_command
 
@@ -419,9 +419,6 @@ def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | Non
             raise click.BadParameter("--experiment, --config, --set, --preset, --stop-threshold and --eval-every belong to the tiny warm start; with --model use the flags listed under --model", param_hint="--model")
         finetune_command(console, out=out, model=model_path, agent_format=agent_format, runs=from_runs, jsonl=from_jsonl, tasks=task_names, episodes=episodes, phones=phones, steps=steps, batch_size=batch_size, lr=lr, seed=seed, threads=threads, observation_size=observation_size, lora_rank=lora_rank, heldout_fraction=heldout_fraction, eval_episodes=eval_episodes, eval_phones=eval_phones, force=force)
         return
-    greedily. With --model: fine-tune any Qwen2-VL-family checkpoint under --agent-format on
-    the oracle, --from-run and/or --from-jsonl demonstrations. See docs/sft.md.
-    """
     import json
 
     import yaml

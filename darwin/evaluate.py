@@ -26,6 +26,7 @@ from pydantic import JsonValue
 from darwin.agents.base import Actor
 from darwin.algos.task_metrics import Stratum, TaskMetrics, strata, stratum_counts, summarize_task
 from darwin.envs.base import PhoneEnv
+from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.rollout import RolloutEngine
 from darwin.store import RunStore, SuccessStats
 from darwin.types import Outcome, Task, Trajectory
@@ -125,6 +126,28 @@ class EvalReport:
         return sum(chosen) / len(chosen) if chosen else 0.0
 
 
+def evaluation_phones(
+    first_seed: int, count: int, *, perturbation: PerturbationConfig | None = None, locale: str = "auto",
+    prefix: str = "eval",
+) -> list[PhoneEnv]:
+    """The SimPhones an evaluation plays on: seeded ``first_seed, first_seed + 1, ...``, named
+    ``<prefix>-<seed>``, each reset to its initial state before every episode.
+
+    This is the one phone-state rule of every evaluation: ``darwin eval``, ``darwin sft``'s
+    evaluation and ``darwin run``'s evaluations build their phones here, so one checkpoint on
+    the same seeds gets the same numbers from each (training phones follow
+    ``phones.reset_between_episodes`` instead). ``locale="auto"`` plays Chinese task instances
+    on a Chinese UI.
+    """
+    from darwin.envs.sim.env import SimPhoneEnv
+
+    return [
+        SimPhoneEnv(seed=first_seed + i, perturbation=perturbation or PerturbationConfig(), name=f"{prefix}-{first_seed + i}",
+                    reset_between_episodes=True, locale=locale)
+        for i in range(count)
+    ]
+
+
 async def evaluate(
     tasks: Sequence[Task],
     envs: Sequence[PhoneEnv],
@@ -137,8 +160,10 @@ async def evaluate(
 ) -> EvalReport:
     """Run every task ``episodes_per_task`` times, spread over ``envs`` (one worker each).
 
-    Phones never wait for each other: a free phone takes the next pending episode.
-    After each episode the phone only returns home; its state persists (paper section 3.2).
+    Phones never wait for each other: a free phone takes the next pending episode. Between
+    episodes each phone follows its own rule (:func:`evaluation_phones` reset to their
+    initial state; a phone built with ``reset_between_episodes=False`` only returns home and
+    keeps its state, paper section 3.2).
     ``make_actor(i)`` builds the actor for phone ``i``. This is the training engine
     (:meth:`darwin.rollout.RolloutEngine.run_episodes`) fed a fixed queue with no learner:
     episodes are played, stored and verified exactly as in training.

@@ -555,13 +555,21 @@ class ExperimentConfig(BaseModel):
 
 
     def build_eval_phones(self, training: Sequence[PhoneEnv] = ()) -> list[PhoneEnv]:
-        """Fresh phones for one evaluation: SimPhones rebuilt from ``evaluation.phone_seed``
-        each time, so the warm start and the final policy meet identical initial states (state
-        persists between episodes, so reusing phones would hand the second evaluation other
-        states). Real phones: the ``training`` ones (evaluated before rollout starts and after it stops)."""
+        """Fresh phones for one evaluation: :func:`~darwin.evaluate.evaluation_phones` seeded
+        from ``evaluation.phone_seed`` with this experiment's perturbation and locale (reset to
+        their initial state before every episode, the rule of every evaluation), so the warm
+        start and the final policy meet identical states. Real phones: the ``training`` ones
+        (evaluated before rollout starts and after it stops)."""
         if self.phones.kind != "sim" or (self.phones.provider is not None and self.phones.provider.name != "sim"):
             return list(training)
-        return self.sim_phones(self.evaluation.phone_seed, self.evaluation.phones, "eval")
+        return self.sim_eval_phones(self.evaluation.phones)
+
+    def sim_eval_phones(self, count: int) -> list[PhoneEnv]:
+        """``count`` evaluation SimPhones from ``evaluation.phone_seed`` (:func:`~darwin.evaluate.evaluation_phones`)."""
+        from darwin.evaluate import evaluation_phones
+
+        return evaluation_phones(self.evaluation.phone_seed, count, perturbation=self.phones.perturbation,
+                                 locale=self.phones.locale)
 
     def sim_phones(self, first_seed: int, count: int, prefix: str) -> list[PhoneEnv]:
         """``count`` SimPhones seeded ``first_seed + i`` with this experiment's perturbation and

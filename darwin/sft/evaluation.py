@@ -36,17 +36,13 @@ async def evaluate_warm_start(
     --agent tiny:<checkpoint>`` measures it (sampled at ``temperature``; 0 = greedy)."""
     # imported here, not at the top: darwin.agents.pool itself imports darwin.sft
     from darwin.agents.pool import ActorPool
-    from darwin.envs.sim.env import SimPhoneEnv
-    from darwin.evaluate import evaluate
+    from darwin.evaluate import evaluate, evaluation_phones
     from darwin.tasks import resolve_tasks
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
     chosen = resolve_tasks(tasks)
     pool = ActorPool(checkpoint, temperature=temperature, seed=seed, max_batch=min(phones, 64))
-    envs = [
-        SimPhoneEnv(seed=seed + i, perturbation=perturbation or PerturbationConfig(), name=f"sim-{seed + i}")
-        for i in range(phones)
-    ]
+    envs = evaluation_phones(seed, phones, perturbation=perturbation, prefix="sim")
     workflow = LifecycleWorkflow(config=StepConfig(observation_size=pool.observation_size))
     try:
         return await evaluate(chosen, envs, pool, episodes, workflow, on_episode=on_episode)

@@ -1,0 +1,88 @@
+"""One phone-state rule for every evaluation: `darwin eval`, `darwin sft`'s evaluation and
+`darwin run`'s evaluation play one checkpoint on the same phones and seeds, episode for
+episode, and get the same numbers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+import darwin.evaluate
+from darwin.cli import main
+from darwin.envs.sim.perturb import PerturbationConfig
+from darwin.evaluate import evaluate_experiment
+from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig
+from darwin.sft import SFTConfig
+from darwin.sft.evaluation import evaluate_warm_start
+from darwin.store import RunStore
+from darwin.types import Trajectory
+
+TASKS = ("settings_dark_theme", "clock_1")
+SEED, EPISODES = 5, 2
+
+
+def _played(store: RunStore, run_id: str) -> list[tuple[str, tuple[str | None, ...]]]:
+    """Each episode's task and actions, in the order they were played (one phone: a fixed order)."""
+    rows = sorted(store.episodes(run_id), key=lambda e: e.started_at)
+    return [(e.task_id, tuple(s.action_json for s in store.steps(e.episode_id))) for e in rows]
+
+
+def _played_trajectories(trajectories: list[Trajectory]) -> list[tuple[str, tuple[str | None, ...]]]:
+    return [(t.task.id, tuple(None if s.decision.action is None else s.decision.action.model_dump_json()
+                             for s in t.transitions)) for t in trajectories]
+
+
+def test_the_three_evaluations_play_the_same_episodes(tmp_path: Path, monkeypatch) -> None:
+    built: list[tuple[int, int, PerturbationConfig, str, bool]] = []  # every path builds its phones in one place
+    make_phones = darwin.evaluate.evaluation_phones
+
+    def spy(first_seed, count, *, perturbation=None, locale="auto", prefix="eval"):  # noqa: ANN001, ANN202
+        phones = make_phones(first_seed, count, perturbation=perturbation, locale=locale, prefix=prefix)
+        built.append((first_seed, count, perturbation or PerturbationConfig(), locale,
+                      all(p.reset_between_episodes for p in phones)))
+        return phones
+
+    monkeypatch.setattr(darwin.evaluate, "evaluation_phones", spy)
+    config = ExperimentConfig(
+        name="rule", tasks=TASKS, lifecycle=True, phones=PhonesConfig(count=1, seed=3),
+        sft=SFTConfig(steps=30, warmup_steps=2, batch_size=8, phones=2, episodes=8, heldout_episodes=0),
+        cache_dir=str(tmp_path / "cache"),
+        evaluation=EvaluationConfig(phones=1, phone_seed=SEED, episodes_per_task=EPISODES),
+    )
+    checkpoint = config.warm_start()
+
+    # darwin eval --agent tiny:CHECKPOINT (greedy, one phone seeded SEED)
+    result = CliRunner().invoke(main, [
+        "eval", "--agent", f"tiny:{checkpoint}", "--tasks", ",".join(TASKS), "--phones", "1", "--episodes", str(EPISODES),
+        "--seed", str(SEED), "--temperature", "0", "--run-dir", str(tmp_path / "eval"), "--json", str(tmp_path / "eval.json")])
+    assert result.exit_code == 0, result.output
+    cli = json.loads((tmp_path / "eval.json").read_text())
+    with RunStore.for_run_dir(tmp_path / "eval") as store:
+        cli_played = _played(store, cli["run_id"])
+
+    # darwin sft's evaluation of the same checkpoint
+    sft = asyncio.run(evaluate_warm_start(checkpoint, TASKS, phones=1, episodes=EPISODES, temperature=0.0, seed=SEED))
+
+    # darwin run's evaluation, on the experiment's evaluation phones
+    async def run_evaluation() -> tuple[float, list]:
+        pool = config.build_policy_pool(checkpoint, temperature=0.0)
+        workflow = config.build_workflow(pool.observation_size, evaluation=True)
+        with RunStore.for_run_dir(tmp_path / "run") as store:
+            run_id = store.start_run("rule evaluation", config=None)
+            try:
+                evaluated = await evaluate_experiment(config, "final", config.resolve_tasks(), config.build_eval_phones(),
+                                                      pool, workflow, 0, 0, store=store, run_id=run_id)
+            finally:
+                await pool.aclose()
+            return evaluated.success_rate, _played(store, run_id)
+
+    run_rate, run_played = asyncio.run(run_evaluation())
+
+    sft_played = _played_trajectories(sft.trajectories)
+    assert len(cli_played) == len(TASKS) * EPISODES
+    assert cli_played == sft_played == run_played  # the same actions, episode for episode
+    assert cli["overall"]["success_rate"] == sft.overall.success_rate == run_rate
+    assert len(built) == 3 and len(set(built)) == 1 and built[0][-1]  # the same phones, reset before every episode
