@@ -96,7 +96,7 @@ def encode_demonstrations(vlm: VLM, demos: Sequence[Demonstration] | Sequence[Pr
     """
     import torch
 
-    from darwin.policies.hf import prompt_to_messages
+    from darwin.models.scoring import prompt_to_messages
 
     tok = vlm.tokenizer
     eos = tok.eos_token_id

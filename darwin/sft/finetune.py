@@ -262,7 +262,7 @@ def heldout_loss(vlm: VLM, encoded: EncodedDemos, batch_size: int = 16) -> float
     """Mean target-token NLL (EOS included) under the policy's masked distribution."""
     import torch
 
-    from darwin.policies.hf import compute_response_logprobs, forbidden_mask
+    from darwin.models.scoring import compute_response_logprobs, forbidden_mask
 
     forbidden = forbidden_mask(vlm.forbidden_token_ids(), vlm.vocab_size)
     nll, tokens = 0.0, 0
@@ -297,7 +297,7 @@ def finetune(
     import torch
 
     from darwin.models.factory import load_vlm
-    from darwin.policies.hf import compute_response_logprobs, forbidden_mask
+    from darwin.models.scoring import compute_response_logprobs, forbidden_mask
     from darwin.sft.encoding import encode_demonstrations
     from darwin.sft.training import StepStats, _batches, _torch_threads, _versions, lr_at
 

@@ -143,7 +143,7 @@ def heldout_metrics(
     """Held-out loss and sequence probability (teacher forced); greedy matches if asked."""
     import torch
 
-    from darwin.policies.hf import compute_response_logprobs, forbidden_mask
+    from darwin.models.scoring import compute_response_logprobs, forbidden_mask
 
     model = vlm.model
     was_training = model.training
@@ -206,7 +206,7 @@ def train_sft(
     import torch
 
     from darwin.models.factory import build_tiny_vlm
-    from darwin.policies.hf import compute_response_logprobs, forbidden_mask
+    from darwin.models.scoring import compute_response_logprobs, forbidden_mask
 
     config = config if config is not None else SFTConfig()
     phase = on_phase or (lambda name: None)
