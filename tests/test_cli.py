@@ -1,5 +1,6 @@
 import sqlite3
 
+import pytest
 from click.testing import CliRunner
 
 from darwin.cli import main
@@ -66,10 +67,11 @@ def test_eval_rejects_bad_input_clearly(tmp_path):
     assert result.exit_code == 2 and "WIDTHxHEIGHT" in result.output
 
 
-def test_bench_sim_reports_all_metrics():
-    result = CliRunner().invoke(main, ["bench", "sim", "--instances", "4", "--steps", "20"])
+@pytest.mark.parametrize("locale", ["en", "zh"])
+def test_bench_sim_reports_all_metrics(locale):
+    result = CliRunner().invoke(main, ["bench", "sim", "--instances", "4", "--steps", "20", "--locale", locale])
     assert result.exit_code == 0, result.output
-    for metric in ("RSS growth", "cold start", "1080x2400 PNG", "252x560"):
+    for metric in ("RSS growth", "cold start", "1080x2400 PNG", "252x560", f"locale {locale}"):
         assert metric in result.output
 
 

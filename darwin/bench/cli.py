@@ -191,12 +191,13 @@ def bench_learner(steps: int, steps_per_episode: int, screen: tuple[int, int], n
 @bench.command("sim")
 @click.option("--instances", default=64, show_default=True, type=click.IntRange(2), help="SimPhones for the memory measurement")
 @click.option("--steps", default=200, show_default=True, type=click.IntRange(10), help="steps per throughput measurement")
-def bench_sim(instances: int, steps: int) -> None:
+@click.option("--locale", default="en", show_default=True, type=click.Choice(["en", "zh"]), help="the phones' UI language")
+def bench_sim(instances: int, steps: int, locale: str) -> None:
     """SimPhone memory per instance, cold start, steps/s (full-res PNG and agent resolution)."""
     from darwin.bench.sim import bench_sim as run
 
-    result = run(instances=instances, steps=steps)
-    table = Table(title="SimPhone benchmark (one process, one core)")
+    result = run(instances=instances, steps=steps, locale=locale)
+    table = Table(title=f"SimPhone benchmark (one process, one core, locale {locale})")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("target", justify="right")

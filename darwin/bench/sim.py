@@ -66,13 +66,14 @@ def _throughput(phone: SimPhone, steps: int, png: bool, size: tuple[int, int] | 
     return steps / (time.perf_counter() - start)
 
 
-def bench_sim(instances: int = 64, steps: int = 200, agent_size: tuple[int, int] = (252, 560)) -> SimBenchResult:
-    """Memory per instance, cold start and single-core step throughput of SimPhone."""
-    SimPhone(seed=0).screenshot(agent_size)  # warm imports, fonts and caches
+def bench_sim(instances: int = 64, steps: int = 200, agent_size: tuple[int, int] = (252, 560), locale: str = "en") -> SimBenchResult:
+    """Memory per instance, cold start and single-core step throughput of SimPhone, its UI in
+    ``locale`` (``"zh"``: Chinese screens, drawn with the CJK font)."""
+    SimPhone(seed=0, locale=locale).screenshot(agent_size)  # warm imports, fonts and caches
     cold = []
     for seed in range(10):
         t = time.perf_counter()
-        SimPhone(seed=1000 + seed).screenshot(agent_size)
+        SimPhone(seed=1000 + seed, locale=locale).screenshot(agent_size)
         cold.append(time.perf_counter() - t)
     gc.collect()
     proc = psutil.Process()
@@ -80,7 +81,7 @@ def bench_sim(instances: int = 64, steps: int = 200, agent_size: tuple[int, int]
     phones = []
     rng = random.Random(0)
     for seed in range(instances):
-        phone = SimPhone(seed=seed)
+        phone = SimPhone(seed=seed, locale=locale)
         for _ in range(5):
             phone.execute(_exploring_actions(phone, rng))
         phone.screenshot(agent_size)
@@ -88,6 +89,6 @@ def bench_sim(instances: int = 64, steps: int = 200, agent_size: tuple[int, int]
     gc.collect()
     per_instance = (proc.memory_info().rss - before) / instances / 2**20
     del phones
-    full = _throughput(SimPhone(seed=7), steps, png=True, size=None)
-    small = _throughput(SimPhone(seed=7), steps, png=False, size=agent_size)
+    full = _throughput(SimPhone(seed=7, locale=locale), steps, png=True, size=None)
+    small = _throughput(SimPhone(seed=7, locale=locale), steps, png=False, size=agent_size)
     return SimBenchResult(instances, per_instance, 1000 * sorted(cold)[len(cold) // 2], full, small, agent_size)
