@@ -71,18 +71,23 @@ class HardestFirstCurriculum(Curriculum):
     """
 
     def __init__(self, tasks: Sequence[Task], *, window: int = 10, floor: float = 0.1, seed: int = 0) -> None:
+        self.check_arguments(tasks, window=window, floor=floor, seed=seed)
         self.tasks = list(tasks)
-        ids = [t.id for t in self.tasks]
+        self.window = window
+        self.floor = float(floor)
+        self.rng = random.Random(seed)
+        self.outcomes: dict[str, deque[bool]] = {t.id: deque(maxlen=window) for t in self.tasks}
+
+    @classmethod
+    def check_arguments(cls, tasks: Sequence[Task], *, window: int = 10, floor: float = 0.1, seed: int = 0) -> None:
+        """The values, checked by ``darwin run --dry-run`` without building the curriculum."""
+        ids = [t.id for t in tasks]
         if not ids or len(set(ids)) != len(ids):
             raise ValueError(f"HardestFirstCurriculum needs at least one task and distinct task ids, got {ids}")
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be an integer >= 1 (recent scored episodes per task, e.g. 10), got {window!r}")
         if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0.0 <= floor <= 1.0:
             raise ValueError(f"floor must be a number in [0, 1] (the weight solved tasks keep, e.g. 0.1), got {floor!r}")
-        self.window = window
-        self.floor = float(floor)
-        self.rng = random.Random(seed)
-        self.outcomes: dict[str, deque[bool]] = {t.id: deque(maxlen=window) for t in self.tasks}
 
     def failure_rate(self, task_id: str) -> float:
         """The task's smoothed recent failure rate: one failure counted before its first episode."""

@@ -55,9 +55,14 @@ class FirstAndRecentMemory(Memory):
     """
 
     def __init__(self, recent: int = 3) -> None:
+        self.check_arguments(recent=recent)
+        self.recent = recent
+
+    @classmethod
+    def check_arguments(cls, recent: int = 3) -> None:
+        """The value, checked by ``darwin run --dry-run`` without building the memory."""
         if isinstance(recent, bool) or not isinstance(recent, int) or recent < 0:
             raise ValueError(f"recent must be an integer >= 0 (steps shown besides the first, e.g. 3), got {recent!r}")
-        self.recent = recent
 
     def select(self, history: Sequence[Transition]) -> list[Transition]:
         if len(history) <= self.recent + 1:

@@ -70,12 +70,17 @@ class GoldenBudgetWorkflow(StepWorkflow):
         self, verifier: Verifier | None = None, config: StepConfig | None = None, *, slack: float = 2.0, min_steps: int = 4,
     ) -> None:
         super().__init__(verifier, config)
+        self.check_arguments(slack=slack, min_steps=min_steps)
+        self.slack = float(slack)
+        self.min_steps = min_steps
+
+    @classmethod
+    def check_arguments(cls, *, slack: float = 2.0, min_steps: int = 4, **context: object) -> None:
+        """The values, checked by ``darwin run --dry-run`` without building the workflow."""
         if isinstance(slack, bool) or not isinstance(slack, (int, float)) or not slack > 0:
             raise ValueError(f"slack must be a number > 0 (budget = slack * golden steps, e.g. 2.0), got {slack!r}")
         if isinstance(min_steps, bool) or not isinstance(min_steps, int) or min_steps < 1:
             raise ValueError(f"min_steps must be an integer >= 1 (the smallest budget, e.g. 4), got {min_steps!r}")
-        self.slack = float(slack)
-        self.min_steps = min_steps
 
     def budget(self, task: Task, horizon: int) -> int:
         """The execution budget of ``task``: from its golden step count, at most ``horizon``."""

@@ -470,11 +470,15 @@ class VerlLearner:
                 override_config={"attn_implementation": s.attn_implementation},
             )
 
+        # On GPUs the actor and the critic share one placement (each worker takes a fraction of its
+        # GPU): a second pool would ask for GPUs the first one holds and wait for them forever.
+        # On CPU each group gets a pool of its own (one CPU bundle per worker).
+        gpu_pool = (RayResourcePool(process_on_nodes=[s.gpus_per_node] * s.nodes, use_gpu=True, max_colocate_count=10)
+                    if s.device == "cuda" else None)
+
         def group(worker_config: TrainingWorkerConfig) -> RayWorkerGroup:
-            pool = RayResourcePool(
-                process_on_nodes=[s.gpus_per_node] * s.nodes, use_gpu=s.device == "cuda",
-                max_colocate_count=1 if s.device == "cpu" else 10,
-            )
+            pool = gpu_pool if gpu_pool is not None else RayResourcePool(
+                process_on_nodes=[s.gpus_per_node] * s.nodes, use_gpu=False, max_colocate_count=1)
             from verl.utils.device import get_device_name
 
             return RayWorkerGroup(
