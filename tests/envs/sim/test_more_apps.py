@@ -4,25 +4,20 @@ second page; nothing on the first)."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 
 import pytest
 
 from darwin.actions import Click, Direction, Drag, OpenApp, PressBack, Scroll, Type
-from darwin.agents.scripted import OracleActor, RandomActor
+from darwin.agents.scripted import RandomActor
 from darwin.envs.sim import PerturbationConfig, SimPhone
 from darwin.envs.sim.apps import default_apps
 from darwin.envs.sim.apps.calculator import CalcError, format_value, result_text
 from darwin.envs.sim.apps.calculator import evaluate as calc
-from darwin.envs.sim.env import SimPhoneEnv
-from darwin.envs.sim.oracle import shortest_plan
 from darwin.envs.sim.setups import apply_setup
 from darwin.predicates import evaluate
-from darwin.tasks import validate_task
 from darwin.templates import split_templates, templates
 from darwin.types import StateSetup, TaskDefinitionError, VerifierSpec
-from darwin.workflows.step import LifecycleWorkflow
 
 NEW_APPS = ("Files", "Mail", "Calculator", "Tasks")
 NEW_TEMPLATES = sorted(t.id for t in templates().values() if t.app in NEW_APPS)
@@ -428,45 +423,20 @@ def test_each_new_app_has_ten_templates():
 
 
 @pytest.mark.parametrize("template_id", [t for t in NEW_TEMPLATES if templates()[t].kind == "action"])
-def test_bounds_are_admissible_along_the_oracle_plan(template_id):
+def test_bounds_are_admissible_along_the_oracle_plan(template_id, template_checks):
     """``unmet`` never exceeds the actions the oracle still takes (so its plans are shortest)."""
-    tpl = templates()[template_id]
-    for seed in range(3):
-        task = tpl.instance(seed)
-        phone = SimPhone(seed=seed)
-        phone.restore(apply_setup(phone.snapshot(), task.setup))
-        plan = shortest_plan(phone, task.verifier, apps=[task.app])
-        for i, action in enumerate(plan):
-            assert evaluate(task.verifier, phone.state).unmet <= len(plan) - i, (task.id, i, action)
-            phone.execute(action)
-        assert evaluate(task.verifier, phone.state).success, task.id
-        for sub in task.subgoals:  # every sub-goal holds once the goal does
-            assert evaluate(sub, phone.state).success, (task.id, sub)
+    template_checks.bounds_are_admissible(template_id)
 
 
 @pytest.mark.parametrize("template_id", NEW_TEMPLATES)
-def test_oracle_succeeds_on_every_instance(template_id):
+def test_oracle_succeeds_on_every_instance(template_id, template_checks):
     """8 seeds, English and Chinese, each on its own perturbed phone (episodes start from its initial state)."""
-    tpl = templates()[template_id]
-    workflow = LifecycleWorkflow()
-    failed = []
-    for seed in range(8):
-        for language in ("ENG", "CHN"):
-            task = validate_task(tpl.instance(seed, language))
-            env = SimPhoneEnv(seed=seed, reset_between_episodes=True)
-            trajectory = asyncio.run(workflow.run(env, task, OracleActor()))
-            if trajectory.success is not True:
-                failed.append((task.id, trajectory.termination))
-    assert not failed
+    template_checks.oracle_solves_every_instance(template_id, seeds=8)
 
 
-def test_random_agent_rarely_succeeds_on_the_new_apps():
-    results = []
-    for i, template_id in enumerate(NEW_TEMPLATES):
-        task = templates()[template_id].instance(i)
-        env = SimPhoneEnv(seed=i, reset_between_episodes=True)
-        results.append(asyncio.run(LifecycleWorkflow().run(env, task, RandomActor(seed=i))).success is True)
-    assert sum(results) <= 2, [t for t, ok in zip(NEW_TEMPLATES, results, strict=True) if ok]
+def test_random_agent_rarely_succeeds_on_the_new_apps(template_checks):
+    solved = template_checks.random_successes(NEW_TEMPLATES)
+    assert len(solved) <= 2, solved
 
 
 # -- what adding four apps changed ---------------------------------------------------------
