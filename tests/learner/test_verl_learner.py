@@ -201,6 +201,24 @@ def test_critic_checkpoint_has_the_actor_backbone_and_a_calibrated_head(tmp_path
     assert head.abs().sum() > 0
 
 
+def test_critic_loads_with_the_configured_attention_not_verls_fixed_flash_attention(tmp_path: Path) -> None:
+    """verl's load_valuehead_model always asks for flash_attention_2 (then for trl's wrapper);
+    the workers' loader takes the attention from the config verl built (HFModelConfig's
+    override_config), so a machine without flash-attn loads the same value model."""
+    from transformers import AutoConfig
+
+    from darwin.learner.verl_workers import load_value_model
+
+    critic = prepare_critic_checkpoint(_tiny_text_model(tmp_path / "actor"), tmp_path / "critic", init="calibrated", bias=0.1)
+    for attention in ("sdpa", "eager"):
+        config = AutoConfig.from_pretrained(critic, attn_implementation=attention)
+        model = load_value_model(str(critic), torch.float32, config, False)
+        assert type(model).__name__.endswith("ForTokenClassification")
+        assert model.config._attn_implementation == attention
+        values = model(input_ids=torch.tensor([[3, 4, 5]])).logits.squeeze(-1)
+        assert torch.allclose(values, torch.full_like(values, 0.1))
+
+
 # --------------------------------------------------------------------------------------
 # Real updates on verl's workers
 # --------------------------------------------------------------------------------------
