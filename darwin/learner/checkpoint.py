@@ -43,6 +43,7 @@ from darwin.buffer import ReplayBuffer
 from darwin.learner.config import LearnerConfig
 from darwin.learner.models import TrainablePolicy
 from darwin.learner.replay import PositiveReplay
+from darwin.learner.rft import AcceptedEpisodes
 from darwin.types import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -99,6 +100,8 @@ class LearnerState:
     critic_optimizer: torch.optim.Optimizer | None
     generator: torch.Generator
     replay: PositiveReplay[Trajectory] | None
+    accepted: AcceptedEpisodes | None = None
+    """The rejection-sampling fine-tune's accepted episodes (``LearnerConfig.rft``)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -184,6 +187,8 @@ def save_local_checkpoint(
         write_pickle(list(pending), tmp / "pending.pkl")
         if state.replay is not None:
             write_pickle(state.replay.state(), tmp / "replay.pkl")
+        if state.accepted is not None:
+            write_pickle(state.accepted.state(), tmp / "accepted.pkl")
         manifest = checkpoint_manifest(updates=updates, policy_version=policy_version, optimizer_steps=optimizer_steps,
                                        config=config, pending=pending, extra_json=extra_json)
         commit_checkpoint(tmp, target, manifest)
@@ -264,6 +269,9 @@ def load_local_state(src: Path, state: LearnerState, device: torch.device) -> No
     if state.replay is not None and (src / "replay.pkl").is_file():
         with open(src / "replay.pkl", "rb") as fh:
             state.replay.restore(pickle.load(fh))  # our own checkpoint: load only trusted ones
+    if state.accepted is not None and (src / "accepted.pkl").is_file():
+        with open(src / "accepted.pkl", "rb") as fh:
+            state.accepted.restore(pickle.load(fh))
 
 
 def read_pending(src: Path) -> list[Trajectory]:

@@ -36,7 +36,7 @@ from darwin.algos.estimators import get_estimator
 from darwin.learner.verl_config import VerlConfig
 from darwin.problems import problems_message
 
-__all__ = ["LearnerConfig", "LoraConfig", "PAPER_TABLE_1"]
+__all__ = ["LearnerConfig", "LoraConfig", "PAPER_TABLE_1", "RejectionFinetuneConfig"]
 
 
 class LoraConfig(BaseModel):
@@ -62,6 +62,26 @@ class LoraConfig(BaseModel):
     critic: bool = Field(
         True, description="also put adapters on a separate critic's backbone (else it trains fully)"
     )
+
+
+class RejectionFinetuneConfig(BaseModel):
+    """MobileRL's iterative rejection-sampling fine-tune, interleaved with RL: every ``every``
+    updates the actor takes ``steps`` supervised steps (negative log-likelihood of the
+    response tokens) on the policy's own responses in the most recent ``max_episodes``
+    training episodes the verifier accepted, then the policy gets the new weights.
+
+    The steps are the ones ``darwin sft --from-run`` trains on (the accepted episodes' actor
+    steps, parse errors left out), taken from memory instead of the run database.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    every: int = Field(0, ge=0, description="actor updates between fine-tunes; 0: off")
+    steps: int = Field(8, ge=1, description="supervised optimizer steps per fine-tune")
+    lr: float = Field(1e-5, gt=0.0, description="the fine-tune's learning rate (its own AdamW, fresh each time)")
+    batch_size: int = Field(16, ge=1, description="steps (rows) per optimizer step, drawn without replacement")
+    max_episodes: int = Field(64, ge=1, description="accepted episodes kept (the most recent)")
+    min_steps: int = Field(16, ge=1, description="fewer accepted steps than this: the fine-tune waits for more")
 
 
 PAPER_TABLE_1: dict[str, object] = {
@@ -260,6 +280,10 @@ class LearnerConfig(BaseModel):
         "(docs/learner.md, 'Speed')",
     )
     device: str | None = Field(None, description="learner device; None = the policy's device")
+    rft: RejectionFinetuneConfig = Field(
+        default_factory=RejectionFinetuneConfig,
+        description="rejection-sampling fine-tunes between RL updates (MobileRL's iterative SFT; off by default)",
+    )
 
     # --- backend ------------------------------------------------------------------------
     backend: Literal["local", "verl"] = Field(
@@ -369,6 +393,7 @@ class LearnerConfig(BaseModel):
                                           "the local learner's advantages and is checkpointed with it"),
             "behaviour_weight_cap": (self.behaviour_weight_cap is not None, "verl's ppo_loss has no behaviour weight"),
             "freeze_vision": (self.freeze_vision, "the image-feature cache lives in the local learner's passes"),
+            "rft.every > 0": (self.rft.every > 0, "the fine-tune trains the local learner's actor in place"),
         }
         for name, (used, why) in unsupported.items():
             if used:

@@ -90,6 +90,7 @@ from darwin.learner.models import (
     set_adapters_enabled,
 )
 from darwin.learner.replay import PositiveReplay
+from darwin.learner.rft import AcceptedEpisodes
 from darwin.learner.update_batch import (
     UpdateBatch,
     behaviour_correction,
@@ -100,7 +101,7 @@ from darwin.learner.update_batch import (
     shortest_path_deltas,
 )
 from darwin.models.pixels import PixelEncoder
-from darwin.models.scoring import compute_response_logprobs, masked_log_softmax
+from darwin.models.scoring import compute_response_logprobs, masked_log_softmax, response_nll
 from darwin.types import Prompt, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -191,6 +192,9 @@ class LocalLearner:
                 max_uses=cfg.replay_max_uses, replay_ratio=cfg.positive_replay_ratio,
             )
 
+        # MobileRL's iterative SFT between RL updates: the accepted episodes it trains on
+        self.accepted: AcceptedEpisodes | None = AcceptedEpisodes(cfg.rft.max_episodes) if cfg.rft.every else None
+
     # ------------------------------------------------------------------ properties
     @property
     def in_warmup(self) -> bool:
@@ -216,6 +220,20 @@ class LocalLearner:
         return collate(inputs, self._pad_id, device=self.device, pixel_dtype=dtype)
 
     # ------------------------------------------------------------------ preparation
+    def _row_inputs(self, rows: Sequence[StepRow]) -> list[RowInputs]:
+        """The model inputs of ``rows``: the sampler's prompt ids and pixels, M-RoPE positions
+        and, with a frozen tower, the cached image features."""
+        inputs = preprocess_rows(
+            self._build_inputs, rows, chunk=max(self.config.micro_batch_size, 8), pixels=self._pixels,
+            image_token_id=self._image_token_id,
+        )
+        inputs = attach_positions(self._actor_backbone, inputs)
+        if self.config.freeze_vision:
+            inputs = attach_image_features(
+                self._actor_backbone, inputs, images=[r.prompt.images for r in rows], cache=self.image_features
+            )
+        return inputs
+
     def prepare(
         self, trajectories: Sequence[Trajectory], *, group_ids: Sequence[Hashable] | None = None,
         lam: float | None = None,
@@ -237,15 +255,7 @@ class LocalLearner:
                 f"infrastructure truncations, {collected.dropped_unverified} unverified; collect more data before update()"
             )
         t_images = time.perf_counter()
-        inputs = preprocess_rows(
-            self._build_inputs, rows, chunk=max(cfg.micro_batch_size, 8), pixels=self._pixels,
-            image_token_id=self._image_token_id,
-        )
-        inputs = attach_positions(self._actor_backbone, inputs)
-        if cfg.freeze_vision:
-            inputs = attach_image_features(
-                self._actor_backbone, inputs, images=[r.prompt.images for r in rows], cache=self.image_features
-            )
+        inputs = self._row_inputs(rows)
         t_scoring = time.perf_counter()
         n, longest = len(rows), max(len(r.response_ids) for r in rows)
         dev = self.device
@@ -427,6 +437,8 @@ class LocalLearner:
         batch = replace(batch, pruned_trajectories=pruned, replayed_trajectories=len(replayed))
         if self.replay is not None and not warmup:
             self.replay.insert(fresh, mean_advantage_per_trajectory(batch, fresh), self.updates)
+        if self.accepted is not None:
+            self.accepted.add(fresh)
         t1 = time.perf_counter()
         train_actor = not warmup
         epochs = cfg.critic_warmup_epochs if warmup else cfg.ppo_epochs
@@ -442,6 +454,9 @@ class LocalLearner:
             version_before=version_before, warmup=warmup, actor_updated=train_actor, epochs=epochs,
             has_critic=self.critic is not None, replay_size=len(self.replay) if self.replay is not None else 0,
         )
+        if train_actor and self._rft_due():
+            finetuned = self.rejection_finetune()
+            metrics = replace(metrics, **finetuned, policy_version=self.policy_version)
         metrics = replace(
             metrics, prepare_s=batch.preprocess_s, scoring_s=batch.scoring_s, train_s=t2 - t1, total_s=t3 - t0,
             images_s=batch.images_s, values_s=batch.values_s, reference_s=batch.reference_s,
@@ -453,6 +468,72 @@ class LocalLearner:
             fmt_metric(metrics.value_loss), fmt_metric(metrics.policy_loss), metrics.total_s,
         )
         return metrics
+
+    # ------------------------------------------------------------------ rejection-sampling fine-tune
+    def _rft_due(self) -> bool:
+        """Whether ``rft.every`` actor updates have passed since the last fine-tune (counting from
+        the first actor update: the critic warm-up's updates do not count)."""
+        every = self.config.rft.every
+        if not every:
+            return False
+        warmup = self.config.critic_warmup_updates if self.config.uses_critic else 0
+        return (self.updates - warmup) % every == 0
+
+    def rejection_finetune(self) -> dict[str, float | int | None]:
+        """MobileRL's iterative SFT (``LearnerConfig.rft``): ``rft.steps`` supervised steps of the
+        actor on its own responses in the accepted episodes (:attr:`accepted`; parse errors
+        left out), each on ``rft.batch_size`` steps drawn without replacement, with a fresh
+        AdamW; then the policy gets the weights with ``version + 1``. Below ``rft.min_steps``
+        accepted steps it trains nothing and says so. Returns the ``rft_*`` fields of
+        :class:`~darwin.learner.metrics.UpdateMetrics`.
+
+        The loss is :func:`~darwin.models.scoring.response_nll` at temperature 1 under the
+        policy's forbidden-token mask, as ``darwin sft`` trains. Blocking.
+        """
+        cfg, rft = self.config, self.config.rft
+        assert self.accepted is not None, "LearnerConfig.rft.every is 0"
+        started = time.perf_counter()
+        episodes = self.accepted.trajectories
+        rows = [r for r in collect_step_rows(episodes, agent=cfg.trained_agent).rows if not r.parse_error]
+        if len(rows) < rft.min_steps:
+            logger.info("rejection-sampling fine-tune waits: %d accepted steps in %d episodes, rft.min_steps=%d",
+                        len(rows), len(episodes), rft.min_steps)
+            return {"rft_steps": len(rows), "rft_episodes": len(episodes), "rft_s": time.perf_counter() - started}
+        inputs = self._row_inputs(rows)
+        optimizer = torch.optim.AdamW(self._actor_params, lr=rft.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay)
+        self.actor.train(False)
+        order: list[int] = []
+        losses: list[float] = []
+        for _ in range(rft.steps):
+            if len(order) < rft.batch_size:  # a fresh permutation once the rows are used up
+                order += torch.randperm(len(rows), generator=self._generator).tolist()
+            chosen, order = order[: rft.batch_size], order[rft.batch_size :]
+            tokens = sum(len(rows[i].response_ids) for i in chosen)
+            optimizer.zero_grad(set_to_none=True)
+            loss_sum = 0.0
+            by_length = sorted(chosen, key=lambda i: inputs[i].input_ids.numel() + len(rows[i].response_ids))
+            for start in range(0, len(by_length), cfg.micro_batch_size):
+                idx = by_length[start : start + cfg.micro_batch_size]
+                logprobs, mask = compute_response_logprobs(
+                    self.actor, self._collate([inputs[i] for i in idx]), [rows[i].response_ids for i in idx],
+                    forbidden=self._forbidden, temperature=1.0,
+                )
+                # every token of the batch weighs the same: the micro-batch's share of the mean
+                loss = response_nll(logprobs, mask) * (float(mask.sum()) / tokens)
+                loss.backward()
+                loss_sum += float(loss.detach())
+            norm = float(torch.nn.utils.clip_grad_norm_(self._actor_params, cfg.grad_clip))
+            if not math.isfinite(norm):
+                raise FloatingPointError(f"rejection-sampling fine-tune: gradient norm {norm}; lower rft.lr")
+            optimizer.step()
+            losses.append(loss_sum)
+        self.policy_version += 1
+        self.policy.load_weights(self.actor_state_dict(), self.policy_version)
+        elapsed = time.perf_counter() - started
+        logger.info("rejection-sampling fine-tune: %d steps of %d accepted episodes, loss %.4f -> %.4f, policy v%d, %.1fs",
+                    len(rows), len(episodes), losses[0], losses[-1], self.policy_version, elapsed)
+        return {"rft_steps": len(rows), "rft_episodes": len(episodes), "rft_loss_first": losses[0],
+                "rft_loss_last": losses[-1], "rft_s": elapsed}
 
     def _py_rng(self) -> random.Random:
         """A ``random.Random`` drawn from the learner's own generator (checkpointed with it)."""
@@ -617,7 +698,7 @@ class LocalLearner:
         return LearnerState(
             actor=self.actor, critic=self.critic, reference=self.reference,
             actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
-            generator=self._generator, replay=self.replay,
+            generator=self._generator, replay=self.replay, accepted=self.accepted,
         )
 
     def save(

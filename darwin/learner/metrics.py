@@ -115,6 +115,17 @@ class UpdateMetrics:
     """Part of ``train_s``: the actor's and critic's forward and backward passes."""
     optimizer_s: float = 0.0
     """Part of ``train_s``: gradient clipping and optimizer steps."""
+    rft_steps: int | None = None
+    """``LearnerConfig.rft``: accepted steps the rejection-sampling fine-tune after this update
+    trained on (None: no fine-tune was due; below ``rft.min_steps`` it waited and trained nothing)."""
+    rft_episodes: int | None = None
+    """The accepted episodes those steps come from."""
+    rft_loss_first: float | None = None
+    """The fine-tune's first optimizer step's loss (mean NLL per response token)."""
+    rft_loss_last: float | None = None
+    """Its last optimizer step's loss."""
+    rft_s: float | None = None
+    """Seconds the fine-tune took (not part of ``total_s``)."""
     actor_skipped_reason: str | None = None
     """Why this update trained nothing (``LearnerConfig.infra_only_updates = 'skip'``):
     ``infra_truncations_only`` or ``no_verdict`` (:func:`darwin.learner.batch.actor_skip_reason`);

@@ -23,6 +23,7 @@ __all__ = [
     "masked_log_softmax",
     "prompt_to_messages",
     "response_batch",
+    "response_nll",
     "rope_index",
 ]
 
@@ -216,3 +217,19 @@ def compute_response_logprobs(
     logprobs = masked_log_softmax(logits, forbidden, temperature)
     picked = logprobs.gather(-1, seq.responses.unsqueeze(-1)).squeeze(-1)
     return picked.masked_fill(~seq.response_mask, 0.0), seq.response_mask
+
+
+def response_nll(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean negative log-likelihood of the response tokens: the loss of supervised fine-tuning.
+
+    Args:
+        logprobs: ``(B, R)`` log-probs of the target tokens (0 where ``mask`` is False).
+        mask: ``(B, R)`` bool, True on response tokens.
+
+    Returns:
+        A scalar: ``-sum(logprobs) / count(mask)`` (every token weighs the same).
+
+    >>> response_nll(torch.tensor([[-1.0, -3.0], [-2.0, 0.0]]), torch.tensor([[True, True], [True, False]]))
+    tensor(2.)
+    """
+    return -logprobs.sum() / mask.sum().clamp(min=1)

@@ -297,7 +297,7 @@ def finetune(
     import torch
 
     from darwin.models.factory import load_vlm
-    from darwin.models.scoring import compute_response_logprobs, forbidden_mask
+    from darwin.models.scoring import compute_response_logprobs, forbidden_mask, response_nll
     from darwin.sft.encoding import encode_demonstrations
     from darwin.sft.training import StepStats, _batches, _torch_threads, _versions, lr_at
 
@@ -343,7 +343,7 @@ def finetune(
                 group["lr"] = lr
             inputs, targets = encoded.batch(next(batches))
             logprobs, mask = compute_response_logprobs(model, inputs, targets, forbidden=forbidden, temperature=1.0)
-            loss = -logprobs.sum() / mask.sum().clamp(min=1)
+            loss = response_nll(logprobs, mask)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if config.grad_clip is not None:

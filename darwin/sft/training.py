@@ -206,7 +206,7 @@ def train_sft(
     import torch
 
     from darwin.models.factory import build_tiny_vlm
-    from darwin.models.scoring import compute_response_logprobs, forbidden_mask
+    from darwin.models.scoring import compute_response_logprobs, forbidden_mask, response_nll
 
     config = config if config is not None else SFTConfig()
     phase = on_phase or (lambda name: None)
@@ -265,7 +265,7 @@ def train_sft(
                 group["lr"] = lr
             inputs, targets = encoded.batch(next(batches))
             logprobs, mask = compute_response_logprobs(model, inputs, targets, forbidden=forbidden, temperature=1.0)
-            loss = -logprobs.sum() / mask.sum().clamp(min=1)
+            loss = response_nll(logprobs, mask)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if config.grad_clip is not None:
