@@ -116,6 +116,38 @@ def tasks_spa(show_unmapped: bool) -> None:
             console.print(f"{key}  [dim]{reason}: {detail}[/]", highlight=False)
 
 
+@tasks.command("demos")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="the JSONL file to write (screenshots go to <stem>-screens/)")
+@click.option("--tasks", "task_names", default="base8", show_default=True, help="comma-separated task ids or set names")
+@click.option("--phones", default=8, show_default=True, type=click.IntRange(min=1), help="phones: one episode per task on each")
+@click.option("--phone-seed", default=100, show_default=True, type=int, help="phone i gets this seed + i (the default's training phones: 100)")
+@click.option("--observation-size", default="252x560", show_default=True, help="WxH of the stored screenshots")
+@click.option("--launch-by-name/--launch-by-tap", default=True, show_default=True, help="launcher taps written as open_app")
+def tasks_demos(out: Path, task_names: str, phones: int, phone_seed: int, observation_size: str, launch_by_name: bool) -> None:
+    """Write the SimPhone oracle's demonstrations as a JSONL demonstration file (docs/sft.md):
+    one episode per task on each phone, from its initial state, each tap with the target
+    element's box. For `darwin sft --from-jsonl` and the step-level reward (DemoStepVerifier)."""
+    from darwin.sft.demonstrations import export_oracle_demonstrations
+    from darwin.tasks import resolve_tasks
+
+    try:
+        width, height = (int(v) for v in observation_size.lower().split("x"))
+    except ValueError:
+        raise click.BadParameter(f"{observation_size!r}: write WxH, e.g. 252x560", param_hint="--observation-size") from None
+    try:
+        tasks_to_play = resolve_tasks(tuple(t.strip() for t in task_names.split(",") if t.strip()))
+    except (ValueError, KeyError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--tasks") from None
+    stats = export_oracle_demonstrations(out, tasks_to_play, phone_seeds=range(phone_seed, phone_seed + phones),
+                                         observation_size=(width, height), launch_by_name=launch_by_name)
+    console.print(f"{stats.successes} of {stats.episodes} oracle episodes ({stats.steps} steps) -> {out}", highlight=False)
+    failed = stats.episodes - stats.successes - stats.skipped_done_episodes
+    if stats.skipped_done_episodes:
+        console.print(f"{stats.skipped_done_episodes} episodes not written: the goal held before the oracle acted", highlight=False)
+    if failed:
+        raise click.ClickException(f"{failed} oracle episodes did not succeed (logged above); their tasks have fewer demonstrations")
+
+
 @tasks.command("split")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="directory for the task files")
 @click.option("--seed", default=0, show_default=True, type=int, help="which apps and templates are held out")

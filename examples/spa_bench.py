@@ -40,6 +40,10 @@ another format of darwin.agents.formats, or 'checkpoint' for a `darwin sft` warm
 the gemini-2.5-flash judge; `--dry-run` reads the checkpoint and reaches every part
 (docs/scale.md).
 
+Demo-steps preset (`--preset demo-steps`): the default with Mobile-R1's action-level
+reward, each step scored against the SimPhone oracle's demonstration of the task
+(`DemoStepVerifier`, docs/sft.md).
+
     darwin run examples/spa_bench.py             # train on this machine
     darwin run examples/spa_bench.py --dry-run   # validate without touching phones
 """
@@ -140,7 +144,44 @@ def build(preset: str) -> ExperimentConfig:
         )
     if preset == "paper-miniature":
         return paper_miniature(build("paper"))
-    raise ValueError(f"unknown preset {preset!r}; use 'default', 'paper' or 'paper-miniature'")
+    if preset == "demo-steps":
+        return demo_steps(build("default"))
+    raise ValueError(f"unknown preset {preset!r}; use 'default', 'paper', 'paper-miniature' or 'demo-steps'")
+
+
+def demo_steps(default: ExperimentConfig) -> ExperimentConfig:
+    """Mobile-R1's action-level stage on the default: the reward is the share of the agent's
+    steps that match a demonstration of the same task (a tap inside the demonstrated element's
+    box, typed text exact, the same app), from `DemoStepVerifier`; an episode succeeds when
+    every step matches. The demonstrations are the SimPhone oracle's, one per task on each
+    training phone from its initial state (`darwin tasks demos`), written once under the cache
+    directory. The evaluation still measures task success with the rule verifier.
+    """
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from darwin.experiment import apply_overrides
+    from darwin.sft.demonstrations import export_oracle_demonstrations
+
+    seeds = list(range(default.phones.seed, default.phones.seed + default.phones.count))
+    settings = {"tasks": list(default.tasks), "seeds": seeds, "perturbation": default.phones.perturbation.model_dump(mode="json"),
+                "observation_size": list(default.sft.observation_size), "launch_by_name": default.sft.launch_by_name,
+                "horizon": default.horizon}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+    demos = Path(default.cache_dir) / "demos" / f"oracle-{digest}.jsonl"
+    if not demos.is_file():
+        export_oracle_demonstrations(demos, default.resolve_tasks(), phone_seeds=seeds, perturbation=default.phones.perturbation,
+                                     observation_size=default.sft.observation_size, launch_by_name=default.sft.launch_by_name)
+    return apply_overrides(default, [
+        "name=spa_bench_demo_steps",
+        "verifier.name=darwin.verifiers.demo_steps:DemoStepVerifier",
+        "verifier.kwargs=" + json.dumps({"demonstrations": [str(demos)]}),
+        "evaluation.verifier=rule",
+        "notes=Mobile-R1's action-level reward on the default: the share of steps matching the oracle's "
+        "demonstration of the task (tap in the element's box, exact text); success when all match. "
+        "Evaluation: task success by the rule verifier.",
+    ])
 
 
 def paper_miniature(paper: ExperimentConfig) -> ExperimentConfig:

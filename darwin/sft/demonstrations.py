@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +22,7 @@ from darwin.actions import Action
 from darwin.agents.base import Actor
 from darwin.agents.tiny import TinyAgent
 from darwin.envs.base import PhoneEnv
+from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.sft.config import SFTConfig
 from darwin.types import (
     Decision,
@@ -32,6 +35,9 @@ from darwin.types import (
     Transition,
     VerifierSpec,
 )
+
+if TYPE_CHECKING:
+    from darwin.envs.sim.ui import Widget
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +57,9 @@ class Demonstration:
     task_id: str
     phone_seed: int
     step: int
+    target_box: tuple[int, int, int, int] | None = None
+    """``(x1, y1, x2, y2)`` in device pixels of the widget the oracle's tap or long press hit
+    (None for other actions): what a step-level reward checks the agent's point against."""
 
 
 class _RecordingOracle(Actor):
@@ -78,31 +87,31 @@ class _RecordingOracle(Actor):
         self._env = env
         await self.oracle.start_phase(env, task, phase, instruction, verifier)
 
-    async def _launched_app(self, action: Action) -> str | None:
-        """The label of the app a tap launches from the launcher, if it is such a tap."""
-        from darwin.actions import Click
+    async def _hit(self, action: Action) -> tuple[Widget | None, bool]:
+        """The widget a tap or long press hits on the phone's current screen, and whether that
+        screen is the launcher (no app in front, no popup)."""
+        from darwin.actions import Click, LongPress
 
-        if not isinstance(action, Click) or self._env is None:
-            return None
+        if not isinstance(action, (Click, LongPress)) or self._env is None:
+            return None, False
         state = await self._env.aprobe_state()
-        if state is None or state.get("foreground") is not None or state.get("popup") is not None:
-            return None
+        if state is None:
+            return None, False
         self._mirror.restore(state)
-        widget = self._mirror.layout().hit(action.x, action.y)
-        if widget is None or widget.kind != "app_icon" or not widget.text:
-            return None
-        return widget.text
+        launcher = state.get("foreground") is None and state.get("popup") is None
+        return self._mirror.layout().hit(action.x, action.y), launcher
 
     async def act(self, observation: Observation, history: Sequence[Transition]) -> Decision:
-        from darwin.actions import OpenApp
+        from darwin.actions import Click, OpenApp
 
         decision = await self.oracle.act(observation, history)
         assert decision.action is not None  # the oracle always acts
         action = decision.action
-        if self.launch_by_name:
-            label = await self._launched_app(action)
-            if label is not None:
-                action = OpenApp(app=label)
+        widget, launcher = await self._hit(action)
+        target_box = widget.box if widget is not None else None
+        if (self.launch_by_name and isinstance(action, Click) and launcher and widget is not None
+                and widget.kind == "app_icon" and widget.text):
+            action, target_box = OpenApp(app=widget.text), None
         text = self.agent.format_action(action, observation)
         parsed = self.agent.parse(text, observation)
         if parsed.action is None:  # a format_action/parse mismatch is a bug in the agent
@@ -112,7 +121,7 @@ class _RecordingOracle(Actor):
             Demonstration(
                 prompt=prompt, target=text, observation=observation, action=parsed.action,
                 oracle_action=action, task_id=observation.task_id, phone_seed=self.phone_seed,
-                step=observation.step,
+                step=observation.step, target_box=target_box,
             )
         )
         return Decision(action=parsed.action, generation=Generation(text=text), prompt=prompt)
@@ -198,3 +207,62 @@ def collect_demonstrations(
         phones=phones if episodes else 0, per_task_steps=per_task, skipped_done_episodes=counts["skipped"],
     )
     return demos, stats
+
+
+def export_oracle_demonstrations(
+    path: str | os.PathLike[str],
+    tasks: Sequence[Task],
+    *,
+    phone_seeds: Sequence[int],
+    perturbation: PerturbationConfig | None = None,
+    locale: str = "auto",
+    observation_size: tuple[int, int] = (252, 560),
+    launch_by_name: bool = True,
+) -> DemoStats:
+    """Play the oracle once per task on each SimPhone of ``phone_seeds`` (reset to the phone's
+    initial state before every episode, as training phones are) and write the successful
+    episodes as a JSONL demonstration file (:func:`darwin.sft.records.write_records`), with
+    each tap's and long press's ``target_box``: the demonstrations of a step-level reward
+    (:class:`darwin.verifiers.demo_steps.DemoStepVerifier`) or of ``darwin sft --from-jsonl``.
+
+    Actions are the oracle's in device pixels (launcher taps as ``open_app`` with
+    ``launch_by_name``, as the SFT warm start demonstrates them). Deterministic.
+    """
+    from darwin.envs.sim.env import SimPhoneEnv
+    from darwin.sft.records import EpisodeRecord, StepRecord, write_records
+    from darwin.tasks import goal_text
+    from darwin.workflows.step import LifecycleWorkflow, StepConfig
+
+    agent = TinyAgent()
+    workflow = LifecycleWorkflow(config=StepConfig(observation_size=observation_size))
+    written: list[tuple[EpisodeRecord, list[np.ndarray]]] = []
+    counts = {"episodes": 0, "successes": 0, "done": 0}
+
+    async def play() -> None:
+        for seed in phone_seeds:
+            env = SimPhoneEnv(seed=seed, perturbation=perturbation or PerturbationConfig(), name=f"demo-{seed}",
+                              reset_between_episodes=True, locale=locale)
+            for task in tasks:
+                sink: list[Demonstration] = []
+                actor = _RecordingOracle(agent, seed, sink, launch_by_name)
+                trajectory = await workflow.run(env, task, actor, episode_id=f"demo-{seed}-{task.id}")
+                counts["episodes"] += 1
+                if trajectory.termination is not None and trajectory.termination.reason == TerminationReason.ALREADY_DONE:
+                    counts["done"] += 1
+                    continue
+                if not trajectory.success or not sink:
+                    logger.warning("oracle episode %s on phone %d did not succeed; not written", task.id, seed)
+                    continue
+                counts["successes"] += 1
+                steps = tuple(StepRecord(screenshot="-", action=d.oracle_action, target_box=d.target_box) for d in sink)
+                record = EpisodeRecord(goal=goal_text(task), steps=steps, app=task.app, task_id=task.id,
+                                       device_size=sink[0].observation.device_size)
+                written.append((record, [d.observation.screenshot for d in sink]))
+
+    asyncio.run(play())
+    write_records(path, written)
+    per_task: dict[str, int] = {}
+    for record, _ in written:
+        per_task[record.task_id or ""] = per_task.get(record.task_id or "", 0) + len(record.steps)
+    return DemoStats(episodes=counts["episodes"], successes=counts["successes"], steps=sum(per_task.values()),
+                     phones=len(phone_seeds), per_task_steps=per_task, skipped_done_episodes=counts["done"])

@@ -35,6 +35,7 @@ import binascii
 import io
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from darwin.actions import ACTION_TYPES, Action
 
-__all__ = ["DemoFileError", "EpisodeRecord", "LoadedEpisode", "StepRecord", "load_records", "parse_record_line"]
+__all__ = ["DemoFileError", "EpisodeRecord", "LoadedEpisode", "StepRecord", "load_records", "parse_record_line", "write_records"]
 
 ACTION_TYPE_NAMES: tuple[str, ...] = tuple(t.model_fields["type"].default for t in ACTION_TYPES)
 """Every action type's name (``click``, ``long_press``, ...)."""
@@ -209,3 +210,31 @@ def load_records(path: str | os.PathLike[str]) -> list[LoadedEpisode]:
     if not out:
         raise DemoFileError(f"{src}: no episodes; write one JSON object per line (docs/sft.md)")
     return out
+
+
+def write_records(
+    path: str | os.PathLike[str], episodes: Sequence[tuple[EpisodeRecord, Sequence[np.ndarray]]]
+) -> Path:
+    """Write a JSONL demonstration file that :func:`load_records` reads back: each
+    ``(record, screenshots)`` pair becomes one line, its screenshots PNG files in
+    ``<file stem>-screens/`` (the records' ``screenshot`` fields are replaced by those paths).
+    The file is written whole or not at all (a temporary file, then a rename)."""
+    from PIL import Image
+
+    target = Path(path)
+    screens = target.parent / f"{target.stem}-screens"
+    screens.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    for number, (record, shots) in enumerate(episodes, start=1):
+        if len(shots) != len(record.steps):
+            raise ValueError(f"episode {number}: {len(record.steps)} steps but {len(shots)} screenshots")
+        steps = []
+        for i, (step, shot) in enumerate(zip(record.steps, shots, strict=True)):
+            name = f"{number:05d}-{i:02d}.png"
+            Image.fromarray(np.asarray(shot, dtype=np.uint8)).save(screens / name)
+            steps.append(step.model_copy(update={"screenshot": f"{screens.name}/{name}"}))
+        lines.append(record.model_copy(update={"steps": tuple(steps)}).model_dump_json(exclude_none=True))
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tmp.replace(target)
+    return target
