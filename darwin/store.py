@@ -16,116 +16,77 @@ safe to use from several threads at once (one engine, one session per call).
 
 Secrets never reach the database: run configs pass through :func:`redact_secrets` first.
 See ``docs/store.md`` for the schema and SQL examples.
+
+The store is split by job: the tables and migrations (:mod:`darwin.store_schema`), the rows
+queries return (:mod:`darwin.store_rows`), the queries (:mod:`darwin.store_queries`), secret
+redaction (:mod:`darwin.store_secrets`); this module opens the database, writes to it and
+re-exports the rest.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import hashlib
 import logging
 import os
-import re
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
-from pydantic import BaseModel, JsonValue, TypeAdapter
-from sqlalchemy import (
-    JSON,
-    Boolean,
-    Float,
-    ForeignKey,
-    Index,
-    Integer,
-    String,
-    Text,
-    UniqueConstraint,
-    case,
-    func,
-    null,
-    select,
-)
+from pydantic import BaseModel, JsonValue
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import inspect as sa_inspect
+from sqlalchemy import null, select
 from sqlalchemy import text as sql_text
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import Session
 
-from darwin.actions import Action, parse_action
 from darwin.database import (
     DB_FILENAME,
-    Database,
     StoreError,
     StoreOpenError,
-    UTCDateTime,
     create_database_engine,
     describe_url,
     resolve_database_url,
     utcnow,
 )
 from darwin.png import encode_png
-from darwin.types import (
-    EpisodeMetrics,
-    ParseError,
-    Phase,
-    Task,
-    TerminationReason,
-    Trajectory,
-    Transition,
+from darwin.store_queries import RunQueries
+from darwin.store_rows import (
+    EpisodeRow,
+    PhoneEventRow,
+    RunRow,
+    StoredStep,
+    SuccessStats,
+    VerdictRow,
+    _clean_text,
 )
+from darwin.store_schema import (
+    _ADD_COLUMN,
+    _MIGRATIONS,
+    SCHEMA_VERSION,
+    Base,
+    EpisodeModel,
+    PhoneEventModel,
+    RunModel,
+    StepModel,
+    StoreMeta,
+    TaskModel,
+    VerdictModel,
+)
+from darwin.store_secrets import _config_to_json, is_secret_name, is_secret_value, redact_secrets
+from darwin.types import Phase, Task, Trajectory, Transition
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
-"""Bumped whenever the tables change; opening an older database migrates it where a
-migration exists (:data:`_MIGRATIONS`) and says so otherwise."""
-
-# version -> statements that bring a database of that version to the next one. Version 2
-# records which agent produced each step and the words of turns that do not act. Version 3
-# records what a model judge's verdict cost (tokens, dollars, requests) and its settings,
-# and each episode's phone size and final screen (what a judge reviewing the run looks at).
-# Version 4 records each episode's metrics (progress rate, side effects, false completion,
-# over-time; darwin.types.EpisodeMetrics). Version 5 adds the phone_events table (hard
-# resets and replacements of the fleet's phones), which create_all makes on its own.
-# An "ADD COLUMN" whose column exists already is skipped, so every step is safe to rerun.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        "ALTER TABLE steps ADD COLUMN agent VARCHAR(64) NOT NULL DEFAULT 'actor'",
-        "ALTER TABLE steps ADD COLUMN message TEXT",
-    ),
-    2: (
-        "ALTER TABLE verdicts ADD COLUMN prompt_tokens INTEGER",
-        "ALTER TABLE verdicts ADD COLUMN completion_tokens INTEGER",
-        "ALTER TABLE verdicts ADD COLUMN cost_usd FLOAT",
-        "ALTER TABLE verdicts ADD COLUMN requests INTEGER",
-        "ALTER TABLE verdicts ADD COLUMN verifier_config JSON",
-        "ALTER TABLE episodes ADD COLUMN device_width INTEGER",
-        "ALTER TABLE episodes ADD COLUMN device_height INTEGER",
-        "ALTER TABLE episodes ADD COLUMN final_screenshot_path VARCHAR(256)",
-    ),
-    3: (
-        "ALTER TABLE episodes ADD COLUMN progress_rate FLOAT",
-        "ALTER TABLE episodes ADD COLUMN side_effects JSON",
-        "ALTER TABLE episodes ADD COLUMN false_completion BOOLEAN",
-        "ALTER TABLE episodes ADD COLUMN over_time_steps INTEGER",
-        "ALTER TABLE episodes ADD COLUMN goal_first_met_step INTEGER",
-    ),
-    4: (),
-}
-_ADD_COLUMN = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (\w+) ")
 
 SCREENSHOT_DIRNAME = "screenshots"
 MAX_TEXT_CHARS = 100_000
@@ -134,444 +95,13 @@ MAX_TEXT_CHARS = 100_000
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-
-# --------------------------------------------------------------------------- secrets
-
-# A name is secret-looking when its last word is one of these (``api_key``, ``hf_token``,
-# ``db_password``) or when it contains one of the always-secret words anywhere. Matching
-# on words rather than substrings keeps harmless fields such as ``max_tokens``,
-# ``key_components`` and ``tokenizer`` in the stored config.
-_SECRET_LAST_WORDS = frozenset(
-    {
-        "key",
-        "apikey",
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "pwd",
-        "credential",
-        "credentials",
-        "authorization",
-        "auth",
-        "cookie",
-    }
-)
-_SECRET_ANY_WORDS = frozenset({"apikey", "secret", "password", "passwd", "credentials"})
-_SECRET_VALUE_PATTERNS = re.compile(
-    r"""
-      \bsk-[A-Za-z0-9_\-]{6,}            # OpenAI / Anthropic style (sk-..., sk-ant-...)
-    | \bAIza[0-9A-Za-z_\-]{20,}          # Google API keys
-    | \bgh[pousr]_[A-Za-z0-9]{20,}       # GitHub tokens
-    | \bgithub_pat_[A-Za-z0-9_]{20,}
-    | \bhf_[A-Za-z0-9]{20,}              # Hugging Face tokens
-    | \bxox[abprs]-[A-Za-z0-9\-]{10,}    # Slack tokens
-    | \bAKIA[0-9A-Z]{16}\b               # AWS access key ids
-    | \bBearer\s+\S{8,}                  # HTTP bearer credentials
-    | [a-z][a-z0-9+.\-]*://[^/\s:@]+:[^/\s@]+@  # URLs with user:password@
-    """,
-    re.VERBOSE,
-)
-
-
-def _name_words(name: str) -> list[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
-    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
-
-
-def is_secret_name(name: str) -> bool:
-    """True if a config key looks like it holds a credential (``api_key``, ``hfToken``...)."""
-    words = _name_words(name)
-    if not words:
-        return False
-    joined = "".join(words)
-    return (
-        words[-1] in _SECRET_LAST_WORDS
-        or any(w in _SECRET_ANY_WORDS for w in words)
-        or joined.endswith("apikey")
-    )
-
-
-def _secret_env_values() -> frozenset[str]:
-    """Values of secret-looking environment variables (so they are caught under any name)."""
-    return frozenset(v for k, v in os.environ.items() if is_secret_name(k) and len(v) >= 8)
-
-
-def is_secret_value(value: str, env_secrets: frozenset[str] | None = None) -> bool:
-    """True if a string looks like (or contains) a credential, or equals a secret env var."""
-    if _SECRET_VALUE_PATTERNS.search(value):
-        return True
-    secrets = _secret_env_values() if env_secrets is None else env_secrets
-    return any(s in value for s in secrets)
-
-
-_DROP = object()
-
-
-def redact_secrets(value: JsonValue) -> JsonValue:
-    """Return a copy of a JSON-like value with everything that looks like a secret dropped.
-
-    Drops mapping entries whose key looks secret (``api_key``, ``token``, ``password``,
-    ``client_secret``...), and any string (mapping value or list item) that looks like a
-    credential (``sk-...``, ``hf_...``, ``Bearer ...``, ``scheme://user:pass@host``) or equals
-    the value of a secret-looking environment variable (``OPENAI_API_KEY``...).
-
-    >>> redact_secrets({"model": "gpt-4o", "api_key": "x", "n": [1, "sk-abcdef123"]})
-    {'model': 'gpt-4o', 'n': [1]}
-    """
-    env_secrets = _secret_env_values()
-
-    def walk(v: JsonValue) -> object:
-        if isinstance(v, str):
-            return _DROP if is_secret_value(v, env_secrets) else v
-        if isinstance(v, Mapping):
-            out: dict[str, JsonValue] = {}
-            for k, item in v.items():
-                if is_secret_name(str(k)):
-                    continue
-                cleaned = walk(item)
-                if cleaned is not _DROP:
-                    out[str(k)] = cleaned  # type: ignore[assignment]
-            return out
-        if isinstance(v, list | tuple):
-            return [c for c in (walk(item) for item in v) if c is not _DROP]
-        return v
-
-    result = walk(value)
-    return None if result is _DROP else result  # type: ignore[return-value]
-
-
-def _config_to_json(config: BaseModel | DataclassInstance) -> JsonValue:
-    """Dump a pydantic model or dataclass config to JSON-compatible data (mode='json')."""
-    if isinstance(config, BaseModel):
-        return config.model_dump(mode="json")
-    if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        return TypeAdapter(type(config)).dump_python(config, mode="json")
-    raise TypeError(
-        f"config must be a pydantic BaseModel or a dataclass instance, got {type(config).__name__}"
-    )
-
-
-# --------------------------------------------------------------------------- ORM models
-
-
-_JSON = JSON().with_variant(JSONB(), "postgresql")
-
-
-class Base(DeclarativeBase):
-    """Declarative base of the run-database tables."""
-
-
-class StoreMeta(Base):
-    """Key/value facts about the database itself (``schema_version``)."""
-
-    __tablename__ = "store_meta"
-
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[str] = mapped_column(String(256))
-
-
-class RunModel(Base):
-    """One experiment run; ``config`` is the redacted experiment config."""
-
-    __tablename__ = "runs"
-
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    name: Mapped[str] = mapped_column(String(256))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    config: Mapped[JsonValue | None] = mapped_column(_JSON, nullable=True)
-
-
-class TaskModel(Base):
-    """A task as run; ``task_json`` is the full ``Task.model_dump_json()``."""
-
-    __tablename__ = "tasks"
-
-    id: Mapped[str] = mapped_column(String(256), primary_key=True)
-    instruction: Mapped[str] = mapped_column(Text)
-    app: Mapped[str] = mapped_column(String(256))
-    source: Mapped[str] = mapped_column(String(256), default="")
-    task_json: Mapped[str] = mapped_column(Text)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-class EpisodeModel(Base):
-    """One episode on one phone; ``success`` NULL means unverified (or not finished)."""
-
-    __tablename__ = "episodes"
-    __table_args__ = (
-        Index("ix_episodes_run_task", "run_id", "task_id"),
-        Index("ix_episodes_run_started", "run_id", "started_at"),
-    )
-
-    id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"))
-    phone: Mapped[str] = mapped_column(String(256))
-    seed: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    termination_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    termination_cause: Mapped[str] = mapped_column(Text, default="")
-    success: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
-    num_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    phase_success: Mapped[dict[str, bool | None] | None] = mapped_column(_JSON, nullable=True)
-    device_width: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    device_height: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    final_screenshot_path: Mapped[str | None] = mapped_column(String(256), nullable=True)
-    # EpisodeMetrics; progress_rate NULL: the episode was not measured (then all five are NULL).
-    progress_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
-    side_effects: Mapped[list[str] | None] = mapped_column(_JSON, nullable=True)
-    false_completion: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
-    over_time_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    goal_first_met_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
-
-
-class StepModel(Base):
-    """One transition: the action (or parse error), the response, tokens and reward."""
-
-    __tablename__ = "steps"
-    __table_args__ = (
-        UniqueConstraint("episode_id", "phase", "step", name="uq_steps_episode_phase_step"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    episode_id: Mapped[str] = mapped_column(ForeignKey("episodes.id", ondelete="CASCADE"))
-    step: Mapped[int] = mapped_column(Integer)
-    phase: Mapped[str] = mapped_column(String(16))
-    action_type: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
-    action_json: Mapped[str | None] = mapped_column(Text, nullable=True)
-    parse_error_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    parse_error_text: Mapped[str | None] = mapped_column(Text, nullable=True)
-    agent: Mapped[str] = mapped_column(String(64), default="actor", server_default="actor")
-    message: Mapped[str | None] = mapped_column(Text, nullable=True)
-    response_text: Mapped[str | None] = mapped_column(Text, nullable=True)
-    prompt_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    response_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    policy_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    reward: Mapped[float] = mapped_column(Float, default=0.0)
-    done: Mapped[bool] = mapped_column(Boolean, default=False)
-    termination_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    termination_cause: Mapped[str] = mapped_column(Text, default="")
-    screenshot_path: Mapped[str | None] = mapped_column(String(256), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-class VerdictModel(Base):
-    """A verifier's verdict on one phase of an episode; ``success`` NULL means unverified."""
-
-    __tablename__ = "verdicts"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    episode_id: Mapped[str] = mapped_column(
-        ForeignKey("episodes.id", ondelete="CASCADE"), index=True
-    )
-    phase: Mapped[str] = mapped_column(String(16))
-    verifier_kind: Mapped[str] = mapped_column(String(64))
-    success: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
-    reward: Mapped[float | None] = mapped_column(Float, nullable=True)
-    reason: Mapped[str] = mapped_column(Text, default="")
-    prompt_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    completion_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
-    requests: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    verifier_config: Mapped[JsonValue | None] = mapped_column(_JSON, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-class PhoneEventModel(Base):
-    """Something the fleet did to one phone during a run: a hard reset, a replacement by a
-    spare, a phone taken out of service (:class:`darwin.envs.fleet.PhoneEvent`)."""
-
-    __tablename__ = "phone_events"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    phone: Mapped[str] = mapped_column(String(256))
-    kind: Mapped[str] = mapped_column(String(32))
-    reason: Mapped[str] = mapped_column(Text, default="")
-    episodes: Mapped[int] = mapped_column(Integer, default=0)
-    replacement: Mapped[str | None] = mapped_column(String(256), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-# --------------------------------------------------------------------------- query rows
-
-
-@dataclass(frozen=True)
-class RunRow:
-    """A run as stored."""
-
-    run_id: str
-    name: str
-    created_at: datetime
-    config: JsonValue | None
-
-
-@dataclass(frozen=True)
-class EpisodeRow:
-    """An episode as stored; ``success is None`` means unverified or not finished."""
-
-    episode_id: str
-    run_id: str
-    task_id: str
-    phone: str
-    seed: int | None
-    started_at: datetime
-    ended_at: datetime | None
-    termination_reason: TerminationReason | None
-    termination_cause: str
-    success: bool | None
-    num_steps: int | None
-    phase_success: Mapping[Phase, bool | None]
-    device_size: tuple[int, int] | None = None
-    """The phone's ``(width, height)`` in pixels, which action coordinates refer to."""
-    final_screenshot_path: str | None = None
-    """The screen when the episode ended (after its last action), relative to the screenshot directory."""
-    metrics: EpisodeMetrics | None = None
-    """Progress rate, side effects, false completion and over-time (``None``: not measured)."""
-
-    @property
-    def finished(self) -> bool:
-        return self.ended_at is not None
-
-
-@dataclass(frozen=True)
-class StoredStep:
-    """A step as stored. ``screenshot_path`` is relative to the store's screenshot directory."""
-
-    episode_id: str
-    step: int
-    phase: Phase
-    action_json: str | None
-    parse_error: ParseError | None
-    response_text: str | None
-    prompt_tokens: int | None
-    response_tokens: int | None
-    policy_version: int | None
-    reward: float
-    done: bool
-    termination_reason: TerminationReason | None
-    termination_cause: str
-    screenshot_path: str | None
-    agent: str = "actor"
-    """The agent that produced the step (see :attr:`darwin.types.Transition.agent`)."""
-    message: str | None = None
-    """The words of a turn that did not act on the phone (a plan, a note, a judgement)."""
-
-    @property
-    def action(self) -> Action | None:
-        """The action, parsed back from ``action_json`` (``None`` for a parse error)."""
-        return None if self.action_json is None else parse_action(self.action_json)
-
-
-@dataclass(frozen=True)
-class VerdictRow:
-    """A verdict as stored; ``success is None`` / ``reward is None`` mean unverified."""
-
-    episode_id: str
-    phase: Phase
-    verifier_kind: str
-    success: bool | None
-    reward: float | None
-    reason: str
-    created_at: datetime
-    prompt_tokens: int | None = None
-    """Tokens a model judge read for this verdict (``None`` for rule checks)."""
-    completion_tokens: int | None = None
-    cost_usd: float | None = None
-    """Dollars per LiteLLM's price map; ``None`` when unpriced (self-hosted models) or not a model."""
-    requests: int | None = None
-    """Requests the judge sent (answers from its cache not counted)."""
-    verifier_config: JsonValue | None = None
-    """The judge's settings (redacted: never a key)."""
-
-
-@dataclass(frozen=True)
-class PhoneEventRow:
-    """A phone event as stored (:meth:`RunStore.phone_events`)."""
-
-    phone: str
-    kind: str
-    """``hard_reset``, ``replaced`` or ``retired``."""
-    reason: str
-    episodes: int
-    """Episodes the phone had played in this run when it happened."""
-    replacement: str | None
-    """``replaced``: the spare that took the phone's place."""
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class SuccessStats:
-    """Outcome counts of one task's episodes in a run.
-
-    Every episode lands in exactly one bucket: ``infra_truncated`` (the phone failed; never
-    a failure), ``errors`` (a bug, recorded with its cause), ``unfinished`` (no
-    ``finish_episode`` yet), ``already_done`` (the goal held before the agent acted: not
-    scored), else by verdict: ``successes``, ``failures`` or ``unverified`` (the verifier
-    could not decide; never a silent 0 or 1).
-    """
-
-    episodes: int = 0
-    successes: int = 0
-    failures: int = 0
-    unverified: int = 0
-    infra_truncated: int = 0
-    errors: int = 0
-    unfinished: int = 0
-    already_done: int = 0
-
-    @property
-    def verified(self) -> int:
-        return self.successes + self.failures
-
-    @property
-    def success_rate(self) -> float | None:
-        """Successes over verified episodes; ``None`` when none was verified."""
-        return self.successes / self.verified if self.verified else None
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _clean_text(text: str | None, limit: int | None = None) -> str | None:
-    """Make text storable everywhere: no NUL (PostgreSQL), no lone surrogates, bounded length."""
-    if text is None:
-        return None
-    if limit is not None and len(text) > limit:
-        logger.warning("truncating stored text from %d to %d characters", len(text), limit)
-        text = text[:limit]
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    return text.replace("\x00", "\ufffd")
-
-
-def _enum_or_none(cls: type[enum.Enum], value: str | None) -> Any:
-    return None if value is None else cls(value)
-
-
-def _episode_metrics(row: EpisodeModel) -> EpisodeMetrics | None:
-    if row.progress_rate is None:
-        return None
-    return EpisodeMetrics(
-        progress_rate=row.progress_rate,
-        side_effects=None if row.side_effects is None else tuple(row.side_effects),
-        false_completion=bool(row.false_completion),
-        over_time_steps=row.over_time_steps,
-        goal_first_met_step=row.goal_first_met_step,
-    )
-
-
 # --------------------------------------------------------------------------- the store
 
 
 _RUN_STORE_FIX = "open the run with RunStore.for_run_dir(run_dir), which creates the directory"
 
 
-class RunStore(Database):
+class RunStore(RunQueries):
     """The run database: SQLAlchemy tables plus a content-addressed screenshot directory.
 
     ``url_or_path`` is a filesystem path to a SQLite file (its directory must exist) or any
@@ -669,17 +199,6 @@ class RunStore(Database):
             if lock is not None:
                 lock.release()
 
-    @contextmanager
-    def _read(self) -> Iterator[Session]:
-        lock = self._lock if self._in_memory else None
-        if lock is not None:
-            lock.acquire()
-        try:
-            with self._sessions.begin() as s:
-                yield s
-        finally:
-            if lock is not None:
-                lock.release()
 
     # ----------------------------------------------------------------- screenshots
 
@@ -974,83 +493,6 @@ class RunStore(Database):
                 ep.over_time_steps = m.over_time_steps
                 ep.goal_first_met_step = m.goal_first_met_step
 
-    # ----------------------------------------------------------------- queries
-
-    def runs(self) -> list[RunRow]:
-        """All runs, oldest first."""
-        with self._read() as s:
-            rows = s.scalars(select(RunModel).order_by(RunModel.created_at, RunModel.id)).all()
-            return [
-                RunRow(run_id=r.id, name=r.name, created_at=r.created_at, config=r.config)
-                for r in rows
-            ]
-
-    def task(self, task_id: str) -> Task | None:
-        """The stored definition of a task, or ``None``."""
-        with self._read() as s:
-            row = s.get(TaskModel, task_id)
-            return None if row is None else Task.model_validate_json(row.task_json)
-
-    def episodes(self, run_id: str) -> list[EpisodeRow]:
-        """Episodes of a run in start order."""
-        with self._read() as s:
-            rows = s.scalars(
-                select(EpisodeModel)
-                .where(EpisodeModel.run_id == run_id)
-                .order_by(EpisodeModel.started_at, EpisodeModel.id)
-            ).all()
-            return [
-                EpisodeRow(
-                    episode_id=r.id,
-                    run_id=r.run_id,
-                    task_id=r.task_id,
-                    phone=r.phone,
-                    seed=r.seed,
-                    started_at=r.started_at,
-                    ended_at=r.ended_at,
-                    termination_reason=_enum_or_none(TerminationReason, r.termination_reason),
-                    termination_cause=r.termination_cause,
-                    success=r.success,
-                    num_steps=r.num_steps,
-                    phase_success={Phase(k): v for k, v in (r.phase_success or {}).items()},
-                    device_size=None
-                    if r.device_width is None or r.device_height is None
-                    else (r.device_width, r.device_height),
-                    final_screenshot_path=r.final_screenshot_path,
-                    metrics=_episode_metrics(r),
-                )
-                for r in rows
-            ]
-
-    def steps(self, episode_id: str) -> list[StoredStep]:
-        """Steps of an episode in the order they were recorded."""
-        with self._read() as s:
-            rows = s.scalars(
-                select(StepModel).where(StepModel.episode_id == episode_id).order_by(StepModel.id)
-            ).all()
-            return [
-                StoredStep(
-                    episode_id=r.episode_id,
-                    step=r.step,
-                    phase=Phase(r.phase),
-                    action_json=r.action_json,
-                    parse_error=None
-                    if r.parse_error_reason is None
-                    else ParseError(reason=r.parse_error_reason, text=r.parse_error_text or ""),
-                    response_text=r.response_text,
-                    agent=r.agent,
-                    message=r.message,
-                    prompt_tokens=r.prompt_tokens,
-                    response_tokens=r.response_tokens,
-                    policy_version=r.policy_version,
-                    reward=r.reward,
-                    done=r.done,
-                    termination_reason=_enum_or_none(TerminationReason, r.termination_reason),
-                    termination_cause=r.termination_cause,
-                    screenshot_path=r.screenshot_path,
-                )
-                for r in rows
-            ]
 
     def record_phone_event(self, run_id: str, phone: str, kind: str, reason: str, episodes: int,
                            replacement: str | None = None) -> None:
@@ -1060,82 +502,6 @@ class RunStore(Database):
                 raise StoreError(f"cannot record a phone event for run {run_id!r}: it does not exist; call start_run first")
             s.add(PhoneEventModel(run_id=run_id, phone=phone, kind=kind, reason=_clean_text(reason, 2000) or "",
                                   episodes=episodes, replacement=replacement, created_at=utcnow()))
-
-    def phone_events(self, run_id: str) -> list[PhoneEventRow]:
-        """The fleet's phone events of a run, in the order they happened."""
-        with self._read() as s:
-            rows = s.scalars(select(PhoneEventModel).where(PhoneEventModel.run_id == run_id).order_by(PhoneEventModel.id)).all()
-            return [PhoneEventRow(r.phone, r.kind, r.reason, r.episodes, r.replacement, r.created_at) for r in rows]
-
-    def verdicts(self, episode_id: str) -> list[VerdictRow]:
-        """Verdicts of an episode in the order they were recorded."""
-        with self._read() as s:
-            rows = s.scalars(
-                select(VerdictModel)
-                .where(VerdictModel.episode_id == episode_id)
-                .order_by(VerdictModel.id)
-            ).all()
-            return [
-                VerdictRow(
-                    episode_id=r.episode_id,
-                    phase=Phase(r.phase),
-                    verifier_kind=r.verifier_kind,
-                    success=r.success,
-                    reward=r.reward,
-                    reason=r.reason,
-                    created_at=r.created_at,
-                    prompt_tokens=r.prompt_tokens,
-                    completion_tokens=r.completion_tokens,
-                    cost_usd=r.cost_usd,
-                    requests=r.requests,
-                    verifier_config=r.verifier_config,
-                )
-                for r in rows
-            ]
-
-    def success_by_task(self, run_id: str) -> dict[str, SuccessStats]:
-        """Outcome counts per task id for a run (see :class:`SuccessStats` for the buckets)."""
-        e = EpisodeModel
-        reason = func.coalesce(e.termination_reason, "")
-        infra = reason == TerminationReason.INFRA_TRUNCATED.value
-        error = reason == TerminationReason.ERROR.value
-        already = reason == TerminationReason.ALREADY_DONE.value
-        unfinished = e.ended_at.is_(None)
-        judged = ~infra & ~error & ~already & ~unfinished
-
-        def count(cond: Any) -> Any:
-            return func.coalesce(func.sum(case((cond, 1), else_=0)), 0)
-
-        stmt = (
-            select(
-                e.task_id,
-                func.count(),
-                count(judged & (e.success.is_(True))),
-                count(judged & (e.success.is_(False))),
-                count(judged & e.success.is_(None)),
-                count(infra & ~unfinished),
-                count(error & ~unfinished),
-                count(unfinished),
-                count(already & ~unfinished),
-            )
-            .where(e.run_id == run_id)
-            .group_by(e.task_id)
-            .order_by(e.task_id)
-        )
-        with self._read() as s:
-            return {
-                task_id: SuccessStats(
-                    episodes=int(n),
-                    successes=int(ok),
-                    failures=int(bad),
-                    unverified=int(unv),
-                    infra_truncated=int(inf),
-                    errors=int(err),
-                    unfinished=int(unf),
-                    already_done=int(done),
-                )
-                for task_id, n, ok, bad, unv, inf, err, unf, done in s.execute(stmt)
-            }
 
 
 __all__ = [
