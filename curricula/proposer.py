@@ -49,57 +49,57 @@ waits for the answer, so the sequence of tasks is reproducible from the seed.
     >>> cur.close()
 
 See ``docs/curricula.md`` for the settings and an experiment-file example.
+
+The module is split by job: the settings (:mod:`darwin.curricula.proposer_config`), results and
+proposals (:mod:`darwin.curricula.proposer_results`), validation
+(:mod:`darwin.curricula.proposer_validation`), storage and replay
+(:mod:`darwin.curricula.proposer_store`); this module is the curriculum, and re-exports the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import difflib
-import fnmatch
-import hashlib
-import json
 import logging
 import os
 import random
-from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from collections import deque
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
-from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Integer, String, Text, select
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from darwin.curricula._util import _check_int, _check_tasks, _rng_from_json, _rng_to_json
+from darwin.curricula._util import _check_tasks, _rng_from_json, _rng_to_json
 from darwin.curricula.base import Curriculum, EpisodeOutcome
-from darwin.database import (
-    DB_FILENAME,
-    Database,
-    StoreError,
-    StoreOpenError,
-    resolve_database_url,
-    utcnow,
+from darwin.curricula.proposer_config import ProposerConfig
+from darwin.curricula.proposer_results import (
+    CallResult,
+    Proposal,
+    ProposerStats,
+    TemplateResults,
+    summarise_results,
 )
-from darwin.json_replies import parse_json_answer
+from darwin.curricula.proposer_store import (
+    _STORE_FIX,
+    ProposalStore,
+    ProposerStoreError,
+    StoredCall,
+    _allowed_templates,
+    _checked_config,
+    load_replay,
+)
+from darwin.curricula.proposer_validation import _json_text, read_proposals, validate_proposal
+from darwin.database import DB_FILENAME, StoreError, resolve_database_url
 from darwin.loop_thread import LoopThread
-from darwin.memory.llm import clean_text
 from darwin.policies.base import Policy
-from darwin.policies.litellm import Completion, LiteLLMPolicy, LiteLLMPolicyConfig
+from darwin.policies.litellm import Completion, LiteLLMPolicy
 from darwin.store import RunStore
-from darwin.templates import Language, TaskTemplate, schema_line, templates
-from darwin.types import ChatMessage, Prompt, Task, TaskDefinitionError, TerminationReason
+from darwin.templates import Language, schema_line, templates
+from darwin.types import ChatMessage, Prompt, Task, TerminationReason
 
 logger = logging.getLogger(__name__)
 
-RejectionKind = Literal["malformed", "unknown_template", "not_allowed", "language", "invalid_params", "duplicate", "too_many"]
-"""Why a proposal was rejected."""
-
-CallOutcome = Literal["ok", "failed", "malformed"]
-"""How a call to the model ended: an answer that was read, an exception, an unreadable answer."""
 
 PROPOSER_SYSTEM = (
     "You design the training curriculum of a reinforcement-learning agent that operates a phone by "
@@ -109,481 +109,6 @@ PROPOSER_SYSTEM = (
     "always solves or never solves teach it little. Vary the parameters; keep to each template's "
     "parameter schema exactly."
 )
-
-_MAX_RESPONSE_CHARS = 20_000
-
-
-class ProposerStoreError(StoreOpenError, ValueError):
-    """The proposals' database cannot be opened; the message names the URL and the fix.
-
-    Also a ``ValueError``: the database is one of the curriculum's settings, so an
-    experiment's check (``darwin run --dry-run``) reports it with the other bad settings.
-    """
-
-
-class ProposerConfig(BaseModel):
-    """Settings of :class:`LLMTaskProposer` (validated when built; frozen; holds no secrets)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
-
-    llm: LiteLLMPolicyConfig | None = Field(
-        None,
-        description="the proposing model, as LiteLLMPolicyConfig fields (model, api_base, api_key_env, temperature, "
-        "timeout_s, max_tokens, ...), e.g. {'model': 'gemini/gemini-2.5-flash', 'api_key_env': 'GEMINI_API_KEY'}; "
-        "needed unless replay is set or a policy is passed",
-    )
-    templates: tuple[str, ...] | None = Field(
-        None,
-        description="the templates the model may propose: ids or glob patterns ('clock.*'); None = the templates the "
-        "base tasks are instances of (a split's training templates when the tasks are 'gen.train')",
-    )
-    languages: tuple[Language, ...] | None = Field(
-        None, min_length=1, description="languages a proposal may use; None = the base tasks' languages"
-    )
-    propose_every: int = Field(32, ge=1, le=1_000_000, description="finished episodes between calls (also before the first)")
-    max_proposals: int = Field(8, ge=1, le=64, description="task instances asked for (and kept) per call")
-    max_calls: int = Field(50, ge=0, le=1_000_000, description="the call budget; base tasks only once it is spent")
-    proposal_share: float = Field(
-        0.5, ge=0.0, le=1.0, description="chance that a task comes from the proposal queue while it holds any (else a base task)"
-    )
-    learnable_band: tuple[float, float] = Field(
-        (0.2, 0.8), description="the success rates the prompt calls learnable (MobileRL's success band)"
-    )
-    history_window: int = Field(50, ge=1, le=100_000, description="most recent episodes per template summarised for the model")
-    step_budget: int | None = Field(
-        None, ge=1, le=1024, description="step budget of proposed tasks; None = each template's own (set the experiment's horizon to match the base tasks)"
-    )
-    url: str | None = Field(
-        None,
-        description="SQLAlchemy URL (or SQLite file path) where calls and proposals are stored; None = the run's "
-        "database (<run_dir>/run.db), or an in-memory database without a run directory",
-    )
-    replay: str | None = Field(
-        None,
-        description="replay the accepted proposals stored by an earlier run (its run directory, database file or URL) "
-        "instead of calling a model",
-    )
-
-    @model_validator(mode="after")
-    def _check(self) -> ProposerConfig:
-        problems = []
-        low, high = self.learnable_band
-        if not 0.0 <= low <= high <= 1.0:
-            problems.append(f"learnable_band must be (low, high) with 0 <= low <= high <= 1, got {self.learnable_band}")
-        if self.replay is not None and self.llm is not None:
-            problems.append("replay replays stored proposals without a model: drop llm, or drop replay to call the model")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-
-# --------------------------------------------------------------------------- results and proposals
-
-
-@dataclass(frozen=True)
-class TemplateResults:
-    """The agent's recent episodes of one template, as the model reads them."""
-
-    template: str
-    episodes: int = 0
-    """Finished episodes (scored or not)."""
-    successes: int = 0
-    failures: int = 0
-    false_completions: int = 0
-    """Episodes the agent ended itself (``finished``/``answer``) that were not successes."""
-    mean_steps: float | None = None
-    endings: Mapping[str, int] = field(default_factory=dict)
-    """How episodes ended, by :class:`~darwin.types.TerminationReason` value."""
-
-    @property
-    def success_rate(self) -> float | None:
-        scored = self.successes + self.failures
-        return self.successes / scored if scored else None
-
-    def text(self) -> str:
-        """One line: ``12 episodes: 25% success (3/12 scored), mean 18.3 steps; ended by ...``."""
-        if not self.episodes:
-            return "not tried yet"
-        scored = self.successes + self.failures
-        rate = "no verdict yet" if self.success_rate is None else f"{self.success_rate:.0%} success ({self.successes}/{scored} scored)"
-        steps = "" if self.mean_steps is None else f", mean {self.mean_steps:.1f} steps"
-        endings = ", ".join(f"{k} {v}" for k, v in sorted(self.endings.items(), key=lambda kv: (-kv[1], kv[0])))
-        false = f" ({self.false_completions} false completions)" if self.false_completions else ""
-        return f"{self.episodes} episodes: {rate}{steps}; ended by {endings}{false}"
-
-
-def summarise_results(outcomes: Iterable[tuple[str, EpisodeOutcome]], window: int) -> dict[str, TemplateResults]:
-    """Per template, the last ``window`` of ``(template, outcome)`` pairs (oldest first) summarised.
-
-    >>> from darwin.types import TerminationReason as R
-    >>> rows = [("t", EpisodeOutcome("t.s0", True, 6, R.SUCCESS)), ("t", EpisodeOutcome("t.s1", False, 9, R.AGENT_FINISHED)),
-    ...         ("t", EpisodeOutcome("t.s1", False, 24, R.STEP_BUDGET))]
-    >>> summarise_results(rows, window=2)["t"].text()
-    '2 episodes: 0% success (0/2 scored), mean 16.5 steps; ended by agent_finished 1, step_budget 1 (1 false completions)'
-    """
-    recent: dict[str, deque[EpisodeOutcome]] = {}
-    for template, outcome in outcomes:
-        recent.setdefault(template, deque(maxlen=window)).append(outcome)
-    out = {}
-    for template, rows in recent.items():
-        out[template] = TemplateResults(
-            template=template,
-            episodes=len(rows),
-            successes=sum(o.success is True for o in rows),
-            failures=sum(o.success is False for o in rows),
-            false_completions=sum(o.success is False and o.termination == TerminationReason.AGENT_FINISHED for o in rows),
-            mean_steps=sum(o.steps for o in rows) / len(rows),
-            endings=dict(Counter(o.termination.value for o in rows)),
-        )
-    return out
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """One proposal of an answer, validated: ``task`` when accepted, else ``rejection`` and ``reason``."""
-
-    position: int
-    template: str | None
-    params: JsonValue
-    language: str | None
-    why: str
-    task: Task | None = None
-    rejection: RejectionKind | None = None
-    reason: str = ""
-
-    @property
-    def accepted(self) -> bool:
-        return self.task is not None
-
-
-@dataclass(frozen=True)
-class CallResult:
-    """What one call (or one replayed call) produced."""
-
-    call: int
-    """The call's index in this proposer's sequence (0, 1, ...)."""
-    outcome: CallOutcome | Literal["replayed"]
-    proposals: tuple[Proposal, ...] = ()
-    error: str = ""
-    completion: Completion | None = None
-
-    @property
-    def tasks(self) -> list[Task]:
-        return [p.task for p in self.proposals if p.task is not None]
-
-
-@dataclass
-class ProposerStats:
-    """Counters of one :class:`LLMTaskProposer` (restored on resume)."""
-
-    calls: int = 0
-    """Calls to the model whose answer (or failure) was applied."""
-    failures: int = 0
-    """Calls that raised (server, network and authentication errors, anything else)."""
-    malformed: int = 0
-    """Answers with no readable list of proposals."""
-    proposals: int = 0
-    accepted: int = 0
-    rejected: int = 0
-    rejected_by_reason: dict[str, int] = field(default_factory=dict)
-    """Rejections by :data:`RejectionKind`."""
-    replayed_calls: int = 0
-    proposed_episodes: int = 0
-    """Tasks handed out from the proposal queue."""
-    base_episodes: int = 0
-    """Tasks handed out from the base tasks."""
-    database_errors: int = 0
-    """Reads of the run database or writes of proposals that failed (the run went on)."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def _json_text(value: JsonValue) -> str:
-    """Canonical JSON of a model's value (stdlib ``json``: integers of any size, unlike orjson)."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=True)
-
-
-def _phrasing(template: TaskTemplate, params: JsonValue, language: Language) -> int:
-    """A phrasing picked by the proposal's content: varied across proposals, the same on replay."""
-    digest = hashlib.blake2b(_json_text([template.id, params, language]).encode(), digest_size=4)
-    return int(digest.hexdigest(), 16) % len(template.phrasings[language])
-
-
-def validate_proposal(
-    item: object, position: int, *, allowed: Sequence[str], languages: Sequence[Language], step_budget: int | None = None,
-) -> Proposal:
-    """One item of the model's answer as a :class:`Proposal`: a task of its template, or a rejection with its reason.
-
-    >>> p = validate_proposal({"template": "clock.set_alarm", "params": {"hour": 25}}, 0,
-    ...                       allowed=["clock.set_alarm"], languages=["ENG"])
-    >>> p.rejection, p.reason.split(". Schema")[0]
-    ('invalid_params', "template 'clock.set_alarm': invalid parameters: hour: Input should be less than or equal to 23")
-    """
-    if not isinstance(item, Mapping):
-        return Proposal(position, None, None, None, "", rejection="malformed",
-                        reason=f"a proposal must be a JSON object with 'template' and 'params', got {type(item).__name__}")
-    template_id, params, language = item.get("template"), item.get("params", {}), item.get("language", languages[0])
-    why = clean_text(item.get("why"), 300) or ""
-
-    def reject(kind: RejectionKind, reason: str) -> Proposal:
-        return Proposal(position, template_id if isinstance(template_id, str) else None, params,
-                        language if isinstance(language, str) else None, why, rejection=kind, reason=reason)
-
-    if not isinstance(template_id, str) or not template_id:
-        return reject("malformed", "the proposal names no template (a 'template' string)")
-    registry = templates()
-    if template_id not in registry:
-        close = difflib.get_close_matches(template_id, list(allowed), n=1)
-        return reject("unknown_template", f"no template {template_id!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    if template_id not in allowed:
-        return reject("not_allowed", f"template {template_id!r} is not among the templates this curriculum may propose "
-                      "(held out, or not configured)")
-    if language not in languages:
-        return reject("language", f"language {language!r} is not one of {list(languages)}")
-    template = registry[template_id]
-    if language not in template.phrasings:
-        return reject("language", f"template {template_id!r} has no {language} phrasings")
-    if not isinstance(params, Mapping):
-        return reject("invalid_params", f"params must be a JSON object of {template_id}'s parameters ({schema_line(template)}), "
-                      f"got {type(params).__name__}")
-    try:
-        task = template.task(dict(params), language, _phrasing(template, params, language))  # type: ignore[arg-type]
-    except TaskDefinitionError as exc:
-        return reject("invalid_params", str(exc))
-    except (ValueError, LookupError, TypeError) as exc:
-        # The schema admitted the parameters but the template could not build a task from them
-        # (e.g. a name its data lacks): still the model's proposal that is unusable, not a crash.
-        return reject("invalid_params", f"template {template_id!r} cannot build a task from {_json_text(params)[:300]} "
-                      f"({type(exc).__name__}: {exc}); its schema admits them, so it should be tightened")
-    if step_budget is not None:
-        task = task.model_copy(update={"step_budget": step_budget})
-    return Proposal(position, template_id, task.params, language, why, task=task)
-
-
-def read_proposals(
-    answer: str, *, allowed: Sequence[str], languages: Sequence[Language], max_proposals: int, step_budget: int | None = None,
-) -> tuple[Proposal, ...] | None:
-    """Every proposal of a model's answer, validated; ``None`` when the answer holds no list of them.
-
-    Read: a JSON list (in a code fence or among prose), or an object holding it under
-    ``proposals`` or ``tasks``, or a single proposal object. Proposals past ``max_proposals``
-    and repeats of an accepted task are rejected.
-    """
-    value = parse_json_answer(answer)
-    if isinstance(value, dict):
-        listed = next((value[k] for k in ("proposals", "tasks") if isinstance(value.get(k), list)), None)
-        value = listed if listed is not None else ([value] if "template" in value else None)
-    if not isinstance(value, list):
-        return None
-    out: list[Proposal] = []
-    seen: set[str] = set()
-    for position, item in enumerate(value):
-        if position >= max_proposals:
-            out.append(Proposal(position, None, None, None, "", rejection="too_many",
-                                reason=f"past the {max_proposals} proposals asked for"))
-            continue
-        proposal = validate_proposal(item, position, allowed=allowed, languages=languages, step_budget=step_budget)
-        if proposal.task is not None and proposal.task.id in seen:
-            proposal = Proposal(position, proposal.template, proposal.params, proposal.language, proposal.why,
-                                rejection="duplicate", reason=f"the same instance ({proposal.task.id}) was proposed earlier in the answer")
-        elif proposal.task is not None:
-            seen.add(proposal.task.id)
-        out.append(proposal)
-    return tuple(out)
-
-
-# --------------------------------------------------------------------------- storage
-
-
-class _Base(DeclarativeBase):
-    """Declarative base of the proposer's tables (kept apart from the run store's schema)."""
-
-
-class ProposalCallModel(_Base):
-    """One call to the proposing model (or its failure)."""
-
-    __tablename__ = "curriculum_calls"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    call: Mapped[int] = mapped_column(Integer, index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime)
-    model: Mapped[str] = mapped_column(String(256))
-    outcome: Mapped[str] = mapped_column(String(16))
-    error: Mapped[str] = mapped_column(Text, default="")
-    response: Mapped[str | None] = mapped_column(Text, nullable=True)
-    prompt_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    completion_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
-
-
-class ProposalModel(_Base):
-    """One proposal of a call: accepted (with the task) or rejected (with the reason)."""
-
-    __tablename__ = "curriculum_proposals"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    call_id: Mapped[int] = mapped_column(ForeignKey("curriculum_calls.id", ondelete="CASCADE"), index=True)
-    position: Mapped[int] = mapped_column(Integer)
-    template: Mapped[str | None] = mapped_column(String(256), nullable=True)
-    params_json: Mapped[str | None] = mapped_column(Text, nullable=True)
-    language: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    why: Mapped[str] = mapped_column(Text, default="")
-    accepted: Mapped[bool] = mapped_column(Boolean)
-    rejection: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    reason: Mapped[str] = mapped_column(Text, default="")
-    task_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
-    task_json: Mapped[str | None] = mapped_column(Text, nullable=True)
-
-
-@dataclass(frozen=True)
-class StoredCall:
-    """A stored call as :meth:`ProposalStore.calls` returns it."""
-
-    call: int
-    outcome: str
-    model: str
-    tasks: tuple[Task, ...]
-    """Its accepted tasks, in the answer's order."""
-    rejected: int
-
-
-_STORE_FIX = "set url to another database (or leave it unset to use the run's SQLite database)"
-
-
-class ProposalStore(Database):
-    """The proposer's two tables (``curriculum_calls``, ``curriculum_proposals``) in any SQLAlchemy database.
-
-    Opened (tables created) at construction; SQLite files are shared safely with the run
-    store (WAL, busy timeout, writes take the lock up front). A call recorded twice under
-    one index (a resumed run redoing a call that was in flight at its checkpoint) reads
-    back as the later record.
-
-    >>> store = ProposalStore(None)              # in memory
-    >>> store.record(CallResult(0, "malformed", error="no JSON list"), model="m")
-    >>> [(c.call, c.outcome, c.tasks) for c in store.calls()]
-    [(0, 'malformed', ())]
-    >>> store.close()
-    """
-
-    what = "proposals database"
-    fix = _STORE_FIX
-    error = ProposerStoreError
-    metadata = _Base.metadata
-
-    def record(self, result: CallResult, *, model: str) -> None:
-        """Store one call and its proposals (one transaction)."""
-        completion = result.completion
-        response = None if completion is None else completion.text[:_MAX_RESPONSE_CHARS]
-        with self._lock, self._write_sessions.begin() as s:
-            row = ProposalCallModel(
-                call=result.call, created_at=utcnow(naive=True), model=model, outcome=result.outcome, error=result.error[:2000],
-                response=response, prompt_tokens=None if completion is None else completion.prompt_tokens,
-                completion_tokens=None if completion is None else completion.completion_tokens,
-                cost_usd=None if completion is None else completion.cost_usd,
-            )
-            s.add(row)
-            s.flush()
-            s.add_all(
-                ProposalModel(
-                    call_id=row.id, position=p.position, template=p.template,
-                    params_json=_json_text(p.params), language=p.language,
-                    why=p.why, accepted=p.accepted, rejection=p.rejection, reason=p.reason[:2000],
-                    task_id=None if p.task is None else p.task.id,
-                    task_json=None if p.task is None else p.task.model_dump_json(),
-                )
-                for p in result.proposals
-            )
-
-    def calls(self) -> list[StoredCall]:
-        """The stored calls in call order (the later record of an index that was recorded twice)."""
-        with self._lock, self._sessions.begin() as s:
-            rows = s.scalars(select(ProposalCallModel).order_by(ProposalCallModel.call, ProposalCallModel.id)).all()
-            latest = {r.call: r for r in rows}
-            proposals = s.scalars(
-                select(ProposalModel).where(ProposalModel.call_id.in_([r.id for r in latest.values()]))
-                .order_by(ProposalModel.call_id, ProposalModel.position)
-            ).all()
-            by_call: dict[int, list[ProposalModel]] = {}
-            for p in proposals:
-                by_call.setdefault(p.call_id, []).append(p)
-            return [
-                StoredCall(
-                    call=index, outcome=row.outcome, model=row.model,
-                    tasks=tuple(Task.model_validate_json(p.task_json) for p in by_call.get(row.id, []) if p.accepted and p.task_json),
-                    rejected=sum(not p.accepted for p in by_call.get(row.id, [])),
-                )
-                for index, row in sorted(latest.items())
-            ]
-
-
-def _replay_location(replay: str) -> str | Path:
-    """A run directory, database file or URL holding stored proposals."""
-    if "://" in replay:
-        return replay
-    path = Path(replay).expanduser()
-    if path.is_dir():
-        path = path / DB_FILENAME
-    if not path.is_file():
-        raise ValueError(f"replay: {replay!r} is neither a run directory with a {DB_FILENAME}, a database file nor a URL; "
-                         "pass the run directory of the run whose proposals to replay")
-    return path
-
-
-def _checked_config(config: ProposerConfig | None, seed: int, policy: Policy | None, overrides: Mapping[str, Any]) -> ProposerConfig:
-    if config is not None and overrides:
-        raise TypeError("pass either a ProposerConfig or keyword overrides, not both")
-    cfg = config if config is not None else ProposerConfig.model_validate(overrides)
-    _check_int("seed", seed, minimum=None, hint="an integer such as 0")
-    if policy is not None and cfg.replay is not None:
-        raise ValueError("replay replays stored proposals without a model: drop policy, or drop replay")
-    if policy is None and cfg.llm is None and cfg.replay is None:
-        raise ValueError(
-            "LLMTaskProposer needs a model: set llm to LiteLLMPolicyConfig fields, e.g. llm={'model': "
-            "'gemini/gemini-2.5-flash', 'api_key_env': 'GEMINI_API_KEY'}, or replay to the run directory "
-            "of a run whose proposals to replay"
-        )
-    return cfg
-
-
-def _allowed_templates(config: ProposerConfig, tasks: Sequence[Task]) -> tuple[str, ...]:
-    """The templates the proposer may instantiate: ``config.templates`` or those of the base tasks."""
-    registry = templates()
-    patterns = config.templates
-    if patterns is None:
-        found = tuple(dict.fromkeys(t.template for t in tasks if t.template is not None))
-        if not found:
-            raise ValueError("LLMTaskProposer has no templates to propose from: the base tasks are no template "
-                             "instances; set templates=[...] (ids or patterns such as 'clock.*'), or use tasks such as 'gen.train'")
-        return found
-    out: list[str] = []
-    for pattern in patterns:
-        matched = sorted(t for t in registry if fnmatch.fnmatchcase(t, pattern))
-        if not matched:
-            close = difflib.get_close_matches(pattern, list(registry), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else "; `darwin tasks list --templates` lists them"
-            raise ValueError(f"templates: {pattern!r} matches no registered template{hint}")
-        out += [t for t in matched if t not in out]
-    return tuple(out)
-
-
-def load_replay(replay: str) -> list[list[Task]]:
-    """The accepted tasks of every stored call, by call index (a call that stored none: an empty list)."""
-    store = ProposalStore(_replay_location(replay))
-    try:
-        stored = store.calls()
-    finally:
-        store.close()
-    if not stored:
-        raise ValueError(f"replay: {replay!r} holds no stored proposals (its curriculum_calls table is empty); "
-                         "was that run's curriculum an llm_proposer?")
-    out: list[list[Task]] = [[] for _ in range(stored[-1].call + 1)]
-    for call in stored:
-        out[call.call] = list(call.tasks)
-    return out
 
 
 # --------------------------------------------------------------------------- the curriculum
