@@ -55,36 +55,26 @@ logged once per kind of failure, and the agent goes on with the plain window.
     >>> memory.close()
 
 See ``docs/memory.md`` for the options, the tables and an experiment-file example.
+
+The module is split by job: reading the model's answers (:mod:`darwin.memory.llm_answers`), the
+knowledge's storage and ranking (:mod:`darwin.memory.llm_store`), the prompts
+(:mod:`darwin.memory.llm_prompts`); this module is the settings and the manager, and re-exports
+the rest.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
 from pydantic import ConfigDict, Field
-from sqlalchemy import (
-    Boolean,
-    DateTime,
-    Index,
-    Integer,
-    String,
-    Text,
-    UniqueConstraint,
-    select,
-)
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from darwin.database import DB_FILENAME, Database, StoreOpenError, resolve_database_url, utcnow
+from darwin.database import DB_FILENAME, resolve_database_url
 from darwin.json_replies import parse_json_answer
 from darwin.memory.base import (
     NOTES_OVERHEAD_TOKENS,
@@ -95,54 +85,44 @@ from darwin.memory.base import (
     default_render,
     format_notes,
 )
+from darwin.memory.llm_answers import (
+    Distillation,
+    KnowledgeItem,
+    clean_text,
+    parse_distillation,
+    parse_summary,
+)
+from darwin.memory.llm_prompts import (
+    DISTILL_SYSTEM,
+    SUMMARY_SYSTEM,
+    _outcome,
+    _step_lines,
+    action_text,
+)
+from darwin.memory.llm_store import (
+    _MEMORY_FIX,
+    COUNT_WEIGHT,
+    KINDS,
+    RECENCY_WEIGHT,
+    EntryKind,
+    KnowledgeEntry,
+    KnowledgeStore,
+    MemoryEntryModel,
+    MemoryStoreError,
+    app_key,
+    rank_entries,
+    text_hash,
+    words,
+)
 from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemory, TokenCounter
 from darwin.policies.base import Policy
 from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig, PolicyAuthError
-from darwin.types import ACTOR, ChatMessage, Phase, Prompt, Task, Trajectory, Transition
+from darwin.types import ChatMessage, Phase, Prompt, Task, Trajectory, Transition
 
 logger = logging.getLogger(__name__)
 
-EntryKind = Literal["summary", "knowledge"]
-"""What an entry is: the summary of one episode, or a fact about an app."""
 
-KINDS: tuple[EntryKind, ...] = ("knowledge", "summary")
-
-RECENCY_WEIGHT = 0.3
-"""Weight of recency in :func:`rank_entries` (the newest entry gets the whole weight)."""
-COUNT_WEIGHT = 0.2
-"""Weight of repetition in :func:`rank_entries` (an entry learned again and again nears it)."""
-
-_WORD = re.compile(r"\w+")
-_STOPWORDS = frozenset({
-    "a", "an", "the", "to", "of", "in", "on", "at", "by", "for", "from", "with", "and", "or", "is",
-    "are", "be", "it", "its", "this", "that", "as", "into", "then", "your", "you", "my", "me", "i",
-    "go", "turn", "open", "set",
-})
-
-DISTILL_SYSTEM = (
-    "You maintain the long-term memory of an agent that operates a phone by looking at "
-    "screenshots. From one finished episode, write (1) a short summary of what the agent did "
-    "and how it ended, useful the next time it attempts a similar task, and (2) knowledge about "
-    "the app that will help in future tasks: where a screen, setting or control is, how a "
-    "control behaves, which path works and which does not. Only state what the episode shows. "
-    "Each fact is one self-contained sentence that names the screen or control it is about."
-)
-SUMMARY_SYSTEM = (
-    "You keep a running summary of a phone-using agent's progress in its current task, so that "
-    "its older steps can be left out of its prompt. Keep what the rest of the task needs: what "
-    "was done, which screen the agent reached, what did not work."
-)
-
-
-# --------------------------------------------------------------------------- errors and config
-
-
-class MemoryStoreError(StoreOpenError, ValueError):
-    """The memory's database cannot be opened; the message names the URL and the fix.
-
-    Also a ``ValueError``: the database is one of the memory's settings, so an experiment's
-    check (``darwin run --dry-run``) reports it with the other bad settings.
-    """
+# --------------------------------------------------------------------------- config
 
 
 class LLMMemoryConfig(SlidingWindowConfig):
@@ -203,351 +183,6 @@ class LLMMemoryConfig(SlidingWindowConfig):
     def window(self) -> SlidingWindowConfig:
         """The raw window's settings."""
         return SlidingWindowConfig(**{name: getattr(self, name) for name in SlidingWindowConfig.model_fields})
-
-
-# --------------------------------------------------------------------------- answers
-
-
-@dataclass(frozen=True)
-class KnowledgeItem:
-    """One fact from a distillation answer; ``app`` when the model named another app."""
-
-    text: str
-    app: str | None = None
-
-
-@dataclass(frozen=True)
-class Distillation:
-    """What the memory model made of one episode."""
-
-    summary: str | None
-    knowledge: tuple[KnowledgeItem, ...] = ()
-
-
-def clean_text(value: object, limit: int) -> str | None:
-    """A stripped one-line string of at most ``limit`` characters, or ``None`` if ``value``
-    is not a string with some words in it."""
-    if not isinstance(value, str):
-        return None
-    text = " ".join(value.split())
-    if not _WORD.search(text):
-        return None
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
-
-
-_SUMMARY_KEYS = ("summary", "episode_summary")
-_KNOWLEDGE_KEYS = ("knowledge", "app_knowledge", "facts")
-_FACT_KEYS = ("fact", "text", "knowledge", "content")
-
-
-def parse_distillation(text: str, limit: int = 300) -> Distillation | None:
-    """Read a distillation answer; ``None`` when it is malformed.
-
-    The answer asked for is ``{"summary": "...", "knowledge": ["...", ...]}``; also read: the
-    object inside a code fence or among prose, facts as objects (``{"fact": "...", "app":
-    "..."}``), a single fact as a string, and a bare list of facts (no summary). ``{"summary":
-    "", "knowledge": []}`` is a valid answer that taught nothing.
-
-    >>> parse_distillation('```json\\n{"summary": "Opened Clock.", "knowledge": ["Alarms are on the Alarm tab."]}\\n```')
-    Distillation(summary='Opened Clock.', knowledge=(KnowledgeItem(text='Alarms are on the Alarm tab.', app=None),))
-    >>> parse_distillation('[{"fact": "Wi-Fi is under Network", "app": "Settings"}]').knowledge
-    (KnowledgeItem(text='Wi-Fi is under Network', app='Settings'),)
-    >>> parse_distillation('I could not find anything.') is None
-    True
-    """
-    value = parse_json_answer(text)
-    summary: str | None = None
-    items: list[object]
-    if isinstance(value, dict):
-        summary_keys = [k for k in _SUMMARY_KEYS if k in value]
-        knowledge_keys = [k for k in _KNOWLEDGE_KEYS if k in value]
-        if not summary_keys and not knowledge_keys:
-            return None
-        if summary_keys:
-            raw = value[summary_keys[0]]
-            if raw is not None and not isinstance(raw, str):
-                return None
-            summary = clean_text(raw, limit)
-        raw_items = value[knowledge_keys[0]] if knowledge_keys else None
-        if raw_items is None:
-            items = []
-        elif isinstance(raw_items, (str, dict)):
-            items = [raw_items]
-        elif isinstance(raw_items, list):
-            items = raw_items
-        else:
-            return None
-    elif isinstance(value, list):
-        items = value
-    else:
-        return None
-    knowledge: list[KnowledgeItem] = []
-    readable = 0
-    for item in items:
-        if isinstance(item, str):
-            readable += 1
-            fact = clean_text(item, limit)
-            if fact is not None:
-                knowledge.append(KnowledgeItem(fact))
-        elif isinstance(item, dict):
-            fact = next((item[k] for k in _FACT_KEYS if isinstance(item.get(k), str)), None)
-            if item.get("kind") == "summary" or (fact is None and isinstance(item.get("summary"), str)):
-                readable += 1
-                summary = summary or clean_text(fact if fact is not None else item.get("summary"), limit)
-                continue
-            if fact is None:
-                continue
-            readable += 1
-            cleaned = clean_text(fact, limit)
-            if cleaned is not None:
-                app = item.get("app")
-                knowledge.append(KnowledgeItem(cleaned, app.strip() if isinstance(app, str) and app.strip() else None))
-    if items and not readable:
-        return None
-    return Distillation(summary=summary, knowledge=tuple(knowledge))
-
-
-def parse_summary(text: str, limit: int = 800) -> str | None:
-    """Read a running-summary answer (``{"summary": "..."}``); ``None`` when malformed.
-
-    >>> parse_summary('{"summary": "Opened Settings; on the Display page now."}')
-    'Opened Settings; on the Display page now.'
-    """
-    value = parse_json_answer(text)
-    if isinstance(value, dict):
-        return clean_text(value.get("summary"), limit)
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return clean_text(" ".join(value), limit)  # type: ignore[arg-type]
-    return None
-
-
-# --------------------------------------------------------------------------- storage
-
-
-def app_key(app: str) -> str:
-    """How an app is stored and looked up: whitespace collapsed, case folded.
-
-    >>> app_key("  Google   Play ")
-    'google play'
-    """
-    return " ".join(app.split()).casefold()
-
-
-def words(text: str) -> list[str]:
-    """Lower-case words of ``text`` (letters, digits, underscores)."""
-    return _WORD.findall(text.casefold())
-
-
-def text_hash(text: str) -> str:
-    """SHA-256 of the normalised text (its words, lower case): the deduplication key.
-
-    >>> text_hash("Dark theme is under Display.") == text_hash("dark  theme is under display")
-    True
-    """
-    return hashlib.sha256(" ".join(words(text)).encode("utf-8")).hexdigest()
-
-
-class _Base(DeclarativeBase):
-    """Declarative base of the memory's tables (kept apart from the run store's schema)."""
-
-
-class MemoryEntryModel(_Base):
-    """One summary or fact; unique per (app, kind, normalised text)."""
-
-    __tablename__ = "memory_entries"
-    __table_args__ = (
-        UniqueConstraint("app", "kind", "text_hash", name="uq_memory_entries_app_kind_hash"),
-        Index("ix_memory_entries_app_seen", "app", "last_seen_at"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    app: Mapped[str] = mapped_column(String(128))
-    kind: Mapped[str] = mapped_column(String(16))
-    text: Mapped[str] = mapped_column(Text)
-    text_hash: Mapped[str] = mapped_column(String(64))
-    times_seen: Mapped[int] = mapped_column(Integer, default=1)
-    task_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
-    goal: Mapped[str | None] = mapped_column(Text, nullable=True)
-    success: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime)
-    last_seen_at: Mapped[datetime] = mapped_column(DateTime)
-
-
-@dataclass(frozen=True)
-class KnowledgeEntry:
-    """A stored entry, as queries return it (no ORM object leaks out)."""
-
-    id: int
-    app: str
-    kind: EntryKind
-    text: str
-    times_seen: int
-    task_id: str | None
-    goal: str | None
-    success: bool | None
-    created_at: datetime
-    last_seen_at: datetime
-
-    @property
-    def note(self) -> str:
-        """How the entry reads as a prompt note."""
-        if self.kind == "knowledge":
-            return self.text
-        outcome = {True: "succeeded", False: "failed", None: "not verified"}[self.success]
-        goal = f' at "{self.goal}"' if self.goal else ""
-        return f"Earlier attempt{goal} ({outcome}): {self.text}"
-
-
-def _entry(row: MemoryEntryModel) -> KnowledgeEntry:
-    return KnowledgeEntry(
-        id=row.id, app=row.app, kind=row.kind,  # type: ignore[arg-type]
-        text=row.text, times_seen=row.times_seen, task_id=row.task_id, goal=row.goal,
-        success=row.success, created_at=row.created_at, last_seen_at=row.last_seen_at,
-    )
-
-
-_MEMORY_FIX = "set url to another database (or leave it unset to use the run's SQLite database)"
-
-
-class KnowledgeStore(Database):
-    """The memory's SQL table (``memory_entries``) in any SQLAlchemy database.
-
-    Opened (and the table created) at construction; a database that cannot be opened raises
-    :class:`MemoryStoreError` naming the URL and the fix. SQLite files are shared safely with
-    the run store and other processes (WAL, busy timeout, writes take the lock up front).
-
-    >>> store = KnowledgeStore(None)             # in memory
-    >>> store.add("Clock", "knowledge", "The + button adds an alarm.")
-    True
-    >>> store.add("clock", "knowledge", "the + button adds an alarm")   # same text: counted
-    False
-    >>> [(e.text, e.times_seen) for e in store.entries("Clock")]
-    [('The + button adds an alarm.', 2)]
-    >>> store.close()
-    """
-
-    what = "memory database"
-    fix = _MEMORY_FIX
-    error = MemoryStoreError
-    metadata = _Base.metadata
-
-    def add(
-        self,
-        app: str,
-        kind: EntryKind,
-        text: str,
-        *,
-        task_id: str | None = None,
-        goal: str | None = None,
-        success: bool | None = None,
-    ) -> bool:
-        """Store ``text`` for ``app``; ``True`` if new, ``False`` if already known (its
-        ``times_seen`` and ``last_seen_at`` are bumped instead)."""
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-        key, digest = app_key(app), text_hash(text)
-        if not key or not words(text):
-            raise ValueError("an entry needs an app name and some words of text")
-        for attempt in range(2):
-            try:
-                with self._session(write=True) as s:
-                    now = utcnow(naive=True)
-                    row = s.scalar(
-                        select(MemoryEntryModel).where(
-                            MemoryEntryModel.app == key,
-                            MemoryEntryModel.kind == kind,
-                            MemoryEntryModel.text_hash == digest,
-                        )
-                    )
-                    if row is not None:
-                        row.times_seen += 1
-                        row.last_seen_at = now
-                        return False
-                    s.add(MemoryEntryModel(
-                        app=key, kind=kind, text=text, text_hash=digest, times_seen=1, task_id=task_id,
-                        goal=goal, success=success, created_at=now, last_seen_at=now,
-                    ))
-                    return True
-            except sa_exc.IntegrityError:
-                if attempt:
-                    raise
-                # A concurrent writer inserted the same text between our read and write: count it.
-        raise AssertionError("unreachable")
-
-    def entries(
-        self, app: str | None = None, kinds: Sequence[EntryKind] = KINDS, limit: int | None = None
-    ) -> list[KnowledgeEntry]:
-        """Entries (of ``app`` if given), most recently seen first."""
-        query = select(MemoryEntryModel).where(MemoryEntryModel.kind.in_(list(kinds)))
-        if app is not None:
-            query = query.where(MemoryEntryModel.app == app_key(app))
-        query = query.order_by(MemoryEntryModel.last_seen_at.desc(), MemoryEntryModel.id.desc())
-        if limit is not None:
-            query = query.limit(limit)
-        with self._session(write=False) as s:
-            return [_entry(row) for row in s.scalars(query)]
-
-
-def rank_entries(entries: Sequence[KnowledgeEntry], goal: str) -> list[tuple[float, KnowledgeEntry]]:
-    """Entries scored by relevance to ``goal``, best first (ties: the more recent first).
-
-    ``score = overlap + RECENCY_WEIGHT / (1 + r) + COUNT_WEIGHT * (1 - 1 / times_seen)``:
-    ``overlap`` is the share of the goal's words (minus a few stop words) that the entry
-    contains (its goal too, for summaries), ``r`` the entry's rank by last-seen time (0 =
-    the newest of the app's entries). Word overlap dominates; recency and repetition
-    order entries the goal says little about.
-    """
-    goal_words = set(words(goal)) - _STOPWORDS or set(words(goal))
-    by_recency = sorted(entries, key=lambda e: (e.last_seen_at, e.id), reverse=True)
-    scored = []
-    for rank, entry in enumerate(by_recency):
-        entry_words = set(words(entry.text)) | (set(words(entry.goal)) if entry.kind == "summary" and entry.goal else set())
-        overlap = len(goal_words & entry_words) / len(goal_words) if goal_words else 0.0
-        score = overlap + RECENCY_WEIGHT / (1 + rank) + COUNT_WEIGHT * (1 - 1 / max(1, entry.times_seen))
-        scored.append((rank, score, entry))
-    scored.sort(key=lambda x: (-x[1], x[0]))
-    return [(score, entry) for _, score, entry in scored]
-
-
-# --------------------------------------------------------------------------- prompts
-
-
-def action_text(transition: Transition, limit: int = 200) -> str:
-    """One step as the memory model reads it: ``click(x=540, y=1200)``, the model's thought
-    when it wrote one, the agent when it is not the actor, the phase when not execution."""
-    decision = transition.decision
-    if decision.action is not None:
-        data = decision.action.model_dump(mode="json")
-        name = data.pop("type")
-        text = f"{name}(" + ", ".join(f"{k}={v!r}" for k, v in data.items()) + ")"
-    elif decision.message is not None:
-        text = f"said: {clean_text(decision.message, limit) or '(nothing)'}"
-    else:
-        reason = decision.parse_error.reason if decision.parse_error is not None else "no action"
-        text = f"invalid output ({clean_text(reason, limit) or 'unreadable'})"
-    thought = default_render(transition).summary
-    if thought and decision.message is None:
-        text += f" - thought: {clean_text(thought, limit)}"
-    tags = [t for t in (transition.phase.value if transition.phase != Phase.EXECUTION else "",
-                        transition.agent if transition.agent != ACTOR else "") if t]
-    return (f"[{', '.join(tags)}] " if tags else "") + text
-
-
-def _step_lines(steps: Sequence[Transition], max_steps: int, first_number: int = 1) -> list[str]:
-    lines = [f"{first_number + i}. {action_text(t)}" for i, t in enumerate(steps)]
-    if len(lines) > max_steps:
-        head, tail = max_steps // 2, max_steps - max_steps // 2
-        lines = lines[:head] + [f"... ({len(lines) - max_steps} steps not shown) ..."] + lines[-tail:]
-    return lines
-
-
-def _outcome(trajectory: Trajectory) -> str:
-    verdict = {True: "succeeded", False: "failed", None: "not verified"}[trajectory.success]
-    termination = trajectory.termination
-    if termination is None:
-        return verdict
-    cause = f": {clean_text(termination.cause, 200)}" if termination.cause else ""
-    return f"{verdict} (ended by {termination.reason.value}{cause})"
 
 
 # --------------------------------------------------------------------------- the manager
