@@ -383,10 +383,8 @@ class RolloutEngine:
             assert trajectory.termination is not None
             self.curriculum.update(task, EpisodeOutcome(task.id, trajectory.success, len(trajectory), trajectory.termination.reason))
         if self.store is not None:
-            for phase, success in trajectory.phase_success.items():
-                reason = trajectory.phase_reasons.get(phase, "")
-                verdict = trajectory.phase_verdicts.get(phase)
-                usage = None if verdict is None or verdict.success != success else verdict.usage
+            for phase, verdict in trajectory.verdicts.items():
+                success, reason, usage = verdict.success, verdict.reason, verdict.usage
                 cost = {} if usage is None else {
                     "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                     "cost_usd": usage.cost_usd, "requests": usage.requests, "verifier_config": usage.config,

@@ -8,16 +8,15 @@ numpy screenshots and token arrays.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from types import MappingProxyType
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from darwin.actions import Action
-
-if TYPE_CHECKING:
-    from darwin.verifiers.base import Verdict
 
 ACTOR = "actor"
 """Role name of the agent that acts on the phone (the one trained by default)."""
@@ -357,6 +356,56 @@ class EpisodeMetrics:
         return bool(self.over_time_steps)
 
 
+@dataclass(frozen=True)
+class VerdictUsage:
+    """What a model-based verdict cost: tokens, dollars, requests, and the judge's settings.
+
+    ``cost_usd`` is ``None`` when no request had a known price (a self-hosted model outside
+    LiteLLM's price map); answers served from the judge's cache cost nothing and count in
+    ``cached``. ``config`` is the judge's configuration as JSON (names of key variables,
+    never keys). Stored with the verdict in the run database.
+
+    >>> a = VerdictUsage(prompt_tokens=10, completion_tokens=5, cost_usd=0.001, requests=1)
+    >>> (a + VerdictUsage(prompt_tokens=1, completion_tokens=1, requests=1, cached=1)).prompt_tokens
+    11
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    requests: int = 0
+    cached: int = 0
+    config: dict[str, Any] | None = None
+
+    def __add__(self, other: VerdictUsage) -> VerdictUsage:
+        cost = None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return VerdictUsage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost_usd=cost,
+            requests=self.requests + other.requests,
+            cached=self.cached + other.cached,
+            config=self.config if other.config is None else (other.config if self.config is None else {"parts": [self.config, other.config]}),
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``success=None`` means unverified (e.g. the judge was unreachable): never a silent 0 or 1.
+
+    ``usage`` is set by model-based verifiers (tokens, cost, the judge's settings).
+    """
+
+    success: bool | None
+    reward: float | None = None
+    reason: str = ""
+    usage: VerdictUsage | None = None
+
+    def __post_init__(self) -> None:
+        if self.reward is None:
+            object.__setattr__(self, "reward", None if self.success is None else float(self.success))
+
+
 @dataclass
 class Trajectory:
     """All transitions of one episode in time order, plus how it ended and its verdicts."""
@@ -365,11 +414,11 @@ class Trajectory:
     task: Task
     transitions: list[Transition] = field(default_factory=list)
     termination: Termination | None = None
-    phase_success: dict[Phase, bool | None] = field(default_factory=dict)
-    phase_reasons: dict[Phase, str] = field(default_factory=dict)
-    """The verifier's explanation of each phase verdict."""
-    phase_verdicts: dict[Phase, Verdict] = field(default_factory=dict)
-    """The verifier's verdict on each phase it judged (with tokens and cost for model judges)."""
+    verdicts: dict[Phase, Verdict] = field(default_factory=dict)
+    """The verdict on each phase played, in play order: the verifier's (with tokens and cost for
+    model judges), or the workflow's where no verifier decided (``success=None`` with the
+    termination's cause, or "already held"). :attr:`phase_success` and :attr:`phase_reasons`
+    read it."""
     group: str | None = None
     """The group of rollouts this episode belongs to (GRPO / GiGPO: the same task from the
     same start), set by the rollout engine in group mode; ``None`` outside group mode."""
@@ -387,9 +436,20 @@ class Trajectory:
     answered one more screenshot; ``None`` otherwise."""
 
     @property
+    def phase_success(self) -> Mapping[Phase, bool | None]:
+        """Each played phase's ``success`` (read-only; write :attr:`verdicts`)."""
+        return MappingProxyType({phase: verdict.success for phase, verdict in self.verdicts.items()})
+
+    @property
+    def phase_reasons(self) -> Mapping[Phase, str]:
+        """Each played phase's explanation (read-only; write :attr:`verdicts`)."""
+        return MappingProxyType({phase: verdict.reason for phase, verdict in self.verdicts.items()})
+
+    @property
     def success(self) -> bool | None:
         """Execution-phase verdict (``None`` if it never ran or was unverifiable)."""
-        return self.phase_success.get(Phase.EXECUTION)
+        verdict = self.verdicts.get(Phase.EXECUTION)
+        return None if verdict is None else verdict.success
 
     @property
     def completed(self) -> bool:
@@ -401,7 +461,8 @@ class Trajectory:
 
         >>> from darwin.tasks import get_task
         >>> t = Trajectory("e0", get_task("amazon_0"), termination=Termination(TerminationReason.STEP_BUDGET))
-        >>> t.phase_success[Phase.EXECUTION] = False
+        >>> from darwin.verifiers.base import Verdict
+        >>> t.verdicts[Phase.EXECUTION] = Verdict(False)
         >>> t.outcome, t.outcome.scored
         (<Outcome.FAILURE: 'failure'>, False)
         """
@@ -425,5 +486,5 @@ class Trajectory:
 __all__ = [
     "ACTOR", "ChatMessage", "Decision", "EpisodeMetrics", "Generation", "Lifecycle", "Observation", "Outcome", "ParseError", "Phase", "PhaseSpec", "Prompt",
     "Task", "TaskDefinitionError", "Termination", "TerminationReason", "Trajectory", "Transition",
-    "VerifierSpec",
+    "Verdict", "VerdictUsage", "VerifierSpec",
 ]

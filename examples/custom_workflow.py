@@ -7,7 +7,7 @@ A workflow turns (phone, task, actor) into a trajectory. Its contract
 - every transition goes to ``emit`` the moment it happens (the replay buffer and the run
   database receive it), with ``step`` counting 0, 1, 2, ... over the whole episode, and the
   returned trajectory holds exactly the transitions emitted, a ``termination``, and a verdict
-  per phase in ``phase_success`` / ``phase_reasons`` (``None``: unscored);
+  per phase in ``verdicts`` (read as ``phase_success`` / ``phase_reasons``; ``None``: unscored);
 - a failing phone (``darwin.envs.base.InfraError``) ends the episode as an infrastructure
   truncation, never as a failure of the agent;
 - the experiment builds it as ``cls(verifier=..., config=StepConfig(...), **kwargs)``,

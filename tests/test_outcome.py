@@ -12,6 +12,7 @@ from darwin.rollout import RolloutStats
 from darwin.store import RunStore
 from darwin.tasks import get_task
 from darwin.types import Outcome, Phase, Termination, TerminationReason, Trajectory
+from darwin.verifiers.base import Verdict
 
 TASK = get_task("amazon_0")
 
@@ -34,7 +35,7 @@ def _trajectory(i: int, reason: TerminationReason | None, verdict: bool | None) 
     cause = "x" if reason in (TerminationReason.INFRA_TRUNCATED, TerminationReason.ERROR) else ""
     t = Trajectory(f"e{i}", TASK, termination=None if reason is None else Termination(reason, cause))
     if reason is not None:
-        t.phase_success[Phase.EXECUTION] = verdict
+        t.verdicts[Phase.EXECUTION] = Verdict(verdict)
     return t
 
 

@@ -27,6 +27,7 @@ from darwin.report import compare_runs, summarize_run
 from darwin.rollout import RolloutEngine, RolloutStats
 from darwin.tasks import get_task, task_set
 from darwin.types import Phase, Termination, TerminationReason, Trajectory
+from darwin.verifiers.base import Verdict
 
 COST_HEADER = "| phone-s / success | learner-s / success | phone time: infra | phone time: backpressure |"
 
@@ -35,7 +36,7 @@ def _episode(success: bool | None, reason: TerminationReason, cause: str = "") -
     trajectory = Trajectory(episode_id=f"e-{reason.value}-{success}", task=get_task("settings_dark_theme"),
                             termination=Termination(reason, cause))
     if success is not None:
-        trajectory.phase_success[Phase.EXECUTION] = success
+        trajectory.verdicts[Phase.EXECUTION] = Verdict(success)
     return trajectory
 
 

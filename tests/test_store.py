@@ -36,6 +36,7 @@ from darwin.types import (
     Transition,
     VerifierSpec,
 )
+from darwin.verifiers.base import Verdict
 
 
 def _task(task_id: str = "settings_dark") -> Task:
@@ -106,7 +107,7 @@ def _trajectory(episode_id: str, task: Task) -> Trajectory:
         task=task,
         transitions=[t0, t1, t2],
         termination=Termination(TerminationReason.AGENT_FINISHED),
-        phase_success={Phase.EXECUTION: True},
+        verdicts={Phase.EXECUTION: Verdict(True)},
     )
 
 
@@ -243,7 +244,7 @@ def test_success_by_task_counts(store: RunStore) -> None:
                 episode_id=ep_id,
                 task=task,
                 termination=Termination(reason, cause),
-                phase_success={Phase.EXECUTION: success},
+                verdicts={Phase.EXECUTION: Verdict(success)},
             )
         )
     store.start_episode(run_id, "b3", b, phone="p")  # still running
@@ -365,7 +366,7 @@ def test_concurrent_writes_lose_nothing(store: RunStore) -> None:
                     task=task,
                     transitions=transitions,
                     termination=Termination(TerminationReason.AGENT_FINISHED),
-                    phase_success={Phase.EXECUTION: e % 2 == 0},
+                    verdicts={Phase.EXECUTION: Verdict(e % 2 == 0)},
                 )
             )
 

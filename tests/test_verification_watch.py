@@ -30,6 +30,7 @@ from darwin.types import (
     VerifierSpec,
 )
 from darwin.verification_watch import VerificationWatch, VerificationWatchConfig
+from darwin.verifiers.base import Verdict
 
 TASK = Task(id="clock_1", instruction="Open the clock.", app="Clock", verifier=VerifierSpec(predicate="p"))
 NO_PROBE = "the phone has no state probe; use an LLM judge"
@@ -42,7 +43,7 @@ def episode(verdict: bool | None, reason: TerminationReason = TerminationReason.
     step = Transition(eid, TASK.id, 0, Phase.EXECUTION, obs, Decision(action=Wait()), done=True)
     cause = why if reason in (TerminationReason.INFRA_TRUNCATED, TerminationReason.ERROR) else ""
     return Trajectory(episode_id=eid, task=TASK, transitions=[step], termination=Termination(reason, cause),
-                      phase_success={Phase.EXECUTION: verdict}, phase_reasons={Phase.EXECUTION: why})
+                      verdicts={Phase.EXECUTION: Verdict(verdict, reason=why)})
 
 
 def unprobed(n: int) -> list[Trajectory]:

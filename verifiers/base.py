@@ -18,7 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from darwin.types import Phase, Task, Transition, VerifierSpec
+# Verdict and VerdictUsage live with the trajectory that holds them (darwin.types).
+from darwin.types import Phase, Task, Transition, Verdict, VerdictUsage, VerifierSpec
+
+__all__ = ["Verdict", "VerdictUsage", "VerificationRequest", "Verifier", "as_verifier"]
 
 
 @dataclass(frozen=True)
@@ -32,56 +35,6 @@ class VerificationRequest:
     transitions: Sequence[Transition]
     final_state: dict[str, Any] | None
     final_screenshot: np.ndarray | None
-
-
-@dataclass(frozen=True)
-class VerdictUsage:
-    """What a model-based verdict cost: tokens, dollars, requests, and the judge's settings.
-
-    ``cost_usd`` is ``None`` when no request had a known price (a self-hosted model outside
-    LiteLLM's price map); answers served from the judge's cache cost nothing and count in
-    ``cached``. ``config`` is the judge's configuration as JSON (names of key variables,
-    never keys). Stored with the verdict in the run database.
-
-    >>> a = VerdictUsage(prompt_tokens=10, completion_tokens=5, cost_usd=0.001, requests=1)
-    >>> (a + VerdictUsage(prompt_tokens=1, completion_tokens=1, requests=1, cached=1)).prompt_tokens
-    11
-    """
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
-    requests: int = 0
-    cached: int = 0
-    config: dict[str, Any] | None = None
-
-    def __add__(self, other: VerdictUsage) -> VerdictUsage:
-        cost = None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
-        return VerdictUsage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            cost_usd=cost,
-            requests=self.requests + other.requests,
-            cached=self.cached + other.cached,
-            config=self.config if other.config is None else (other.config if self.config is None else {"parts": [self.config, other.config]}),
-        )
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """``success=None`` means unverified (e.g. the judge was unreachable): never a silent 0 or 1.
-
-    ``usage`` is set by model-based verifiers (tokens, cost, the judge's settings).
-    """
-
-    success: bool | None
-    reward: float | None = None
-    reason: str = ""
-    usage: VerdictUsage | None = None
-
-    def __post_init__(self) -> None:
-        if self.reward is None:
-            object.__setattr__(self, "reward", None if self.success is None else float(self.success))
 
 
 class Verifier(ABC):

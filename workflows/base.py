@@ -38,11 +38,12 @@ class Workflow(ABC):
        ``transitions`` are exactly the emitted ones, in the same order, with ``step`` their
        index in the episode. Turns of agents other than the one acting on the phone (a plan,
        a judgement) are transitions too, with their ``agent`` name and no reward.
-    2. **Verdicts.** For every phase it judged, ``phase_success[phase]`` holds the verifier's
-       answer (True, False, or None when it could not decide: never a silent 0 or 1),
-       ``phase_reasons[phase]`` its explanation and ``phase_verdicts[phase]`` the whole
-       :class:`~darwin.verifiers.base.Verdict`. The execution phase's answer is
-       ``trajectory.success``; :attr:`~darwin.types.Trajectory.outcome` is read from it.
+    2. **Verdicts.** For every phase it played, ``verdicts[phase]`` holds the
+       :class:`~darwin.verifiers.base.Verdict`: the verifier's answer (True, False, or None
+       when it could not decide: never a silent 0 or 1) with its explanation, or, where no
+       verifier decided, ``Verdict(None, reason=<why>)``. ``phase_success`` and
+       ``phase_reasons`` read it. The execution phase's answer is ``trajectory.success``;
+       :attr:`~darwin.types.Trajectory.outcome` is read from it.
     3. **Termination.** The returned trajectory has ``termination`` set: exactly one
        :class:`~darwin.types.TerminationReason`, with a cause for infrastructure truncations
        and errors. A phone failure (:class:`~darwin.envs.base.InfraError`) ends the episode as
@@ -79,9 +80,7 @@ class Workflow(ABC):
         ...         trajectory.transitions.append(step)
         ...         if emit is not None:
         ...             emit(step)                                         # 1. emitted when complete
-        ...         trajectory.phase_success[phase] = verdict.success      # 2. the verdict
-        ...         trajectory.phase_reasons[phase] = verdict.reason
-        ...         trajectory.phase_verdicts[phase] = verdict
+        ...         trajectory.verdicts[phase] = verdict                   # 2. the verdict
         ...         trajectory.termination = end                           # 3. how it ended
         ...         return trajectory
         >>> seen = []

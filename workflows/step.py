@@ -172,19 +172,14 @@ class StepWorkflow(Workflow):
             if termination.reason == TerminationReason.ALREADY_DONE and phase != Phase.EXECUTION:
                 # A setup or teardown goal that holds already: go on; the episode keeps the
                 # execution phase's ending (it is what the episode is scored by).
-                trajectory.phase_success[phase] = True
-                trajectory.phase_reasons[phase] = "already held"
+                trajectory.verdicts[phase] = Verdict(True, reason="already held")
                 trajectory.termination = trajectory.termination or termination
                 continue
             trajectory.termination = termination
             if termination.reason == TerminationReason.ALREADY_DONE:  # nothing to score: the episode ends unscored
-                trajectory.phase_success[phase] = None
-                trajectory.phase_reasons[phase] = "the goal already held before the agent acted"
+                trajectory.verdicts[phase] = Verdict(None, reason="the goal already held before the agent acted")
                 break
-            trajectory.phase_success[phase] = verdict.success if verdict is not None else None
-            trajectory.phase_reasons[phase] = verdict.reason if verdict is not None else termination.cause
-            if verdict is not None:
-                trajectory.phase_verdicts[phase] = verdict
+            trajectory.verdicts[phase] = verdict if verdict is not None else Verdict(None, reason=termination.cause)
             if verdict is None or verdict.success is not True:
                 break  # success-gated: the next phase starts only after this one is verified done
         if self.config.record_next_prompt and trajectory.termination is not None and trajectory.termination.truncated:

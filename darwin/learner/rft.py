@@ -8,10 +8,10 @@ recent training episodes whose verifier accepted the execution phase, and every
 
     >>> from darwin.tasks import get_task
     >>> from darwin.types import Phase, Termination, TerminationReason, Trajectory
+    >>> from darwin.verifiers.base import Verdict
     >>> def episode(eid, success):
-    ...     t = Trajectory(eid, get_task("amazon_0"), termination=Termination(TerminationReason.AGENT_FINISHED))
-    ...     t.phase_success[Phase.EXECUTION] = success
-    ...     return t
+    ...     return Trajectory(eid, get_task("amazon_0"), termination=Termination(TerminationReason.AGENT_FINISHED),
+    ...                       verdicts={Phase.EXECUTION: Verdict(success)})
     >>> kept = AcceptedEpisodes(capacity=2)
     >>> kept.add([episode("a", True), episode("b", False), episode("c", True), episode("d", True)])
     3

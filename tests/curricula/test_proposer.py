@@ -27,6 +27,7 @@ from darwin.experiment import ExperimentConfig
 from darwin.store import DB_FILENAME, RunStore
 from darwin.templates import SplitConfig, get_template, schema_line, split_templates, templates
 from darwin.types import Phase, Task, Termination, TerminationReason, Trajectory
+from darwin.verifiers.base import Verdict
 
 ALARM = "clock.set_alarm"
 WORLD = "clock.add_world_clock"
@@ -338,7 +339,7 @@ def record_episode(store: RunStore, run_id: str, task: Task, success: bool, reas
     episode_id = f"{task.id}-{len(store.episodes(run_id))}"
     store.start_episode(run_id, episode_id, task, phone="sim-0")
     store.finish_episode(Trajectory(episode_id=episode_id, task=task, termination=Termination(reason),
-                                    phase_success={Phase.EXECUTION: success}))
+                                    verdicts={Phase.EXECUTION: Verdict(success)}))
 
 
 def test_results_are_read_from_the_run_database(openai_server, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import pytest
 from darwin.learner import LearnerConfig, LearnerDataError, LocalLearner
 from darwin.learner.batch import actor_skip_reason
 from darwin.types import Phase, TerminationReason
+from darwin.verifiers.base import Verdict
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
@@ -18,10 +19,9 @@ def _infra_and_unverified(policy, kit, seed: int = 20) -> list:
     cut = [kit.sampled_trajectory(policy, [0.0] * (1 + i), seed=seed + i, reason=TerminationReason.INFRA_TRUNCATED)
            for i in range(2)]
     for t in cut:
-        t.phase_success, t.phase_reasons = {Phase.EXECUTION: None}, {Phase.EXECUTION: "timeout"}
+        t.verdicts = {Phase.EXECUTION: Verdict(None, reason="timeout")}
     undecided = kit.sampled_trajectory(policy, [0.0, 0.0], seed=seed + 5, reason=TerminationReason.AGENT_FINISHED)
-    undecided.phase_success = {Phase.EXECUTION: None}
-    undecided.phase_reasons = {Phase.EXECUTION: "the phone has no state probe; use an LLM judge"}
+    undecided.verdicts = {Phase.EXECUTION: Verdict(None, reason="the phone has no state probe; use an LLM judge")}
     return [*cut, undecided]
 
 
@@ -52,7 +52,7 @@ def test_the_setting_train_keeps_training_on_them_and_a_verified_trajectory_lift
     assert not kit.params_equal(trained.actor, before) and policy.version == 1
     # One verified failure among the truncations: the batch has a verdict and trains the actor.
     failed = kit.sampled_trajectory(policy, [0.0, 0.0], seed=40, reason=TerminationReason.AGENT_FINISHED)
-    failed.phase_success = {Phase.EXECUTION: False}
+    failed.verdicts = {Phase.EXECUTION: Verdict(False)}
     learner = LocalLearner(kit.tiny_policy(), kit.small_config(actor_lr=1e-2))
     assert actor_skip_reason([*batch, failed]) is None
     assert learner.update([*batch, failed]).actor_updated and learner.policy_version == 1

@@ -12,6 +12,7 @@ from darwin.actions import Wait
 from darwin.learner import LearnerDataError, StepRow, collate, collect_step_rows, preprocess_rows
 from darwin.policies import ChatMessage, Prompt
 from darwin.types import Decision, Generation, Termination, TerminationReason, Trajectory
+from darwin.verifiers.base import Verdict
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
@@ -42,16 +43,16 @@ def test_unverified_trajectories_are_never_trained_on(policy, kit):
     from darwin.types import Phase
 
     judged = kit.sampled_trajectory(policy, [0.0, 0.0], seed=5, reason=TerminationReason.AGENT_FINISHED)
-    judged.phase_success = {Phase.EXECUTION: None}  # the judge could not decide
+    judged.verdicts = {Phase.EXECUTION: Verdict(None)}  # the judge could not decide
     errored = kit.sampled_trajectory(policy, [0.0], seed=6, reason=TerminationReason.ERROR)
-    errored.phase_success = {Phase.EXECUTION: None}
+    errored.verdicts = {Phase.EXECUTION: Verdict(None)}
     failed = kit.sampled_trajectory(policy, [0.0], seed=7, reason=TerminationReason.AGENT_FINISHED)
-    failed.phase_success = {Phase.EXECUTION: False}
+    failed.verdicts = {Phase.EXECUTION: Verdict(False)}
     # A setup phase that failed is a verified failure of the episode (its last phase has a verdict).
     gated = kit.sampled_trajectory(policy, [0.0], seed=8, reason=TerminationReason.STEP_BUDGET)
-    gated.phase_success = {Phase.SETUP: False}
+    gated.verdicts = {Phase.SETUP: Verdict(False)}
     infra = kit.sampled_trajectory(policy, [0.0], seed=9, reason=TerminationReason.INFRA_TRUNCATED)
-    infra.phase_success = {Phase.EXECUTION: None}
+    infra.verdicts = {Phase.EXECUTION: Verdict(None)}
     out = collect_step_rows([judged, errored, failed, gated, infra])
     assert out.dropped_unverified == 2
     assert {r.episode_id for r in out.rows} == {failed.episode_id, gated.episode_id, infra.episode_id}

@@ -12,6 +12,7 @@ import torch
 
 from darwin.learner import LocalLearner
 from darwin.types import Task, TerminationReason, VerifierSpec
+from darwin.verifiers.base import Verdict
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
@@ -27,7 +28,7 @@ def grouped(kit, policy, offset=0):
                                        parse_error_steps=(1,) if rewards[1] < 0 else (),
                                        reason=TerminationReason.AGENT_FINISHED if rewards[-1] > 0 else TerminationReason.STEP_BUDGET)
             t.group = g
-            t.phase_success = {t.transitions[0].phase: rewards[-1] > 0}
+            t.verdicts = {t.transitions[0].phase: Verdict(rewards[-1] > 0)}
             out.append(t)
     return out
 
@@ -138,7 +139,7 @@ def test_negative_pruning_mutes_all_failed_groups(kit):
     policy = kit.tiny_policy()
     data = grouped(kit, policy)
     for t in data[3:]:  # group g2 fails entirely
-        t.phase_success = {k: False for k in t.phase_success}
+        t.verdicts = {k: Verdict(False) for k in t.verdicts}
     learner = LocalLearner(policy, kit.small_config(negative_pruning=True))
     m = learner.update(data)
     assert m.pruned_trajectories == 3 and m.trajectories == 3

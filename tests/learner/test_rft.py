@@ -13,11 +13,12 @@ from darwin.learner.batch import collect_step_rows
 from darwin.learner.rft import AcceptedEpisodes
 from darwin.models.scoring import compute_response_logprobs, response_nll
 from darwin.types import Phase, TerminationReason, Trajectory
+from darwin.verifiers.base import Verdict
 
 
 def verdict(t: Trajectory, success: bool | None) -> Trajectory:
     if success is not None:
-        t.phase_success[Phase.EXECUTION] = success
+        t.verdicts[Phase.EXECUTION] = Verdict(success)
     return t
 
 

@@ -17,6 +17,7 @@ from darwin.models import TinyVLMConfig, build_tiny_vlm, load_tiny_vlm
 from darwin.predicates import resolve
 from darwin.tasks import get_task
 from darwin.types import TerminationReason
+from darwin.verifiers.base import Verdict
 from darwin.verifiers.learned.data import (
     VerifierDataError,
     generate_verifier_data,
@@ -382,7 +383,7 @@ def test_a_run_rewarded_by_one_verifier_gives_its_auditors_labels(tmp_path: Path
             reason = f"[learned] learned: p=0.9 (threshold 0.5) (audit: rule: {rule} (settings.dark_theme: x))"
             store.record_verdict(episode, Phase.EXECUTION, "composite", True, 1.0, reason)
             trajectory = Trajectory(episode, task, termination=Termination(TerminationReason.AGENT_FINISHED),
-                                    phase_success={Phase.EXECUTION: True})
+                                    verdicts={Phase.EXECUTION: Verdict(True)})
             store.finish_episode(trajectory, np.full((8, 4, 3), i, np.uint8))
     by_rule = examples_from_run(tmp_path, "rule")
     assert [(e.episode_id, e.label, e.source) for e, _, _ in by_rule] == [
