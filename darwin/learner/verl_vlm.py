@@ -1,5 +1,5 @@
-"""verl's critic for Qwen2-VL-family policies: a value model transformers can load, and the
-CPU shim for verl 0.9.1's value-model loader.
+"""verl's critic for Qwen2-VL-family policies: a value model transformers can load, and a
+value-model loader that honours the configured attention.
 
 verl builds its critic with ``verl.utils.model.load_valuehead_model``, which asks
 ``AutoModelForTokenClassification`` for a ``num_labels = 1`` model and falls back to trl's
@@ -17,12 +17,14 @@ dependency. Importing this module (the driver does it in :func:`prepare_critic_c
   Without it transformers reads the text backbone's checkpoint keys (``model.layers.*``)
   as unexpected, leaves the text backbone at its random init and raises nothing.
 
-The CPU shim (:func:`install_cpu_valuehead_loader`, applied when the worker runs on
-darwin's CPU platform): ``load_valuehead_model`` passes
-``attn_implementation="flash_attention_2"`` literally, which needs a GPU. The shim replaces
-that one module attribute with the same call using ``"sdpa"`` (verl's FSDP engine imports
-the name at call time). ``tests/learner/test_verl_vlm.py`` fails once verl stops writing
-the literal, so the shim can go.
+The loader (:func:`install_valuehead_loader`, installed in every worker: on darwin's CPU
+platform when verl imports this module, on GPUs by the worker class):
+``load_valuehead_model`` passes ``attn_implementation="flash_attention_2"`` literally, which
+needs a GPU with flash-attn installed; without it verl falls back to trl's value-head wrapper
+(a different model and checkpoint format) or fails. The installed loader makes the same call
+with the attention the critic's config carries (``VerlConfig.attn_implementation``: ``sdpa``
+on CPU; verl's FSDP engine imports the name at call time). ``tests/learner/test_verl_vlm.py``
+fails once verl stops writing the literal, so the loader can go.
 
     >>> from transformers import AutoModelForTokenClassification, Qwen2VLConfig
     >>> import darwin.learner.verl_vlm as verl_vlm
@@ -54,14 +56,13 @@ from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel, Qwen2VL
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "CPU_ATTENTION",
     "Qwen2VLForTokenValue",
     "Qwen2_5_VLForTokenValue",
-    "install_cpu_valuehead_loader",
+    "install_valuehead_loader",
+    "load_value_model",
     "valuehead_loader_hardcodes_flash_attention",
 ]
 
-CPU_ATTENTION = "sdpa"
 """The attention the CPU shim loads value models with (flash-attention needs a GPU)."""
 
 
@@ -153,29 +154,28 @@ def valuehead_loader_hardcodes_flash_attention() -> bool:
     return 'attn_implementation="flash_attention_2"' in source
 
 
-def install_cpu_valuehead_loader() -> None:
-    """Point ``verl.utils.model.load_valuehead_model`` at the same call with ``sdpa`` attention.
+def load_value_model(local_path, torch_dtype, model_config, trust_remote_code):  # noqa: ANN001, ANN201 (verl's signature)
+    """verl's ``load_valuehead_model`` (same arguments) for darwin's value-model checkpoints:
+    ``AutoModelForTokenClassification`` with the attention ``model_config`` carries (verl's
+    ``HFModelConfig`` builds it with ``VerlConfig.attn_implementation``) instead of a fixed
+    ``flash_attention_2``. A model that is not a token-classification model raises
+    transformers' own error instead of verl's "install trl" message, so the cause stays visible."""
+    return AutoModelForTokenClassification.from_pretrained(
+        pretrained_model_name_or_path=local_path, torch_dtype=torch_dtype, config=model_config,
+        attn_implementation=getattr(model_config, "_attn_implementation", None) or "flash_attention_2",
+        trust_remote_code=trust_remote_code,
+    )
 
-    Only the attention choice differs from verl's loader; a model that is not a
-    token-classification model raises transformers' own error instead of verl's "install
-    trl" message, so the cause stays visible.
-    """
+
+def install_valuehead_loader() -> None:
+    """Point ``verl.utils.model.load_valuehead_model`` at :func:`load_value_model` (idempotent)."""
     import verl.utils.model as verl_model
 
-    if getattr(verl_model.load_valuehead_model, "__darwin_shim__", False):
-        return
-
-    def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):  # noqa: ANN001, ANN202 (verl's signature)
-        return AutoModelForTokenClassification.from_pretrained(
-            pretrained_model_name_or_path=local_path, torch_dtype=torch_dtype, config=model_config,
-            attn_implementation=CPU_ATTENTION, trust_remote_code=trust_remote_code,
-        )
-
-    load_valuehead_model.__darwin_shim__ = True  # type: ignore[attr-defined]
-    verl_model.load_valuehead_model = load_valuehead_model
-    logger.debug("verl's value-model loader uses attn_implementation=%r on CPU", CPU_ATTENTION)
+    if verl_model.load_valuehead_model is not load_value_model:
+        verl_model.load_valuehead_model = load_value_model
+        logger.debug("verl's value-model loader takes the attention from the critic's config")
 
 
 if os.environ.get("VERL_PLATFORM") == "cpu":
     # A worker of VerlConfig(device="cpu"): verl imports this module at start through VERL_USE_EXTERNAL_MODULES.
-    install_cpu_valuehead_loader()
+    install_valuehead_loader()

@@ -9,11 +9,9 @@ from it directly). ``darwin_training_worker()`` is that class, plus
 - :meth:`full_state_dict`: the actor's full weights, gathered with the engine's
   ``get_per_tensor_param`` (the call verl itself uses to push weights to its rollout
   servers), handed to darwin's policy after each actor update;
-- the critic loaded with the attention its checkpoint names: verl's ``load_valuehead_model``
-  asks for ``flash_attention_2`` whatever the config says, and where flash-attn is not
-  installed it falls back to trl's value-head wrapper (a different model and checkpoint
-  format) or, without trl, fails. darwin's critic checkpoint is already a value model
-  (``prepare_critic_checkpoint``), so it loads it as one with the configured attention.
+- the critic loaded with the configured attention on GPUs too
+  (:func:`darwin.learner.verl_vlm.install_valuehead_loader`; verl's own loader always asks
+  for flash-attention).
 
 """
 
@@ -25,24 +23,7 @@ import os
 import torch
 import torch.distributed as dist
 
-__all__ = ["darwin_training_worker", "load_value_model"]
-
-
-def load_value_model(local_path: str, torch_dtype: torch.dtype, model_config, trust_remote_code: bool):
-    """verl's ``load_valuehead_model`` (same arguments) for darwin's value-model checkpoints:
-    ``AutoModelForTokenClassification`` with the attention ``model_config`` carries
-    (``VerlConfig.attn_implementation``) instead of a fixed ``flash_attention_2``."""
-    from transformers import AutoModelForTokenClassification
-
-    import darwin.learner.verl_vlm  # noqa: F401  (registers the Qwen2-VL-family value models)
-
-    return AutoModelForTokenClassification.from_pretrained(
-        pretrained_model_name_or_path=local_path,
-        torch_dtype=torch_dtype,
-        config=model_config,
-        attn_implementation=getattr(model_config, "_attn_implementation", None) or "flash_attention_2",
-        trust_remote_code=trust_remote_code,
-    )
+__all__ = ["darwin_training_worker"]
 
 
 @functools.cache
@@ -65,10 +46,9 @@ def darwin_training_worker() -> type:
                 dist.init_process_group(
                     backend="gloo", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"])
                 )
-            import verl.utils.model
+            from darwin.learner.verl_vlm import install_valuehead_loader
 
-            # the engine imports load_valuehead_model from this module when it builds a value model
-            verl.utils.model.load_valuehead_model = load_value_model
+            install_valuehead_loader()  # the critic with the configured attention, also on GPUs
             super().__init__(config)
 
         @register(dispatch_mode=Dispatch.ONE_TO_ALL)

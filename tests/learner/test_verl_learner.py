@@ -207,7 +207,7 @@ def test_critic_loads_with_the_configured_attention_not_verls_fixed_flash_attent
     override_config), so a machine without flash-attn loads the same value model."""
     from transformers import AutoConfig
 
-    from darwin.learner.verl_workers import load_value_model
+    from darwin.learner.verl_vlm import load_value_model
 
     critic = prepare_critic_checkpoint(_tiny_text_model(tmp_path / "actor"), tmp_path / "critic", init="calibrated", bias=0.1)
     for attention in ("sdpa", "eager"):

@@ -59,7 +59,7 @@ def batch_of(kit, policy: HFPolicy, seed: int) -> list[Trajectory]:
 # The value model and the shim (plain transformers)
 # --------------------------------------------------------------------------------------
 def test_verl_still_loads_value_models_with_flash_attention() -> None:
-    """The reason for darwin's CPU shim (verl_vlm.install_cpu_valuehead_loader). If a verl
+    """The reason for darwin's value-model loader (verl_vlm.install_valuehead_loader). If a verl
     release stops writing attn_implementation="flash_attention_2" into load_valuehead_model,
     this fails: then delete the shim."""
     assert valuehead_loader_hardcodes_flash_attention()
