@@ -218,7 +218,9 @@ def _load_for_eval(experiment_file: str, overrides: tuple[str, ...]):  # noqa: A
 def _experiment_actors(config, seed: int | None, temperature: float | None) -> _Actors:  # noqa: ANN001
     """The experiment's warm start (built and cached as `darwin run` does) with its memory,
     sampling as its run does (``policy``), unless ``--seed`` / ``--temperature`` say otherwise."""
-    pool = config.build_policy_pool(config.warm_start(), seed=seed, temperature=temperature)
+    from darwin.builders import build_policy_pool, warm_start_checkpoint
+
+    pool = build_policy_pool(config, warm_start_checkpoint(config), seed=seed, temperature=temperature)
     return _Actors(pool, pool.aclose, pool.observation_size)
 
 
@@ -232,7 +234,8 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
         return _Actors(lambda i: RandomActor(seed=seed * 1000 + i))
     if kind == "tiny":
         from darwin.agents.pool import ActorPool
-        from darwin.experiment import WARM_START_FILE, load_run_policy
+        from darwin.builders import load_run_policy
+        from darwin.report import WARM_START_FILE
         from darwin.sft import AGENT_FILE
 
         if not arg:
@@ -298,6 +301,7 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
 def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tuple[str, ...], phones: int | None, task_names: str | None, episodes: int | None, seed: int | None, run_dir: str | None, db: str | None, observation_size: tuple[int, int] | None, no_perturb: bool, temperature: float | None, agent_format: str, api_base: str | None, api_key_env: str | None, max_new_tokens: int | None, end_on_success: bool, json_out: Path | None) -> None:
     """Evaluate an agent on SimPhones; prints success per task and overall, then the episode
     metrics per task (SR, PR, SE, FC, OT and the L1-L4 stratum; docs/evaluation.md)."""
+    from darwin.builders import build_eval_phones, build_workflow, sim_eval_phones
     from darwin.envs.sim import PerturbationConfig
     from darwin.evaluate import evaluate, evaluation_phones
     from darwin.store import RunStore
@@ -341,11 +345,11 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
     if experiment is not None:  # the experiment's evaluation phones (perturbation, reset between episodes)
         if no_perturb:
             experiment = experiment.model_copy(update={"phones": experiment.phones.model_copy(update={"perturbation": PerturbationConfig(enabled=False)})})
-        envs = experiment.build_eval_phones() if experiment.phones.kind == "sim" else experiment.sim_eval_phones(phones)
+        envs = build_eval_phones(experiment) if experiment.phones.kind == "sim" else sim_eval_phones(experiment, phones)
     else:  # Chinese task instances on a Chinese UI, as in an experiment's default
         envs = evaluation_phones(seed or 0, phones, perturbation=PerturbationConfig(enabled=not no_perturb), prefix="sim")
     if experiment is not None:  # the experiment's own workflow, verifier and reward settings
-        workflow = experiment.build_workflow(observation_size, evaluation=True)
+        workflow = build_workflow(experiment, observation_size, evaluation=True)
     else:
         workflow = LifecycleWorkflow(config=StepConfig(observation_size=observation_size, end_on_success=end_on_success))
     run_id = store.start_run(f"eval {agent_spec}", config=None)

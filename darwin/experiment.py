@@ -1,5 +1,6 @@
-"""Experiments: one typed config that builds phones, agent, policy, workflow, curriculum,
-learner and store, and the loop that trains (``darwin run examples/spa_bench.py``).
+"""Experiments: one typed config of phones, agent, policy, workflow, curriculum, learner and
+store (a schema: :mod:`darwin.builders` makes the components from it), and the loop that
+trains (``darwin run examples/spa_bench.py``).
 
 The loop is the paper's: phone workers stream transitions into the replay buffer without
 waiting for each other; whenever completed trajectories cover ``rollout_steps`` steps the
@@ -30,37 +31,23 @@ from darwin.components import (
     ComponentError,
     ComponentKind,
     ComponentSpec,
-    build_component,
     check_component,
     resolve_component,
 )
 from darwin.envs.adb import AdbEnvConfig
-from darwin.envs.fleet import PhoneEvent, PhoneFleet, ResetSchedule
-from darwin.envs.providers import PhoneProvider, ProviderError
+from darwin.envs.fleet import ResetSchedule
 from darwin.envs.ray_phones import RayPhoneGroup, RayPhonesConfig
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.learner.config import LearnerConfig
 from darwin.policies.server import ServerPolicyConfig
 from darwin.problems import validation_lines
-from darwin.report import WARM_START_FILE
 from darwin.sft import SFTConfig
 from darwin.tasks import resolve_tasks as resolve_task_names
 from darwin.types import Task, TaskDefinitionError
 from darwin.verification_watch import VerificationWatchConfig
-from darwin.workflows.base import Workflow
 
 if TYPE_CHECKING:
-    from darwin.agents.pool import ActorPool
-    from darwin.curricula.base import Curriculum
-    from darwin.envs.base import PhoneEnv
-    from darwin.learner import LocalLearner
-    from darwin.memory.base import Memory
-    from darwin.models.factory import VLM
-    from darwin.policies.base import Policy
-    from darwin.policies.hf import HFPolicyConfig
     from darwin.recipe import RunProgress, RunResult
-    from darwin.sft.training import StepStats
-    from darwin.store import RunStore
 
 logger = logging.getLogger(__name__)
 
@@ -172,20 +159,6 @@ class PolicyConfig(BaseModel):
             raise ValueError("policy.server is set but policy.backend = 'hf'; set backend='server' to use it (or drop server)")
         return self
 
-    def policy_factory(self) -> Callable[[VLM, HFPolicyConfig], Policy] | None:
-        """What builds the run's policy on the warm start's model: None for the in-process
-        HFPolicy, else a :class:`~darwin.policies.server.ServerPolicy` sampling like it would."""
-        if self.backend == "hf" or self.server is None:
-            return None
-        server = self.server
-
-        def make(vlm: VLM, sampling: HFPolicyConfig) -> Policy:
-            from darwin.policies.server import ServerPolicy
-
-            update = {"temperature": sampling.temperature, "seed": sampling.seed, "max_tokens": sampling.max_new_tokens}
-            return ServerPolicy(vlm, ServerPolicyConfig(**{**server.model_dump(), **update}))
-
-        return make
 
 
 class AgentConfig(BaseModel):
@@ -225,21 +198,6 @@ class StoreConfig(BaseModel):
     )
     screenshot_dir: str | None = Field(None, description="None: <run dir>/screenshots")
 
-    def build(self, run_dir: Path) -> RunStore:
-        """The run's store (``RunStore``)."""
-        import os
-
-        from darwin.store import RunStore
-
-        if self.url_env is None:
-            if self.screenshot_dir is None:
-                return RunStore.for_run_dir(run_dir)
-            run_dir.mkdir(parents=True, exist_ok=True)
-            return RunStore(run_dir / "run.db", screenshot_dir=self.screenshot_dir)
-        url = os.environ.get(self.url_env)
-        if not url:
-            raise ExperimentError(f"store.url_env = {self.url_env!r} but ${self.url_env} is not set; export it with the database URL")
-        return RunStore(url, screenshot_dir=self.screenshot_dir or run_dir / "screenshots")
 
 
 class EvaluationConfig(BaseModel):
@@ -369,35 +327,8 @@ class ExperimentConfig(BaseModel):
         """The workflow to build (``lifecycle`` picks the default)."""
         return self.workflow or ComponentSpec(name="lifecycle" if self.lifecycle else "step")
 
-    def build_curriculum(self, tasks: list[Task], run_dir: str | Path | None = None) -> Curriculum:
-        """The curriculum; ``run_dir`` goes to curricula whose ``__init__`` names it (the LLM
-        proposer reads the agent's results from the run database and stores its proposals there)."""
-        named = {} if run_dir is None else {"run_dir": Path(run_dir)}
-        return build_component("curriculum", self.curriculum, named_context=named, tasks=tasks, seed=self.phones.seed)  # type: ignore[return-value]
 
-    def build_workflow(self, observation_size: tuple[int, int], *, evaluation: bool = False) -> Workflow:
-        """The workflow with the reward verifier, or with ``evaluation.verifier`` (when set) for
-        ``evaluation=True``."""
-        from darwin.workflows import StepConfig
 
-        spec = self.evaluation.verifier if evaluation and self.evaluation.verifier is not None else self.verifier
-        verifier = build_component("verifier", spec)
-        step_config = StepConfig(
-            observation_size=observation_size, parse_error_penalty=self.parse_error_penalty,
-            # Training episodes only: a bootstrapped truncation reads V(s') at the next screen.
-            record_next_prompt=not evaluation and self.learner.truncation == "bootstrap",
-        )
-        return build_component("workflow", self.workflow_spec(), verifier=verifier, config=step_config)  # type: ignore[return-value]
-
-    def memory_factory(self, run_dir: str | Path | None = None) -> Callable[[], Memory] | None:
-        """Builds a fresh memory per agent, or None for the warm start's own. ``run_dir`` goes
-        to memories whose ``__init__`` names it (the LLM memory keeps its knowledge in the run's
-        database there)."""
-        if self.memory is None:
-            return None
-        spec = self.memory
-        named = {} if run_dir is None else {"run_dir": Path(run_dir)}
-        return lambda: build_component("memory", spec, named_context=named)  # type: ignore[return-value]
 
     def check_components(self) -> None:
         """Check every named component (tasks, curriculum, verifiers, workflow, memory) without
@@ -430,157 +361,16 @@ class ExperimentConfig(BaseModel):
             except ValueError as exc:  # the component's own argument checks
                 raise ExperimentError(f"{label} {spec.name!r} with kwargs {dict(spec.kwargs)}: {exc}") from None
 
-    # -- builders: every component of a run is made here, from this config (the recipe and
-    # -- `darwin eval --experiment` call them, so both assemble a run the same way).
-    def warm_start(
-        self, *, on_phase: Callable[[str], None] | None = None, on_step: Callable[[StepStats], None] | None = None,
-    ) -> Path:
-        """The warm-start checkpoint: ``checkpoint``, or the SFT warm start for ``sft``
-        (trained once, cached under ``cache_dir``; ``on_phase`` / ``on_step`` follow the
-        training as :func:`~darwin.sft.train_sft` reports it)."""
-        from darwin.sft import ensure_warm_start
-
-        if self.checkpoint:
-            return Path(self.checkpoint)
-        return ensure_warm_start(self.cache_dir, self.sft, on_phase=on_phase, on_step=on_step)
-
-    def build_policy_pool(self, warm_start: Path, run_dir: str | Path | None = None, *, seed: int | None = None,
-                          temperature: float | None = None) -> ActorPool:
-        """The run's policy (``policy.backend``) on the warm start, handing each phone an
-        actor with the experiment's memory; ``seed`` / ``temperature`` override ``policy``'s."""
-        from darwin.agents.pool import ActorPool
-
-        named = self.agent.format != "checkpoint"
-        return ActorPool(
-            warm_start, temperature=self.policy.temperature if temperature is None else temperature,
-            seed=self.policy.seed if seed is None else seed, max_batch=self.policy.max_batch,
-            make_policy=self.policy.policy_factory(), max_wait=self.policy.max_wait, make_memory=self.memory_factory(run_dir),
-            max_new_tokens=self.agent.max_new_tokens, agent_format=self.agent.format if named else None,
-            observation_size=self.agent.observation_size if named else None,
-        )
-
-    def learner_class(self) -> type[LocalLearner]:
-        """LocalLearner, or VerlLearner for ``learner.backend == "verl"`` (same run contract;
-        it checks for Ray and GPUs when built and names what is missing: docs/scale.md)."""
-        if self.learner.backend == "verl":
-            from darwin.learner.verl_learner import VerlLearner
-
-            return VerlLearner  # type: ignore[return-value]
-        from darwin.learner import LocalLearner
-
-        return LocalLearner
-
-    def build_learner(self, policy: Policy) -> LocalLearner:
-        """A new learner for ``policy`` (resuming: ``learner_class().load``)."""
-        return self.learner_class()(policy, self.learner)
-
-    def build_phones(self) -> list[PhoneEnv]:
-        """The training phones (``phones``): SimPhones seeded ``phones.seed + i``, ADB devices,
-        or phone hosts on a Ray cluster."""
-        phones = self.phones
-        if phones.kind == "sim":
-            return self.sim_phones(phones.seed, phones.count, "sim")
-        if phones.kind == "ray":
-            from darwin.envs.ray_phones import RayPhonesError, build_ray_phones
-
-            assert phones.ray is not None  # validated
-            try:
-                return build_ray_phones(phones.ray, perturbation=phones.perturbation, reset_between_episodes=phones.reset_between_episodes,
-                                        locale=phones.locale)
-            except RayPhonesError as exc:
-                raise ExperimentError(str(exc)) from None
-        from darwin.envs.adb import AdbPhoneEnv
-
-        if len(phones.devices) < phones.count:
-            raise ExperimentError(f"phones.kind='adb' needs {phones.count} devices, {len(phones.devices)} listed; set phones.devices")
-        adb = phones.adb_config()
-        return [AdbPhoneEnv(serial, adb) for serial in phones.devices[: phones.count]]
-
-    def build_fleet(self, on_event: Callable[[PhoneEvent], None] | None = None) -> PhoneFleet:
-        """The training phones as a :class:`~darwin.envs.fleet.PhoneFleet`: from ``phones.provider``
-        (``count`` acquired, ``spares`` held back) or from :meth:`build_phones`, with the
-        hard-reset schedule. Its :meth:`~darwin.envs.fleet.PhoneFleet.close` gives everything
-        back (the phones, a provider it started, a private adb server)."""
-        from darwin.envs.fleet import PhoneFleet
-
-        phones = self.phones
-        schedule = phones.reset_schedule()
-        if phones.provider is None:
-            return PhoneFleet(self.build_phones(), schedule=schedule, replace_after_s=phones.replace_after_s,
-                              on_event=on_event)
-        closers: list[Callable[[], None]] = []
-        try:
-            provider = self._start_provider(closers)
-            try:
-                envs = provider.acquire_many(phones.count)
-            except ProviderError as exc:
-                raise ExperimentError(f"phones.provider {phones.provider.name!r} could not hand out {phones.count} phones: {exc}") from None
-        except BaseException:
-            for close in reversed(closers):
-                close()
-            raise
-        return PhoneFleet(envs, provider=provider, schedule=schedule, replace_after_s=phones.replace_after_s,
-                          on_event=on_event, closers=closers)
-
-    def _start_provider(self, closers: list[Callable[[], None]]) -> PhoneProvider:
-        """Build and start ``phones.provider``; what must be stopped at the end goes to ``closers``."""
-        from darwin.envs.adb_server import PrivateAdbServer
-        from darwin.envs.providers import PhoneProvider
-
-        phones = self.phones
-        assert phones.provider is not None
-        from darwin.envs.providers import SimFarm, SimPhones
-
-        cls = resolve_component("provider", phones.provider.name)
-        adb = phones.adb_config(for_sim=isinstance(cls, type) and issubclass(cls, SimFarm))
-        in_process = isinstance(cls, type) and issubclass(cls, SimPhones)
-        if not in_process and adb.adb_host in ("127.0.0.1", "localhost") and not _port_open(adb.adb_host, adb.adb_port):
-            # No adb server where the phones are looked for: run one for this run, on that port.
-            server = PrivateAdbServer(port=adb.adb_port).start()
-            closers.append(server.stop)
-            logger.info("started an adb server on port %d for the run's phones", server.port)
-        context: dict[str, object] = {"count": phones.count + phones.spares, "seed": phones.seed, "config": adb,
-                                      "perturbation": phones.perturbation, "locale": phones.locale,
-                                      "reset_between_episodes": phones.reset_between_episodes}
-        if phones.devices:
-            context["devices"] = list(phones.devices)
-        try:
-            provider = build_component("provider", phones.provider, **context)
-        except ComponentError as exc:
-            raise ExperimentError(str(exc)) from None
-        assert isinstance(provider, PhoneProvider)
-        provider.start()
-        closers.append(provider.stop)
-        return provider
 
 
-    def build_eval_phones(self, training: Sequence[PhoneEnv] = ()) -> list[PhoneEnv]:
-        """Fresh phones for one evaluation: :func:`~darwin.evaluate.evaluation_phones` seeded
-        from ``evaluation.phone_seed`` with this experiment's perturbation and locale (reset to
-        their initial state before every episode, the rule of every evaluation), so the warm
-        start and the final policy meet identical states. Real phones: the ``training`` ones
-        (evaluated before rollout starts and after it stops)."""
-        if self.phones.kind != "sim" or (self.phones.provider is not None and self.phones.provider.name != "sim"):
-            return list(training)
-        return self.sim_eval_phones(self.evaluation.phones)
 
-    def sim_eval_phones(self, count: int) -> list[PhoneEnv]:
-        """``count`` evaluation SimPhones from ``evaluation.phone_seed`` (:func:`~darwin.evaluate.evaluation_phones`)."""
-        from darwin.evaluate import evaluation_phones
 
-        return evaluation_phones(self.evaluation.phone_seed, count, perturbation=self.phones.perturbation,
-                                 locale=self.phones.locale)
 
-    def sim_phones(self, first_seed: int, count: int, prefix: str) -> list[PhoneEnv]:
-        """``count`` SimPhones seeded ``first_seed + i`` with this experiment's perturbation and
-        reset setting, named ``<prefix>-<seed>``."""
-        from darwin.envs.sim.env import SimPhoneEnv
 
-        return [
-            SimPhoneEnv(seed=first_seed + i, perturbation=self.phones.perturbation, name=f"{prefix}-{first_seed + i}",
-                        reset_between_episodes=self.phones.reset_between_episodes, locale=self.phones.locale)
-            for i in range(count)
-        ]
+
+
+
+
 
     def resolve_tasks(self) -> list[Task]:
         from darwin.tasks import resolve_tasks
@@ -595,16 +385,6 @@ class ExperimentConfig(BaseModel):
             name: [t.model_copy(update={"step_budget": self.horizon}) for t in resolve_tasks(names)]
             for name, names in self.evaluation.task_sets.items()
         }
-
-
-def _port_open(host: str, port: int) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection((host, port), timeout=1.0):
-            return True
-    except OSError:
-        return False
 
 
 def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConfig:
@@ -773,27 +553,6 @@ def use_ray_cluster(config: ExperimentConfig, address: str) -> ExperimentConfig:
         return ExperimentConfig.model_validate(data)
     except ValidationError as exc:
         raise ExperimentError("--ray-address gives an invalid experiment:\n  " + "\n  ".join(validation_lines(exc))) from None
-
-
-def load_run_policy(
-    run_dir: str | Path, *, temperature: float = 1.0, seed: int = 0, max_batch: int = 8, max_new_tokens: int | None = None,
-) -> ActorPool:
-    """A :class:`~darwin.agents.pool.ActorPool` with the actor weights of a run's last
-    checkpoint (``darwin eval --agent tiny:<run dir>``): the run's warm start, then its trained weights."""
-    from darwin.agents.pool import ActorPool
-    from darwin.learner import LocalLearner
-
-    run_dir = Path(run_dir)
-    record = run_dir / WARM_START_FILE
-    if not record.is_file():
-        raise FileNotFoundError(f"{run_dir} has no {WARM_START_FILE}: pass a `darwin run` directory (or a `darwin sft` output)")
-    warm = Path(json.loads(record.read_text())["path"])
-    if not warm.is_dir():
-        raise FileNotFoundError(f"the warm start {warm} of {run_dir} is gone; rebuild it (same SFT config) or restore it there")
-    pool = ActorPool(warm, temperature=temperature, seed=seed, max_batch=max_batch, max_new_tokens=max_new_tokens)
-    learner = LocalLearner.load(run_dir / "checkpoint", pool.policy)  # pushes the trained actor weights and version
-    logger.info("%s: policy version %d after %d updates", run_dir, learner.policy_version, learner.updates)
-    return pool
 
 
 def default_run_dir(config: ExperimentConfig) -> Path:

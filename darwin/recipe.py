@@ -33,6 +33,17 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import JsonValue
 
+from darwin.builders import (
+    build_curriculum,
+    build_eval_phones,
+    build_fleet,
+    build_learner,
+    build_policy_pool,
+    build_store,
+    build_workflow,
+    learner_class,
+    warm_start_checkpoint,
+)
 from darwin.cost import RunCost
 from darwin.evaluate import EvalResult
 from darwin.report import RunReport
@@ -224,28 +235,28 @@ class TrainingRecipe:
         self._show("warm start")
         clock = time.perf_counter()
         warm = await asyncio.to_thread(
-            config.warm_start, on_phase=lambda name: self._show(f"warm start: SFT {name}"), on_step=self._sft_step,
+            warm_start_checkpoint, config, on_phase=lambda name: self._show(f"warm start: SFT {name}"), on_step=self._sft_step,
         )
         self.progress.detail = ""
         self.timings["warm_start_s"] = time.perf_counter() - clock
         self.report.write_warm_start(warm)
-        self.pool = config.build_policy_pool(warm, run_dir=self.run_dir)
+        self.pool = build_policy_pool(config, warm, run_dir=self.run_dir)
         self.tasks = config.resolve_tasks()
-        self.curriculum = config.build_curriculum(self.tasks, run_dir=self.run_dir)
+        self.curriculum = build_curriculum(config, self.tasks, run_dir=self.run_dir)
         self.buffer = ReplayBuffer(rollout_steps=config.rollout_steps, group_size=config.group_size)
-        self.store = config.store.build(self.run_dir)
+        self.store = build_store(config.store, self.run_dir)
         if resume and self.checkpoint_dir.exists():
             self.load()
         else:
             if resume:
                 logger.warning("no checkpoint in %s; starting from the warm start", self.checkpoint_dir)
-            self.learner = config.build_learner(self.pool.policy)
+            self.learner = build_learner(config, self.pool.policy)
             self.state = RunState(run_id=self.store.start_run(config.name, config=config))
-        self.fleet = config.build_fleet(on_event=self._phone_event)
+        self.fleet = build_fleet(config, on_event=self._phone_event)
         self.envs = self.fleet.envs
-        self.workflow = config.build_workflow(self.pool.observation_size)
+        self.workflow = build_workflow(config, self.pool.observation_size)
         # A second workflow (and verifier: a learned one is a model) only when the evaluation is scored differently.
-        self.eval_workflow = self.workflow if config.evaluation.verifier is None else config.build_workflow(self.pool.observation_size, evaluation=True)
+        self.eval_workflow = self.workflow if config.evaluation.verifier is None else build_workflow(config, self.pool.observation_size, evaluation=True)
         self.report.open_metrics()
 
     def load(self) -> None:
@@ -253,7 +264,7 @@ class TrainingRecipe:
         from darwin.learner import restore_pending
 
         assert self.pool is not None and self.buffer is not None and self.curriculum is not None
-        self.learner = self.config.learner_class().load(self.checkpoint_dir, self.pool.policy, config=self.config.learner)
+        self.learner = learner_class(self.config).load(self.checkpoint_dir, self.pool.policy, config=self.config.learner)
         resumed = self.learner.resume_state
         restore_pending(self.buffer, resumed.pending)
         self.state = RunState.from_json(resumed.extra_state)
@@ -368,7 +379,7 @@ class TrainingRecipe:
         assert self.learner is not None and self.pool is not None and self.eval_workflow is not None and self.store is not None
         self._show(f"evaluation ({label.replace('_', ' ')})")
         clock = time.perf_counter()
-        phones = self.config.build_eval_phones(training=self.fleet.envs if self.fleet is not None else self.envs)
+        phones = build_eval_phones(self.config, training=self.fleet.envs if self.fleet is not None else self.envs)
         run_id = self.store.start_run(f"{self.config.name} evaluation {label}", config=None)
         result = await evaluate_experiment(self.config, label, self.tasks, phones, self.pool, self.eval_workflow,
                                            self.learner.policy_version, self.learner.updates, store=self.store, run_id=run_id)

@@ -11,6 +11,12 @@ from pathlib import Path
 from click.testing import CliRunner
 
 import darwin.evaluate
+from darwin.builders import (
+    build_eval_phones,
+    build_policy_pool,
+    build_workflow,
+    warm_start_checkpoint,
+)
 from darwin.cli import main
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.evaluate import evaluate_experiment
@@ -52,7 +58,7 @@ def test_the_three_evaluations_play_the_same_episodes(tmp_path: Path, monkeypatc
         cache_dir=str(tmp_path / "cache"),
         evaluation=EvaluationConfig(phones=1, phone_seed=SEED, episodes_per_task=EPISODES),
     )
-    checkpoint = config.warm_start()
+    checkpoint = warm_start_checkpoint(config)
 
     # darwin eval --agent tiny:CHECKPOINT (greedy, one phone seeded SEED)
     result = CliRunner().invoke(main, [
@@ -68,12 +74,12 @@ def test_the_three_evaluations_play_the_same_episodes(tmp_path: Path, monkeypatc
 
     # darwin run's evaluation, on the experiment's evaluation phones
     async def run_evaluation() -> tuple[float, list]:
-        pool = config.build_policy_pool(checkpoint, temperature=0.0)
-        workflow = config.build_workflow(pool.observation_size, evaluation=True)
+        pool = build_policy_pool(config, checkpoint, temperature=0.0)
+        workflow = build_workflow(config, pool.observation_size, evaluation=True)
         with RunStore.for_run_dir(tmp_path / "run") as store:
             run_id = store.start_run("rule evaluation", config=None)
             try:
-                evaluated = await evaluate_experiment(config, "final", config.resolve_tasks(), config.build_eval_phones(),
+                evaluated = await evaluate_experiment(config, "final", config.resolve_tasks(), build_eval_phones(config),
                                                       pool, workflow, 0, 0, store=store, run_id=run_id)
             finally:
                 await pool.aclose()

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from darwin.agents.scripted import OracleActor
+from darwin.builders import build_workflow
 from darwin.cli import main
 from darwin.components import build_component
 from darwin.curricula import EpisodeOutcome
@@ -182,7 +183,7 @@ def test_custom_verifier_judges_every_episode(tmp_path, warm_cache):
     ended = query(run_dir, "select termination_reason, num_steps from episodes where termination_reason is not null")
     assert ended and all(n == 6 for reason, n in ended if reason != "agent_finished")
     # A success, through the experiment's own workflow: the oracle reaches the goal and says finished.
-    workflow = load_experiment(EXAMPLES / "custom_verifier.py").build_workflow((252, 560))
+    workflow = build_workflow(load_experiment(EXAMPLES / "custom_verifier.py"), (252, 560))
     engine = RolloutEngine([SimPhoneEnv(seed=0)], lambda i: OracleActor(), workflow=workflow)
     [episode] = asyncio.run(engine.run_episodes([get_task("settings_dark_theme")]))
     assert episode.success is True and episode.termination.reason == TerminationReason.AGENT_FINISHED

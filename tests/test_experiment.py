@@ -12,8 +12,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from darwin.builders import (
+    build_policy_pool,
+    build_workflow,
+    load_run_policy,
+    warm_start_checkpoint,
+)
 from darwin.cli import main
-from darwin.experiment import ExperimentError, apply_overrides, load_experiment, load_run_policy
+from darwin.experiment import ExperimentError, apply_overrides, load_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -304,7 +310,7 @@ def test_a_ui_tars_format_checkpoint_trains_in_the_loop(tmp_path):
         learner=LearnerConfig(critic_warmup_updates=0, ppo_epochs=1, mini_batch_size=4, micro_batch_size=2),
         rollout_steps=6, updates=1, evaluation=EvaluationConfig(episodes_per_task=1, phones=1),
     )
-    pool = config.build_policy_pool(config.warm_start())
+    pool = build_policy_pool(config, warm_start_checkpoint(config))
     try:
         assert isinstance(pool(0).agent, UITarsAgent) and pool.observation_size == (252, 560)
     finally:
@@ -414,7 +420,7 @@ def test_the_recipe_shows_sft_steps_every_two_seconds_and_the_last(tmp_path, mon
 
 def test_a_bootstrapping_learner_has_its_training_workflow_record_the_next_state(tmp_path):
     config = load_experiment(small_experiment(tmp_path, 2))
-    assert not config.build_workflow((168, 364)).config.record_next_prompt  # truncation='zero': nothing to read
+    assert not build_workflow(config, (168, 364)).config.record_next_prompt  # truncation='zero': nothing to read
     boot = apply_overrides(config, ["learner.truncation=bootstrap"])
-    assert boot.build_workflow((168, 364)).config.record_next_prompt
-    assert not boot.build_workflow((168, 364), evaluation=True).config.record_next_prompt  # evaluation never trains
+    assert build_workflow(boot, (168, 364)).config.record_next_prompt
+    assert not build_workflow(boot, (168, 364), evaluation=True).config.record_next_prompt  # evaluation never trains

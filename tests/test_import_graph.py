@@ -38,6 +38,7 @@ LAYERS: dict[str, set[str]] = {
     "verifiers": {"learner", "recipe", "experiment", "rollout", "curricula"},
     "evaluate": {"experiment", "report", "recipe"},
     "rollout": {"learner", "experiment", "recipe", "sft"},
+    "experiment": {"builders"},  # the config is a schema; darwin.builders makes components from it
 }
 
 

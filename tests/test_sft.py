@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from darwin.actions import Click, Drag, LongPress, Scroll
 from darwin.agents import ModelActor
+from darwin.builders import warm_start_checkpoint
 from darwin.cli import main
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.models import build_tiny_vlm, load_tiny_vlm
@@ -267,7 +268,7 @@ def test_sft_cli_builds_an_experiments_warm_start_where_the_run_finds_it(tmp_pat
     config = load_experiment(experiment)
     from darwin.experiment import apply_overrides
 
-    warm = apply_overrides(config, ["sft.lr=0.001"]).warm_start()  # cached: no training here
+    warm = warm_start_checkpoint(apply_overrides(config, ["sft.lr=0.001"]))  # cached: no training here
     assert warm.parent == tmp_path / "cache" and (warm / SFT_FILE).is_file()
     assert json.loads((warm / SFT_FILE).read_text())["config"]["lr"] == 0.001
     again = CliRunner().invoke(main, args)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from darwin.builders import build_curriculum
 from darwin.components import ComponentSpec, build_component
 from darwin.curricula import EpisodeOutcome, LLMTaskProposer
 from darwin.curricula.proposer import ProposalStore, read_proposals
@@ -369,7 +370,7 @@ def test_experiment_builds_the_proposer_with_its_run_directory(openai_server, tm
         curriculum=ComponentSpec(name="llm_proposer", kwargs={"llm": openai_server.litellm_config(), "step_budget": 32}),
     )
     config.check_components()  # builds it once without a run directory (in-memory proposals)
-    cur = track(config.build_curriculum(config.resolve_tasks(), run_dir=tmp_path))  # type: ignore[arg-type]
+    cur = track(build_curriculum(config, config.resolve_tasks(), run_dir=tmp_path))  # type: ignore[arg-type]
     assert isinstance(cur, LLMTaskProposer) and cur.run_dir == tmp_path and cur.allowed == (ALARM, WORLD)
     assert cur.store is not None and cur.store.url_text.endswith(f"{tmp_path.name}/{DB_FILENAME}")
     openai_server.reply = lambda body: fenced(VALID[:1])

@@ -11,6 +11,7 @@ import pytest
 
 from darwin.agents.scripted import OracleActor
 from darwin.buffer import ReplayBuffer
+from darwin.builders import build_eval_phones, build_fleet
 from darwin.curricula import StaticCurriculum
 from darwin.envs.adb import AdbEnvConfig
 from darwin.envs.base import InfraError
@@ -171,7 +172,7 @@ def test_the_static_provider_builds_the_fleet_from_devices(farm: SimFarm, adb_se
         "phones.provider=static", "phones.count=2", "phones.spares=1", f"phones.devices={json.dumps(farm.addresses)}",
         f"phones.adb_server=127.0.0.1:{adb_server_port}", "phones.sim_state_probe=true", "phones.hard_reset_every=4",
     ])
-    fleet = config.build_fleet()
+    fleet = build_fleet(config)
     try:
         assert fleet.active and [e.name for e in fleet.envs] == farm.addresses[:2]
         assert fleet.envs[0].probe_state() is not None  # served SimPhones: the state probe is on
@@ -179,7 +180,7 @@ def test_the_static_provider_builds_the_fleet_from_devices(farm: SimFarm, adb_se
     finally:
         fleet.close()
     with pytest.raises(Exception, match="could not hand out 4 phones"):
-        apply_overrides(config, ["phones.count=4", "phones.spares=0"]).build_fleet()
+        build_fleet(apply_overrides(config, ["phones.count=4", "phones.spares=0"]))
 
 
 def test_in_process_simphones_as_a_provider_with_a_schedule() -> None:
@@ -187,7 +188,7 @@ def test_in_process_simphones_as_a_provider_with_a_schedule() -> None:
 
     config = apply_overrides(load_experiment(Path(__file__).resolve().parents[2] / "examples" / "spa_bench.py"), [
         "phones.provider=sim", "phones.count=2", "phones.spares=1", "phones.hard_reset_every=2"])
-    fleet = config.build_fleet()
+    fleet = build_fleet(config)
     try:
         assert [type(e).__name__ for e in fleet.envs] == ["SimPhoneEnv", "SimPhoneEnv"]
         first = config.phones.seed
@@ -201,4 +202,4 @@ def test_in_process_simphones_as_a_provider_with_a_schedule() -> None:
         assert fleet.provider is not None and fleet.provider.acquire().name == f"sim-{first + 2}"  # the spare
     finally:
         fleet.close()
-    assert len(config.build_eval_phones(fleet.envs)) == config.evaluation.phones  # fresh evaluation phones, as without a provider
+    assert len(build_eval_phones(config, fleet.envs)) == config.evaluation.phones  # fresh evaluation phones, as without a provider

@@ -24,6 +24,7 @@ from darwin.actions import Click
 from darwin.agents.base import Actor
 from darwin.agents.scripted import OracleActor
 from darwin.buffer import ReplayBuffer
+from darwin.builders import build_phones
 from darwin.curricula import StaticCurriculum
 from darwin.envs.adb import AdbEnvConfig
 from darwin.envs.base import InfraError, PhoneEnv, SetupUnsupported
@@ -268,7 +269,7 @@ def test_experiment_phones_on_the_cluster(cluster: LocalCluster) -> None:
     base = ExperimentConfig(name="t", phones=PhonesConfig(count=2, seed=7))
     config = use_ray_cluster(base, str(cluster.cluster.address))  # type: ignore[attr-defined]
     assert config.phones.kind == "ray" and config.phones.ray.total_phones == 2
-    envs = config.build_phones()
+    envs = build_phones(config)
     try:
         assert [e.name for e in envs] == ["sim-7", "sim-8"] and all(isinstance(e, RayPhoneEnv) for e in envs)
         assert np.array_equal(envs[1].screenshot((168, 364)), SimPhoneEnv(seed=8).screenshot((168, 364)))

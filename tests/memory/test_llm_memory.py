@@ -19,6 +19,7 @@ from darwin.actions import Click, OpenApp, PressBack
 from darwin.agents import QwenVLAgent, TinyAgent, UITarsAgent
 from darwin.agents.base import ModelActor
 from darwin.agents.scripted import OracleActor
+from darwin.builders import memory_factory
 from darwin.components import ComponentSpec, build_component
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.memory import (
@@ -426,7 +427,7 @@ def test_the_experiment_passes_its_run_directory(openai_server, tmp_path):
 
     spec = ComponentSpec(name="llm", kwargs={"llm": openai_server.litellm_config(), "max_knowledge_tokens": 256})
     config = ExperimentConfig(name="mem", memory=spec)
-    make = config.memory_factory(tmp_path / "run")
+    make = memory_factory(config, tmp_path / "run")
     assert make is not None
     memory = make()
     assert isinstance(memory, LLMMemoryManager) and Path(str(memory.store.url.database)) == tmp_path / "run" / DB_FILENAME

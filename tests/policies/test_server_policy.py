@@ -22,6 +22,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
+from darwin.builders import policy_factory
 from darwin.experiment import PolicyConfig
 from darwin.models import VLM, TinyVLMConfig, build_tiny_vlm
 from darwin.policies import (
@@ -457,7 +458,7 @@ def test_experiment_validates_and_builds_the_server_backend(tmp_path: Path, serv
         PolicyConfig(backend="server")
     with pytest.raises(ValidationError, match="backend = 'hf'"):
         PolicyConfig(server=config(server.base_url))
-    assert PolicyConfig().policy_factory() is None  # the in-process HFPolicy
+    assert policy_factory(PolicyConfig()) is None  # the in-process HFPolicy
     lora = config(server.base_url, weight_sync="lora", weights_dir=str(tmp_path), lora_rank=4, lora_target_modules=("q_proj",))
     with pytest.raises(ValidationError, match="cannot receive the learner's updates"):
         ExperimentConfig(name="x", policy=PolicyConfig(backend="server", server=config(server.base_url)))
@@ -467,7 +468,7 @@ def test_experiment_validates_and_builds_the_server_backend(tmp_path: Path, serv
         name="x", policy=PolicyConfig(backend="server", server=lora, temperature=1.0, seed=3),
         learner=LearnerConfig(lora=LoraConfig(rank=4, target_modules=("q_proj",))),
     )
-    make = experiment.policy.policy_factory()
+    make = policy_factory(experiment.policy)
     assert make is not None
     policy = make(local, HFPolicyConfig(temperature=1.0, seed=3, max_new_tokens=5))
     assert isinstance(policy, ServerPolicy)

@@ -15,6 +15,7 @@ import pytest
 import darwin.envs.sim.phone as phone_module
 from darwin.actions import Click, OpenApp, Type
 from darwin.agents.scripted import OracleActor
+from darwin.builders import sim_phones
 from darwin.envs.sim import PerturbationConfig, SimPhone
 from darwin.envs.sim.apps import default_apps
 from darwin.envs.sim.env import SimPhoneEnv
@@ -230,9 +231,9 @@ def test_experiment_phones_locale_reaches_the_sim_phones() -> None:
 
     assert PhonesConfig().locale == "auto"
     config = ExperimentConfig(name="locale", phones=PhonesConfig(count=2, locale="zh"))
-    envs = config.sim_phones(0, 2, "sim")
+    envs = sim_phones(config, 0, 2, "sim")
     assert [e.locale for e in envs] == ["zh", "zh"] and envs[0].phone.locale == "zh"
-    auto = ExperimentConfig(name="locale").sim_phones(0, 1, "eval")[0]
+    auto = sim_phones(ExperimentConfig(name="locale"), 0, 1, "eval")[0]
     assert auto.locale == "auto" and auto.phone.locale == "en"
     with pytest.raises(ValueError):
         PhonesConfig(locale="fr")

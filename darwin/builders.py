@@ -1,0 +1,308 @@
+"""Builders: every component of a run made from an :class:`~darwin.experiment.ExperimentConfig`.
+
+The config classes of :mod:`darwin.experiment` are schemas (fields, validation, derived
+settings); this module makes things from them, and every command assembles a run through it
+(``darwin run``'s recipe, ``darwin eval --experiment``, the tests), so all of them build
+phones, actor pools, workflows, curricula, learners and stores the same way::
+
+    >>> from darwin.experiment import ExperimentConfig
+    >>> from darwin.builders import build_workflow, sim_phones
+    >>> config = ExperimentConfig(name="demo")
+    >>> [env.name for env in sim_phones(config, 0, 2, "sim")]
+    ['sim-0', 'sim-1']
+    >>> type(build_workflow(config, (252, 560)).verifier).__name__
+    'RuleVerifier'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from darwin.components import ComponentError, build_component, resolve_component
+from darwin.envs.providers import ProviderError
+from darwin.experiment import ExperimentConfig, ExperimentError, PolicyConfig, StoreConfig
+from darwin.report import WARM_START_FILE
+
+if TYPE_CHECKING:
+    from darwin.agents.pool import ActorPool
+    from darwin.curricula.base import Curriculum
+    from darwin.envs.base import PhoneEnv
+    from darwin.envs.fleet import PhoneEvent, PhoneFleet
+    from darwin.envs.providers import PhoneProvider
+    from darwin.learner import LocalLearner
+    from darwin.memory.base import Memory
+    from darwin.models.factory import VLM
+    from darwin.policies.base import Policy
+    from darwin.policies.hf import HFPolicyConfig
+    from darwin.sft.training import StepStats
+    from darwin.store import RunStore
+    from darwin.types import Task
+    from darwin.workflows.base import Workflow
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "build_curriculum", "build_eval_phones", "build_fleet", "build_learner", "build_phones", "build_policy_pool",
+    "build_store", "build_workflow", "learner_class", "load_run_policy", "memory_factory", "policy_factory",
+    "sim_eval_phones", "sim_phones", "warm_start_checkpoint",
+]
+
+
+def policy_factory(policy: PolicyConfig) -> Callable[[VLM, HFPolicyConfig], Policy] | None:
+    """What builds the run's policy on the warm start's model: None for the in-process
+    HFPolicy, else a :class:`~darwin.policies.server.ServerPolicy` sampling like it would."""
+    if policy.backend == "hf" or policy.server is None:
+        return None
+    server = policy.server
+
+    def make(vlm: VLM, sampling: HFPolicyConfig) -> Policy:
+        from darwin.policies.server import ServerPolicy, ServerPolicyConfig
+
+        update = {"temperature": sampling.temperature, "seed": sampling.seed, "max_tokens": sampling.max_new_tokens}
+        return ServerPolicy(vlm, ServerPolicyConfig(**{**server.model_dump(), **update}))
+
+    return make
+
+
+def build_store(store: StoreConfig, run_dir: Path) -> RunStore:
+    """The run's store (``RunStore``)."""
+    import os
+
+    from darwin.store import RunStore
+
+    if store.url_env is None:
+        if store.screenshot_dir is None:
+            return RunStore.for_run_dir(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return RunStore(run_dir / "run.db", screenshot_dir=store.screenshot_dir)
+    url = os.environ.get(store.url_env)
+    if not url:
+        raise ExperimentError(f"store.url_env = {store.url_env!r} but ${store.url_env} is not set; export it with the database URL")
+    return RunStore(url, screenshot_dir=store.screenshot_dir or run_dir / "screenshots")
+
+
+def warm_start_checkpoint(
+    config: ExperimentConfig, *, on_phase: Callable[[str], None] | None = None, on_step: Callable[[StepStats], None] | None = None,
+) -> Path:
+    """The warm-start checkpoint: ``checkpoint``, or the SFT warm start for ``sft``
+    (trained once, cached under ``cache_dir``; ``on_phase`` / ``on_step`` follow the
+    training as :func:`~darwin.sft.train_sft` reports it)."""
+    from darwin.sft import ensure_warm_start
+
+    if config.checkpoint:
+        return Path(config.checkpoint)
+    return ensure_warm_start(config.cache_dir, config.sft, on_phase=on_phase, on_step=on_step)
+
+
+def build_policy_pool(config: ExperimentConfig, warm_start: Path, run_dir: str | Path | None = None, *, seed: int | None = None,
+                      temperature: float | None = None) -> ActorPool:
+    """The run's policy (``policy.backend``) on the warm start, handing each phone an
+    actor with the experiment's memory; ``seed`` / ``temperature`` override ``policy``'s."""
+    from darwin.agents.pool import ActorPool
+
+    named = config.agent.format != "checkpoint"
+    return ActorPool(
+        warm_start, temperature=config.policy.temperature if temperature is None else temperature,
+        seed=config.policy.seed if seed is None else seed, max_batch=config.policy.max_batch,
+        make_policy=policy_factory(config.policy), max_wait=config.policy.max_wait, make_memory=memory_factory(config, run_dir),
+        max_new_tokens=config.agent.max_new_tokens, agent_format=config.agent.format if named else None,
+        observation_size=config.agent.observation_size if named else None,
+    )
+
+
+def memory_factory(config: ExperimentConfig, run_dir: str | Path | None = None) -> Callable[[], Memory] | None:
+    """Builds a fresh memory per agent, or None for the warm start's own. ``run_dir`` goes
+    to memories whose ``__init__`` names it (the LLM memory keeps its knowledge in the run's
+    database there)."""
+    if config.memory is None:
+        return None
+    spec = config.memory
+    named = {} if run_dir is None else {"run_dir": Path(run_dir)}
+    return lambda: build_component("memory", spec, named_context=named)  # type: ignore[return-value]
+
+
+def build_curriculum(config: ExperimentConfig, tasks: list[Task], run_dir: str | Path | None = None) -> Curriculum:
+    """The curriculum; ``run_dir`` goes to curricula whose ``__init__`` names it (the LLM
+    proposer reads the agent's results from the run database and stores its proposals there)."""
+    named = {} if run_dir is None else {"run_dir": Path(run_dir)}
+    return build_component("curriculum", config.curriculum, named_context=named, tasks=tasks, seed=config.phones.seed)  # type: ignore[return-value]
+
+
+def build_workflow(config: ExperimentConfig, observation_size: tuple[int, int], *, evaluation: bool = False) -> Workflow:
+    """The workflow with the reward verifier, or with ``evaluation.verifier`` (when set) for
+    ``evaluation=True``."""
+    from darwin.workflows import StepConfig
+
+    spec = config.evaluation.verifier if evaluation and config.evaluation.verifier is not None else config.verifier
+    verifier = build_component("verifier", spec)
+    step_config = StepConfig(
+        observation_size=observation_size, parse_error_penalty=config.parse_error_penalty,
+        # Training episodes only: a bootstrapped truncation reads V(s') at the next screen.
+        record_next_prompt=not evaluation and config.learner.truncation == "bootstrap",
+    )
+    return build_component("workflow", config.workflow_spec(), verifier=verifier, config=step_config)  # type: ignore[return-value]
+
+
+def learner_class(config: ExperimentConfig) -> type[LocalLearner]:
+    """LocalLearner, or VerlLearner for ``learner.backend == "verl"`` (same run contract;
+    it checks for Ray and GPUs when built and names what is missing: docs/scale.md)."""
+    if config.learner.backend == "verl":
+        from darwin.learner.verl_learner import VerlLearner
+
+        return VerlLearner  # type: ignore[return-value]
+    from darwin.learner import LocalLearner
+
+    return LocalLearner
+
+
+def build_learner(config: ExperimentConfig, policy: Policy) -> LocalLearner:
+    """A new learner for ``policy`` (resuming: ``learner_class(config).load``)."""
+    return learner_class(config)(policy, config.learner)
+
+
+def build_phones(config: ExperimentConfig) -> list[PhoneEnv]:
+    """The training phones (``phones``): SimPhones seeded ``phones.seed + i``, ADB devices,
+    or phone hosts on a Ray cluster."""
+    phones = config.phones
+    if phones.kind == "sim":
+        return sim_phones(config, phones.seed, phones.count, "sim")
+    if phones.kind == "ray":
+        from darwin.envs.ray_phones import RayPhonesError, build_ray_phones
+
+        assert phones.ray is not None  # validated
+        try:
+            return build_ray_phones(phones.ray, perturbation=phones.perturbation, reset_between_episodes=phones.reset_between_episodes,
+                                    locale=phones.locale)
+        except RayPhonesError as exc:
+            raise ExperimentError(str(exc)) from None
+    from darwin.envs.adb import AdbPhoneEnv
+
+    if len(phones.devices) < phones.count:
+        raise ExperimentError(f"phones.kind='adb' needs {phones.count} devices, {len(phones.devices)} listed; set phones.devices")
+    adb = phones.adb_config()
+    return [AdbPhoneEnv(serial, adb) for serial in phones.devices[: phones.count]]
+
+
+def build_fleet(config: ExperimentConfig, on_event: Callable[[PhoneEvent], None] | None = None) -> PhoneFleet:
+    """The training phones as a :class:`~darwin.envs.fleet.PhoneFleet`: from ``phones.provider``
+    (``count`` acquired, ``spares`` held back) or from :func:`build_phones`, with the
+    hard-reset schedule. Its :meth:`~darwin.envs.fleet.PhoneFleet.close` gives everything
+    back (the phones, a provider it started, a private adb server)."""
+    from darwin.envs.fleet import PhoneFleet
+
+    phones = config.phones
+    schedule = phones.reset_schedule()
+    if phones.provider is None:
+        return PhoneFleet(build_phones(config), schedule=schedule, replace_after_s=phones.replace_after_s,
+                          on_event=on_event)
+    closers: list[Callable[[], None]] = []
+    try:
+        provider = _start_provider(config, closers)
+        try:
+            envs = provider.acquire_many(phones.count)
+        except ProviderError as exc:
+            raise ExperimentError(f"phones.provider {phones.provider.name!r} could not hand out {phones.count} phones: {exc}") from None
+    except BaseException:
+        for close in reversed(closers):
+            close()
+        raise
+    return PhoneFleet(envs, provider=provider, schedule=schedule, replace_after_s=phones.replace_after_s,
+                      on_event=on_event, closers=closers)
+
+
+def _start_provider(config: ExperimentConfig, closers: list[Callable[[], None]]) -> PhoneProvider:
+    """Build and start ``phones.provider``; what must be stopped at the end goes to ``closers``."""
+    from darwin.envs.adb_server import PrivateAdbServer
+    from darwin.envs.providers import PhoneProvider
+
+    phones = config.phones
+    assert phones.provider is not None
+    from darwin.envs.providers import SimFarm, SimPhones
+
+    cls = resolve_component("provider", phones.provider.name)
+    adb = phones.adb_config(for_sim=isinstance(cls, type) and issubclass(cls, SimFarm))
+    in_process = isinstance(cls, type) and issubclass(cls, SimPhones)
+    if not in_process and adb.adb_host in ("127.0.0.1", "localhost") and not _port_open(adb.adb_host, adb.adb_port):
+        # No adb server where the phones are looked for: run one for this run, on that port.
+        server = PrivateAdbServer(port=adb.adb_port).start()
+        closers.append(server.stop)
+        logger.info("started an adb server on port %d for the run's phones", server.port)
+    context: dict[str, object] = {"count": phones.count + phones.spares, "seed": phones.seed, "config": adb,
+                                  "perturbation": phones.perturbation, "locale": phones.locale,
+                                  "reset_between_episodes": phones.reset_between_episodes}
+    if phones.devices:
+        context["devices"] = list(phones.devices)
+    try:
+        provider = build_component("provider", phones.provider, **context)
+    except ComponentError as exc:
+        raise ExperimentError(str(exc)) from None
+    assert isinstance(provider, PhoneProvider)
+    provider.start()
+    closers.append(provider.stop)
+    return provider
+
+
+def build_eval_phones(config: ExperimentConfig, training: Sequence[PhoneEnv] = ()) -> list[PhoneEnv]:
+    """Fresh phones for one evaluation: :func:`~darwin.evaluate.evaluation_phones` seeded
+    from ``evaluation.phone_seed`` with this experiment's perturbation and locale (reset to
+    their initial state before every episode, the rule of every evaluation), so the warm
+    start and the final policy meet identical states. Real phones: the ``training`` ones
+    (evaluated before rollout starts and after it stops)."""
+    if config.phones.kind != "sim" or (config.phones.provider is not None and config.phones.provider.name != "sim"):
+        return list(training)
+    return sim_eval_phones(config, config.evaluation.phones)
+
+
+def sim_eval_phones(config: ExperimentConfig, count: int) -> list[PhoneEnv]:
+    """``count`` evaluation SimPhones from ``evaluation.phone_seed`` (:func:`~darwin.evaluate.evaluation_phones`)."""
+    from darwin.evaluate import evaluation_phones
+
+    return evaluation_phones(config.evaluation.phone_seed, count, perturbation=config.phones.perturbation,
+                             locale=config.phones.locale)
+
+
+def sim_phones(config: ExperimentConfig, first_seed: int, count: int, prefix: str) -> list[PhoneEnv]:
+    """``count`` SimPhones seeded ``first_seed + i`` with this experiment's perturbation and
+    reset setting, named ``<prefix>-<seed>``."""
+    from darwin.envs.sim.env import SimPhoneEnv
+
+    return [
+        SimPhoneEnv(seed=first_seed + i, perturbation=config.phones.perturbation, name=f"{prefix}-{first_seed + i}",
+                    reset_between_episodes=config.phones.reset_between_episodes, locale=config.phones.locale)
+        for i in range(count)
+    ]
+
+
+def load_run_policy(
+    run_dir: str | Path, *, temperature: float = 1.0, seed: int = 0, max_batch: int = 8, max_new_tokens: int | None = None,
+) -> ActorPool:
+    """A :class:`~darwin.agents.pool.ActorPool` with the actor weights of a run's last
+    checkpoint (``darwin eval --agent tiny:<run dir>``): the run's warm start, then its trained weights."""
+    from darwin.agents.pool import ActorPool
+    from darwin.learner import LocalLearner
+
+    run_dir = Path(run_dir)
+    record = run_dir / WARM_START_FILE
+    if not record.is_file():
+        raise FileNotFoundError(f"{run_dir} has no {WARM_START_FILE}: pass a `darwin run` directory (or a `darwin sft` output)")
+    warm = Path(json.loads(record.read_text())["path"])
+    if not warm.is_dir():
+        raise FileNotFoundError(f"the warm start {warm} of {run_dir} is gone; rebuild it (same SFT config) or restore it there")
+    pool = ActorPool(warm, temperature=temperature, seed=seed, max_batch=max_batch, max_new_tokens=max_new_tokens)
+    learner = LocalLearner.load(run_dir / "checkpoint", pool.policy)  # pushes the trained actor weights and version
+    logger.info("%s: policy version %d after %d updates", run_dir, learner.policy_version, learner.updates)
+    return pool
+
+
+def _port_open(host: str, port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
