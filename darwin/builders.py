@@ -24,15 +24,17 @@ from typing import TYPE_CHECKING
 
 from darwin.components import ComponentError, build_component, resolve_component
 from darwin.envs.providers import ProviderError
-from darwin.experiment import ExperimentConfig, ExperimentError, PolicyConfig, StoreConfig
+from darwin.problems import ExperimentError
 from darwin.report import WARM_START_FILE
 
 if TYPE_CHECKING:
+    # darwin.experiment only for annotations: it runs the recipe, which builds through this module
     from darwin.agents.pool import ActorPool
     from darwin.curricula.base import Curriculum
     from darwin.envs.base import PhoneEnv
     from darwin.envs.fleet import PhoneEvent, PhoneFleet
     from darwin.envs.providers import PhoneProvider
+    from darwin.experiment import ExperimentConfig, PolicyConfig, StoreConfig
     from darwin.learner import LocalLearner
     from darwin.memory.base import Memory
     from darwin.models.factory import VLM

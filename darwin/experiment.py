@@ -40,7 +40,7 @@ from darwin.envs.ray_phones import RayPhoneGroup, RayPhonesConfig
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.learner.config import LearnerConfig
 from darwin.policies.server import ServerPolicyConfig
-from darwin.problems import validation_lines
+from darwin.problems import ExperimentError, validation_lines
 from darwin.sft import SFTConfig
 from darwin.tasks import resolve_tasks as resolve_task_names
 from darwin.types import Task, TaskDefinitionError
@@ -50,10 +50,6 @@ if TYPE_CHECKING:
     from darwin.recipe import RunProgress, RunResult
 
 logger = logging.getLogger(__name__)
-
-
-class ExperimentError(ValueError):
-    """An experiment file or config is invalid; the message lists every problem and its fix."""
 
 
 class PhonesConfig(BaseModel):
@@ -459,7 +455,7 @@ def apply_overrides(config: ExperimentConfig, overrides: Sequence[str]) -> Exper
         (16, 0.05, ('clock_1',))
         >>> apply_overrides(base, ["learner.kl_cof=0.05"])  # doctest: +ELLIPSIS
         Traceback (most recent call last):
-        darwin.experiment.ExperimentError: --set learner.kl_cof=0.05: learner has no field 'kl_cof' (did you mean 'kl_coef'?)...
+        darwin.problems.ExperimentError: --set learner.kl_cof=0.05: learner has no field 'kl_cof' (did you mean 'kl_coef'?)...
     """
     data = config.model_dump()
     problems = [p for p in (_apply_override(data, item) for item in overrides) if p is not None]

@@ -22,6 +22,11 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 
+class ExperimentError(ValueError):
+    """An experiment file or config is invalid, or a component cannot be built from it; the
+    message lists every problem and its fix (``darwin.experiment`` re-exports it)."""
+
+
 def validation_lines(exc: ValidationError, root: str = "(config)") -> list[str]:
     """One ``field.path: message`` line per problem pydantic found (``root`` for the model itself)."""
     return [f"{'.'.join(map(str, e['loc'])) or root}: {e['msg']}" for e in exc.errors()]

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from darwin.builders import (
     build_policy_pool,
+    build_store,
     build_workflow,
     load_run_policy,
     warm_start_checkpoint,
@@ -371,15 +372,15 @@ def test_store_url_comes_from_the_environment(tmp_path, monkeypatch):
 
     store = StoreConfig(url_env="DARWIN_TEST_DB")
     with pytest.raises(ExperimentError, match=r"\$DARWIN_TEST_DB is not set"):
-        store.build(tmp_path)
+        build_store(store, tmp_path)
     monkeypatch.setenv("DARWIN_TEST_DB", f"sqlite:///{tmp_path / 'elsewhere.db'}")
-    opened = store.build(tmp_path / "run")
+    opened = build_store(store, tmp_path / "run")
     try:
         opened.start_run("x", config=None)
     finally:
         opened.close()
     assert (tmp_path / "elsewhere.db").is_file() and not (tmp_path / "run" / "run.db").exists()
-    shots = StoreConfig(screenshot_dir=str(tmp_path / "shots")).build(tmp_path / "run2")
+    shots = build_store(StoreConfig(screenshot_dir=str(tmp_path / "shots")), tmp_path / "run2")
     try:
         assert shots.screenshot_dir == tmp_path / "shots" and (tmp_path / "run2" / "run.db").is_file()
     finally:
