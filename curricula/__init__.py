@@ -9,7 +9,15 @@ from darwin.curricula.static import StaticCurriculum
 from darwin.curricula.success_band import SuccessBandConfig, SuccessBandCurriculum
 
 __all__ = [
-    "Curriculum", "DifficultyStagedCurriculum", "EpisodeOutcome", "FailureFilterCurriculum", "LLMTaskProposer",
-    "LearnabilityCurriculum", "ProposerConfig", "StagedConfig", "StaticCurriculum", "SuccessBandConfig",
+    "Curriculum",
+    "DifficultyStagedCurriculum",
+    "EpisodeOutcome",
+    "FailureFilterCurriculum",
+    "LLMTaskProposer",
+    "LearnabilityCurriculum",
+    "ProposerConfig",
+    "StagedConfig",
+    "StaticCurriculum",
+    "SuccessBandConfig",
     "SuccessBandCurriculum",
 ]

@@ -58,7 +58,9 @@ def _check_outcome(known: Container[str], task: Task, outcome: EpisodeOutcome, o
             "pass only tasks from next_task(), or add it to the curriculum's tasks"
         )
     if outcome.task_id != task.id:
-        raise ValueError(f"update() got task {task.id!r} with an outcome for {outcome.task_id!r}; pass the outcome of that task's episode")
+        raise ValueError(
+            f"update() got task {task.id!r} with an outcome for {outcome.task_id!r}; pass the outcome of that task's episode"
+        )
 
 
 def _rng_to_json(rng: random.Random) -> list[Any]:
@@ -75,7 +77,9 @@ def _check_prior(prior_success: object, prior_weight: object) -> tuple[float, fl
     """The prior of a :class:`SuccessWindows` estimate, checked."""
     success = _check_fraction("prior_success", prior_success, "e.g. 0.5")
     if not _is_real(prior_weight) or not math.isfinite(prior_weight) or prior_weight < 0:  # type: ignore[arg-type]
-        raise ValueError(f"prior_weight must be a finite number >= 0 (pseudo-episodes of the prior, e.g. 2.0), got {prior_weight!r}")
+        raise ValueError(
+            f"prior_weight must be a finite number >= 0 (pseudo-episodes of the prior, e.g. 2.0), got {prior_weight!r}"
+        )
     return success, float(prior_weight)  # type: ignore[arg-type]
 
 

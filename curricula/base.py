@@ -1,14 +1,14 @@
 """Curricula choose the next task and learn from outcomes.
 
-    >>> from darwin.curricula.base import Curriculum
-    >>> from darwin.tasks import task_set
-    >>> class First(Curriculum):
-    ...     def __init__(self, tasks):
-    ...         self.tasks = tasks
-    ...     def next_task(self):
-    ...         return self.tasks[0]
-    >>> First(task_set("base8")).next_task().id
-    'amazon_0'
+>>> from darwin.curricula.base import Curriculum
+>>> from darwin.tasks import task_set
+>>> class First(Curriculum):
+...     def __init__(self, tasks):
+...         self.tasks = tasks
+...     def next_task(self):
+...         return self.tasks[0]
+>>> First(task_set("base8")).next_task().id
+'amazon_0'
 """
 
 from __future__ import annotations

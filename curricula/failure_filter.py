@@ -82,8 +82,15 @@ class FailureFilterCurriculum(Curriculum):
         seed: int = 0,
     ) -> None:
         self.tasks = _check_tasks(tasks, "FailureFilterCurriculum")
-        self.max_failures = _check_int("max_failures", max_failures, minimum=0, hint="consecutive failures before a task is filtered out, e.g. 3")
-        self.cooldown_episodes = _check_int("cooldown_episodes", cooldown_episodes, minimum=1, hint="episodes of other tasks a filtered task sits out, e.g. 32")
+        self.max_failures = _check_int(
+            "max_failures", max_failures, minimum=0, hint="consecutive failures before a task is filtered out, e.g. 3"
+        )
+        self.cooldown_episodes = _check_int(
+            "cooldown_episodes",
+            cooldown_episodes,
+            minimum=1,
+            hint="episodes of other tasks a filtered task sits out, e.g. 32",
+        )
         _check_int("seed", seed, minimum=None, hint="an integer such as 0")
         self.rng = random.Random(seed)
         self._failures: dict[str, int] = {t.id: 0 for t in self.tasks}
@@ -149,9 +156,7 @@ class FailureFilterCurriculum(Curriculum):
             )
         self._failures = {tid: int(failures.get(tid, 0)) for tid in self._failures}
         # Clocks only for filtered tasks (a state saved with another max_failures still loads).
-        self._cooldown = {
-            tid: int(cooldown.get(tid, 0)) for tid, f in self._failures.items() if f > self.max_failures
-        }
+        self._cooldown = {tid: int(cooldown.get(tid, 0)) for tid, f in self._failures.items() if f > self.max_failures}
         _rng_from_json(self.rng, state["rng"])
 
     def _raw_weights(self) -> list[float]:

@@ -81,13 +81,20 @@ class LearnabilityCurriculum(Curriculum):
         seed: int = 0,
     ) -> None:
         self.tasks = _check_tasks(tasks, "LearnabilityCurriculum")
-        self.floor = _check_fraction("floor", floor, "the fraction of the peak weight 0.25 kept as a minimum, e.g. 0.05")
+        self.floor = _check_fraction(
+            "floor", floor, "the fraction of the peak weight 0.25 kept as a minimum, e.g. 0.05"
+        )
         self.prior_success, self.prior_weight = _check_prior(prior_success, prior_weight)
-        self.window = _check_int("window", window, minimum=1, hint="the number of recent scored episodes per task, e.g. 20")
+        self.window = _check_int(
+            "window", window, minimum=1, hint="the number of recent scored episodes per task, e.g. 20"
+        )
         _check_int("seed", seed, minimum=None, hint="an integer such as 0")
         self.rng = random.Random(seed)
         self._windows = SuccessWindows(
-            [t.id for t in self.tasks], window=self.window, prior_success=self.prior_success, prior_weight=self.prior_weight
+            [t.id for t in self.tasks],
+            window=self.window,
+            prior_success=self.prior_success,
+            prior_weight=self.prior_weight,
         )
 
     def next_task(self) -> Task:

@@ -169,8 +169,12 @@ class LLMTaskProposer(Curriculum):
         self.languages: tuple[Language, ...] = cfg.languages or tuple(dict.fromkeys(t.language for t in self.tasks))
         self.policy = policy if policy is not None else (LiteLLMPolicy(cfg.llm) if cfg.llm is not None else None)
         if cfg.llm is not None and cfg.llm.api_key_env and not os.environ.get(cfg.llm.api_key_env):
-            logger.warning("proposer model %s: environment variable %s is not set; until it is, calls fail and the "
-                           "base tasks are used", cfg.llm.model, cfg.llm.api_key_env)
+            logger.warning(
+                "proposer model %s: environment variable %s is not set; until it is, calls fail and the "
+                "base tasks are used",
+                cfg.llm.model,
+                cfg.llm.api_key_env,
+            )
         self.run_dir = None if run_dir is None else Path(run_dir)
         self._replay = load_replay(cfg.replay) if cfg.replay is not None else None
         self.store: ProposalStore | None = None
@@ -196,8 +200,14 @@ class LLMTaskProposer(Curriculum):
 
     @classmethod
     def check_arguments(
-        cls, tasks: Sequence[Task], config: ProposerConfig | None = None, *, seed: int = 0, run_dir: object = None,
-        policy: Policy | None = None, **overrides: Any,
+        cls,
+        tasks: Sequence[Task],
+        config: ProposerConfig | None = None,
+        *,
+        seed: int = 0,
+        run_dir: object = None,
+        policy: Policy | None = None,
+        **overrides: Any,
     ) -> None:
         """The settings, the templates it may propose from and the database location, with no
         database opened, no thread started and no model reached (``darwin run --dry-run``)."""
@@ -247,7 +257,9 @@ class LLMTaskProposer(Curriculum):
 
     def update(self, task: Task, outcome: EpisodeOutcome) -> None:
         if outcome.task_id != task.id:
-            raise ValueError(f"update() got task {task.id!r} with an outcome for {outcome.task_id!r}; pass the outcome of that task's episode")
+            raise ValueError(
+                f"update() got task {task.id!r} with an outcome for {outcome.task_id!r}; pass the outcome of that task's episode"
+            )
         self._since_call += 1
         if task.template is not None:
             self._outcomes.append((task.template, outcome))
@@ -270,14 +282,23 @@ class LLMTaskProposer(Curriculum):
     def _due(self) -> bool:
         if self._pending is not None:
             return False
-        if not (self._redo or self._since_call >= self.config.propose_every or (self._refill_when_empty and not self._queue)):
+        if not (
+            self._redo or self._since_call >= self.config.propose_every or (self._refill_when_empty and not self._queue)
+        ):
             return False
         if self._replay is not None and self._calls >= len(self._replay):
-            self._warn_once("replay-done", "LLM proposer: all %d stored calls are replayed; base tasks from now on", len(self._replay))
+            self._warn_once(
+                "replay-done",
+                "LLM proposer: all %d stored calls are replayed; base tasks from now on",
+                len(self._replay),
+            )
             return False
         if self._replay is None and self._calls >= self.config.max_calls:
-            self._warn_once("budget", "LLM proposer: the call budget (max_calls = %d) is spent; base tasks from now on",
-                            self.config.max_calls)
+            self._warn_once(
+                "budget",
+                "LLM proposer: the call budget (max_calls = %d) is spent; base tasks from now on",
+                self.config.max_calls,
+            )
             return False
         return True
 
@@ -287,12 +308,21 @@ class LLMTaskProposer(Curriculum):
         self._since_call = 0
         self._refill_when_empty = self._redo = False
         if self._replay is not None:
-            self._apply(CallResult(index, "replayed", tuple(
-                Proposal(i, t.template, t.params, t.language, "", task=t) for i, t in enumerate(self._replay[index])
-            )))
+            self._apply(
+                CallResult(
+                    index,
+                    "replayed",
+                    tuple(
+                        Proposal(i, t.template, t.params, t.language, "", task=t)
+                        for i, t in enumerate(self._replay[index])
+                    ),
+                )
+            )
             return
         if self._loop is None:
-            self._loop = LoopThread("llm-proposer")  # calls never hold up the rollout's loop; LiteLLM's cached clients see one loop
+            self._loop = LoopThread(
+                "llm-proposer"
+            )  # calls never hold up the rollout's loop; LiteLLM's cached clients see one loop
         self._pending = self._loop.submit(self._call(index, list(self._outcomes)))
 
     def _harvest(self) -> None:
@@ -316,14 +346,19 @@ class LLMTaskProposer(Curriculum):
                 continue
             stats.rejected += 1
             stats.rejected_by_reason[p.rejection] = stats.rejected_by_reason.get(p.rejection, 0) + 1
-            self._warn_once(f"rejected-{p.rejection}", "LLM proposer: rejected a proposal (%s): %s", p.rejection, p.reason)
+            self._warn_once(
+                f"rejected-{p.rejection}", "LLM proposer: rejected a proposal (%s): %s", p.rejection, p.reason
+            )
         accepted = result.tasks
         self._queue.extend(accepted)
         if accepted:
             self._refill_when_empty = False
         elif result.outcome == "ok":
-            self._warn_once("none-valid", "LLM proposer: call %d brought no valid proposal; base tasks until the next call",
-                            result.call)
+            self._warn_once(
+                "none-valid",
+                "LLM proposer: call %d brought no valid proposal; base tasks until the next call",
+                result.call,
+            )
 
     # ----------------------------------------------------------------- the call
 
@@ -341,16 +376,30 @@ class LLMTaskProposer(Curriculum):
                 completion = Completion(text=generation.text)
         except Exception as exc:  # noqa: BLE001 - any model failure falls back to the base tasks (counted, logged, stored)
             error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
-            self._warn_once(f"failed-{type(exc).__name__}", "LLM proposer: the model failed (%s); base tasks until the "
-                            "next call", error)
+            self._warn_once(
+                f"failed-{type(exc).__name__}",
+                "LLM proposer: the model failed (%s); base tasks until the next call",
+                error,
+            )
             result = CallResult(index, "failed", error=error)
         else:
-            proposals = read_proposals(completion.text, allowed=self.allowed, languages=self.languages,
-                                       max_proposals=cfg.max_proposals, step_budget=cfg.step_budget)
+            proposals = read_proposals(
+                completion.text,
+                allowed=self.allowed,
+                languages=self.languages,
+                max_proposals=cfg.max_proposals,
+                step_budget=cfg.step_budget,
+            )
             if proposals is None:
-                self._warn_once("malformed", "LLM proposer: could not read the model's answer (expected a JSON list of "
-                                "proposals); base tasks until the next call: %r", completion.text[:200])
-                result = CallResult(index, "malformed", error="no JSON list of proposals in the answer", completion=completion)
+                self._warn_once(
+                    "malformed",
+                    "LLM proposer: could not read the model's answer (expected a JSON list of "
+                    "proposals); base tasks until the next call: %r",
+                    completion.text[:200],
+                )
+                result = CallResult(
+                    index, "malformed", error="no JSON list of proposals in the answer", completion=completion
+                )
             else:
                 result = CallResult(index, "ok", proposals, completion=completion)
         self._record(result)
@@ -363,8 +412,13 @@ class LLMTaskProposer(Curriculum):
             self.store.record(result, model=model)
         except sa_exc.SQLAlchemyError as exc:
             self.stats.database_errors += 1
-            self._warn_once("database-write", "LLM proposer: cannot store call %d in %s (%s); a replay will miss it",
-                            result.call, self.store.url_text, exc)
+            self._warn_once(
+                "database-write",
+                "LLM proposer: cannot store call %d in %s (%s); a replay will miss it",
+                result.call,
+                self.store.url_text,
+                exc,
+            )
 
     def template_results(self) -> dict[str, TemplateResults]:
         """The agent's recent results per template (what the next call shows the model)."""
@@ -394,12 +448,18 @@ class LLMTaskProposer(Curriculum):
                     self._task_templates[row.task_id] = None if stored_task is None else stored_task.template
                 template = self._task_templates[row.task_id]
                 if template is not None:
-                    out.append((template, EpisodeOutcome(row.task_id, row.success, row.num_steps or 0, row.termination_reason)))
+                    out.append(
+                        (template, EpisodeOutcome(row.task_id, row.success, row.num_steps or 0, row.termination_reason))
+                    )
             return out
         except (sa_exc.SQLAlchemyError, StoreError) as exc:
             self.stats.database_errors += 1
-            self._warn_once("database-read", "LLM proposer: cannot read the agent's results from %s (%s); using the "
-                            "outcomes it was told", self.run_dir / DB_FILENAME, exc)
+            self._warn_once(
+                "database-read",
+                "LLM proposer: cannot read the agent's results from %s (%s); using the outcomes it was told",
+                self.run_dir / DB_FILENAME,
+                exc,
+            )
             return None
 
     def proposal_prompt(self, results: Mapping[str, TemplateResults]) -> Prompt:
@@ -416,8 +476,10 @@ class LLMTaskProposer(Curriculum):
             example = self._examples[template_id]
             level = {1: "easy", 2: "medium", 3: "hard"}.get(tpl.difficulty, str(tpl.difficulty))
             summary = results.get(template_id, TemplateResults(template_id)).text()
-            lines.append(f"- {tpl.id} | {tpl.app} | {level} | {tpl.kind} | {tpl.description or '-'} | "
-                         f"{schema_line(tpl)} | {example} | {summary}")
+            lines.append(
+                f"- {tpl.id} | {tpl.app} | {level} | {tpl.kind} | {tpl.description or '-'} | "
+                f"{schema_line(tpl)} | {example} | {summary}"
+            )
         lines += [
             "",
             f"Languages: {', '.join(self.languages)}.",
@@ -426,10 +488,13 @@ class LLMTaskProposer(Curriculum):
             "solves unless nothing else is left. Give new parameter values, not the example's.",
             "",
             "Answer with one JSON list and nothing else:",
-            '[{"template": "<id>", "params": {<parameters>}, "language": "' + self.languages[0] + '", "why": "<a few words>"}]',
+            '[{"template": "<id>", "params": {<parameters>}, "language": "'
+            + self.languages[0]
+            + '", "why": "<a few words>"}]',
         ]
-        return Prompt(messages=(ChatMessage(role="system", text=PROPOSER_SYSTEM), ChatMessage(role="user", text="\n".join(lines))))
-
+        return Prompt(
+            messages=(ChatMessage(role="system", text=PROPOSER_SYSTEM), ChatMessage(role="user", text="\n".join(lines)))
+        )
 
     # ----------------------------------------------------------------- resume
 

@@ -29,18 +29,28 @@ class ProposerConfig(BaseModel):
     languages: tuple[Language, ...] | None = Field(
         None, min_length=1, description="languages a proposal may use; None = the base tasks' languages"
     )
-    propose_every: int = Field(32, ge=1, le=1_000_000, description="finished episodes between calls (also before the first)")
+    propose_every: int = Field(
+        32, ge=1, le=1_000_000, description="finished episodes between calls (also before the first)"
+    )
     max_proposals: int = Field(8, ge=1, le=64, description="task instances asked for (and kept) per call")
     max_calls: int = Field(50, ge=0, le=1_000_000, description="the call budget; base tasks only once it is spent")
     proposal_share: float = Field(
-        0.5, ge=0.0, le=1.0, description="chance that a task comes from the proposal queue while it holds any (else a base task)"
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="chance that a task comes from the proposal queue while it holds any (else a base task)",
     )
     learnable_band: tuple[float, float] = Field(
         (0.2, 0.8), description="the success rates the prompt calls learnable (MobileRL's success band)"
     )
-    history_window: int = Field(50, ge=1, le=100_000, description="most recent episodes per template summarised for the model")
+    history_window: int = Field(
+        50, ge=1, le=100_000, description="most recent episodes per template summarised for the model"
+    )
     step_budget: int | None = Field(
-        None, ge=1, le=1024, description="step budget of proposed tasks; None = each template's own (set the experiment's horizon to match the base tasks)"
+        None,
+        ge=1,
+        le=1024,
+        description="step budget of proposed tasks; None = each template's own (set the experiment's horizon to match the base tasks)",
     )
     url: str | None = Field(
         None,
@@ -60,7 +70,9 @@ class ProposerConfig(BaseModel):
         if not 0.0 <= low <= high <= 1.0:
             problems.append(f"learnable_band must be (low, high) with 0 <= low <= high <= 1, got {self.learnable_band}")
         if self.replay is not None and self.llm is not None:
-            problems.append("replay replays stored proposals without a model: drop llm, or drop replay to call the model")
+            problems.append(
+                "replay replays stored proposals without a model: drop llm, or drop replay to call the model"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         return self

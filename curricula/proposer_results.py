@@ -15,7 +15,9 @@ from darwin.curricula.base import EpisodeOutcome
 from darwin.policies.litellm import Completion
 from darwin.types import Task, TerminationReason
 
-RejectionKind = Literal["malformed", "unknown_template", "not_allowed", "language", "invalid_params", "duplicate", "too_many"]
+RejectionKind = Literal[
+    "malformed", "unknown_template", "not_allowed", "language", "invalid_params", "duplicate", "too_many"
+]
 """Why a proposal was rejected."""
 
 CallOutcome = Literal["ok", "failed", "malformed"]
@@ -50,7 +52,11 @@ class TemplateResults:
         if not self.episodes:
             return "not tried yet"
         scored = self.successes + self.failures
-        rate = "no verdict yet" if self.success_rate is None else f"{self.success_rate:.0%} success ({self.successes}/{scored} scored)"
+        rate = (
+            "no verdict yet"
+            if self.success_rate is None
+            else f"{self.success_rate:.0%} success ({self.successes}/{scored} scored)"
+        )
         steps = "" if self.mean_steps is None else f", mean {self.mean_steps:.1f} steps"
         endings = ", ".join(f"{k} {v}" for k, v in sorted(self.endings.items(), key=lambda kv: (-kv[1], kv[0])))
         false = f" ({self.false_completions} false completions)" if self.false_completions else ""
@@ -76,7 +82,9 @@ def summarise_results(outcomes: Iterable[tuple[str, EpisodeOutcome]], window: in
             episodes=len(rows),
             successes=sum(o.success is True for o in rows),
             failures=sum(o.success is False for o in rows),
-            false_completions=sum(o.success is False and o.termination == TerminationReason.AGENT_FINISHED for o in rows),
+            false_completions=sum(
+                o.success is False and o.termination == TerminationReason.AGENT_FINISHED for o in rows
+            ),
             mean_steps=sum(o.steps for o in rows) / len(rows),
             endings=dict(Counter(o.termination.value for o in rows)),
         )

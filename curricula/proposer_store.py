@@ -119,8 +119,13 @@ class ProposalStore(Database):
         response = None if completion is None else completion.text[:_MAX_RESPONSE_CHARS]
         with self._lock, self._write_sessions.begin() as s:
             row = ProposalCallModel(
-                call=result.call, created_at=utcnow(naive=True), model=model, outcome=result.outcome, error=result.error[:2000],
-                response=response, prompt_tokens=None if completion is None else completion.prompt_tokens,
+                call=result.call,
+                created_at=utcnow(naive=True),
+                model=model,
+                outcome=result.outcome,
+                error=result.error[:2000],
+                response=response,
+                prompt_tokens=None if completion is None else completion.prompt_tokens,
                 completion_tokens=None if completion is None else completion.completion_tokens,
                 cost_usd=None if completion is None else completion.cost_usd,
             )
@@ -128,9 +133,15 @@ class ProposalStore(Database):
             s.flush()
             s.add_all(
                 ProposalModel(
-                    call_id=row.id, position=p.position, template=p.template,
-                    params_json=_json_text(p.params), language=p.language,
-                    why=p.why, accepted=p.accepted, rejection=p.rejection, reason=p.reason[:2000],
+                    call_id=row.id,
+                    position=p.position,
+                    template=p.template,
+                    params_json=_json_text(p.params),
+                    language=p.language,
+                    why=p.why,
+                    accepted=p.accepted,
+                    rejection=p.rejection,
+                    reason=p.reason[:2000],
                     task_id=None if p.task is None else p.task.id,
                     task_json=None if p.task is None else p.task.model_dump_json(),
                 )
@@ -143,7 +154,8 @@ class ProposalStore(Database):
             rows = s.scalars(select(ProposalCallModel).order_by(ProposalCallModel.call, ProposalCallModel.id)).all()
             latest = {r.call: r for r in rows}
             proposals = s.scalars(
-                select(ProposalModel).where(ProposalModel.call_id.in_([r.id for r in latest.values()]))
+                select(ProposalModel)
+                .where(ProposalModel.call_id.in_([r.id for r in latest.values()]))
                 .order_by(ProposalModel.call_id, ProposalModel.position)
             ).all()
             by_call: dict[int, list[ProposalModel]] = {}
@@ -151,8 +163,14 @@ class ProposalStore(Database):
                 by_call.setdefault(p.call_id, []).append(p)
             return [
                 StoredCall(
-                    call=index, outcome=row.outcome, model=row.model,
-                    tasks=tuple(Task.model_validate_json(p.task_json) for p in by_call.get(row.id, []) if p.accepted and p.task_json),
+                    call=index,
+                    outcome=row.outcome,
+                    model=row.model,
+                    tasks=tuple(
+                        Task.model_validate_json(p.task_json)
+                        for p in by_call.get(row.id, [])
+                        if p.accepted and p.task_json
+                    ),
                     rejected=sum(not p.accepted for p in by_call.get(row.id, [])),
                 )
                 for index, row in sorted(latest.items())
@@ -167,12 +185,16 @@ def _replay_location(replay: str) -> str | Path:
     if path.is_dir():
         path = path / DB_FILENAME
     if not path.is_file():
-        raise ValueError(f"replay: {replay!r} is neither a run directory with a {DB_FILENAME}, a database file nor a URL; "
-                         "pass the run directory of the run whose proposals to replay")
+        raise ValueError(
+            f"replay: {replay!r} is neither a run directory with a {DB_FILENAME}, a database file nor a URL; "
+            "pass the run directory of the run whose proposals to replay"
+        )
     return path
 
 
-def _checked_config(config: ProposerConfig | None, seed: int, policy: Policy | None, overrides: Mapping[str, Any]) -> ProposerConfig:
+def _checked_config(
+    config: ProposerConfig | None, seed: int, policy: Policy | None, overrides: Mapping[str, Any]
+) -> ProposerConfig:
     if config is not None and overrides:
         raise TypeError("pass either a ProposerConfig or keyword overrides, not both")
     cfg = config if config is not None else ProposerConfig.model_validate(overrides)
@@ -195,8 +217,10 @@ def _allowed_templates(config: ProposerConfig, tasks: Sequence[Task]) -> tuple[s
     if patterns is None:
         found = tuple(dict.fromkeys(t.template for t in tasks if t.template is not None))
         if not found:
-            raise ValueError("LLMTaskProposer has no templates to propose from: the base tasks are no template "
-                             "instances; set templates=[...] (ids or patterns such as 'clock.*'), or use tasks such as 'gen.train'")
+            raise ValueError(
+                "LLMTaskProposer has no templates to propose from: the base tasks are no template "
+                "instances; set templates=[...] (ids or patterns such as 'clock.*'), or use tasks such as 'gen.train'"
+            )
         return found
     out: list[str] = []
     for pattern in patterns:
@@ -217,8 +241,10 @@ def load_replay(replay: str) -> list[list[Task]]:
     finally:
         store.close()
     if not stored:
-        raise ValueError(f"replay: {replay!r} holds no stored proposals (its curriculum_calls table is empty); "
-                         "was that run's curriculum an llm_proposer?")
+        raise ValueError(
+            f"replay: {replay!r} holds no stored proposals (its curriculum_calls table is empty); "
+            "was that run's curriculum an llm_proposer?"
+        )
     out: list[list[Task]] = [[] for _ in range(stored[-1].call + 1)]
     for call in stored:
         out[call.call] = list(call.tasks)

@@ -53,18 +53,22 @@ class StagedConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     stages: tuple[int, ...] = Field(
-        (1, 2, 3), min_length=1,
+        (1, 2, 3),
+        min_length=1,
         description="the hardest difficulty of each stage, increasing: (1, 2, 3) = easy, easy + medium, all "
         "(AndroidWorld-Generalization); stages that add no task are skipped",
     )
     advance_success: float | None = Field(
-        0.5, ge=0.0, le=1.0,
+        0.5,
+        ge=0.0,
+        le=1.0,
         description="move on when the stage's success rate over its last `window` scored episodes reaches this; "
         "None: only after `advance_after` episodes",
     )
     window: int = Field(32, ge=1, description="scored episodes of the current stage that the success rate reads")
     advance_after: int | None = Field(
-        256, ge=1,
+        256,
+        ge=1,
         description="move on after this many finished episodes in a stage, whatever the success rate; None: only by success",
     )
 
@@ -74,10 +78,14 @@ class StagedConfig(BaseModel):
         if any(d not in (1, 2, 3) for d in self.stages):
             problems.append(f"stages must hold difficulties 1, 2 or 3 (Task.difficulty), got {list(self.stages)}")
         if any(b <= a for a, b in zip(self.stages, self.stages[1:], strict=False)):
-            problems.append(f"stages must increase (each stage adds harder tasks), got {list(self.stages)}; e.g. (1, 2, 3)")
+            problems.append(
+                f"stages must increase (each stage adds harder tasks), got {list(self.stages)}; e.g. (1, 2, 3)"
+            )
         if self.advance_success is None and self.advance_after is None:
-            problems.append("advance_success and advance_after are both None: the curriculum would never leave its "
-                            "first stage; set one of them (e.g. advance_success=0.5)")
+            problems.append(
+                "advance_success and advance_after are both None: the curriculum would never leave its "
+                "first stage; set one of them (e.g. advance_success=0.5)"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -107,7 +115,9 @@ class DifficultyStagedCurriculum(Curriculum):
         seed: seeds this curriculum's own generator (never the global one).
     """
 
-    def __init__(self, tasks: Sequence[Task], config: StagedConfig | None = None, *, seed: int = 0, **overrides: Any) -> None:
+    def __init__(
+        self, tasks: Sequence[Task], config: StagedConfig | None = None, *, seed: int = 0, **overrides: Any
+    ) -> None:
         if config is not None and overrides:
             raise TypeError("pass either a StagedConfig or keyword overrides, not both")
         self.config = config if config is not None else StagedConfig.model_validate(overrides)
@@ -166,7 +176,11 @@ class DifficultyStagedCurriculum(Curriculum):
         self.stage += 1
         logger.info(
             "staged curriculum: stage %d/%d (difficulty <= %d, %d tasks) starts after %s",
-            self.stage + 1, len(self.caps), self.caps[self.stage], len(self._stage_tasks[self.stage]), why,
+            self.stage + 1,
+            len(self.caps),
+            self.caps[self.stage],
+            len(self._stage_tasks[self.stage]),
+            why,
         )
         self.stage_episodes = 0
         self._window.clear(_STAGE)
@@ -178,8 +192,10 @@ class DifficultyStagedCurriculum(Curriculum):
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "max_difficulty": self.caps[self.stage], "stage_episodes": self.stage_episodes,
-            "window": self._window.state_dict()[_STAGE], "rng": _rng_to_json(self.rng),
+            "max_difficulty": self.caps[self.stage],
+            "stage_episodes": self.stage_episodes,
+            "window": self._window.state_dict()[_STAGE],
+            "rng": _rng_to_json(self.rng),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -33,7 +33,9 @@ class StaticCurriculum(Curriculum):
             raise ValueError(f"mode must be 'uniform', 'round_robin' or 'weighted', got {mode!r}")
         if mode == "weighted":
             if weights is None or len(weights) != len(tasks):
-                raise ValueError(f"mode='weighted' needs one weight per task ({len(tasks)}), got {None if weights is None else len(weights)}")
+                raise ValueError(
+                    f"mode='weighted' needs one weight per task ({len(tasks)}), got {None if weights is None else len(weights)}"
+                )
             if any(w < 0 for w in weights) or sum(weights) <= 0:
                 raise ValueError("weights must be >= 0 with a positive sum")
         self.tasks = list(tasks)

@@ -61,13 +61,17 @@ class SuccessBandConfig(BaseModel):
     low: float = Field(0.2, ge=0.0, le=1.0, description="lower edge of the band of weight 1 (MobileRL: 0.2)")
     high: float = Field(0.8, ge=0.0, le=1.0, description="upper edge of the band of weight 1 (MobileRL: 0.8)")
     sigma: float = Field(
-        MOBILERL_SIGMA, gt=0.0, le=10.0,
+        MOBILERL_SIGMA,
+        gt=0.0,
+        le=10.0,
         description="width of the Gaussian outside the band, centred on the band's middle "
         "(MobileRL: sqrt(0.25 / (2 ln 5)) = 0.279, weight 0.2 at 0% and 100%)",
     )
     floor: float = Field(0.05, ge=0.0, le=1.0, description="the smallest weight (keeps every task in rotation)")
     window: int = Field(20, ge=1, description="recent scored episodes per task (or template) that the estimate reads")
-    prior_success: float = Field(0.5, ge=0.0, le=1.0, description="success rate assumed before any episode (MobileRL: 0.5)")
+    prior_success: float = Field(
+        0.5, ge=0.0, le=1.0, description="success rate assumed before any episode (MobileRL: 0.5)"
+    )
     prior_weight: float = Field(2.0, ge=0.0, le=1e6, description="pseudo-episodes the prior counts for")
     group_by: Literal["template", "task"] = Field(
         "template",

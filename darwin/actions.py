@@ -126,7 +126,17 @@ Action = Annotated[
 """Any of the eleven actions, discriminated by ``type``."""
 
 ACTION_TYPES: tuple[type[_Action], ...] = (
-    Click, LongPress, Type, Scroll, Drag, OpenApp, PressHome, PressBack, Wait, Finished, Answer,
+    Click,
+    LongPress,
+    Type,
+    Scroll,
+    Drag,
+    OpenApp,
+    PressHome,
+    PressBack,
+    Wait,
+    Finished,
+    Answer,
 )
 TERMINAL_ACTIONS: tuple[type[_Action], ...] = (Finished, Answer)
 
@@ -151,7 +161,23 @@ def is_terminal(action: Action) -> bool:
 
 
 __all__ = [
-    "Action", "ACTION_TYPES", "Answer", "Click", "Direction", "Drag", "Finished", "LongPress",
-    "MAX_TEXT_LENGTH", "OpenApp", "PressBack", "PressHome", "Scroll", "TERMINAL_ACTIONS", "Type",
-    "Wait", "action_to_json", "is_terminal", "parse_action",
+    "Action",
+    "ACTION_TYPES",
+    "Answer",
+    "Click",
+    "Direction",
+    "Drag",
+    "Finished",
+    "LongPress",
+    "MAX_TEXT_LENGTH",
+    "OpenApp",
+    "PressBack",
+    "PressHome",
+    "Scroll",
+    "TERMINAL_ACTIONS",
+    "Type",
+    "Wait",
+    "action_to_json",
+    "is_terminal",
+    "parse_action",
 ]

@@ -34,8 +34,26 @@ MatcherKind = Literal["exact", "number", "choice", "time", "date"]
 _ARTICLES = ("the ", "a ", "an ")
 _NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+")
 _TIME = re.compile(r"\b(\d{1,2})(?:[:.](\d{2}))?\s*(a\.?m\.?|p\.?m\.?)?(?![\d])", re.IGNORECASE)
-_MONTHS = {m.lower(): i for i, m in enumerate(
-    ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"], 1)}
+_MONTHS = {
+    m.lower(): i
+    for i, m in enumerate(
+        [
+            "January",
+            "February",
+            "March",
+            "April",
+            "May",
+            "June",
+            "July",
+            "August",
+            "September",
+            "October",
+            "November",
+            "December",
+        ],
+        1,
+    )
+}
 
 
 def normalise(text: str) -> str:
@@ -43,7 +61,7 @@ def normalise(text: str) -> str:
     out = " ".join(text.lower().split()).strip(string.punctuation + " \u201c\u201d\u2018\u2019")
     for article in _ARTICLES:
         if out.startswith(article):
-            out = out[len(article):]
+            out = out[len(article) :]
             break
     return out
 
@@ -116,7 +134,9 @@ class AnswerKey(BaseModel):
     def _check(self) -> AnswerKey:
         parsers = {"number": parse_number, "time": parse_time, "date": parse_date}
         if self.kind in parsers and parsers[self.kind](self.expected) is None:
-            raise ValueError(f"expected={self.expected!r} is not a {self.kind}; write it as the matcher reads it (see darwin.answers)")
+            raise ValueError(
+                f"expected={self.expected!r} is not a {self.kind}; write it as the matcher reads it (see darwin.answers)"
+            )
         return self
 
     def matches(self, answer: str | None) -> bool:

@@ -74,10 +74,14 @@ class ReplayBuffer:
         with self._lock:
             active = self._active.get(transition.episode_id)
             if active is None:
-                raise ReplayBufferError(f"transition for episode {transition.episode_id} which is not active (call start first)")
+                raise ReplayBufferError(
+                    f"transition for episode {transition.episode_id} which is not active (call start first)"
+                )
             expected = len(active.transitions)
             if transition.step != expected:
-                raise ReplayBufferError(f"episode {transition.episode_id}: got step {transition.step}, expected {expected}")
+                raise ReplayBufferError(
+                    f"episode {transition.episode_id}: got step {transition.step}, expected {expected}"
+                )
             active.transitions.append(transition)
 
     def finish(self, trajectory: Trajectory) -> None:
@@ -89,7 +93,9 @@ class ReplayBuffer:
             if trajectory.termination is None:
                 raise ReplayBufferError(f"episode {trajectory.episode_id} finished without a termination")
             if [t.step for t in trajectory.transitions] != [t.step for t in active.transitions]:
-                raise ReplayBufferError(f"episode {trajectory.episode_id}: trajectory steps differ from the streamed transitions")
+                raise ReplayBufferError(
+                    f"episode {trajectory.episode_id}: trajectory steps differ from the streamed transitions"
+                )
             del self._active[trajectory.episode_id]  # only once validated: a bad call loses nothing
             self._done_ids.add(trajectory.episode_id)
             key = active.group if active.group is not None else trajectory.episode_id
@@ -126,7 +132,9 @@ class ReplayBuffer:
         will never finish (after a resume, the members that were running when the run
         stopped are gone). Returns how many partial groups were released."""
         with self._lock:
-            partial = {k for k, ts in self._completed.items() if self.group_size is not None and len(ts) < self.group_size}
+            partial = {
+                k for k, ts in self._completed.items() if self.group_size is not None and len(ts) < self.group_size
+            }
             self._released |= partial
             return len(partial)
 

@@ -48,9 +48,21 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "build_curriculum", "build_eval_phones", "build_fleet", "build_learner", "build_phones", "build_policy_pool",
-    "build_store", "build_workflow", "learner_class", "load_run_policy", "memory_factory", "policy_factory",
-    "sim_eval_phones", "sim_phones", "warm_start_checkpoint",
+    "build_curriculum",
+    "build_eval_phones",
+    "build_fleet",
+    "build_learner",
+    "build_phones",
+    "build_policy_pool",
+    "build_store",
+    "build_workflow",
+    "learner_class",
+    "load_run_policy",
+    "memory_factory",
+    "policy_factory",
+    "sim_eval_phones",
+    "sim_phones",
+    "warm_start_checkpoint",
 ]
 
 
@@ -83,12 +95,17 @@ def build_store(store: StoreConfig, run_dir: Path) -> RunStore:
         return RunStore(run_dir / "run.db", screenshot_dir=store.screenshot_dir)
     url = os.environ.get(store.url_env)
     if not url:
-        raise ExperimentError(f"store.url_env = {store.url_env!r} but ${store.url_env} is not set; export it with the database URL")
+        raise ExperimentError(
+            f"store.url_env = {store.url_env!r} but ${store.url_env} is not set; export it with the database URL"
+        )
     return RunStore(url, screenshot_dir=store.screenshot_dir or run_dir / "screenshots")
 
 
 def warm_start_checkpoint(
-    config: ExperimentConfig, *, on_phase: Callable[[str], None] | None = None, on_step: Callable[[StepStats], None] | None = None,
+    config: ExperimentConfig,
+    *,
+    on_phase: Callable[[str], None] | None = None,
+    on_step: Callable[[StepStats], None] | None = None,
 ) -> Path:
     """The warm-start checkpoint: ``checkpoint``, or the SFT warm start for ``sft``
     (trained once, cached under ``cache_dir``; ``on_phase`` / ``on_step`` follow the
@@ -100,18 +117,29 @@ def warm_start_checkpoint(
     return ensure_warm_start(config.cache_dir, config.sft, on_phase=on_phase, on_step=on_step)
 
 
-def build_policy_pool(config: ExperimentConfig, warm_start: Path, run_dir: str | Path | None = None, *, seed: int | None = None,
-                      temperature: float | None = None) -> ActorPool:
+def build_policy_pool(
+    config: ExperimentConfig,
+    warm_start: Path,
+    run_dir: str | Path | None = None,
+    *,
+    seed: int | None = None,
+    temperature: float | None = None,
+) -> ActorPool:
     """The run's policy (``policy.backend``) on the warm start, handing each phone an
     actor with the experiment's memory; ``seed`` / ``temperature`` override ``policy``'s."""
     from darwin.agents.pool import ActorPool
 
     named = config.agent.format != "checkpoint"
     return ActorPool(
-        warm_start, temperature=config.policy.temperature if temperature is None else temperature,
-        seed=config.policy.seed if seed is None else seed, max_batch=config.policy.max_batch,
-        make_policy=policy_factory(config.policy), max_wait=config.policy.max_wait, make_memory=memory_factory(config, run_dir),
-        max_new_tokens=config.agent.max_new_tokens, agent_format=config.agent.format if named else None,
+        warm_start,
+        temperature=config.policy.temperature if temperature is None else temperature,
+        seed=config.policy.seed if seed is None else seed,
+        max_batch=config.policy.max_batch,
+        make_policy=policy_factory(config.policy),
+        max_wait=config.policy.max_wait,
+        make_memory=memory_factory(config, run_dir),
+        max_new_tokens=config.agent.max_new_tokens,
+        agent_format=config.agent.format if named else None,
         observation_size=config.agent.observation_size if named else None,
     )
 
@@ -134,7 +162,9 @@ def build_curriculum(config: ExperimentConfig, tasks: list[Task], run_dir: str |
     return build_component("curriculum", config.curriculum, named_context=named, tasks=tasks, seed=config.phones.seed)  # type: ignore[return-value]
 
 
-def build_workflow(config: ExperimentConfig, observation_size: tuple[int, int], *, evaluation: bool = False) -> Workflow:
+def build_workflow(
+    config: ExperimentConfig, observation_size: tuple[int, int], *, evaluation: bool = False
+) -> Workflow:
     """The workflow with the reward verifier, or with ``evaluation.verifier`` (when set) for
     ``evaluation=True``."""
     from darwin.workflows import StepConfig
@@ -142,7 +172,8 @@ def build_workflow(config: ExperimentConfig, observation_size: tuple[int, int], 
     spec = config.evaluation.verifier if evaluation and config.evaluation.verifier is not None else config.verifier
     verifier = build_component("verifier", spec)
     step_config = StepConfig(
-        observation_size=observation_size, parse_error_penalty=config.parse_error_penalty,
+        observation_size=observation_size,
+        parse_error_penalty=config.parse_error_penalty,
         # Training episodes only: a bootstrapped truncation reads V(s') at the next screen.
         record_next_prompt=not evaluation and config.learner.truncation == "bootstrap",
     )
@@ -177,14 +208,20 @@ def build_phones(config: ExperimentConfig) -> list[PhoneEnv]:
 
         assert phones.ray is not None  # validated
         try:
-            return build_ray_phones(phones.ray, perturbation=phones.perturbation, reset_between_episodes=phones.reset_between_episodes,
-                                    locale=phones.locale)
+            return build_ray_phones(
+                phones.ray,
+                perturbation=phones.perturbation,
+                reset_between_episodes=phones.reset_between_episodes,
+                locale=phones.locale,
+            )
         except RayPhonesError as exc:
             raise ExperimentError(str(exc)) from None
     from darwin.envs.adb import AdbPhoneEnv
 
     if len(phones.devices) < phones.count:
-        raise ExperimentError(f"phones.kind='adb' needs {phones.count} devices, {len(phones.devices)} listed; set phones.devices")
+        raise ExperimentError(
+            f"phones.kind='adb' needs {phones.count} devices, {len(phones.devices)} listed; set phones.devices"
+        )
     adb = phones.adb_config()
     return [AdbPhoneEnv(serial, adb) for serial in phones.devices[: phones.count]]
 
@@ -199,21 +236,30 @@ def build_fleet(config: ExperimentConfig, on_event: Callable[[PhoneEvent], None]
     phones = config.phones
     schedule = phones.reset_schedule()
     if phones.provider is None:
-        return PhoneFleet(build_phones(config), schedule=schedule, replace_after_s=phones.replace_after_s,
-                          on_event=on_event)
+        return PhoneFleet(
+            build_phones(config), schedule=schedule, replace_after_s=phones.replace_after_s, on_event=on_event
+        )
     closers: list[Callable[[], None]] = []
     try:
         provider = _start_provider(config, closers)
         try:
             envs = provider.acquire_many(phones.count)
         except ProviderError as exc:
-            raise ExperimentError(f"phones.provider {phones.provider.name!r} could not hand out {phones.count} phones: {exc}") from None
+            raise ExperimentError(
+                f"phones.provider {phones.provider.name!r} could not hand out {phones.count} phones: {exc}"
+            ) from None
     except BaseException:
         for close in reversed(closers):
             close()
         raise
-    return PhoneFleet(envs, provider=provider, schedule=schedule, replace_after_s=phones.replace_after_s,
-                      on_event=on_event, closers=closers)
+    return PhoneFleet(
+        envs,
+        provider=provider,
+        schedule=schedule,
+        replace_after_s=phones.replace_after_s,
+        on_event=on_event,
+        closers=closers,
+    )
 
 
 def _start_provider(config: ExperimentConfig, closers: list[Callable[[], None]]) -> PhoneProvider:
@@ -233,9 +279,14 @@ def _start_provider(config: ExperimentConfig, closers: list[Callable[[], None]])
         server = PrivateAdbServer(port=adb.adb_port).start()
         closers.append(server.stop)
         logger.info("started an adb server on port %d for the run's phones", server.port)
-    context: dict[str, object] = {"count": phones.count + phones.spares, "seed": phones.seed, "config": adb,
-                                  "perturbation": phones.perturbation, "locale": phones.locale,
-                                  "reset_between_episodes": phones.reset_between_episodes}
+    context: dict[str, object] = {
+        "count": phones.count + phones.spares,
+        "seed": phones.seed,
+        "config": adb,
+        "perturbation": phones.perturbation,
+        "locale": phones.locale,
+        "reset_between_episodes": phones.reset_between_episodes,
+    }
     if phones.devices:
         context["devices"] = list(phones.devices)
     try:
@@ -263,8 +314,9 @@ def sim_eval_phones(config: ExperimentConfig, count: int) -> list[PhoneEnv]:
     """``count`` evaluation SimPhones from ``evaluation.phone_seed`` (:func:`~darwin.evaluate.evaluation_phones`)."""
     from darwin.evaluate import evaluation_phones
 
-    return evaluation_phones(config.evaluation.phone_seed, count, perturbation=config.phones.perturbation,
-                             locale=config.phones.locale)
+    return evaluation_phones(
+        config.evaluation.phone_seed, count, perturbation=config.phones.perturbation, locale=config.phones.locale
+    )
 
 
 def sim_phones(config: ExperimentConfig, first_seed: int, count: int, prefix: str) -> list[PhoneEnv]:
@@ -273,14 +325,24 @@ def sim_phones(config: ExperimentConfig, first_seed: int, count: int, prefix: st
     from darwin.envs.sim.env import SimPhoneEnv
 
     return [
-        SimPhoneEnv(seed=first_seed + i, perturbation=config.phones.perturbation, name=f"{prefix}-{first_seed + i}",
-                    reset_between_episodes=config.phones.reset_between_episodes, locale=config.phones.locale)
+        SimPhoneEnv(
+            seed=first_seed + i,
+            perturbation=config.phones.perturbation,
+            name=f"{prefix}-{first_seed + i}",
+            reset_between_episodes=config.phones.reset_between_episodes,
+            locale=config.phones.locale,
+        )
         for i in range(count)
     ]
 
 
 def load_run_policy(
-    run_dir: str | Path, *, temperature: float = 1.0, seed: int = 0, max_batch: int = 8, max_new_tokens: int | None = None,
+    run_dir: str | Path,
+    *,
+    temperature: float = 1.0,
+    seed: int = 0,
+    max_batch: int = 8,
+    max_new_tokens: int | None = None,
 ) -> ActorPool:
     """A :class:`~darwin.agents.pool.ActorPool` with the actor weights of a run's last
     checkpoint (``darwin eval --agent tiny:<run dir>``): the run's warm start, then its trained weights."""
@@ -290,10 +352,14 @@ def load_run_policy(
     run_dir = Path(run_dir)
     record = run_dir / WARM_START_FILE
     if not record.is_file():
-        raise FileNotFoundError(f"{run_dir} has no {WARM_START_FILE}: pass a `darwin run` directory (or a `darwin sft` output)")
+        raise FileNotFoundError(
+            f"{run_dir} has no {WARM_START_FILE}: pass a `darwin run` directory (or a `darwin sft` output)"
+        )
     warm = Path(json.loads(record.read_text())["path"])
     if not warm.is_dir():
-        raise FileNotFoundError(f"the warm start {warm} of {run_dir} is gone; rebuild it (same SFT config) or restore it there")
+        raise FileNotFoundError(
+            f"the warm start {warm} of {run_dir} is gone; rebuild it (same SFT config) or restore it there"
+        )
     pool = ActorPool(warm, temperature=temperature, seed=seed, max_batch=max_batch, max_new_tokens=max_new_tokens)
     learner = LocalLearner.load(run_dir / "checkpoint", pool.policy)  # pushes the trained actor weights and version
     logger.info("%s: policy version %d after %d updates", run_dir, learner.policy_version, learner.updates)

@@ -29,13 +29,15 @@ console = Console()
 
 
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(message)s", handlers=[RichHandler(console=console, show_path=False)])
-
-
+    logging.basicConfig(
+        level=level.upper(), format="%(message)s", handlers=[RichHandler(console=console, show_path=False)]
+    )
 
 
 @click.group()
-@click.option("--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]), show_default=True)
+@click.option(
+    "--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]), show_default=True
+)
 def main(log_level: str) -> None:
     """Darwin: train mobile GUI agents with online multi-turn RL."""
     # transformers' and huggingface_hub's own progress bars ("Loading weights") would cut through
@@ -51,9 +53,16 @@ def tasks() -> None:
 
 
 @tasks.command("list")
-@click.option("--set", "set_name", default=None, help="only tasks of this set (base8, paper16, cycle8, gen.train, gen.unseen_instances, ...)")
+@click.option(
+    "--set",
+    "set_name",
+    default=None,
+    help="only tasks of this set (base8, paper16, cycle8, gen.train, gen.unseen_instances, ...)",
+)
 @click.option("--app", default=None, help="only tasks or templates of this app")
-@click.option("--templates", "show_templates", is_flag=True, help="list the task templates (with their role in the default split)")
+@click.option(
+    "--templates", "show_templates", is_flag=True, help="list the task templates (with their role in the default split)"
+)
 def tasks_list(set_name: str | None, app: str | None, show_templates: bool) -> None:
     """Show the registered tasks, or the templates, legibly at any terminal width.
 
@@ -69,7 +78,9 @@ def tasks_list(set_name: str | None, app: str | None, show_templates: bool) -> N
         chosen = [t for t in templates().values() if app is None or t.app == app]
         for tpl in sorted(chosen, key=lambda t: (t.app, t.id)):
             where = role.get(tpl.id) or ("held-out app" if tpl.app in split.held_out_apps and not tpl.cross_app else "")
-            console.print(f"[bold]{tpl.id}[/]  [dim]{' + '.join(tpl.needs)} · {tpl.kind} · difficulty {tpl.difficulty} · {where}[/]")
+            console.print(
+                f"[bold]{tpl.id}[/]  [dim]{' + '.join(tpl.needs)} · {tpl.kind} · difficulty {tpl.difficulty} · {where}[/]"
+            )
             _indented(f"{tpl.description}; e.g. {tpl.instance(0).instruction!r}")
             _indented(f"params: {schema_line(tpl)}", style="dim")
         apps = sorted({t.app for t in templates().values()})
@@ -85,10 +96,18 @@ def tasks_list(set_name: str | None, app: str | None, show_templates: bool) -> N
     for t in chosen_tasks:
         phases = "+".join(p.value for p, *_ in t.phases())
         sets = ",".join(name for name, ids in TASK_SETS.items() if t.id in ids)
-        facts = [t.app, f"{t.golden_steps} steps" if t.golden_steps else "", phases if phases != "execution" else "", sets]
+        facts = [
+            t.app,
+            f"{t.golden_steps} steps" if t.golden_steps else "",
+            phases if phases != "execution" else "",
+            sets,
+        ]
         console.print(f"[bold]{t.id}[/]  [dim]{' · '.join(f for f in facts if f)}[/]", highlight=False)
         _indented(t.instruction)
-    console.print(f"\n{len(chosen_tasks)} tasks ({set_name or 'fixed tasks; template instances: --set gen.train or --templates'})", highlight=False)
+    console.print(
+        f"\n{len(chosen_tasks)} tasks ({set_name or 'fixed tasks; template instances: --set gen.train or --templates'})",
+        highlight=False,
+    )
 
 
 def _indented(text: str, style: str = "") -> None:
@@ -100,7 +119,9 @@ def _indented(text: str, style: str = "") -> None:
 
 
 @tasks.command("spa")
-@click.option("--unmapped", "show_unmapped", is_flag=True, help="also list every row without a SimPhone task, with its reason")
+@click.option(
+    "--unmapped", "show_unmapped", is_flag=True, help="also list every row without a SimPhone task, with its reason"
+)
 def tasks_spa(show_unmapped: bool) -> None:
     """How many of SPA-Bench's 340 rows run on SimPhone (task sets spa.en, spa.zh, spa.cross), by CSV file."""
     from darwin.envs.sim.spa import coverage, unmapped
@@ -108,8 +129,16 @@ def tasks_spa(show_unmapped: bool) -> None:
     table = Table("file", "rows", "mapped", "adapted", "app not modelled", "feature not modelled")
     cov = coverage()
     for c in cov:
-        table.add_row(c.file, str(c.rows), str(c.mapped), str(c.adapted), str(c.app_not_modelled), str(c.feature_not_modelled))
-    table.add_row("all", *(str(sum(getattr(c, f) for c in cov)) for f in ("rows", "mapped", "adapted", "app_not_modelled", "feature_not_modelled")))
+        table.add_row(
+            c.file, str(c.rows), str(c.mapped), str(c.adapted), str(c.app_not_modelled), str(c.feature_not_modelled)
+        )
+    table.add_row(
+        "all",
+        *(
+            str(sum(getattr(c, f) for c in cov))
+            for f in ("rows", "mapped", "adapted", "app_not_modelled", "feature_not_modelled")
+        ),
+    )
     console.print(table)
     if show_unmapped:
         for key, (reason, detail) in unmapped().items():
@@ -117,13 +146,30 @@ def tasks_spa(show_unmapped: bool) -> None:
 
 
 @tasks.command("demos")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="the JSONL file to write (screenshots go to <stem>-screens/)")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="the JSONL file to write (screenshots go to <stem>-screens/)",
+)
 @click.option("--tasks", "task_names", default="base8", show_default=True, help="comma-separated task ids or set names")
-@click.option("--phones", default=8, show_default=True, type=click.IntRange(min=1), help="phones: one episode per task on each")
-@click.option("--phone-seed", default=100, show_default=True, type=int, help="phone i gets this seed + i (the default's training phones: 100)")
+@click.option(
+    "--phones", default=8, show_default=True, type=click.IntRange(min=1), help="phones: one episode per task on each"
+)
+@click.option(
+    "--phone-seed",
+    default=100,
+    show_default=True,
+    type=int,
+    help="phone i gets this seed + i (the default's training phones: 100)",
+)
 @click.option("--observation-size", default="252x560", show_default=True, help="WxH of the stored screenshots")
-@click.option("--launch-by-name/--launch-by-tap", default=True, show_default=True, help="launcher taps written as open_app")
-def tasks_demos(out: Path, task_names: str, phones: int, phone_seed: int, observation_size: str, launch_by_name: bool) -> None:
+@click.option(
+    "--launch-by-name/--launch-by-tap", default=True, show_default=True, help="launcher taps written as open_app"
+)
+def tasks_demos(
+    out: Path, task_names: str, phones: int, phone_seed: int, observation_size: str, launch_by_name: bool
+) -> None:
     """Write the SimPhone oracle's demonstrations as a JSONL demonstration file (docs/sft.md):
     one episode per task on each phone, from its initial state, each tap with the target
     element's box. For `darwin sft --from-jsonl` and the step-level reward (DemoStepVerifier)."""
@@ -133,35 +179,80 @@ def tasks_demos(out: Path, task_names: str, phones: int, phone_seed: int, observ
     try:
         width, height = (int(v) for v in observation_size.lower().split("x"))
     except ValueError:
-        raise click.BadParameter(f"{observation_size!r}: write WxH, e.g. 252x560", param_hint="--observation-size") from None
+        raise click.BadParameter(
+            f"{observation_size!r}: write WxH, e.g. 252x560", param_hint="--observation-size"
+        ) from None
     try:
         tasks_to_play = resolve_tasks(tuple(t.strip() for t in task_names.split(",") if t.strip()))
     except (ValueError, KeyError) as exc:
         raise click.BadParameter(str(exc), param_hint="--tasks") from None
-    stats = export_oracle_demonstrations(out, tasks_to_play, phone_seeds=range(phone_seed, phone_seed + phones),
-                                         observation_size=(width, height), launch_by_name=launch_by_name)
-    console.print(f"{stats.successes} of {stats.episodes} oracle episodes ({stats.steps} steps) -> {out}", highlight=False)
+    stats = export_oracle_demonstrations(
+        out,
+        tasks_to_play,
+        phone_seeds=range(phone_seed, phone_seed + phones),
+        observation_size=(width, height),
+        launch_by_name=launch_by_name,
+    )
+    console.print(
+        f"{stats.successes} of {stats.episodes} oracle episodes ({stats.steps} steps) -> {out}", highlight=False
+    )
     failed = stats.episodes - stats.successes - stats.skipped_done_episodes
     if stats.skipped_done_episodes:
-        console.print(f"{stats.skipped_done_episodes} episodes not written: the goal held before the oracle acted", highlight=False)
+        console.print(
+            f"{stats.skipped_done_episodes} episodes not written: the goal held before the oracle acted",
+            highlight=False,
+        )
     if failed:
-        raise click.ClickException(f"{failed} oracle episodes did not succeed (logged above); their tasks have fewer demonstrations")
+        raise click.ClickException(
+            f"{failed} oracle episodes did not succeed (logged above); their tasks have fewer demonstrations"
+        )
 
 
 @tasks.command("split")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="directory for the task files")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="directory for the task files",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="which apps and templates are held out")
-@click.option("--held-out-apps", default=None, help="comma-separated app labels to hold out (default: --unseen-apps chosen by seed)")
+@click.option(
+    "--held-out-apps",
+    default=None,
+    help="comma-separated app labels to hold out (default: --unseen-apps chosen by seed)",
+)
 @click.option("--unseen-apps", default=2, show_default=True, type=int)
-@click.option("--train-instances", default=8, show_default=True, type=int, help="training instances per training template")
-@click.option("--eval-instances", default=3, show_default=True, type=int, help="instances per template in each held-out regime")
+@click.option(
+    "--train-instances", default=8, show_default=True, type=int, help="training instances per training template"
+)
+@click.option(
+    "--eval-instances", default=3, show_default=True, type=int, help="instances per template in each held-out regime"
+)
 @click.option("--chinese/--no-chinese", default=False, show_default=True, help="also Chinese instances")
-@click.option("--all-apps/--recorded-apps", default=False, show_default=True,
-              help="also split the templates of the apps added after the recorded results (Files, Mail, Calculator, Tasks)")
-@click.option("--cross-app/--no-cross-app", default=False, show_default=True,
-              help="also split the cross-app templates (one that needs a held-out app goes to unseen_apps)")
-def tasks_split(out_dir: Path, seed: int, held_out_apps: str | None, unseen_apps: int, train_instances: int, eval_instances: int, chinese: bool,
-                all_apps: bool, cross_app: bool) -> None:
+@click.option(
+    "--all-apps/--recorded-apps",
+    default=False,
+    show_default=True,
+    help="also split the templates of the apps added after the recorded results (Files, Mail, Calculator, Tasks)",
+)
+@click.option(
+    "--cross-app/--no-cross-app",
+    default=False,
+    show_default=True,
+    help="also split the cross-app templates (one that needs a held-out app goes to unseen_apps)",
+)
+def tasks_split(
+    out_dir: Path,
+    seed: int,
+    held_out_apps: str | None,
+    unseen_apps: int,
+    train_instances: int,
+    eval_instances: int,
+    chinese: bool,
+    all_apps: bool,
+    cross_app: bool,
+) -> None:
     """Split the templates into training tasks and AndroidWorld-Generalization's three held-out
     regimes (unseen instances, unseen templates, unseen apps); writes one task file per set.
 
@@ -175,9 +266,13 @@ def tasks_split(out_dir: Path, seed: int, held_out_apps: str | None, unseen_apps
 
     try:
         config = SplitConfig(
-            seed=seed, held_out_apps=tuple(a.strip() for a in held_out_apps.split(",")) if held_out_apps else None,
-            unseen_apps=unseen_apps, train_instances=train_instances, eval_instances=eval_instances,
-            languages=("ENG", "CHN") if chinese else ("ENG",), cross_app=cross_app,
+            seed=seed,
+            held_out_apps=tuple(a.strip() for a in held_out_apps.split(",")) if held_out_apps else None,
+            unseen_apps=unseen_apps,
+            train_instances=train_instances,
+            eval_instances=eval_instances,
+            languages=("ENG", "CHN") if chinese else ("ENG",),
+            cross_app=cross_app,
             **({"exclude_apps": ()} if all_apps else {}),
         )
         split = split_templates(config)
@@ -186,20 +281,36 @@ def tasks_split(out_dir: Path, seed: int, held_out_apps: str | None, unseen_apps
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, tasks_of_set in split.sets.items():
         rows = [t.model_dump(mode="json", exclude_defaults=True) for t in tasks_of_set]
-        (out_dir / f"{name}.yaml").write_text(yaml.safe_dump(rows, allow_unicode=True, sort_keys=False), encoding="utf-8")
+        (out_dir / f"{name}.yaml").write_text(
+            yaml.safe_dump(rows, allow_unicode=True, sort_keys=False), encoding="utf-8"
+        )
         console.print(f"{name:17s} {len(tasks_of_set):5d} tasks -> {out_dir / f'{name}.yaml'}", highlight=False)
-    manifest = {"config": config.model_dump(mode="json"), "train_templates": split.train_templates,
-                "held_out_templates": split.held_out_templates, "held_out_apps": split.held_out_apps}
+    manifest = {
+        "config": config.model_dump(mode="json"),
+        "train_templates": split.train_templates,
+        "held_out_templates": split.held_out_templates,
+        "held_out_apps": split.held_out_apps,
+    }
     (out_dir / "split.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
-    console.print(f"held-out apps: {', '.join(split.held_out_apps)}; held-out templates: {', '.join(split.held_out_templates)}", highlight=False)
+    console.print(
+        f"held-out apps: {', '.join(split.held_out_apps)}; held-out templates: {', '.join(split.held_out_templates)}",
+        highlight=False,
+    )
 
 
 # ----------------------------------------------------------------------------------- eval
 AGENT_KINDS = ("oracle", "random", "tiny:<checkpoint>", "litellm:<model>")
+
+
 class _Actors:
     """The eval phones' actors, their clean-up, and the screenshot size they require (if any)."""
 
-    def __init__(self, make: Callable[[int], object], aclose: Callable[[], Awaitable[None]] | None = None, observation_size: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        make: Callable[[int], object],
+        aclose: Callable[[], Awaitable[None]] | None = None,
+        observation_size: tuple[int, int] | None = None,
+    ) -> None:
         self.make = make
         self.aclose = aclose
         self.observation_size = observation_size
@@ -224,7 +335,17 @@ def _experiment_actors(config, seed: int | None, temperature: float | None) -> _
     return _Actors(pool, pool.aclose, pool.observation_size)
 
 
-def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float | None = None, agent_format: str = "uitars-1.5", api_base: str | None = None, api_key_env: str | None = None, max_new_tokens: int | None = None) -> _Actors:
+def _actor_factory(
+    spec: str,
+    seed: int,
+    *,
+    phones: int = 1,
+    temperature: float | None = None,
+    agent_format: str = "uitars-1.5",
+    api_base: str | None = None,
+    api_key_env: str | None = None,
+    max_new_tokens: int | None = None,
+) -> _Actors:
     from darwin.agents.scripted import OracleActor, RandomActor
 
     kind, _, arg = spec.partition(":")
@@ -239,7 +360,9 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
         from darwin.sft import AGENT_FILE
 
         if not arg:
-            raise click.BadParameter("tiny:<checkpoint> needs a checkpoint directory, e.g. tiny:runs/sft", param_hint="--agent")
+            raise click.BadParameter(
+                "tiny:<checkpoint> needs a checkpoint directory, e.g. tiny:runs/sft", param_hint="--agent"
+            )
         temp, batch = 1.0 if temperature is None else temperature, min(phones, 64)
         if (Path(arg) / WARM_START_FILE).is_file():  # a `darwin run` directory: its last trained weights
             try:
@@ -249,7 +372,9 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
         elif (Path(arg) / AGENT_FILE).is_file():
             pool = ActorPool(arg, temperature=temp, seed=seed, max_batch=batch, max_new_tokens=max_new_tokens)
         else:
-            raise click.BadParameter(f"no checkpoint at {arg}; pass a `darwin sft --out` or `darwin run` directory", param_hint="--agent")
+            raise click.BadParameter(
+                f"no checkpoint at {arg}; pass a `darwin sft --out` or `darwin run` directory", param_hint="--agent"
+            )
         return _Actors(pool, pool.aclose, pool.observation_size)
     if kind == "litellm":
         from darwin.agents import ModelActor
@@ -257,8 +382,15 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
         from darwin.policies import LiteLLMPolicy, LiteLLMPolicyConfig
 
         if not arg:
-            raise click.BadParameter("litellm:<model> needs a LiteLLM model name, e.g. litellm:openai/ui-tars-1.5-7b", param_hint="--agent")
-        fields: dict[str, object] = {"model": arg, "api_base": api_base, "api_key_env": api_key_env, "temperature": temperature}
+            raise click.BadParameter(
+                "litellm:<model> needs a LiteLLM model name, e.g. litellm:openai/ui-tars-1.5-7b", param_hint="--agent"
+            )
+        fields: dict[str, object] = {
+            "model": arg,
+            "api_base": api_base,
+            "api_key_env": api_key_env,
+            "temperature": temperature,
+        }
         if max_new_tokens is not None:
             fields["max_tokens"] = max_new_tokens
         try:
@@ -280,25 +412,123 @@ def _actor_factory(spec: str, seed: int, *, phones: int = 1, temperature: float 
 
 
 @main.command("eval")
-@click.option("--agent", "agent_spec", default=None, help="oracle | random | tiny:<checkpoint> (a `darwin sft` output directory) | litellm:<model> (any LiteLLM model, e.g. litellm:openai/ui-tars-1.5-7b with --api-base); with --experiment and no --agent: the experiment's warm start")
-@click.option("--experiment", "experiment_file", default=None, type=click.Path(dir_okay=False, exists=True), help="an experiment file: its tasks, workflow, verifier, memory and (without --agent) warm start")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="with --experiment: override a config field, as in darwin run")
-@click.option("--phones", default=None, type=click.IntRange(1, 512), help="SimPhones run concurrently  [default: the experiment's evaluation.phones, else 4]")
-@click.option("--tasks", "task_names", default=None, help="comma-separated task ids, set names or task files  [default: the experiment's, else base8]")
-@click.option("--episodes", default=None, type=click.IntRange(1), help="episodes per task  [default: the experiment's evaluation.episodes_per_task, else 1]")
-@click.option("--seed", default=None, type=click.IntRange(0), help="phone seeds are seed, seed+1, ...; also seeds tiny sampling  [default: 0; with --experiment its evaluation phones (evaluation.phone_seed) and its policy.seed, so the episodes are the run's warm-start evaluation's]")
-@click.option("--run-dir", default=None, type=click.Path(file_okay=False), help="where run.db and screenshots go (default runs/eval-<time>)")
+@click.option(
+    "--agent",
+    "agent_spec",
+    default=None,
+    help="oracle | random | tiny:<checkpoint> (a `darwin sft` output directory) | litellm:<model> (any LiteLLM model, e.g. litellm:openai/ui-tars-1.5-7b with --api-base); with --experiment and no --agent: the experiment's warm start",
+)
+@click.option(
+    "--experiment",
+    "experiment_file",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help="an experiment file: its tasks, workflow, verifier, memory and (without --agent) warm start",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="with --experiment: override a config field, as in darwin run",
+)
+@click.option(
+    "--phones",
+    default=None,
+    type=click.IntRange(1, 512),
+    help="SimPhones run concurrently  [default: the experiment's evaluation.phones, else 4]",
+)
+@click.option(
+    "--tasks",
+    "task_names",
+    default=None,
+    help="comma-separated task ids, set names or task files  [default: the experiment's, else base8]",
+)
+@click.option(
+    "--episodes",
+    default=None,
+    type=click.IntRange(1),
+    help="episodes per task  [default: the experiment's evaluation.episodes_per_task, else 1]",
+)
+@click.option(
+    "--seed",
+    default=None,
+    type=click.IntRange(0),
+    help="phone seeds are seed, seed+1, ...; also seeds tiny sampling  [default: 0; with --experiment its evaluation phones (evaluation.phone_seed) and its policy.seed, so the episodes are the run's warm-start evaluation's]",
+)
+@click.option(
+    "--run-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="where run.db and screenshots go (default runs/eval-<time>)",
+)
 @click.option("--db", default=None, help="SQLAlchemy URL instead of <run-dir>/run.db")
-@click.option("--observation-size", default=None, callback=lambda c, p, v: None if v is None else parse_size(v), help="screenshot size given to the agent  [default: the checkpoint's for tiny:, else 252x560]")
+@click.option(
+    "--observation-size",
+    default=None,
+    callback=lambda c, p, v: None if v is None else parse_size(v),
+    help="screenshot size given to the agent  [default: the checkpoint's for tiny:, else 252x560]",
+)
 @click.option("--no-perturb", is_flag=True, help="canonical look: no theme, wallpaper, order or pop-up perturbations")
-@click.option("--temperature", default=None, type=click.FloatRange(0.0, 2.0), help="sampling temperature; tiny: default 1.0 (what RL samples, full masked distribution), 0 = greedy; litellm: the provider's default unless set")
-@click.option("--agent-format", default="uitars-1.5", show_default=True, help="litellm: the model's prompt/output format: uitars-1.5, uitars-1.0, qwen2.5, qwen3 or tiny (darwin.agents.formats)")
-@click.option("--api-base", default=None, help="litellm: base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
-@click.option("--api-key-env", default=None, help="litellm: name of the environment variable holding the API key (default: the provider's standard one)")
-@click.option("--max-new-tokens", default=None, type=click.IntRange(1), help="response cap  [default: the checkpoint's for tiny:, 512 for litellm:]")
-@click.option("--end-on-success/--play-until-finished", default=True, show_default=True, help="end an episode as soon as the rule check confirms the goal, or only when the agent says finished (or the budget ends): the over-time metric needs the latter (without --experiment)")
-@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False, path_type=Path), help="also write the per-task results and metrics to this JSON file")
-def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tuple[str, ...], phones: int | None, task_names: str | None, episodes: int | None, seed: int | None, run_dir: str | None, db: str | None, observation_size: tuple[int, int] | None, no_perturb: bool, temperature: float | None, agent_format: str, api_base: str | None, api_key_env: str | None, max_new_tokens: int | None, end_on_success: bool, json_out: Path | None) -> None:
+@click.option(
+    "--temperature",
+    default=None,
+    type=click.FloatRange(0.0, 2.0),
+    help="sampling temperature; tiny: default 1.0 (what RL samples, full masked distribution), 0 = greedy; litellm: the provider's default unless set",
+)
+@click.option(
+    "--agent-format",
+    default="uitars-1.5",
+    show_default=True,
+    help="litellm: the model's prompt/output format: uitars-1.5, uitars-1.0, qwen2.5, qwen3 or tiny (darwin.agents.formats)",
+)
+@click.option(
+    "--api-base", default=None, help="litellm: base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1"
+)
+@click.option(
+    "--api-key-env",
+    default=None,
+    help="litellm: name of the environment variable holding the API key (default: the provider's standard one)",
+)
+@click.option(
+    "--max-new-tokens",
+    default=None,
+    type=click.IntRange(1),
+    help="response cap  [default: the checkpoint's for tiny:, 512 for litellm:]",
+)
+@click.option(
+    "--end-on-success/--play-until-finished",
+    default=True,
+    show_default=True,
+    help="end an episode as soon as the rule check confirms the goal, or only when the agent says finished (or the budget ends): the over-time metric needs the latter (without --experiment)",
+)
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="also write the per-task results and metrics to this JSON file",
+)
+def eval_cmd(
+    agent_spec: str | None,
+    experiment_file: str | None,
+    overrides: tuple[str, ...],
+    phones: int | None,
+    task_names: str | None,
+    episodes: int | None,
+    seed: int | None,
+    run_dir: str | None,
+    db: str | None,
+    observation_size: tuple[int, int] | None,
+    no_perturb: bool,
+    temperature: float | None,
+    agent_format: str,
+    api_base: str | None,
+    api_key_env: str | None,
+    max_new_tokens: int | None,
+    end_on_success: bool,
+    json_out: Path | None,
+) -> None:
     """Evaluate an agent on SimPhones; prints success per task and overall, then the episode
     metrics per task (SR, PR, SE, FC, OT and the L1-L4 stratum; docs/evaluation.md)."""
     from darwin.builders import build_eval_phones, build_workflow, sim_eval_phones
@@ -313,7 +543,9 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
     if experiment is None and overrides:
         raise click.BadParameter("--set needs --experiment", param_hint="--set")
     if agent_spec is None and experiment is None:
-        raise click.BadParameter("pass --agent, or --experiment to evaluate that experiment's warm start", param_hint="--agent")
+        raise click.BadParameter(
+            "pass --agent, or --experiment to evaluate that experiment's warm start", param_hint="--agent"
+        )
     try:
         if task_names is None and experiment is not None:
             chosen = experiment.resolve_tasks()
@@ -325,8 +557,13 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
         evaluation = experiment.evaluation
         phones = phones or evaluation.phones
         episodes = episodes or evaluation.episodes_per_task or 1
-        experiment = experiment.model_copy(update={"evaluation": evaluation.model_copy(update={
-            "phones": phones, "phone_seed": evaluation.phone_seed if seed is None else seed})})
+        experiment = experiment.model_copy(
+            update={
+                "evaluation": evaluation.model_copy(
+                    update={"phones": phones, "phone_seed": evaluation.phone_seed if seed is None else seed}
+                )
+            }
+        )
     phones, episodes = phones or 4, episodes or 1
     if agent_spec is None:
         assert experiment is not None
@@ -334,33 +571,69 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
         agent_spec = f"warm start of {experiment.name}"
     else:
         seed = seed or 0
-        actors = _actor_factory(agent_spec, seed, phones=phones, temperature=temperature, agent_format=agent_format, api_base=api_base, api_key_env=api_key_env, max_new_tokens=max_new_tokens)
+        actors = _actor_factory(
+            agent_spec,
+            seed,
+            phones=phones,
+            temperature=temperature,
+            agent_format=agent_format,
+            api_base=api_base,
+            api_key_env=api_key_env,
+            max_new_tokens=max_new_tokens,
+        )
     required = actors.observation_size
     if required is not None and observation_size is not None and observation_size != required:
-        raise click.BadParameter(f"{agent_spec} was trained on {required[0]}x{required[1]} screenshots; pass --observation-size {required[0]}x{required[1]} or omit it", param_hint="--observation-size")
+        raise click.BadParameter(
+            f"{agent_spec} was trained on {required[0]}x{required[1]} screenshots; pass --observation-size {required[0]}x{required[1]} or omit it",
+            param_hint="--observation-size",
+        )
     observation_size = observation_size or required or (252, 560)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     run_path = Path(run_dir or f"runs/eval-{stamp}")
     store = RunStore(db, screenshot_dir=run_path / "screenshots") if db else RunStore.for_run_dir(run_path)
     if experiment is not None:  # the experiment's evaluation phones (perturbation, reset between episodes)
         if no_perturb:
-            experiment = experiment.model_copy(update={"phones": experiment.phones.model_copy(update={"perturbation": PerturbationConfig(enabled=False)})})
+            experiment = experiment.model_copy(
+                update={
+                    "phones": experiment.phones.model_copy(update={"perturbation": PerturbationConfig(enabled=False)})
+                }
+            )
         envs = build_eval_phones(experiment) if experiment.phones.kind == "sim" else sim_eval_phones(experiment, phones)
     else:  # Chinese task instances on a Chinese UI, as in an experiment's default
-        envs = evaluation_phones(seed or 0, phones, perturbation=PerturbationConfig(enabled=not no_perturb), prefix="sim")
+        envs = evaluation_phones(
+            seed or 0, phones, perturbation=PerturbationConfig(enabled=not no_perturb), prefix="sim"
+        )
     if experiment is not None:  # the experiment's own workflow, verifier and reward settings
         workflow = build_workflow(experiment, observation_size, evaluation=True)
     else:
-        workflow = LifecycleWorkflow(config=StepConfig(observation_size=observation_size, end_on_success=end_on_success))
+        workflow = LifecycleWorkflow(
+            config=StepConfig(observation_size=observation_size, end_on_success=end_on_success)
+        )
     run_id = store.start_run(f"eval {agent_spec}", config=None)
     total = len(chosen) * episodes
     started = time.perf_counter()
-    with Progress(TextColumn("[bold]eval[/] {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False) as progress:
+    with Progress(
+        TextColumn("[bold]eval[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
         bar = progress.add_task(f"{agent_spec} on {phones} phones", total=total)
 
         async def run() -> EvalReport:
             try:
-                return await evaluate(chosen, envs, actors.make, episodes, workflow, store, run_id, on_episode=lambda t: progress.advance(bar))  # type: ignore[arg-type]
+                return await evaluate(
+                    chosen,
+                    envs,
+                    actors.make,
+                    episodes,
+                    workflow,
+                    store,
+                    run_id,
+                    on_episode=lambda t: progress.advance(bar),
+                )  # type: ignore[arg-type]
             finally:
                 if actors.aclose is not None:
                     await actors.aclose()
@@ -376,14 +649,30 @@ def eval_cmd(agent_spec: str | None, experiment_file: str | None, overrides: tup
     for task_id, score in [*report.per_task.items(), ("overall", report.overall)]:
         rate = score.success_rate
         mean_steps = report.mean_steps(None if task_id == "overall" else task_id)
-        table.add_row(task_id, "-" if rate is None else f"{100 * rate:.1f}%", str(score.episodes), str(score.already_done), str(score.infra_truncated), str(score.unverified), str(score.errors), f"{mean_steps:.1f}")
+        table.add_row(
+            task_id,
+            "-" if rate is None else f"{100 * rate:.1f}%",
+            str(score.episodes),
+            str(score.already_done),
+            str(score.infra_truncated),
+            str(score.unverified),
+            str(score.errors),
+            f"{mean_steps:.1f}",
+        )
     console.print(table)
     console.print(_metrics_table(report))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps({"agent": agent_spec, "run_id": run_id, "episodes_per_task": episodes, **report.to_json()}, indent=2) + "\n")
+        json_out.write_text(
+            json.dumps(
+                {"agent": agent_spec, "run_id": run_id, "episodes_per_task": episodes, **report.to_json()}, indent=2
+            )
+            + "\n"
+        )
     steps = sum(len(t) for t in report.trajectories)
-    console.print(f"{steps} steps in {elapsed:.1f}s ({steps / max(elapsed, 1e-9):.1f} steps/s); run {run_id} stored in {store.url.render_as_string(hide_password=True)}")
+    console.print(
+        f"{steps} steps in {elapsed:.1f}s ({steps / max(elapsed, 1e-9):.1f} steps/s); run {run_id} stored in {store.url.render_as_string(hide_password=True)}"
+    )
     store.close()
 
 
@@ -396,49 +685,186 @@ def _metrics_table(report: EvalReport) -> Table:
     def pct(value: float | None) -> str:
         return "-" if value is None else f"{100 * value:.0f}%"
 
-    table = Table(title="episode metrics per task", box=box.SIMPLE_HEAD, caption_justify="left",
-                  caption="n: measured episodes; SR success, PR progress, SE side effects (% of episodes); FC false "
-                          "completions, OT over-time episodes (counts); L: MobileGym stratum. Strata: "
-                          + ", ".join(f"{s} {n}" for s, n in stratum_counts(report.strata).items()))
+    table = Table(
+        title="episode metrics per task",
+        box=box.SIMPLE_HEAD,
+        caption_justify="left",
+        caption="n: measured episodes; SR success, PR progress, SE side effects (% of episodes); FC false "
+        "completions, OT over-time episodes (counts); L: MobileGym stratum. Strata: "
+        + ", ".join(f"{s} {n}" for s, n in stratum_counts(report.strata).items()),
+    )
     table.add_column("task", overflow="fold")
     for col in ("n", "SR", "PR", "SE", "FC", "OT", "L"):
         table.add_column(col, justify="right", no_wrap=True)
     for task_id, m in [*report.task_metrics.items(), ("overall", report.metrics_of(None))]:
         level = (m.stratum or "-") if task_id != "overall" else ""
-        table.add_row(task_id, str(m.measured), pct(m.success_rate), pct(m.progress_rate), pct(m.side_effect_rate),
-                      str(m.false_completions), str(m.over_time), level)
+        table.add_row(
+            task_id,
+            str(m.measured),
+            pct(m.success_rate),
+            pct(m.progress_rate),
+            pct(m.side_effect_rate),
+            str(m.false_completions),
+            str(m.over_time),
+            level,
+        )
     return table
 
 
 # ------------------------------------------------------------------------------------ sft
 @main.command("sft")
-@click.option("--out", default=None, type=click.Path(file_okay=False), help="checkpoint directory (use it as `darwin eval --agent tiny:OUT`)  [default: runs/sft; with --experiment the experiment's warm-start cache entry, which `darwin run` then uses]")
-@click.option("--config", "config_file", default=None, type=click.Path(exists=True, dir_okay=False), help="SFTConfig as a JSON or YAML file; the flags below override it")
-@click.option("--experiment", "experiment_file", default=None, type=click.Path(exists=True, dir_okay=False), help="an experiment file: train its warm start (its `sft` config; the flags below override it)")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="with --experiment: override a config field, as in darwin run")
+@click.option(
+    "--out",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="checkpoint directory (use it as `darwin eval --agent tiny:OUT`)  [default: runs/sft; with --experiment the experiment's warm-start cache entry, which `darwin run` then uses]",
+)
+@click.option(
+    "--config",
+    "config_file",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="SFTConfig as a JSON or YAML file; the flags below override it",
+)
+@click.option(
+    "--experiment",
+    "experiment_file",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="an experiment file: train its warm start (its `sft` config; the flags below override it)",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="with --experiment: override a config field, as in darwin run",
+)
 @click.option("--steps", default=None, type=click.IntRange(1), help="optimizer steps  [default: 225]")
 @click.option("--episodes", default=None, type=click.IntRange(1), help="demonstration episodes in all  [default: 256]")
-@click.option("--phones", default=None, type=click.IntRange(1), help="demonstration phones (one seed and layout each)  [default: 32]")
-@click.option("--batch-size", default=None, type=click.IntRange(1), help="demonstration steps per optimizer step  [default: 32]")
-@click.option("--lr", default=None, type=click.FloatRange(0.0, 1.0, min_open=True), help="peak learning rate  [default: 2e-3]")
-@click.option("--seed", default=None, type=click.IntRange(0), help="seeds the model's initial weights, the task orders and the batch order  [default: 0]")
-@click.option("--tasks", "task_names", default=None, help="comma-separated task ids or set names to demonstrate  [default: base8]")
-@click.option("--observation-size", default=None, callback=lambda c, p, v: None if v is None else parse_size(v), help="screenshot size; RL and eval must use the same  [default: 168x364]")
+@click.option(
+    "--phones",
+    default=None,
+    type=click.IntRange(1),
+    help="demonstration phones (one seed and layout each)  [default: 32]",
+)
+@click.option(
+    "--batch-size", default=None, type=click.IntRange(1), help="demonstration steps per optimizer step  [default: 32]"
+)
+@click.option(
+    "--lr", default=None, type=click.FloatRange(0.0, 1.0, min_open=True), help="peak learning rate  [default: 2e-3]"
+)
+@click.option(
+    "--seed",
+    default=None,
+    type=click.IntRange(0),
+    help="seeds the model's initial weights, the task orders and the batch order  [default: 0]",
+)
+@click.option(
+    "--tasks", "task_names", default=None, help="comma-separated task ids or set names to demonstrate  [default: base8]"
+)
+@click.option(
+    "--observation-size",
+    default=None,
+    callback=lambda c, p, v: None if v is None else parse_size(v),
+    help="screenshot size; RL and eval must use the same  [default: 168x364]",
+)
 @click.option("--preset", default=None, type=click.Choice(["A", "B"]), help="tiny model size preset  [default: A]")
-@click.option("--stop-threshold", default=None, type=click.FloatRange(0.0, 1.0, min_open=True), help="stop early once the held-out stop metric reaches this (needs --eval-every)")
-@click.option("--eval-every", default=None, type=click.IntRange(0), help="held-out metrics every N steps  [default: 0 = at the end]")
+@click.option(
+    "--stop-threshold",
+    default=None,
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    help="stop early once the held-out stop metric reaches this (needs --eval-every)",
+)
+@click.option(
+    "--eval-every",
+    default=None,
+    type=click.IntRange(0),
+    help="held-out metrics every N steps  [default: 0 = at the end]",
+)
 @click.option("--threads", default=None, type=click.IntRange(1), help="torch CPU threads  [default: 2]")
-@click.option("--eval-episodes", default=3, show_default=True, type=click.IntRange(0), help="episodes per task of the final evaluation on the demo tasks (0 skips it)")
-@click.option("--eval-phones", default=8, show_default=True, type=click.IntRange(1, 512), help="phones of the final evaluation (seeds 0, 1, ...)")
+@click.option(
+    "--eval-episodes",
+    default=3,
+    show_default=True,
+    type=click.IntRange(0),
+    help="episodes per task of the final evaluation on the demo tasks (0 skips it)",
+)
+@click.option(
+    "--eval-phones",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 512),
+    help="phones of the final evaluation (seeds 0, 1, ...)",
+)
 @click.option("--force", is_flag=True, help="overwrite a checkpoint already in --out")
-@click.option("--model", "model_path", default=None, type=click.Path(exists=True, file_okay=False), help="fine-tune this Qwen2-VL-family checkpoint (Hugging Face layout, e.g. UI-TARS-1.5 or a `darwin sft` output) under --agent-format instead of training the tiny warm start")
-@click.option("--agent-format", default=None, help="with --model: uitars-1.5, uitars-1.0, qwen2.5, qwen3 or tiny  [default: the checkpoint's darwin_agent.json, else uitars-1.5]")
-@click.option("--from-run", "from_runs", multiple=True, metavar="RUN_DIR_OR_DB", help="with --model: train on the verifier-accepted episodes of this run directory / run.db / SQLAlchemy URL (repeatable; an RL run = rejection-sampling fine-tune)")
-@click.option("--from-jsonl", "from_jsonl", multiple=True, type=click.Path(exists=True, dir_okay=False), help="with --model: train on this JSONL demonstration file (repeatable; format in docs/sft.md)")
-@click.option("--lora-rank", default=0, show_default=True, type=click.IntRange(0), help="with --model: 0 = full fine-tune, else LoRA of this rank (merged into the saved weights)")
-@click.option("--heldout-fraction", default=0.25, show_default=True, type=click.FloatRange(0.0, 1.0, max_open=True), help="with --model: share of run/JSONL episodes held out for action match")
-def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | None, overrides: tuple[str, ...], steps: int | None, episodes: int | None, phones: int | None, batch_size: int | None, lr: float | None, seed: int | None, task_names: str | None, observation_size: tuple[int, int] | None, preset: str | None, stop_threshold: float | None, eval_every: int | None, threads: int | None, eval_episodes: int, eval_phones: int, force: bool,
-            model_path: str | None, agent_format: str | None, from_runs: tuple[str, ...], from_jsonl: tuple[str, ...], lora_rank: int, heldout_fraction: float) -> None:
+@click.option(
+    "--model",
+    "model_path",
+    default=None,
+    type=click.Path(exists=True, file_okay=False),
+    help="fine-tune this Qwen2-VL-family checkpoint (Hugging Face layout, e.g. UI-TARS-1.5 or a `darwin sft` output) under --agent-format instead of training the tiny warm start",
+)
+@click.option(
+    "--agent-format",
+    default=None,
+    help="with --model: uitars-1.5, uitars-1.0, qwen2.5, qwen3 or tiny  [default: the checkpoint's darwin_agent.json, else uitars-1.5]",
+)
+@click.option(
+    "--from-run",
+    "from_runs",
+    multiple=True,
+    metavar="RUN_DIR_OR_DB",
+    help="with --model: train on the verifier-accepted episodes of this run directory / run.db / SQLAlchemy URL (repeatable; an RL run = rejection-sampling fine-tune)",
+)
+@click.option(
+    "--from-jsonl",
+    "from_jsonl",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="with --model: train on this JSONL demonstration file (repeatable; format in docs/sft.md)",
+)
+@click.option(
+    "--lora-rank",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0),
+    help="with --model: 0 = full fine-tune, else LoRA of this rank (merged into the saved weights)",
+)
+@click.option(
+    "--heldout-fraction",
+    default=0.25,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0, max_open=True),
+    help="with --model: share of run/JSONL episodes held out for action match",
+)
+def sft_cmd(
+    out: str | None,
+    config_file: str | None,
+    experiment_file: str | None,
+    overrides: tuple[str, ...],
+    steps: int | None,
+    episodes: int | None,
+    phones: int | None,
+    batch_size: int | None,
+    lr: float | None,
+    seed: int | None,
+    task_names: str | None,
+    observation_size: tuple[int, int] | None,
+    preset: str | None,
+    stop_threshold: float | None,
+    eval_every: int | None,
+    threads: int | None,
+    eval_episodes: int,
+    eval_phones: int,
+    force: bool,
+    model_path: str | None,
+    agent_format: str | None,
+    from_runs: tuple[str, ...],
+    from_jsonl: tuple[str, ...],
+    lora_rank: int,
+    heldout_fraction: float,
+) -> None:
     """Warm start: behaviour-clone the tiny model on SimPhone oracle demonstrations.
 
     Trains short of mastery on purpose (RL needs room to improve), saves a checkpoint in
@@ -450,10 +876,44 @@ def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | Non
         from darwin.sft.cli import finetune_command
 
         if model_path is None:
-            raise click.BadParameter("--from-run / --from-jsonl fine-tune a checkpoint: pass --model DIR (e.g. UI-TARS-1.5, or a `darwin sft` output with --agent-format tiny)", param_hint="--model")
-        if experiment_file or config_file or overrides or preset or stop_threshold is not None or eval_every is not None:
-            raise click.BadParameter("--experiment, --config, --set, --preset, --stop-threshold and --eval-every belong to the tiny warm start; with --model use the flags listed under --model", param_hint="--model")
-        finetune_command(console, out=out, model=model_path, agent_format=agent_format, runs=from_runs, jsonl=from_jsonl, tasks=task_names, episodes=episodes, phones=phones, steps=steps, batch_size=batch_size, lr=lr, seed=seed, threads=threads, observation_size=observation_size, lora_rank=lora_rank, heldout_fraction=heldout_fraction, eval_episodes=eval_episodes, eval_phones=eval_phones, force=force)
+            raise click.BadParameter(
+                "--from-run / --from-jsonl fine-tune a checkpoint: pass --model DIR (e.g. UI-TARS-1.5, or a `darwin sft` output with --agent-format tiny)",
+                param_hint="--model",
+            )
+        if (
+            experiment_file
+            or config_file
+            or overrides
+            or preset
+            or stop_threshold is not None
+            or eval_every is not None
+        ):
+            raise click.BadParameter(
+                "--experiment, --config, --set, --preset, --stop-threshold and --eval-every belong to the tiny warm start; with --model use the flags listed under --model",
+                param_hint="--model",
+            )
+        finetune_command(
+            console,
+            out=out,
+            model=model_path,
+            agent_format=agent_format,
+            runs=from_runs,
+            jsonl=from_jsonl,
+            tasks=task_names,
+            episodes=episodes,
+            phones=phones,
+            steps=steps,
+            batch_size=batch_size,
+            lr=lr,
+            seed=seed,
+            threads=threads,
+            observation_size=observation_size,
+            lora_rank=lora_rank,
+            heldout_fraction=heldout_fraction,
+            eval_episodes=eval_episodes,
+            eval_phones=eval_phones,
+            force=force,
+        )
         return
     import json
 
@@ -465,11 +925,16 @@ def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | Non
     from darwin.sft import SFT_FILE, SFTConfig, evaluate_warm_start, train_sft
 
     if experiment_file and config_file:
-        raise click.BadParameter("pass --experiment or --config, not both (the experiment holds its SFTConfig)", param_hint="--config")
+        raise click.BadParameter(
+            "pass --experiment or --config, not both (the experiment holds its SFTConfig)", param_hint="--config"
+        )
     if overrides and not experiment_file:
         raise click.BadParameter("--set needs --experiment", param_hint="--set")
     if out is not None and (Path(out) / SFT_FILE).exists() and not force:  # before anything slow or strict
-        raise click.BadParameter(f"{out}: it already holds a checkpoint; pass --force to overwrite it or choose another --out", param_hint="--out")
+        raise click.BadParameter(
+            f"{out}: it already holds a checkpoint; pass --force to overwrite it or choose another --out",
+            param_hint="--out",
+        )
     experiment = _load_for_eval(experiment_file, overrides) if experiment_file else None
     data: dict[str, object] = {} if experiment is None else experiment.sft.model_dump()
     if config_file:
@@ -480,7 +945,19 @@ def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | Non
         if not isinstance(loaded, dict):
             raise click.BadParameter(f"{config_file}: expected a mapping of SFTConfig fields", param_hint="--config")
         data.update(loaded)
-    flags = {"steps": steps, "episodes": episodes, "phones": phones, "batch_size": batch_size, "lr": lr, "seed": seed, "model_seed": seed, "observation_size": observation_size, "stop_threshold": stop_threshold, "eval_every": eval_every, "threads": threads}
+    flags = {
+        "steps": steps,
+        "episodes": episodes,
+        "phones": phones,
+        "batch_size": batch_size,
+        "lr": lr,
+        "seed": seed,
+        "model_seed": seed,
+        "observation_size": observation_size,
+        "stop_threshold": stop_threshold,
+        "eval_every": eval_every,
+        "threads": threads,
+    }
     data.update({k: v for k, v in flags.items() if v is not None})
     if task_names:
         data["tasks"] = tuple(n.strip() for n in task_names.split(",") if n.strip())
@@ -492,34 +969,73 @@ def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | Non
     except ValidationError as exc:
         raise click.BadParameter(str(exc), param_hint="--config/flags") from None
     if out is None:  # the experiment's cache entry is what `darwin run` looks up (darwin.sft.cache)
-        out = "runs/sft" if experiment is None else str(Path(experiment.cache_dir) / f"warm-start-{config.config_hash()}")
+        out = (
+            "runs/sft" if experiment is None else str(Path(experiment.cache_dir) / f"warm-start-{config.config_hash()}")
+        )
     out_path = Path(out)
     if (out_path / SFT_FILE).exists() and not force:
-        what = "the experiment's warm start is already built" if experiment is not None else "it already holds a checkpoint"
-        raise click.BadParameter(f"{out_path}: {what}; pass --force to overwrite it or choose another --out", param_hint="--out")
+        what = (
+            "the experiment's warm start is already built"
+            if experiment is not None
+            else "it already holds a checkpoint"
+        )
+        raise click.BadParameter(
+            f"{out_path}: {what}; pass --force to overwrite it or choose another --out", param_hint="--out"
+        )
     w, h = config.observation_size
-    console.print(f"SFT config {config.config_hash()}: {config.episodes} episodes on {config.phones} phones ({', '.join(config.tasks)}), {w}x{h} screens, {config.steps} steps of batch {config.batch_size}, lr {config.lr:g}")
+    console.print(
+        f"SFT config {config.config_hash()}: {config.episodes} episodes on {config.phones} phones ({', '.join(config.tasks)}), {w}x{h} screens, {config.steps} steps of batch {config.batch_size}, lr {config.lr:g}"
+    )
 
-    columns = (TextColumn("[bold]sft[/] {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"), TimeElapsedColumn(), TimeRemainingColumn())
+    columns = (
+        TextColumn("[bold]sft[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]}"),
+        TextColumn("{task.fields[tps]} tok/s"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task("demonstrations", total=config.steps, loss="-", tps="-")
 
         def on_step(s: object) -> None:
-            progress.update(bar, completed=s.step, description="training", loss=f"{s.loss:.4f}", tps=f"{s.tokens_per_s:,.0f}")  # type: ignore[attr-defined]
+            progress.update(
+                bar, completed=s.step, description="training", loss=f"{s.loss:.4f}", tps=f"{s.tokens_per_s:,.0f}"
+            )  # type: ignore[attr-defined]
 
         def on_heldout(m: object) -> None:
-            progress.console.print(f"held-out at step {m.step}: loss {m.loss:.4f}, sequence prob {m.sequence_prob:.3f}" + ("" if m.greedy_match is None else f", greedy exact {m.greedy_match:.3f}, greedy action {m.greedy_action_match:.3f}"))  # type: ignore[attr-defined]
+            progress.console.print(
+                f"held-out at step {m.step}: loss {m.loss:.4f}, sequence prob {m.sequence_prob:.3f}"
+                + (
+                    ""
+                    if m.greedy_match is None
+                    else f", greedy exact {m.greedy_match:.3f}, greedy action {m.greedy_action_match:.3f}"
+                )
+            )  # type: ignore[attr-defined]
 
-        result = train_sft(config, out_path, on_step=on_step, on_heldout=on_heldout, on_phase=lambda name: progress.update(bar, description=name))
+        result = train_sft(
+            config,
+            out_path,
+            on_step=on_step,
+            on_heldout=on_heldout,
+            on_phase=lambda name: progress.update(bar, description=name),
+        )
     meta = result.metadata
     data_stats, wall, training = meta["data"]["train"], meta["wall_time_s"], meta["training"]
-    console.print(f"{data_stats['steps']} demonstration steps from {data_stats['episodes']} episodes ({data_stats['unique_screens']} distinct screens); {training['steps_run']} steps{' (stopped early)' if training['stopped_early'] else ''}; loss {training['first_loss']:.3f} -> {training['final_loss']:.4f}")
+    console.print(
+        f"{data_stats['steps']} demonstration steps from {data_stats['episodes']} episodes ({data_stats['unique_screens']} distinct screens); {training['steps_run']} steps{' (stopped early)' if training['stopped_early'] else ''}; loss {training['first_loss']:.3f} -> {training['final_loss']:.4f}"
+    )
     load = meta["machine"]["load_average_1m"]
-    console.print(f"wall time {wall['total_s']:.0f}s (demonstrations {wall['demonstrations_s']:.0f}s, encoding {wall['encoding_s']:.0f}s, training {wall['training_s']:.0f}s) on {config.threads} thread(s), process CPU {wall['process_cpu_s']:.0f}s, 1-min load average {load[0]} -> {load[1]} on {meta['machine']['cpu_count']} cores; checkpoint in {out_path}")
+    console.print(
+        f"wall time {wall['total_s']:.0f}s (demonstrations {wall['demonstrations_s']:.0f}s, encoding {wall['encoding_s']:.0f}s, training {wall['training_s']:.0f}s) on {config.threads} thread(s), process CPU {wall['process_cpu_s']:.0f}s, 1-min load average {load[0]} -> {load[1]} on {meta['machine']['cpu_count']} cores; checkpoint in {out_path}"
+    )
     if eval_episodes == 0:
         return
     results: dict[str, object] = {}
-    table = Table(title=f"{out_path}: success on {', '.join(config.tasks)} ({eval_phones} phones, {eval_episodes} episode(s) per task)")
+    table = Table(
+        title=f"{out_path}: success on {', '.join(config.tasks)} ({eval_phones} phones, {eval_episodes} episode(s) per task)"
+    )
     table.add_column("task", no_wrap=True)
     table.add_column("sampled T=1", justify="right")
     table.add_column("greedy", justify="right")
@@ -527,9 +1043,22 @@ def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | Non
     for label, temperature in (("sampled", 1.0), ("greedy", 0.0)):
         started = time.perf_counter()
         with console.status(f"evaluating ({label})"):
-            reports[label] = asyncio.run(evaluate_warm_start(out_path, config.tasks, phones=eval_phones, episodes=eval_episodes, temperature=temperature))
+            reports[label] = asyncio.run(
+                evaluate_warm_start(
+                    out_path, config.tasks, phones=eval_phones, episodes=eval_episodes, temperature=temperature
+                )
+            )
         overall = reports[label].overall
-        results[label] = {"temperature": temperature, "phones": eval_phones, "episodes_per_task": eval_episodes, "success_rate": overall.success_rate, "successes": overall.successes, "episodes": overall.episodes, "per_task": {k: v.success_rate for k, v in reports[label].per_task.items()}, "wall_s": round(time.perf_counter() - started, 1)}
+        results[label] = {
+            "temperature": temperature,
+            "phones": eval_phones,
+            "episodes_per_task": eval_episodes,
+            "success_rate": overall.success_rate,
+            "successes": overall.successes,
+            "episodes": overall.episodes,
+            "per_task": {k: v.success_rate for k, v in reports[label].per_task.items()},
+            "wall_s": round(time.perf_counter() - started, 1),
+        }
     for task_id in [*reports["sampled"].per_task, "overall"]:
         cells = []
         for label in ("sampled", "greedy"):
@@ -547,21 +1076,37 @@ def sft_cmd(out: str | None, config_file: str | None, experiment_file: str | Non
 @click.option("--preset", default="default", show_default=True, help="passed to the file's build(preset)")
 @click.option("--dry-run", is_flag=True, help="build and validate the experiment without touching phones or training")
 @click.option("--resume", is_flag=True, help="continue from the run directory's last checkpoint")
-@click.option("--run-dir", default=None, type=click.Path(file_okay=False), help="default runs/<name>-<time>; with --resume, the latest runs/<name>-*")
+@click.option(
+    "--run-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="default runs/<name>-<time>; with --resume, the latest runs/<name>-*",
+)
 @click.option("--seed", default=None, type=int, help="override the phone, policy and learner seeds")
 @click.option(
-    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
     help="override a config field by dotted path, VALUE as JSON or a string (repeatable), "
     "e.g. --set learner.kl_coef=0.05 --set horizon=16",
 )
 @click.option(
-    "--ray-address", default=None, metavar="ADDR",
+    "--ray-address",
+    default=None,
+    metavar="ADDR",
     help="run the phones as actors on this Ray cluster (HOST:PORT of the head, 'auto', ray://HOST:PORT); "
     "the experiment's phones.ray groups place them, else its SimPhones spread over the nodes (docs/scale.md)",
 )
 def run_cmd(
-    experiment_file: str, preset: str, dry_run: bool, resume: bool, run_dir: str | None, seed: int | None,
-    overrides: tuple[str, ...], ray_address: str | None,
+    experiment_file: str,
+    preset: str,
+    dry_run: bool,
+    resume: bool,
+    run_dir: str | None,
+    seed: int | None,
+    overrides: tuple[str, ...],
+    ray_address: str | None,
 ) -> None:
     """Train an agent as an experiment file describes (e.g. examples/spa_bench.py)."""
     from rich.live import Live
@@ -592,11 +1137,13 @@ def run_cmd(
     if problems:
         raise click.ClickException("the experiment cannot start:\n  " + "\n  ".join(map(str, problems)))
     if seed is not None:
-        config = config.model_copy(update={
-            "phones": config.phones.model_copy(update={"seed": seed}),
-            "policy": config.policy.model_copy(update={"seed": seed}),
-            "learner": config.learner.model_copy(update={"seed": seed}),
-        })
+        config = config.model_copy(
+            update={
+                "phones": config.phones.model_copy(update={"seed": seed}),
+                "policy": config.policy.model_copy(update={"seed": seed}),
+                "learner": config.learner.model_copy(update={"seed": seed}),
+            }
+        )
     path = Path(run_dir) if run_dir else None
     if resume and path is None:
         candidates = sorted(Path("runs").glob(f"{config.name}-*/checkpoint"))
@@ -619,7 +1166,15 @@ def run_cmd(
         t.add_column("buffer", justify="right")
         warm = " (critic warm-up)" if p.warmup else ""
         rate = "-" if p.recent_success is None else f"{100 * p.recent_success:.0f}%"
-        t.add_row(str(p.phones), str(p.env_steps), f"{p.steps_per_s:.1f}", str(p.episodes), rate, f"{p.update}/{p.updates}{warm}", str(p.buffer_steps))
+        t.add_row(
+            str(p.phones),
+            str(p.env_steps),
+            f"{p.steps_per_s:.1f}",
+            str(p.episodes),
+            rate,
+            f"{p.update}/{p.updates}{warm}",
+            str(p.buffer_steps),
+        )
         return t
 
     with _credentials_fail_cleanly():
@@ -629,7 +1184,9 @@ def run_cmd(
         else:  # logs and CI: one line whenever the stage or the update changes, not a redrawn table
             result = run_experiment(config, path, resume=resume, on_progress=_ProgressLines())
     console.print()
-    console.print(f"{result.updates} updates, {result.env_steps} env steps; outputs in {result.run_dir} (success curve: {result.plot}, TensorBoard: {result.run_dir / 'tensorboard'})")
+    console.print(
+        f"{result.updates} updates, {result.env_steps} env steps; outputs in {result.run_dir} (success curve: {result.plot}, TensorBoard: {result.run_dir / 'tensorboard'})"
+    )
     console.print(f"{result.cost.describe()} (summary.json)", highlight=False)
     before, after = result.evaluations.get("warm_start"), result.evaluations.get("final")
     if before is not None and after is not None:
@@ -645,8 +1202,11 @@ def run_cmd(
         )
         for name in after.per_set:
             if name != "train" and name in before.per_set:
-                console.print(f"  {name}: {100 * before.per_set[name]:.1f}% -> {100 * after.per_set[name]:.1f}% "
-                              f"({100 * (after.per_set[name] - before.per_set[name]):+.1f} points)", highlight=False)
+                console.print(
+                    f"  {name}: {100 * before.per_set[name]:.1f}% -> {100 * after.per_set[name]:.1f}% "
+                    f"({100 * (after.per_set[name] - before.per_set[name]):+.1f} points)",
+                    highlight=False,
+                )
 
 
 def _task_names(names: tuple[str, ...], shown: int = 8) -> str:
@@ -687,14 +1247,28 @@ class _ProgressLines:
         console.print(
             f"[{time.perf_counter() - self.started:6.0f}s] {p.stage}: update {p.update}/{p.updates}{warm}, "
             f"{p.env_steps} env steps ({p.steps_per_s:.1f}/s), {p.episodes} episodes, success (last 20) {rate}",
-            highlight=False, soft_wrap=True,
+            highlight=False,
+            soft_wrap=True,
         )
 
 
 @main.command("compare")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
-@click.option("--plot", "plot_path", default="compare.png", show_default=True, type=click.Path(dir_okay=False), help="PNG with every run's success curve")
-@click.option("--window", default=20, show_default=True, type=click.IntRange(1), help="episodes in the sliding mean and in the first/last comparison")
+@click.option(
+    "--plot",
+    "plot_path",
+    default="compare.png",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="PNG with every run's success curve",
+)
+@click.option(
+    "--window",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1),
+    help="episodes in the sliding mean and in the first/last comparison",
+)
 def compare_cmd(run_dirs: tuple[str, ...], plot_path: str, window: int) -> None:
     """Compare finished `darwin run` directories (e.g. seeds): a Markdown table and one plot."""
     from darwin.report import compare_runs
@@ -710,7 +1284,9 @@ def compare_cmd(run_dirs: tuple[str, ...], plot_path: str, window: int) -> None:
 def _changed_learner_fields(learner) -> str:  # noqa: ANN001 - LearnerConfig, imported lazily
     """The learner fields an experiment sets away from LearnerConfig's defaults."""
     defaults = type(learner)()
-    changed = [f"{k}={getattr(learner, k)}" for k in type(learner).model_fields if getattr(learner, k) != getattr(defaults, k)]
+    changed = [
+        f"{k}={getattr(learner, k)}" for k in type(learner).model_fields if getattr(learner, k) != getattr(defaults, k)
+    ]
     return ", ".join(changed) or "(defaults)"
 
 
@@ -720,10 +1296,16 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
     table.add_column("setting", no_wrap=True)
     table.add_column("value")
     phones = config.phones
-    where = f"{phones.count} SimPhones (seeds {phones.seed}..{phones.seed + phones.count - 1})" if phones.kind == "sim" else f"{phones.count} ADB devices via {phones.adb_server}: {', '.join(phones.devices) or 'none listed (set them before running)'}"
+    where = (
+        f"{phones.count} SimPhones (seeds {phones.seed}..{phones.seed + phones.count - 1})"
+        if phones.kind == "sim"
+        else f"{phones.count} ADB devices via {phones.adb_server}: {', '.join(phones.devices) or 'none listed (set them before running)'}"
+    )
     if phones.kind == "ray":
         where = f"{phones.count} phones on the Ray cluster at {phones.ray.address} (reachable): " + "; ".join(
-            f"{g.phones} {'SimPhones' if g.kind == 'sim' else 'ADB devices'} on {g.where} in {g.actors} host(s)" for g in phones.ray.groups)
+            f"{g.phones} {'SimPhones' if g.kind == 'sim' else 'ADB devices'} on {g.where} in {g.actors} host(s)"
+            for g in phones.ray.groups
+        )
     warm = config.checkpoint or f"built by SFT and cached in {config.cache_dir} (config {config.sft.config_hash()})"
     rows = [
         ("tasks", f"{len(tasks)}: {', '.join(t.id for t in tasks)}"),
@@ -731,15 +1313,28 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
         ("phones", where),
         ("rollout", f"{config.mode}, {config.rollout_steps} completed steps per update"),
         ("warm start", warm),
-        ("agent", "the warm start's own format" if config.agent.format == "checkpoint"
-                  else f"{config.agent.format} at {config.agent.observation_size[0]}x{config.agent.observation_size[1]}"),
-        ("policy", f"{config.policy.backend}, temperature {config.policy.temperature}, batch {config.policy.max_batch}"
-                   + (f", server {config.policy.server.base_url}" if config.policy.server else "")),
+        (
+            "agent",
+            "the warm start's own format"
+            if config.agent.format == "checkpoint"
+            else f"{config.agent.format} at {config.agent.observation_size[0]}x{config.agent.observation_size[1]}",
+        ),
+        (
+            "policy",
+            f"{config.policy.backend}, temperature {config.policy.temperature}, batch {config.policy.max_batch}"
+            + (f", server {config.policy.server.base_url}" if config.policy.server else ""),
+        ),
         ("store", f"${config.store.url_env}" if config.store.url_env else f"{path / 'run.db'}"),
-        ("learner", f"{config.learner.backend} {config.learner.algorithm}, gamma {config.learner.gamma}, lambda {config.learner.lam}, critic warm-up {config.learner.critic_warmup_updates} updates (lambda {config.learner.critic_warmup_lam}), value-head bias {config.learner.value_head_bias}"),
+        (
+            "learner",
+            f"{config.learner.backend} {config.learner.algorithm}, gamma {config.learner.gamma}, lambda {config.learner.lam}, critic warm-up {config.learner.critic_warmup_updates} updates (lambda {config.learner.critic_warmup_lam}), value-head bias {config.learner.value_head_bias}",
+        ),
         ("levers", _changed_learner_fields(config.learner)),
-        ("components", f"curriculum {config.curriculum.name}, workflow {config.workflow_spec().name}, verifier {config.verifier.name}, "
-                       f"memory {config.memory.name if config.memory else '(the warm start)'}, group size {config.group_size or '-'}"),
+        (
+            "components",
+            f"curriculum {config.curriculum.name}, workflow {config.workflow_spec().name}, verifier {config.verifier.name}, "
+            f"memory {config.memory.name if config.memory else '(the warm start)'}, group size {config.group_size or '-'}",
+        ),
         ("updates", f"{config.updates}" + (f", at most {config.time_budget_s:.0f}s" if config.time_budget_s else "")),
         ("run dir", str(path)),
         ("notes", config.notes),
@@ -764,15 +1359,44 @@ def phones() -> None:
 
 @phones.command("serve")
 @click.option("--count", default=1, show_default=True, type=click.IntRange(1, 1024), help="number of SimPhones")
-@click.option("--port-base", default=None, type=click.IntRange(1, 65535), help="phone i listens on PORT_BASE + i (default: free ports); avoid 5555-5585")
-@click.option("--faults", default="none", show_default=True, help="fault spec, e.g. 'drop=0.01,hang=0.005,slow=lognormal:0.05:0.5,stall=0.01:3,crash=0.002,reboot=0.001:keep' (docs/phones.md)")
+@click.option(
+    "--port-base",
+    default=None,
+    type=click.IntRange(1, 65535),
+    help="phone i listens on PORT_BASE + i (default: free ports); avoid 5555-5585",
+)
+@click.option(
+    "--faults",
+    default="none",
+    show_default=True,
+    help="fault spec, e.g. 'drop=0.01,hang=0.005,slow=lognormal:0.05:0.5,stall=0.01:3,crash=0.002,reboot=0.001:keep' (docs/phones.md)",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="phone i is SimPhone(seed=SEED + i)")
 @click.option("--no-perturb", is_flag=True, help="canonical look: no theme, wallpaper, order or pop-up perturbations")
-@click.option("--log-limit", default=100_000, show_default=True, type=click.IntRange(1), help="commands kept in memory per phone")
+@click.option(
+    "--log-limit", default=100_000, show_default=True, type=click.IntRange(1), help="commands kept in memory per phone"
+)
 @click.option("--connect", is_flag=True, help="also `adb connect` every phone to the adb server on --adb-port")
-@click.option("--adb-port", default=5037, show_default=True, type=click.IntRange(1, 65535), help="adb server for --connect")
-@click.option("--ready-file", default=None, type=click.Path(dir_okay=False), help="write {\"addresses\": [...]} here once serving (for scripts)")
-def phones_serve(count: int, port_base: int | None, faults: str, seed: int, no_perturb: bool, log_limit: int, connect: bool, adb_port: int, ready_file: str | None) -> None:
+@click.option(
+    "--adb-port", default=5037, show_default=True, type=click.IntRange(1, 65535), help="adb server for --connect"
+)
+@click.option(
+    "--ready-file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help='write {"addresses": [...]} here once serving (for scripts)',
+)
+def phones_serve(
+    count: int,
+    port_base: int | None,
+    faults: str,
+    seed: int,
+    no_perturb: bool,
+    log_limit: int,
+    connect: bool,
+    adb_port: int,
+    ready_file: str | None,
+) -> None:
     """Serve SimPhones as ADB devices on 127.0.0.1 until interrupted (Ctrl-C / SIGTERM)."""
     import json
     import signal
@@ -790,7 +1414,15 @@ def phones_serve(count: int, port_base: int | None, faults: str, seed: int, no_p
         raise click.BadParameter(str(exc), param_hint="--faults") from None
     if port_base is not None and port_base + count - 1 > 65535:
         raise click.BadParameter(f"ports {port_base}..{port_base + count - 1} exceed 65535", param_hint="--port-base")
-    farm = SimFarm(count, seed=seed, faults=spec, port_base=port_base, perturbation=PerturbationConfig(enabled=not no_perturb), log_limit=log_limit, adb_port=adb_port)
+    farm = SimFarm(
+        count,
+        seed=seed,
+        faults=spec,
+        port_base=port_base,
+        perturbation=PerturbationConfig(enabled=not no_perturb),
+        log_limit=log_limit,
+        adb_port=adb_port,
+    )
     try:
         farm.start()
     except OSError as exc:
@@ -805,14 +1437,18 @@ def phones_serve(count: int, port_base: int | None, faults: str, seed: int, no_p
                 try:
                     client.connect_device(address, time.monotonic() + 10)
                 except InfraError as exc:
-                    raise click.ClickException(f"adb connect {address} failed: {exc} (is an adb server running on port {adb_port}?)") from None
+                    raise click.ClickException(
+                        f"adb connect {address} failed: {exc} (is an adb server running on port {adb_port}?)"
+                    ) from None
         table = Table(title=f"{count} SimPhone(s) served over ADB" + (f" with faults {spec}" if spec.enabled else ""))
         for col in ("phone", "address", "seed"):
             table.add_column(col)
         for i, address in enumerate(farm.addresses):
             table.add_row(f"sim-{i}", address, str(seed + i))
         console.print(table)
-        console.print("connect with: " + ("(done) " if connect else "") + f"adb connect {farm.addresses[0]}  ...  Ctrl-C stops.")
+        console.print(
+            "connect with: " + ("(done) " if connect else "") + f"adb connect {farm.addresses[0]}  ...  Ctrl-C stops."
+        )
         if ready_file:
             Path(ready_file).write_text(json.dumps({"addresses": farm.addresses}))
         stop.wait()
@@ -828,14 +1464,33 @@ def phones_serve(count: int, port_base: int | None, faults: str, seed: int, no_p
 
 
 @main.command("serve-policy")
-@click.option("--checkpoint", required=True, type=click.Path(exists=True, file_okay=False), help="a `darwin sft` warm start or any Qwen2-VL / Qwen2.5-VL checkpoint directory")
+@click.option(
+    "--checkpoint",
+    required=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="a `darwin sft` warm start or any Qwen2-VL / Qwen2.5-VL checkpoint directory",
+)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--served-model-name", default="darwin-tiny", show_default=True)
-@click.option("--temperature", default=1.0, show_default=True, type=click.FloatRange(0.0, 100.0), help="the only temperature requests may ask for")
+@click.option(
+    "--temperature",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.0, 100.0),
+    help="the only temperature requests may ask for",
+)
 @click.option("--max-new-tokens", default=64, show_default=True, type=click.IntRange(1, 65536))
 @click.option("--api-key-env", default=None, help="name of an environment variable holding the key clients must send")
-def serve_policy(checkpoint: str, port: int, host: str, served_model_name: str, temperature: float, max_new_tokens: int, api_key_env: str | None) -> None:
+def serve_policy(
+    checkpoint: str,
+    port: int,
+    host: str,
+    served_model_name: str,
+    temperature: float,
+    max_new_tokens: int,
+    api_key_env: str | None,
+) -> None:
     """Serve a checkpoint with vLLM's chat-completion protocol (token ids, log-probs, weight updates) on the CPU
     (docs/scale.md): a stand-in for vLLM when testing ServerPolicy without a GPU."""
     import os
@@ -846,8 +1501,15 @@ def serve_policy(checkpoint: str, port: int, host: str, served_model_name: str, 
     key = os.environ.get(api_key_env) if api_key_env else None
     if api_key_env and not key:
         raise click.ClickException(f"--api-key-env {api_key_env}: the variable is not set")
-    server = LocalPolicyServer(load_vlm(checkpoint), served_model_name=served_model_name, temperature=temperature,
-                               max_new_tokens=max_new_tokens, api_key=key, host=host, port=port)
+    server = LocalPolicyServer(
+        load_vlm(checkpoint),
+        served_model_name=served_model_name,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        api_key=key,
+        host=host,
+        port=port,
+    )
     console.print(f"serving {checkpoint} as {served_model_name!r} on http://{host}:{port} (Ctrl-C stops)")
     with contextlib.suppress(KeyboardInterrupt):
         serve_forever(server)
@@ -855,14 +1517,34 @@ def serve_policy(checkpoint: str, port: int, host: str, served_model_name: str, 
 
 @main.command("paper-path")
 @click.argument("experiment_file", default="examples/spa_bench.py", type=click.Path(dir_okay=False))
-@click.option("--preset", default="paper-miniature", show_default=True, help="the file's preset that reads the stand-ins")
-@click.option("--work-dir", default=None, type=click.Path(file_okay=False), help="stand-ins and the run (default runs/paper-path-<time>)")
+@click.option(
+    "--preset", default="paper-miniature", show_default=True, help="the file's preset that reads the stand-ins"
+)
+@click.option(
+    "--work-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="stand-ins and the run (default runs/paper-path-<time>)",
+)
 @click.option("--phones", default=2, show_default=True, type=click.IntRange(1, 64), help="SimPhones served over ADB")
-@click.option("--judge-success-rate", default=0.3, show_default=True, type=click.FloatRange(0.0, 1.0), help="the judge stand-in's share of 'yes'")
+@click.option(
+    "--judge-success-rate",
+    default=0.3,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="the judge stand-in's share of 'yes'",
+)
 @click.option("--resume", is_flag=True, help="continue the run in --work-dir from its last checkpoint")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="passed to darwin run")
-def paper_path(experiment_file: str, preset: str, work_dir: str | None, phones: int, judge_success_rate: float, resume: bool,
-               overrides: tuple[str, ...]) -> None:
+def paper_path(
+    experiment_file: str,
+    preset: str,
+    work_dir: str | None,
+    phones: int,
+    judge_success_rate: float,
+    resume: bool,
+    overrides: tuple[str, ...],
+) -> None:
     """The paper preset in miniature: start stand-ins for what a laptop lacks (a tiny UI-TARS-1.5-format
     checkpoint, `darwin serve-policy` as the vLLM server, SimPhones over the adbd protocol behind a real adb
     server, an OpenAI-compatible judge), then `darwin run FILE --preset paper-miniature` against them: verl's
@@ -878,14 +1560,28 @@ def paper_path(experiment_file: str, preset: str, work_dir: str | None, phones: 
         raise click.ClickException(f"--resume: {work / 'run'} has no checkpoint; pass the --work-dir of an earlier run")
     try:
         with PaperPathStandIns(work / "stand-ins", phones=phones, judge_success_rate=judge_success_rate) as stand_ins:
-            console.print(f"stand-ins up: policy server {stand_ins.policy_url}, phones {', '.join(stand_ins.devices)}, "
-                          f"judge {stand_ins.judge.base_url}")
-            argv = [sys.executable, "-m", "darwin.cli", "run", experiment_file, "--preset", preset, "--run-dir", str(work / "run")]
+            console.print(
+                f"stand-ins up: policy server {stand_ins.policy_url}, phones {', '.join(stand_ins.devices)}, "
+                f"judge {stand_ins.judge.base_url}"
+            )
+            argv = [
+                sys.executable,
+                "-m",
+                "darwin.cli",
+                "run",
+                experiment_file,
+                "--preset",
+                preset,
+                "--run-dir",
+                str(work / "run"),
+            ]
             argv += ["--resume"] if resume else []
             argv += [item for o in overrides for item in ("--set", o)]
             code = subprocess.run(argv, env={**os.environ, **stand_ins.env()}).returncode
-            console.print(f"the policy server serves weight version {stand_ins.served_weight_version()}; "
-                          f"the judge answered {stand_ins.judge.requests} requests; run in {work / 'run'}")
+            console.print(
+                f"the policy server serves weight version {stand_ins.served_weight_version()}; "
+                f"the judge answered {stand_ins.judge.requests} requests; run in {work / 'run'}"
+            )
     except StandInError as exc:
         raise click.ClickException(str(exc)) from None
     if code:

@@ -1,7 +1,7 @@
 """Parsers of command-line values shared by the ``darwin`` commands (click callbacks call them).
 
-    >>> parse_size("168x364"), parse_int_list("1, 8,32", "batch sizes")
-    ((168, 364), [1, 8, 32])
+>>> parse_size("168x364"), parse_int_list("1, 8,32", "batch sizes")
+((168, 364), [1, 8, 32])
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import click
 __all__ = ["parse_int_list", "parse_size"]
 
 
-def parse_size(text: str, *, example: str = "252x560", max_size: tuple[int, int] | None = (1080, 2400)) -> tuple[int, int]:
+def parse_size(
+    text: str, *, example: str = "252x560", max_size: tuple[int, int] | None = (1080, 2400)
+) -> tuple[int, int]:
     """``"WIDTHxHEIGHT"`` -> ``(width, height)``; a bad value raises ``click.BadParameter``."""
     try:
         w, h = (int(v) for v in text.lower().split("x"))

@@ -35,7 +35,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-__all__ = ["BUILTINS", "ComponentError", "ComponentKind", "ComponentSpec", "build_component", "check_component", "resolve_component"]
+__all__ = [
+    "BUILTINS",
+    "ComponentError",
+    "ComponentKind",
+    "ComponentSpec",
+    "build_component",
+    "check_component",
+    "resolve_component",
+]
 
 ComponentKind = Literal["curriculum", "workflow", "verifier", "memory", "provider"]
 
@@ -113,7 +121,9 @@ def _import(path: str, kind: str, name: str) -> object:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ComponentError(f"{kind} {name!r}: cannot import module {module_name!r} ({exc}); is it on PYTHONPATH?") from None
+        raise ComponentError(
+            f"{kind} {name!r}: cannot import module {module_name!r} ({exc}); is it on PYTHONPATH?"
+        ) from None
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -135,7 +145,10 @@ def resolve_component(kind: ComponentKind, name: str) -> object:
 
 
 def _arguments(
-    kind: ComponentKind, spec: ComponentSpec, context: Mapping[str, object], named_context: Mapping[str, object] | None,
+    kind: ComponentKind,
+    spec: ComponentSpec,
+    context: Mapping[str, object],
+    named_context: Mapping[str, object] | None,
 ) -> tuple[type | None, object, dict[str, object]]:
     """What :func:`build_component` calls: ``(class, target, kwargs)``; the class is None for a
     function verifier (``target`` is then the function)."""
@@ -144,11 +157,15 @@ def _arguments(
     kwargs = {**_NAME_KWARGS.get((kind, spec.name), {}), **spec.kwargs}
     if kind == "verifier" and not isinstance(target, type) and callable(target):
         if spec.kwargs:
-            raise ComponentError(f"verifier {spec.name!r} is a function; it takes no kwargs (got {sorted(spec.kwargs)})")
+            raise ComponentError(
+                f"verifier {spec.name!r} is a function; it takes no kwargs (got {sorted(spec.kwargs)})"
+            )
         return None, target, {}
     if not (isinstance(target, type) and issubclass(target, base)):  # type: ignore[arg-type]
         raise ComponentError(f"{kind} {spec.name!r} is not a subclass of {_BASES[kind].replace(':', '.')}")
-    accepted = {k: v for k, v in _accepted(target, dict(context)).items() if k not in kwargs}  # the spec's own kwargs win
+    accepted = {
+        k: v for k, v in _accepted(target, dict(context)).items() if k not in kwargs
+    }  # the spec's own kwargs win
     if named_context:
         params = inspect.signature(target.__init__).parameters
         accepted.update({k: v for k, v in named_context.items() if k in params and k not in kwargs})

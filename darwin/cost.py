@@ -68,9 +68,15 @@ class RunCost:
     def of_rollout(cls, stats: RolloutStats, phones: int, learner_s: float) -> RunCost:
         """The cost of one rollout engine run on ``phones`` phones, with ``learner_s`` of updates."""
         return cls(
-            phones=phones, rollout_s=stats.elapsed, phone_s=phones * stats.elapsed, episode_phone_s=stats.episode_phone_s,
-            infra_phone_s=stats.infra_phone_s, backpressure_phone_s=stats.backpressure_s, learner_s=learner_s,
-            episodes=stats.episodes, successes=stats.successes,
+            phones=phones,
+            rollout_s=stats.elapsed,
+            phone_s=phones * stats.elapsed,
+            episode_phone_s=stats.episode_phone_s,
+            infra_phone_s=stats.infra_phone_s,
+            backpressure_phone_s=stats.backpressure_s,
+            learner_s=learner_s,
+            episodes=stats.episodes,
+            successes=stats.successes,
         )
 
     def __add__(self, other: RunCost) -> RunCost:
@@ -110,13 +116,20 @@ class RunCost:
     def to_json(self, digits: int | None = None) -> dict[str, JsonValue]:
         """The totals and the figures, floats rounded to ``digits`` (``None``: exact, as a
         checkpoint keeps them), as ``summary.json``'s ``cost``; a note where there is no success."""
+
         def r(v: float | None) -> float | None:
             return v if v is None or digits is None else round(v, digits)
 
-        data: dict[str, JsonValue] = {f.name: r(getattr(self, f.name)) if isinstance(getattr(self, f.name), float) else getattr(self, f.name)
-                                      for f in fields(self)}
-        data |= {"phone_s_per_success": r(self.phone_s_per_success), "learner_s_per_success": r(self.learner_s_per_success),
-                 "infra_share": r(self.infra_share), "backpressure_share": r(self.backpressure_share)}
+        data: dict[str, JsonValue] = {
+            f.name: r(getattr(self, f.name)) if isinstance(getattr(self, f.name), float) else getattr(self, f.name)
+            for f in fields(self)
+        }
+        data |= {
+            "phone_s_per_success": r(self.phone_s_per_success),
+            "learner_s_per_success": r(self.learner_s_per_success),
+            "infra_share": r(self.infra_share),
+            "backpressure_share": r(self.backpressure_share),
+        }
         if not self.successes:
             data["note"] = NO_SUCCESS
         return data
@@ -129,14 +142,17 @@ class RunCost:
     def describe(self) -> str:
         """One line for the end of ``darwin run``.
 
-            >>> print(RunCost(phone_s=200.0, infra_phone_s=30.0, backpressure_phone_s=40.0, learner_s=25.0, successes=4).describe())
-            cost of a success: 50.0 phone-seconds and 6.2 learner-seconds (4 successful training episodes); phone time lost to infrastructure 15.0%, waiting for the learner 20.0%
+        >>> print(RunCost(phone_s=200.0, infra_phone_s=30.0, backpressure_phone_s=40.0, learner_s=25.0, successes=4).describe())
+        cost of a success: 50.0 phone-seconds and 6.2 learner-seconds (4 successful training episodes); phone time lost to infrastructure 15.0%, waiting for the learner 20.0%
         """
+
         def share(v: float | None) -> str:
             return "-" if v is None else f"{100 * v:.1f}%"
 
         lost = f"phone time lost to infrastructure {share(self.infra_share)}, waiting for the learner {share(self.backpressure_share)}"
         if self.phone_s_per_success is None or self.learner_s_per_success is None:
             return f"{NO_SUCCESS}; {lost}"
-        return (f"cost of a success: {self.phone_s_per_success:.1f} phone-seconds and {self.learner_s_per_success:.1f} learner-seconds "
-                f"({self.successes} successful training episodes); {lost}")
+        return (
+            f"cost of a success: {self.phone_s_per_success:.1f} phone-seconds and {self.learner_s_per_success:.1f} learner-seconds "
+            f"({self.successes} successful training episodes); {lost}"
+        )

@@ -83,11 +83,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        return (
-            value.replace(tzinfo=timezone.utc)
-            if value.tzinfo is None
-            else value.astimezone(timezone.utc)
-        )
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 def utcnow(*, naive: bool = False) -> datetime:
@@ -244,8 +240,9 @@ class Database:
     """The tables this database holds."""
 
     def __init__(self, url_or_path: str | os.PathLike[str] | None) -> None:
-        self.url: URL = resolve_database_url(":memory:" if url_or_path is None else url_or_path,
-                                             what=self.what, fix=self.fix, error=self.error)
+        self.url: URL = resolve_database_url(
+            ":memory:" if url_or_path is None else url_or_path, what=self.what, fix=self.fix, error=self.error
+        )
         self.url_text = describe_url(self.url)
         self._is_sqlite = self.url.get_backend_name() == "sqlite"
         self._in_memory = is_memory_sqlite(self.url)
@@ -272,14 +269,18 @@ class Database:
                     logger.info("retrying table creation in the %s after a concurrent create: %s", self.what, e)
                     self.metadata.create_all(self._write_engine)
         except sa_exc.DBAPIError as e:
-            raise self.error(f"cannot open the {self.what} {self.url_text}: {e.orig or e}. {self._open_fix()}") from None
+            raise self.error(
+                f"cannot open the {self.what} {self.url_text}: {e.orig or e}. {self._open_fix()}"
+            ) from None
 
     def _open_fix(self) -> str:
         """What to check when the database would not open."""
         if self._is_sqlite:
             return f"Check that the file and its directory are writable by this user and the disk is not full, or {self.fix}."
-        return ("Check that the server is running and reachable, that the database exists and the credentials are "
-                f"right (put the password in the URL from an environment variable), or {self.fix}.")
+        return (
+            "Check that the server is running and reachable, that the database exists and the credentials are "
+            f"right (put the password in the URL from an environment variable), or {self.fix}."
+        )
 
     @contextmanager
     def _session(self, write: bool) -> Iterator[Session]:

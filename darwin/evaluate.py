@@ -1,13 +1,13 @@
 """Evaluation: run tasks on N phones concurrently, verify, store everything, summarise.
 
-    >>> import asyncio
-    >>> from darwin.evaluate import evaluate
-    >>> from darwin.envs.sim.env import SimPhoneEnv
-    >>> from darwin.agents.scripted import OracleActor
-    >>> from darwin.tasks import task_set
-    >>> report = asyncio.run(evaluate(task_set("base8")[:2], [SimPhoneEnv(seed=0)], lambda i: OracleActor()))
-    >>> report.overall.successes, report.overall.episodes
-    (2, 2)
+>>> import asyncio
+>>> from darwin.evaluate import evaluate
+>>> from darwin.envs.sim.env import SimPhoneEnv
+>>> from darwin.agents.scripted import OracleActor
+>>> from darwin.tasks import task_set
+>>> report = asyncio.run(evaluate(task_set("base8")[:2], [SimPhoneEnv(seed=0)], lambda i: OracleActor()))
+>>> report.overall.successes, report.overall.episodes
+(2, 2)
 """
 
 from __future__ import annotations
@@ -39,8 +39,12 @@ logger = logging.getLogger(__name__)
 
 
 STATS_FIELD: dict[Outcome, str] = {
-    Outcome.SUCCESS: "successes", Outcome.FAILURE: "failures", Outcome.UNVERIFIED: "unverified",
-    Outcome.INFRASTRUCTURE: "infra_truncated", Outcome.ERROR: "errors", Outcome.ALREADY_DONE: "already_done",
+    Outcome.SUCCESS: "successes",
+    Outcome.FAILURE: "failures",
+    Outcome.UNVERIFIED: "unverified",
+    Outcome.INFRASTRUCTURE: "infra_truncated",
+    Outcome.ERROR: "errors",
+    Outcome.ALREADY_DONE: "already_done",
     Outcome.UNFINISHED: "unfinished",
 }
 """The :class:`SuccessStats` field each :class:`~darwin.types.Outcome` counts in."""
@@ -114,12 +118,20 @@ class EvalReport:
         """Per task and overall: outcome counts, success rate, mean steps and the episode metrics (``darwin eval --json``)."""
 
         def entry(stats: SuccessStats, metrics: TaskMetrics, task_id: str | None) -> dict[str, JsonValue]:
-            return {**dataclasses.asdict(stats), "success_rate": stats.success_rate, "mean_steps": self.mean_steps(task_id),
-                    "metrics": metrics.to_json()}
+            return {
+                **dataclasses.asdict(stats),
+                "success_rate": stats.success_rate,
+                "mean_steps": self.mean_steps(task_id),
+                "metrics": metrics.to_json(),
+            }
 
         per_task = {tid: entry(stats, self.metrics_of(tid), tid) for tid, stats in self.per_task.items()}
-        return {"per_task": per_task, "overall": entry(self.overall, self.metrics_of(None), None),
-                "strata": dict(self.strata), "strata_counts": dict(stratum_counts(self.strata))}
+        return {
+            "per_task": per_task,
+            "overall": entry(self.overall, self.metrics_of(None), None),
+            "strata": dict(self.strata),
+            "strata_counts": dict(stratum_counts(self.strata)),
+        }
 
     def mean_steps(self, task_id: str | None = None) -> float:
         chosen = [len(t) for t in self.trajectories if task_id is None or t.task.id == task_id]
@@ -127,7 +139,11 @@ class EvalReport:
 
 
 def evaluation_phones(
-    first_seed: int, count: int, *, perturbation: PerturbationConfig | None = None, locale: str = "auto",
+    first_seed: int,
+    count: int,
+    *,
+    perturbation: PerturbationConfig | None = None,
+    locale: str = "auto",
     prefix: str = "eval",
 ) -> list[PhoneEnv]:
     """The SimPhones an evaluation plays on: seeded ``first_seed, first_seed + 1, ...``, named
@@ -142,8 +158,13 @@ def evaluation_phones(
     from darwin.envs.sim.env import SimPhoneEnv
 
     return [
-        SimPhoneEnv(seed=first_seed + i, perturbation=perturbation or PerturbationConfig(), name=f"{prefix}-{first_seed + i}",
-                    reset_between_episodes=True, locale=locale)
+        SimPhoneEnv(
+            seed=first_seed + i,
+            perturbation=perturbation or PerturbationConfig(),
+            name=f"{prefix}-{first_seed + i}",
+            reset_between_episodes=True,
+            locale=locale,
+        )
         for i in range(count)
     ]
 
@@ -171,16 +192,24 @@ async def evaluate(
     if not envs:
         raise ValueError("evaluate needs at least one phone")
     report = EvalReport(run_id=run_id or uuid.uuid4().hex, task_ids=[t.id for t in tasks])
-    engine = RolloutEngine(envs, make_actor, workflow=workflow, store=store, run_id=report.run_id if store else None,
-                           on_episode=on_episode)
+    engine = RolloutEngine(
+        envs, make_actor, workflow=workflow, store=store, run_id=report.run_id if store else None, on_episode=on_episode
+    )
     report.trajectories = await engine.run_episodes([t for _ in range(episodes_per_task) for t in tasks])
     return report
 
 
 async def evaluate_experiment(
-    config: ExperimentConfig, label: str, tasks: Sequence[Task], envs: Sequence[PhoneEnv],
-    make_actor: Callable[[int], Actor], workflow: Workflow, version: int, updates: int,
-    store: RunStore | None = None, run_id: str | None = None,
+    config: ExperimentConfig,
+    label: str,
+    tasks: Sequence[Task],
+    envs: Sequence[PhoneEnv],
+    make_actor: Callable[[int], Actor],
+    workflow: Workflow,
+    version: int,
+    updates: int,
+    store: RunStore | None = None,
+    run_id: str | None = None,
 ) -> EvalResult:
     """An experiment's sampled evaluation (``darwin run`` before RL and after the last
     update): every training task and every ``evaluation.task_sets`` task
@@ -201,8 +230,23 @@ async def evaluate_experiment(
     train_ids = {t.id for t in tasks}
     successes = sum(st.successes for tid, st in per_task_stats.items() if tid in train_ids)
     verified = sum(st.verified for tid, st in per_task_stats.items() if tid in train_ids)
-    result = EvalResult(label, version, updates, successes, verified, per_task, round(time.perf_counter() - started, 2), per_set,
-                        report.task_metrics)
-    logger.info("evaluation %s: %d/%d successes (%.1f%%); %s", label, result.successes, result.episodes, 100 * result.success_rate,
-                ", ".join(f"{k} {100 * v:.1f}%" for k, v in per_set.items()))
+    result = EvalResult(
+        label,
+        version,
+        updates,
+        successes,
+        verified,
+        per_task,
+        round(time.perf_counter() - started, 2),
+        per_set,
+        report.task_metrics,
+    )
+    logger.info(
+        "evaluation %s: %d/%d successes (%.1f%%); %s",
+        label,
+        result.successes,
+        result.episodes,
+        100 * result.success_rate,
+        ", ".join(f"{k} {100 * v:.1f}%" for k, v in per_set.items()),
+    )
     return result

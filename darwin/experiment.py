@@ -57,12 +57,18 @@ class PhonesConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["sim", "adb", "ray"] = Field("sim", description="'sim': in-process SimPhones; 'adb': devices reached through an adb server; 'ray': phone hosts on a Ray cluster's nodes (`ray`)")
-    count: int = Field(8, ge=1, le=4096, description="phones (sim) or how many of `devices` to use (adb); ray: all groups' phones")
+    kind: Literal["sim", "adb", "ray"] = Field(
+        "sim",
+        description="'sim': in-process SimPhones; 'adb': devices reached through an adb server; 'ray': phone hosts on a Ray cluster's nodes (`ray`)",
+    )
+    count: int = Field(
+        8, ge=1, le=4096, description="phones (sim) or how many of `devices` to use (adb); ray: all groups' phones"
+    )
     seed: int = Field(0, ge=0, description="SimPhone i gets seed + i")
     perturbation: PerturbationConfig = Field(default_factory=PerturbationConfig)
     locale: Literal["auto", "en", "zh"] = Field(
-        "auto", description="sim: the SimPhones' UI language. 'auto': each episode's task decides (Chinese task "
+        "auto",
+        description="sim: the SimPhones' UI language. 'auto': each episode's task decides (Chinese task "
         "instances, '.zh.' ids, play on a Chinese UI, the others on an English one); 'en' / 'zh': always that one",
     )
     reset_between_episodes: bool = Field(
@@ -74,58 +80,102 @@ class PhonesConfig(BaseModel):
     devices: tuple[str, ...] = Field((), description="adb: serials or host:port of the phones")
     adb_server: str = Field("127.0.0.1:5037", description="adb: host:port of the adb server")
     ray: RayPhonesConfig | None = Field(
-        None, description="ray: the cluster address and which phones run on which nodes (docs/scale.md); "
+        None,
+        description="ray: the cluster address and which phones run on which nodes (docs/scale.md); "
         "`darwin run --ray-address ADDR` fills it in for a sim experiment",
     )
     provider: ComponentSpec | None = Field(
-        None, description="where the phones come from (docs/phones.md): a provider by name ('sim_farm': SimPhones "
+        None,
+        description="where the phones come from (docs/phones.md): a provider by name ('sim_farm': SimPhones "
         "served over adb through the real adb server, state probe on; 'static': `devices` through `adb_server`) or an import "
         "path 'module:Class' (a PhoneProvider); 'sim': in-process SimPhones; it hands out `count` phones and holds `spares`, hard-resets them, and "
         "gets them back at the end. None: `kind` builds the phones",
     )
-    spares: int = Field(0, ge=0, le=4096, description="provider: phones beyond `count` that replace quarantined phones "
-                        "that do not heal within replace_after_s")
-    replace_after_s: float = Field(60.0, ge=0.0, le=3600.0, description="a quarantined phone that is not healthy this "
-                                   "long after its first hard reset is released and a spare takes its place (or it retires)")
-    hard_reset_every: int | None = Field(None, ge=1, description="hard-reset each phone after every N episodes it plays "
-                                         "(SimPhones: a factory reset; provider phones: through the provider)")
-    hard_reset_after_infra: int | None = Field(None, ge=1, description="hard-reset a phone after N infrastructure "
-                                               "truncations in a row")
-    hard_reset_unhealthy: bool = Field(True, description="hard-reset a quarantined phone (its health check failed) "
-                                       "before giving up on it; needs a provider or phones that reset themselves")
-    sim_state_probe: bool = Field(False, description="kind 'adb' / provider 'static': the devices are SimPhones served by "
-                                  "`darwin phones serve`: use their state probe (rule verification), answers and task setup")
-    call_deadline_s: float = Field(10.0, gt=0.0, le=600.0, description="adb phones: deadline of one action or state probe; "
-                                   "a phone past it ends the episode as an infrastructure truncation")
+    spares: int = Field(
+        0,
+        ge=0,
+        le=4096,
+        description="provider: phones beyond `count` that replace quarantined phones "
+        "that do not heal within replace_after_s",
+    )
+    replace_after_s: float = Field(
+        60.0,
+        ge=0.0,
+        le=3600.0,
+        description="a quarantined phone that is not healthy this "
+        "long after its first hard reset is released and a spare takes its place (or it retires)",
+    )
+    hard_reset_every: int | None = Field(
+        None,
+        ge=1,
+        description="hard-reset each phone after every N episodes it plays "
+        "(SimPhones: a factory reset; provider phones: through the provider)",
+    )
+    hard_reset_after_infra: int | None = Field(
+        None, ge=1, description="hard-reset a phone after N infrastructure truncations in a row"
+    )
+    hard_reset_unhealthy: bool = Field(
+        True,
+        description="hard-reset a quarantined phone (its health check failed) "
+        "before giving up on it; needs a provider or phones that reset themselves",
+    )
+    sim_state_probe: bool = Field(
+        False,
+        description="kind 'adb' / provider 'static': the devices are SimPhones served by "
+        "`darwin phones serve`: use their state probe (rule verification), answers and task setup",
+    )
+    call_deadline_s: float = Field(
+        10.0,
+        gt=0.0,
+        le=600.0,
+        description="adb phones: deadline of one action or state probe; "
+        "a phone past it ends the episode as an infrastructure truncation",
+    )
     screenshot_deadline_s: float = Field(15.0, gt=0.0, le=600.0, description="adb phones: deadline of one screenshot")
-    reconnect_deadline_s: float = Field(60.0, gt=0.0, le=3600.0, description="adb phones: how long a lost connection may "
-                                        "take to come back (all tries) before the call fails")
+    reconnect_deadline_s: float = Field(
+        60.0,
+        gt=0.0,
+        le=3600.0,
+        description="adb phones: how long a lost connection may take to come back (all tries) before the call fails",
+    )
 
     def reset_schedule(self) -> ResetSchedule | None:
         """The hard-reset schedule, or None when nothing is scheduled (no provider, no settings)."""
         if self.provider is None and self.hard_reset_every is None and self.hard_reset_after_infra is None:
             return None
-        return ResetSchedule(every_episodes=self.hard_reset_every, after_infra_failures=self.hard_reset_after_infra,
-                             on_failed_health=self.hard_reset_unhealthy)
+        return ResetSchedule(
+            every_episodes=self.hard_reset_every,
+            after_infra_failures=self.hard_reset_after_infra,
+            on_failed_health=self.hard_reset_unhealthy,
+        )
 
     def adb_config(self, for_sim: bool = False) -> AdbEnvConfig:
         """Settings of the adb phones: the adb server, the deadlines, and for served SimPhones
         (``for_sim`` or ``sim_state_probe``) the state probe, answers and setup commands."""
         host, _, port = self.adb_server.partition(":")
-        values = {"adb_host": host, "adb_port": int(port or 5037), "command_timeout_s": self.call_deadline_s,
-                  "screenshot_timeout_s": self.screenshot_deadline_s, "reconnect_timeout_s": self.reconnect_deadline_s}
+        values = {
+            "adb_host": host,
+            "adb_port": int(port or 5037),
+            "command_timeout_s": self.call_deadline_s,
+            "screenshot_timeout_s": self.screenshot_deadline_s,
+            "reconnect_timeout_s": self.reconnect_deadline_s,
+        }
         return AdbEnvConfig.for_sim(**values) if for_sim or self.sim_state_probe else AdbEnvConfig(**values)
 
     @model_validator(mode="after")
     def _check_provider(self) -> PhonesConfig:
         if self.provider is not None:
             if self.kind == "ray":
-                raise ValueError("phones.provider hands out phones this machine reaches; with phones.kind = 'ray' leave it unset "
-                                 "(the Ray phone groups build their own phones)")
+                raise ValueError(
+                    "phones.provider hands out phones this machine reaches; with phones.kind = 'ray' leave it unset "
+                    "(the Ray phone groups build their own phones)"
+                )
             resolve_component("provider", self.provider.name)  # a typo fails at load, with "did you mean"
         elif self.spares:
-            raise ValueError(f"phones.spares = {self.spares} needs phones.provider (spares come from a provider: "
-                             "'sim_farm', 'static' or your own)")
+            raise ValueError(
+                f"phones.spares = {self.spares} needs phones.provider (spares come from a provider: "
+                "'sim_farm', 'static' or your own)"
+            )
         return self
 
 
@@ -134,27 +184,34 @@ class PolicyConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    temperature: float = Field(1.0, gt=0.0, le=2.0, description="sampling temperature (PPO: 1.0, the full masked distribution)")
+    temperature: float = Field(
+        1.0, gt=0.0, le=2.0, description="sampling temperature (PPO: 1.0, the full masked distribution)"
+    )
     max_batch: int = Field(8, ge=1, le=1024, description="largest inference batch")
     max_wait: float = Field(0.05, ge=0.0, le=10.0, description="seconds the oldest request may wait for a fuller batch")
     seed: int = Field(0, ge=0, description="seeds the policy's sampling generator")
     backend: Literal["hf", "server"] = Field(
-        "hf", description="'hf': sample in process (transformers); 'server': an OpenAI-compatible inference server "
+        "hf",
+        description="'hf': sample in process (transformers); 'server': an OpenAI-compatible inference server "
         "(vLLM / SGLang) that returns token ids and log-probs, receiving the learner's weights after each update (docs/scale.md)",
     )
     server: ServerPolicyConfig | None = Field(
-        None, description="backend 'server': where the server is and how weights reach it; temperature, seed and "
+        None,
+        description="backend 'server': where the server is and how weights reach it; temperature, seed and "
         "max_tokens come from this setup and the warm start",
     )
 
     @model_validator(mode="after")
     def _check_backend(self) -> PolicyConfig:
         if self.backend == "server" and self.server is None:
-            raise ValueError("policy.backend = 'server' needs policy.server (ServerPolicyConfig: base_url, model, weight_sync, weights_dir)")
+            raise ValueError(
+                "policy.backend = 'server' needs policy.server (ServerPolicyConfig: base_url, model, weight_sync, weights_dir)"
+            )
         if self.backend == "hf" and self.server is not None:
-            raise ValueError("policy.server is set but policy.backend = 'hf'; set backend='server' to use it (or drop server)")
+            raise ValueError(
+                "policy.server is set but policy.backend = 'hf'; set backend='server' to use it (or drop server)"
+            )
         return self
-
 
 
 class AgentConfig(BaseModel):
@@ -164,11 +221,16 @@ class AgentConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     format: str = Field(
-        "checkpoint", description="'checkpoint': the format the warm start was trained with (darwin sft); else a format of "
+        "checkpoint",
+        description="'checkpoint': the format the warm start was trained with (darwin sft); else a format of "
         "darwin.agents.formats (uitars-1.5, uitars-1.0, qwen2.5, qwen3, tiny) for `checkpoint`, a Qwen2-VL-family model directory",
     )
-    observation_size: tuple[int, int] | None = Field(None, description="named formats: the screenshot size (width, height) the model is given")
-    max_new_tokens: int | None = Field(None, ge=1, le=8192, description="response cap; None: the warm start's, or 256 for a named format")
+    observation_size: tuple[int, int] | None = Field(
+        None, description="named formats: the screenshot size (width, height) the model is given"
+    )
+    max_new_tokens: int | None = Field(
+        None, ge=1, le=8192, description="response cap; None: the warm start's, or 256 for a named format"
+    )
 
     @model_validator(mode="after")
     def _check_format(self) -> AgentConfig:
@@ -188,12 +250,12 @@ class StoreConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     url_env: str | None = Field(
-        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="name of an environment variable holding a SQLAlchemy URL (e.g. postgresql+psycopg://user:pw@host/db; "
         "read from the environment so a password never reaches experiment.json); None: SQLite <run dir>/run.db",
     )
     screenshot_dir: str | None = Field(None, description="None: <run dir>/screenshots")
-
 
 
 class EvaluationConfig(BaseModel):
@@ -202,11 +264,21 @@ class EvaluationConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    episodes_per_task: int = Field(0, ge=0, le=10_000, description="episodes of every task in each evaluation; 0 = no evaluation")
-    phones: int = Field(8, ge=1, le=4096, description="sim: evaluation SimPhones (adb: the training devices are used, before and after rollout)")
-    phone_seed: int = Field(10_000, ge=0, description="sim: evaluation phone i gets this seed + i (apart from training phones)")
+    episodes_per_task: int = Field(
+        0, ge=0, le=10_000, description="episodes of every task in each evaluation; 0 = no evaluation"
+    )
+    phones: int = Field(
+        8,
+        ge=1,
+        le=4096,
+        description="sim: evaluation SimPhones (adb: the training devices are used, before and after rollout)",
+    )
+    phone_seed: int = Field(
+        10_000, ge=0, description="sim: evaluation phone i gets this seed + i (apart from training phones)"
+    )
     verifier: ComponentSpec | None = Field(
-        None, description="what scores the evaluations: None = the experiment's verifier (the reward); 'rule' measures a "
+        None,
+        description="what scores the evaluations: None = the experiment's verifier (the reward); 'rule' measures a "
         "run trained on a learned or judged reward against the ground truth",
     )
     task_sets: dict[str, tuple[str, ...]] = Field(
@@ -226,8 +298,12 @@ class ExperimentConfig(BaseModel):
     horizon: int = Field(32, ge=1, le=1024, description="step budget of the execution phase (paper: 32)")
     lifecycle: bool = Field(False, description="run setup/teardown phases of lifecycle tasks")
     phones: PhonesConfig = Field(default_factory=PhonesConfig)
-    checkpoint: str | None = Field(None, description="warm-start checkpoint directory; None: build it with `sft` (cached)")
-    sft: SFTConfig = Field(default_factory=SFTConfig, description="how the warm start is trained when `checkpoint` is None")
+    checkpoint: str | None = Field(
+        None, description="warm-start checkpoint directory; None: build it with `sft` (cached)"
+    )
+    sft: SFTConfig = Field(
+        default_factory=SFTConfig, description="how the warm start is trained when `checkpoint` is None"
+    )
     cache_dir: str = Field(".darwin-cache", description="where warm starts are cached")
     agent: AgentConfig = Field(default_factory=AgentConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
@@ -239,7 +315,8 @@ class ExperimentConfig(BaseModel):
         "or 'module:Class' (a darwin.curricula.Curriculum), built as cls(tasks=..., seed=phones.seed, **kwargs)",
     )
     workflow: ComponentSpec | None = Field(
-        None, description="the interaction pattern: 'step', 'lifecycle' or 'module:Class' (a darwin.workflows.Workflow, "
+        None,
+        description="the interaction pattern: 'step', 'lifecycle' or 'module:Class' (a darwin.workflows.Workflow, "
         "given verifier= and config= when it takes them); None = 'lifecycle' if lifecycle else 'step'",
     )
     verifier: ComponentSpec = Field(
@@ -247,31 +324,40 @@ class ExperimentConfig(BaseModel):
         description="the reward: 'rule' or 'module:Class' (a darwin.verifiers.Verifier) or 'module:function' (request -> Verdict)",
     )
     memory: ComponentSpec | None = Field(
-        None, description="the agent's memory: None = the warm start's own (what it was trained with), 'sliding_window', "
+        None,
+        description="the agent's memory: None = the warm start's own (what it was trained with), 'sliding_window', "
         "'llm' (knowledge distilled by a model, kept in the run database; docs/memory.md) or 'module:Class' "
         "(a darwin.memory.Memory)",
     )
     group_size: int | None = Field(
-        None, ge=2, le=64,
+        None,
+        ge=2,
+        le=64,
         description="group mode: every sampled task runs this many times in a row on one phone from the "
         "same start state, and the learner groups by it (GRPO, GiGPO, shortest-path adjustment, negative "
         "pruning); None = one episode per sampled task, groups by task id",
     )
     group_lost: Literal["train", "drop"] = Field(
-        "train", description="group mode, a member lost to an infrastructure failure or a lost phone: 'train' trains the "
+        "train",
+        description="group mode, a member lost to an infrastructure failure or a lost phone: 'train' trains the "
         "group on the members it has (the lost one as learner.infra_truncation says), 'drop' leaves the group out; "
         "nothing waits for a member that will never run",
     )
     rollout_steps: int = Field(256, ge=1, description="completed steps per update (paper: 256)")
     max_backlog_steps: int | None = Field(
-        None, ge=1,
+        None,
+        ge=1,
         description="backpressure: phones start new episodes only while the buffer holds fewer untrained "
         "steps (completed + running episodes); None = rollout_steps (policy-version lag of about one update). A large value "
         "keeps phones busy at the price of staler data",
     )
     updates: int = Field(12, ge=1, description="learner updates, critic warm-up included")
-    time_budget_s: float | None = Field(None, gt=0, description="stop after this many seconds of RL even if updates remain")
-    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig, description="sampled evaluation before and after RL")
+    time_budget_s: float | None = Field(
+        None, gt=0, description="stop after this many seconds of RL even if updates remain"
+    )
+    evaluation: EvaluationConfig = Field(
+        default_factory=EvaluationConfig, description="sampled evaluation before and after RL"
+    )
     mode: Literal["async", "sync"] = Field("async", description="rollout mode")
     parse_error_penalty: float = Field(0.0, ge=0.0, description="reward subtracted for unparseable output")
     run_dir: str | None = Field(None, description="default runs/<name>-<UTC time>")
@@ -290,31 +376,53 @@ class ExperimentConfig(BaseModel):
         if self.policy.backend == "server" and server is not None:
             lora = self.learner.lora
             if server.weight_sync == "none":
-                problems.append("policy.server.weight_sync = 'none' cannot receive the learner's updates; use 'lora' (vLLM) or 'disk' (SGLang)")
-            elif server.weight_sync == "lora" and (lora is None or lora.rank != server.lora_rank or set(lora.target_modules) != set(server.lora_target_modules)):
+                problems.append(
+                    "policy.server.weight_sync = 'none' cannot receive the learner's updates; use 'lora' (vLLM) or 'disk' (SGLang)"
+                )
+            elif server.weight_sync == "lora" and (
+                lora is None
+                or lora.rank != server.lora_rank
+                or set(lora.target_modules) != set(server.lora_target_modules)
+            ):
                 problems.append(
                     "policy.server.weight_sync = 'lora' sends the learner's adapters: set learner.lora (LoraConfig) with "
                     f"rank = policy.server.lora_rank ({server.lora_rank}) and target_modules = policy.server.lora_target_modules "
                     f"({list(server.lora_target_modules)}), or use weight_sync='disk'"
                 )
         if self.phones.kind == "adb" and self.phones.devices and len(self.phones.devices) < self.phones.count:
-            problems.append(f"phones.count = {self.phones.count} but only {len(self.phones.devices)} devices are listed; list more devices or lower count")
+            problems.append(
+                f"phones.count = {self.phones.count} but only {len(self.phones.devices)} devices are listed; list more devices or lower count"
+            )
         if self.phones.kind == "ray" and self.phones.ray is None:
-            problems.append("phones.kind = 'ray' needs phones.ray (address and groups), or pass --ray-address to run the SimPhones on a cluster")
-        if self.phones.kind == "ray" and self.phones.ray is not None and self.phones.ray.total_phones != self.phones.count:
-            problems.append(f"phones.count = {self.phones.count} but phones.ray's groups hold {self.phones.ray.total_phones} phones; set count to {self.phones.ray.total_phones}")
+            problems.append(
+                "phones.kind = 'ray' needs phones.ray (address and groups), or pass --ray-address to run the SimPhones on a cluster"
+            )
+        if (
+            self.phones.kind == "ray"
+            and self.phones.ray is not None
+            and self.phones.ray.total_phones != self.phones.count
+        ):
+            problems.append(
+                f"phones.count = {self.phones.count} but phones.ray's groups hold {self.phones.ray.total_phones} phones; set count to {self.phones.ray.total_phones}"
+            )
         if self.max_backlog_steps is not None and self.max_backlog_steps < self.rollout_steps:
-            problems.append(f"max_backlog_steps = {self.max_backlog_steps} is below rollout_steps = {self.rollout_steps}: the learner would never get a batch; raise it or leave it None")
+            problems.append(
+                f"max_backlog_steps = {self.max_backlog_steps} is below rollout_steps = {self.rollout_steps}: the learner would never get a batch; raise it or leave it None"
+            )
         if self.learner.format_penalty_advantage > 0 and self.parse_error_penalty > 0:
             problems.append(
                 f"learner.format_penalty_advantage = {self.learner.format_penalty_advantage} charges slips locally and "
                 f"parse_error_penalty = {self.parse_error_penalty} charges them again through the return; set parse_error_penalty=0"
             )
         if self.agent.format != "checkpoint" and self.checkpoint is None:
-            problems.append(f"agent.format = {self.agent.format!r} runs a model directory: set checkpoint (e.g. a UI-TARS checkpoint), "
-                            "or use agent.format = 'checkpoint' for the SFT warm start")
+            problems.append(
+                f"agent.format = {self.agent.format!r} runs a model directory: set checkpoint (e.g. a UI-TARS checkpoint), "
+                "or use agent.format = 'checkpoint' for the SFT warm start"
+            )
         if self.learner.critic_warmup_updates >= self.updates:
-            problems.append(f"learner.critic_warmup_updates = {self.learner.critic_warmup_updates} leaves no actor update within updates = {self.updates}; raise updates")
+            problems.append(
+                f"learner.critic_warmup_updates = {self.learner.critic_warmup_updates} leaves no actor update within updates = {self.updates}; raise updates"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -322,9 +430,6 @@ class ExperimentConfig(BaseModel):
     def workflow_spec(self) -> ComponentSpec:
         """The workflow to build (``lifecycle`` picks the default)."""
         return self.workflow or ComponentSpec(name="lifecycle" if self.lifecycle else "step")
-
-
-
 
     def check_components(self) -> None:
         """Check every named component (tasks, curriculum, verifiers, workflow, memory) without
@@ -357,17 +462,6 @@ class ExperimentConfig(BaseModel):
             except ValueError as exc:  # the component's own argument checks
                 raise ExperimentError(f"{label} {spec.name!r} with kwargs {dict(spec.kwargs)}: {exc}") from None
 
-
-
-
-
-
-
-
-
-
-
-
     def resolve_tasks(self) -> list[Task]:
         from darwin.tasks import resolve_tasks
 
@@ -387,16 +481,22 @@ def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConf
     """Import an experiment file and call its ``build(preset)``; errors name file and fix."""
     path = Path(path)
     if not path.is_file():
-        raise ExperimentError(f"{path}: no such experiment file; pass a Python file with build(preset) -> ExperimentConfig")
+        raise ExperimentError(
+            f"{path}: no such experiment file; pass a Python file with build(preset) -> ExperimentConfig"
+        )
     module = _import_experiment_file(path)
     build = getattr(module, "build", None)
     if not callable(build):
-        raise ExperimentError(f"{path}: defines no build(preset) function; add `def build(preset: str) -> ExperimentConfig`")
+        raise ExperimentError(
+            f"{path}: defines no build(preset) function; add `def build(preset: str) -> ExperimentConfig`"
+        )
     try:
         config = build(preset)
     except ValidationError as exc:
         lines = validation_lines(exc)
-        raise ExperimentError(f"{path} (preset {preset!r}) has {len(lines)} problem(s):\n  " + "\n  ".join(lines)) from None
+        raise ExperimentError(
+            f"{path} (preset {preset!r}) has {len(lines)} problem(s):\n  " + "\n  ".join(lines)
+        ) from None
     if not isinstance(config, ExperimentConfig):
         raise ExperimentError(f"{path}: build({preset!r}) returned {type(config).__name__}, not an ExperimentConfig")
     try:
@@ -465,7 +565,9 @@ def apply_overrides(config: ExperimentConfig, overrides: Sequence[str]) -> Exper
         updated = ExperimentConfig.model_validate(data)
     except ValidationError as exc:
         lines = validation_lines(exc)
-        raise ExperimentError(f"--set {' '.join(overrides)} gives an invalid experiment:\n  " + "\n  ".join(lines)) from None
+        raise ExperimentError(
+            f"--set {' '.join(overrides)} gives an invalid experiment:\n  " + "\n  ".join(lines)
+        ) from None
     updated.check_components()
     return updated
 
@@ -504,7 +606,9 @@ def _apply_override(data: dict, item: str) -> str | None:
             return None
         if node[name] is None:
             section = ".".join(path[: depth + 1])
-            return f"--set {item}: {section} is null; set it whole, e.g. --set '{section}={{\"{path[depth + 1]}\": ...}}'"
+            return (
+                f"--set {item}: {section} is null; set it whole, e.g. --set '{section}={{\"{path[depth + 1]}\": ...}}'"
+            )
         node, model = node[name], _model_class(model.model_fields[name].annotation)
     return None
 
@@ -542,13 +646,17 @@ def use_ray_cluster(config: ExperimentConfig, address: str) -> ExperimentConfig:
             "--ray-address: phones.kind = 'adb' lists devices this machine reaches; to reach them from cluster nodes, "
             "set phones.kind = 'ray' with phones.ray groups of kind 'adb' placed on those nodes (docs/scale.md)"
         )
-    ray = phones.ray or RayPhonesConfig(groups=(RayPhoneGroup(count=phones.count, seed=phones.seed, actors=-(-phones.count // 4)),))
+    ray = phones.ray or RayPhonesConfig(
+        groups=(RayPhoneGroup(count=phones.count, seed=phones.seed, actors=-(-phones.count // 4)),)
+    )
     data = config.model_dump()
     data["phones"] = {**phones.model_dump(), "kind": "ray", "ray": {**ray.model_dump(), "address": address}}
     try:
         return ExperimentConfig.model_validate(data)
     except ValidationError as exc:
-        raise ExperimentError("--ray-address gives an invalid experiment:\n  " + "\n  ".join(validation_lines(exc))) from None
+        raise ExperimentError(
+            "--ray-address gives an invalid experiment:\n  " + "\n  ".join(validation_lines(exc))
+        ) from None
 
 
 def default_run_dir(config: ExperimentConfig) -> Path:
@@ -557,7 +665,12 @@ def default_run_dir(config: ExperimentConfig) -> Path:
     return Path("runs") / f"{config.name}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
 
 
-def run_experiment(config: ExperimentConfig, run_dir: Path, resume: bool = False, on_progress: Callable[[RunProgress], None] | None = None) -> RunResult:
+def run_experiment(
+    config: ExperimentConfig,
+    run_dir: Path,
+    resume: bool = False,
+    on_progress: Callable[[RunProgress], None] | None = None,
+) -> RunResult:
     """Train as ``config`` says, writing everything under ``run_dir`` (the
     :class:`~darwin.recipe.TrainingRecipe`: setup, train, cleanup)."""
     from darwin.recipe import run_recipe

@@ -142,7 +142,9 @@ class JudgeStandIn:
             self.requests += 1
         text = json.dumps({"reason": "stand-in verdict", "answer": verdict})
         return {
-            "id": f"chatcmpl-{digest[:6].hex()}", "object": "chat.completion", "created": int(time.time()),
+            "id": f"chatcmpl-{digest[:6].hex()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": body.get("model", "judge"),
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
@@ -175,8 +177,9 @@ class PaperPathStandIns:
         seed: the tiny checkpoint's and the phones' seed.
     """
 
-    def __init__(self, work_dir: str | os.PathLike[str], *, phones: int = 2, judge_success_rate: float = 0.3,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, work_dir: str | os.PathLike[str], *, phones: int = 2, judge_success_rate: float = 0.3, seed: int = 0
+    ) -> None:
         if phones < 1:
             raise ValueError(f"phones must be >= 1, got {phones}")
         self.work_dir = Path(work_dir).absolute()
@@ -227,17 +230,47 @@ class PaperPathStandIns:
         write_tiny_uitars_checkpoint(self.checkpoint, seed=self.seed)
         adb = shutil.which("adb")
         if adb is None:
-            raise StandInError("the `adb` binary is not installed (Debian/Ubuntu: apt-get install adb); the phones "
-                               "are reached through a real adb server")
+            raise StandInError(
+                "the `adb` binary is not installed (Debian/Ubuntu: apt-get install adb); the phones "
+                "are reached through a real adb server"
+            )
         self.adb_server = PrivateAdbServer(adb=adb).start()
         self.judge.start()
         darwin = [sys.executable, "-m", "darwin.cli"]
         ready = self.work_dir / "phones.json"
         ready.unlink(missing_ok=True)
-        self._spawn("policy server", [*darwin, "serve-policy", "--checkpoint", str(self.checkpoint), "--port",
-                                      str(self.policy_port), "--served-model-name", SERVED_MODEL, "--max-new-tokens", "24"])
-        self._spawn("phones", [*darwin, "phones", "serve", "--count", str(self.phones), "--seed", str(self.seed),
-                               "--connect", "--adb-port", str(self.adb_port), "--ready-file", str(ready)])
+        self._spawn(
+            "policy server",
+            [
+                *darwin,
+                "serve-policy",
+                "--checkpoint",
+                str(self.checkpoint),
+                "--port",
+                str(self.policy_port),
+                "--served-model-name",
+                SERVED_MODEL,
+                "--max-new-tokens",
+                "24",
+            ],
+        )
+        self._spawn(
+            "phones",
+            [
+                *darwin,
+                "phones",
+                "serve",
+                "--count",
+                str(self.phones),
+                "--seed",
+                str(self.seed),
+                "--connect",
+                "--adb-port",
+                str(self.adb_port),
+                "--ready-file",
+                str(ready),
+            ],
+        )
         deadline = time.monotonic() + timeout_s
         while not ready.exists() or not self._policy_ready():
             self._check_alive()
@@ -245,8 +278,12 @@ class PaperPathStandIns:
                 raise StandInError(f"the stand-ins did not start within {timeout_s:.0f} s:\n{self._logs()}")
             time.sleep(0.5)
         self.devices = list(json.loads(ready.read_text())["addresses"])
-        logger.info("paper-path stand-ins up: policy %s, phones %s, judge %s", self.policy_url, self.devices,
-                    self.judge.base_url)
+        logger.info(
+            "paper-path stand-ins up: policy %s, phones %s, judge %s",
+            self.policy_url,
+            self.devices,
+            self.judge.base_url,
+        )
         return self
 
     def _spawn(self, name: str, argv: list[str]) -> None:
@@ -266,11 +303,14 @@ class PaperPathStandIns:
     def _check_alive(self) -> None:
         for name, process, log in self._processes:
             if process.poll() is not None:
-                raise StandInError(f"the {name} stand-in exited with {process.returncode}:\n"
-                                   f"{log.read_text(errors='replace')[-3000:]}")
+                raise StandInError(
+                    f"the {name} stand-in exited with {process.returncode}:\n{log.read_text(errors='replace')[-3000:]}"
+                )
 
     def _logs(self) -> str:
-        return "\n".join(f"--- {name} ---\n{log.read_text(errors='replace')[-2000:]}" for name, _, log in self._processes)
+        return "\n".join(
+            f"--- {name} ---\n{log.read_text(errors='replace')[-2000:]}" for name, _, log in self._processes
+        )
 
     def stop(self) -> None:
         for _, process, _ in reversed(self._processes):
@@ -294,5 +334,7 @@ class PaperPathStandIns:
             self.stop()
             raise
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

@@ -30,4 +30,9 @@ def encode_png(image: np.ndarray, level: int = 1) -> bytes:
     raw[:, 0] = 0  # filter type "None" for every scanline
     raw[:, 1:] = np.ascontiguousarray(image).reshape(h, w * 3)
     header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
-    return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", isal_zlib.compress(raw.tobytes(), level)) + _chunk(b"IEND", b"")
+    return (
+        _SIGNATURE
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", isal_zlib.compress(raw.tobytes(), level))
+        + _chunk(b"IEND", b"")
+    )

@@ -86,7 +86,9 @@ class Predicate(Generic[P]):
 PREDICATES: dict[str, Predicate] = {}
 
 
-def predicate(name: str, params_model: type[P] = NoParams) -> Callable[[Callable[[State, P], Check]], Callable[[State, P], Check]]:
+def predicate(
+    name: str, params_model: type[P] = NoParams
+) -> Callable[[Callable[[State, P], Check]], Callable[[State, P], Check]]:
     """Register ``fn(state, params) -> Check`` under ``name``."""
 
     def register(fn: Callable[[State, P], Check]) -> Callable[[State, P], Check]:
@@ -243,7 +245,9 @@ class DataHasParams(PredicateParams):
 
     app: str = Field(min_length=1)
     key: str = Field(min_length=1)
-    match: dict[str, JsonValue] = Field(min_length=1, description="fields the item must have (strings compare by norm())")
+    match: dict[str, JsonValue] = Field(
+        min_length=1, description="fields the item must have (strings compare by norm())"
+    )
 
 
 def _same(a: Any, b: Any) -> bool:

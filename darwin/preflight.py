@@ -64,34 +64,52 @@ def _policy_server(config: ExperimentConfig, timeout_s: float) -> list[Preflight
     if server.api_key_env:
         key = os.environ.get(server.api_key_env)
         if not key:
-            return [PreflightProblem("policy server", f"{server.api_key_env} is not set; export the server's API key in it")]
+            return [
+                PreflightProblem("policy server", f"{server.api_key_env} is not set; export the server's API key in it")
+            ]
         headers["Authorization"] = f"Bearer {key}"
     try:
         response = httpx.get(url, headers=headers, timeout=timeout_s)
     except httpx.HTTPError as exc:
-        return [PreflightProblem(
-            "policy server", f"{url} is unreachable ({type(exc).__name__}: {exc}); launch vLLM/SGLang there as "
-            "docs/scale.md shows, or point policy.server.base_url at it",
-        )]
+        return [
+            PreflightProblem(
+                "policy server",
+                f"{url} is unreachable ({type(exc).__name__}: {exc}); launch vLLM/SGLang there as "
+                "docs/scale.md shows, or point policy.server.base_url at it",
+            )
+        ]
     if response.status_code != 200:
-        return [PreflightProblem("policy server", f"GET {url} answered HTTP {response.status_code}: {response.text[:200]}")]
+        return [
+            PreflightProblem("policy server", f"GET {url} answered HTTP {response.status_code}: {response.text[:200]}")
+        ]
     try:
         served = [m["id"] for m in response.json()["data"]]
     except (ValueError, KeyError, TypeError):
-        return [PreflightProblem("policy server", f"GET {url} did not return an OpenAI model list; is it an OpenAI-compatible server?")]
+        return [
+            PreflightProblem(
+                "policy server", f"GET {url} did not return an OpenAI model list; is it an OpenAI-compatible server?"
+            )
+        ]
     if server.model not in served:
-        return [PreflightProblem("policy server", f"serves {served}, not {server.model!r}; set policy.server.model "
-                                 "(vLLM --served-model-name)")]
+        return [
+            PreflightProblem(
+                "policy server",
+                f"serves {served}, not {server.model!r}; set policy.server.model (vLLM --served-model-name)",
+            )
+        ]
     return []
 
 
 def _phones(config: ExperimentConfig, timeout_s: float) -> list[PreflightProblem]:
     phones = config.phones
     if phones.kind == "adb" and len(phones.devices) < phones.count:
-        return [PreflightProblem(
-            "phones", f"phones.kind='adb' needs {phones.count} devices and {len(phones.devices)} are listed; list their serials "
-            "or host:port in phones.devices (the paper preset reads $DARWIN_DEVICES, comma-separated)",
-        )]
+        return [
+            PreflightProblem(
+                "phones",
+                f"phones.kind='adb' needs {phones.count} devices and {len(phones.devices)} are listed; list their serials "
+                "or host:port in phones.devices (the paper preset reads $DARWIN_DEVICES, comma-separated)",
+            )
+        ]
     if phones.kind == "ray" and phones.ray is not None:
         from darwin.envs.ray_phones import RayPhonesError, check_ray_address
 
@@ -128,12 +146,16 @@ def _checkpoint(config: ExperimentConfig) -> list[PreflightProblem]:
     directory, read before any phone or worker starts."""
     problems = []
     if config.checkpoint is not None:  # None: the SFT warm start is built (and checked) by the run
-        problems += [PreflightProblem("checkpoint", m)
-                     for m in checkpoint_problems(config.checkpoint, agent_format=config.agent.format)]
+        problems += [
+            PreflightProblem("checkpoint", m)
+            for m in checkpoint_problems(config.checkpoint, agent_format=config.agent.format)
+        ]
     verl = config.learner.verl if config.learner.backend == "verl" else None
     if verl is not None and not _same_dir(verl.model_path, config.checkpoint):
-        problems += [PreflightProblem("verl learner", m)
-                     for m in checkpoint_problems(verl.model_path, agent_format=None, field="learner.verl.model_path")]
+        problems += [
+            PreflightProblem("verl learner", m)
+            for m in checkpoint_problems(verl.model_path, agent_format=None, field="learner.verl.model_path")
+        ]
     return problems
 
 
@@ -147,7 +169,10 @@ Qwen2-VL, e.g. UI-TARS-1.0, and Qwen2.5-VL, e.g. UI-TARS-1.5)."""
 
 
 def checkpoint_problems(
-    path: str | os.PathLike[str], *, agent_format: str | None = "checkpoint", field: str = "checkpoint",
+    path: str | os.PathLike[str],
+    *,
+    agent_format: str | None = "checkpoint",
+    field: str = "checkpoint",
 ) -> list[str]:
     """What keeps ``path`` from serving as the actor's model, read from its files alone (no
     weights are loaded): a missing directory or ``config.json``, a model family darwin's
@@ -158,7 +183,9 @@ def checkpoint_problems(
     src = Path(path)
     where = repr(str(path)) if field == "checkpoint" else f"{field} {str(path)!r}"
     if not src.is_dir():
-        return [f"{where} is not a directory; give the actor's warm-start checkpoint (the paper preset reads $DARWIN_CHECKPOINT)"]
+        return [
+            f"{where} is not a directory; give the actor's warm-start checkpoint (the paper preset reads $DARWIN_CHECKPOINT)"
+        ]
     problems = _model_problems(src, where)
     if agent_format is not None:
         problems += _format_problems(src, where, agent_format)
@@ -179,9 +206,11 @@ def _read_json(file: Path) -> tuple[dict[str, Any] | None, str | None]:
 def _model_problems(src: Path, where: str) -> list[str]:
     config_file = src / "config.json"
     if not config_file.is_file():
-        return [f"{where} has no config.json, so it is not a Hugging Face model directory; give the directory a "
-                "model was saved to with save_pretrained (e.g. UI-TARS-1.5-7B as downloaded from the Hub, or a "
-                "`darwin sft` warm start; the paper preset reads $DARWIN_CHECKPOINT)"]
+        return [
+            f"{where} has no config.json, so it is not a Hugging Face model directory; give the directory a "
+            "model was saved to with save_pretrained (e.g. UI-TARS-1.5-7B as downloaded from the Hub, or a "
+            "`darwin sft` warm start; the paper preset reads $DARWIN_CHECKPOINT)"
+        ]
     config, error = _read_json(config_file)
     if config is None:
         return [f"{error}; download the checkpoint again or re-save it with save_pretrained"]
@@ -194,18 +223,21 @@ def _model_problems(src: Path, where: str) -> list[str]:
             problems.append(
                 f"{where} holds a text-only model (model_type {model_type!r}, {architectures}: no vision_config) but the "
                 f"agent reads screenshots; give a vision-language checkpoint of the Qwen2-VL family (model_type {family}, "
-                "e.g. UI-TARS-1.5-7B or Qwen2.5-VL-7B-Instruct)")
+                "e.g. UI-TARS-1.5-7B or Qwen2.5-VL-7B-Instruct)"
+            )
         else:
             problems.append(
                 f"{where} holds model_type {model_type!r} ({architectures}), which darwin's agents and policies do not run; "
-                f"give a Qwen2-VL-family checkpoint (model_type {family}, e.g. UI-TARS-1.5-7B)")
+                f"give a Qwen2-VL-family checkpoint (model_type {family}, e.g. UI-TARS-1.5-7B)"
+            )
     missing = _missing_processor_parts(src)
     if missing:
         problems.append(
             f"{where} has no {'; no '.join(missing)}: the policy (and the inference server) render prompts and screenshots "
             "with the checkpoint's own processor; save it beside the weights, e.g. "
             "AutoProcessor.from_pretrained(<the base model, e.g. ByteDance-Seed/UI-TARS-1.5-7B>).save_pretrained(DIR) "
-            "or a darwin VLM's vlm.save_pretrained(DIR)")
+            "or a darwin VLM's vlm.save_pretrained(DIR)"
+        )
     return problems
 
 
@@ -213,19 +245,31 @@ def _missing_processor_parts(src: Path) -> list[str]:
     """The processor parts ``src`` lacks, named with their files. Hub checkpoints (UI-TARS,
     Qwen2.5-VL) keep the image processor in ``preprocessor_config.json``; transformers 5's
     ``save_pretrained`` (darwin's processors too) nests it in ``processor_config.json``."""
-    processor, _ = _read_json(src / "processor_config.json") if (src / "processor_config.json").is_file() else (None, None)
-    tokenizer_config, _ = (_read_json(src / "tokenizer_config.json") if (src / "tokenizer_config.json").is_file()
-                           else (None, None))
+    processor, _ = (
+        _read_json(src / "processor_config.json") if (src / "processor_config.json").is_file() else (None, None)
+    )
+    tokenizer_config, _ = (
+        _read_json(src / "tokenizer_config.json") if (src / "tokenizer_config.json").is_file() else (None, None)
+    )
     missing = []
     if not (src / "preprocessor_config.json").is_file() and not (processor and "image_processor" in processor):
-        missing.append("image processor (preprocessor_config.json, or processor_config.json with an image_processor entry)")
-    if not (src / "tokenizer.json").is_file() and not ((src / "vocab.json").is_file() and (src / "merges.txt").is_file()):
+        missing.append(
+            "image processor (preprocessor_config.json, or processor_config.json with an image_processor entry)"
+        )
+    if not (src / "tokenizer.json").is_file() and not (
+        (src / "vocab.json").is_file() and (src / "merges.txt").is_file()
+    ):
         missing.append("tokenizer (tokenizer.json, or vocab.json and merges.txt)")
-    templates = ((src / "chat_template.jinja").is_file(), (src / "chat_template.json").is_file(),
-                 bool(processor and processor.get("chat_template")),
-                 bool(tokenizer_config and tokenizer_config.get("chat_template")))
+    templates = (
+        (src / "chat_template.jinja").is_file(),
+        (src / "chat_template.json").is_file(),
+        bool(processor and processor.get("chat_template")),
+        bool(tokenizer_config and tokenizer_config.get("chat_template")),
+    )
     if not any(templates):
-        missing.append("chat template (chat_template.jinja, chat_template.json, or chat_template in tokenizer_config.json)")
+        missing.append(
+            "chat template (chat_template.jinja, chat_template.json, or chat_template in tokenizer_config.json)"
+        )
     return missing
 
 
@@ -242,19 +286,25 @@ def _format_problems(src: Path, where: str, agent_format: str) -> list[str]:
         return []
     record_file = src / AGENT_FILE
     if not record_file.is_file():
-        return [f"{where} is not a darwin SFT warm start (no {AGENT_FILE}), and agent.format = 'checkpoint' runs only "
-                "those (the prompt format is read from that file); set agent.format to the format the model speaks, "
-                "e.g. 'uitars-1.5' for a UI-TARS-1.5 checkpoint, with agent.observation_size (the paper preset reads "
-                "$DARWIN_AGENT_FORMAT), or give a checkpoint written by `darwin sft`"]
+        return [
+            f"{where} is not a darwin SFT warm start (no {AGENT_FILE}), and agent.format = 'checkpoint' runs only "
+            "those (the prompt format is read from that file); set agent.format to the format the model speaks, "
+            "e.g. 'uitars-1.5' for a UI-TARS-1.5 checkpoint, with agent.observation_size (the paper preset reads "
+            "$DARWIN_AGENT_FORMAT), or give a checkpoint written by `darwin sft`"
+        ]
     record, error = _read_json(record_file)
     if record is None:
         return [f"{error}; retrain the warm start with `darwin sft`"]
     if record.get("format_version") != SFT_FORMAT_VERSION or record.get("kind") != "tiny":
-        return [f"{record_file} is a warm-start record of kind={record.get('kind')!r} format_version="
-                f"{record.get('format_version')!r}, not this darwin's (tiny, {SFT_FORMAT_VERSION}); retrain it with `darwin sft`"]
+        return [
+            f"{record_file} is a warm-start record of kind={record.get('kind')!r} format_version="
+            f"{record.get('format_version')!r}, not this darwin's (tiny, {SFT_FORMAT_VERSION}); retrain it with `darwin sft`"
+        ]
     if not (src / TINY_CONFIG_FILE).is_file():
-        return [f"{where} has {AGENT_FILE} but no {TINY_CONFIG_FILE} (both are written by `darwin sft`); retrain it with "
-                "`darwin sft`, or set agent.format to the format the model speaks (e.g. 'tiny' or 'uitars-1.5')"]
+        return [
+            f"{where} has {AGENT_FILE} but no {TINY_CONFIG_FILE} (both are written by `darwin sft`); retrain it with "
+            "`darwin sft`, or set agent.format to the format the model speaks (e.g. 'tiny' or 'uitars-1.5')"
+        ]
     return []
 
 

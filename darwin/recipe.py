@@ -121,10 +121,13 @@ class RunState:
 
     def to_json(self) -> dict[str, JsonValue]:
         return {
-            "run_id": self.run_id, "env_steps": self.env_steps, "curriculum": self.curriculum,
+            "run_id": self.run_id,
+            "env_steps": self.env_steps,
+            "curriculum": self.curriculum,
             "success_points": [list(p) for p in self.success_points],
             "task_points": {k: [list(p) for p in pts] for k, pts in self.task_points.items()},
-            "warmup_until": self.warmup_until, "cost": self.cost.to_json(),
+            "warmup_until": self.warmup_until,
+            "cost": self.cost.to_json(),
         }
 
     @classmethod
@@ -132,10 +135,13 @@ class RunState:
         """Read a checkpoint's run state; a checkpoint without it was not written by a run."""
         missing = [k for k in ("run_id", "env_steps", "curriculum", "success_points") if k not in data]
         if missing:
-            raise ValueError(f"the checkpoint's run state lacks {', '.join(missing)}: it was not written by `darwin run`; "
-                             "start a new run directory (or pass the checkpoint as `checkpoint`, a warm start)")
+            raise ValueError(
+                f"the checkpoint's run state lacks {', '.join(missing)}: it was not written by `darwin run`; "
+                "start a new run directory (or pass the checkpoint as `checkpoint`, a warm start)"
+            )
         return cls(
-            run_id=str(data["run_id"]), env_steps=int(data["env_steps"]),  # type: ignore[arg-type]
+            run_id=str(data["run_id"]),
+            env_steps=int(data["env_steps"]),  # type: ignore[arg-type]
             curriculum=dict(data["curriculum"]),  # type: ignore[arg-type]
             success_points=[(int(s), float(v)) for s, v in data["success_points"]],  # type: ignore[union-attr, misc]
             task_points={k: [(int(s), float(v)) for s, v in pts] for k, pts in data.get("task_points", {}).items()},  # type: ignore[union-attr, misc]
@@ -190,7 +196,9 @@ class TrainingRecipe:
     builders, so a user's curriculum, verifier, memory or workflow named there runs here.
     """
 
-    def __init__(self, config: ExperimentConfig, run_dir: Path, on_progress: Callable[[RunProgress], None] | None = None) -> None:
+    def __init__(
+        self, config: ExperimentConfig, run_dir: Path, on_progress: Callable[[RunProgress], None] | None = None
+    ) -> None:
         self.config = config
         self.run_dir = run_dir
         self.report = RunReport(run_dir)
@@ -235,7 +243,10 @@ class TrainingRecipe:
         self._show("warm start")
         clock = time.perf_counter()
         warm = await asyncio.to_thread(
-            warm_start_checkpoint, config, on_phase=lambda name: self._show(f"warm start: SFT {name}"), on_step=self._sft_step,
+            warm_start_checkpoint,
+            config,
+            on_phase=lambda name: self._show(f"warm start: SFT {name}"),
+            on_step=self._sft_step,
         )
         self.progress.detail = ""
         self.timings["warm_start_s"] = time.perf_counter() - clock
@@ -256,7 +267,11 @@ class TrainingRecipe:
         self.envs = self.fleet.envs
         self.workflow = build_workflow(config, self.pool.observation_size)
         # A second workflow (and verifier: a learned one is a model) only when the evaluation is scored differently.
-        self.eval_workflow = self.workflow if config.evaluation.verifier is None else build_workflow(config, self.pool.observation_size, evaluation=True)
+        self.eval_workflow = (
+            self.workflow
+            if config.evaluation.verifier is None
+            else build_workflow(config, self.pool.observation_size, evaluation=True)
+        )
         self.report.open_metrics()
 
     def load(self) -> None:
@@ -264,7 +279,9 @@ class TrainingRecipe:
         from darwin.learner import restore_pending
 
         assert self.pool is not None and self.buffer is not None and self.curriculum is not None
-        self.learner = learner_class(self.config).load(self.checkpoint_dir, self.pool.policy, config=self.config.learner)
+        self.learner = learner_class(self.config).load(
+            self.checkpoint_dir, self.pool.policy, config=self.config.learner
+        )
         resumed = self.learner.resume_state
         restore_pending(self.buffer, resumed.pending)
         self.state = RunState.from_json(resumed.extra_state)
@@ -272,8 +289,13 @@ class TrainingRecipe:
         self.curriculum.load_state_dict(self.state.curriculum)
         self.evaluations = self.report.load_evaluations()
         self.resumed = True
-        logger.info("resumed %s at update %d (policy v%d, %d pending trajectories)", self.checkpoint_dir,
-                    self.learner.updates, self.learner.policy_version, len(resumed.pending))
+        logger.info(
+            "resumed %s at update %d (policy v%d, %d pending trajectories)",
+            self.checkpoint_dir,
+            self.learner.updates,
+            self.learner.policy_version,
+            len(resumed.pending),
+        )
 
     # ---------------------------------------------------------------------------- train
     async def train(self) -> RunResult:
@@ -306,7 +328,11 @@ class TrainingRecipe:
         for the phones as long as needed (a crashed rollout raises here)."""
         assert self.buffer is not None and self._rollout is not None and self.engine is not None
         error = TerminationReason.ERROR.value
-        counted, episodes_before, errors_before = self.engine.stats, self.engine.stats.episodes, self.engine.stats.terminations[error]
+        counted, episodes_before, errors_before = (
+            self.engine.stats,
+            self.engine.stats.episodes,
+            self.engine.stats.terminations[error],
+        )
         while (batch := self.buffer.take_completed()) is None:
             if self._rollout.done():
                 self._rollout.result()  # surfaces a crashed rollout
@@ -333,8 +359,12 @@ class TrainingRecipe:
         if learner.in_warmup and state.success_points:
             state.warmup_until = state.success_points[-1][0]
         self._show("update (critic warm-up)" if learner.in_warmup else "update")
-        self._batch_lag = [learner.policy_version - t.decision.generation.policy_version
-                           for tr in batch for t in tr.transitions if t.decision.generation is not None]
+        self._batch_lag = [
+            learner.policy_version - t.decision.generation.policy_version
+            for tr in batch
+            for t in tr.transitions
+            if t.decision.generation is not None
+        ]
         clock = time.perf_counter()
         metrics = await asyncio.to_thread(learner.update, batch)
         self._learner_s += time.perf_counter() - clock  # the learner-seconds of the cost figures
@@ -344,16 +374,22 @@ class TrainingRecipe:
         """What this update trained on and what it measured (metrics.jsonl, TensorBoard, updates.jsonl)."""
         assert self.engine is not None and self.curriculum is not None
         stats = self.engine.stats
-        self.report.log_update(update, batch, rollout={
-            "success": sum(bool(t.success) for t in batch) / len(batch), "episodes": len(batch),
-            "success_by_task": _success_by_task(batch),
-            "env_steps": self._env_steps, "steps_per_s": stats.steps_per_second,
-            "backpressure_phone_s": stats.backpressure_s,
-            **{f"cost/{k}": v for k, v in self.cost.to_json().items() if k != "note"},
-            "policy_version_lag_mean": sum(self._batch_lag) / max(1, len(self._batch_lag)),
-            "policy_version_lag_max": max(self._batch_lag, default=0),
-            **{f"truncations/{k}": v for k, v in stats.truncation_causes.items()},
-        })
+        self.report.log_update(
+            update,
+            batch,
+            rollout={
+                "success": sum(bool(t.success) for t in batch) / len(batch),
+                "episodes": len(batch),
+                "success_by_task": _success_by_task(batch),
+                "env_steps": self._env_steps,
+                "steps_per_s": stats.steps_per_second,
+                "backpressure_phone_s": stats.backpressure_s,
+                **{f"cost/{k}": v for k, v in self.cost.to_json().items() if k != "note"},
+                "policy_version_lag_mean": sum(self._batch_lag) / max(1, len(self._batch_lag)),
+                "policy_version_lag_max": max(self._batch_lag, default=0),
+                **{f"truncations/{k}": v for k, v in stats.truncation_causes.items()},
+            },
+        )
         weights = getattr(self.curriculum, "weights", None)
         if callable(weights):  # adaptive curricula: how they now share the phones among tasks
             self.report.metrics.log(update.update, "curriculum", weights())
@@ -376,13 +412,28 @@ class TrainingRecipe:
         and verdicts in the run database as the run ``<name> evaluation <label>``."""
         from darwin.evaluate import evaluate_experiment
 
-        assert self.learner is not None and self.pool is not None and self.eval_workflow is not None and self.store is not None
+        assert (
+            self.learner is not None
+            and self.pool is not None
+            and self.eval_workflow is not None
+            and self.store is not None
+        )
         self._show(f"evaluation ({label.replace('_', ' ')})")
         clock = time.perf_counter()
         phones = build_eval_phones(self.config, training=self.fleet.envs if self.fleet is not None else self.envs)
         run_id = self.store.start_run(f"{self.config.name} evaluation {label}", config=None)
-        result = await evaluate_experiment(self.config, label, self.tasks, phones, self.pool, self.eval_workflow,
-                                           self.learner.policy_version, self.learner.updates, store=self.store, run_id=run_id)
+        result = await evaluate_experiment(
+            self.config,
+            label,
+            self.tasks,
+            phones,
+            self.pool,
+            self.eval_workflow,
+            self.learner.policy_version,
+            self.learner.updates,
+            store=self.store,
+            run_id=run_id,
+        )
         self.evaluations[label] = result
         self.report.save_evaluations(self.evaluations)
         self.report.metrics.log(self.learner.updates, "eval", {"success": result.success_rate})
@@ -447,9 +498,18 @@ class TrainingRecipe:
         assert self.pool is not None and self.curriculum is not None and self.buffer is not None and state is not None
         self._env_offset = state.env_steps
         self.engine = RolloutEngine(
-            self.envs, self.pool, self.curriculum, self.buffer, workflow=self.workflow, store=self.store, run_id=state.run_id,
-            mode=config.mode, group_size=config.group_size, max_backlog_steps=config.max_backlog_steps or config.rollout_steps,
-            fleet=self.fleet if self.fleet is not None and self.fleet.active else None, group_lost=config.group_lost,
+            self.envs,
+            self.pool,
+            self.curriculum,
+            self.buffer,
+            workflow=self.workflow,
+            store=self.store,
+            run_id=state.run_id,
+            mode=config.mode,
+            group_size=config.group_size,
+            max_backlog_steps=config.max_backlog_steps or config.rollout_steps,
+            fleet=self.fleet if self.fleet is not None and self.fleet.active else None,
+            group_lost=config.group_lost,
         )
         self._rollout = asyncio.create_task(self.engine.run(until=self._stop_rollout.is_set))
         self._show("rollout")
@@ -463,8 +523,9 @@ class TrainingRecipe:
     def _phone_event(self, event: PhoneEvent) -> None:
         """The fleet hard-reset, replaced or retired a phone: into the run database."""
         if self.store is not None and self.state is not None:
-            self.store.record_phone_event(self.state.run_id, event.phone, event.kind, event.reason, event.episodes,
-                                          replacement=event.replacement)
+            self.store.record_phone_event(
+                self.state.run_id, event.phone, event.kind, event.reason, event.episodes, replacement=event.replacement
+            )
 
     def _show(self, stage: str) -> None:
         self.progress.stage = stage
@@ -493,7 +554,11 @@ class TrainingRecipe:
         if self.buffer is not None:
             progress.buffer_steps = self.buffer.completed_steps
         if learner is not None:
-            progress.update, progress.warmup, progress.policy_version = learner.updates, learner.in_warmup, learner.policy_version
+            progress.update, progress.warmup, progress.policy_version = (
+                learner.updates,
+                learner.in_warmup,
+                learner.policy_version,
+            )
         if state is not None:
             progress.recent_success = state.recent_success
         self._on_progress(progress)
@@ -502,13 +567,29 @@ class TrainingRecipe:
         config, state, learner = self.config, self.state, self.learner
         assert state is not None and learner is not None
         plot = self.report.finish(
-            title=f"{config.name}: success on {', '.join(config.tasks)}", success_points=state.success_points,
-            task_points=state.task_points, warmup_until=state.warmup_until, evaluations=self.evaluations,
-            summary={"updates": learner.updates, "env_steps": self.progress.env_steps, "episodes": len(state.success_points),
-                     "resumed": self.resumed, **{k: round(v, 2) for k, v in self.timings.items()},
-                     "cost": self.cost.to_json(digits=4)},
+            title=f"{config.name}: success on {', '.join(config.tasks)}",
+            success_points=state.success_points,
+            task_points=state.task_points,
+            warmup_until=state.warmup_until,
+            evaluations=self.evaluations,
+            summary={
+                "updates": learner.updates,
+                "env_steps": self.progress.env_steps,
+                "episodes": len(state.success_points),
+                "resumed": self.resumed,
+                **{k: round(v, 2) for k, v in self.timings.items()},
+                "cost": self.cost.to_json(digits=4),
+            },
         )
-        return RunResult(self.run_dir, learner.updates, self.progress.env_steps, state.success_points, plot, self.evaluations, self.cost)
+        return RunResult(
+            self.run_dir,
+            learner.updates,
+            self.progress.env_steps,
+            state.success_points,
+            plot,
+            self.evaluations,
+            self.cost,
+        )
 
 
 def _success_by_task(batch: list[Trajectory]) -> dict[str, float]:
@@ -521,7 +602,9 @@ def _success_by_task(batch: list[Trajectory]) -> dict[str, float]:
     return {task: sum(outcomes) / len(outcomes) for task, outcomes in sorted(scored.items())}
 
 
-async def run_recipe(config: ExperimentConfig, run_dir: Path, resume: bool, on_progress: Callable[[RunProgress], None] | None = None) -> RunResult:
+async def run_recipe(
+    config: ExperimentConfig, run_dir: Path, resume: bool, on_progress: Callable[[RunProgress], None] | None = None
+) -> RunResult:
     """setup -> train -> cleanup (cleanup also after an error)."""
     recipe = TrainingRecipe(config, run_dir, on_progress)
     try:

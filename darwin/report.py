@@ -42,7 +42,9 @@ def sliding_mean(values: Sequence[float], window: int = 20) -> list[float]:
     return out
 
 
-def gain_interval(successes_before: int, episodes_before: int, successes_after: int, episodes_after: int) -> tuple[float, float]:
+def gain_interval(
+    successes_before: int, episodes_before: int, successes_after: int, episodes_after: int
+) -> tuple[float, float]:
     """The gain in points between two evaluations and the half-width of its 95% interval
     (normal approximation to the difference of two independent proportions).
 
@@ -60,8 +62,8 @@ def gain_interval(successes_before: int, episodes_before: int, successes_after: 
 def wilson_interval(successes: int, episodes: int, z: float = 1.96) -> tuple[float, float]:
     """95% Wilson score interval of a success rate.
 
-        >>> tuple(round(v, 3) for v in wilson_interval(5, 10))
-        (0.237, 0.763)
+    >>> tuple(round(v, 3) for v in wilson_interval(5, 10))
+    (0.237, 0.763)
     """
     if episodes < 1:
         raise ValueError("episodes must be >= 1")
@@ -126,8 +128,15 @@ def plot_success(
     for j, ev in enumerate(evaluations):
         low, high = wilson_interval(ev.successes, ev.episodes)
         rate = ev.successes / ev.episodes
-        ax.errorbar([ev.step], [rate], yerr=[[rate - low], [high - rate]], fmt="o", color=f"C{3 + j}", capsize=4,
-                    label=f"{ev.label}: {100 * rate:.1f}% of {ev.episodes} (95% interval)")
+        ax.errorbar(
+            [ev.step],
+            [rate],
+            yerr=[[rate - low], [high - rate]],
+            fmt="o",
+            color=f"C{3 + j}",
+            capsize=4,
+            label=f"{ev.label}: {100 * rate:.1f}% of {ev.episodes} (95% interval)",
+        )
     _style(ax, title)
     # a task has 1/len(per_task) of the episodes: a shorter window, so short runs show it too
     task_window = max(3, window // 4)
@@ -144,7 +153,9 @@ def plot_success(
     return path
 
 
-def _draw_curve(ax: Any, pts: Sequence[tuple[int, float]], window: int, color: str, label: str, raw: bool = True) -> None:
+def _draw_curve(
+    ax: Any, pts: Sequence[tuple[int, float]], window: int, color: str, label: str, raw: bool = True
+) -> None:
     """A bold sliding mean over the points and, faint, the mean of the points at each x as dots:
     joined by a line, a run of 0s and 1s would draw a vertical stroke per point over the curve."""
     xs = [p[0] for p in pts]
@@ -153,11 +164,20 @@ def _draw_curve(ax: Any, pts: Sequence[tuple[int, float]], window: int, color: s
         at: dict[int, list[float]] = {}
         for x, y in pts:
             at.setdefault(x, []).append(y)
-        ax.plot(list(at), [sum(v) / len(v) for v in at.values()], color=color, alpha=0.3, linestyle="none",
-                marker=".", markersize=3)
+        ax.plot(
+            list(at),
+            [sum(v) / len(v) for v in at.values()],
+            color=color,
+            alpha=0.3,
+            linestyle="none",
+            marker=".",
+            markersize=3,
+        )
     if len(ys) >= window:
         mean = sliding_mean(ys, window)
-        ax.plot(xs[window - 1 :], mean[window - 1 :], color=color, linewidth=2.0, label=f"{label} ({window}-point mean)")
+        ax.plot(
+            xs[window - 1 :], mean[window - 1 :], color=color, linewidth=2.0, label=f"{label} ({window}-point mean)"
+        )
 
 
 def _style(ax: Any, title: str, small: bool = False) -> None:
@@ -248,31 +268,40 @@ def summarize_run(run_dir: str | Path, window: int = 20) -> RunSummary:
 def _eval_task_metrics(evals: Mapping[str, Any]) -> dict[str, dict[str, TaskMetrics]]:
     from darwin.algos.task_metrics import TaskMetrics
 
-    return {label: {task: TaskMetrics.from_json(m) for task, m in ev.get("task_metrics", {}).items()}
-            for label, ev in evals.items()}
+    return {
+        label: {task: TaskMetrics.from_json(m) for task, m in ev.get("task_metrics", {}).items()}
+        for label, ev in evals.items()
+    }
 
 
 def metrics_markdown(per_task: Mapping[str, TaskMetrics]) -> str:
     """One evaluation's episode metrics per task as a Markdown table (SR, PR, SE in %; FC, OT counts).
 
-        >>> from darwin.algos.task_metrics import TaskMetrics
-        >>> print(metrics_markdown({"clock.set_alarm.s0": TaskMetrics(episodes=2, successes=1, measured=2, progress_rate=0.75)}))
-        | task | n | SR | PR | SE | FC | OT | stratum |
-        | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |
-        | clock.set_alarm.s0 | 2 | 50% | 75% | - | 0 | 0 | L2 |
+    >>> from darwin.algos.task_metrics import TaskMetrics
+    >>> print(metrics_markdown({"clock.set_alarm.s0": TaskMetrics(episodes=2, successes=1, measured=2, progress_rate=0.75)}))
+    | task | n | SR | PR | SE | FC | OT | stratum |
+    | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |
+    | clock.set_alarm.s0 | 2 | 50% | 75% | - | 0 | 0 | L2 |
     """
 
     def pct(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:.0f}%"
 
-    lines = ["| task | n | SR | PR | SE | FC | OT | stratum |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        "| task | n | SR | PR | SE | FC | OT | stratum |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     for task, m in per_task.items():
-        lines.append(f"| {task} | {m.measured} | {pct(m.success_rate)} | {pct(m.progress_rate)} | {pct(m.side_effect_rate)} | "
-                     f"{m.false_completions} | {m.over_time} | {m.stratum or '-'} |")
+        lines.append(
+            f"| {task} | {m.measured} | {pct(m.success_rate)} | {pct(m.progress_rate)} | {pct(m.side_effect_rate)} | "
+            f"{m.false_completions} | {m.over_time} | {m.stratum or '-'} |"
+        )
     return "\n".join(lines)
 
 
-def compare_runs(run_dirs: Sequence[str | Path], plot_path: str | Path, window: int = 20) -> tuple[list[RunSummary], str]:
+def compare_runs(
+    run_dirs: Sequence[str | Path], plot_path: str | Path, window: int = 20
+) -> tuple[list[RunSummary], str]:
     """Summaries of several runs (e.g. seeds), one success plot of all, and a Markdown table."""
     summaries = [summarize_run(d, window) for d in run_dirs]
     curves = {s.run_dir.name: s.points for s in summaries}
@@ -295,11 +324,15 @@ def compare_runs(run_dirs: Sequence[str | Path], plot_path: str | Path, window: 
         )
     gains = [s.gain for s in summaries if s.gain is not None]
     if gains:
-        lines.append(f"\nMean gain over {len(gains)} run(s): {sum(gains) / len(gains):+.1f} points (evaluation, {summaries[0].eval_episodes} episodes each).")
+        lines.append(
+            f"\nMean gain over {len(gains)} run(s): {sum(gains) / len(gains):+.1f} points (evaluation, {summaries[0].eval_episodes} episodes each)."
+        )
     for s in summaries:
         if s.eval_task_metrics.get("final"):
             counts = ", ".join(f"{k} {n}" for k, n in s.strata("final").items())
-            lines.append(f"\n{s.run_dir.name}, final evaluation per task (strata: {counts}):\n\n{metrics_markdown(s.eval_task_metrics['final'])}")
+            lines.append(
+                f"\n{s.run_dir.name}, final evaluation per task (strata: {counts}):\n\n{metrics_markdown(s.eval_task_metrics['final'])}"
+            )
     return summaries, "\n".join(lines) + "\n"
 
 
@@ -315,8 +348,14 @@ def _cost_cells(cost: RunCost | None) -> str:
     def share(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:.1f}%"
 
-    return " | ".join([per_success(cost.phone_s_per_success), per_success(cost.learner_s_per_success),
-                       share(cost.infra_share), share(cost.backpressure_share)])
+    return " | ".join(
+        [
+            per_success(cost.phone_s_per_success),
+            per_success(cost.learner_s_per_success),
+            share(cost.infra_share),
+            share(cost.backpressure_share),
+        ]
+    )
 
 
 def _flat(prefix: str, obj: Any) -> dict[str, float]:
@@ -350,7 +389,9 @@ class MetricsLogger:
         flat = _flat(group, values)
         for key, value in flat.items():
             self.writer.add_scalar(key, value, step)
-        self._jsonl.write(json.dumps({"step": step, "group": group, **{k.split("/", 1)[-1]: v for k, v in flat.items()}}) + "\n")
+        self._jsonl.write(
+            json.dumps({"step": step, "group": group, **{k.split("/", 1)[-1]: v for k, v in flat.items()}}) + "\n"
+        )
         self._jsonl.flush()
 
     def close(self) -> None:
@@ -360,8 +401,14 @@ class MetricsLogger:
 
 def save_evaluations(run_dir: Path, evaluations: Mapping[str, EvalResult]) -> None:
     """Write ``eval.json``: each evaluation with its success rate and per-task metrics."""
-    data = {k: {**asdict(v), "success_rate": v.success_rate, "task_metrics": {t: m.to_json() for t, m in v.task_metrics.items()}}
-            for k, v in evaluations.items()}
+    data = {
+        k: {
+            **asdict(v),
+            "success_rate": v.success_rate,
+            "task_metrics": {t: m.to_json() for t, m in v.task_metrics.items()},
+        }
+        for k, v in evaluations.items()
+    }
     (run_dir / "eval.json").write_text(json.dumps(data, indent=2) + "\n")
 
 
@@ -420,8 +467,16 @@ class RunReport:
         episodes it trained on."""
         with (self.run_dir / "updates.jsonl").open("a", encoding="utf-8") as fh:
             skipped = getattr(update, "actor_skipped_reason", None)  # an update that trained nothing says why
-            fh.write(json.dumps({"update": update.update, "episode_ids": [t.episode_id for t in batch],
-                                 **({"actor_skipped_reason": skipped} if skipped else {})}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "update": update.update,
+                        "episode_ids": [t.episode_id for t in batch],
+                        **({"actor_skipped_reason": skipped} if skipped else {}),
+                    }
+                )
+                + "\n"
+            )
         self.metrics.log(update.update, "update", update.as_dict())
         self.metrics.log(update.update, "rollout", rollout)
 
@@ -432,16 +487,32 @@ class RunReport:
         return load_evaluations(self.run_dir)
 
     def finish(
-        self, *, title: str, success_points: Sequence[tuple[int, float]], task_points: Mapping[str, Sequence[tuple[int, float]]],
-        warmup_until: int, evaluations: Mapping[str, EvalResult], summary: Mapping[str, Any],
+        self,
+        *,
+        title: str,
+        success_points: Sequence[tuple[int, float]],
+        task_points: Mapping[str, Sequence[tuple[int, float]]],
+        warmup_until: int,
+        evaluations: Mapping[str, EvalResult],
+        summary: Mapping[str, Any],
     ) -> Path:
         """The run's closing files; returns the success plot."""
         last_x = success_points[-1][0] if success_points else 0
         plot = plot_success(
-            success_points, self.run_dir / "success.png", title=title, warmup_until=warmup_until,
+            success_points,
+            self.run_dir / "success.png",
+            title=title,
+            warmup_until=warmup_until,
             per_task=task_points if len(task_points) > 1 else None,
-            evaluations=[EvalPoint(f"evaluation ({label.replace('_', ' ')})", 0 if label == "warm_start" else last_x, e.successes, e.episodes)
-                         for label, e in sorted(evaluations.items(), key=lambda kv: kv[0] != "warm_start")],
+            evaluations=[
+                EvalPoint(
+                    f"evaluation ({label.replace('_', ' ')})",
+                    0 if label == "warm_start" else last_x,
+                    e.successes,
+                    e.episodes,
+                )
+                for label, e in sorted(evaluations.items(), key=lambda kv: kv[0] != "warm_start")
+            ],
         )
         (self.run_dir / "success_points.json").write_text(json.dumps([list(p) for p in success_points]))
         (self.run_dir / "summary.json").write_text(json.dumps(dict(summary), indent=2) + "\n")

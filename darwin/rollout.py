@@ -194,7 +194,9 @@ class RolloutEngine:
         if group_lost not in ("train", "drop"):
             raise ValueError(f"group_lost must be 'train' or 'drop', got {group_lost!r}")
         if fleet is not None and mode == "sync":
-            raise ValueError("a phone fleet (hard resets, spares) needs mode='async': a phone replaced mid-step would break the lockstep")
+            raise ValueError(
+                "a phone fleet (hard resets, spares) needs mode='async': a phone replaced mid-step would break the lockstep"
+            )
         if fleet is not None and list(fleet.envs) != list(envs):
             raise ValueError("pass the fleet's own phones as envs (fleet.envs)")
         if max_backlog_steps is not None and buffer is not None and max_backlog_steps < buffer.rollout_steps:
@@ -235,7 +237,9 @@ class RolloutEngine:
         the learner); completed ones are all in the buffer.
         """
         if self.curriculum is None or self.buffer is None:
-            raise ValueError("RolloutEngine.run trains: pass a curriculum and a buffer (run_episodes evaluates without them)")
+            raise ValueError(
+                "RolloutEngine.run trains: pass a curriculum and a buffer (run_episodes evaluates without them)"
+            )
         self.stats = RolloutStats()
         stop = asyncio.Event()
         envs: list[PhoneEnv] = self.envs
@@ -341,8 +345,12 @@ class RolloutEngine:
         groups = {group for _, group in queue if group is not None}
         for group in groups:
             kept = self.buffer.close_group(group, drop=self.group_lost == "drop")
-            logger.warning("group %s lost a member: %s its %d finished member(s)", group[:8],
-                           "dropped" if self.group_lost == "drop" else "training on", kept)
+            logger.warning(
+                "group %s lost a member: %s its %d finished member(s)",
+                group[:8],
+                "dropped" if self.group_lost == "drop" else "training on",
+                kept,
+            )
         return []
 
     @staticmethod
@@ -381,16 +389,32 @@ class RolloutEngine:
         self.stats.record(trajectory, phone_s)
         if self.curriculum is not None:
             assert trajectory.termination is not None
-            self.curriculum.update(task, EpisodeOutcome(task.id, trajectory.success, len(trajectory), trajectory.termination.reason))
+            self.curriculum.update(
+                task, EpisodeOutcome(task.id, trajectory.success, len(trajectory), trajectory.termination.reason)
+            )
         if self.store is not None:
             for phase, verdict in trajectory.verdicts.items():
                 success, reason, usage = verdict.success, verdict.reason, verdict.usage
-                cost = {} if usage is None else {
-                    "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                    "cost_usd": usage.cost_usd, "requests": usage.requests, "verifier_config": usage.config,
-                }
-                self.store.record_verdict(episode_id, phase, self.workflow.verifier_kind, success,
-                                          None if success is None else float(success), reason, **cost)
+                cost = (
+                    {}
+                    if usage is None
+                    else {
+                        "prompt_tokens": usage.prompt_tokens,
+                        "completion_tokens": usage.completion_tokens,
+                        "cost_usd": usage.cost_usd,
+                        "requests": usage.requests,
+                        "verifier_config": usage.config,
+                    }
+                )
+                self.store.record_verdict(
+                    episode_id,
+                    phase,
+                    self.workflow.verifier_kind,
+                    success,
+                    None if success is None else float(success),
+                    reason,
+                    **cost,
+                )
             self.store.finish_episode(trajectory, final_screen)
         if self.on_episode is not None:
             self.on_episode(trajectory)

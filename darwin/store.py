@@ -167,7 +167,9 @@ class RunStore(RunQueries):
                         "it, or start a new run directory."
                     )
         except sa_exc.DBAPIError as e:
-            raise StoreOpenError(f"cannot open the {self.what} {self.url_text}: {e.orig or e}. {self._open_fix()}") from e
+            raise StoreOpenError(
+                f"cannot open the {self.what} {self.url_text}: {e.orig or e}. {self._open_fix()}"
+            ) from e
 
     @staticmethod
     def _migrate(s: Session, row: StoreMeta, url_text: str) -> None:
@@ -199,7 +201,6 @@ class RunStore(RunQueries):
             if lock is not None:
                 lock.release()
 
-
     # ----------------------------------------------------------------- screenshots
 
     def put_screenshot(self, image: bytes | np.ndarray) -> str:
@@ -221,9 +222,7 @@ class RunStore(RunQueries):
             if not png.startswith(_PNG_SIGNATURE):
                 raise ValueError("screenshot bytes are not a PNG (missing the PNG signature)")
         else:
-            raise TypeError(
-                f"screenshot must be PNG bytes or a numpy array, got {type(image).__name__}"
-            )
+            raise TypeError(f"screenshot must be PNG bytes or a numpy array, got {type(image).__name__}")
         digest = hashlib.sha256(png).hexdigest()
         rel = f"{digest[:2]}/{digest}.png"
         final = self.screenshot_dir / rel
@@ -271,11 +270,7 @@ class RunStore(RunQueries):
             if existing is not None:
                 logger.info("resuming run %s (%s)", rid, existing.name)
                 return rid
-            s.add(
-                RunModel(
-                    id=rid, name=_clean_text(name) or "", created_at=utcnow(), config=config_json
-                )
-            )
+            s.add(RunModel(id=rid, name=_clean_text(name) or "", created_at=utcnow(), config=config_json))
         logger.info("started run %s (%s)", rid, name)
         return rid
 
@@ -348,9 +343,7 @@ class RunStore(RunQueries):
                 )
             )
 
-    def record_step(
-        self, transition: Transition, screenshot_png: bytes | np.ndarray | None = None
-    ) -> None:
+    def record_step(self, transition: Transition, screenshot_png: bytes | np.ndarray | None = None) -> None:
         """Record one transition, with an optional screenshot (PNG bytes or the observation array).
 
         Pass ``transition.observation.screenshot`` to keep what the agent saw, or the device's
@@ -383,9 +376,7 @@ class RunStore(RunQueries):
             phase=t.phase.value,
             action_type=None if d.action is None else d.action.type,
             action_json=None if d.action is None else d.action.model_dump_json(),
-            parse_error_reason=None
-            if d.parse_error is None
-            else _clean_text(d.parse_error.reason, MAX_TEXT_CHARS),
+            parse_error_reason=None if d.parse_error is None else _clean_text(d.parse_error.reason, MAX_TEXT_CHARS),
             parse_error_text=None if d.parse_error is None else _clean_text(d.parse_error.text),
             agent=t.agent,
             message=None if d.message is None else _clean_text(d.message, MAX_TEXT_CHARS),
@@ -396,9 +387,7 @@ class RunStore(RunQueries):
             reward=float(t.reward),
             done=bool(t.done),
             termination_reason=None if t.termination is None else t.termination.reason.value,
-            termination_cause=""
-            if t.termination is None
-            else _clean_text(t.termination.cause, MAX_TEXT_CHARS) or "",
+            termination_cause="" if t.termination is None else _clean_text(t.termination.cause, MAX_TEXT_CHARS) or "",
             screenshot_path=screenshot_path,
             created_at=utcnow(),
         )
@@ -445,9 +434,7 @@ class RunStore(RunQueries):
                 )
             )
 
-    def finish_episode(
-        self, trajectory: Trajectory, final_screenshot: bytes | np.ndarray | None = None
-    ) -> None:
+    def finish_episode(self, trajectory: Trajectory, final_screenshot: bytes | np.ndarray | None = None) -> None:
         """Record how an episode ended: termination, success per phase, step count, and
         optionally the screen after the last action (``final_screenshot``).
 
@@ -456,9 +443,7 @@ class RunStore(RunQueries):
         """
         term = trajectory.termination
         if term is None:
-            raise StoreError(
-                f"cannot finish episode {trajectory.episode_id!r}: the trajectory has no termination yet"
-            )
+            raise StoreError(f"cannot finish episode {trajectory.episode_id!r}: the trajectory has no termination yet")
         final_path = None if final_screenshot is None else self.put_screenshot(final_screenshot)
         with self._write() as s:
             ep = s.get(EpisodeModel, trajectory.episode_id)
@@ -493,15 +478,26 @@ class RunStore(RunQueries):
                 ep.over_time_steps = m.over_time_steps
                 ep.goal_first_met_step = m.goal_first_met_step
 
-
-    def record_phone_event(self, run_id: str, phone: str, kind: str, reason: str, episodes: int,
-                           replacement: str | None = None) -> None:
+    def record_phone_event(
+        self, run_id: str, phone: str, kind: str, reason: str, episodes: int, replacement: str | None = None
+    ) -> None:
         """Record what the fleet did to a phone (a hard reset, a replacement, a retirement)."""
         with self._write() as s:
             if s.get(RunModel, run_id) is None:
-                raise StoreError(f"cannot record a phone event for run {run_id!r}: it does not exist; call start_run first")
-            s.add(PhoneEventModel(run_id=run_id, phone=phone, kind=kind, reason=_clean_text(reason, 2000) or "",
-                                  episodes=episodes, replacement=replacement, created_at=utcnow()))
+                raise StoreError(
+                    f"cannot record a phone event for run {run_id!r}: it does not exist; call start_run first"
+                )
+            s.add(
+                PhoneEventModel(
+                    run_id=run_id,
+                    phone=phone,
+                    kind=kind,
+                    reason=_clean_text(reason, 2000) or "",
+                    episodes=episodes,
+                    replacement=replacement,
+                    created_at=utcnow(),
+                )
+            )
 
 
 __all__ = [

@@ -54,10 +54,7 @@ class RunQueries(Database):
         """All runs, oldest first."""
         with self._read() as s:
             rows = s.scalars(select(RunModel).order_by(RunModel.created_at, RunModel.id)).all()
-            return [
-                RunRow(run_id=r.id, name=r.name, created_at=r.created_at, config=r.config)
-                for r in rows
-            ]
+            return [RunRow(run_id=r.id, name=r.name, created_at=r.created_at, config=r.config) for r in rows]
 
     def task(self, task_id: str) -> Task | None:
         """The stored definition of a task, or ``None``."""
@@ -99,9 +96,7 @@ class RunQueries(Database):
     def steps(self, episode_id: str) -> list[StoredStep]:
         """Steps of an episode in the order they were recorded."""
         with self._read() as s:
-            rows = s.scalars(
-                select(StepModel).where(StepModel.episode_id == episode_id).order_by(StepModel.id)
-            ).all()
+            rows = s.scalars(select(StepModel).where(StepModel.episode_id == episode_id).order_by(StepModel.id)).all()
             return [
                 StoredStep(
                     episode_id=r.episode_id,
@@ -129,16 +124,16 @@ class RunQueries(Database):
     def phone_events(self, run_id: str) -> list[PhoneEventRow]:
         """The fleet's phone events of a run, in the order they happened."""
         with self._read() as s:
-            rows = s.scalars(select(PhoneEventModel).where(PhoneEventModel.run_id == run_id).order_by(PhoneEventModel.id)).all()
+            rows = s.scalars(
+                select(PhoneEventModel).where(PhoneEventModel.run_id == run_id).order_by(PhoneEventModel.id)
+            ).all()
             return [PhoneEventRow(r.phone, r.kind, r.reason, r.episodes, r.replacement, r.created_at) for r in rows]
 
     def verdicts(self, episode_id: str) -> list[VerdictRow]:
         """Verdicts of an episode in the order they were recorded."""
         with self._read() as s:
             rows = s.scalars(
-                select(VerdictModel)
-                .where(VerdictModel.episode_id == episode_id)
-                .order_by(VerdictModel.id)
+                select(VerdictModel).where(VerdictModel.episode_id == episode_id).order_by(VerdictModel.id)
             ).all()
             return [
                 VerdictRow(

@@ -142,9 +142,7 @@ class StepModel(Base):
     """One transition: the action (or parse error), the response, tokens and reward."""
 
     __tablename__ = "steps"
-    __table_args__ = (
-        UniqueConstraint("episode_id", "phase", "step", name="uq_steps_episode_phase_step"),
-    )
+    __table_args__ = (UniqueConstraint("episode_id", "phase", "step", name="uq_steps_episode_phase_step"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     episode_id: Mapped[str] = mapped_column(ForeignKey("episodes.id", ondelete="CASCADE"))
@@ -174,9 +172,7 @@ class VerdictModel(Base):
     __tablename__ = "verdicts"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    episode_id: Mapped[str] = mapped_column(
-        ForeignKey("episodes.id", ondelete="CASCADE"), index=True
-    )
+    episode_id: Mapped[str] = mapped_column(ForeignKey("episodes.id", ondelete="CASCADE"), index=True)
     phase: Mapped[str] = mapped_column(String(16))
     verifier_kind: Mapped[str] = mapped_column(String(64))
     success: Mapped[bool | None] = mapped_column(Boolean, nullable=True)

@@ -66,11 +66,7 @@ def is_secret_name(name: str) -> bool:
     if not words:
         return False
     joined = "".join(words)
-    return (
-        words[-1] in _SECRET_LAST_WORDS
-        or any(w in _SECRET_ANY_WORDS for w in words)
-        or joined.endswith("apikey")
-    )
+    return words[-1] in _SECRET_LAST_WORDS or any(w in _SECRET_ANY_WORDS for w in words) or joined.endswith("apikey")
 
 
 def _secret_env_values() -> frozenset[str]:
@@ -128,6 +124,4 @@ def _config_to_json(config: BaseModel | DataclassInstance) -> JsonValue:
         return config.model_dump(mode="json")
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         return TypeAdapter(type(config)).dump_python(config, mode="json")
-    raise TypeError(
-        f"config must be a pydantic BaseModel or a dataclass instance, got {type(config).__name__}"
-    )
+    raise TypeError(f"config must be a pydantic BaseModel or a dataclass instance, got {type(config).__name__}")

@@ -55,23 +55,66 @@ _SPA_TASKS: tuple[tuple[str, str, VerifierSpec], ...] = (
 
 # Written out in the paper only (not in the public SPA-Bench CSV).
 _PAPER_TASKS: tuple[Task, ...] = (
-    Task(id="chrome_clear_tabs", instruction="Clear all active tabs.", app="Chrome", golden_steps=4,
-         verifier=_v("chrome.no_tabs"), source="darwin-paper", key_components=("tabs",)),
-    Task(id="settings_dark_theme", instruction="Go to display settings. Turn on Dark Theme.", app="Settings",
-         golden_steps=3, verifier=_v("settings.dark_theme", enabled=True), source="darwin-paper",
-         key_components=("dark", "theme")),
+    Task(
+        id="chrome_clear_tabs",
+        instruction="Clear all active tabs.",
+        app="Chrome",
+        golden_steps=4,
+        verifier=_v("chrome.no_tabs"),
+        source="darwin-paper",
+        key_components=("tabs",),
+    ),
+    Task(
+        id="settings_dark_theme",
+        instruction="Go to display settings. Turn on Dark Theme.",
+        app="Settings",
+        golden_steps=3,
+        verifier=_v("settings.dark_theme", enabled=True),
+        source="darwin-paper",
+        key_components=("dark", "theme"),
+    ),
 )
 
-BASE8 = ("amazon_0", "booking.com_0", "booking.com_3", "clock_1", "clock_4", "settings_3", "chrome_clear_tabs", "settings_dark_theme")
+BASE8 = (
+    "amazon_0",
+    "booking.com_0",
+    "booking.com_3",
+    "clock_1",
+    "clock_4",
+    "settings_3",
+    "chrome_clear_tabs",
+    "settings_dark_theme",
+)
 EXTRA16 = ("chrome_0", "clock_3", "dictionary_merriam_webster_0", "google_play_0", "google_play_3", "x_0", "x_3")
 
 # Paper section 5.5: 3 tasks without phases, 1 with a setup phase, 4 with teardown phases.
 _LIFECYCLES: dict[str, Lifecycle] = {
-    "chrome_clear_tabs": Lifecycle(setup=PhaseSpec(instruction="Get the search results for 'weather' in Chrome.", verifier=_v("chrome.tab_with_query", query="weather"))),
-    "settings_dark_theme": Lifecycle(teardown=PhaseSpec(instruction="Go to display settings. Turn off Dark Theme.", verifier=_v("settings.dark_theme", enabled=False))),
-    "settings_3": Lifecycle(teardown=PhaseSpec(instruction="Go to notification settings. Turn off Notification History.", verifier=_v("settings.notification_history", enabled=False))),
-    "clock_1": Lifecycle(teardown=PhaseSpec(instruction="Delete the 9am alarm.", verifier=_v("clock.no_alarm_at", hour=9, minute=0))),
-    "clock_4": Lifecycle(teardown=PhaseSpec(instruction="Set Home time zone to 'London'.", verifier=_v("clock.home_time_zone", zone="London"))),
+    "chrome_clear_tabs": Lifecycle(
+        setup=PhaseSpec(
+            instruction="Get the search results for 'weather' in Chrome.",
+            verifier=_v("chrome.tab_with_query", query="weather"),
+        )
+    ),
+    "settings_dark_theme": Lifecycle(
+        teardown=PhaseSpec(
+            instruction="Go to display settings. Turn off Dark Theme.",
+            verifier=_v("settings.dark_theme", enabled=False),
+        )
+    ),
+    "settings_3": Lifecycle(
+        teardown=PhaseSpec(
+            instruction="Go to notification settings. Turn off Notification History.",
+            verifier=_v("settings.notification_history", enabled=False),
+        )
+    ),
+    "clock_1": Lifecycle(
+        teardown=PhaseSpec(instruction="Delete the 9am alarm.", verifier=_v("clock.no_alarm_at", hour=9, minute=0))
+    ),
+    "clock_4": Lifecycle(
+        teardown=PhaseSpec(
+            instruction="Set Home time zone to 'London'.", verifier=_v("clock.home_time_zone", zone="London")
+        )
+    ),
 }
 
 TASK_SETS: dict[str, tuple[str, ...]] = {
@@ -95,9 +138,15 @@ def registry() -> dict[str, Task]:
     for task_id, app, verifier in _SPA_TASKS:
         row = rows[task_id]
         tasks[task_id] = Task(
-            id=task_id, instruction=row["task_description"], app=app, language=row["task_language"],
-            difficulty=int(row["task_difficulty"]), golden_steps=int(row["golden_steps"]), verifier=verifier,
-            key_components=tuple(json.loads(row["key_component_final"].replace("'", '"'))), source="spa-bench",
+            id=task_id,
+            instruction=row["task_description"],
+            app=app,
+            language=row["task_language"],
+            difficulty=int(row["task_difficulty"]),
+            golden_steps=int(row["golden_steps"]),
+            verifier=verifier,
+            key_components=tuple(json.loads(row["key_component_final"].replace("'", '"'))),
+            source="spa-bench",
         )
     for task in _PAPER_TASKS:
         tasks[task.id] = task
@@ -228,7 +277,9 @@ def load_task_file(path: str | Path) -> list[Task]:
                 loc = [str(p) for p in err["loc"]]
                 line = _line_of(node, loc)
                 problems.append(f"{path}:{line}: task {task_id!r}: field '{'.'.join(loc)}': {err['msg']}")
-            raise TaskDefinitionError("\n".join(problems) + "\nFix the fields above (see docs/tasks.md for the schema).") from None
+            raise TaskDefinitionError(
+                "\n".join(problems) + "\nFix the fields above (see docs/tasks.md for the schema)."
+            ) from None
         try:
             validate_task(task)
         except TaskDefinitionError as exc:

@@ -169,22 +169,40 @@ class TaskTemplate(Generic[P]):
                     f"template {self.id!r}: invalid parameters: {problems}. Schema: {schema_line(self)}"
                 ) from None
         if language not in self.phrasings:
-            raise TaskDefinitionError(f"template {self.id!r} has no {language} phrasings; known: {', '.join(self.phrasings)}")
+            raise TaskDefinitionError(
+                f"template {self.id!r} has no {language} phrasings; known: {', '.join(self.phrasings)}"
+            )
         if not 0 <= phrasing < len(self.phrasings[language]):
-            raise TaskDefinitionError(f"template {self.id!r}: phrasing {phrasing} out of range 0..{len(self.phrasings[language]) - 1}")
-        digest = hashlib.blake2b(orjson.dumps([params.model_dump(mode="json"), language, phrasing], option=orjson.OPT_SORT_KEYS), digest_size=4)
+            raise TaskDefinitionError(
+                f"template {self.id!r}: phrasing {phrasing} out of range 0..{len(self.phrasings[language]) - 1}"
+            )
+        digest = hashlib.blake2b(
+            orjson.dumps([params.model_dump(mode="json"), language, phrasing], option=orjson.OPT_SORT_KEYS),
+            digest_size=4,
+        )
         return self._task(params, language, phrasing, f"{self.id}.p{digest.hexdigest()}")
 
     def _task(self, params: P, language: Language, phrasing: int, task_id: str) -> Task:
         try:
             instruction = self.phrasings[language][phrasing].format(**self.words(params))
         except (KeyError, IndexError) as exc:
-            raise TaskDefinitionError(f"template {self.id!r}: phrasing {phrasing} ({language}) names {exc} that wording() does not give") from None
+            raise TaskDefinitionError(
+                f"template {self.id!r}: phrasing {phrasing} ({language}) names {exc} that wording() does not give"
+            ) from None
         return Task(
-            id=task_id, instruction=instruction, app=self.app, language=language, difficulty=self.difficulty,
-            step_budget=self.step_budget, verifier=self.verifier(params), setup=tuple(self.setup(params)),
-            template=self.id, params=params.model_dump(mode="json"), allowed_changes=tuple(self.allowed_changes(params)),
-            subgoals=tuple(self.subgoals(params)), source="darwin-template",
+            id=task_id,
+            instruction=instruction,
+            app=self.app,
+            language=language,
+            difficulty=self.difficulty,
+            step_budget=self.step_budget,
+            verifier=self.verifier(params),
+            setup=tuple(self.setup(params)),
+            template=self.id,
+            params=params.model_dump(mode="json"),
+            allowed_changes=tuple(self.allowed_changes(params)),
+            subgoals=tuple(self.subgoals(params)),
+            source="darwin-template",
         )
 
 
@@ -278,17 +296,27 @@ class SplitConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     seed: int = Field(0, ge=0, description="seeds which apps and templates are held out")
-    held_out_apps: tuple[str, ...] | None = Field(None, description="apps (labels) held out entirely; None: `unseen_apps` chosen by seed")
+    held_out_apps: tuple[str, ...] | None = Field(
+        None, description="apps (labels) held out entirely; None: `unseen_apps` chosen by seed"
+    )
     unseen_apps: int = Field(2, ge=1, description="how many apps to hold out when held_out_apps is None")
-    unseen_template_share: float = Field(0.25, gt=0.0, lt=1.0, description="share of each training app's templates held out (apps with >= 2 templates)")
+    unseen_template_share: float = Field(
+        0.25, gt=0.0, lt=1.0, description="share of each training app's templates held out (apps with >= 2 templates)"
+    )
     train_instances: int = Field(8, ge=1, description="training instances per training template")
     eval_instances: int = Field(3, ge=1, description="evaluation instances per template in each held-out regime")
     languages: tuple[Language, ...] = Field(("ENG",), min_length=1)
-    cross_app: bool = Field(False, description="include cross-app templates: one that needs a held-out app is evaluated in "
-                            "`unseen_apps`, never trained on; the others split like a training app's templates. Off by "
-                            "default, so the recorded splits (gen.*, examples/generalization.py) stay as they were")
-    exclude_apps: tuple[str, ...] = Field(LATER_APPS, description="apps (labels) whose templates are left out, with every "
-                                          "cross-app template that needs one; () splits every app's")
+    cross_app: bool = Field(
+        False,
+        description="include cross-app templates: one that needs a held-out app is evaluated in "
+        "`unseen_apps`, never trained on; the others split like a training app's templates. Off by "
+        "default, so the recorded splits (gen.*, examples/generalization.py) stay as they were",
+    )
+    exclude_apps: tuple[str, ...] = Field(
+        LATER_APPS,
+        description="apps (labels) whose templates are left out, with every "
+        "cross-app template that needs one; () splits every app's",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SplitConfig:
@@ -296,7 +324,9 @@ class SplitConfig(BaseModel):
             known = {a for t in templates().values() for a in t.needs if a not in self.exclude_apps}
             unknown = [a for a in self.held_out_apps if a not in known]
             if unknown:
-                raise ValueError(f"held_out_apps {unknown} have no templates; apps with templates: {', '.join(sorted(known))}")
+                raise ValueError(
+                    f"held_out_apps {unknown} have no templates; apps with templates: {', '.join(sorted(known))}"
+                )
         return self
 
 
@@ -345,7 +375,9 @@ def split_templates(config: SplitConfig | None = None) -> TemplateSplit:
         held_apps = tuple(sorted(config.held_out_apps))
     else:
         if config.unseen_apps >= len(apps):
-            raise ValueError(f"unseen_apps={config.unseen_apps} leaves no training app ({len(apps)} apps have templates)")
+            raise ValueError(
+                f"unseen_apps={config.unseen_apps} leaves no training app ({len(apps)} apps have templates)"
+            )
         held_apps = tuple(sorted(rng.sample(apps, config.unseen_apps)))
     train_tpls: list[str] = []
     held_tpls: list[str] = []
@@ -362,7 +394,11 @@ def split_templates(config: SplitConfig | None = None) -> TemplateSplit:
     open_cross = [t for t in cross if t not in held_app_tpls]
     if open_cross:
         n_held = round(len(open_cross) * config.unseen_template_share) if len(open_cross) >= 2 else 0
-        held = set(random.Random(f"split/{config.seed}/cross").sample(open_cross, max(n_held, 1 if len(open_cross) >= 2 else 0)))
+        held = set(
+            random.Random(f"split/{config.seed}/cross").sample(
+                open_cross, max(n_held, 1 if len(open_cross) >= 2 else 0)
+            )
+        )
         held_tpls += [t for t in open_cross if t in held]
         train_tpls += [t for t in open_cross if t not in held]
 
@@ -385,10 +421,15 @@ def split_templates(config: SplitConfig | None = None) -> TemplateSplit:
                 found += 1
     eval_seeds = range(EVAL_SEED_BASE, EVAL_SEED_BASE + config.eval_instances)
     return TemplateSplit(
-        config=config, train_templates=tuple(train_tpls), held_out_templates=tuple(held_tpls), held_out_apps=held_apps,
+        config=config,
+        train_templates=tuple(train_tpls),
+        held_out_templates=tuple(held_tpls),
+        held_out_apps=held_apps,
         sets={
-            "train": train, "unseen_instances": unseen_instances,
-            "unseen_templates": instances(held_tpls, eval_seeds), "unseen_apps": instances(held_app_tpls, eval_seeds),
+            "train": train,
+            "unseen_instances": unseen_instances,
+            "unseen_templates": instances(held_tpls, eval_seeds),
+            "unseen_apps": instances(held_app_tpls, eval_seeds),
         },
     )
 

@@ -112,7 +112,8 @@ class Task(BaseModel):
         "elsewhere is an unexpected side effect. None: side effects are not measured for this task",
     )
     subgoals: tuple[VerifierSpec, ...] = Field(
-        default=(), description="checks whose share met at the end is the progress rate (empty: the verifier's own distance)"
+        default=(),
+        description="checks whose share met at the end is the progress rate (empty: the verifier's own distance)",
     )
 
     @field_validator("instruction")
@@ -128,9 +129,7 @@ class Task(BaseModel):
             out.append((Phase.SETUP, lc.setup.instruction, lc.setup.verifier, lc.setup.step_budget))
         out.append((Phase.EXECUTION, self.instruction, self.verifier, self.step_budget))
         if lc is not None and lc.teardown is not None:
-            out.append(
-                (Phase.TEARDOWN, lc.teardown.instruction, lc.teardown.verifier, lc.teardown.step_budget)
-            )
+            out.append((Phase.TEARDOWN, lc.teardown.instruction, lc.teardown.verifier, lc.teardown.step_budget))
         return out
 
 
@@ -378,14 +377,20 @@ class VerdictUsage:
     config: dict[str, Any] | None = None
 
     def __add__(self, other: VerdictUsage) -> VerdictUsage:
-        cost = None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        cost = (
+            None
+            if self.cost_usd is None and other.cost_usd is None
+            else (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        )
         return VerdictUsage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cost_usd=cost,
             requests=self.requests + other.requests,
             cached=self.cached + other.cached,
-            config=self.config if other.config is None else (other.config if self.config is None else {"parts": [self.config, other.config]}),
+            config=self.config
+            if other.config is None
+            else (other.config if self.config is None else {"parts": [self.config, other.config]}),
         )
 
 
@@ -484,7 +489,25 @@ class Trajectory:
 
 
 __all__ = [
-    "ACTOR", "ChatMessage", "Decision", "EpisodeMetrics", "Generation", "Lifecycle", "Observation", "Outcome", "ParseError", "Phase", "PhaseSpec", "Prompt",
-    "Task", "TaskDefinitionError", "Termination", "TerminationReason", "Trajectory", "Transition",
-    "Verdict", "VerdictUsage", "VerifierSpec",
+    "ACTOR",
+    "ChatMessage",
+    "Decision",
+    "EpisodeMetrics",
+    "Generation",
+    "Lifecycle",
+    "Observation",
+    "Outcome",
+    "ParseError",
+    "Phase",
+    "PhaseSpec",
+    "Prompt",
+    "Task",
+    "TaskDefinitionError",
+    "Termination",
+    "TerminationReason",
+    "Trajectory",
+    "Transition",
+    "Verdict",
+    "VerdictUsage",
+    "VerifierSpec",
 ]

@@ -56,17 +56,23 @@ class VerificationWatchConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     warn_below_verified_share: float = Field(
-        0.5, ge=0.0, le=1.0,
+        0.5,
+        ge=0.0,
+        le=1.0,
         description="warn once (with the causes) when fewer than this share of the last `window_episodes` "
         "episodes were verified; 0 never warns",
     )
     window_episodes: int = Field(
-        64, ge=1, le=100_000,
+        64,
+        ge=1,
+        le=100_000,
         description="how many of the latest trained episodes the verified share is measured over (from the first "
         "update on, over those there are)",
     )
     stop_after_updates_without_verified: int | None = Field(
-        3, ge=1, le=100_000,
+        3,
+        ge=1,
+        le=100_000,
         description="stop the run with an error after this many updates in a row whose batches hold no verified "
         "episode; None never stops",
     )
@@ -132,7 +138,10 @@ class VerificationWatch:
             seen[status] += 1
             self._window.append((status, _cause(trajectory, status)))
         counts = BatchVerification(
-            episodes=seen.total(), verified=seen["verified"], unverified=seen["unverified"], errors=seen["error"],
+            episodes=seen.total(),
+            verified=seen["verified"],
+            unverified=seen["unverified"],
+            errors=seen["error"],
             infra_truncated=seen["infra_truncated"],
         )
         if counts.verified:
@@ -170,7 +179,10 @@ class VerificationWatch:
         logger.warning(
             "only %.0f%% of the last %d episodes were verified (verification_watch.warn_below_verified_share = %g); "
             "the others teach the actor nothing. %s",
-            100 * share, len(self._window), threshold, self._causes(),
+            100 * share,
+            len(self._window),
+            threshold,
+            self._causes(),
         )
 
     def _causes(self) -> str:
@@ -183,7 +195,9 @@ class VerificationWatch:
         parts = []
         for status, causes in sorted(by_status.items(), key=lambda kv: -kv[1].total()):
             cause, count = causes.most_common(1)[0]
-            parts.append(f"{causes.total()} {_LABELS[status]}, most often ({count}) {cause[:300]!r}: {_fix(status, cause)}")
+            parts.append(
+                f"{causes.total()} {_LABELS[status]}, most often ({count}) {cause[:300]!r}: {_fix(status, cause)}"
+            )
         return "; ".join(parts) + "." if parts else ""
 
 
@@ -206,8 +220,10 @@ def _cause(trajectory: Trajectory, status: Status) -> str:
 def _fix(status: Status, cause: str) -> str:
     if status == "unverified":
         if "state probe" in cause:
-            return ("the rule verifier reads the phone's state: give the phones a state probe (SimPhones served over adb: "
-                    "phones.sim_state_probe = true, or phones.provider = 'sim_farm') or use an LLM judge")
+            return (
+                "the rule verifier reads the phone's state: give the phones a state probe (SimPhones served over adb: "
+                "phones.sim_state_probe = true, or phones.provider = 'sim_farm') or use an LLM judge"
+            )
         return "check the verifier (a judge's endpoint, key and model: docs/verification.md)"
     if status == "error":
         return "an exception in the workflow, agent or verifier, or a model server refusing requests: see the run's log"

@@ -193,7 +193,9 @@ class AdbPhoneEnv(PhoneEnv):
         Raises ``InfraError`` (the last attempt's cause) on failure."""
         with self._lock:
             if self._quarantined:
-                raise InfraError("quarantined", f"{self.name} is quarantined ({self._last_error}); release it after a hard reset")
+                raise InfraError(
+                    "quarantined", f"{self.name} is quarantined ({self._last_error}); release it after a hard reset"
+                )
             self._recover(first=True)
 
     def _connect_once(self, deadline: float) -> None:
@@ -217,7 +219,9 @@ class AdbPhoneEnv(PhoneEnv):
             if state == "device":
                 return
             if state == "unauthorized":
-                raise InfraError("unauthorized", f"{self.serial} is unauthorized: accept the RSA key prompt on the phone")
+                raise InfraError(
+                    "unauthorized", f"{self.serial} is unauthorized: accept the RSA key prompt on the phone"
+                )
             if deadline - time.monotonic() < 0.05:
                 raise InfraError("offline", f"{self.serial} is {state!r}, not 'device'")
             time.sleep(0.02)
@@ -243,7 +247,9 @@ class AdbPhoneEnv(PhoneEnv):
                     logger.warning(
                         "%s: `%s` failed (%s); typing non-ASCII text will not work. Install ADBKeyboard "
                         "(github.com/senzhk/ADBKeyBoard) on the phone or set AdbEnvConfig(setup_ime=False)",
-                        self.name, " ".join(argv), (result.stderr or result.stdout).decode("utf-8", "replace").strip(),
+                        self.name,
+                        " ".join(argv),
+                        (result.stderr or result.stdout).decode("utf-8", "replace").strip(),
                     )
                     self._ime_warned = True
                 return
@@ -274,7 +280,13 @@ class AdbPhoneEnv(PhoneEnv):
             wait=lambda state: min(backoff(state), max(0.0, deadline - time.monotonic())),
             retry=retry_if_exception_type(InfraError),
             reraise=True,
-            before_sleep=lambda state: logger.info("%s: %s try %d failed: %s", self.name, op, state.attempt_number, state.outcome.exception() if state.outcome else "?"),
+            before_sleep=lambda state: logger.info(
+                "%s: %s try %d failed: %s",
+                self.name,
+                op,
+                state.attempt_number,
+                state.outcome.exception() if state.outcome else "?",
+            ),
         )
         cause: str | None = None
         try:
@@ -283,14 +295,19 @@ class AdbPhoneEnv(PhoneEnv):
                     if deadline - time.monotonic() <= 0:
                         raise InfraError("deadline", f"{op} budget of {cfg.reconnect_timeout_s:g} s spent")
                     tries = attempt.retry_state.attempt_number
-                    self._reconnect_once(min(deadline, time.monotonic() + cfg.connect_timeout_s + cfg.command_timeout_s), disconnect=not first or tries > 1)
+                    self._reconnect_once(
+                        min(deadline, time.monotonic() + cfg.connect_timeout_s + cfg.command_timeout_s),
+                        disconnect=not first or tries > 1,
+                    )
         except InfraError as exc:
             if first:
                 cause = exc.cause
                 self._note_failure(exc)
                 raise
             cause = "reconnect_failed"
-            failure = InfraError("reconnect_failed", f"{self.serial} did not come back within {cfg.reconnect_timeout_s:g} s: {exc}")
+            failure = InfraError(
+                "reconnect_failed", f"{self.serial} did not come back within {cfg.reconnect_timeout_s:g} s: {exc}"
+            )
             self._note_failure(failure)
             raise failure from exc
         finally:
@@ -318,8 +335,19 @@ class AdbPhoneEnv(PhoneEnv):
             logger.info("%s: released from quarantine", self.name)
 
     def health(self) -> PhoneHealth:
-        state: Literal["ok", "recovering", "quarantined"] = "quarantined" if self._quarantined else ("recovering" if self._broken else "ok")
-        return PhoneHealth(self.name, self.serial, state, self._consecutive_failures, dict(self._failures), self._reconnects, self._n_calls, self._last_error)
+        state: Literal["ok", "recovering", "quarantined"] = (
+            "quarantined" if self._quarantined else ("recovering" if self._broken else "ok")
+        )
+        return PhoneHealth(
+            self.name,
+            self.serial,
+            state,
+            self._consecutive_failures,
+            dict(self._failures),
+            self._reconnects,
+            self._n_calls,
+            self._last_error,
+        )
 
     def _record(self, record: CallRecord) -> None:
         self.calls.append(record)
@@ -331,13 +359,17 @@ class AdbPhoneEnv(PhoneEnv):
         self._last_error = str(exc)
         if not self._quarantined and self._consecutive_failures >= self.config.quarantine_after:
             self._quarantined = True
-            logger.error("%s: quarantined after %d consecutive failures (last: %s)", self.name, self._consecutive_failures, exc)
+            logger.error(
+                "%s: quarantined after %d consecutive failures (last: %s)", self.name, self._consecutive_failures, exc
+            )
 
     def _guard(self, op: str, timeout: float, fn: Callable[[float], Any], recover: bool = True) -> Any:
         """Run ``fn(deadline)`` as one device call: recover first if needed, record it,
         count failures, quarantine."""
         if self._quarantined:
-            raise InfraError("quarantined", f"{self.name} is quarantined ({self._last_error}); release it after a hard reset")
+            raise InfraError(
+                "quarantined", f"{self.name} is quarantined ({self._last_error}); release it after a hard reset"
+            )
         if recover and self._broken:
             self._recover()
         start = time.monotonic()
@@ -371,7 +403,9 @@ class AdbPhoneEnv(PhoneEnv):
         if isinstance(argv, str):
             raise TypeError("AdbPhoneEnv.shell takes an argv list, not a string (no host-side shell strings)")
         with self._lock:
-            return self._guard("shell", timeout or self.config.command_timeout_s, lambda d: self.client.shell(self.serial, argv, d))
+            return self._guard(
+                "shell", timeout or self.config.command_timeout_s, lambda d: self.client.shell(self.serial, argv, d)
+            )
 
     def _run(self, commands: Sequence[Sequence[str]], op: str) -> ShellOutput:
         """Run commands in one round trip (joined with ``&&``: the first failure stops)."""
@@ -392,9 +426,13 @@ class AdbPhoneEnv(PhoneEnv):
             array = frame.array()  # validate now: a bad frame is a failure of this call
             w, h = self.device_size
             if array.shape[:2] not in ((h, w), (w, h)):
-                raise InfraError("bad_screenshot", f"screencap gave {array.shape[1]}x{array.shape[0]}, the screen is {w}x{h}")
+                raise InfraError(
+                    "bad_screenshot", f"screencap gave {array.shape[1]}x{array.shape[0]}, the screen is {w}x{h}"
+                )
             if self.config.reject_black_screens and not array.any():
-                raise InfraError("black_screen", f"{self.serial} returned an all-black screen (screen off or capture broken)")
+                raise InfraError(
+                    "black_screen", f"{self.serial} returned an all-black screen (screen off or capture broken)"
+                )
             self._last_frame = frame
             return frame
 
@@ -435,7 +473,12 @@ class AdbPhoneEnv(PhoneEnv):
         """The current screen, ``(H, W, 3)`` uint8, resized to ``size = (W, H)``."""
         with self._lock:
             frame = self._frame
-            if frame is None or not self.config.reuse_settled_frame or time.monotonic() - frame.captured_at > self.config.frame_max_age_s or self._broken:
+            if (
+                frame is None
+                or not self.config.reuse_settled_frame
+                or time.monotonic() - frame.captured_at > self.config.frame_max_age_s
+                or self._broken
+            ):
                 frame = self._capture()
                 self._frame = frame
             return frame.resized(size)
@@ -479,7 +522,9 @@ class AdbPhoneEnv(PhoneEnv):
                 x2, y2 = min(max(x2, 0), max(w - 1, 0)), y
             return [["input", "swipe", str(x), str(y), str(x2), str(y2), str(cfg.scroll_ms)]]
         if isinstance(action, Drag):
-            return [["input", "swipe", str(action.x1), str(action.y1), str(action.x2), str(action.y2), str(cfg.drag_ms)]]
+            return [
+                ["input", "swipe", str(action.x1), str(action.y1), str(action.x2), str(action.y2), str(cfg.drag_ms)]
+            ]
         if isinstance(action, Type):
             return type_commands(action.content, cfg.text_chunk_chars, cfg.ime_for_ascii)
         if isinstance(action, PressHome):
@@ -491,15 +536,29 @@ class AdbPhoneEnv(PhoneEnv):
     def _open_app(self, name: str) -> None:
         target = self.apps.resolve(name)
         if target is None:
-            self.last_error = f"no app named {name!r} in the app map; add it with AppMap.add({name!r}, 'package/activity')"
+            self.last_error = (
+                f"no app named {name!r} in the app map; add it with AppMap.add({name!r}, 'package/activity')"
+            )
             logger.info("%s: open_app: %s", self.name, self.last_error)
             return
         if target.activity is not None:
-            result = self._guard("am_start", self.config.command_timeout_s, lambda d: self.client.shell(self.serial, ["am", "start", "-n", f"{target.package}/{target.activity}"], d))
+            result = self._guard(
+                "am_start",
+                self.config.command_timeout_s,
+                lambda d: self.client.shell(
+                    self.serial, ["am", "start", "-n", f"{target.package}/{target.activity}"], d
+                ),
+            )
             if result.exit_code == 0 and b"Error" not in result.stdout + result.stderr:
                 self.last_error = None
                 return
-            logger.info("%s: am start %s/%s failed (%s); trying the launcher intent", self.name, target.package, target.activity, (result.stderr or result.stdout).decode("utf-8", "replace").strip()[:200])
+            logger.info(
+                "%s: am start %s/%s failed (%s); trying the launcher intent",
+                self.name,
+                target.package,
+                target.activity,
+                (result.stderr or result.stdout).decode("utf-8", "replace").strip()[:200],
+            )
         argv = ["monkey", "-p", target.package, "-c", LAUNCHER_CATEGORY, "1"]
         result = self._guard("monkey", self.config.command_timeout_s, lambda d: self.client.shell(self.serial, argv, d))
         if result.exit_code == 0 and b"No activities found" not in result.stdout + result.stderr:
@@ -529,14 +588,19 @@ class AdbPhoneEnv(PhoneEnv):
         if command is None:
             return None
         with self._lock:
+
             def probe(deadline: float) -> dict[str, Any]:
                 out = self._shell_checked(list(command), deadline).stdout
                 try:
                     state = orjson.loads(out)
                 except orjson.JSONDecodeError as exc:
-                    raise InfraError("bad_probe", f"`{shlex.join(command)}` printed {len(out)} bytes that are not JSON: {exc}") from None
+                    raise InfraError(
+                        "bad_probe", f"`{shlex.join(command)}` printed {len(out)} bytes that are not JSON: {exc}"
+                    ) from None
                 if not isinstance(state, dict):
-                    raise InfraError("bad_probe", f"`{shlex.join(command)}` printed a {type(state).__name__}, not a JSON object")
+                    raise InfraError(
+                        "bad_probe", f"`{shlex.join(command)}` printed a {type(state).__name__}, not a JSON object"
+                    )
                 return state
 
             return self._guard("probe", self.config.command_timeout_s, probe)
@@ -547,7 +611,11 @@ class AdbPhoneEnv(PhoneEnv):
             super().apply_setup(setup)  # raises SetupUnsupported with the steps named
         payload = orjson.dumps([step.model_dump(mode="json") for step in setup]).decode()
         with self._lock:
-            self._guard("setup", self.config.command_timeout_s, lambda d: self._shell_checked([*self.config.setup_command, payload], d))
+            self._guard(
+                "setup",
+                self.config.command_timeout_s,
+                lambda d: self._shell_checked([*self.config.setup_command, payload], d),
+            )
 
     def close(self) -> None:
         """Stop the env's worker thread (the device stays connected to the adb server)."""
@@ -573,5 +641,3 @@ class AdbPhoneEnv(PhoneEnv):
 
     async def aapply_setup(self, setup: Sequence[StateSetup]) -> None:
         await self._in_thread(self.apply_setup, setup)
-
-

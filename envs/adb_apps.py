@@ -59,7 +59,9 @@ class AppMap:
             return value
         package, _, activity = value.partition("/")
         if not _PACKAGE_NAME.match(package):
-            raise ValueError(f"app target {value!r} is not 'package' or 'package/activity' (e.g. 'com.android.chrome/com.google.android.apps.chrome.Main')")
+            raise ValueError(
+                f"app target {value!r} is not 'package' or 'package/activity' (e.g. 'com.android.chrome/com.google.android.apps.chrome.Main')"
+            )
         if activity.startswith("."):
             activity = package + activity
         return AppTarget(package, activity or None)

@@ -56,8 +56,9 @@ class PrivateAdbServer:
         timeout_s: how long one start may take before it counts as failed.
     """
 
-    def __init__(self, port: int | None = None, adb: str | None = None, attempts: int = 5,
-                 timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, port: int | None = None, adb: str | None = None, attempts: int = 5, timeout_s: float = 30.0
+    ) -> None:
         self.adb = adb or shutil.which("adb")
         if self.adb is None:
             raise FileNotFoundError(_INSTALL_HINT)
@@ -97,8 +98,13 @@ class PrivateAdbServer:
                 log.write("the port already accepts connections")
             return False
         with self.log_path.open("wb") as log:
-            process = subprocess.Popen([self.adb, "-P", str(port), "nodaemon", "server"], stdout=log,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            process = subprocess.Popen(
+                [self.adb, "-P", str(port), "nodaemon", "server"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + self.timeout_s
         while time.monotonic() < deadline:
             if process.poll() is not None:  # adb exits when it cannot bind its port

@@ -89,17 +89,25 @@ class FaultSpec(BaseModel):
 
     seed: int = Field(default=0, description="seed of the per-device RNGs")
     drop: float = Field(default=0.0, ge=0, le=1, description="probability of cutting the connection")
-    drop_when: Literal["before", "after", "any"] = Field(default="any", description="before the command runs, after it (effect kept, answer lost), or either")
+    drop_when: Literal["before", "after", "any"] = Field(
+        default="any", description="before the command runs, after it (effect kept, answer lost), or either"
+    )
     hang: float = Field(default=0.0, ge=0, le=1, description="probability of not answering")
     hang_s: float | None = Field(default=None, gt=0, description="answer after this long; None: never")
-    slow_median_s: float = Field(default=0.0, ge=0, description="median of the lognormal delay of every command (0: none)")
+    slow_median_s: float = Field(
+        default=0.0, ge=0, description="median of the lognormal delay of every command (0: none)"
+    )
     slow_sigma: float = Field(default=0.0, ge=0, description="sigma of the lognormal delay")
     stall: float = Field(default=0.0, ge=0, le=1, description="probability of a long stall")
     stall_s: float = Field(default=3.0, ge=0, description="length of a stall")
-    crash: float = Field(default=0.0, ge=0, le=1, description="probability that adbd crashes (connections cut, port closed)")
+    crash: float = Field(
+        default=0.0, ge=0, le=1, description="probability that adbd crashes (connections cut, port closed)"
+    )
     crash_down_s: float = Field(default=1.0, ge=0, description="how long a crashed device stays unreachable")
     reboot: float = Field(default=0.0, ge=0, le=1, description="probability of a reboot")
-    reboot_mode: Literal["keep", "reset"] = Field(default="keep", description="app data after a reboot: kept or factory reset")
+    reboot_mode: Literal["keep", "reset"] = Field(
+        default="keep", description="app data after a reboot: kept or factory reset"
+    )
     reboot_down_s: float = Field(default=3.0, ge=0, description="how long a rebooting device stays unreachable")
     time_scale: float = Field(default=1.0, gt=0, description="multiplies every duration (tests run faster)")
 
@@ -244,7 +252,12 @@ class FaultDraw:
     @property
     def kind(self) -> str:
         """The most severe fault drawn (``"none"`` if nothing happens)."""
-        for name, on in (("crash", self.crash), ("reboot", self.reboot), ("hang", self.hang), ("drop", self.drop is not None)):
+        for name, on in (
+            ("crash", self.crash),
+            ("reboot", self.reboot),
+            ("hang", self.hang),
+            ("drop", self.drop is not None),
+        ):
             if on:
                 return name
         return "slow" if self.delay_s > 0 else "none"
@@ -284,7 +297,9 @@ class FaultInjector:
             elif u < sum(edges[:2]):
                 draw = FaultDraw(reboot=True)
             elif u < sum(edges[:3]):
-                draw = FaultDraw(delay_s=draw.delay_s, hang=True, hang_s=None if s.hang_s is None else s.scaled(s.hang_s))
+                draw = FaultDraw(
+                    delay_s=draw.delay_s, hang=True, hang_s=None if s.hang_s is None else s.scaled(s.hang_s)
+                )
             elif u < sum(edges):
                 draw = FaultDraw(delay_s=draw.delay_s, drop=when)
             self.counts[draw.kind] += 1
@@ -358,7 +373,9 @@ class FaultyEnv(PhoneEnv):
 
     def _hang_wait(self, draw: FaultDraw) -> tuple[float, InfraError | None]:
         if draw.hang_s is None or draw.hang_s >= self.call_timeout_s:
-            return self.call_timeout_s, InfraError("deadline", f"{self.name}: no answer within {self.call_timeout_s:g} s (injected hang)")
+            return self.call_timeout_s, InfraError(
+                "deadline", f"{self.name}: no answer within {self.call_timeout_s:g} s (injected hang)"
+            )
         return draw.hang_s, None
 
     def _call(self, fn: Any, *args: Any) -> Any:

@@ -150,7 +150,9 @@ class PhoneFleet:
         phone the slot plays on next (``None``: the slot retired, no healthy phone is left)."""
         state = self._slots[slot]
         state.episodes += 1
-        infra = trajectory.termination is not None and trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED
+        infra = (
+            trajectory.termination is not None and trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED
+        )
         state.infra_streak = state.infra_streak + 1 if infra else 0
         schedule = self.schedule
         reason = None
@@ -183,8 +185,10 @@ class PhoneFleet:
                     return env
                 if time.monotonic() >= deadline:
                     break
-                await asyncio.sleep(min(2.0 ** attempt * 0.1, 5.0, max(0.0, deadline - time.monotonic())))
-        return await self._replace(slot, f"quarantined and not healthy {self.replace_after_s:g} s after the first reset")
+                await asyncio.sleep(min(2.0**attempt * 0.1, 5.0, max(0.0, deadline - time.monotonic())))
+        return await self._replace(
+            slot, f"quarantined and not healthy {self.replace_after_s:g} s after the first reset"
+        )
 
     def _can_reset(self, env: PhoneEnv) -> bool:
         return self.provider is not None or type(env).hard_reset is not PhoneEnv.hard_reset
@@ -245,8 +249,15 @@ class PhoneFleet:
         self.events.append(event)
         level = logging.INFO if event.kind == "hard_reset" and event.ok else logging.WARNING
         extra = f" -> {event.replacement}" if event.replacement else ""
-        logger.log(level, "fleet: %s %s%s after %d episodes (%s)", event.phone, event.kind.replace("_", " "), extra,
-                   event.episodes, event.reason)
+        logger.log(
+            level,
+            "fleet: %s %s%s after %d episodes (%s)",
+            event.phone,
+            event.kind.replace("_", " "),
+            extra,
+            event.episodes,
+            event.reason,
+        )
         if self.on_event is not None:
             self.on_event(event)
 

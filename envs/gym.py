@@ -57,7 +57,12 @@ from darwin.types import Task
 ACTION_NAMES = [cls.model_fields["type"].default for cls in ACTION_TYPES]
 DIRECTIONS = list(Direction)
 # Goals are English or Chinese text: printable ASCII plus the CJK ideographs and punctuation.
-GOAL_CHARSET = frozenset(string.printable) | frozenset(chr(c) for c in range(0x3000, 0x303F)) | frozenset(chr(c) for c in range(0x4E00, 0x9FFF)) | frozenset("’‘“”…—")
+GOAL_CHARSET = (
+    frozenset(string.printable)
+    | frozenset(chr(c) for c in range(0x3000, 0x303F))
+    | frozenset(chr(c) for c in range(0x4E00, 0x9FFF))
+    | frozenset("’‘“”…—")
+)
 TEXT_CHARSET = frozenset(string.ascii_letters + string.digits + " ")
 
 
@@ -95,20 +100,24 @@ class PhoneGymEnv(gym.Env):
         self.render_mode = render_mode
         w, h = observation_size
         dw, dh = self.phone.device_size
-        self.observation_space = spaces.Dict({
-            "screenshot": spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8),
-            "goal": spaces.Text(max_length=1024, min_length=1, charset=GOAL_CHARSET),
-        })
+        self.observation_space = spaces.Dict(
+            {
+                "screenshot": spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8),
+                "goal": spaces.Text(max_length=1024, min_length=1, charset=GOAL_CHARSET),
+            }
+        )
         self.app_names = sorted({t.app for t in self.tasks})
         point = spaces.Box(low=np.array([0, 0]), high=np.array([dw - 1, dh - 1]), shape=(2,), dtype=np.int64)
-        self.action_space = spaces.Dict({
-            "action_type": spaces.Discrete(len(ACTION_NAMES)),
-            "point": point,
-            "end_point": point,
-            "direction": spaces.Discrete(len(DIRECTIONS)),
-            "text": spaces.Text(max_length=32, charset=TEXT_CHARSET),
-            "app": spaces.Discrete(len(self.app_names)),
-        })
+        self.action_space = spaces.Dict(
+            {
+                "action_type": spaces.Discrete(len(ACTION_NAMES)),
+                "point": point,
+                "end_point": point,
+                "direction": spaces.Discrete(len(DIRECTIONS)),
+                "text": spaces.Text(max_length=32, charset=TEXT_CHARSET),
+                "app": spaces.Discrete(len(self.app_names)),
+            }
+        )
         self.task: Task = self.tasks[0]
         self.steps = 0
 
@@ -139,7 +148,9 @@ class PhoneGymEnv(gym.Env):
         return {"screenshot": self.phone.screenshot(self.observation_size), "goal": goal_text(self.task)}
 
     # -- gymnasium API --------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         super().reset(seed=seed)
         options = options or {}
         if seed is not None and isinstance(self.phone, SimPhoneEnv):
@@ -154,7 +165,9 @@ class PhoneGymEnv(gym.Env):
             self.phone.go_home()
             obs = self._observation()
         except InfraError as exc:
-            raise RuntimeError(f"phone {self.phone.name} failed during reset ({exc.cause}); replace or restart it") from exc
+            raise RuntimeError(
+                f"phone {self.phone.name} failed during reset ({exc.cause}); replace or restart it"
+            ) from exc
         return obs, {"task_id": self.task.id, "phase": "execution"}
 
     def step(self, action: Action | dict[str, Any]) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
@@ -185,7 +198,9 @@ class PhoneGymEnv(gym.Env):
         self.phone.close()
 
     # -- async twins for the rollout engine ---------------------------------------------
-    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         return await asyncio.to_thread(self.reset, seed=seed, options=options)
 
     async def astep(self, action: Action | dict[str, Any]) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:

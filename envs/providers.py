@@ -300,7 +300,8 @@ class SimFarm(PhoneProvider):
         self.port_base = port_base
         self.log_limit = log_limit
         self.backends = [
-            SimDeviceBackend(seed=seed + i, perturbation=perturbation, serial=f"darwin-sim-{seed + i}") for i in range(count)
+            SimDeviceBackend(seed=seed + i, perturbation=perturbation, serial=f"darwin-sim-{seed + i}")
+            for i in range(count)
         ]
         self.served = [ServedFaults(self.faults, b, f"sim-{i}") for i, b in enumerate(self.backends)]
         """Per-phone fault injection (see :meth:`set_faults`)."""
@@ -414,8 +415,14 @@ class SimPhones(PhoneProvider):
         locale: the SimPhones' UI language (``"auto"``: each episode's task's, see :class:`SimPhoneEnv`).
     """
 
-    def __init__(self, count: int, seed: int = 0, perturbation: Any = None, reset_between_episodes: bool = True,
-                 locale: str = "en") -> None:
+    def __init__(
+        self,
+        count: int,
+        seed: int = 0,
+        perturbation: Any = None,
+        reset_between_episodes: bool = True,
+        locale: str = "en",
+    ) -> None:
         super().__init__()
         if count < 1:
             raise ValueError(f"SimPhones needs count >= 1, got {count}")
@@ -431,8 +438,13 @@ class SimPhones(PhoneProvider):
     def connect(self, phone: PhoneInfo) -> Any:  # a SimPhoneEnv: the shared machinery only needs a PhoneEnv
         from darwin.envs.sim.env import SimPhoneEnv
 
-        return SimPhoneEnv(seed=self._seeds[phone.id], perturbation=self.perturbation, name=phone.id,
-                           reset_between_episodes=self.reset_between_episodes, locale=self.locale)
+        return SimPhoneEnv(
+            seed=self._seeds[phone.id],
+            perturbation=self.perturbation,
+            name=phone.id,
+            reset_between_episodes=self.reset_between_episodes,
+            locale=self.locale,
+        )
 
     def hard_reset(self, phone: PhoneInfo) -> None:
         """Factory reset of the phone's SimPhone."""
@@ -441,4 +453,3 @@ class SimPhones(PhoneProvider):
         if env is None:
             raise ProviderError(f"{phone.id} is not in use; acquire it first")
         env.hard_reset()
-

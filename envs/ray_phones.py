@@ -83,7 +83,7 @@ NODE_LOST = "node_lost"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
 _START_HINT = (
     "start a cluster with `ray start --head --port=6379` on the head machine and "
-    "`ray start --address=HEAD:6379 --labels='{\"phones\": \"eu\"}'` (or --resources='{\"phones-eu\": 1}') "
+    '`ray start --address=HEAD:6379 --labels=\'{"phones": "eu"}\'` (or --resources=\'{"phones-eu": 1}\') '
     "on each phone machine, then pass --ray-address HEAD:6379 (docs/scale.md)"
 )
 
@@ -110,21 +110,37 @@ class RayPhoneGroup(BaseModel):
 
     node_id: str | None = Field(None, description="a Ray node id (hex), as in `ray list nodes`")
     node_ip: str | None = Field(None, description="the IP address of the node (must be the only live node with it)")
-    labels: dict[str, str] = Field(default_factory=dict, description="node labels the host needs, e.g. {'phones': 'eu'} (`ray start --labels`); exact values")
-    resource: str | None = Field(None, description="a custom resource the host needs, e.g. 'phones-eu' (`ray start --resources='{\"phones-eu\": 1}'`)")
-    kind: Literal["sim", "adb"] = Field("sim", description="'sim': SimPhones in the actor's process; 'adb': devices the node reaches through its adb server")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="node labels the host needs, e.g. {'phones': 'eu'} (`ray start --labels`); exact values",
+    )
+    resource: str | None = Field(
+        None,
+        description="a custom resource the host needs, e.g. 'phones-eu' (`ray start --resources='{\"phones-eu\": 1}'`)",
+    )
+    kind: Literal["sim", "adb"] = Field(
+        "sim",
+        description="'sim': SimPhones in the actor's process; 'adb': devices the node reaches through its adb server",
+    )
     count: int = Field(0, ge=0, le=4096, description="sim: how many SimPhones (seeds seed, seed+1, ...)")
     seed: int = Field(0, ge=0, description="sim: the first phone's seed")
     devices: tuple[str, ...] = Field((), description="adb: serials or host:port of the phones, as the node sees them")
-    adb: AdbEnvConfig = Field(default_factory=AdbEnvConfig, description="adb: env settings; adb_host/adb_port name the adb server on the node (AdbEnvConfig.for_sim() for served SimPhones)")
-    actors: int = Field(1, ge=1, le=1024, description="host processes the phones are split over (a SimPhone renders on its host's core)")
+    adb: AdbEnvConfig = Field(
+        default_factory=AdbEnvConfig,
+        description="adb: env settings; adb_host/adb_port name the adb server on the node (AdbEnvConfig.for_sim() for served SimPhones)",
+    )
+    actors: int = Field(
+        1, ge=1, le=1024, description="host processes the phones are split over (a SimPhone renders on its host's core)"
+    )
 
     @field_validator("labels")
     @classmethod
     def _plain_labels(cls, labels: dict[str, str]) -> dict[str, str]:
         bad = [f"{k}={v}" for k, v in labels.items() if not (_LABEL.match(k) and _LABEL.match(v))]
         if bad:
-            raise ValueError(f"labels {bad} are not plain names; give exact values such as {{'phones': 'eu'}} (no selector operators)")
+            raise ValueError(
+                f"labels {bad} are not plain names; give exact values such as {{'phones': 'eu'}} (no selector operators)"
+            )
         return labels
 
     @model_validator(mode="after")
@@ -132,7 +148,9 @@ class RayPhoneGroup(BaseModel):
         problems = []
         targets = [name for name in ("node_id", "node_ip", "labels", "resource") if getattr(self, name)]
         if len(targets) > 1:
-            problems.append(f"place a group by at most one of node_id, node_ip, labels, resource (got {', '.join(targets)})")
+            problems.append(
+                f"place a group by at most one of node_id, node_ip, labels, resource (got {', '.join(targets)})"
+            )
         if self.kind == "sim":
             if self.count < 1:
                 problems.append("kind='sim' needs count >= 1 (the number of SimPhones)")
@@ -140,7 +158,9 @@ class RayPhoneGroup(BaseModel):
                 problems.append("devices are for kind='adb'; a 'sim' group has count and seed")
         else:
             if not self.devices:
-                problems.append("kind='adb' needs devices: the serials or host:port of the phones as the node sees them")
+                problems.append(
+                    "kind='adb' needs devices: the serials or host:port of the phones as the node sees them"
+                )
             if self.count not in (0, len(self.devices)):
                 problems.append(f"kind='adb' takes its phones from devices ({len(self.devices)}); leave count at 0")
             duplicates = sorted({d for d in self.devices if self.devices.count(d) > 1})
@@ -175,25 +195,42 @@ class RayPhonesConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    address: str = Field("auto", description="the cluster: 'auto' (the one `ray start` ran here), 'HOST:PORT' of the head's GCS, 'ray://HOST:10001', or 'local' (a private one-node Ray)")
+    address: str = Field(
+        "auto",
+        description="the cluster: 'auto' (the one `ray start` ran here), 'HOST:PORT' of the head's GCS, 'ray://HOST:10001', or 'local' (a private one-node Ray)",
+    )
     groups: tuple[RayPhoneGroup, ...] = Field(min_length=1, description="the phones, by node")
     namespace: str = Field("darwin", min_length=1, description="Ray namespace of the phone hosts")
     call_timeout_s: float = Field(
-        120.0, gt=0,
+        120.0,
+        gt=0,
         description="deadline of one phone call through Ray; must exceed the phones' own deadlines (an ADB call "
         "with its reconnect: command_timeout_s + reconnect_timeout_s); it catches a node cut off without dying",
     )
-    start_timeout_s: float = Field(120.0, gt=0, description="deadline for a host to start (worker process, imports, connecting its phones)")
-    recovery_backoff_s: float = Field(0.5, gt=0, description="first wait before looking for a lost host's node again (doubles)")
+    start_timeout_s: float = Field(
+        120.0, gt=0, description="deadline for a host to start (worker process, imports, connecting its phones)"
+    )
+    recovery_backoff_s: float = Field(
+        0.5, gt=0, description="first wait before looking for a lost host's node again (doubles)"
+    )
     recovery_backoff_max_s: float = Field(10.0, gt=0, description="longest wait between looks")
-    screenshot_codec: Literal["zlib", "raw"] = Field("zlib", description="how screenshots travel: zlib level 1 (UI frames shrink 20-40x) or raw arrays through the object store")
-    num_cpus_per_actor: float = Field(0.0, ge=0, description="CPUs each host reserves in Ray's scheduler (0: placement by node only)")
-    resource_per_actor: float = Field(0.001, gt=0, le=1, description="how much of a group's custom resource each host takes")
+    screenshot_codec: Literal["zlib", "raw"] = Field(
+        "zlib",
+        description="how screenshots travel: zlib level 1 (UI frames shrink 20-40x) or raw arrays through the object store",
+    )
+    num_cpus_per_actor: float = Field(
+        0.0, ge=0, description="CPUs each host reserves in Ray's scheduler (0: placement by node only)"
+    )
+    resource_per_actor: float = Field(
+        0.001, gt=0, le=1, description="how much of a group's custom resource each host takes"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> RayPhonesConfig:
         if self.recovery_backoff_max_s < self.recovery_backoff_s:
-            raise ValueError(f"recovery_backoff_max_s={self.recovery_backoff_max_s} < recovery_backoff_s={self.recovery_backoff_s}; raise the maximum")
+            raise ValueError(
+                f"recovery_backoff_max_s={self.recovery_backoff_max_s} < recovery_backoff_s={self.recovery_backoff_s}; raise the maximum"
+            )
         return self
 
     @property
@@ -219,19 +256,37 @@ class HostedPhone(BaseModel):
         if self.kind == "sim":
             from darwin.envs.sim.env import SimPhoneEnv
 
-            return SimPhoneEnv(seed=self.seed, perturbation=self.perturbation, name=self.name,
-                               reset_between_episodes=self.reset_between_episodes, locale=self.locale)
+            return SimPhoneEnv(
+                seed=self.seed,
+                perturbation=self.perturbation,
+                name=self.name,
+                reset_between_episodes=self.reset_between_episodes,
+                locale=self.locale,
+            )
         from darwin.envs.adb import AdbPhoneEnv
 
         return AdbPhoneEnv(self.serial, self.adb, name=self.name)
 
 
-def hosted_phones(group: RayPhoneGroup, perturbation: PerturbationConfig | None = None,
-                  reset_between_episodes: bool = False, locale: Literal["auto", "en", "zh"] = "en") -> list[HostedPhone]:
+def hosted_phones(
+    group: RayPhoneGroup,
+    perturbation: PerturbationConfig | None = None,
+    reset_between_episodes: bool = False,
+    locale: Literal["auto", "en", "zh"] = "en",
+) -> list[HostedPhone]:
     """The phones of ``group``, in order (SimPhone ``i`` is named ``sim-<seed + i>``)."""
     if group.kind == "sim":
-        return [HostedPhone(kind="sim", name=f"sim-{group.seed + i}", seed=group.seed + i, perturbation=perturbation,
-                            reset_between_episodes=reset_between_episodes, locale=locale) for i in range(group.count)]
+        return [
+            HostedPhone(
+                kind="sim",
+                name=f"sim-{group.seed + i}",
+                seed=group.seed + i,
+                perturbation=perturbation,
+                reset_between_episodes=reset_between_episodes,
+                locale=locale,
+            )
+            for i in range(group.count)
+        ]
     return [HostedPhone(kind="adb", name=serial, serial=serial, adb=group.adb) for serial in group.devices]
 
 
@@ -317,9 +372,13 @@ class PhoneHost:
             pass
         import os
 
-        return HostInfo(node_id=node_id, pid=os.getpid(), phones=tuple((e.name, tuple(e.device_size)) for e in self.envs))  # type: ignore[misc]
+        return HostInfo(
+            node_id=node_id, pid=os.getpid(), phones=tuple((e.name, tuple(e.device_size)) for e in self.envs)
+        )  # type: ignore[misc]
 
-    async def screenshot(self, index: int, size: tuple[int, int] | None, codec: Literal["zlib", "raw"]) -> EncodedScreenshot | PhoneFailure:
+    async def screenshot(
+        self, index: int, size: tuple[int, int] | None, codec: Literal["zlib", "raw"]
+    ) -> EncodedScreenshot | PhoneFailure:
         try:
             return encode_screenshot(await self.envs[index].ascreenshot(size), codec)
         except InfraError as exc:
@@ -389,7 +448,13 @@ def _node_lost_errors() -> tuple[type[BaseException], ...]:
     """Ray's ways of saying the actor or its node is gone or unreachable."""
     from ray import exceptions as rx
 
-    errors: list[type[BaseException]] = [rx.RayActorError, rx.NodeDiedError, rx.GetTimeoutError, rx.ObjectLostError, TimeoutError]
+    errors: list[type[BaseException]] = [
+        rx.RayActorError,
+        rx.NodeDiedError,
+        rx.GetTimeoutError,
+        rx.ObjectLostError,
+        TimeoutError,
+    ]
     for name in ("ActorDiedError", "ActorUnavailableError", "OwnerDiedError", "ObjectFetchTimedOutError"):
         if hasattr(rx, name):
             errors.append(getattr(rx, name))
@@ -407,7 +472,9 @@ def _explain(exc: BaseException) -> str:
         return f"its start raised {lines[-1]}"[:400]
     if isinstance(exc, TimeoutError) and not lines:
         return "no answer in time"
-    reason = next((line for line in lines if "died because" in line or "unavailable" in line.lower()), lines[0] if lines else "")
+    reason = next(
+        (line for line in lines if "died because" in line or "unavailable" in line.lower()), lines[0] if lines else ""
+    )
     return f"{type(exc).__name__}: {reason}"[:300]
 
 
@@ -435,14 +502,18 @@ def check_ray_address(address: str, timeout_s: float = 3.0) -> str:
         except ConnectionError:
             found = None
         if not found:
-            raise RayPhonesError(f"--ray-address auto: no Ray cluster was started on this machine (no `ray start` record, RAY_ADDRESS unset); {_START_HINT}")
+            raise RayPhonesError(
+                f"--ray-address auto: no Ray cluster was started on this machine (no `ray start` record, RAY_ADDRESS unset); {_START_HINT}"
+            )
         target = found
     host, port = _split_address(target.removeprefix("ray://"), address)
     try:
         with socket.create_connection((host, port), timeout=timeout_s):
             pass
     except OSError as exc:
-        raise RayPhonesError(f"no Ray cluster answers at {address} ({host}:{port}: {exc.strerror or exc}); {_START_HINT}") from None
+        raise RayPhonesError(
+            f"no Ray cluster answers at {address} ({host}:{port}: {exc.strerror or exc}); {_START_HINT}"
+        ) from None
     return target
 
 
@@ -460,7 +531,12 @@ def connect_ray(config: RayPhonesConfig) -> None:
         return
     address = None if config.address == "local" else check_ray_address(config.address)
     try:
-        ray.init(address=address, namespace=config.namespace, log_to_driver=False, include_dashboard=False if address is None else None)
+        ray.init(
+            address=address,
+            namespace=config.namespace,
+            log_to_driver=False,
+            include_dashboard=False if address is None else None,
+        )
     except ConnectionError as exc:
         raise RayPhonesError(f"cannot join the Ray cluster at {config.address}: {exc}; {_START_HINT}") from None
     logger.info("joined Ray cluster at %s (%d live nodes)", config.address, sum(1 for n in ray.nodes() if n["Alive"]))
@@ -521,8 +597,12 @@ class RayPhoneHost:
     def _options(self) -> dict[str, Any]:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        options: dict[str, Any] = {"num_cpus": self.config.num_cpus_per_actor, "max_restarts": 0, "max_task_retries": 0,
-                                   "namespace": self.config.namespace}
+        options: dict[str, Any] = {
+            "num_cpus": self.config.num_cpus_per_actor,
+            "max_restarts": 0,
+            "max_task_retries": 0,
+            "namespace": self.config.namespace,
+        }
         group = self.group
         if group.node_id:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(group.node_id, soft=False)
@@ -545,15 +625,25 @@ class RayPhoneHost:
         if group.node_ip:
             return [n["NodeID"] for n in nodes if n.get("NodeManagerAddress") == group.node_ip]
         if group.labels:
-            return [n["NodeID"] for n in nodes if all((n.get("Labels") or {}).get(k) == v for k, v in group.labels.items())]
+            return [
+                n["NodeID"] for n in nodes if all((n.get("Labels") or {}).get(k) == v for k, v in group.labels.items())
+            ]
         if group.resource:
-            return [n["NodeID"] for n in nodes if (n.get("Resources") or {}).get(group.resource, 0) >= self.config.resource_per_actor]
+            return [
+                n["NodeID"]
+                for n in nodes
+                if (n.get("Resources") or {}).get(group.resource, 0) >= self.config.resource_per_actor
+            ]
         return [n["NodeID"] for n in nodes]
 
     def _node_at_ip(self, ip: str) -> str:
         matches = self._matching_nodes()
         if len(matches) != 1:
-            what = "no live Ray node" if not matches else f"{len(matches)} live Ray nodes ({', '.join(m[:12] for m in matches)})"
+            what = (
+                "no live Ray node"
+                if not matches
+                else f"{len(matches)} live Ray nodes ({', '.join(m[:12] for m in matches)})"
+            )
             raise RayPhonesError(f"{what} at {ip}; place the group by node_id, labels or resource instead")
         return matches[0]
 
@@ -565,8 +655,10 @@ class RayPhoneHost:
         try:
             remote = _remote_host_class().options(**self._options())
         except ValueError as exc:  # an older Ray without label_selector
-            raise RayPhonesError(f"phone host {self.name}: this Ray ({_import_ray().__version__}) cannot place on {self.group.where}: {exc}; "
-                                 "upgrade Ray or place the group by resource") from None
+            raise RayPhonesError(
+                f"phone host {self.name}: this Ray ({_import_ray().__version__}) cannot place on {self.group.where}: {exc}; "
+                "upgrade Ray or place the group by resource"
+            ) from None
         actor = remote.remote(self.phones)
         self._starting = actor
         return actor.ready.remote()
@@ -579,7 +671,11 @@ class RayPhoneHost:
             info: HostInfo = ray.get(ready, timeout=self.config.start_timeout_s)
         except self._errors as exc:
             self._kill(actor)
-            why = f"not up within start_timeout_s={self.config.start_timeout_s:.0f}" if isinstance(exc, TimeoutError) else _explain(exc)
+            why = (
+                f"not up within start_timeout_s={self.config.start_timeout_s:.0f}"
+                if isinstance(exc, TimeoutError)
+                else _explain(exc)
+            )
             raise RayPhonesError(f"phone host {self.name} on {self.group.where} did not start: {why}") from None
         with self._lock:
             if self._closed.is_set():  # closed while starting: nobody will use it
@@ -591,7 +687,13 @@ class RayPhoneHost:
         if closed:
             self._kill(actor)
             return
-        logger.info("phone host %s serves %d phone(s) on node %s (pid %d)", self.name, len(info.phones), info.node_id[:12], info.pid)
+        logger.info(
+            "phone host %s serves %d phone(s) on node %s (pid %d)",
+            self.name,
+            len(info.phones),
+            info.node_id[:12],
+            info.pid,
+        )
 
     # -- calls -----------------------------------------------------------------------------------
     def _submit(self, method: str, *args: Any) -> tuple[Any, int]:
@@ -637,7 +739,12 @@ class RayPhoneHost:
             actor = self._actor
             self._recovery = threading.Thread(target=self._recover, name=f"ray-phones-{self.name}", daemon=True)
             self._recovery.start()
-        logger.warning("%s; its %d phone(s) are quarantined until a node among %s is back", detail, len(self.phones), self.group.where)
+        logger.warning(
+            "%s; its %d phone(s) are quarantined until a node among %s is back",
+            detail,
+            len(self.phones),
+            self.group.where,
+        )
         self._kill(actor)
         return InfraError(NODE_LOST, detail)
 
@@ -651,7 +758,9 @@ class RayPhoneHost:
                     if self._closed.is_set():
                         return
                     self.recoveries += 1
-                    logger.warning("phone host %s is back on node %s: its phones serve again", self.name, self.node_id[:12])
+                    logger.warning(
+                        "phone host %s is back on node %s: its phones serve again", self.name, self.node_id[:12]
+                    )
                     return
             except (RayPhonesError, *self._errors) as exc:
                 logger.info("phone host %s: not back yet: %s", self.name, exc)
@@ -757,7 +866,9 @@ class RayPhoneEnv(PhoneEnv):
         self.host.call("begin_task", self.index, task)
 
     async def ascreenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
-        return decode_screenshot(await self.host.acall("screenshot", self.index, size, self.host.config.screenshot_codec))
+        return decode_screenshot(
+            await self.host.acall("screenshot", self.index, size, self.host.config.screenshot_codec)
+        )
 
     async def aexecute(self, action: Action) -> None:
         await self.host.acall("execute", self.index, action)

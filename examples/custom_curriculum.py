@@ -85,9 +85,13 @@ class HardestFirstCurriculum(Curriculum):
         if not ids or len(set(ids)) != len(ids):
             raise ValueError(f"HardestFirstCurriculum needs at least one task and distinct task ids, got {ids}")
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise ValueError(f"window must be an integer >= 1 (recent scored episodes per task, e.g. 10), got {window!r}")
+            raise ValueError(
+                f"window must be an integer >= 1 (recent scored episodes per task, e.g. 10), got {window!r}"
+            )
         if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0.0 <= floor <= 1.0:
-            raise ValueError(f"floor must be a number in [0, 1] (the weight solved tasks keep, e.g. 0.1), got {floor!r}")
+            raise ValueError(
+                f"floor must be a number in [0, 1] (the weight solved tasks keep, e.g. 0.1), got {floor!r}"
+            )
 
     def failure_rate(self, task_id: str) -> float:
         """The task's smoothed recent failure rate: one failure counted before its first episode."""
@@ -120,8 +124,10 @@ class HardestFirstCurriculum(Curriculum):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         unknown = sorted(set(state["outcomes"]) - set(self.outcomes))
         if unknown:
-            raise ValueError(f"the saved curriculum state names tasks this run lacks: {', '.join(unknown)}; "
-                             "resume with the tasks the run started with")
+            raise ValueError(
+                f"the saved curriculum state names tasks this run lacks: {', '.join(unknown)}; "
+                "resume with the tasks the run started with"
+            )
         for tid in self.outcomes:
             self.outcomes[tid] = deque((bool(s) for s in state["outcomes"].get(tid, [])), maxlen=self.window)
         version, internal, gauss = state["rng"]
@@ -131,9 +137,11 @@ class HardestFirstCurriculum(Curriculum):
 def build(preset: str) -> ExperimentConfig:
     """``examples/spa_bench.py``'s ``preset`` with :class:`HardestFirstCurriculum` choosing tasks."""
     base = load_experiment(Path(__file__).with_name("spa_bench.py"), preset)
-    return ExperimentConfig.model_validate({
-        **base.model_dump(),
-        "name": f"custom_curriculum{'' if preset == 'default' else '_' + preset}",
-        "curriculum": ComponentSpec(name=f"{__name__}:HardestFirstCurriculum", kwargs={"window": 10, "floor": 0.1}),
-        "notes": "examples/spa_bench.py with tasks sampled in proportion to their recent failure rate (floor 0.1).",
-    })
+    return ExperimentConfig.model_validate(
+        {
+            **base.model_dump(),
+            "name": f"custom_curriculum{'' if preset == 'default' else '_' + preset}",
+            "curriculum": ComponentSpec(name=f"{__name__}:HardestFirstCurriculum", kwargs={"window": 10, "floor": 0.1}),
+            "notes": "examples/spa_bench.py with tasks sampled in proportion to their recent failure rate (floor 0.1).",
+        }
+    )

@@ -73,9 +73,11 @@ class FirstAndRecentMemory(Memory):
 def build(preset: str) -> ExperimentConfig:
     """``examples/spa_bench.py``'s ``preset`` with :class:`FirstAndRecentMemory` in every agent."""
     base = load_experiment(Path(__file__).with_name("spa_bench.py"), preset)
-    return ExperimentConfig.model_validate({
-        **base.model_dump(),
-        "name": f"custom_memory{'' if preset == 'default' else '_' + preset}",
-        "memory": ComponentSpec(name=f"{__name__}:FirstAndRecentMemory", kwargs={"recent": 3}),
-        "notes": "examples/spa_bench.py with a memory of the first step and the 3 most recent ones.",
-    })
+    return ExperimentConfig.model_validate(
+        {
+            **base.model_dump(),
+            "name": f"custom_memory{'' if preset == 'default' else '_' + preset}",
+            "memory": ComponentSpec(name=f"{__name__}:FirstAndRecentMemory", kwargs={"recent": 3}),
+            "notes": "examples/spa_bench.py with a memory of the first step and the 3 most recent ones.",
+        }
+    )

@@ -68,9 +68,11 @@ def final_state_check(request: VerificationRequest) -> Verdict:
 def build(preset: str) -> ExperimentConfig:
     """``examples/spa_bench.py``'s ``preset`` judged by :func:`final_state_check`."""
     base = load_experiment(Path(__file__).with_name("spa_bench.py"), preset)
-    return ExperimentConfig.model_validate({
-        **base.model_dump(),
-        "name": f"custom_verifier{'' if preset == 'default' else '_' + preset}",
-        "verifier": ComponentSpec(name=f"{__name__}:final_state_check"),
-        "notes": "examples/spa_bench.py judged once per episode on the final phone state (SPA-Bench's rule).",
-    })
+    return ExperimentConfig.model_validate(
+        {
+            **base.model_dump(),
+            "name": f"custom_verifier{'' if preset == 'default' else '_' + preset}",
+            "verifier": ComponentSpec(name=f"{__name__}:final_state_check"),
+            "notes": "examples/spa_bench.py judged once per episode on the final phone state (SPA-Bench's rule).",
+        }
+    )

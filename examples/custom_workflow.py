@@ -67,7 +67,12 @@ class GoldenBudgetWorkflow(StepWorkflow):
     """
 
     def __init__(
-        self, verifier: Verifier | None = None, config: StepConfig | None = None, *, slack: float = 2.0, min_steps: int = 4,
+        self,
+        verifier: Verifier | None = None,
+        config: StepConfig | None = None,
+        *,
+        slack: float = 2.0,
+        min_steps: int = 4,
     ) -> None:
         super().__init__(verifier, config)
         self.check_arguments(slack=slack, min_steps=min_steps)
@@ -98,9 +103,11 @@ class GoldenBudgetWorkflow(StepWorkflow):
 def build(preset: str) -> ExperimentConfig:
     """``examples/spa_bench.py``'s ``preset`` with :class:`GoldenBudgetWorkflow` as the workflow."""
     base = load_experiment(Path(__file__).with_name("spa_bench.py"), preset)
-    return ExperimentConfig.model_validate({
-        **base.model_dump(),
-        "name": f"custom_workflow{'' if preset == 'default' else '_' + preset}",
-        "workflow": ComponentSpec(name=f"{__name__}:GoldenBudgetWorkflow", kwargs={"slack": 2.0, "min_steps": 4}),
-        "notes": "examples/spa_bench.py with a per-task step budget of max(4, 2 x golden steps), at most the horizon.",
-    })
+    return ExperimentConfig.model_validate(
+        {
+            **base.model_dump(),
+            "name": f"custom_workflow{'' if preset == 'default' else '_' + preset}",
+            "workflow": ComponentSpec(name=f"{__name__}:GoldenBudgetWorkflow", kwargs={"slack": 2.0, "min_steps": 4}),
+            "notes": "examples/spa_bench.py with a per-task step budget of max(4, 2 x golden steps), at most the horizon.",
+        }
+    )

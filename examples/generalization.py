@@ -32,7 +32,9 @@ def build(preset: str) -> ExperimentConfig:
         raise ValueError(f"unknown preset {preset!r}; this experiment has only 'default'")
     split = split_templates(SPLIT)
     train = tuple(t.id for t in split.sets["train"])  # sampled instance ids rebuild their tasks
-    held_out = {name: tuple(t.id for t in split.sets[name]) for name in ("unseen_instances", "unseen_templates", "unseen_apps")}
+    held_out = {
+        name: tuple(t.id for t in split.sets[name]) for name in ("unseen_instances", "unseen_templates", "unseen_apps")
+    }
     return ExperimentConfig(
         name="generalization",
         tasks=train,
@@ -41,10 +43,23 @@ def build(preset: str) -> ExperimentConfig:
         sft=SFTConfig(tasks=train, steps=400, episodes=1024),
         policy=PolicyConfig(temperature=1.0, max_batch=8, max_wait=0.05),
         learner=LearnerConfig(
-            gamma=1.0, lam=1.0, critic_warmup_updates=2, critic_warmup_epochs=4, critic_warmup_lam=1.0,
-            value_head_bias=0.1, clip_ratio=0.2, ppo_epochs=1, mini_batch_size=32, micro_batch_size=8,
-            actor_lr=1e-4, critic_lr=1e-3, kl_coef=0.1,
-            old_logprobs="recompute", format_penalty_advantage=0.5, whiten_by="task", trajectory_weighting=True,
+            gamma=1.0,
+            lam=1.0,
+            critic_warmup_updates=2,
+            critic_warmup_epochs=4,
+            critic_warmup_lam=1.0,
+            value_head_bias=0.1,
+            clip_ratio=0.2,
+            ppo_epochs=1,
+            mini_batch_size=32,
+            micro_batch_size=8,
+            actor_lr=1e-4,
+            critic_lr=1e-3,
+            kl_coef=0.1,
+            old_logprobs="recompute",
+            format_penalty_advantage=0.5,
+            whiten_by="task",
+            trajectory_weighting=True,
         ),
         rollout_steps=256,
         updates=40,

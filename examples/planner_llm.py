@@ -40,12 +40,17 @@ def build(preset: str) -> ExperimentConfig:
     """``examples/spa_bench.py``'s ``preset`` with an LLM planner beside the trained agent."""
     base = load_experiment(Path(__file__).with_name("spa_bench.py"), preset)
     planner = {"model": "openai/gpt-4o-mini", "api_key_env": "OPENAI_API_KEY", "max_tokens": 200, "temperature": 0.0}
-    return ExperimentConfig.model_validate({
-        **base.model_dump(),
-        "name": f"planner_llm{'' if preset == 'default' else '_' + preset}",
-        "workflow": ComponentSpec(
-            name="planner",
-            kwargs={"planner": planner, "planner_config": {"steps_per_subgoal": 4, "stall_steps": 2, "max_plans": 4}},
-        ),
-        "notes": "examples/spa_bench.py with gpt-4o-mini as a planner of sub-goals for the trained tiny agent.",
-    })
+    return ExperimentConfig.model_validate(
+        {
+            **base.model_dump(),
+            "name": f"planner_llm{'' if preset == 'default' else '_' + preset}",
+            "workflow": ComponentSpec(
+                name="planner",
+                kwargs={
+                    "planner": planner,
+                    "planner_config": {"steps_per_subgoal": 4, "stall_steps": 2, "max_plans": 4},
+                },
+            ),
+            "notes": "examples/spa_bench.py with gpt-4o-mini as a planner of sub-goals for the trained tiny agent.",
+        }
+    )

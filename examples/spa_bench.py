@@ -73,10 +73,23 @@ def build(preset: str) -> ExperimentConfig:
             sft=SFTConfig(steps=200),
             policy=PolicyConfig(temperature=1.0, max_batch=8, max_wait=0.05),
             learner=LearnerConfig(
-                gamma=1.0, lam=1.0, critic_warmup_updates=2, critic_warmup_epochs=4, critic_warmup_lam=1.0,
-                value_head_bias=0.1, clip_ratio=0.2, ppo_epochs=1, mini_batch_size=32, micro_batch_size=8,
-                actor_lr=1e-4, critic_lr=1e-3, kl_coef=0.1,
-                old_logprobs="recompute", format_penalty_advantage=0.5, whiten_by="task", trajectory_weighting=True,
+                gamma=1.0,
+                lam=1.0,
+                critic_warmup_updates=2,
+                critic_warmup_epochs=4,
+                critic_warmup_lam=1.0,
+                value_head_bias=0.1,
+                clip_ratio=0.2,
+                ppo_epochs=1,
+                mini_batch_size=32,
+                micro_batch_size=8,
+                actor_lr=1e-4,
+                critic_lr=1e-3,
+                kl_coef=0.1,
+                old_logprobs="recompute",
+                format_penalty_advantage=0.5,
+                whiten_by="task",
+                trajectory_weighting=True,
             ),
             rollout_steps=256,
             parse_error_penalty=0.0,
@@ -107,33 +120,58 @@ def build(preset: str) -> ExperimentConfig:
             name="spa_bench_paper",
             tasks=("base8",),
             horizon=32,
-            phones=PhonesConfig(kind="adb", count=max(1, len(devices)) if devices else 8, devices=devices,
-                                adb_server=os.environ.get("DARWIN_ADB_SERVER", "127.0.0.1:5037")),
+            phones=PhonesConfig(
+                kind="adb",
+                count=max(1, len(devices)) if devices else 8,
+                devices=devices,
+                adb_server=os.environ.get("DARWIN_ADB_SERVER", "127.0.0.1:5037"),
+            ),
             checkpoint=checkpoint,
             agent=agent,
             policy=PolicyConfig(
-                temperature=1.0, max_batch=32, max_wait=0.05, backend="server",
+                temperature=1.0,
+                max_batch=32,
+                max_wait=0.05,
+                backend="server",
                 server=ServerPolicyConfig(
                     base_url=os.environ.get("DARWIN_POLICY_URL", "http://127.0.0.1:8000"),
                     model=os.environ.get("DARWIN_POLICY_MODEL", "ui-tars-1.5-7b"),
-                    max_tokens=512, weight_sync="disk",
+                    max_tokens=512,
+                    weight_sync="disk",
                     weights_dir=os.environ.get("DARWIN_WEIGHTS_DIR", "/tmp/darwin-weights"),
                 ),
             ),
             learner=LearnerConfig(
-                gamma=1.0, lam=0.95, critic_warmup_updates=30, critic_warmup_epochs=4, critic_warmup_lam=1.0,
-                value_head_bias=0.1, clip_ratio=0.2, ppo_epochs=4, mini_batch_size=64, micro_batch_size=16,
-                actor_lr=1e-6, critic_lr=1e-5,
+                gamma=1.0,
+                lam=0.95,
+                critic_warmup_updates=30,
+                critic_warmup_epochs=4,
+                critic_warmup_lam=1.0,
+                value_head_bias=0.1,
+                clip_ratio=0.2,
+                ppo_epochs=4,
+                mini_batch_size=64,
+                micro_batch_size=16,
+                actor_lr=1e-6,
+                critic_lr=1e-5,
                 backend="verl",
                 verl=VerlConfig(
-                    model_path=checkpoint, gpus_per_node=int(os.environ.get("DARWIN_GPUS", "8")),
-                    model_dtype="bf16", ray_address=os.environ.get("DARWIN_RAY_ADDRESS"),
+                    model_path=checkpoint,
+                    gpus_per_node=int(os.environ.get("DARWIN_GPUS", "8")),
+                    model_dtype="bf16",
+                    ray_address=os.environ.get("DARWIN_RAY_ADDRESS"),
                 ),
             ),
-            verifier={"name": "llm_judge", "kwargs": {"preset": "marked", "llm": {
-                "model": os.environ.get("DARWIN_JUDGE_MODEL", "gemini/gemini-2.5-flash"),
-                "api_base": os.environ.get("DARWIN_JUDGE_API_BASE") or None,
-            }}},
+            verifier={
+                "name": "llm_judge",
+                "kwargs": {
+                    "preset": "marked",
+                    "llm": {
+                        "model": os.environ.get("DARWIN_JUDGE_MODEL", "gemini/gemini-2.5-flash"),
+                        "api_base": os.environ.get("DARWIN_JUDGE_API_BASE") or None,
+                    },
+                },
+            },
             rollout_steps=256,
             updates=200,
             notes="Paper Table 1 hyperparameters. Cloud phones from $DARWIN_DEVICES; the policy served by vLLM/SGLang at "
@@ -165,23 +203,37 @@ def demo_steps(default: ExperimentConfig) -> ExperimentConfig:
     from darwin.sft.demonstrations import export_oracle_demonstrations
 
     seeds = list(range(default.phones.seed, default.phones.seed + default.phones.count))
-    settings = {"tasks": list(default.tasks), "seeds": seeds, "perturbation": default.phones.perturbation.model_dump(mode="json"),
-                "observation_size": list(default.sft.observation_size), "launch_by_name": default.sft.launch_by_name,
-                "horizon": default.horizon}
+    settings = {
+        "tasks": list(default.tasks),
+        "seeds": seeds,
+        "perturbation": default.phones.perturbation.model_dump(mode="json"),
+        "observation_size": list(default.sft.observation_size),
+        "launch_by_name": default.sft.launch_by_name,
+        "horizon": default.horizon,
+    }
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     demos = Path(default.cache_dir) / "demos" / f"oracle-{digest}.jsonl"
     if not demos.is_file():
-        export_oracle_demonstrations(demos, default.resolve_tasks(), phone_seeds=seeds, perturbation=default.phones.perturbation,
-                                     observation_size=default.sft.observation_size, launch_by_name=default.sft.launch_by_name)
-    return apply_overrides(default, [
-        "name=spa_bench_demo_steps",
-        "verifier.name=darwin.verifiers.demo_steps:DemoStepVerifier",
-        "verifier.kwargs=" + json.dumps({"demonstrations": [str(demos)]}),
-        "evaluation.verifier=rule",
-        "notes=Mobile-R1's action-level reward on the default: the share of steps matching the oracle's "
-        "demonstration of the task (tap in the element's box, exact text); success when all match. "
-        "Evaluation: task success by the rule verifier.",
-    ])
+        export_oracle_demonstrations(
+            demos,
+            default.resolve_tasks(),
+            phone_seeds=seeds,
+            perturbation=default.phones.perturbation,
+            observation_size=default.sft.observation_size,
+            launch_by_name=default.sft.launch_by_name,
+        )
+    return apply_overrides(
+        default,
+        [
+            "name=spa_bench_demo_steps",
+            "verifier.name=darwin.verifiers.demo_steps:DemoStepVerifier",
+            "verifier.kwargs=" + json.dumps({"demonstrations": [str(demos)]}),
+            "evaluation.verifier=rule",
+            "notes=Mobile-R1's action-level reward on the default: the share of steps matching the oracle's "
+            "demonstration of the task (tap in the element's box, exact text); success when all match. "
+            "Evaluation: task success by the rule verifier.",
+        ],
+    )
 
 
 def paper_miniature(paper: ExperimentConfig) -> ExperimentConfig:
@@ -204,10 +256,26 @@ def paper_miniature(paper: ExperimentConfig) -> ExperimentConfig:
     data["policy"]["max_batch"] = 8
     data["policy"]["server"]["max_tokens"] = 24
     learner = data["learner"]
-    learner.update(critic_warmup_updates=1, critic_warmup_epochs=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=2,
-                   actor_lr=1e-4, critic_lr=1e-3)
-    learner["verl"].update(device="cpu", gpus_per_node=2, attn_implementation="sdpa", model_dtype="fp32",
-                           micro_batch_size_per_gpu=2, ray_address=None, ray_num_cpus=4)
-    data["notes"] = ("The paper preset in miniature: every distributed part of `paper`, verl on 2 CPU workers, "
-                     "3 updates of 32 steps (1 critic warm-up), horizon 4; stand-ins from `darwin paper-path`.")
+    learner.update(
+        critic_warmup_updates=1,
+        critic_warmup_epochs=1,
+        ppo_epochs=1,
+        mini_batch_size=8,
+        micro_batch_size=2,
+        actor_lr=1e-4,
+        critic_lr=1e-3,
+    )
+    learner["verl"].update(
+        device="cpu",
+        gpus_per_node=2,
+        attn_implementation="sdpa",
+        model_dtype="fp32",
+        micro_batch_size_per_gpu=2,
+        ray_address=None,
+        ray_num_cpus=4,
+    )
+    data["notes"] = (
+        "The paper preset in miniature: every distributed part of `paper`, verl on 2 CPU workers, "
+        "3 updates of 32 steps (1 critic warm-up), horizon 4; stand-ins from `darwin paper-path`."
+    )
     return ExperimentConfig.model_validate(data)

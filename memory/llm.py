@@ -167,13 +167,16 @@ class LLMMemoryConfig(SlidingWindowConfig):
     in_episode_summary: bool = Field(
         False, description="keep a model-written summary of the older steps of the episode in place of their raw window"
     )
-    summary_every: int = Field(4, ge=1, le=1024, description="fold this many new steps into the running summary at a time")
-    summary_keep_recent: int = Field(
-        2, ge=0, le=1024, description="most recent steps never folded (always shown raw)"
+    summary_every: int = Field(
+        4, ge=1, le=1024, description="fold this many new steps into the running summary at a time"
     )
+    summary_keep_recent: int = Field(2, ge=0, le=1024, description="most recent steps never folded (always shown raw)")
     max_summary_chars: int = Field(800, ge=40, le=8000, description="longest running summary (longer ones are cut)")
     max_consecutive_failures: int = Field(
-        3, ge=1, le=1000, description="model failures in a row after which model calls pause (auth errors pause at once)"
+        3,
+        ge=1,
+        le=1000,
+        description="model failures in a row after which model calls pause (auth errors pause at once)",
     )
     failure_cooldown_s: float = Field(
         300.0, ge=0.0, le=86_400.0, description="how long model calls pause; meanwhile the plain window is used"
@@ -245,7 +248,9 @@ class LLMMemoryManager(Memory):
         if cfg.llm is not None and cfg.llm.api_key_env and not os.environ.get(cfg.llm.api_key_env):
             logger.warning(
                 "memory model %s: environment variable %s is not set; until it is, the memory works "
-                "without its model (plain window and stored knowledge)", cfg.llm.model, cfg.llm.api_key_env,
+                "without its model (plain window and stored knowledge)",
+                cfg.llm.model,
+                cfg.llm.api_key_env,
             )
         location: str | os.PathLike[str] | None = cfg.url
         if location is None and run_dir is not None:
@@ -264,7 +269,9 @@ class LLMMemoryManager(Memory):
         self._covered_until = 0  # steps numbered below this are in the running summary
 
     @staticmethod
-    def _checked_config(config: LLMMemoryConfig | None, policy: Policy | None, overrides: Mapping[str, object]) -> LLMMemoryConfig:
+    def _checked_config(
+        config: LLMMemoryConfig | None, policy: Policy | None, overrides: Mapping[str, object]
+    ) -> LLMMemoryConfig:
         if config is not None and overrides:
             raise TypeError("pass either an LLMMemoryConfig or keyword overrides, not both")
         cfg = config if config is not None else LLMMemoryConfig.model_validate(overrides)
@@ -279,8 +286,13 @@ class LLMMemoryManager(Memory):
 
     @classmethod
     def check_arguments(
-        cls, config: LLMMemoryConfig | None = None, *, policy: Policy | None = None, run_dir: object = None,
-        token_counter: object = None, **overrides: object,
+        cls,
+        config: LLMMemoryConfig | None = None,
+        *,
+        policy: Policy | None = None,
+        run_dir: object = None,
+        token_counter: object = None,
+        **overrides: object,
     ) -> None:
         """The settings and the database location, with no database opened and no model reached
         (``darwin run --dry-run``)."""
@@ -359,8 +371,12 @@ class LLMMemoryManager(Memory):
             notes = self.retrieve(task.app, task.instruction)
         except sa_exc.SQLAlchemyError as exc:
             self.stats.database_errors += 1
-            self._warn_once("database-read", "LLM memory: cannot read knowledge from %s (%s); the episode starts "
-                            "without notes", self.store.url_text, _short(exc))
+            self._warn_once(
+                "database-read",
+                "LLM memory: cannot read knowledge from %s (%s); the episode starts without notes",
+                self.store.url_text,
+                _short(exc),
+            )
             return
         self._notes = tuple(notes)
         self.stats.retrieved += len(notes)
@@ -426,15 +442,23 @@ class LLMMemoryManager(Memory):
         records: list[tuple[str, EntryKind, str]] = []
         if distilled.summary:
             records.append((task.app, "summary", distilled.summary))
-        records += [(item.app or task.app, "knowledge", item.text)
-                    for item in distilled.knowledge[: cfg.max_knowledge_per_episode]]
+        records += [
+            (item.app or task.app, "knowledge", item.text)
+            for item in distilled.knowledge[: cfg.max_knowledge_per_episode]
+        ]
         for app, kind, text in records:
             try:
-                new = self.store.add(app, kind, text, task_id=task.id, goal=task.instruction, success=trajectory.success)
+                new = self.store.add(
+                    app, kind, text, task_id=task.id, goal=task.instruction, success=trajectory.success
+                )
             except sa_exc.SQLAlchemyError as exc:
                 self.stats.database_errors += 1
-                self._warn_once("database-write", "LLM memory: cannot write to %s (%s); this episode's knowledge "
-                                "is lost", self.store.url_text, _short(exc))
+                self._warn_once(
+                    "database-write",
+                    "LLM memory: cannot write to %s (%s); this episode's knowledge is lost",
+                    self.store.url_text,
+                    _short(exc),
+                )
                 return
             if new:
                 self.stats.stored += 1
@@ -457,21 +481,26 @@ class LLMMemoryManager(Memory):
             f"Steps ({len(steps)}):",
             *_step_lines(steps, cfg.max_steps_in_prompt),
         ]
-        images = tuple(t.observation.screenshot for t in steps[-cfg.distill_images:]) if cfg.distill_images else ()
+        images = tuple(t.observation.screenshot for t in steps[-cfg.distill_images :]) if cfg.distill_images else ()
         if images:
-            lines.append(f"The attached image{'s are the last screens' if len(images) > 1 else ' is the last screen'} "
-                         "the agent saw, oldest first.")
+            lines.append(
+                f"The attached image{'s are the last screens' if len(images) > 1 else ' is the last screen'} "
+                "the agent saw, oldest first."
+            )
         lines += [
             "",
             "Answer with one JSON object and nothing else:",
             '{"summary": "<one or two sentences>", "knowledge": ["<one fact about the app>", ...]}',
             f"At most {cfg.max_knowledge_per_episode} facts; an empty list when the episode shows nothing new."
-            if cfg.max_knowledge_per_episode else 'Leave "knowledge" an empty list: only the summary is kept.',
+            if cfg.max_knowledge_per_episode
+            else 'Leave "knowledge" an empty list: only the summary is kept.',
         ]
-        return Prompt(messages=(
-            ChatMessage(role="system", text=DISTILL_SYSTEM),
-            ChatMessage(role="user", text="\n".join(lines), images=images),
-        ))
+        return Prompt(
+            messages=(
+                ChatMessage(role="system", text=DISTILL_SYSTEM),
+                ChatMessage(role="user", text="\n".join(lines), images=images),
+            )
+        )
 
     def summary_prompt(self, goal: str, steps: Sequence[Transition]) -> Prompt:
         """The request that folds ``steps`` into the running summary."""
@@ -486,10 +515,12 @@ class LLMMemoryManager(Memory):
             "Answer with one JSON object and nothing else:",
             f'{{"summary": "<the updated summary of all steps so far, at most {words_limit} words>"}}',
         ]
-        return Prompt(messages=(
-            ChatMessage(role="system", text=SUMMARY_SYSTEM),
-            ChatMessage(role="user", text="\n".join(lines)),
-        ))
+        return Prompt(
+            messages=(
+                ChatMessage(role="system", text=SUMMARY_SYSTEM),
+                ChatMessage(role="user", text="\n".join(lines)),
+            )
+        )
 
     # ----------------------------------------------------------------- failures
 
@@ -506,24 +537,40 @@ class LLMMemoryManager(Memory):
         except Exception as exc:  # noqa: BLE001 - any model failure degrades to the plain window
             self.stats.failures += 1
             self._consecutive_failures += 1
-            self._warn_once(type(exc).__name__, "LLM memory: the model failed while %s (%s: %s); the agent "
-                            "goes on with the plain window", purpose, type(exc).__name__, _short(exc))
+            self._warn_once(
+                type(exc).__name__,
+                "LLM memory: the model failed while %s (%s: %s); the agent goes on with the plain window",
+                purpose,
+                type(exc).__name__,
+                _short(exc),
+            )
             cfg = self.config
             if isinstance(exc, PolicyAuthError) or self._consecutive_failures >= cfg.max_consecutive_failures:
-                why = ("an authentication error" if isinstance(exc, PolicyAuthError)
-                       else f"{self._consecutive_failures} failures in a row")
+                why = (
+                    "an authentication error"
+                    if isinstance(exc, PolicyAuthError)
+                    else f"{self._consecutive_failures} failures in a row"
+                )
                 self._paused_until = time.monotonic() + cfg.failure_cooldown_s
                 self._consecutive_failures = 0
-                self._warn_once("pause", "LLM memory: %s; model calls pause for %g s (stored knowledge is "
-                                "still shown)", why, cfg.failure_cooldown_s)
+                self._warn_once(
+                    "pause",
+                    "LLM memory: %s; model calls pause for %g s (stored knowledge is still shown)",
+                    why,
+                    cfg.failure_cooldown_s,
+                )
             return None
         self._consecutive_failures = 0
         return generation.text
 
     def _malformed(self, what: str, answer: str) -> None:
         self.stats.malformed += 1
-        self._warn_once("malformed", "LLM memory: could not read the model's %s answer (expected a JSON object), "
-                        "dropped it: %r", what, answer[:200])
+        self._warn_once(
+            "malformed",
+            "LLM memory: could not read the model's %s answer (expected a JSON object), dropped it: %r",
+            what,
+            answer[:200],
+        )
 
     def _warn_once(self, kind: str, message: str, *args: object) -> None:
         """A warning the first time a kind of failure happens; debug messages after that."""

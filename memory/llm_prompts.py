@@ -44,8 +44,14 @@ def action_text(transition: Transition, limit: int = 200) -> str:
     thought = default_render(transition).summary
     if thought and decision.message is None:
         text += f" - thought: {clean_text(thought, limit)}"
-    tags = [t for t in (transition.phase.value if transition.phase != Phase.EXECUTION else "",
-                        transition.agent if transition.agent != ACTOR else "") if t]
+    tags = [
+        t
+        for t in (
+            transition.phase.value if transition.phase != Phase.EXECUTION else "",
+            transition.agent if transition.agent != ACTOR else "",
+        )
+        if t
+    ]
     return (f"[{', '.join(tags)}] " if tags else "") + text
 
 

@@ -28,11 +28,43 @@ COUNT_WEIGHT = 0.2
 """Weight of repetition in :func:`rank_entries` (an entry learned again and again nears it)."""
 
 
-_STOPWORDS = frozenset({
-    "a", "an", "the", "to", "of", "in", "on", "at", "by", "for", "from", "with", "and", "or", "is",
-    "are", "be", "it", "its", "this", "that", "as", "into", "then", "your", "you", "my", "me", "i",
-    "go", "turn", "open", "set",
-})
+_STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "from",
+        "with",
+        "and",
+        "or",
+        "is",
+        "are",
+        "be",
+        "it",
+        "its",
+        "this",
+        "that",
+        "as",
+        "into",
+        "then",
+        "your",
+        "you",
+        "my",
+        "me",
+        "i",
+        "go",
+        "turn",
+        "open",
+        "set",
+    }
+)
 
 
 # --------------------------------------------------------------------------- errors
@@ -125,9 +157,16 @@ class KnowledgeEntry:
 
 def _entry(row: MemoryEntryModel) -> KnowledgeEntry:
     return KnowledgeEntry(
-        id=row.id, app=row.app, kind=row.kind,  # type: ignore[arg-type]
-        text=row.text, times_seen=row.times_seen, task_id=row.task_id, goal=row.goal,
-        success=row.success, created_at=row.created_at, last_seen_at=row.last_seen_at,
+        id=row.id,
+        app=row.app,
+        kind=row.kind,  # type: ignore[arg-type]
+        text=row.text,
+        times_seen=row.times_seen,
+        task_id=row.task_id,
+        goal=row.goal,
+        success=row.success,
+        created_at=row.created_at,
+        last_seen_at=row.last_seen_at,
     )
 
 
@@ -188,10 +227,20 @@ class KnowledgeStore(Database):
                         row.times_seen += 1
                         row.last_seen_at = now
                         return False
-                    s.add(MemoryEntryModel(
-                        app=key, kind=kind, text=text, text_hash=digest, times_seen=1, task_id=task_id,
-                        goal=goal, success=success, created_at=now, last_seen_at=now,
-                    ))
+                    s.add(
+                        MemoryEntryModel(
+                            app=key,
+                            kind=kind,
+                            text=text,
+                            text_hash=digest,
+                            times_seen=1,
+                            task_id=task_id,
+                            goal=goal,
+                            success=success,
+                            created_at=now,
+                            last_seen_at=now,
+                        )
+                    )
                     return True
             except sa_exc.IntegrityError:
                 if attempt:
@@ -226,7 +275,9 @@ def rank_entries(entries: Sequence[KnowledgeEntry], goal: str) -> list[tuple[flo
     by_recency = sorted(entries, key=lambda e: (e.last_seen_at, e.id), reverse=True)
     scored = []
     for rank, entry in enumerate(by_recency):
-        entry_words = set(words(entry.text)) | (set(words(entry.goal)) if entry.kind == "summary" and entry.goal else set())
+        entry_words = set(words(entry.text)) | (
+            set(words(entry.goal)) if entry.kind == "summary" and entry.goal else set()
+        )
         overlap = len(goal_words & entry_words) / len(goal_words) if goal_words else 0.0
         score = overlap + RECENCY_WEIGHT / (1 + rank) + COUNT_WEIGHT * (1 - 1 / max(1, entry.times_seen))
         scored.append((rank, score, entry))

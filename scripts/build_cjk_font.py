@@ -131,18 +131,26 @@ def write_licences() -> None:
     header = droid.split("\nFiles: debian/*", 1)[0]
     (FONTS / "LICENSE-DroidSansFallback").write_text(
         "DroidSansFallback-SimPhone.ttf is a subset of DroidSansFallbackFull.ttf (Debian package\n"
-        "fonts-droid-fallback), made by scripts/build_cjk_font.py.\n\n" + header.strip() + "\n\n"
-        + APACHE.read_text(encoding="utf-8"), encoding="utf-8")
+        "fonts-droid-fallback), made by scripts/build_cjk_font.py.\n\n"
+        + header.strip()
+        + "\n\n"
+        + APACHE.read_text(encoding="utf-8"),
+        encoding="utf-8",
+    )
     symbola = Path("/usr/share/doc/fonts-symbola/copyright").read_text(encoding="utf-8")
     licence = symbola.split("The Debian packaging is:", 1)[0]
     (FONTS / "LICENSE-Symbola").write_text(
         "Symbola-SimPhone-emoji.ttf is a subset of Symbola_hint.ttf (Debian package fonts-symbola,\n"
-        "Symbola 2.60 by George Douros), made by scripts/build_cjk_font.py.\n\n" + licence.strip() + "\n", encoding="utf-8")
+        "Symbola 2.60 by George Douros), made by scripts/build_cjk_font.py.\n\n" + licence.strip() + "\n",
+        encoding="utf-8",
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--check", action="store_true", help="report the characters the shipped font lacks; write nothing")
+    parser.add_argument(
+        "--check", action="store_true", help="report the characters the shipped font lacks; write nothing"
+    )
     args = parser.parse_args()
     for path in (DROID, SYMBOLA):
         if not path.exists():
@@ -159,8 +167,10 @@ def main() -> int:
     n_cjk, size_cjk = subset(DROID, CJK_OUT, wanted)
     n_emoji, size_emoji = subset(SYMBOLA, EMOJI_OUT, emoji_codepoints())
     write_licences()
-    sys.stdout.write(f"{CJK_OUT.name}: {n_cjk} characters, {size_cjk / 1e6:.2f} MB\n"
-                     f"{EMOJI_OUT.name}: {n_emoji} characters, {size_emoji / 1e6:.2f} MB\n")
+    sys.stdout.write(
+        f"{CJK_OUT.name}: {n_cjk} characters, {size_cjk / 1e6:.2f} MB\n"
+        f"{EMOJI_OUT.name}: {n_emoji} characters, {size_emoji / 1e6:.2f} MB\n"
+    )
     return 0
 
 

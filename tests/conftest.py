@@ -75,8 +75,13 @@ class FakeOpenAI:
     def litellm_config(self, **overrides: Any) -> dict[str, Any]:
         """Keyword arguments of a ``LiteLLMPolicyConfig`` pointed at this server (fast retries)."""
         cfg: dict[str, Any] = {
-            "model": "openai/fake-llm", "api_base": self.api_base, "api_key_env": "DARWIN_FAKE_LLM_KEY",
-            "backoff_initial_s": 0.01, "backoff_max_s": 0.02, "timeout_s": 5.0, "max_attempts": 2,
+            "model": "openai/fake-llm",
+            "api_base": self.api_base,
+            "api_key_env": "DARWIN_FAKE_LLM_KEY",
+            "backoff_initial_s": 0.01,
+            "backoff_max_s": 0.02,
+            "timeout_s": 5.0,
+            "max_attempts": 2,
         }
         cfg.update(overrides)
         return cfg
@@ -93,7 +98,9 @@ def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             with state.lock:
                 state.requests.append(body)
-                state.envelopes.append({"path": self.path, "authorization": self.headers.get("Authorization"), "body": body})
+                state.envelopes.append(
+                    {"path": self.path, "authorization": self.headers.get("Authorization"), "body": body}
+                )
             try:
                 answer = state.reply(body)
             except Exception:  # noqa: BLE001 - a bug in the test's reply shows as a 500 (and in the test's log)
@@ -105,9 +112,13 @@ def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
             else:
                 status = 200
                 payload = {
-                    "id": "cmpl-fake", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": answer}}],
+                    "id": "cmpl-fake",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body.get("model", ""),
+                    "choices": [
+                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}
+                    ],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                 }
             data = json.dumps(payload).encode()

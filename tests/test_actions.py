@@ -50,7 +50,10 @@ def test_there_are_exactly_eleven_actions_with_distinct_tags():
     assert len(ACTION_TYPES) == 11 and len(tags) == 11
 
 
-@pytest.mark.parametrize("bad", [{"type": "click", "x": -1, "y": 5}, {"type": "click", "x": 1.5, "y": 5}, {"type": "click", "x": "3", "y": 5}])
+@pytest.mark.parametrize(
+    "bad",
+    [{"type": "click", "x": -1, "y": 5}, {"type": "click", "x": 1.5, "y": 5}, {"type": "click", "x": "3", "y": 5}],
+)
 def test_coordinates_must_be_non_negative_integers(bad):
     with pytest.raises(ValidationError):
         parse_action(bad)

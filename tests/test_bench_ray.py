@@ -32,7 +32,9 @@ def test_hop_rows_time_every_call_on_both_sides() -> None:
 
 
 def test_throughput_counts_steps_and_driver_cpu() -> None:
-    steps, elapsed, episodes, cpu = asyncio.run(_throughput([SimPhoneEnv(seed=i, reset_between_episodes=True) for i in range(2)], 1.0))
+    steps, elapsed, episodes, cpu = asyncio.run(
+        _throughput([SimPhoneEnv(seed=i, reset_between_episodes=True) for i in range(2)], 1.0)
+    )
     assert steps > 0 and elapsed >= 1.0 and episodes >= 0 and cpu > 0
 
 

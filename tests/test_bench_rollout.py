@@ -13,6 +13,8 @@ def test_bench_rollout_measures_both_modes_with_real_batching():
 
 
 def test_bench_rollout_cli():
-    result = CliRunner().invoke(main, ["bench", "rollout", "--phones", "2", "--scaling", "", "--seconds", "1", "--time-scale", "0.05"])
+    result = CliRunner().invoke(
+        main, ["bench", "rollout", "--phones", "2", "--scaling", "", "--seconds", "1", "--time-scale", "0.05"]
+    )
     assert result.exit_code == 0, result.output
     assert "async / sync" in result.output

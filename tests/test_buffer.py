@@ -21,11 +21,24 @@ OBS = Observation(screenshot=np.zeros((2, 2, 3), np.uint8), goal="g", device_siz
 
 
 def transition(ep: str, step: int, done: bool = False) -> Transition:
-    return Transition(episode_id=ep, task_id=TASK.id, step=step, phase=Phase.EXECUTION, observation=OBS, decision=Decision(action=Wait()), done=done)
+    return Transition(
+        episode_id=ep,
+        task_id=TASK.id,
+        step=step,
+        phase=Phase.EXECUTION,
+        observation=OBS,
+        decision=Decision(action=Wait()),
+        done=done,
+    )
 
 
 def trajectory(ep: str, n: int) -> Trajectory:
-    return Trajectory(episode_id=ep, task=TASK, transitions=[transition(ep, i, i == n - 1) for i in range(n)], termination=Termination(TerminationReason.STEP_BUDGET))
+    return Trajectory(
+        episode_id=ep,
+        task=TASK,
+        transitions=[transition(ep, i, i == n - 1) for i in range(n)],
+        termination=Termination(TerminationReason.STEP_BUDGET),
+    )
 
 
 @st.composite

@@ -28,21 +28,55 @@ def test_tasks_list_is_legible_in_80_columns():
 def test_tasks_split_writes_task_files_that_load(tmp_path):
     from darwin.tasks import load_task_file
 
-    args = ["tasks", "split", "--out", str(tmp_path / "s"), "--seed", "1", "--train-instances", "2", "--eval-instances", "1"]
+    args = [
+        "tasks",
+        "split",
+        "--out",
+        str(tmp_path / "s"),
+        "--seed",
+        "1",
+        "--train-instances",
+        "2",
+        "--eval-instances",
+        "1",
+    ]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    sets = {name: load_task_file(tmp_path / "s" / f"{name}.yaml") for name in ("train", "unseen_instances", "unseen_templates", "unseen_apps")}
+    sets = {
+        name: load_task_file(tmp_path / "s" / f"{name}.yaml")
+        for name in ("train", "unseen_instances", "unseen_templates", "unseen_apps")
+    }
     assert all(sets.values())
-    assert not {t.template for t in sets["train"]} & {t.template for t in sets["unseen_templates"] + sets["unseen_apps"]}
+    assert not {t.template for t in sets["train"]} & {
+        t.template for t in sets["unseen_templates"] + sets["unseen_apps"]
+    }
     again = CliRunner().invoke(main, [*args[:3], str(tmp_path / "t"), *args[4:]])
-    assert again.exit_code == 0 and (tmp_path / "s" / "train.yaml").read_text() == (tmp_path / "t" / "train.yaml").read_text()
+    assert (
+        again.exit_code == 0
+        and (tmp_path / "s" / "train.yaml").read_text() == (tmp_path / "t" / "train.yaml").read_text()
+    )
     bad = CliRunner().invoke(main, ["tasks", "split", "--out", str(tmp_path / "u"), "--held-out-apps", "Nope"])
     assert bad.exit_code == 2 and "have no templates" in bad.output
 
 
 def test_eval_oracle_stores_everything(tmp_path):
     run_dir = tmp_path / "run"
-    result = CliRunner().invoke(main, ["eval", "--agent", "oracle", "--phones", "3", "--tasks", "amazon_0,settings_dark_theme.cycle,x_3", "--episodes", "2", "--run-dir", str(run_dir)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "--agent",
+            "oracle",
+            "--phones",
+            "3",
+            "--tasks",
+            "amazon_0,settings_dark_theme.cycle,x_3",
+            "--episodes",
+            "2",
+            "--run-dir",
+            str(run_dir),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "overall" in result.output and "100.0%" in result.output
     db = sqlite3.connect(run_dir / "run.db")
@@ -53,7 +87,9 @@ def test_eval_oracle_stores_everything(tmp_path):
 
 
 def test_eval_random_runs(tmp_path):
-    result = CliRunner().invoke(main, ["eval", "--agent", "random", "--phones", "2", "--tasks", "amazon_0", "--run-dir", str(tmp_path / "r")])
+    result = CliRunner().invoke(
+        main, ["eval", "--agent", "random", "--phones", "2", "--tasks", "amazon_0", "--run-dir", str(tmp_path / "r")]
+    )
     assert result.exit_code == 0, result.output
 
 
@@ -81,12 +117,28 @@ def test_a_missing_judge_key_stops_eval_with_one_line_naming_the_variable(tmp_pa
     from darwin.cli import main
 
     monkeypatch.delenv("DARWIN_MISSING_JUDGE_KEY", raising=False)
-    judge = ('verifier={"name": "llm_judge", "kwargs": {"llm": {"model": "openai/judge", '
-             '"api_base": "http://127.0.0.1:9/v1", "api_key_env": "DARWIN_MISSING_JUDGE_KEY"}}}')
-    result = CliRunner().invoke(main, [
-        "eval", "--agent", "oracle", "--experiment", "examples/spa_bench.py", "--set", judge,
-        "--tasks", "settings_dark_theme", "--phones", "1", "--run-dir", str(tmp_path / "run"),
-    ])
+    judge = (
+        'verifier={"name": "llm_judge", "kwargs": {"llm": {"model": "openai/judge", '
+        '"api_base": "http://127.0.0.1:9/v1", "api_key_env": "DARWIN_MISSING_JUDGE_KEY"}}}'
+    )
+    result = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "--agent",
+            "oracle",
+            "--experiment",
+            "examples/spa_bench.py",
+            "--set",
+            judge,
+            "--tasks",
+            "settings_dark_theme",
+            "--phones",
+            "1",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+    )
     assert result.exit_code == 1, result.output
     assert isinstance(result.exception, SystemExit)  # a clean click error, not the PolicyAuthError escaping
     assert result.output.startswith("Error: ") or "\nError: " in result.output
@@ -101,16 +153,50 @@ def test_model_policy_and_learner_benchmarks_are_darwin_bench_commands():
     from darwin.cli import main
 
     runner = CliRunner()
-    model = runner.invoke(main, ["bench", "model", "--family", "qwen2_vl", "--batch", "1", "--repeats", "1",
-                                 "--new-tokens", "2", "--screen", "56x112"])
+    model = runner.invoke(
+        main,
+        [
+            "bench",
+            "model",
+            "--family",
+            "qwen2_vl",
+            "--batch",
+            "1",
+            "--repeats",
+            "1",
+            "--new-tokens",
+            "2",
+            "--screen",
+            "56x112",
+        ],
+    )
     assert model.exit_code == 0, model.output
     row = json.loads(model.output.strip().splitlines()[-1])
     assert row["batch"] == 1 and row["visual_tokens"] == 8 and row["forward_ms"] > 0
     policy = runner.invoke(main, ["bench", "policy", "--batch", "1,2", "--repeats", "1", "--new-tokens", "2"])
     assert policy.exit_code == 0, policy.output
     assert [json.loads(line)["batch"] for line in policy.output.strip().splitlines()] == [1, 2]
-    learner = runner.invoke(main, ["bench", "learner", "--steps", "8", "--steps-per-episode", "4", "--screen", "56x112",
-                                   "--new-tokens", "2", "--mini", "4", "--micro", "4", "--epochs", "1"])
+    learner = runner.invoke(
+        main,
+        [
+            "bench",
+            "learner",
+            "--steps",
+            "8",
+            "--steps-per-episode",
+            "4",
+            "--screen",
+            "56x112",
+            "--new-tokens",
+            "2",
+            "--mini",
+            "4",
+            "--micro",
+            "4",
+            "--epochs",
+            "1",
+        ],
+    )
     assert learner.exit_code == 0, learner.output
     lines = [json.loads(line) for line in learner.output.strip().splitlines()]
     assert lines[0]["steps"] == 8 and lines[0]["critic"] == "separate" and "wall_s" in lines[-1]

@@ -35,11 +35,21 @@ def _proposer_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name == "llm-proposer" and t.is_alive()]
 
 
-def test_dry_run_checks_without_loading_a_model_or_opening_a_database(tmp_path: Path, openai_server, monkeypatch) -> None:
+def test_dry_run_checks_without_loading_a_model_or_opening_a_database(
+    tmp_path: Path, openai_server, monkeypatch
+) -> None:
     verifier_dir = tmp_path / "verifier"
     verifier_dir.mkdir()
-    (verifier_dir / learned_model.VERIFIER_FILE).write_text(json.dumps(
-        {"format_version": learned_model.FORMAT_VERSION, "threshold": 0.5, "screen_size": [56, 112], "inputs": "screen"}))
+    (verifier_dir / learned_model.VERIFIER_FILE).write_text(
+        json.dumps(
+            {
+                "format_version": learned_model.FORMAT_VERSION,
+                "threshold": 0.5,
+                "screen_size": [56, 112],
+                "inputs": "screen",
+            }
+        )
+    )
 
     def no_loading(path: object) -> None:
         raise AssertionError(f"the check loaded the learned verifier's model from {path}")
@@ -47,11 +57,13 @@ def test_dry_run_checks_without_loading_a_model_or_opening_a_database(tmp_path: 
     monkeypatch.setattr(learned_model, "load_classifier", no_loading)
     llm = openai_server.litellm_config()
     config = ExperimentConfig(
-        name="checked", tasks=(ALARM, WORLD),
+        name="checked",
+        tasks=(ALARM, WORLD),
         curriculum=ComponentSpec(name="llm_proposer", kwargs={"llm": llm, "url": str(tmp_path / "proposals.db")}),
         memory=ComponentSpec(name="llm", kwargs={"llm": llm, "url": str(tmp_path / "knowledge.db")}),
-        verifier=ComponentSpec(name="composite", kwargs={"verifiers": [
-            "rule", {"name": "learned", "kwargs": {"path": str(verifier_dir)}}]}),
+        verifier=ComponentSpec(
+            name="composite", kwargs={"verifiers": ["rule", {"name": "learned", "kwargs": {"path": str(verifier_dir)}}]}
+        ),
     )
     threads = {t.ident for t in threading.enumerate()}
     config.check_components()
@@ -62,20 +74,33 @@ def test_dry_run_checks_without_loading_a_model_or_opening_a_database(tmp_path: 
     # ... and the values are still checked, each with the fix
     bad_threshold = {"name": "learned", "kwargs": {"path": str(verifier_dir), "threshold": 1.5}}
     with pytest.raises(ExperimentError, match=r"threshold must lie in \[0, 1\], got 1.5"):
-        ExperimentConfig(name="c", tasks=(ALARM,), verifier=ComponentSpec(name="composite", kwargs={
-            "verifiers": ["rule", bad_threshold]})).check_components()
+        ExperimentConfig(
+            name="c",
+            tasks=(ALARM,),
+            verifier=ComponentSpec(name="composite", kwargs={"verifiers": ["rule", bad_threshold]}),
+        ).check_components()
     with pytest.raises(ExperimentError, match="no learned verifier at .*darwin verifier train --out"):
-        ExperimentConfig(name="c", tasks=(ALARM,), verifier=ComponentSpec(
-            name="learned", kwargs={"path": str(tmp_path / "missing")})).check_components()
+        ExperimentConfig(
+            name="c", tasks=(ALARM,), verifier=ComponentSpec(name="learned", kwargs={"path": str(tmp_path / "missing")})
+        ).check_components()
     with pytest.raises(ExperimentError, match="cannot open the proposals database .*nope.*mkdir -p"):
-        ExperimentConfig(name="c", tasks=(ALARM,), curriculum=ComponentSpec(
-            name="llm_proposer", kwargs={"llm": llm, "url": str(tmp_path / "nope" / "p.db")})).check_components()
+        ExperimentConfig(
+            name="c",
+            tasks=(ALARM,),
+            curriculum=ComponentSpec(name="llm_proposer", kwargs={"llm": llm, "url": str(tmp_path / "nope" / "p.db")}),
+        ).check_components()
     with pytest.raises(ExperimentError, match="templates: 'clok.\\*' matches no registered template"):
-        ExperimentConfig(name="c", tasks=(ALARM,), curriculum=ComponentSpec(
-            name="llm_proposer", kwargs={"llm": llm, "templates": ["clok.*"]})).check_components()
+        ExperimentConfig(
+            name="c",
+            tasks=(ALARM,),
+            curriculum=ComponentSpec(name="llm_proposer", kwargs={"llm": llm, "templates": ["clok.*"]}),
+        ).check_components()
     with pytest.raises(ExperimentError, match="invalid llm_judge config"):
-        ExperimentConfig(name="c", tasks=(ALARM,), verifier=ComponentSpec(
-            name="llm_judge", kwargs={"llm": llm, "temperature_typo": 1})).check_components()
+        ExperimentConfig(
+            name="c",
+            tasks=(ALARM,),
+            verifier=ComponentSpec(name="llm_judge", kwargs={"llm": llm, "temperature_typo": 1}),
+        ).check_components()
 
 
 def test_check_component_binds_arguments_like_the_build_would() -> None:
@@ -90,12 +115,16 @@ def test_a_run_closes_the_memories_and_the_proposer(tmp_path: Path, openai_serve
     openai_server.reply = lambda body: "[]"  # no proposals: the base tasks are played
     llm = openai_server.litellm_config()
     config = ExperimentConfig(
-        name="closing", tasks=(ALARM, WORLD), horizon=4,
+        name="closing",
+        tasks=(ALARM, WORLD),
+        horizon=4,
         phones=PhonesConfig(count=2, seed=3),
         sft=SFTConfig(steps=3, warmup_steps=1, batch_size=4, phones=2, episodes=4, heldout_episodes=0),
-        cache_dir=str(tmp_path / "cache"), policy=PolicyConfig(max_batch=2, max_wait=0.01),
+        cache_dir=str(tmp_path / "cache"),
+        policy=PolicyConfig(max_batch=2, max_wait=0.01),
         learner=LearnerConfig(critic_warmup_updates=0, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
-        rollout_steps=8, updates=1,
+        rollout_steps=8,
+        updates=1,
         curriculum=ComponentSpec(name="llm_proposer", kwargs={"llm": llm, "step_budget": 4}),
         memory=ComponentSpec(name="llm", kwargs={"llm": llm, "distill": False}),
     )

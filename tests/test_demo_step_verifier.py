@@ -26,37 +26,70 @@ TASK = get_task("settings_dark_theme")
 
 def _demo(tmp_path: Path, steps: list[dict]) -> Path:
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "s.png")
-    line = {"goal": "g", "task_id": TASK.id, "device_size": [1080, 2400],
-            "steps": [{"screenshot": "s.png", **s} for s in steps]}
+    line = {
+        "goal": "g",
+        "task_id": TASK.id,
+        "device_size": [1080, 2400],
+        "steps": [{"screenshot": "s.png", **s} for s in steps],
+    }
     (tmp_path / "demos.jsonl").write_text(json.dumps(line) + "\n")
     return tmp_path / "demos.jsonl"
 
 
 def _request(actions: list) -> VerificationRequest:
     obs = Observation(screenshot=np.zeros((8, 8, 3), np.uint8), goal="g", device_size=(1080, 2400), task_id=TASK.id)
-    transitions = [Transition(episode_id="e", task_id=TASK.id, step=i, phase=Phase.EXECUTION, observation=obs,
-                              decision=Decision(action=a)) for i, a in enumerate(actions)]
-    return VerificationRequest(task=TASK, phase=Phase.EXECUTION, instruction=TASK.instruction, spec=TASK.verifier,
-                               transitions=transitions, final_state=None, final_screenshot=None)
+    transitions = [
+        Transition(
+            episode_id="e", task_id=TASK.id, step=i, phase=Phase.EXECUTION, observation=obs, decision=Decision(action=a)
+        )
+        for i, a in enumerate(actions)
+    ]
+    return VerificationRequest(
+        task=TASK,
+        phase=Phase.EXECUTION,
+        instruction=TASK.instruction,
+        spec=TASK.verifier,
+        transitions=transitions,
+        final_state=None,
+        final_screenshot=None,
+    )
 
 
 def test_steps_scored_by_box_and_exact_text(tmp_path: Path) -> None:
-    demos = _demo(tmp_path, [
-        {"action": {"type": "open_app", "app": "Settings"}},
-        {"action": {"type": "click", "x": 500, "y": 900}, "target_box": [400, 850, 700, 950]},
-        {"action": {"type": "type", "content": "dark"}},
-    ])
+    demos = _demo(
+        tmp_path,
+        [
+            {"action": {"type": "open_app", "app": "Settings"}},
+            {"action": {"type": "click", "x": 500, "y": 900}, "target_box": [400, 850, 700, 950]},
+            {"action": {"type": "type", "content": "dark"}},
+        ],
+    )
     verifier = DemoStepVerifier(str(demos))
     assert verifier.cheap and not verifier.reads_screen
     right = asyncio.run(verifier.verify(_request([OpenApp(app="settings"), Click(x=690, y=940), Type(content="dark")])))
     assert right.success and right.reward == 1.0 and right.reason == "step scores 1 1 1"
-    off_box = asyncio.run(verifier.verify(_request([OpenApp(app="Settings"), Click(x=701, y=900), Type(content="Dark")])))
+    off_box = asyncio.run(
+        verifier.verify(_request([OpenApp(app="Settings"), Click(x=701, y=900), Type(content="Dark")]))
+    )
     assert not off_box.success and abs(off_box.reward - 1 / 3) < 1e-9
-    extra = asyncio.run(verifier.verify(_request([OpenApp(app="Settings"), Click(x=500, y=900), Type(content="dark"), PressHome()])))
+    extra = asyncio.run(
+        verifier.verify(_request([OpenApp(app="Settings"), Click(x=500, y=900), Type(content="dark"), PressHome()]))
+    )
     assert extra.reward == 0.75 and not extra.success
     other = _request([])
-    unknown = asyncio.run(verifier.verify(VerificationRequest(task=get_task("clock_4"), phase=other.phase, instruction="x",
-                                                              spec=other.spec, transitions=(), final_state=None, final_screenshot=None)))
+    unknown = asyncio.run(
+        verifier.verify(
+            VerificationRequest(
+                task=get_task("clock_4"),
+                phase=other.phase,
+                instruction="x",
+                spec=other.spec,
+                transitions=(),
+                final_state=None,
+                final_screenshot=None,
+            )
+        )
+    )
     assert unknown.success is None
 
 
@@ -67,12 +100,17 @@ def test_plugs_in_as_a_component_and_runs_in_the_workflow(tmp_path: Path) -> Non
     trajectory = asyncio.run(workflow.run(env, TASK, OracleActor(), episode_id="demo"))
     steps = [{"action": t.decision.action.model_dump(mode="json")} for t in trajectory.transitions]
     demos = _demo(tmp_path, steps)
-    verifier = build_component("verifier", ComponentSpec(name="darwin.verifiers.demo_steps:DemoStepVerifier",
-                                                        kwargs={"demonstrations": [str(demos)]}))
+    verifier = build_component(
+        "verifier",
+        ComponentSpec(name="darwin.verifiers.demo_steps:DemoStepVerifier", kwargs={"demonstrations": [str(demos)]}),
+    )
     assert isinstance(verifier, DemoStepVerifier)
     env2 = SimPhoneEnv(seed=0, perturbation=PerturbationConfig(enabled=False), name="sim-1")
-    replay = asyncio.run(LifecycleWorkflow(verifier=verifier, config=StepConfig(observation_size=(112, 252)))
-                         .run(env2, TASK, OracleActor(), episode_id="replay"))
+    replay = asyncio.run(
+        LifecycleWorkflow(verifier=verifier, config=StepConfig(observation_size=(112, 252))).run(
+            env2, TASK, OracleActor(), episode_id="replay"
+        )
+    )
     assert replay.success is True
 
 
@@ -81,8 +119,9 @@ def test_oracle_demonstrations_export_with_target_boxes_and_score_the_oracle_ful
     from darwin.sft.records import load_records
 
     tasks = [get_task("clock_1"), get_task("amazon_0")]
-    stats = export_oracle_demonstrations(tmp_path / "oracle.jsonl", tasks, phone_seeds=[100, 101],
-                                         observation_size=(112, 252))
+    stats = export_oracle_demonstrations(
+        tmp_path / "oracle.jsonl", tasks, phone_seeds=[100, 101], observation_size=(112, 252)
+    )
     assert stats.episodes == 4 and stats.successes == 4 and stats.phones == 2
     loaded = load_records(tmp_path / "oracle.jsonl")  # the validator reads it back
     assert [r.record.task_id for r in loaded] == ["clock_1", "amazon_0", "clock_1", "amazon_0"]

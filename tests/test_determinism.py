@@ -27,8 +27,18 @@ GOLDEN = ROOT / "tests" / "data" / "determinism.json"
 # The default experiment (examples/spa_bench.py), shrunk to a minute: sync rollout on two
 # phones so the first batch does not depend on thread timing.
 SHRINK = [
-    "sft.steps=30", "sft.episodes=32", "sft.phones=8", "sft.heldout_episodes=0", "updates=1", "rollout_steps=24", "mode=sync", "phones.count=2",
-    "evaluation.episodes_per_task=0", "time_budget_s=null", "horizon=6", "learner.mini_batch_size=8",
+    "sft.steps=30",
+    "sft.episodes=32",
+    "sft.phones=8",
+    "sft.heldout_episodes=0",
+    "updates=1",
+    "rollout_steps=24",
+    "mode=sync",
+    "phones.count=2",
+    "evaluation.episodes_per_task=0",
+    "time_budget_s=null",
+    "horizon=6",
+    "learner.mini_batch_size=8",
     'tasks=["clock_1","settings_dark_theme"]',
     "learner.freeze_vision=false",  # the setting the first two variants were recorded with (the default's)
 ]
@@ -66,7 +76,9 @@ def warm_start_cache(tmp_path_factory) -> Path:
 
 
 def _run(tmp_path: Path, cache: Path, extra: list[str]) -> dict:
-    config = apply_overrides(load_experiment(ROOT / "examples" / "spa_bench.py"), [*SHRINK, *extra, f"cache_dir={cache}"])
+    config = apply_overrides(
+        load_experiment(ROOT / "examples" / "spa_bench.py"), [*SHRINK, *extra, f"cache_dir={cache}"]
+    )
     run_experiment(config, tmp_path / "run")
     warm = Path(json.loads((tmp_path / "run" / "warm_start.json").read_text())["path"])
     return {"warm_start": _warm_start_summary(warm), "first_update": _first_update(tmp_path / "run")}
@@ -104,10 +116,16 @@ def test_fixed_seed_gives_the_recorded_warm_start_and_first_update(tmp_path, war
         pytest.skip(f"recorded {variant} in {GOLDEN}")
     want = json.loads(GOLDEN.read_text())[variant]
     assert set(got["warm_start"]) == set(want["warm_start"])
-    drift = [k for k, (s, n) in want["warm_start"].items()
-             if not (_close_sum(got["warm_start"][k][0], s, n) and _close(got["warm_start"][k][1], n))]
+    drift = [
+        k
+        for k, (s, n) in want["warm_start"].items()
+        if not (_close_sum(got["warm_start"][k][0], s, n) and _close(got["warm_start"][k][1], n))
+    ]
     assert not drift, f"warm start weights changed in {len(drift)} tensors, e.g. {drift[:3]}"
     assert set(got["first_update"]) == set(want["first_update"]), "the first update logs other metrics than recorded"
-    changed = {k: (got["first_update"][k], v) for k, v in want["first_update"].items()
-               if not _close_metric(k, got["first_update"][k], v)}
+    changed = {
+        k: (got["first_update"][k], v)
+        for k, v in want["first_update"].items()
+        if not _close_metric(k, got["first_update"][k], v)
+    }
     assert not changed, f"first-update metrics (got, recorded) changed: {changed}"

@@ -10,7 +10,9 @@ import pytest
 import tomllib
 
 # Every package the project installs (the plugin folders map onto darwin.* subpackages).
-PACKAGES = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+PACKAGES = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"][
+    "packages"
+]
 
 
 def _modules() -> list[str]:
@@ -33,4 +35,6 @@ def test_the_walk_finds_the_plugin_folders():
 def test_module_examples(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
-    assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {name} failed (run python -m doctest -v on it)"
+    assert result.failed == 0, (
+        f"{result.failed} of {result.attempted} examples in {name} failed (run python -m doctest -v on it)"
+    )

@@ -27,8 +27,13 @@ from darwin.workflows import LifecycleWorkflow, StepConfig, StepWorkflow
 
 DARK = VerifierSpec(predicate="settings.dark_theme", params={"enabled": True})
 HISTORY = VerifierSpec(predicate="settings.notification_history", params={"enabled": True})
-DARK_TASK = Task(id="metrics_dark", instruction="Turn on dark theme.", app="Settings", verifier=DARK,
-                 allowed_changes=("apps.settings.data.dark_theme",))
+DARK_TASK = Task(
+    id="metrics_dark",
+    instruction="Turn on dark theme.",
+    app="Settings",
+    verifier=DARK,
+    allowed_changes=("apps.settings.data.dark_theme",),
+)
 CANONICAL = PerturbationConfig(enabled=False)  # no pop-ups: a planned action list plays back exactly
 
 
@@ -71,40 +76,55 @@ def test_an_unrequested_side_effect_is_named():
     actions = _plan(env, HISTORY, DARK)  # the agent also turns notification history on
     traj = _run(DARK_TASK, actions, env=env)
     assert traj.success is True and traj.termination.reason is TerminationReason.SUCCESS
-    assert traj.metrics == EpisodeMetrics(progress_rate=1.0, side_effects=("apps.settings.data.notification_history",),
-                                          false_completion=False, over_time_steps=0, goal_first_met_step=len(actions) - 1)
+    assert traj.metrics == EpisodeMetrics(
+        progress_rate=1.0,
+        side_effects=("apps.settings.data.notification_history",),
+        false_completion=False,
+        over_time_steps=0,
+        goal_first_met_step=len(actions) - 1,
+    )
 
 
 def test_a_false_completion_with_the_distance_based_progress():
     # Finished at once: distance 3 -> 3, progress 0.
     traj = _run(DARK_TASK, [])
     assert traj.termination.reason is TerminationReason.AGENT_FINISHED and traj.success is False
-    assert traj.metrics == EpisodeMetrics(progress_rate=0.0, side_effects=(), false_completion=True, over_time_steps=0,
-                                          goal_first_met_step=None)
+    assert traj.metrics == EpisodeMetrics(
+        progress_rate=0.0, side_effects=(), false_completion=True, over_time_steps=0, goal_first_met_step=None
+    )
     # Open Settings, tap Display, then finished: distance 3 -> 1, progress 1 - 1/3.
     traj = _run(DARK_TASK, _plan(_env(), DARK)[:2])
     assert traj.metrics.false_completion and traj.metrics.progress_rate == pytest.approx(2 / 3)
 
 
 def test_an_over_time_episode_counts_the_steps_after_the_goal():
-    actions = [*_plan(_env(), DARK), PressBack(), PressBack()]   # goal met after step 2, then two more steps
+    actions = [*_plan(_env(), DARK), PressBack(), PressBack()]  # goal met after step 2, then two more steps
     traj = _run(DARK_TASK, actions, StepConfig(end_on_success=False))
     assert traj.success is True and traj.termination.reason is TerminationReason.AGENT_FINISHED
-    assert traj.metrics == EpisodeMetrics(progress_rate=1.0, side_effects=(), false_completion=False, over_time_steps=2,
-                                          goal_first_met_step=2)
+    assert traj.metrics == EpisodeMetrics(
+        progress_rate=1.0, side_effects=(), false_completion=False, over_time_steps=2, goal_first_met_step=2
+    )
     assert len(traj) == 6  # the final `finished` is not an extra step
     # The same agent cut off by the step budget: still two steps over time.
     budget = DARK_TASK.model_copy(update={"step_budget": 5})
     traj = _run(budget, actions, StepConfig(end_on_success=False))
-    assert len(traj) == 5 and traj.termination.reason is TerminationReason.SUCCESS  # the budget's last step, the goal holding
+    assert (
+        len(traj) == 5 and traj.termination.reason is TerminationReason.SUCCESS
+    )  # the budget's last step, the goal holding
     assert (traj.metrics.over_time_steps, traj.metrics.goal_first_met_step) == (2, 2)
     # Without per-step checks over-time is unknown, not zero.
     traj = _run(DARK_TASK, actions, StepConfig(end_on_success=False, metrics_every_step=False))
-    assert (traj.metrics.over_time_steps, traj.metrics.goal_first_met_step, traj.metrics.progress_rate) == (None, None, 1.0)
+    assert (traj.metrics.over_time_steps, traj.metrics.goal_first_met_step, traj.metrics.progress_rate) == (
+        None,
+        None,
+        1.0,
+    )
 
 
 def test_a_clean_successful_template_episode_and_sub_goal_progress():
-    task = get_template("clock.set_alarm").instance(0)   # 6:00 AM on Wed and Fri; sub-goals: the alarm exists, then its days
+    task = get_template("clock.set_alarm").instance(
+        0
+    )  # 6:00 AM on Wed and Fri; sub-goals: the alarm exists, then its days
     traj = asyncio.run(StepWorkflow().run(_env(), task, OracleActor()))
     assert traj.success is True
     assert traj.metrics.side_effects == () and traj.metrics.progress_rate == 1.0 and not traj.metrics.false_completion
@@ -117,10 +137,10 @@ def test_a_clean_successful_template_episode_and_sub_goal_progress():
 
 
 def test_setup_changes_are_not_side_effects_and_an_answer_is_on_time():
-    delete = get_template("clock.delete_alarm").instance(1)   # its setup adds the alarm the task deletes
+    delete = get_template("clock.delete_alarm").instance(1)  # its setup adds the alarm the task deletes
     traj = asyncio.run(LifecycleWorkflow().run(_env(), delete, OracleActor()))
     assert traj.success is True and traj.metrics.side_effects == ()
-    answer = get_template("clock.zone_offset").instance(0)   # may change nothing; the answer ends it
+    answer = get_template("clock.zone_offset").instance(0)  # may change nothing; the answer ends it
     traj = asyncio.run(LifecycleWorkflow(config=StepConfig(end_on_success=False)).run(_env(), answer, OracleActor()))
     assert traj.success is True and traj.termination.reason is TerminationReason.AGENT_FINISHED
     assert traj.metrics == EpisodeMetrics(1.0, (), False, 0, len(traj) - 1)
@@ -132,10 +152,14 @@ def test_metrics_change_no_reward_verdict_or_step():
         measured = _run(DARK_TASK, actions, config)
         plain = _run(DARK_TASK, actions, config.model_copy(update={"episode_metrics": False}))
         assert measured.metrics is not None and plain.metrics is None
-        assert [(t.step, t.reward, t.done, t.termination, t.decision.action) for t in measured.transitions] == \
-               [(t.step, t.reward, t.done, t.termination, t.decision.action) for t in plain.transitions]
-        assert (measured.phase_success, measured.phase_reasons, measured.termination) == \
-               (plain.phase_success, plain.phase_reasons, plain.termination)
+        assert [(t.step, t.reward, t.done, t.termination, t.decision.action) for t in measured.transitions] == [
+            (t.step, t.reward, t.done, t.termination, t.decision.action) for t in plain.transitions
+        ]
+        assert (measured.phase_success, measured.phase_reasons, measured.termination) == (
+            plain.phase_success,
+            plain.phase_reasons,
+            plain.termination,
+        )
 
 
 class NoProbe(SimPhoneEnv):
@@ -179,7 +203,12 @@ def test_a_transient_probe_failure_ends_the_episode_as_it_would_without_metrics(
     # The metrics share the verifier's probes: measuring adds no call that could fail on its own.
     outcomes = []
     for metrics in (True, False):
-        traj = _run(DARK_TASK, _plan(_env(), DARK), StepConfig(episode_metrics=metrics), env=ProbeFailsOnce(k, seed=0, perturbation=CANONICAL))
+        traj = _run(
+            DARK_TASK,
+            _plan(_env(), DARK),
+            StepConfig(episode_metrics=metrics),
+            env=ProbeFailsOnce(k, seed=0, perturbation=CANONICAL),
+        )
         outcomes.append((traj.termination, traj.success, [(t.reward, t.done) for t in traj.transitions]))
     assert outcomes[0] == outcomes[1] and outcomes[0][0].reason is TerminationReason.INFRA_TRUNCATED
 
@@ -188,8 +217,12 @@ def test_no_probe_means_no_metrics_and_a_failing_probe_ends_the_episode_as_it_wo
     traj = _run(DARK_TASK, _plan(_env(), DARK), env=NoProbe(seed=0, perturbation=CANONICAL))
     assert traj.metrics is None and traj.success is None
     for metrics in (True, False):
-        traj = _run(DARK_TASK, _plan(_env(), DARK), StepConfig(episode_metrics=metrics),
-                    env=ProbeFailsAfter(2, seed=0, perturbation=CANONICAL))
+        traj = _run(
+            DARK_TASK,
+            _plan(_env(), DARK),
+            StepConfig(episode_metrics=metrics),
+            env=ProbeFailsAfter(2, seed=0, perturbation=CANONICAL),
+        )
         assert traj.termination.reason is TerminationReason.INFRA_TRUNCATED and traj.metrics is None
 
 
@@ -219,7 +252,10 @@ def test_the_oracle_causes_no_side_effect_on_any_template(template_id):
 
 def _episodes_through_the_store(tmp_path):
     env = _env()
-    trajectories = [_run(DARK_TASK, _plan(env, HISTORY, DARK), env=env), _run(DARK_TASK, [], StepConfig(episode_metrics=False))]
+    trajectories = [
+        _run(DARK_TASK, _plan(env, HISTORY, DARK), env=env),
+        _run(DARK_TASK, [], StepConfig(episode_metrics=False)),
+    ]
     with RunStore.for_run_dir(tmp_path) as store:
         run_id = store.start_run("metrics", config=None)
         for traj in trajectories:
@@ -234,7 +270,9 @@ def test_the_store_keeps_the_metrics(tmp_path):
     assert [rows[t.episode_id].metrics for t in trajectories] == [trajectories[0].metrics, None]
     assert rows[trajectories[0].episode_id].metrics.side_effects == ("apps.settings.data.notification_history",)
     db = sqlite3.connect(tmp_path / "run.db")
-    stored = db.execute("SELECT progress_rate, side_effects, false_completion, over_time_steps FROM episodes ORDER BY progress_rate").fetchall()
+    stored = db.execute(
+        "SELECT progress_rate, side_effects, false_completion, over_time_steps FROM episodes ORDER BY progress_rate"
+    ).fetchall()
     db.close()
     assert stored == [(None, None, None, None), (1.0, '["apps.settings.data.notification_history"]', 0, 0)]
 
@@ -248,15 +286,21 @@ def test_a_version_3_database_is_migrated_to_the_current_version(tmp_path):
     db.execute("UPDATE store_meta SET value='3' WHERE key='schema_version'")
     db.commit()
     db.close()
-    with RunStore.for_run_dir(tmp_path) as store:   # opening migrates in place
+    with RunStore.for_run_dir(tmp_path) as store:  # opening migrates in place
         (run,) = store.runs()
         rows = store.episodes(run.run_id)
         assert [row.metrics for row in rows] == [None, None] and {row.success for row in rows} == {True, False}
         store.start_episode(run.run_id, "new", DARK_TASK, phone="sim-0")
-        store.finish_episode(trajectories[0].__class__(**{**trajectories[0].__dict__, "episode_id": "new", "transitions": []}))
+        store.finish_episode(
+            trajectories[0].__class__(**{**trajectories[0].__dict__, "episode_id": "new", "transitions": []})
+        )
         assert {row.episode_id: row.metrics for row in store.episodes(run.run_id)}["new"] == trajectories[0].metrics
     db = sqlite3.connect(tmp_path / "run.db")
-    assert db.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),) == ("5",)
+    assert (
+        db.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone()
+        == (str(SCHEMA_VERSION),)
+        == ("5",)
+    )
     assert db.execute("SELECT count(*) FROM phone_events").fetchone() == (0,)  # made on opening
     db.close()
 
@@ -266,11 +310,23 @@ def test_a_version_3_database_is_migrated_to_the_current_version(tmp_path):
 
 def test_eval_report_per_task_metrics():
     tasks = [DARK_TASK, get_template("clock.zone_offset").instance(0)]
-    report = asyncio.run(evaluate(tasks, [SimPhoneEnv(seed=i, perturbation=CANONICAL, reset_between_episodes=True) for i in range(2)],
-                                  lambda i: Scripted([]), episodes_per_task=2))
+    report = asyncio.run(
+        evaluate(
+            tasks,
+            [SimPhoneEnv(seed=i, perturbation=CANONICAL, reset_between_episodes=True) for i in range(2)],
+            lambda i: Scripted([]),
+            episodes_per_task=2,
+        )
+    )
     dark, offset = (report.task_metrics[t.id] for t in tasks)
     # finished at once every time: two false completions, no progress, nothing changed
-    assert (dark.episodes, dark.successes, dark.progress_rate, dark.false_completions, dark.side_effect_rate) == (2, 0, 0.0, 2, 0.0)
+    assert (dark.episodes, dark.successes, dark.progress_rate, dark.false_completions, dark.side_effect_rate) == (
+        2,
+        0,
+        0.0,
+        2,
+        0.0,
+    )
     assert offset.false_completions == 2 and dark.stratum == offset.stratum == "L4"
     assert report.strata == {DARK_TASK.id: "L4", tasks[1].id: "L4"}
     data = report.to_json()
@@ -281,17 +337,32 @@ def test_eval_report_per_task_metrics():
 def test_darwin_eval_prints_the_metrics_in_80_columns_and_writes_json(tmp_path, monkeypatch):
     import darwin.cli
 
-    wide = Console(width=200, force_terminal=False)   # so the table's own width is what is measured
+    wide = Console(width=200, force_terminal=False)  # so the table's own width is what is measured
     monkeypatch.setattr(darwin.cli, "console", wide)
     out = tmp_path / "eval.json"
     with wide.capture() as captured:
-        result = CliRunner().invoke(darwin.cli.main, [
-            "eval", "--agent", "oracle", "--phones", "2", "--tasks", "settings_dark_theme,clock.set_alarm.s0",
-            "--no-perturb", "--play-until-finished", "--run-dir", str(tmp_path / "run"), "--json", str(out)])
+        result = CliRunner().invoke(
+            darwin.cli.main,
+            [
+                "eval",
+                "--agent",
+                "oracle",
+                "--phones",
+                "2",
+                "--tasks",
+                "settings_dark_theme,clock.set_alarm.s0",
+                "--no-perturb",
+                "--play-until-finished",
+                "--run-dir",
+                str(tmp_path / "run"),
+                "--json",
+                str(out),
+            ],
+        )
     assert result.exit_code == 0, result.output
     text = captured.get()
-    table = text[text.index("episode metrics per task"):text.index(" steps in ")]
-    table = table[:table.rindex("\n")]  # up to the line before the timing line
+    table = text[text.index("episode metrics per task") : text.index(" steps in ")]
+    table = table[: table.rindex("\n")]  # up to the line before the timing line
     rows = [line for line in table.splitlines() if line.strip()]
     assert max(len(line) for line in rows) <= 80, table
     (row,) = [line for line in rows if "clock.set_alarm.s0" in line]
@@ -299,7 +370,10 @@ def test_darwin_eval_prints_the_metrics_in_80_columns_and_writes_json(tmp_path, 
     assert "Strata: L1 2, L2 0, L3 0, L4 0" in " ".join(table.split())
     data = json.loads(out.read_text())
     assert data["per_task"]["clock.set_alarm.s0"]["metrics"]["stratum"] == "L1"
-    assert data["overall"]["metrics"]["measured"] == 2 and data["strata"] == {"settings_dark_theme": "L1", "clock.set_alarm.s0": "L1"}
+    assert data["overall"]["metrics"]["measured"] == 2 and data["strata"] == {
+        "settings_dark_theme": "L1",
+        "clock.set_alarm.s0": "L1",
+    }
 
 
 def test_a_runs_evaluation_and_report_carry_the_per_task_metrics(tmp_path):
@@ -309,8 +383,18 @@ def test_a_runs_evaluation_and_report_carry_the_per_task_metrics(tmp_path):
     from darwin.report import load_evaluations as _load_evaluations
     from darwin.report import save_evaluations as _save_evaluations
 
-    metrics = {"clock.set_alarm.s0": TaskMetrics(episodes=4, successes=3, measured=4, progress_rate=0.875, side_effect_episodes=1,
-                                                 side_effect_measured=4, false_completions=1, over_time=2)}
+    metrics = {
+        "clock.set_alarm.s0": TaskMetrics(
+            episodes=4,
+            successes=3,
+            measured=4,
+            progress_rate=0.875,
+            side_effect_episodes=1,
+            side_effect_measured=4,
+            false_completions=1,
+            over_time=2,
+        )
+    }
     final = EvalResult("final", 3, 2, 3, 4, {"clock.set_alarm.s0": 0.75}, 1.0, {}, metrics)
     _save_evaluations(tmp_path, {"final": final})
     saved = json.loads((tmp_path / "eval.json").read_text())["final"]["task_metrics"]["clock.set_alarm.s0"]

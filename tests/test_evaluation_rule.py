@@ -37,8 +37,13 @@ def _played(store: RunStore, run_id: str) -> list[tuple[str, tuple[str | None, .
 
 
 def _played_trajectories(trajectories: list[Trajectory]) -> list[tuple[str, tuple[str | None, ...]]]:
-    return [(t.task.id, tuple(None if s.decision.action is None else s.decision.action.model_dump_json()
-                             for s in t.transitions)) for t in trajectories]
+    return [
+        (
+            t.task.id,
+            tuple(None if s.decision.action is None else s.decision.action.model_dump_json() for s in t.transitions),
+        )
+        for t in trajectories
+    ]
 
 
 def test_the_three_evaluations_play_the_same_episodes(tmp_path: Path, monkeypatch) -> None:
@@ -47,13 +52,23 @@ def test_the_three_evaluations_play_the_same_episodes(tmp_path: Path, monkeypatc
 
     def spy(first_seed, count, *, perturbation=None, locale="auto", prefix="eval"):  # noqa: ANN001, ANN202
         phones = make_phones(first_seed, count, perturbation=perturbation, locale=locale, prefix=prefix)
-        built.append((first_seed, count, perturbation or PerturbationConfig(), locale,
-                      all(p.reset_between_episodes for p in phones)))
+        built.append(
+            (
+                first_seed,
+                count,
+                perturbation or PerturbationConfig(),
+                locale,
+                all(p.reset_between_episodes for p in phones),
+            )
+        )
         return phones
 
     monkeypatch.setattr(darwin.evaluate, "evaluation_phones", spy)
     config = ExperimentConfig(
-        name="rule", tasks=TASKS, lifecycle=True, phones=PhonesConfig(count=1, seed=3),
+        name="rule",
+        tasks=TASKS,
+        lifecycle=True,
+        phones=PhonesConfig(count=1, seed=3),
         sft=SFTConfig(steps=30, warmup_steps=2, batch_size=8, phones=2, episodes=8, heldout_episodes=0),
         cache_dir=str(tmp_path / "cache"),
         evaluation=EvaluationConfig(phones=1, phone_seed=SEED, episodes_per_task=EPISODES),
@@ -61,9 +76,28 @@ def test_the_three_evaluations_play_the_same_episodes(tmp_path: Path, monkeypatc
     checkpoint = warm_start_checkpoint(config)
 
     # darwin eval --agent tiny:CHECKPOINT (greedy, one phone seeded SEED)
-    result = CliRunner().invoke(main, [
-        "eval", "--agent", f"tiny:{checkpoint}", "--tasks", ",".join(TASKS), "--phones", "1", "--episodes", str(EPISODES),
-        "--seed", str(SEED), "--temperature", "0", "--run-dir", str(tmp_path / "eval"), "--json", str(tmp_path / "eval.json")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "--agent",
+            f"tiny:{checkpoint}",
+            "--tasks",
+            ",".join(TASKS),
+            "--phones",
+            "1",
+            "--episodes",
+            str(EPISODES),
+            "--seed",
+            str(SEED),
+            "--temperature",
+            "0",
+            "--run-dir",
+            str(tmp_path / "eval"),
+            "--json",
+            str(tmp_path / "eval.json"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     cli = json.loads((tmp_path / "eval.json").read_text())
     with RunStore.for_run_dir(tmp_path / "eval") as store:
@@ -79,8 +113,18 @@ def test_the_three_evaluations_play_the_same_episodes(tmp_path: Path, monkeypatc
         with RunStore.for_run_dir(tmp_path / "run") as store:
             run_id = store.start_run("rule evaluation", config=None)
             try:
-                evaluated = await evaluate_experiment(config, "final", config.resolve_tasks(), build_eval_phones(config),
-                                                      pool, workflow, 0, 0, store=store, run_id=run_id)
+                evaluated = await evaluate_experiment(
+                    config,
+                    "final",
+                    config.resolve_tasks(),
+                    build_eval_phones(config),
+                    pool,
+                    workflow,
+                    0,
+                    0,
+                    store=store,
+                    run_id=run_id,
+                )
             finally:
                 await pool.aclose()
             return evaluated.success_rate, _played(store, run_id)

@@ -50,11 +50,23 @@ TASKS = ("settings_dark_theme", "amazon_0")  # 3 golden steps each
 # The smallest run that trains end to end: a 3-step SFT warm start (built once, shared by
 # every run through one cache directory), 2 phones, 2 updates of 12 steps, no evaluation.
 SMALL = [
-    f"tasks={json.dumps(TASKS)}", "horizon=6", "phones.count=2",
-    "sft.steps=3", "sft.warmup_steps=1", "sft.batch_size=4", "sft.phones=2", "sft.episodes=4", "sft.heldout_episodes=0",
-    "policy.max_batch=2", "policy.max_wait=0.01",
-    "learner.critic_warmup_updates=1", "learner.mini_batch_size=8", "learner.micro_batch_size=4",
-    "rollout_steps=12", "updates=2", "evaluation.episodes_per_task=0",
+    f"tasks={json.dumps(TASKS)}",
+    "horizon=6",
+    "phones.count=2",
+    "sft.steps=3",
+    "sft.warmup_steps=1",
+    "sft.batch_size=4",
+    "sft.phones=2",
+    "sft.episodes=4",
+    "sft.heldout_episodes=0",
+    "policy.max_batch=2",
+    "policy.max_wait=0.01",
+    "learner.critic_warmup_updates=1",
+    "learner.mini_batch_size=8",
+    "learner.micro_batch_size=4",
+    "rollout_steps=12",
+    "updates=2",
+    "evaluation.episodes_per_task=0",
 ]
 
 
@@ -104,7 +116,7 @@ def test_bad_example_arguments_fail_before_the_run_with_the_fix():
         assert "Traceback" not in result.output
 
 
-LAB = '''
+LAB = """
 from darwin.components import ComponentSpec
 from darwin.curricula import Curriculum
 from darwin.experiment import ExperimentConfig
@@ -121,7 +133,7 @@ class Pick(Curriculum):
 def build(preset):
     return ExperimentConfig(name="lab", tasks=("settings_dark_theme", "amazon_0"),
                             curriculum=ComponentSpec(name=f"{__name__}:Pick"))
-'''
+"""
 
 
 def test_classes_of_an_experiment_file_are_named_by_import_path(tmp_path, monkeypatch):
@@ -160,7 +172,9 @@ def test_classes_of_an_experiment_file_are_named_by_import_path(tmp_path, monkey
 def test_custom_workflow_gives_each_task_its_golden_budget(tmp_path, warm_cache):
     run_dir = tmp_path / "run"
     small_run("custom_workflow", run_dir, warm_cache, "horizon=12")
-    episodes = query(run_dir, "select task_id, termination_reason, num_steps from episodes where termination_reason is not null")
+    episodes = query(
+        run_dir, "select task_id, termination_reason, num_steps from episodes where termination_reason is not null"
+    )
     # Both tasks have 3 golden steps: budget max(4, ceil(2.0 * 3)) = 6 of the horizon 12.
     assert episodes and max(n for *_, n in episodes) <= 6
     assert {n for _, reason, n in episodes if reason == "step_budget"} == {6}
@@ -177,7 +191,9 @@ def test_custom_verifier_judges_every_episode(tmp_path, warm_cache):
         if success:
             assert re.fullmatch(r"[\w.]+ holds in the final state", reason), reason
         else:
-            assert re.fullmatch(r"[\w.]+ does not hold in the final state \(at least \d+ action\(s\) short\)", reason), reason
+            assert re.fullmatch(
+                r"[\w.]+ does not hold in the final state \(at least \d+ action\(s\) short\)", reason
+            ), reason
     # The function is asked only when the agent finishes or the budget runs out: no episode
     # ended early on reaching the goal, as under the (cheap) rule.
     ended = query(run_dir, "select termination_reason, num_steps from episodes where termination_reason is not null")
@@ -201,11 +217,15 @@ def test_custom_curriculum_samples_by_failure_rate_and_checkpoints_its_state(tmp
     small_run("custom_curriculum", run_dir, warm_cache)
     state = json.loads((run_dir / "checkpoint" / "learner.json").read_text())["extra_state"]["curriculum"]
     assert set(state["outcomes"]) == set(TASKS) and sum(map(len, state["outcomes"].values())) > 0
-    logged = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if r["group"] == "curriculum"]
+    logged = [
+        r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if r["group"] == "curriculum"
+    ]
     assert [r["step"] for r in logged] == [1, 2]
     # The weights logged at the last update follow from the state saved with it.
     raw = {tid: max(0.1, (outcomes.count(0) + 1) / (len(outcomes) + 1)) for tid, outcomes in state["outcomes"].items()}
-    assert {tid: logged[-1][tid] for tid in TASKS} == pytest.approx({tid: w / sum(raw.values()) for tid, w in raw.items()})
+    assert {tid: logged[-1][tid] for tid in TASKS} == pytest.approx(
+        {tid: w / sum(raw.values()) for tid, w in raw.items()}
+    )
     # Every scored episode the curriculum counted is in the run database.
     scored = dict(query(run_dir, "select task_id, count(*) from episodes where success is not null group by task_id"))
     assert all(len(outcomes) <= scored.get(tid, 0) for tid, outcomes in state["outcomes"].items())
@@ -222,7 +242,9 @@ def test_custom_curriculum_samples_by_failure_rate_and_checkpoints_its_state(tmp
     for _ in range(4):
         curriculum.update(tasks[0], EpisodeOutcome(TASKS[0], True, 3, TerminationReason.SUCCESS))
         curriculum.update(tasks[1], EpisodeOutcome(TASKS[1], False, 6, TerminationReason.STEP_BUDGET))
-    curriculum.update(tasks[1], EpisodeOutcome(TASKS[1], None, 2, TerminationReason.INFRA_TRUNCATED))  # unscored: ignored
+    curriculum.update(
+        tasks[1], EpisodeOutcome(TASKS[1], None, 2, TerminationReason.INFRA_TRUNCATED)
+    )  # unscored: ignored
     assert curriculum.weights() == pytest.approx({TASKS[0]: 0.2 / 1.2, TASKS[1]: 1.0 / 1.2})
     draws = Counter(curriculum.next_task().id for _ in range(600))
     assert draws[TASKS[1]] > 3 * draws[TASKS[0]] > 0
@@ -241,7 +263,9 @@ def test_custom_memory_chooses_every_prompt_history(tmp_path, warm_cache, monkey
     monkeypatch.setattr(Memory, "window", spy)
     # The 3-step warm start writes mostly unparseable output, which the agent leaves out of
     # the history by default; shown as "invalid" instead, every step reaches the memory.
-    small_run("custom_memory", tmp_path / "run", warm_cache, 'memory.kwargs={"recent": 1}', "sft.agent.invalid_history=mark")
+    small_run(
+        "custom_memory", tmp_path / "run", warm_cache, 'memory.kwargs={"recent": 1}', "sft.agent.invalid_history=mark"
+    )
     assert windows and {name for name, *_ in windows} == {"FirstAndRecentMemory"}
     for _, history, shown in windows:
         assert shown == (history if len(history) <= 2 else [history[0], history[-1]])
@@ -264,7 +288,9 @@ def test_planner_example_trains_the_actor_beside_an_llm_planner(tmp_path, warm_c
     openai_server.reply = lambda body: "1. Open the app\n2. Finish the task"
     run_dir = tmp_path / "run"
     small_run(
-        "planner_llm", run_dir, warm_cache,
+        "planner_llm",
+        run_dir,
+        warm_cache,
         f"workflow.kwargs.planner.api_base={json.dumps(openai_server.api_base)}",
         'workflow.kwargs.planner.api_key_env="DARWIN_FAKE_LLM_KEY"',
         'workflow.kwargs.planner.model="openai/fake-planner"',
@@ -273,8 +299,10 @@ def test_planner_example_trains_the_actor_beside_an_llm_planner(tmp_path, warm_c
     assert plans and all(m == "1. Open the app\n2. Finish the task" for (m,) in plans)
     actor_steps = query(run_dir, "SELECT COUNT(*) FROM steps WHERE agent = 'actor'")[0][0]
     assert actor_steps >= 24  # two updates of 12 rollout steps count the actor's steps
-    assert all("Open the app" in openai_server.request_text(b) or "Goal:" in openai_server.request_text(b)
-               for b in openai_server.requests)
+    assert all(
+        "Open the app" in openai_server.request_text(b) or "Goal:" in openai_server.request_text(b)
+        for b in openai_server.requests
+    )
 
 
 def test_generalization_example_trains_on_the_training_split_only():

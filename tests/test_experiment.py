@@ -58,11 +58,18 @@ def test_paper_preset_dry_run_names_every_missing_part(monkeypatch, tmp_path):
     for var in ("DARWIN_DEVICES", "DARWIN_CHECKPOINT", "DARWIN_POLICY_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("DARWIN_POLICY_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
-    result = CliRunner().invoke(main, ["run", str(ROOT / "examples" / "spa_bench.py"), "--dry-run", "--preset", "paper"])
+    result = CliRunner().invoke(
+        main, ["run", str(ROOT / "examples" / "spa_bench.py"), "--dry-run", "--preset", "paper"]
+    )
     assert result.exit_code == 1
     out = " ".join(result.output.split())
-    for part in ("policy server: http://127.0.0.1:9/v1/models is unreachable", "phones: phones.kind='adb' needs 8 devices",
-                 "verl learner:", "checkpoint:", "verifier: gemini/gemini-2.5-flash: no API key: export GOOGLE_API_KEY or GEMINI_API_KEY"):
+    for part in (
+        "policy server: http://127.0.0.1:9/v1/models is unreachable",
+        "phones: phones.kind='adb' needs 8 devices",
+        "verl learner:",
+        "checkpoint:",
+        "verifier: gemini/gemini-2.5-flash: no API key: export GOOGLE_API_KEY or GEMINI_API_KEY",
+    ):
         assert part in out, part
 
 
@@ -93,16 +100,29 @@ def test_paper_preset_dry_run_passes_each_part_it_can_reach(monkeypatch, tmp_pat
 def test_paper_preset_keeps_table_1_values():
     config = load_experiment(ROOT / "examples" / "spa_bench.py", "paper")
     assert (config.rollout_steps, config.horizon, config.learner.critic_warmup_updates) == (256, 32, 30)
-    assert (config.learner.gamma, config.learner.lam, config.learner.clip_ratio, config.learner.value_head_bias) == (1.0, 0.95, 0.2, 0.1)
+    assert (config.learner.gamma, config.learner.lam, config.learner.clip_ratio, config.learner.value_head_bias) == (
+        1.0,
+        0.95,
+        0.2,
+        0.1,
+    )
     assert (config.learner.actor_lr, config.learner.critic_lr, config.learner.mini_batch_size) == (1e-6, 1e-5, 64)
 
 
 def test_set_overrides_nested_fields_and_revalidates():
     base = load_experiment(ROOT / "examples" / "spa_bench.py")
-    config = apply_overrides(base, [
-        "horizon=16", "learner.kl_coef=0.05", "sft.steps=180", "mode=sync",
-        "sft.observation_size=[168, 364]", 'learner.lora={"rank": 4}', "checkpoint=null",
-    ])
+    config = apply_overrides(
+        base,
+        [
+            "horizon=16",
+            "learner.kl_coef=0.05",
+            "sft.steps=180",
+            "mode=sync",
+            "sft.observation_size=[168, 364]",
+            'learner.lora={"rank": 4}',
+            "checkpoint=null",
+        ],
+    )
     assert (config.horizon, config.learner.kl_coef, config.sft.steps, config.mode) == (16, 0.05, 180, "sync")
     assert config.learner.lora is not None and config.learner.lora.rank == 4
     assert config.sft.observation_size == (168, 364) and config.checkpoint is None
@@ -146,20 +166,24 @@ def test_bad_experiment_files_say_what_and_how(tmp_path):
     (tmp_path / "nobuild.py").write_text("x = 1\n")
     with pytest.raises(ExperimentError, match="defines no build"):
         load_experiment(tmp_path / "nobuild.py")
-    (tmp_path / "bad.py").write_text(textwrap.dedent("""
+    (tmp_path / "bad.py").write_text(
+        textwrap.dedent("""
         from darwin.experiment import ExperimentConfig
         def build(preset):
             return ExperimentConfig(name="bad name", horizon=0, phones={"count": 0})
-    """))
+    """)
+    )
     with pytest.raises(ExperimentError) as info:
         load_experiment(tmp_path / "bad.py")
     msg = str(info.value)
     assert "3 problem(s)" in msg and "name" in msg and "horizon" in msg and "phones.count" in msg
-    (tmp_path / "badtask.py").write_text(textwrap.dedent("""
+    (tmp_path / "badtask.py").write_text(
+        textwrap.dedent("""
         from darwin.experiment import ExperimentConfig
         def build(preset):
             return ExperimentConfig(name="x", tasks=("clock1",))
-    """))
+    """)
+    )
     with pytest.raises(ExperimentError, match="did you mean 'clock_1'"):
         load_experiment(tmp_path / "badtask.py")
 
@@ -173,16 +197,22 @@ def test_small_run_trains_logs_and_resumes(tmp_path):
     assert [r["step"] for r in rows if r["group"] == "update"] == [1, 2]
     # Per-task training success of each batch, as the run database records its episodes.
     with sqlite3.connect(run_dir / "run.db") as db:
-        outcome = {eid: (task, success) for eid, task, success in db.execute("select id, task_id, success from episodes")}
-    for trained, logged in zip((json.loads(line) for line in (run_dir / "updates.jsonl").read_text().splitlines()),
-                               (r for r in rows if r["group"] == "rollout"), strict=True):
+        outcome = {
+            eid: (task, success) for eid, task, success in db.execute("select id, task_id, success from episodes")
+        }
+    for trained, logged in zip(
+        (json.loads(line) for line in (run_dir / "updates.jsonl").read_text().splitlines()),
+        (r for r in rows if r["group"] == "rollout"),
+        strict=True,
+    ):
         by_task: dict[str, list[int]] = {}
         for eid in trained["episode_ids"]:
             task, success = outcome[eid]
             if success is not None:
                 by_task.setdefault(task, []).append(success)
         assert by_task and {k: v for k, v in logged.items() if k.startswith("success_by_task/")} == {
-            f"success_by_task/{task}": sum(v) / len(v) for task, v in by_task.items()}
+            f"success_by_task/{task}": sum(v) / len(v) for task, v in by_task.items()
+        }
     manifest = json.loads((run_dir / "checkpoint" / "learner.json").read_text())
     assert manifest["updates"] == 2
     # The warm start and the final policy are evaluated on their own phones, 1 episode per task.
@@ -210,11 +240,25 @@ def test_small_run_trains_logs_and_resumes(tmp_path):
         assert all(torch.equal(live[k], v) for k, v in saved.items() if k in live) and saved.keys() & live.keys()
     finally:
         pool.policy.close()
-    evaluated = CliRunner().invoke(main, ["eval", "--agent", f"tiny:{run_dir}", "--phones", "2", "--tasks", "amazon_0",
-                                          "--run-dir", str(tmp_path / "ev")])
+    evaluated = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "--agent",
+            f"tiny:{run_dir}",
+            "--phones",
+            "2",
+            "--tasks",
+            "amazon_0",
+            "--run-dir",
+            str(tmp_path / "ev"),
+        ],
+    )
     assert evaluated.exit_code == 0, evaluated.output
     assert "overall" in evaluated.output
-    result = CliRunner().invoke(main, ["run", str(small_experiment(tmp_path, 3)), "--run-dir", str(run_dir), "--resume"])
+    result = CliRunner().invoke(
+        main, ["run", str(small_experiment(tmp_path, 3)), "--run-dir", str(run_dir), "--resume"]
+    )
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["group"] == "update"] == [1, 2, 3]
@@ -229,8 +273,13 @@ def test_kill_9_during_training_then_resume(tmp_path, group_size):
     exp = small_experiment(tmp_path, 30)
     if group_size is not None:  # GRPO-style groups: pending groups must come back whole
         exp.write_text(exp.read_text().replace("rollout_steps=12,", f"rollout_steps=12, group_size={group_size},"))
-    proc = subprocess.Popen([sys.executable, "-m", "darwin.cli", "run", str(exp), "--run-dir", str(run_dir)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, env={**os.environ, "CI": "true"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "darwin.cli", "run", str(exp), "--run-dir", str(run_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env={**os.environ, "CI": "true"},
+    )
     manifest = run_dir / "checkpoint" / "learner.json"
     deadline = time.time() + 300
     while time.time() < deadline and not (manifest.is_file() and json.loads(manifest.read_text())["updates"] >= 2):
@@ -246,8 +295,12 @@ def test_kill_9_during_training_then_resume(tmp_path, group_size):
     resumed = json.loads(manifest.read_text())
     assert resumed["updates"] == saved["updates"] + 1
     # Every completed trajectory the checkpoint carried was trained after the resume or is still carried.
-    trained_after = {e for line in (run_dir / "updates.jsonl").read_text().splitlines()
-                     for e in json.loads(line)["episode_ids"] if json.loads(line)["update"] > saved["updates"]}
+    trained_after = {
+        e
+        for line in (run_dir / "updates.jsonl").read_text().splitlines()
+        for e in json.loads(line)["episode_ids"]
+        if json.loads(line)["update"] > saved["updates"]
+    }
     assert pending <= trained_after | set(resumed["pending_episode_ids"])
     if group_size is not None:  # the resumed run kept group mode (a partial group whose members died is released)
         assert json.loads((run_dir / "experiment.json").read_text())["group_size"] == group_size
@@ -257,10 +310,14 @@ def _episodes_of(db_path: Path, run_name: str) -> list[tuple]:
     """Each episode of one stored run: task, phone, actions taken and outcome, in a stable order."""
     with sqlite3.connect(db_path) as db:
         (run_id,) = db.execute("select id from runs where name = ?", (run_name,)).fetchone()
-        episodes = db.execute("select id, task_id, phone, success, num_steps from episodes where run_id = ?", (run_id,)).fetchall()
+        episodes = db.execute(
+            "select id, task_id, phone, success, num_steps from episodes where run_id = ?", (run_id,)
+        ).fetchall()
         played = []
         for eid, task, phone, success, steps in episodes:
-            actions = tuple(a for (a,) in db.execute("select action_json from steps where episode_id = ? order by step", (eid,)))
+            actions = tuple(
+                a for (a,) in db.execute("select action_json from steps where episode_id = ? order by step", (eid,))
+            )
             played.append((task, phone, actions, success, steps))
     return sorted(played, key=repr)
 
@@ -270,8 +327,11 @@ def test_eval_of_an_experiment_plays_the_runs_warm_start_evaluation(tmp_path):
     policy): it plays the same episodes as `darwin run F`'s warm-start evaluation, and both
     store them with their verdicts in the run database."""
     path = tmp_path / "one_eval_phone.py"
-    path.write_text(small_experiment(tmp_path, 2).read_text().replace("EvaluationConfig(episodes_per_task=1, phones=2)",
-                                                                      "EvaluationConfig(episodes_per_task=2, phones=1)"))
+    path.write_text(
+        small_experiment(tmp_path, 2)
+        .read_text()
+        .replace("EvaluationConfig(episodes_per_task=1, phones=2)", "EvaluationConfig(episodes_per_task=2, phones=1)")
+    )
     run_dir = tmp_path / "run"
     trained = CliRunner().invoke(main, ["run", str(path), "--run-dir", str(run_dir)])
     assert trained.exit_code == 0, trained.output
@@ -282,8 +342,10 @@ def test_eval_of_an_experiment_plays_the_runs_warm_start_evaluation(tmp_path):
     assert len(in_run) == 4 and all(steps for *_, steps in in_run)  # 2 tasks x 2 episodes, each played
     assert alone == in_run
     with sqlite3.connect(run_dir / "run.db") as db:
-        verdicts = db.execute("select count(*) from verdicts join episodes on verdicts.episode_id = episodes.id "
-                              "join runs on episodes.run_id = runs.id where runs.name = 'small evaluation warm_start'").fetchone()[0]
+        verdicts = db.execute(
+            "select count(*) from verdicts join episodes on verdicts.episode_id = episodes.id "
+            "join runs on episodes.run_id = runs.id where runs.name = 'small evaluation warm_start'"
+        ).fetchone()[0]
     assert verdicts >= 4
 
 
@@ -305,11 +367,17 @@ def test_a_ui_tars_format_checkpoint_trains_in_the_loop(tmp_path):
 
     build_tiny_vlm(seed=0).save_pretrained(tmp_path / "ui-tars")
     config = ExperimentConfig(
-        name="uitars", tasks=("settings_dark_theme",), horizon=3, checkpoint=str(tmp_path / "ui-tars"),
+        name="uitars",
+        tasks=("settings_dark_theme",),
+        horizon=3,
+        checkpoint=str(tmp_path / "ui-tars"),
         agent=AgentConfig(format="uitars-1.5", observation_size=(252, 560), max_new_tokens=24),
-        phones=PhonesConfig(count=2), policy=PolicyConfig(max_batch=2, max_wait=0.01),
+        phones=PhonesConfig(count=2),
+        policy=PolicyConfig(max_batch=2, max_wait=0.01),
         learner=LearnerConfig(critic_warmup_updates=0, ppo_epochs=1, mini_batch_size=4, micro_batch_size=2),
-        rollout_steps=6, updates=1, evaluation=EvaluationConfig(episodes_per_task=1, phones=1),
+        rollout_steps=6,
+        updates=1,
+        evaluation=EvaluationConfig(episodes_per_task=1, phones=1),
     )
     pool = build_policy_pool(config, warm_start_checkpoint(config))
     try:
@@ -317,7 +385,9 @@ def test_a_ui_tars_format_checkpoint_trains_in_the_loop(tmp_path):
     finally:
         pool.policy.close()
     result = run_experiment(config, tmp_path / "run")
-    update = next(json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if '"update"' in line)
+    update = next(
+        json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if '"update"' in line
+    )
     assert result.updates == 1 and update["actor_updated"] == 1.0 and update["policy_version"] == 1.0
     with sqlite3.connect(tmp_path / "run" / "run.db") as db:
         responses = [r for (r,) in db.execute("select response_text from steps") if r is not None]
@@ -347,10 +417,17 @@ def test_a_run_whose_every_episode_errors_stops_and_names_the_cause(tmp_path, mo
     monkeypatch.setattr(darwin.recipe, "ERROR_STREAK", 6)
     build_tiny_vlm(seed=0).save_pretrained(tmp_path / "ui-tars")
     config = ExperimentConfig(
-        name="refused", tasks=("settings_dark_theme",), horizon=3, checkpoint=str(tmp_path / "ui-tars"),
+        name="refused",
+        tasks=("settings_dark_theme",),
+        horizon=3,
+        checkpoint=str(tmp_path / "ui-tars"),
         agent=AgentConfig(format="uitars-1.5", observation_size=(252, 560), max_new_tokens=24),
-        phones=PhonesConfig(count=2), policy=PolicyConfig(max_batch=2, max_wait=0.01), rollout_steps=6, updates=1,
-        learner=LearnerConfig(critic_warmup_updates=0, mini_batch_size=4, micro_batch_size=2), time_budget_s=600,
+        phones=PhonesConfig(count=2),
+        policy=PolicyConfig(max_batch=2, max_wait=0.01),
+        rollout_steps=6,
+        updates=1,
+        learner=LearnerConfig(critic_warmup_updates=0, mini_batch_size=4, micro_batch_size=2),
+        time_budget_s=600,
     )
     with pytest.raises(RunAbort, match=r"all ended in an error.*max_tokens=256 exceeds this server's 24.*--resume"):
         run_experiment(config, tmp_path / "run")
@@ -392,11 +469,28 @@ def test_a_run_says_what_its_warm_start_does_and_no_third_party_bar_leaks(tmp_pa
     (demonstrations, encoding, training), then the run's own lines; transformers' "Loading
     weights" bar never shows."""
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
-    done = subprocess.run([sys.executable, "-m", "darwin.cli", "run", str(small_experiment(tmp_path, 2)), "--run-dir",
-                           str(tmp_path / "run")], capture_output=True, text=True, cwd=tmp_path, env={**env, "CI": "true"},
-                          timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "darwin.cli",
+            "run",
+            str(small_experiment(tmp_path, 2)),
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**env, "CI": "true"},
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    stages = [line.split("] warm start: ", 1)[1].split(":")[0] for line in done.stdout.splitlines() if "] warm start: SFT" in line]
+    stages = [
+        line.split("] warm start: ", 1)[1].split(":")[0]
+        for line in done.stdout.splitlines()
+        if "] warm start: SFT" in line
+    ]
     assert stages == ["SFT demonstrations", "SFT encoding", "SFT training"], done.stdout
     for bar in ("Loading weights", "Writing model shards", "it/s]"):
         assert bar not in done.stdout + done.stderr, bar
@@ -407,16 +501,22 @@ def test_the_recipe_shows_sft_steps_every_two_seconds_and_the_last(tmp_path, mon
     from darwin.sft.training import StepStats
 
     shown = []
-    recipe = TrainingRecipe(load_experiment(small_experiment(tmp_path, 2)), tmp_path / "run",
-                            on_progress=lambda p: shown.append(p.detail))
+    recipe = TrainingRecipe(
+        load_experiment(small_experiment(tmp_path, 2)), tmp_path / "run", on_progress=lambda p: shown.append(p.detail)
+    )
     now = [100.0]
     monkeypatch.setattr(time, "perf_counter", lambda: now[0])
     for step in range(1, 11):  # one step a second
         recipe._sft_step(StepStats(step=step, steps=10, loss=1.0 / step, lr=1e-3, tokens_per_s=1.0, elapsed_s=0.0))
         now[0] += 1.0
-    assert shown == ["step 1/10, loss 1.000, about 0s left", "step 3/10, loss 0.333, about 7s left",
-                     "step 5/10, loss 0.200, about 5s left", "step 7/10, loss 0.143, about 3s left",
-                     "step 9/10, loss 0.111, about 1s left", "step 10/10, loss 0.100, about 0s left"]
+    assert shown == [
+        "step 1/10, loss 1.000, about 0s left",
+        "step 3/10, loss 0.333, about 7s left",
+        "step 5/10, loss 0.200, about 5s left",
+        "step 7/10, loss 0.143, about 3s left",
+        "step 9/10, loss 0.111, about 1s left",
+        "step 10/10, loss 0.100, about 0s left",
+    ]
 
 
 def test_a_bootstrapping_learner_has_its_training_workflow_record_the_next_state(tmp_path):

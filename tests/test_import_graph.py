@@ -22,18 +22,43 @@ SETUP = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools
 
 REGISTRY_LOADS = {
     "darwin.envs.sim.apps": "the apps register their predicates and setup steps; darwin.predicates and "
-                            "darwin.envs.sim.setups load them on first lookup",
+    "darwin.envs.sim.setups load them on first lookup",
     "darwin.envs.sim.templates": "the templates live next to the apps; darwin.templates loads them on first lookup",
 }
 
 # layer -> layers it must not import (darwin.<layer> and everything below it).
 LAYERS: dict[str, set[str]] = {
-    "envs": {"agents", "learner", "workflows", "policies", "sft", "curricula", "memory", "verifiers", "recipe",
-             "experiment", "evaluate", "bench", "rollout"},
+    "envs": {
+        "agents",
+        "learner",
+        "workflows",
+        "policies",
+        "sft",
+        "curricula",
+        "memory",
+        "verifiers",
+        "recipe",
+        "experiment",
+        "evaluate",
+        "bench",
+        "rollout",
+    },
     "algos": {"learner", "envs", "policies", "agents", "workflows", "models", "sft", "verifiers", "rollout"},
     "models": {"learner", "policies", "agents", "envs", "sft", "workflows", "verifiers", "rollout"},
-    "learner": {"envs", "workflows", "agents", "curricula", "memory", "recipe", "experiment", "evaluate", "sft",
-                "policies.hf", "rollout", "verifiers"},
+    "learner": {
+        "envs",
+        "workflows",
+        "agents",
+        "curricula",
+        "memory",
+        "recipe",
+        "experiment",
+        "evaluate",
+        "sft",
+        "policies.hf",
+        "rollout",
+        "verifiers",
+    },
     "policies": {"agents", "sft", "learner", "envs", "workflows", "experiment", "recipe", "rollout", "verifiers"},
     "verifiers": {"learner", "recipe", "experiment", "rollout", "curricula"},
     "evaluate": {"experiment", "report", "recipe"},
@@ -47,7 +72,11 @@ def _package_dir(package: str) -> Path:
     if not mapped:
         return ROOT.joinpath(*package.split("."))
     base = max(mapped, key=len)
-    return ROOT / SETUP["package-dir"][base] / Path(*package[len(base) + 1:].split(".")) if package != base else ROOT / SETUP["package-dir"][base]
+    return (
+        ROOT / SETUP["package-dir"][base] / Path(*package[len(base) + 1 :].split("."))
+        if package != base
+        else ROOT / SETUP["package-dir"][base]
+    )
 
 
 @functools.cache
@@ -64,10 +93,19 @@ def imported(source: str, name: str, is_package: bool) -> set[str]:
     """Dotted names that the import statements of ``source`` (module ``name``) bind, outside
     ``TYPE_CHECKING`` blocks; function-level loads of :data:`REGISTRY_LOADS` left out."""
     tree = ast.parse(source)
-    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-               for n in ast.walk(node)}
-    registry = {id(n) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                for n in ast.walk(node) if isinstance(n, ast.Import) and all(a.name in REGISTRY_LOADS for a in n.names)}
+    skipped = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
+    registry = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for n in ast.walk(node)
+        if isinstance(n, ast.Import) and all(a.name in REGISTRY_LOADS for a in n.names)
+    }
     package = name if is_package else name.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(tree):
@@ -97,8 +135,11 @@ def graph(extra: dict[str, str] | None = None) -> dict[str, set[str]]:
         targets = {t for t in found if t in files and t != name}
         for target in list(targets):  # importing a.b.c runs a/__init__ and a/b/__init__ first
             parts = target.split(".")
-            targets |= {p for i in range(2, len(parts)) if (p := ".".join(parts[:i])) in files
-                        and not name.startswith(p + ".") and p != name}
+            targets |= {
+                p
+                for i in range(2, len(parts))
+                if (p := ".".join(parts[:i])) in files and not name.startswith(p + ".") and p != name
+            }
         edges[name] = targets
     return edges
 
@@ -172,8 +213,16 @@ def violations(edges: dict[str, set[str]]) -> list[str]:
 
 def test_the_walk_finds_every_folder() -> None:
     names = set(modules())
-    for name in ("darwin.envs.fleet", "darwin.verifiers.judge.calibration", "darwin.learner.local", "darwin.agents.pool",
-                 "darwin.algos.gigpo", "darwin.memory.base", "darwin.curricula.learnability", "darwin.envs.sim.apps.clock"):
+    for name in (
+        "darwin.envs.fleet",
+        "darwin.verifiers.judge.calibration",
+        "darwin.learner.local",
+        "darwin.agents.pool",
+        "darwin.algos.gigpo",
+        "darwin.memory.base",
+        "darwin.curricula.learnability",
+        "darwin.envs.sim.apps.clock",
+    ):
         assert name in names
 
 
@@ -187,11 +236,14 @@ def test_the_layers_point_one_way() -> None:
     assert not bad, "layering (docs/architecture.md): " + "; ".join(bad)
 
 
-@pytest.mark.parametrize("probe", [
-    "from darwin.learner.local import LocalLearner",
-    "def f():\n    import darwin.learner.batch",
-    "from darwin.learner import local",
-])
+@pytest.mark.parametrize(
+    "probe",
+    [
+        "from darwin.learner.local import LocalLearner",
+        "def f():\n    import darwin.learner.batch",
+        "from darwin.learner import local",
+    ],
+)
 def test_a_learner_import_added_to_envs_fails(probe: str) -> None:
     bad = violations(graph({"darwin.envs.base": probe}))
     assert any(b.startswith("darwin.envs.base imports darwin.learner") for b in bad), bad
@@ -203,6 +255,8 @@ def test_a_circle_added_by_hand_is_found() -> None:
 
 
 def test_type_checking_imports_and_registry_loads_do_not_count() -> None:
-    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from darwin.learner import LocalLearner\n"
-              "def load():\n    import darwin.envs.sim.apps  # noqa: F401\n")
+    source = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from darwin.learner import LocalLearner\n"
+        "def load():\n    import darwin.envs.sim.apps  # noqa: F401\n"
+    )
     assert imported(source, "darwin.predicates", False) == {"typing", "typing.TYPE_CHECKING"}

@@ -29,6 +29,7 @@ from darwin.workflows import (
 
 pytestmark = pytest.mark.timeout(120)
 
+
 def openai_text(body: dict) -> str:
     """All text parts of a chat request (the same reading as the fixture's helper)."""
     return "\n".join(
@@ -38,8 +39,13 @@ def openai_text(body: dict) -> str:
 
 
 def openai_images(body: dict) -> int:
-    return sum(1 for m in body["messages"] if isinstance(m["content"], list)
-               for p in m["content"] if p.get("type") == "image_url")
+    return sum(
+        1
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p.get("type") == "image_url"
+    )
 
 
 TASK = get_task("settings_dark_theme").model_copy(update={"step_budget": 6})
@@ -78,7 +84,8 @@ def test_planner_guides_the_executor_and_replans_when_a_subgoal_stalls(openai_se
     openai_server.reply = reply
     emitted: list = []
     workflow = PlannerWorkflow(
-        planner=openai_server.litellm_config(), planner_config={"stall_steps": 2, "steps_per_subgoal": 10},
+        planner=openai_server.litellm_config(),
+        planner_config={"stall_steps": 2, "steps_per_subgoal": 10},
     )
     traj = play(workflow, llm_actor(openai_server), emitted=emitted)
 
@@ -178,15 +185,21 @@ def tiny_actor() -> ModelActor:
     return ModelActor(TinyAgent(), HFPolicy(vlm, HFPolicyConfig(max_new_tokens=6, seed=3)))
 
 
-@pytest.mark.parametrize("make", [
-    lambda: PlannerWorkflow(config=StepConfig(observation_size=(56, 112)), planner_config={"steps_per_subgoal": 2}),
-    lambda: SelfVerifyWorkflow(config=StepConfig(observation_size=(56, 112))),
-    lambda: ReflectionWorkflow(config=StepConfig(observation_size=(56, 112))),
-], ids=["planner", "self_verify", "reflection"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: PlannerWorkflow(config=StepConfig(observation_size=(56, 112)), planner_config={"steps_per_subgoal": 2}),
+        lambda: SelfVerifyWorkflow(config=StepConfig(observation_size=(56, 112))),
+        lambda: ReflectionWorkflow(config=StepConfig(observation_size=(56, 112))),
+    ],
+    ids=["planner", "self_verify", "reflection"],
+)
 def test_each_workflow_runs_with_the_tiny_model_as_every_agent(tiny_actor: ModelActor, make) -> None:
     traj = play(make(), tiny_actor, task=TASK.model_copy(update={"step_budget": 3}))
     assert traj.termination is not None and traj.termination.reason in (
-        TerminationReason.STEP_BUDGET, TerminationReason.AGENT_FINISHED, TerminationReason.SUCCESS,
+        TerminationReason.STEP_BUDGET,
+        TerminationReason.AGENT_FINISHED,
+        TerminationReason.SUCCESS,
     )
     assert [t.step for t in traj.transitions] == list(range(len(traj)))
     assert all(t.decision.generation is not None and t.decision.generation.response_ids for t in traj.transitions)
@@ -231,8 +244,10 @@ def test_a_version_1_database_is_migrated_in_place(tmp_path) -> None:
         run_id = store.start_run("old", config=None)
         store.start_episode(run_id, "ep", TASK, phone="p")
     db = sqlite3.connect(tmp_path / "run.db")
-    db.execute("INSERT INTO steps (episode_id, step, phase, reward, done, termination_cause, created_at) "
-               "VALUES ('ep', 0, 'execution', 0.5, 0, '', '2026-01-01 00:00:00')")
+    db.execute(
+        "INSERT INTO steps (episode_id, step, phase, reward, done, termination_cause, created_at) "
+        "VALUES ('ep', 0, 'execution', 0.5, 0, '', '2026-01-01 00:00:00')"
+    )
     db.execute("ALTER TABLE steps DROP COLUMN agent")
     db.execute("ALTER TABLE steps DROP COLUMN message")
     db.execute("UPDATE store_meta SET value='1' WHERE key='schema_version'")

@@ -15,7 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
+        check=True,
+    )
     (whl,) = out.glob("darwin_mobile_agent-*.whl")
     return whl
 
@@ -25,11 +28,23 @@ def test_wheel_contains_subpackages_and_data(wheel):
     for pkg in ("envs", "envs/sim", "envs/sim/apps", "workflows", "curricula", "verifiers", "memory"):
         assert f"darwin/{pkg}/__init__.py" in names
     # Every package in the source tree ships (a forgotten entry in pyproject breaks imports).
-    for init in [*ROOT.glob("darwin/**/__init__.py"), *(p for d in ("envs", "workflows", "curricula", "verifiers", "memory") for p in ROOT.glob(f"{d}/**/__init__.py"))]:
+    for init in [
+        *ROOT.glob("darwin/**/__init__.py"),
+        *(
+            p
+            for d in ("envs", "workflows", "curricula", "verifiers", "memory")
+            for p in ROOT.glob(f"{d}/**/__init__.py")
+        ),
+    ]:
         rel = init.relative_to(ROOT).as_posix()
         assert (rel if rel.startswith("darwin/") else f"darwin/{rel}") in names, rel
     assert "darwin/envs/sim/fonts/DejaVuSans.ttf" in names
-    for font in ("DroidSansFallback-SimPhone.ttf", "LICENSE-DroidSansFallback", "Symbola-SimPhone-emoji.ttf", "LICENSE-Symbola"):
+    for font in (
+        "DroidSansFallback-SimPhone.ttf",
+        "LICENSE-DroidSansFallback",
+        "Symbola-SimPhone-emoji.ttf",
+        "LICENSE-Symbola",
+    ):
         assert f"darwin/envs/sim/fonts/{font}" in names, font  # the locale's fallback fonts and their licences
     assert "darwin/data/spa-bench/LICENSE" in names
     assert not any(n.startswith(("envs/", "memory/", "workflows/")) for n in names)

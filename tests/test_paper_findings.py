@@ -58,8 +58,13 @@ def test_presets_change_only_what_they_name():
     assert _changed("fig6b-zero") == {"horizon": 6}
     assert _changed("fig6b-bootstrap") == {"horizon": 6, "learner.truncation": "bootstrap"}
     assert _changed("fig3-phones32") == {"phones.count": 32}
-    assert _changed("fig4-tasks16") == {"tasks": ["paper16"], "sft.tasks": ["paper16"], "phones.count": 32,
-                                        "rollout_steps": 512, "learner.mini_batch_size": 64}
+    assert _changed("fig4-tasks16") == {
+        "tasks": ["paper16"],
+        "sft.tasks": ["paper16"],
+        "phones.count": 32,
+        "rollout_steps": 512,
+        "learner.mini_batch_size": 64,
+    }
     assert _changed("fig5-cycle")["phones.reset_between_episodes"] is False
     assert _changed("fig5-cycle")["phones.hard_reset_every"] == _changed("fig5-plain")["phones.hard_reset_every"] == 8
     with pytest.raises(Exception, match="unknown preset 'fig9'"):
@@ -67,10 +72,22 @@ def test_presets_change_only_what_they_name():
 
 
 SMALL = [
-    'tasks=["settings_dark_theme","amazon_0"]', "phones.count=2",
-    "sft.steps=3", "sft.warmup_steps=1", "sft.batch_size=4", "sft.phones=2", "sft.episodes=4", "sft.heldout_episodes=0",
-    "policy.max_batch=2", "policy.max_wait=0.01", "learner.mini_batch_size=8", "learner.micro_batch_size=4",
-    "rollout_steps=12", "updates=2", "evaluation.episodes_per_task=0", "time_budget_s=null",
+    'tasks=["settings_dark_theme","amazon_0"]',
+    "phones.count=2",
+    "sft.steps=3",
+    "sft.warmup_steps=1",
+    "sft.batch_size=4",
+    "sft.phones=2",
+    "sft.episodes=4",
+    "sft.heldout_episodes=0",
+    "policy.max_batch=2",
+    "policy.max_wait=0.01",
+    "learner.mini_batch_size=8",
+    "learner.micro_batch_size=4",
+    "rollout_steps=12",
+    "updates=2",
+    "evaluation.episodes_per_task=0",
+    "time_budget_s=null",
 ]
 
 

@@ -36,10 +36,21 @@ EXPERIMENT = ROOT / "examples" / "spa_bench.py"
 
 
 def _run(run_dir: Path, env: dict[str, str], *extra: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "darwin.cli", "run", str(EXPERIMENT), "--preset", "paper-miniature",
-            "--run-dir", str(run_dir), *extra]
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, cwd=ROOT)
+    argv = [
+        sys.executable,
+        "-m",
+        "darwin.cli",
+        "run",
+        str(EXPERIMENT),
+        "--preset",
+        "paper-miniature",
+        "--run-dir",
+        str(run_dir),
+        *extra,
+    ]
+    return subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd=ROOT
+    )
 
 
 def _checkpoint_updates(run_dir: Path) -> int:
@@ -101,8 +112,12 @@ def test_paper_preset_in_miniature_trains_through_every_real_part_and_survives_k
 
     # a judge verdict for every episode that ended on its own (through LiteLLM; retries and repeats are cached)
     with sqlite3.connect(run_dir / "run.db") as db:
-        ended = {row[0] for row in db.execute(
-            "select id from episodes where termination_reason in ('success', 'agent_finished', 'step_budget')")}
+        ended = {
+            row[0]
+            for row in db.execute(
+                "select id from episodes where termination_reason in ('success', 'agent_finished', 'step_budget')"
+            )
+        }
         judged = {row[0] for row in db.execute("select episode_id from verdicts where verifier_kind = 'llm_judge'")}
         phones = {row[0] for row in db.execute("select distinct phone from episodes")}
     assert ended and ended <= judged

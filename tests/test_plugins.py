@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from darwin.cli import main
 from darwin.experiment import ExperimentError, apply_overrides, load_experiment
 
-PLUGINS = '''
+PLUGINS = """
 import os
 from darwin.curricula import Curriculum
 from darwin.memory import SlidingWindowMemory
@@ -48,9 +48,9 @@ class LoggingWorkflow(StepWorkflow):
     async def run(self, env, task, actor, emit=None, episode_id=None):
         log("workflow.run " + task.id)
         return await super().run(env, task, actor, emit=emit, episode_id=episode_id)
-'''
+"""
 
-EXPERIMENT = '''
+EXPERIMENT = """
 from darwin.components import ComponentSpec
 from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
@@ -69,7 +69,7 @@ def build(preset):
         memory=ComponentSpec(name="lab_plugins:CountingMemory"),
         workflow=ComponentSpec(name="lab_plugins:LoggingWorkflow"),
     )
-'''
+"""
 
 
 @pytest.fixture
@@ -91,7 +91,9 @@ def test_dry_run_builds_every_plugin_and_names_bad_ones(lab):
     result = CliRunner().invoke(main, ["run", str(lab), "--dry-run"])
     assert result.exit_code == 0, result.output
     config = load_experiment(lab)
-    with pytest.raises(ExperimentError, match=r"curriculum 'learnabilty' is not built in \(did you mean 'learnability'\?\)"):
+    with pytest.raises(
+        ExperimentError, match=r"curriculum 'learnabilty' is not built in \(did you mean 'learnability'\?\)"
+    ):
         apply_overrides(config, ["curriculum.name=learnabilty"])
     with pytest.raises(ExperimentError, match="module 'lab_plugins' has no 'Missing'"):
         apply_overrides(config, ["workflow.name=lab_plugins:Missing"])
@@ -115,12 +117,17 @@ def test_short_run_and_eval_use_the_plugins(lab, tmp_path):
     assert [u["step"] for u in updates if u["group"] == "update"] == [1, 2]
 
     (tmp_path / "events.txt").unlink()
-    result = CliRunner().invoke(main, ["eval", "--experiment", str(lab), "--phones", "2", "--episodes", "1",
-                                       "--run-dir", str(tmp_path / "eval")])
+    result = CliRunner().invoke(
+        main,
+        ["eval", "--experiment", str(lab), "--phones", "2", "--episodes", "1", "--run-dir", str(tmp_path / "eval")],
+    )
     assert result.exit_code == 0, result.output
     seen = events(lab)
     # eval runs the experiment's tasks (not the curriculum: a fixed queue) through its workflow and verifier
-    assert sorted(e for e in seen if e.startswith("workflow.run")) == ["workflow.run amazon_0", "workflow.run settings_dark_theme"]
+    assert sorted(e for e in seen if e.startswith("workflow.run")) == [
+        "workflow.run amazon_0",
+        "workflow.run settings_dark_theme",
+    ]
     assert seen.count("memory.reset") >= 2 and any(e.startswith("verifier ") for e in seen)
     assert "overall" in result.output
 

@@ -39,13 +39,25 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     vlm.model.save_pretrained(dirs["uitars"])
     vlm.processor.save_pretrained(dirs["uitars"])
     vlm.model.save_pretrained(dirs["weights_only"])
-    text = Qwen2Config(vocab_size=len(vlm.tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                       num_attention_heads=2, num_key_value_heads=1)
+    text = Qwen2Config(
+        vocab_size=len(vlm.tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
     Qwen2ForCausalLM(text).save_pretrained(dirs["text_only"])
     vlm.tokenizer.save_pretrained(dirs["text_only"])
     vlm.save_pretrained(dirs["warm_start"])
-    record = {"format_version": SFT_FORMAT_VERSION, "kind": "tiny", "agent": {}, "memory": {},
-              "observation_size": [252, 560], "max_new_tokens": 64}
+    record = {
+        "format_version": SFT_FORMAT_VERSION,
+        "kind": "tiny",
+        "agent": {},
+        "memory": {},
+        "observation_size": [252, 560],
+        "max_new_tokens": 64,
+    }
     (dirs["warm_start"] / AGENT_FILE).write_text(json.dumps(record))
     return dirs
 
@@ -54,7 +66,10 @@ def test_the_checkpoints_have_the_layouts_the_checks_read(checkpoints):
     files = {name: {p.name for p in path.iterdir()} for name, path in checkpoints.items()}
     assert {"config.json", "processor_config.json", "tokenizer.json", "chat_template.jinja"} <= files["uitars"]
     assert "darwin_agent.json" not in files["uitars"] and "darwin_tiny_vlm.json" not in files["uitars"]
-    assert "config.json" in files["weights_only"] and not files["weights_only"] & {"processor_config.json", "tokenizer.json"}
+    assert "config.json" in files["weights_only"] and not files["weights_only"] & {
+        "processor_config.json",
+        "tokenizer.json",
+    }
     assert json.loads((checkpoints["text_only"] / "config.json").read_text())["model_type"] == "qwen2"
 
 
@@ -97,19 +112,26 @@ def test_a_text_only_checkpoint_is_named_with_the_fix(checkpoints):
     # another vision-language family is named too
     other = checkpoints["text_only"].parent / "llava"
     other.mkdir(exist_ok=True)
-    (other / "config.json").write_text(json.dumps({"model_type": "llava", "architectures": ["LlavaForConditionalGeneration"],
-                                                   "vision_config": {}}))
+    (other / "config.json").write_text(
+        json.dumps({"model_type": "llava", "architectures": ["LlavaForConditionalGeneration"], "vision_config": {}})
+    )
     (found,) = [m for m in checkpoint_problems(other, agent_format=None) if "model_type" in m]
-    assert "holds model_type 'llava' (LlavaForConditionalGeneration), which darwin's agents and policies do not run" in found
+    assert (
+        "holds model_type 'llava' (LlavaForConditionalGeneration), which darwin's agents and policies do not run"
+        in found
+    )
 
 
 def test_a_checkpoint_without_processor_files_is_named(checkpoints):
     problems = preflight(ExperimentConfig(name="x", checkpoint=str(checkpoints["weights_only"]), agent=UITARS))
     assert [p.part for p in problems] == ["checkpoint"], problems
     message = problems[0].message
-    for part in ("no image processor (preprocessor_config.json, or processor_config.json with an image_processor entry)",
-                 "no tokenizer (tokenizer.json, or vocab.json and merges.txt)", "no chat template",
-                 "save it beside the weights, e.g. AutoProcessor.from_pretrained("):
+    for part in (
+        "no image processor (preprocessor_config.json, or processor_config.json with an image_processor entry)",
+        "no tokenizer (tokenizer.json, or vocab.json and merges.txt)",
+        "no chat template",
+        "save it beside the weights, e.g. AutoProcessor.from_pretrained(",
+    ):
         assert part in message, part
     # A Hub-style layout (preprocessor_config.json, vocab.json + merges.txt, chat_template.json) passes.
     hub = checkpoints["weights_only"].parent / "hub_layout"

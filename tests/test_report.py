@@ -37,8 +37,18 @@ def test_progress_lines_print_when_an_update_starts_and_when_the_rollout_goes_on
     console = Console(record=True, width=200, force_terminal=False)
     monkeypatch.setattr(cli, "console", console)
     lines = cli._ProgressLines()
-    stages = [("warm start", 0), ("evaluation (warm start)", 0), ("rollout", 0), ("update (critic warm-up)", 0),
-              ("rollout", 1), ("update", 1), ("rollout", 2), ("update", 2), ("rollout", 3), ("evaluation (final)", 3)]
+    stages = [
+        ("warm start", 0),
+        ("evaluation (warm start)", 0),
+        ("rollout", 0),
+        ("update (critic warm-up)", 0),
+        ("rollout", 1),
+        ("update", 1),
+        ("rollout", 2),
+        ("update", 2),
+        ("rollout", 3),
+        ("evaluation (final)", 3),
+    ]
     for stage, update in stages:
         lines(RunProgress(stage=stage, update=update, updates=3))
     for _ in range(3):  # refreshes within a stage print nothing
@@ -74,15 +84,22 @@ def test_plot_has_no_mean_before_a_full_window_and_draws_evaluations(tmp_path):
     from darwin.report import EvalPoint
 
     points = [(i * 5, float(i % 2)) for i in range(30)]
-    main, *per_task = _plotted_axes(points, tmp_path / "p.png", window=20, warmup_until=40,
-                                    evaluations=[EvalPoint("warm start", 0, 38, 96), EvalPoint("final", 145, 50, 96)],
-                                    per_task={"a": points[::2], "b": points[1::2]})
+    main, *per_task = _plotted_axes(
+        points,
+        tmp_path / "p.png",
+        window=20,
+        warmup_until=40,
+        evaluations=[EvalPoint("warm start", 0, 38, 96), EvalPoint("final", 145, 50, 96)],
+        per_task={"a": points[::2], "b": points[1::2]},
+    )
     mean_line = [ln for ln in main.get_lines() if "20-point mean" in ln.get_label()][0]
     assert list(mean_line.get_xdata())[0] == points[19][0]  # starts once 20 points exist
     labels = [t.get_text() for t in main.get_legend().get_texts()]
     assert any("critic warm-up" in t for t in labels) and sum("95% interval" in t for t in labels) == 2
     assert len(per_task) == 2  # one small panel per task
-    assert all(len(ax.get_lines()) == 2 and ax.get_title().startswith(task) for ax, task in zip(per_task, "ab", strict=True))
+    assert all(
+        len(ax.get_lines()) == 2 and ax.get_title().startswith(task) for ax, task in zip(per_task, "ab", strict=True)
+    )
 
 
 def test_plot_draws_raw_values_as_dots_one_per_x_not_vertical_strokes(tmp_path):

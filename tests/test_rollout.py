@@ -28,11 +28,22 @@ class SlowPhone(SimPhoneEnv):
         self.log.append((self.name, self.actions))
 
 
-def engine(envs, mode="async", rollout_steps=30, store=None, run_id=None, group_size=None, actor=None, max_backlog_steps=None):
+def engine(
+    envs, mode="async", rollout_steps=30, store=None, run_id=None, group_size=None, actor=None, max_backlog_steps=None
+):
     buffer = ReplayBuffer(rollout_steps=rollout_steps, group_size=group_size)
-    eng = RolloutEngine(envs, actor or (lambda i: RandomActor(seed=i)), StaticCurriculum(task_set("base8"), mode="uniform", seed=1),
-                        buffer, workflow=LifecycleWorkflow(), store=store, run_id=run_id, mode=mode, group_size=group_size,
-                        max_backlog_steps=max_backlog_steps)
+    eng = RolloutEngine(
+        envs,
+        actor or (lambda i: RandomActor(seed=i)),
+        StaticCurriculum(task_set("base8"), mode="uniform", seed=1),
+        buffer,
+        workflow=LifecycleWorkflow(),
+        store=store,
+        run_id=run_id,
+        mode=mode,
+        group_size=group_size,
+        max_backlog_steps=max_backlog_steps,
+    )
     return eng, buffer
 
 
@@ -45,7 +56,9 @@ async def wait_until(condition, timeout=60.0):
 def test_async_workers_fill_the_buffer_and_stop_cleanly(tmp_path):
     store = RunStore.for_run_dir(tmp_path)
     run_id = store.start_run("rollout", None)
-    eng, buffer = engine([SimPhoneEnv(seed=i) for i in range(3)], store=store, run_id=run_id, actor=lambda i: OracleActor())
+    eng, buffer = engine(
+        [SimPhoneEnv(seed=i) for i in range(3)], store=store, run_id=run_id, actor=lambda i: OracleActor()
+    )
     stats = asyncio.run(eng.run(until=lambda: buffer.completed_steps >= 60))
     assert stats.episodes >= 1 and stats.env_steps >= 60
     taken = buffer.take_completed()
@@ -53,7 +66,9 @@ def test_async_workers_fill_the_buffer_and_stop_cleanly(tmp_path):
     assert buffer.active_episodes == 0  # unfinished episodes were abandoned at the stop
     stored = store.episodes(run_id)
     assert sum(1 for e in stored if e.finished) == stats.episodes
-    assert stats.successes == stats.episodes - stats.terminations["already_done"]  # the oracle; leftovers are not scored
+    assert (
+        stats.successes == stats.episodes - stats.terminations["already_done"]
+    )  # the oracle; leftovers are not scored
 
 
 def test_async_phones_never_wait_for_slow_ones():
@@ -66,8 +81,9 @@ def test_async_phones_never_wait_for_slow_ones():
 
 def test_backpressure_bounds_the_backlog_and_resumes_when_the_learner_takes():
     horizon = max(t.step_budget for t in task_set("base8"))
-    eng, buffer = engine([SimPhoneEnv(seed=i) for i in range(3)], rollout_steps=30, max_backlog_steps=40,
-                         actor=lambda i: OracleActor())
+    eng, buffer = engine(
+        [SimPhoneEnv(seed=i) for i in range(3)], rollout_steps=30, max_backlog_steps=40, actor=lambda i: OracleActor()
+    )
 
     async def main():
         done = asyncio.Event()
@@ -95,7 +111,11 @@ def test_backlog_below_rollout_steps_is_rejected():
 
 def test_sync_mode_steps_all_phones_together():
     log = []
-    envs = [SlowPhone(0.001, log, seed=0, name="a"), SlowPhone(0.01, log, seed=1, name="b"), SlowPhone(0.003, log, seed=2, name="c")]
+    envs = [
+        SlowPhone(0.001, log, seed=0, name="a"),
+        SlowPhone(0.01, log, seed=1, name="b"),
+        SlowPhone(0.003, log, seed=2, name="c"),
+    ]
     eng, buffer = engine(envs, mode="sync")
     asyncio.run(eng.run(until=lambda: envs[0].actions >= 40))
     counts = {"a": 0, "b": 0, "c": 0}
@@ -105,7 +125,9 @@ def test_sync_mode_steps_all_phones_together():
 
 
 def test_group_mode_runs_each_task_k_times():
-    eng, buffer = engine([SimPhoneEnv(seed=i) for i in range(2)], group_size=3, rollout_steps=1, actor=lambda i: OracleActor())
+    eng, buffer = engine(
+        [SimPhoneEnv(seed=i) for i in range(2)], group_size=3, rollout_steps=1, actor=lambda i: OracleActor()
+    )
     asyncio.run(eng.run(until=lambda: buffer.completed_steps >= 30))
     got = buffer.take_completed()
     assert len(got) % 3 == 0 and len({t.task.id for t in got[:3]}) == 1
@@ -116,8 +138,13 @@ def test_group_members_start_from_the_same_phone_state():
     they see the same first screen (GiGPO's anchor states repeat across the group)."""
     from darwin.learner.batch import observation_anchor
 
-    eng, buffer = engine([SimPhoneEnv(seed=i, reset_between_episodes=True) for i in range(3)], group_size=3, rollout_steps=1,
-                         actor=lambda i: RandomActor(seed=i), max_backlog_steps=60)
+    eng, buffer = engine(
+        [SimPhoneEnv(seed=i, reset_between_episodes=True) for i in range(3)],
+        group_size=3,
+        rollout_steps=1,
+        actor=lambda i: RandomActor(seed=i),
+        max_backlog_steps=60,
+    )
     asyncio.run(eng.run(until=lambda: buffer.completed_steps >= 60))
     got = buffer.take_completed()
     groups: dict[str, list] = {}
@@ -126,7 +153,11 @@ def test_group_members_start_from_the_same_phone_state():
     assert groups and all(len(ts) == 3 for ts in groups.values()) and None not in groups
     for ts in groups.values():
         assert len({t.phone for t in ts}) == 1 and len({t.task.id for t in ts}) == 1
-        first = {observation_anchor(t.transitions[0].observation.screenshot, t.transitions[0].observation.goal) for t in ts if t.transitions}
+        first = {
+            observation_anchor(t.transitions[0].observation.screenshot, t.transitions[0].observation.goal)
+            for t in ts
+            if t.transitions
+        }
         assert len(first) == 1
 
 

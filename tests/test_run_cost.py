@@ -33,16 +33,28 @@ COST_HEADER = "| phone-s / success | learner-s / success | phone time: infra | p
 
 
 def _episode(success: bool | None, reason: TerminationReason, cause: str = "") -> Trajectory:
-    trajectory = Trajectory(episode_id=f"e-{reason.value}-{success}", task=get_task("settings_dark_theme"),
-                            termination=Termination(reason, cause))
+    trajectory = Trajectory(
+        episode_id=f"e-{reason.value}-{success}",
+        task=get_task("settings_dark_theme"),
+        termination=Termination(reason, cause),
+    )
     if success is not None:
         trajectory.verdicts[Phase.EXECUTION] = Verdict(success)
     return trajectory
 
 
 def test_the_figures_are_the_totals_over_successes_and_phone_time():
-    cost = RunCost(phones=4, rollout_s=50.0, phone_s=200.0, episode_phone_s=150.0, infra_phone_s=30.0,
-                   backpressure_phone_s=10.0, learner_s=12.0, episodes=9, successes=3)
+    cost = RunCost(
+        phones=4,
+        rollout_s=50.0,
+        phone_s=200.0,
+        episode_phone_s=150.0,
+        infra_phone_s=30.0,
+        backpressure_phone_s=10.0,
+        learner_s=12.0,
+        episodes=9,
+        successes=3,
+    )
     assert cost.phone_s_per_success == pytest.approx(200 / 3)
     assert cost.learner_s_per_success == pytest.approx(4.0)
     assert (cost.infra_share, cost.backpressure_share) == (pytest.approx(0.15), pytest.approx(0.05))
@@ -50,11 +62,19 @@ def test_the_figures_are_the_totals_over_successes_and_phone_time():
     assert cost.usd_per_success(0.10, 2.50, learner_gpus=2) == pytest.approx((20.0 + 60.0) / 3600 / 3)
     # A resumed run adds each process's totals; the phones are the latest process's.
     resumed = cost + RunCost(phones=2, rollout_s=10.0, phone_s=20.0, learner_s=3.0, episodes=2, successes=2)
-    assert (resumed.phones, resumed.rollout_s, resumed.phone_s, resumed.learner_s, resumed.successes) == (2, 60.0, 220.0, 15.0, 5)
+    assert (resumed.phones, resumed.rollout_s, resumed.phone_s, resumed.learner_s, resumed.successes) == (
+        2,
+        60.0,
+        220.0,
+        15.0,
+        5,
+    )
     assert resumed.phone_s_per_success == pytest.approx(44.0)
     assert RunCost.from_json(json.loads(json.dumps(cost.to_json()))) == cost  # exact, as a checkpoint keeps it
     summary = cost.to_json(digits=4)
-    assert summary["phone_s_per_success"] == 66.6667 and summary["learner_s_per_success"] == 4.0 and "note" not in summary
+    assert (
+        summary["phone_s_per_success"] == 66.6667 and summary["learner_s_per_success"] == 4.0 and "note" not in summary
+    )
 
 
 def test_a_run_without_a_success_says_so_instead_of_dividing_by_zero():
@@ -95,9 +115,14 @@ def test_the_engine_times_every_finished_episode_and_its_infrastructure_losses()
     finished episode's phone time is counted, the disconnected ones' also as infrastructure
     time, and episodes plus waiting fit in the phones' time."""
     spec = FaultSpec(drop=0.1, drop_when="before", seed=4)
-    envs = [FaultyEnv(SimPhoneEnv(seed=i), spec, device=f"sim-{i}", call_timeout_s=2, recovery_timeout_s=5) for i in range(2)]
+    envs = [
+        FaultyEnv(SimPhoneEnv(seed=i), spec, device=f"sim-{i}", call_timeout_s=2, recovery_timeout_s=5)
+        for i in range(2)
+    ]
     buffer = ReplayBuffer(rollout_steps=40)
-    engine = RolloutEngine(envs, lambda i: OracleActor(), StaticCurriculum(task_set("base8"), seed=1), buffer, max_backlog_steps=40)
+    engine = RolloutEngine(
+        envs, lambda i: OracleActor(), StaticCurriculum(task_set("base8"), seed=1), buffer, max_backlog_steps=40
+    )
     stats = asyncio.run(engine.run(until=lambda: engine.stats.phones_waiting == len(envs)))
     lost = stats.terminations[TerminationReason.INFRA_TRUNCATED.value]
     assert lost > 0 and stats.episodes > lost and stats.backpressure_s > 0
@@ -157,15 +182,21 @@ def _check_summary(run_dir: Path, phones: int, resumed: bool = False) -> RunCost
     # The learner-seconds hold every update's own time (metrics.jsonl total_s), and little more.
     updates = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert sum(r["total_s"] for r in updates if r["group"] == "update") <= cost.learner_s + 1e-3
-    for name, share, seconds in (("infra_share", cost.infra_share, cost.infra_phone_s),
-                                 ("backpressure_share", cost.backpressure_share, cost.backpressure_phone_s)):
+    for name, share, seconds in (
+        ("infra_share", cost.infra_share, cost.infra_phone_s),
+        ("backpressure_share", cost.backpressure_share, cost.backpressure_phone_s),
+    ):
         assert share is not None and 0 <= share <= 1 and share == pytest.approx(seconds / cost.phone_s)
         assert summary[name] == pytest.approx(share, abs=1e-4)
     if cost.successes:
         assert summary["phone_s_per_success"] == pytest.approx(cost.phone_s / cost.successes, abs=1e-3)
         assert summary["learner_s_per_success"] == pytest.approx(cost.learner_s / cost.successes, abs=1e-3)
     else:
-        assert summary["phone_s_per_success"] is None and summary["learner_s_per_success"] is None and summary["note"] == NO_SUCCESS
+        assert (
+            summary["phone_s_per_success"] is None
+            and summary["learner_s_per_success"] is None
+            and summary["note"] == NO_SUCCESS
+        )
     return cost
 
 
@@ -175,11 +206,17 @@ def test_a_small_run_reports_the_cost_of_a_success_and_compare_shows_it(tmp_path
     assert result.exit_code == 0, result.output
     cost = _check_summary(run_dir, phones=2)
     with sqlite3.connect(run_dir / "run.db") as db:  # the training run's finished episodes, as stored
-        finished = db.execute("select count(*), coalesce(sum(success), 0) from episodes where termination_reason is not null").fetchone()
+        finished = db.execute(
+            "select count(*), coalesce(sum(success), 0) from episodes where termination_reason is not null"
+        ).fetchone()
         infra = db.execute("select count(*) from episodes where termination_reason = 'infra_truncated'").fetchone()[0]
-    assert (cost.episodes, cost.successes) == tuple(finished) and cost.successes > 0  # the judge passes every other episode
+    assert (cost.episodes, cost.successes) == tuple(
+        finished
+    ) and cost.successes > 0  # the judge passes every other episode
     assert (cost.infra_phone_s > 0) == (infra > 0)
-    printed = re.search(r"cost of a success: ([0-9.]+) phone-seconds and ([0-9.]+) learner-seconds", " ".join(result.output.split()))
+    printed = re.search(
+        r"cost of a success: ([0-9.]+) phone-seconds and ([0-9.]+) learner-seconds", " ".join(result.output.split())
+    )
     assert printed is not None, result.output
     assert float(printed[1]) == pytest.approx(cost.phone_s / cost.successes, abs=0.06)
     assert float(printed[2]) == pytest.approx(cost.learner_s / cost.successes, abs=0.06)
@@ -188,7 +225,9 @@ def test_a_small_run_reports_the_cost_of_a_success_and_compare_shows_it(tmp_path
     assert rollout and rollout[-1]["cost/phones"] == 2 and rollout[-1]["cost/learner_s"] > 0
 
     # A resume adds the second process's time to the checkpoint's.
-    checkpointed = RunCost.from_json(json.loads((run_dir / "checkpoint" / "learner.json").read_text())["extra_state"]["cost"])
+    checkpointed = RunCost.from_json(
+        json.loads((run_dir / "checkpoint" / "learner.json").read_text())["extra_state"]["cost"]
+    )
     assert checkpointed.learner_s > 0 and checkpointed.successes <= cost.successes
     result = CliRunner().invoke(main, ["run", str(_experiment(tmp_path, 2)), "--run-dir", str(run_dir), "--resume"])
     assert result.exit_code == 0, result.output
@@ -203,14 +242,25 @@ def test_a_small_run_reports_the_cost_of_a_success_and_compare_shows_it(tmp_path
     assert COST_HEADER in compared.output
     row = next(line for line in compared.output.splitlines() if line.startswith(f"| {run_dir.name} |"))
     per_success = "no success" if not resumed.successes else f"{resumed.phone_s / resumed.successes:.1f}"
-    assert per_success in row and f"{100 * (resumed.infra_share or 0):.1f}% | {100 * (resumed.backpressure_share or 0):.1f}% |" in row
+    assert (
+        per_success in row
+        and f"{100 * (resumed.infra_share or 0):.1f}% | {100 * (resumed.backpressure_share or 0):.1f}% |" in row
+    )
 
 
 def test_compare_shows_the_cost_columns_per_run(tmp_path):
     """A run with successes, one without, and one from before the cost figures."""
     runs = {
-        "paid": RunCost(phones=2, rollout_s=50.0, phone_s=100.0, infra_phone_s=25.0, backpressure_phone_s=10.0, learner_s=8.0,
-                        episodes=6, successes=4).to_json(digits=4),
+        "paid": RunCost(
+            phones=2,
+            rollout_s=50.0,
+            phone_s=100.0,
+            infra_phone_s=25.0,
+            backpressure_phone_s=10.0,
+            learner_s=8.0,
+            episodes=6,
+            successes=4,
+        ).to_json(digits=4),
         "none": RunCost(phones=2, rollout_s=5.0, phone_s=10.0, learner_s=1.0, episodes=2).to_json(digits=4),
         "old": None,
     }

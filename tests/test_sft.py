@@ -45,8 +45,15 @@ TASKS = ("amazon_0", "settings_dark_theme", "clock_4")
 
 def small_config(**overrides: Any) -> SFTConfig:
     fields: dict[str, Any] = {
-        "tasks": TASKS, "phones": 2, "episodes": 4, "heldout_phones": 1, "heldout_episodes": 2,
-        "steps": 8, "batch_size": 8, "warmup_steps": 1, "lr": 3e-3,
+        "tasks": TASKS,
+        "phones": 2,
+        "episodes": 4,
+        "heldout_phones": 1,
+        "heldout_episodes": 2,
+        "steps": 8,
+        "batch_size": 8,
+        "warmup_steps": 1,
+        "lr": 3e-3,
     }
     fields.update(overrides)
     return SFTConfig(**fields)
@@ -188,8 +195,15 @@ def test_training_is_deterministic_and_leaves_global_rngs_alone(checkpoint: Path
 
 
 def test_checkpoint_layout_and_loading(checkpoint: Path) -> None:
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja",
-                 "darwin_tiny_vlm.json", AGENT_FILE, SFT_FILE):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "chat_template.jinja",
+        "darwin_tiny_vlm.json",
+        AGENT_FILE,
+        SFT_FILE,
+    ):
         assert (checkpoint / name).is_file(), name
     warm = load_warm_start(checkpoint)
     assert warm.observation_size == (168, 364) and warm.vlm.tiny_config is not None
@@ -222,22 +236,55 @@ def test_early_stop_short_of_mastery(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_eval_tiny_checkpoint_via_cli(checkpoint: Path, tmp_path: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(main, ["eval", "--agent", f"tiny:{checkpoint}", "--tasks", "amazon_0", "--phones", "2",
-                                  "--run-dir", str(tmp_path / "run")])
+    result = runner.invoke(
+        main,
+        [
+            "eval",
+            "--agent",
+            f"tiny:{checkpoint}",
+            "--tasks",
+            "amazon_0",
+            "--phones",
+            "2",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "overall" in result.output and "amazon_0" in result.output
     missing = tmp_path / "nothing"
     result = runner.invoke(main, ["eval", "--agent", f"tiny:{missing}", "--run-dir", str(tmp_path / "r2")])
-    assert result.exit_code == 2 and f"no checkpoint at {missing}" in result.output and "darwin sft --out" in result.output
-    result = runner.invoke(main, ["eval", "--agent", f"tiny:{checkpoint}", "--observation-size", "252x560",
-                                  "--run-dir", str(tmp_path / "r3")])
+    assert (
+        result.exit_code == 2 and f"no checkpoint at {missing}" in result.output and "darwin sft --out" in result.output
+    )
+    result = runner.invoke(
+        main,
+        ["eval", "--agent", f"tiny:{checkpoint}", "--observation-size", "252x560", "--run-dir", str(tmp_path / "r3")],
+    )
     assert result.exit_code == 2 and "168x364" in result.output
 
 
 def test_sft_cli_trains_saves_and_evaluates(tmp_path: Path) -> None:
     out = tmp_path / "ckpt"
-    args = ["sft", "--out", str(out), "--steps", "2", "--episodes", "2", "--phones", "1", "--batch-size", "4",
-            "--tasks", "amazon_0", "--eval-episodes", "1", "--eval-phones", "1"]
+    args = [
+        "sft",
+        "--out",
+        str(out),
+        "--steps",
+        "2",
+        "--episodes",
+        "2",
+        "--phones",
+        "1",
+        "--batch-size",
+        "4",
+        "--tasks",
+        "amazon_0",
+        "--eval-episodes",
+        "1",
+        "--eval-phones",
+        "1",
+    ]
     config_file = tmp_path / "sft.yaml"
     config_file.write_text("heldout_phones: 0\nwarmup_steps: 1\n")
     result = CliRunner().invoke(main, [*args, "--config", str(config_file)])
@@ -292,7 +339,10 @@ def llm_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
             seen.append({"authorization": self.headers.get("Authorization"), "body": body})
             text = "Thought: The theme is set.\nAction: finished(content='done')"
             payload = {
-                "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+                "id": "cmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
                 "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }
@@ -315,15 +365,35 @@ def llm_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     httpd.server_close()
 
 
-def test_eval_litellm_agent_end_to_end(llm_server: tuple[str, list[dict[str, Any]]], tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eval_litellm_agent_end_to_end(
+    llm_server: tuple[str, list[dict[str, Any]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     api_base, seen = llm_server
     monkeypatch.setenv(KEY_ENV, SECRET)
-    result = CliRunner().invoke(main, [
-        "--log-level", "debug", "eval", "--agent", "litellm:openai/ui-tars-test", "--agent-format", "uitars-1.5",
-        "--api-base", api_base, "--api-key-env", KEY_ENV, "--tasks", "settings_dark_theme,amazon_0",
-        "--phones", "2", "--temperature", "0", "--run-dir", str(tmp_path / "run"),
-    ])
+    result = CliRunner().invoke(
+        main,
+        [
+            "--log-level",
+            "debug",
+            "eval",
+            "--agent",
+            "litellm:openai/ui-tars-test",
+            "--agent-format",
+            "uitars-1.5",
+            "--api-base",
+            api_base,
+            "--api-key-env",
+            KEY_ENV,
+            "--tasks",
+            "settings_dark_theme,amazon_0",
+            "--phones",
+            "2",
+            "--temperature",
+            "0",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "overall" in result.output and SECRET not in result.output
     assert len(seen) == 2  # one finished() step per episode
@@ -335,19 +405,36 @@ def test_eval_litellm_agent_end_to_end(llm_server: tuple[str, list[dict[str, Any
     assert result.exit_code == 2 and "needs a LiteLLM model name" in result.output
 
 
-def test_eval_litellm_agent_without_its_key_stops_at_once(llm_server: tuple[str, list[dict[str, Any]]], tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eval_litellm_agent_without_its_key_stops_at_once(
+    llm_server: tuple[str, list[dict[str, Any]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A new user's first try: no API key. The command stops before any phone starts, with the
     variable to set; no request is sent, no episode is scored."""
     api_base, seen = llm_server
     for var in ("OPENAI_API_KEY", KEY_ENV):
         monkeypatch.delenv(var, raising=False)
-    result = CliRunner().invoke(main, ["eval", "--agent", "litellm:openai/gpt-4o-mini", "--tasks", "clock_1",
-                                       "--run-dir", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        main,
+        ["eval", "--agent", "litellm:openai/gpt-4o-mini", "--tasks", "clock_1", "--run-dir", str(tmp_path / "run")],
+    )
     assert result.exit_code == 1 and "OPENAI_API_KEY" in result.output and "overall" not in result.output
     assert "Give Feedback" not in result.output and not (tmp_path / "run").exists()
-    result = CliRunner().invoke(main, ["eval", "--agent", "litellm:openai/ui-tars-test", "--api-base", api_base,
-                                       "--api-key-env", KEY_ENV, "--tasks", "clock_1", "--run-dir", str(tmp_path / "r2")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "--agent",
+            "litellm:openai/ui-tars-test",
+            "--api-base",
+            api_base,
+            "--api-key-env",
+            KEY_ENV,
+            "--tasks",
+            "clock_1",
+            "--run-dir",
+            str(tmp_path / "r2"),
+        ],
+    )
     assert result.exit_code == 1 and f"{KEY_ENV} is not set" in result.output and not seen
 
 
@@ -355,8 +442,23 @@ def test_a_key_rejected_mid_run_stops_the_run_instead_of_scoring_errors(tmp_path
     """A 401 from the acting model is a :class:`~darwin.types.RunAbort`: the workflow lets it
     stop the evaluation with the provider's message, rather than filing every episode as an error."""
     openai_server.reply = lambda body: 401
-    result = CliRunner().invoke(main, ["eval", "--agent", "litellm:openai/ui-tars-test", "--api-base", openai_server.api_base,
-                                       "--api-key-env", "DARWIN_FAKE_LLM_KEY", "--tasks", "clock_1,settings_dark_theme",
-                                       "--phones", "1", "--run-dir", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "--agent",
+            "litellm:openai/ui-tars-test",
+            "--api-base",
+            openai_server.api_base,
+            "--api-key-env",
+            "DARWIN_FAKE_LLM_KEY",
+            "--tasks",
+            "clock_1,settings_dark_theme",
+            "--phones",
+            "1",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+    )
     assert result.exit_code == 1 and "authentication" in result.output.lower() and "overall" not in result.output
     assert len(openai_server.requests) == 1  # the first step's request; no second episode was started

@@ -75,17 +75,32 @@ class OracleModelActor(ModelActor):
         return await super().act(observation, history)
 
 
-def record_run(run_dir: Path, agent_format: str, tasks: Sequence[str] = TASKS, phones: int = 1) -> list[RecordingPolicy]:
+def record_run(
+    run_dir: Path, agent_format: str, tasks: Sequence[str] = TASKS, phones: int = 1
+) -> list[RecordingPolicy]:
     """Play ``tasks`` (each once per phone) with the oracle behind a ModelActor of ``agent_format``,
     stored in ``run_dir/run.db`` as `darwin eval` stores episodes; returns each phone's policy."""
     store = RunStore.for_run_dir(run_dir)
     run_id = store.start_run(f"oracle as {agent_format}", config=None)
     policies = [RecordingPolicy() for _ in range(phones)]
-    envs = [SimPhoneEnv(seed=i, perturbation=PerturbationConfig(enabled=False), name=f"sim-{i}",
-                         reset_between_episodes=True) for i in range(phones)]
+    envs = [
+        SimPhoneEnv(
+            seed=i, perturbation=PerturbationConfig(enabled=False), name=f"sim-{i}", reset_between_episodes=True
+        )
+        for i in range(phones)
+    ]
     workflow = LifecycleWorkflow(config=StepConfig(observation_size=SCREEN))
-    report = asyncio.run(evaluate(resolve_tasks(list(tasks)), envs, lambda i: OracleModelActor(make_agent(agent_format), policies[i]),
-                                  phones, workflow, store, run_id))
+    report = asyncio.run(
+        evaluate(
+            resolve_tasks(list(tasks)),
+            envs,
+            lambda i: OracleModelActor(make_agent(agent_format), policies[i]),
+            phones,
+            workflow,
+            store,
+            run_id,
+        )
+    )
     store.close()
     assert all(t.success for t in report.trajectories), [t.termination for t in report.trajectories]
     return policies
@@ -134,8 +149,16 @@ def write_jsonl(path: Path, run_dir: Path, thought: str = "Next step.") -> None:
                 (path.parent / "shots").mkdir(exist_ok=True)
                 Image.fromarray(step.observation.screenshot).save(path.parent / shot)
             steps.append({"screenshot": shot, "action": step.action.model_dump(mode="json"), "thought": thought})
-        lines.append(json.dumps({"goal": ep.goal, "task_id": ep.task_id, "device_size": list(ep.steps[0].observation.device_size),
-                                 "steps": steps}))
+        lines.append(
+            json.dumps(
+                {
+                    "goal": ep.goal,
+                    "task_id": ep.task_id,
+                    "device_size": list(ep.steps[0].observation.device_size),
+                    "steps": steps,
+                }
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -151,16 +174,26 @@ def test_jsonl_round_trip_and_thoughts(tmp_path: Path) -> None:
 
 
 BAD_LINES = [
-    ('{"goal": "g", "steps": [{"screenshot": "a.png", "action": {"type": "tapp", "x": 1, "y": 1}}]}',
-     "demos.jsonl line 2: steps[0].action.type: 'tapp' is not an action type; use one of click, long_press, type"),
-    ('{"goal": "g", "steps": [{"screenshot": "a.png", "action": {"type": "click", "x": 1}}]}',
-     "demos.jsonl line 2: steps[0].action.y: required field is missing; add it"),
-    ('{"goal": "g", "steps": [{"screenshot": "a.png", "action": {"type": "click", "x": 1, "y": 2}, "reasoning": "x"}]}',
-     "demos.jsonl line 2: steps[0].reasoning: unknown field; remove it or fix its name (fields: screenshot, action, thought, target_box)"),
-    ('{"goal": "g", "steps": [{"screenshot": "missing.png", "action": {"type": "wait"}}]}',
-     "demos.jsonl line 2: steps[0].screenshot: no file"),
-    ('{"goal": "g", "steps": [{"screenshot": "a.png", "action": {"type": "click", "x": 5000, "y": 2}}]}',
-     "demos.jsonl line 2: steps[0].action.x: 5000 lies outside the 8x8 device"),
+    (
+        '{"goal": "g", "steps": [{"screenshot": "a.png", "action": {"type": "tapp", "x": 1, "y": 1}}]}',
+        "demos.jsonl line 2: steps[0].action.type: 'tapp' is not an action type; use one of click, long_press, type",
+    ),
+    (
+        '{"goal": "g", "steps": [{"screenshot": "a.png", "action": {"type": "click", "x": 1}}]}',
+        "demos.jsonl line 2: steps[0].action.y: required field is missing; add it",
+    ),
+    (
+        '{"goal": "g", "steps": [{"screenshot": "a.png", "action": {"type": "click", "x": 1, "y": 2}, "reasoning": "x"}]}',
+        "demos.jsonl line 2: steps[0].reasoning: unknown field; remove it or fix its name (fields: screenshot, action, thought, target_box)",
+    ),
+    (
+        '{"goal": "g", "steps": [{"screenshot": "missing.png", "action": {"type": "wait"}}]}',
+        "demos.jsonl line 2: steps[0].screenshot: no file",
+    ),
+    (
+        '{"goal": "g", "steps": [{"screenshot": "a.png", "action": {"type": "click", "x": 5000, "y": 2}}]}',
+        "demos.jsonl line 2: steps[0].action.x: 5000 lies outside the 8x8 device",
+    ),
     ('{"goal": "g", "steps": [}', "demos.jsonl line 2: not valid JSON"),
 ]
 
@@ -212,13 +245,32 @@ def test_sft_from_run_and_jsonl_learns_and_loads(checkpoint: Path, tmp_path: Pat
     policies = [RecordingPolicy() for _ in range(4)]
     envs = [SimPhoneEnv(seed=i, perturbation=PerturbationConfig(enabled=False), name=f"sim-{i}") for i in range(4)]
     workflow = LifecycleWorkflow(verifier=AcceptAll(), config=StepConfig(observation_size=SCREEN))
-    asyncio.run(evaluate(resolve_tasks(["settings_dark_theme"]), envs, lambda i: ScriptModelActor(make_agent("uitars-1.5"), policies[i]),
-                         4, workflow, store, run_id))
+    asyncio.run(
+        evaluate(
+            resolve_tasks(["settings_dark_theme"]),
+            envs,
+            lambda i: ScriptModelActor(make_agent("uitars-1.5"), policies[i]),
+            4,
+            workflow,
+            store,
+            run_id,
+        )
+    )
     store.close()
     write_jsonl(tmp_path / "demos.jsonl", tmp_path / "run", thought="")
-    config = FinetuneConfig(model=str(checkpoint), agent_format="uitars-1.5", observation_size=SCREEN,
-                            runs=(str(tmp_path / "run"),), jsonl=(str(tmp_path / "demos.jsonl"),), heldout_fraction=0.25,
-                            steps=60, batch_size=2, lr=5e-3, warmup_steps=2, sampled_match=False)
+    config = FinetuneConfig(
+        model=str(checkpoint),
+        agent_format="uitars-1.5",
+        observation_size=SCREEN,
+        runs=(str(tmp_path / "run"),),
+        jsonl=(str(tmp_path / "demos.jsonl"),),
+        heldout_fraction=0.25,
+        steps=60,
+        batch_size=2,
+        lr=5e-3,
+        warmup_steps=2,
+        sampled_match=False,
+    )
     result = finetune(config, tmp_path / "out")
     training = result.metadata["training"]
     assert result.metadata["data"]["train"]["steps"] == 18 and result.metadata["data"]["heldout"]["steps"] == 6
@@ -229,12 +281,28 @@ def test_sft_from_run_and_jsonl_learns_and_loads(checkpoint: Path, tmp_path: Pat
     assert set(result.after.per_type) == {"open_app", "press_home", "finished"}
     accepted = result.metadata["data"]["train_steps_accepted_by"]
     assert accepted and set(accepted) == {"judge"}  # the run's verdict, per example
-    assert {e["verdict"]["verifier_kind"] for e in result.metadata["examples"] if e["source"].startswith("run:")} == {"judge"}
+    assert {e["verdict"]["verifier_kind"] for e in result.metadata["examples"] if e["source"].startswith("run:")} == {
+        "judge"
+    }
     warm = load_warm_start(tmp_path / "out")
     assert warm.agent_format == "uitars-1.5" and warm.observation_size == SCREEN
     assert type(warm.make_any_agent()).__name__ == "UITarsAgent"
-    out = CliRunner().invoke(main, ["eval", "--agent", f"tiny:{tmp_path / 'out'}", "--tasks", "settings_dark_theme",
-                                    "--phones", "1", "--temperature", "0", "--run-dir", str(tmp_path / "eval")])
+    out = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "--agent",
+            f"tiny:{tmp_path / 'out'}",
+            "--tasks",
+            "settings_dark_theme",
+            "--phones",
+            "1",
+            "--temperature",
+            "0",
+            "--run-dir",
+            str(tmp_path / "eval"),
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "settings_dark_theme" in out.output
 
@@ -242,8 +310,10 @@ def test_sft_from_run_and_jsonl_learns_and_loads(checkpoint: Path, tmp_path: Pat
 def _tiny_jsonl(root: Path, episodes: int = 4) -> Path:
     """Episodes of one goal on one screen: open Settings, then go home."""
     Image.fromarray(np.full((SCREEN[1], SCREEN[0], 3), 90, np.uint8)).save(root / "home.png")
-    step = [{"screenshot": "home.png", "action": {"type": "open_app", "app": "Settings"}},
-            {"screenshot": "home.png", "action": {"type": "press_home"}}]
+    step = [
+        {"screenshot": "home.png", "action": {"type": "open_app", "app": "Settings"}},
+        {"screenshot": "home.png", "action": {"type": "press_home"}},
+    ]
     line = json.dumps({"goal": "Settings: open it", "device_size": [1080, 2400], "steps": step})
     (root / "demos.jsonl").write_text("\n".join([line] * episodes) + "\n")
     return root / "demos.jsonl"
@@ -251,9 +321,30 @@ def _tiny_jsonl(root: Path, episodes: int = 4) -> Path:
 
 def test_lora_and_cli(checkpoint: Path, tmp_path: Path) -> None:
     demos = _tiny_jsonl(tmp_path)
-    out = CliRunner().invoke(main, ["sft", "--model", str(checkpoint), "--agent-format", "uitars-1.5", "--observation-size", "112x252",
-                                    "--from-jsonl", str(demos), "--lora-rank", "4", "--steps", "2", "--batch-size", "2",
-                                    "--out", str(tmp_path / "out"), "--eval-episodes", "0"])
+    out = CliRunner().invoke(
+        main,
+        [
+            "sft",
+            "--model",
+            str(checkpoint),
+            "--agent-format",
+            "uitars-1.5",
+            "--observation-size",
+            "112x252",
+            "--from-jsonl",
+            str(demos),
+            "--lora-rank",
+            "4",
+            "--steps",
+            "2",
+            "--batch-size",
+            "2",
+            "--out",
+            str(tmp_path / "out"),
+            "--eval-episodes",
+            "0",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "held-out action match" in out.output and "open_app" in out.output
     meta = json.loads((tmp_path / "out" / "darwin_sft.json").read_text())
@@ -262,7 +353,9 @@ def test_lora_and_cli(checkpoint: Path, tmp_path: Path) -> None:
     assert not any("lora" in name for name in warm.vlm.model.state_dict())
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"goal": "g", "steps": [{"screenshot": "home.png", "action": {"type": "tapp"}}]}\n')
-    out = CliRunner().invoke(main, ["sft", "--model", str(checkpoint), "--from-jsonl", str(bad), "--out", str(tmp_path / "o2")])
+    out = CliRunner().invoke(
+        main, ["sft", "--model", str(checkpoint), "--from-jsonl", str(bad), "--out", str(tmp_path / "o2")]
+    )
     assert out.exit_code != 0 and "bad.jsonl line 1: steps[0].action.type: 'tapp' is not an action type" in out.output
     out = CliRunner().invoke(main, ["sft", "--from-jsonl", str(demos)])
     assert out.exit_code != 0 and "pass --model" in out.output

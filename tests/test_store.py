@@ -52,9 +52,7 @@ def _image(seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, size=(8, 6, 3), dtype=np.uint8)
 
 
-def _transition(
-    episode_id: str, task: Task, step: int, decision: Decision, **kw: object
-) -> Transition:
+def _transition(episode_id: str, task: Task, step: int, decision: Decision, **kw: object) -> Transition:
     obs = Observation(
         screenshot=_image(step),
         goal=task.instruction,
@@ -133,11 +131,7 @@ def test_round_trip(store: RunStore) -> None:
     assert ep.success is True and ep.num_steps == 3 and ep.finished
     assert ep.termination_reason is TerminationReason.AGENT_FINISHED
     assert ep.phase_success == {Phase.EXECUTION: True}
-    assert (
-        ep.started_at.tzinfo is not None
-        and ep.ended_at is not None
-        and ep.ended_at >= ep.started_at
-    )
+    assert ep.started_at.tzinfo is not None and ep.ended_at is not None and ep.ended_at >= ep.started_at
     assert store.task(task.id) == task
 
     steps = store.steps("ep1")
@@ -145,17 +139,13 @@ def test_round_trip(store: RunStore) -> None:
     assert steps[0].action == Click(x=540, y=1200)
     assert (steps[0].prompt_tokens, steps[0].response_tokens, steps[0].policy_version) == (3, 2, 3)
     assert steps[0].response_text == "click(540, 1200)"
-    assert steps[1].action is None and steps[1].parse_error == ParseError(
-        reason="no action", text="??"
-    )
+    assert steps[1].action is None and steps[1].parse_error == ParseError(reason="no action", text="??")
     assert steps[1].reward == pytest.approx(-0.1)
     assert steps[2].done and steps[2].termination_reason is TerminationReason.AGENT_FINISHED
     assert steps[2].prompt_tokens is None  # no generation behind this step
     for s, t in zip(steps, traj.transitions, strict=True):
         assert s.screenshot_path is not None
-        np.testing.assert_array_equal(
-            store.load_screenshot(s.screenshot_path), t.observation.screenshot
-        )
+        np.testing.assert_array_equal(store.load_screenshot(s.screenshot_path), t.observation.screenshot)
 
     (v,) = store.verdicts("ep1")
     assert (v.phase, v.verifier_kind, v.success, v.reward, v.reason) == (
@@ -209,13 +199,9 @@ def test_content_addressed_screenshots(tmp_path: Path) -> None:
         p2 = a.put_screenshot(other)
         assert p2 != p1
         digest = Path(p1).stem
-        assert (
-            p1 == f"{digest[:2]}/{digest}.png" and f.parent.parent == tmp_path / "a" / "screenshots"
-        )
+        assert p1 == f"{digest[:2]}/{digest}.png" and f.parent.parent == tmp_path / "a" / "screenshots"
         files = [p for p in (tmp_path / "a" / "screenshots").rglob("*") if p.is_file()]
-        assert sorted(files) == sorted(
-            [a.screenshot_file(p1), a.screenshot_file(p2)]
-        )  # no temp files
+        assert sorted(files) == sorted([a.screenshot_file(p1), a.screenshot_file(p2)])  # no temp files
         np.testing.assert_array_equal(a.load_screenshot(p1), img)
         np.testing.assert_array_equal(a.load_screenshot(p2), other)
         with pytest.raises(ValueError, match="PNG"):
@@ -253,18 +239,12 @@ def test_success_by_task_counts(store: RunStore) -> None:
 
     stats = store.success_by_task(run_id)
     assert stats == {
-        "task_a": SuccessStats(
-            episodes=6, successes=1, failures=2, unverified=1, infra_truncated=2
-        ),
+        "task_a": SuccessStats(episodes=6, successes=1, failures=2, unverified=1, infra_truncated=2),
         "task_b": SuccessStats(episodes=3, successes=1, errors=1, unfinished=1),
     }
     assert stats["task_a"].success_rate == pytest.approx(1 / 3)
     assert SuccessStats().success_rate is None
-    infra = [
-        e
-        for e in store.episodes(run_id)
-        if e.termination_reason is TerminationReason.INFRA_TRUNCATED
-    ]
+    infra = [e for e in store.episodes(run_id) if e.termination_reason is TerminationReason.INFRA_TRUNCATED]
     assert sorted(e.termination_cause for e in infra) == ["adb disconnected", "device offline"]
 
 
@@ -295,9 +275,7 @@ def test_config_secrets_never_reach_the_database(tmp_path: Path) -> None:
             "endpoints": ["http://localhost:8000"],
             "key_components": ["dark theme"],
         }
-        db_bytes = b"".join(
-            p.read_bytes() for p in run_dir.glob("run.db*")
-        )  # incl. -wal while open
+        db_bytes = b"".join(p.read_bytes() for p in run_dir.glob("run.db*"))  # incl. -wal while open
         assert b"sk-secret" not in db_bytes and b"abcdefghijkl" not in db_bytes
     db_bytes = b"".join(p.read_bytes() for p in run_dir.glob("run.db*"))
     assert b"exp" in db_bytes and b"sk-secret" not in db_bytes
@@ -354,8 +332,7 @@ def test_concurrent_writes_lose_nothing(store: RunStore) -> None:
             store.record_task(task)
             store.start_episode(run_id, ep_id, task, phone=f"phone-{w}", seed=e)
             transitions = [
-                _transition(ep_id, task, i, Decision(action=Type(content=f"{w}-{e}-{i}")))
-                for i in range(n_steps)
+                _transition(ep_id, task, i, Decision(action=Type(content=f"{w}-{e}-{i}"))) for i in range(n_steps)
             ]
             for t in transitions:
                 store.record_step(t, t.observation.screenshot)
@@ -384,9 +361,7 @@ def test_concurrent_writes_lose_nothing(store: RunStore) -> None:
         assert len(store.verdicts(ep.episode_id)) == 1
     stats = store.success_by_task(run_id)[task.id]
     assert (stats.episodes, stats.successes, stats.failures) == (20, 12, 8)
-    assert (
-        len({p for p in (store.screenshot_dir or Path()).rglob("*.png")}) == n_steps
-    )  # deduplicated
+    assert len({p for p in (store.screenshot_dir or Path()).rglob("*.png")}) == n_steps  # deduplicated
 
 
 def test_in_memory_url(tmp_path: Path) -> None:

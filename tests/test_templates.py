@@ -44,13 +44,19 @@ def test_explicit_params_are_validated_against_the_schema() -> None:
     assert task.id.startswith("clock.set_alarm.p") and task.instruction == "Set an alarm for 6:15 AM on weekends."
     assert task.verifier.params == {"hour": 6, "minute": 15, "days": [5, 6]}
     assert tpl.task({"hour": 6, "minute": 15, "days": [5, 6]}).id == task.id != tpl.task({"hour": 6, "minute": 30}).id
-    with pytest.raises(TaskDefinitionError, match=r"template 'clock.set_alarm': invalid parameters: hour: .*less than or equal to 23.*Schema: hour: integer 0..23"):
+    with pytest.raises(
+        TaskDefinitionError,
+        match=r"template 'clock.set_alarm': invalid parameters: hour: .*less than or equal to 23.*Schema: hour: integer 0..23",
+    ):
         tpl.task({"hour": 31})
     with pytest.raises(TaskDefinitionError, match="invalid parameters: colour: Extra inputs"):
         tpl.task({"hour": 6, "colour": "red"})
     with pytest.raises(TaskDefinitionError, match="phrasing 9 out of range"):
         tpl.task({"hour": 6}, phrasing=9)
-    assert schema_line(tpl) == "hour: integer 0..23, minute: integer 0..59, days: array of integer (0 = Monday ... 6 = Sunday; () = once)"
+    assert (
+        schema_line(tpl)
+        == "hour: integer 0..23, minute: integer 0..59, days: array of integer (0 = Monday ... 6 = Sunday; () = once)"
+    )
 
 
 def test_registration_rejects_duplicates_and_bad_ids() -> None:
@@ -62,7 +68,9 @@ def test_registration_rejects_duplicates_and_bad_ids() -> None:
 
 
 def test_phrasing_placeholders_must_exist() -> None:
-    tpl = dataclasses.replace(get_template("clock.add_world_clock"), phrasings={"ENG": ("Add {town}.",), "CHN": ("添加{city}",)})
+    tpl = dataclasses.replace(
+        get_template("clock.add_world_clock"), phrasings={"ENG": ("Add {town}.",), "CHN": ("添加{city}",)}
+    )
     with pytest.raises(TaskDefinitionError, match=r"names 'town' that wording\(\) does not give"):
         tpl.instance(0)
 
@@ -70,7 +78,10 @@ def test_phrasing_placeholders_must_exist() -> None:
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> dict[str, tm.TaskTemplate]:
     """Four apps with 4, 4, 2 and 1 templates, copied from the Clock's templates."""
-    base = [get_template(t) for t in ("clock.set_alarm", "clock.delete_alarm", "clock.add_world_clock", "clock.home_time_zone")]
+    base = [
+        get_template(t)
+        for t in ("clock.set_alarm", "clock.delete_alarm", "clock.add_world_clock", "clock.home_time_zone")
+    ]
     fake: dict[str, tm.TaskTemplate] = {}
     for app, count in (("a", 4), ("b", 4), ("c", 2), ("d", 1)):
         for i in range(count):
@@ -93,11 +104,16 @@ def test_split_regimes_are_disjoint_and_reproducible(world: dict[str, tm.TaskTem
     assert len(sets["train"]) == 5 * len(split.train_templates)
     assert {t.template for t in sets["unseen_instances"]} == set(split.train_templates)
     train_params = {(t.template, orjson.dumps(t.params, option=orjson.OPT_SORT_KEYS)) for t in sets["train"]}
-    assert not {(t.template, orjson.dumps(t.params, option=orjson.OPT_SORT_KEYS)) for t in sets["unseen_instances"]} & train_params
+    assert (
+        not {(t.template, orjson.dumps(t.params, option=orjson.OPT_SORT_KEYS)) for t in sets["unseen_instances"]}
+        & train_params
+    )
     assert {t.template for t in sets["unseen_templates"]} == set(split.held_out_templates)
     assert {t.app for t in sets["unseen_apps"]} == set(split.held_out_apps)
-    assert split_templates(SplitConfig(seed=4, unseen_apps=1)).held_out_apps != split.held_out_apps or \
-        split_templates(SplitConfig(seed=4, unseen_apps=1)).held_out_templates != split.held_out_templates
+    assert (
+        split_templates(SplitConfig(seed=4, unseen_apps=1)).held_out_apps != split.held_out_apps
+        or split_templates(SplitConfig(seed=4, unseen_apps=1)).held_out_templates != split.held_out_templates
+    )
 
 
 def test_split_config_errors_name_the_fix(world: dict[str, tm.TaskTemplate]) -> None:

@@ -36,14 +36,21 @@ TASK = Task(id="clock_1", instruction="Open the clock.", app="Clock", verifier=V
 NO_PROBE = "the phone has no state probe; use an LLM judge"
 
 
-def episode(verdict: bool | None, reason: TerminationReason = TerminationReason.AGENT_FINISHED, why: str = "judged") -> Trajectory:
+def episode(
+    verdict: bool | None, reason: TerminationReason = TerminationReason.AGENT_FINISHED, why: str = "judged"
+) -> Trajectory:
     """One played step, ended by ``reason``, with the verifier's ``verdict`` and reason (or the cause)."""
     eid = os.urandom(8).hex()
     obs = Observation(screenshot=np.zeros((2, 2, 3), np.uint8), goal=TASK.instruction, device_size=(2, 2))
     step = Transition(eid, TASK.id, 0, Phase.EXECUTION, obs, Decision(action=Wait()), done=True)
     cause = why if reason in (TerminationReason.INFRA_TRUNCATED, TerminationReason.ERROR) else ""
-    return Trajectory(episode_id=eid, task=TASK, transitions=[step], termination=Termination(reason, cause),
-                      verdicts={Phase.EXECUTION: Verdict(verdict, reason=why)})
+    return Trajectory(
+        episode_id=eid,
+        task=TASK,
+        transitions=[step],
+        termination=Termination(reason, cause),
+        verdicts={Phase.EXECUTION: Verdict(verdict, reason=why)},
+    )
 
 
 def unprobed(n: int) -> list[Trajectory]:
@@ -80,8 +87,14 @@ def test_a_failing_judge_and_errors_are_named_and_zero_never_warns(caplog):
         VerificationWatch(VerificationWatchConfig(warn_below_verified_share=0.0)).observe(unprobed(5))
         assert not caplog.records
         judged = VerificationWatch()
-        judged.observe([episode(None, why="judge unreachable: HTTP 503"), episode(None, why="judge unreachable: HTTP 503"),
-                        episode(None, TerminationReason.ERROR, "KeyError: 'screen'"), episode(True)])
+        judged.observe(
+            [
+                episode(None, why="judge unreachable: HTTP 503"),
+                episode(None, why="judge unreachable: HTTP 503"),
+                episode(None, TerminationReason.ERROR, "KeyError: 'screen'"),
+                episode(True),
+            ]
+        )
     (record,) = caplog.records
     assert "2 unverified" in record.getMessage() and "judge unreachable: HTTP 503" in record.getMessage()
     assert "1 ended in an error" in record.getMessage() and "KeyError" in record.getMessage()
@@ -107,15 +120,23 @@ def test_k_updates_without_a_verified_episode_stop_the_run_with_the_cause():
 
 
 def test_the_settings_are_validated_and_set_with_set():
-    config = apply_overrides(ExperimentConfig(name="demo"), [
-        "verification_watch.warn_below_verified_share=0.2", "verification_watch.window_episodes=32",
-        "verification_watch.stop_after_updates_without_verified=null",
-    ])
-    assert config.verification_watch == VerificationWatchConfig(warn_below_verified_share=0.2, window_episodes=32,
-                                                                stop_after_updates_without_verified=None)
+    config = apply_overrides(
+        ExperimentConfig(name="demo"),
+        [
+            "verification_watch.warn_below_verified_share=0.2",
+            "verification_watch.window_episodes=32",
+            "verification_watch.stop_after_updates_without_verified=null",
+        ],
+    )
+    assert config.verification_watch == VerificationWatchConfig(
+        warn_below_verified_share=0.2, window_episodes=32, stop_after_updates_without_verified=None
+    )
     assert ExperimentConfig(name="demo").verification_watch.stop_after_updates_without_verified == 3
-    for bad in ("verification_watch.warn_below_verified_share=1.5", "verification_watch.window_episodes=0",
-                "verification_watch.stop_after_updates_without_verified=0"):
+    for bad in (
+        "verification_watch.warn_below_verified_share=1.5",
+        "verification_watch.window_episodes=0",
+        "verification_watch.stop_after_updates_without_verified=0",
+    ):
         with pytest.raises(ExperimentError, match=bad.split("=")[0].split(".")[1]):
             apply_overrides(ExperimentConfig(name="demo"), [bad])
     with pytest.raises(ExperimentError, match="did you mean 'window_episodes'"):
@@ -154,9 +175,14 @@ def test_darwin_run_without_verdicts_warns_stops_and_never_moves_the_actor(tmp_p
     experiment = tmp_path / "unverified.py"
     experiment.write_text(textwrap.dedent(NEVER_SURE).replace("CHECKPOINT", repr(str(tmp_path / "ui-tars"))))
     run_dir = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "darwin.cli", "run", str(experiment), "--run-dir", str(run_dir)],
-                          capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "CI": "true", "COLUMNS": "400"},
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "darwin.cli", "run", str(experiment), "--run-dir", str(run_dir)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "CI": "true", "COLUMNS": "400"},
+        timeout=600,
+    )
     output = " ".join((done.stdout + done.stderr).split())  # rich wraps long lines
     assert done.returncode != 0, output
     assert output.count("were verified (verification_watch.warn_below_verified_share") == 1, output
@@ -164,8 +190,15 @@ def test_darwin_run_without_verdicts_warns_stops_and_never_moves_the_actor(tmp_p
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     updates = [r for r in rows if r["group"] == "update"]
     assert [u["step"] for u in updates] == [1, 2] and all(u["actor_skipped"] == 1 for u in updates)
-    assert all(r["verified"] == 0 and r["unverified"] == r["episodes"] > 0 for r in rows if r["group"] == "verification")
-    skipped = [json.loads(line)["actor_skipped_reason"] for line in (run_dir / "updates.jsonl").read_text().splitlines()]
+    assert all(
+        r["verified"] == 0 and r["unverified"] == r["episodes"] > 0 for r in rows if r["group"] == "verification"
+    )
+    skipped = [
+        json.loads(line)["actor_skipped_reason"] for line in (run_dir / "updates.jsonl").read_text().splitlines()
+    ]
     assert skipped == ["no_verdict", "no_verdict"]
     manifest = json.loads((run_dir / "checkpoint" / "learner.json").read_text())
-    assert (manifest["updates"], manifest["policy_version"]) == (2, 0)  # saved, so --resume continues; the actor never moved
+    assert (manifest["updates"], manifest["policy_version"]) == (
+        2,
+        0,
+    )  # saved, so --resume continues; the actor never moved

@@ -107,7 +107,9 @@ def test_step_budget_ends_the_phase():
 
 def test_success_ends_the_phase_early_when_configured():
     early = run(StepWorkflow(), SimPhoneEnv(seed=0), "settings_dark_theme", OracleActor())
-    late = run(StepWorkflow(config=StepConfig(end_on_success=False)), SimPhoneEnv(seed=0), "settings_dark_theme", OracleActor())
+    late = run(
+        StepWorkflow(config=StepConfig(end_on_success=False)), SimPhoneEnv(seed=0), "settings_dark_theme", OracleActor()
+    )
     assert early.termination.reason is TerminationReason.SUCCESS
     assert late.termination.reason is TerminationReason.AGENT_FINISHED  # the oracle says finished
     assert len(late) == len(early) + 1 and early.success and late.success
@@ -115,7 +117,9 @@ def test_success_ends_the_phase_early_when_configured():
 
 @pytest.mark.parametrize("task_id", ["amazon_0", "x_3"])
 def test_observations_have_the_configured_size_and_goal(task_id):
-    traj = run(StepWorkflow(config=StepConfig(observation_size=(126, 280))), SimPhoneEnv(seed=0), task_id, OracleActor())
+    traj = run(
+        StepWorkflow(config=StepConfig(observation_size=(126, 280))), SimPhoneEnv(seed=0), task_id, OracleActor()
+    )
     obs = traj.transitions[0].observation
     assert obs.screenshot.shape == (280, 126, 3)
     assert obs.goal.startswith(get_task(task_id).app + ": ")
@@ -153,7 +157,9 @@ def test_a_teardown_goal_that_already_holds_keeps_the_execution_verdict():
                 return Verdict(success=True, reason="neutral already")
             return await super().verify(request)
 
-    traj = run(LifecycleWorkflow(verifier=NeutralAlready()), SimPhoneEnv(seed=2), "settings_dark_theme.cycle", OracleActor())
+    traj = run(
+        LifecycleWorkflow(verifier=NeutralAlready()), SimPhoneEnv(seed=2), "settings_dark_theme.cycle", OracleActor()
+    )
     assert traj.phase_success == {Phase.EXECUTION: True, Phase.TEARDOWN: True}
     assert traj.termination.reason is TerminationReason.SUCCESS and traj.success is True
     assert all(t.phase is Phase.EXECUTION for t in traj.transitions)  # the teardown was not played

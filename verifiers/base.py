@@ -1,10 +1,10 @@
 """Verifiers decide whether a task phase succeeded. A plain (async) callable works too.
 
-    >>> import asyncio
-    >>> from darwin.verifiers.base import Verdict, VerificationRequest, as_verifier
-    >>> judge = as_verifier(lambda request: Verdict(success=True, reason="always"))
-    >>> asyncio.run(judge.verify(None)).success  # doctest: +SKIP
-    True
+>>> import asyncio
+>>> from darwin.verifiers.base import Verdict, VerificationRequest, as_verifier
+>>> judge = as_verifier(lambda request: Verdict(success=True, reason="always"))
+>>> asyncio.run(judge.verify(None)).success  # doctest: +SKIP
+True
 """
 
 from __future__ import annotations
@@ -58,7 +58,9 @@ class Verifier(ABC):
             if inspect.isawaitable(out):  # a plain def that returns a coroutine
                 out = await out
             if not isinstance(out, Verdict):
-                raise TypeError(f"{cls.__name__}.verify returned {type(out).__name__}; return a darwin.verifiers.Verdict")
+                raise TypeError(
+                    f"{cls.__name__}.verify returned {type(out).__name__}; return a darwin.verifiers.Verdict"
+                )
             return out
 
         cls.verify = verify_async  # type: ignore[method-assign]
@@ -105,7 +107,9 @@ class _CallableVerifier(Verifier):
         return out
 
 
-def as_verifier(fn: Verifier | Callable[[VerificationRequest], Verdict | Awaitable[Verdict]], kind: str | None = None) -> Verifier:
+def as_verifier(
+    fn: Verifier | Callable[[VerificationRequest], Verdict | Awaitable[Verdict]], kind: str | None = None
+) -> Verifier:
     """Wrap a plain (async) function ``request -> Verdict`` as a :class:`Verifier`."""
     if isinstance(fn, Verifier):
         return fn

@@ -168,8 +168,13 @@ class CompositeVerifier(Verifier):
         if shot is not None and size is not None and (shot.shape[1], shot.shape[0]) != tuple(size):
             resized = np.asarray(Image.fromarray(shot).resize(tuple(size), Image.Resampling.BILINEAR), dtype=np.uint8)
             request = VerificationRequest(
-                task=request.task, phase=request.phase, instruction=request.instruction, spec=request.spec,
-                transitions=request.transitions, final_state=request.final_state, final_screenshot=resized,
+                task=request.task,
+                phase=request.phase,
+                instruction=request.instruction,
+                spec=request.spec,
+                transitions=request.transitions,
+                final_state=request.final_state,
+                final_screenshot=resized,
             )
         return await verifier.verify(request)
 
@@ -181,7 +186,12 @@ class CompositeVerifier(Verifier):
             usage = _add(usage, verdict.usage)
             if verdict.success is not None:
                 self._count(decided=verifier.kind)
-                return Verdict(success=verdict.success, reward=verdict.reward, reason=f"[{verifier.kind}] {verdict.reason}", usage=usage)
+                return Verdict(
+                    success=verdict.success,
+                    reward=verdict.reward,
+                    reason=f"[{verifier.kind}] {verdict.reason}",
+                    usage=usage,
+                )
             causes.append(f"[{verifier.kind}] {verdict.reason}")
         self._count(unverified=True)
         return Verdict(success=None, reason="unverified by every verifier: " + "; ".join(causes), usage=usage)
@@ -193,10 +203,19 @@ class CompositeVerifier(Verifier):
         disagree = _disagree(verdicts)
         if disagree:
             self._log_disagreement("; ".join(f"{k}={_word(v.success)}" for k, v in zip(kinds, verdicts, strict=True)))
-        self._count(decided=kinds[0] if primary.success is not None else None, unverified=primary.success is None,
-                    compared=sum(v.success is not None for v in verdicts) >= 2, disagreement=disagree)
+        self._count(
+            decided=kinds[0] if primary.success is not None else None,
+            unverified=primary.success is None,
+            compared=sum(v.success is not None for v in verdicts) >= 2,
+            disagreement=disagree,
+        )
         audit = ("disagreement; " if disagree else "") + "audit: " + "; ".join(notes)
-        return Verdict(success=primary.success, reward=primary.reward, reason=f"[{kinds[0]}] {primary.reason} ({audit})", usage=usage)
+        return Verdict(
+            success=primary.success,
+            reward=primary.reward,
+            reason=f"[{kinds[0]}] {primary.reason} ({audit})",
+            usage=usage,
+        )
 
     def _consensus(self, verdicts: list[Verdict]) -> Verdict:
         kinds = [v.kind for v in self.verifiers]
@@ -206,8 +225,11 @@ class CompositeVerifier(Verifier):
         if disagree:
             self._log_disagreement(summary)
         verified = all(v.success is not None for v in verdicts)
-        self._count(compared=sum(v.success is not None for v in verdicts) >= 2, disagreement=disagree,
-                    unverified=disagree or not verified)
+        self._count(
+            compared=sum(v.success is not None for v in verdicts) >= 2,
+            disagreement=disagree,
+            unverified=disagree or not verified,
+        )
         if verified and not disagree:
             return Verdict(success=verdicts[0].success, reason=f"all agree: {summary}", usage=usage)
         why = "the verifiers disagree" if disagree else "not every verifier could decide"
@@ -222,11 +244,20 @@ class CompositeVerifier(Verifier):
         if seen < LOUD_DISAGREEMENTS:
             logger.warning("verifiers disagree: %s", summary)
             if seen == LOUD_DISAGREEMENTS - 1:
-                logger.warning("further disagreements are logged at info level; CompositeVerifier.stats counts them all")
+                logger.warning(
+                    "further disagreements are logged at info level; CompositeVerifier.stats counts them all"
+                )
         else:
             logger.info("verifiers disagree: %s", summary)
 
-    def _count(self, *, decided: str | None = None, unverified: bool = False, compared: bool = False, disagreement: bool = False) -> None:
+    def _count(
+        self,
+        *,
+        decided: str | None = None,
+        unverified: bool = False,
+        compared: bool = False,
+        disagreement: bool = False,
+    ) -> None:
         with self._lock:
             self.stats.verdicts += 1
             if decided is not None:

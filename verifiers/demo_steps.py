@@ -40,7 +40,9 @@ class DemoStepConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     demonstrations: tuple[str, ...] = Field(min_length=1, description="JSONL demonstration files (docs/sft.md)")
-    tolerance_px: int = Field(0, ge=0, description="without a target_box: how far (device pixels) a point may be from the demonstrated one")
+    tolerance_px: int = Field(
+        0, ge=0, description="without a target_box: how far (device pixels) a point may be from the demonstrated one"
+    )
     success_threshold: float = Field(1.0, gt=0, le=1.0, description="share of matched steps that counts as success")
 
 
@@ -86,13 +88,18 @@ class DemoStepVerifier(Verifier):
 
     kind = "demo_steps"
 
-    def __init__(self, demonstrations: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], tolerance_px: int = 0,
-                 success_threshold: float = 1.0) -> None:
+    def __init__(
+        self,
+        demonstrations: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        tolerance_px: int = 0,
+        success_threshold: float = 1.0,
+    ) -> None:
         from darwin.sft.records import load_records
 
         files = (demonstrations,) if isinstance(demonstrations, (str, os.PathLike)) else tuple(demonstrations)
-        self.config = DemoStepConfig(demonstrations=tuple(str(f) for f in files), tolerance_px=tolerance_px,
-                                     success_threshold=success_threshold)
+        self.config = DemoStepConfig(
+            demonstrations=tuple(str(f) for f in files), tolerance_px=tolerance_px, success_threshold=success_threshold
+        )
         self.demos: dict[str, list[tuple[DemoStep, ...]]] = {}
         for path in self.config.demonstrations:
             for loaded in load_records(path):
@@ -113,14 +120,26 @@ class DemoStepVerifier(Verifier):
         """Per-step scores of the actor's steps against ``demo`` (missing or extra steps score 0)."""
         actions = [t.decision.action for t in transitions if t.agent == ACTOR and t.decision.message is None]
         n = max(len(actions), len(demo))
-        return [score_step(actions[i] if i < len(actions) else None, demo[i], self.config.tolerance_px)
-                if i < len(demo) else 0.0 for i in range(n)]
+        return [
+            score_step(actions[i] if i < len(actions) else None, demo[i], self.config.tolerance_px)
+            if i < len(demo)
+            else 0.0
+            for i in range(n)
+        ]
 
     async def verify(self, request: VerificationRequest) -> Verdict:
         candidates = self.demos.get(request.task.id)
         if not candidates:
-            return Verdict(success=None, reason=f"no demonstration of task {request.task.id!r} in {', '.join(self.config.demonstrations)}")
-        best = max((self.scores(request.transitions, demo) for demo in candidates), key=lambda s: sum(s) / max(len(s), 1))
+            return Verdict(
+                success=None,
+                reason=f"no demonstration of task {request.task.id!r} in {', '.join(self.config.demonstrations)}",
+            )
+        best = max(
+            (self.scores(request.transitions, demo) for demo in candidates), key=lambda s: sum(s) / max(len(s), 1)
+        )
         reward = sum(best) / max(len(best), 1)
-        return Verdict(success=reward >= self.config.success_threshold, reward=reward,
-                       reason="step scores " + " ".join(f"{s:.0f}" for s in best))
+        return Verdict(
+            success=reward >= self.config.success_threshold,
+            reward=reward,
+            reason="step scores " + " ".join(f"{s:.0f}" for s in best),
+        )

@@ -136,11 +136,23 @@ def draw_actions(image: np.ndarray, actions: Sequence[Action], device_size: tupl
             draw.ellipse((cx - ring, cy - ring, cx + ring, cy + ring), outline=MARK_COLORS["long_press"], width=width)
         elif isinstance(action, Scroll):
             start, end = scroll_path(action, device_size)
-            _arrow(draw, scale_point(*start, device_size, size), scale_point(*end, device_size, size),
-                   MARK_COLORS["scroll"], width, radius)
+            _arrow(
+                draw,
+                scale_point(*start, device_size, size),
+                scale_point(*end, device_size, size),
+                MARK_COLORS["scroll"],
+                width,
+                radius,
+            )
         elif isinstance(action, Drag):
-            _arrow(draw, scale_point(action.x1, action.y1, device_size, size),
-                   scale_point(action.x2, action.y2, device_size, size), MARK_COLORS["drag"], width, radius)
+            _arrow(
+                draw,
+                scale_point(action.x1, action.y1, device_size, size),
+                scale_point(action.x2, action.y2, device_size, size),
+                MARK_COLORS["drag"],
+                width,
+                radius,
+            )
         elif isinstance(action, Type):
             _banner(draw, size, action.content)
     return np.asarray(canvas, dtype=np.uint8).copy()

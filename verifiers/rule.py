@@ -27,4 +27,6 @@ class RuleVerifier(Verifier):
             return Verdict(success=None, reason="the phone has no state probe; use an LLM judge")
         pred, params = resolve(request.spec, request.task.id)
         check = pred.fn(request.final_state, params)
-        return Verdict(success=check.success, reason=f"{request.spec.predicate}: {'met' if check.success else 'not met'}")
+        return Verdict(
+            success=check.success, reason=f"{request.spec.predicate}: {'met' if check.success else 'not met'}"
+        )

@@ -102,22 +102,32 @@ async def consult(
     truncation, each with the role in the cause.
     """
     policy = _policy_for(adviser, turns.actor, role)
-    prompt = Prompt(messages=(ChatMessage(role="system", text=system), ChatMessage(role="user", text=user, images=images)))
+    prompt = Prompt(
+        messages=(ChatMessage(role="system", text=system), ChatMessage(role="user", text=user, images=images))
+    )
     try:
         (generation,) = await policy.generate([prompt])
     except PolicyAuthError as exc:
         raise AdviserError(Termination(TerminationReason.ERROR, f"{role}: {exc}")) from None
     except Exception as exc:  # noqa: BLE001 - becomes the phase's termination cause
         logger.warning("%s failed on %s: %s", role, turns.task.id, exc)
-        raise AdviserError(Termination(TerminationReason.INFRA_TRUNCATED, f"{role}: {type(exc).__name__}: {exc}"[:500])) from exc
+        raise AdviserError(
+            Termination(TerminationReason.INFRA_TRUNCATED, f"{role}: {type(exc).__name__}: {exc}"[:500])
+        ) from exc
     text = generation.text
     message = summarise(text) if summarise is not None else text
     decision = Decision(action=None, message=message or "(empty)", generation=generation, prompt=prompt)
     if turns.screenshot is None:
-        raise RuntimeError(f"{role}: consulted before the phase's first screenshot (call it from step_goal/confirm_finish)")
+        raise RuntimeError(
+            f"{role}: consulted before the phase's first screenshot (call it from step_goal/confirm_finish)"
+        )
     observation = Observation(
-        screenshot=turns.screenshot, goal=turns.goal, device_size=turns.env.device_size, task_id=turns.task.id,
-        phase=turns.phase, step=turns.step,
+        screenshot=turns.screenshot,
+        goal=turns.goal,
+        device_size=turns.env.device_size,
+        task_id=turns.task.id,
+        phase=turns.phase,
+        step=turns.step,
     )
     turns.record(role, observation, decision)
     return text, decision

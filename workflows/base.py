@@ -95,7 +95,9 @@ class Workflow(ABC):
         return "custom"
 
     @abstractmethod
-    async def run(self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None, episode_id: str | None = None) -> Trajectory:
+    async def run(
+        self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None, episode_id: str | None = None
+    ) -> Trajectory:
         """Play the episode, emitting transitions as they happen; return the trajectory."""
 
     def close(self) -> None:

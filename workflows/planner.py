@@ -118,9 +118,10 @@ class PlannerWorkflow(LifecycleWorkflow):
             lines.append(f"The agent was working on: {plan.subgoals[0]} ({why}).")
         done = [t.decision for t in turns.actor_steps[-6:]]
         if done:
-            lines.append("Its last actions: " + "; ".join(
-                d.action.type if d.action is not None else "invalid output" for d in done
-            ))
+            lines.append(
+                "Its last actions: "
+                + "; ".join(d.action.type if d.action is not None else "invalid output" for d in done)
+            )
         lines.append("Remaining sub-goals from this screen:")
         assert turns.screenshot is not None
         text, _ = await consult(turns, PLANNER, self.planner, PLANNER_SYSTEM, "\n".join(lines), (turns.screenshot,))

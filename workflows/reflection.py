@@ -76,8 +76,13 @@ class ReflectionWorkflow(LifecycleWorkflow):
                 did = "an unparseable output (nothing happened)"
             user = f"Goal: {turns.goal}\nThe agent's last action: {did}"
             text, _ = await consult(
-                turns, REFLECTOR, self.reflector, REFLECTOR_SYSTEM, user,
-                (last.observation.screenshot, turns.screenshot), lambda t: short(t, cfg.note_chars),
+                turns,
+                REFLECTOR,
+                self.reflector,
+                REFLECTOR_SYSTEM,
+                user,
+                (last.observation.screenshot, turns.screenshot),
+                lambda t: short(t, cfg.note_chars),
             )
             self._notes[turns] = short(text, cfg.note_chars)
         note = self._notes.get(turns)

@@ -101,8 +101,10 @@ class SelfVerifyWorkflow(LifecycleWorkflow):
             return True
         action = decision.action
         said = action.content if isinstance(action, (Finished, Answer)) and action.content else ""
-        user = f"Task: {turns.goal}\nThe agent says it is finished" + (f": {said}" if said else ".") + (
-            "\nIs the task complete on this screen?"
+        user = (
+            f"Task: {turns.goal}\nThe agent says it is finished"
+            + (f": {said}" if said else ".")
+            + ("\nIs the task complete on this screen?")
         )
 
         def summarise(text: str) -> str:
@@ -110,7 +112,9 @@ class SelfVerifyWorkflow(LifecycleWorkflow):
             verdict = "unknown" if complete is None else ("yes" if complete else "no")
             return f"complete: {verdict}; reason: {reason}"
 
-        text, _ = await consult(turns, VERIFIER, self.checker, CHECKER_SYSTEM, user, (observation.screenshot,), summarise)
+        text, _ = await consult(
+            turns, VERIFIER, self.checker, CHECKER_SYSTEM, user, (observation.screenshot,), summarise
+        )
         complete, reason = parse_judgement(text)
         if complete is False:
             reasons.append(reason or "the checker judged the task unfinished")

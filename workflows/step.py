@@ -42,9 +42,15 @@ class StepConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    observation_size: tuple[int, int] = Field(default=(252, 560), description="(W, H) of screenshots given to the actor")
-    end_on_success: bool = Field(default=True, description="end a phase as soon as a cheap (rule) verifier confirms the goal")
-    parse_error_penalty: float = Field(default=0.0, ge=0.0, description="reward subtracted for unparseable model output (the step is a no-op)")
+    observation_size: tuple[int, int] = Field(
+        default=(252, 560), description="(W, H) of screenshots given to the actor"
+    )
+    end_on_success: bool = Field(
+        default=True, description="end a phase as soon as a cheap (rule) verifier confirms the goal"
+    )
+    parse_error_penalty: float = Field(
+        default=0.0, ge=0.0, description="reward subtracted for unparseable model output (the step is a no-op)"
+    )
     skip_already_done: bool = Field(
         default=True,
         description="with a cheap (rule) verifier, check each phase's goal before the first action; if it already "
@@ -111,8 +117,13 @@ class PhaseTurns:
     def record(self, agent: str, observation: Observation, decision: Decision) -> Transition:
         """Record another agent's turn (a plan, a note, a judgement) in time order; no reward."""
         transition = Transition(
-            episode_id=self.trajectory.episode_id, task_id=self.task.id, step=len(self.trajectory.transitions),
-            phase=self.phase, observation=observation, decision=decision, agent=agent,
+            episode_id=self.trajectory.episode_id,
+            task_id=self.task.id,
+            step=len(self.trajectory.transitions),
+            phase=self.phase,
+            observation=observation,
+            decision=decision,
+            agent=agent,
         )
         self.append(transition)
         return transition
@@ -146,7 +157,9 @@ class StepWorkflow(Workflow):
     def phases(self, task: Task) -> list[tuple[Phase, str, VerifierSpec, int]]:
         return [p for p in task.phases() if p[0] == Phase.EXECUTION]
 
-    async def run(self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None, episode_id: str | None = None) -> Trajectory:
+    async def run(
+        self, env: PhoneEnv, task: Task, actor: Actor, emit: Emit | None = None, episode_id: str | None = None
+    ) -> Trajectory:
         trajectory = Trajectory(episode_id=episode_id or uuid.uuid4().hex, task=task)
         await env.abegin_task(task)  # e.g. a SimPhone's UI language follows the task's (phones.locale = auto)
         if task.setup:
@@ -165,10 +178,14 @@ class StepWorkflow(Workflow):
             logger.exception("actor.end_episode failed after %s (episode %s)", task.id, trajectory.episode_id)
         return trajectory
 
-    async def play_phases(self, env: PhoneEnv, task: Task, actor: Actor, trajectory: Trajectory, emit: Emit | None) -> None:
+    async def play_phases(
+        self, env: PhoneEnv, task: Task, actor: Actor, trajectory: Trajectory, emit: Emit | None
+    ) -> None:
         """Play :meth:`phases` in order, success-gated, filling ``trajectory``."""
         for phase, instruction, spec, budget in self.phases(task):
-            termination, verdict = await self.run_phase(env, task, actor, trajectory, phase, instruction, spec, budget, emit)
+            termination, verdict = await self.run_phase(
+                env, task, actor, trajectory, phase, instruction, spec, budget, emit
+            )
             if termination.reason == TerminationReason.ALREADY_DONE and phase != Phase.EXECUTION:
                 # A setup or teardown goal that holds already: go on; the episode keeps the
                 # execution phase's ending (it is what the episode is scored by).
@@ -196,11 +213,21 @@ class StepWorkflow(Workflow):
         try:
             shot = await env.ascreenshot(self.config.observation_size)
         except InfraError as exc:
-            logger.info("no screenshot after the truncation of %s on %s (%s): V(s') from the last observed state",
-                        task.id, env.name, exc.cause)
+            logger.info(
+                "no screenshot after the truncation of %s on %s (%s): V(s') from the last observed state",
+                task.id,
+                env.name,
+                exc.cause,
+            )
             return None
-        observation = Observation(screenshot=shot, goal=last.observation.goal, device_size=env.device_size,
-                                  task_id=task.id, phase=last.phase, step=len(history))
+        observation = Observation(
+            screenshot=shot,
+            goal=last.observation.goal,
+            device_size=env.device_size,
+            task_id=task.id,
+            phase=last.phase,
+            step=len(history),
+        )
         return await actor.prompt(observation, history)
 
     async def run_phase(
@@ -254,7 +281,9 @@ class StepWorkflow(Workflow):
                 step_goal = await self.step_goal(turns)
             except AdviserError as exc:
                 return exc.termination, None
-            obs = Observation(screenshot=shot, goal=step_goal, device_size=env.device_size, task_id=task.id, phase=phase, step=step)
+            obs = Observation(
+                screenshot=shot, goal=step_goal, device_size=env.device_size, task_id=task.id, phase=phase, step=step
+            )
             try:
                 decision = await actor.act(obs, history)
             except InfraError as exc:  # the actor read the phone (e.g. the oracle's state probe)
@@ -295,8 +324,14 @@ class StepWorkflow(Workflow):
             verdict: Verdict | None = None
             if verifies:
                 # The verifier sees this step's action too (a judge reads the agent's answer).
-                acted = Transition(episode_id=trajectory.episode_id, task_id=task.id, step=len(trajectory.transitions),
-                                   phase=phase, observation=obs, decision=decision)
+                acted = Transition(
+                    episode_id=trajectory.episode_id,
+                    task_id=task.id,
+                    step=len(trajectory.transitions),
+                    phase=phase,
+                    observation=obs,
+                    decision=decision,
+                )
                 try:
                     verdict = await self._verify(env, task, phase, instruction, spec, [*history, acted], state_after)
                 except InfraError as exc:
@@ -309,14 +344,24 @@ class StepWorkflow(Workflow):
             if verdict is not None and verdict.reward is not None:
                 reward += verdict.reward
             transition = Transition(
-                episode_id=trajectory.episode_id, task_id=task.id, step=len(trajectory.transitions), phase=phase,
-                observation=obs, decision=decision, reward=reward, done=ended is not None, termination=termination,
+                episode_id=trajectory.episode_id,
+                task_id=task.id,
+                step=len(trajectory.transitions),
+                phase=phase,
+                observation=obs,
+                decision=decision,
+                reward=reward,
+                done=ended is not None,
+                termination=termination,
             )
             turns.append(transition)  # into the trajectory, the stream and (the actor's) history
             if termination is not None:
                 if recorder is not None and state_after is not None and verdict is not None:
                     trajectory.metrics = measure_episode(
-                        task, recorder.start, state_after, success=verdict.success,
+                        task,
+                        recorder.start,
+                        state_after,
+                        success=verdict.success,
                         agent_finished=ended == TerminationReason.AGENT_FINISHED,
                         goal_met=recorder.goal_met if recorder.every_step else None,
                     )
@@ -355,7 +400,13 @@ class StepWorkflow(Workflow):
             return None, exc
 
     async def _verify(
-        self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, spec: VerifierSpec, history: list[Transition],
+        self,
+        env: PhoneEnv,
+        task: Task,
+        phase: Phase,
+        instruction: str,
+        spec: VerifierSpec,
+        history: list[Transition],
         state: dict[str, Any] | None = None,
     ) -> Verdict:
         """The verifier's verdict on the phone now; ``state``: the state already probed after the last action.
@@ -368,7 +419,15 @@ class StepWorkflow(Workflow):
         # Screen-reading verifiers get the final screen; rule checks only need the state.
         verifier = self.verifier
         final_screenshot = await env.ascreenshot(verifier.screen_size) if verifier.reads_screen else None
-        request = VerificationRequest(task=task, phase=phase, instruction=instruction, spec=spec, transitions=list(history), final_state=state, final_screenshot=final_screenshot)
+        request = VerificationRequest(
+            task=task,
+            phase=phase,
+            instruction=instruction,
+            spec=spec,
+            transitions=list(history),
+            final_state=state,
+            final_screenshot=final_screenshot,
+        )
         return await self.verifier.verify(request)
 
     @staticmethod

@@ -49,7 +49,9 @@ class Actor(ABC):
         """Called by the workflow once the episode has ended (model actors let their agent's
         memory learn from it here)."""
 
-    async def start_phase(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec) -> None:
+    async def start_phase(
+        self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec
+    ) -> None:
         """Called when a task phase starts on ``env`` (scripted actors may plan here)."""
 
     @abstractmethod

@@ -86,18 +86,29 @@ def load_warm_start(path: str | os.PathLike[str]) -> WarmStart:
 
         w, h = (int(v) for v in record["observation_size"])
         return WarmStart(
-            path=src, vlm=load_vlm(src), agent_config=TinyAgentConfig(),
-            memory_config=SlidingWindowConfig.model_validate(record["memory"]), observation_size=(w, h),
-            max_new_tokens=int(record.get("max_new_tokens", 256)), metadata=metadata, agent_format=str(record["format"]),
+            path=src,
+            vlm=load_vlm(src),
+            agent_config=TinyAgentConfig(),
+            memory_config=SlidingWindowConfig.model_validate(record["memory"]),
+            observation_size=(w, h),
+            max_new_tokens=int(record.get("max_new_tokens", 256)),
+            metadata=metadata,
+            agent_format=str(record["format"]),
         )
     vlm = load_tiny_vlm(src)
     w, h = (int(v) for v in record["observation_size"])
     tiny = vlm.tiny_config
     if tiny is not None and (tiny.screen_width, tiny.screen_height) != (w, h):
-        raise ValueError(f"{record_file}: observation_size {w}x{h} differs from the model's screen "
-                         f"{tiny.screen_width}x{tiny.screen_height}")
+        raise ValueError(
+            f"{record_file}: observation_size {w}x{h} differs from the model's screen "
+            f"{tiny.screen_width}x{tiny.screen_height}"
+        )
     return WarmStart(
-        path=src, vlm=vlm, agent_config=TinyAgentConfig.model_validate(record["agent"]),
-        memory_config=SlidingWindowConfig.model_validate(record["memory"]), observation_size=(w, h),
-        max_new_tokens=int(record.get("max_new_tokens", 64)), metadata=metadata,
+        path=src,
+        vlm=vlm,
+        agent_config=TinyAgentConfig.model_validate(record["agent"]),
+        memory_config=SlidingWindowConfig.model_validate(record["memory"]),
+        observation_size=(w, h),
+        max_new_tokens=int(record.get("max_new_tokens", 64)),
+        metadata=metadata,
     )

@@ -61,19 +61,23 @@ class ActorPool:
         if agent_format is None:
             warm = checkpoint if isinstance(checkpoint, WarmStart) else load_warm_start(checkpoint)
             vlm, self._observation_size, default_tokens = warm.vlm, warm.observation_size, warm.max_new_tokens
-            self._make_agent: Callable[[Memory | None], VLMAgent] = (
-                lambda memory: warm.make_agent() if memory is None and warm.agent_format is None else warm.make_any_agent(memory))
+            self._make_agent: Callable[[Memory | None], VLMAgent] = lambda memory: (
+                warm.make_agent() if memory is None and warm.agent_format is None else warm.make_any_agent(memory)
+            )
         else:
             from darwin.agents.formats import make_agent
             from darwin.models.factory import load_vlm
 
             if observation_size is None:
-                raise ValueError(f"agent_format {agent_format!r} needs observation_size (the screenshot size the model is given)")
+                raise ValueError(
+                    f"agent_format {agent_format!r} needs observation_size (the screenshot size the model is given)"
+                )
             make_agent(agent_format)  # an unknown format fails before the model loads
             vlm, self._observation_size, default_tokens = load_vlm(Path(checkpoint)), observation_size, 256  # type: ignore[arg-type]
             self._make_agent = lambda memory: make_agent(agent_format, memory)
         sampling = HFPolicyConfig(
-            temperature=temperature, seed=seed,
+            temperature=temperature,
+            seed=seed,
             max_new_tokens=max_new_tokens if max_new_tokens is not None else default_tokens,
         )
         # make_policy(vlm, sampling) builds another backend on the warm start (e.g. a ServerPolicy)

@@ -499,8 +499,15 @@ def _string(arguments: dict[str, object], key: str) -> str:
     raise Reject(f"{key} must be a string")
 
 
-_BUTTONS = {"back": "back", "home": "home", "enter": "enter", "keycode_back": "back",
-            "keycode_home": "home", "keycode_enter": "enter", "return": "enter"}
+_BUTTONS = {
+    "back": "back",
+    "home": "home",
+    "enter": "enter",
+    "keycode_back": "back",
+    "keycode_home": "home",
+    "keycode_enter": "enter",
+    "return": "enter",
+}
 
 
 def _convert(arguments: dict[str, object], geo: Geometry) -> Action:

@@ -44,7 +44,9 @@ class OracleActor(Actor):
         self._spec: VerifierSpec | None = None
         self._plan: list[tuple[Action, bytes]] = []
 
-    async def start_phase(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec) -> None:
+    async def start_phase(
+        self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec
+    ) -> None:
         self._env, self._task, self._spec, self._plan = env, task, verifier, []
 
     async def act(self, observation: Observation, history: Sequence[Transition]) -> Decision:
@@ -65,7 +67,9 @@ class OracleActor(Actor):
     def _make_plan(self) -> list[tuple[Action, bytes]]:
         assert self._spec is not None and self._task is not None
         # Every app the task needs (a cross-app template's apps), so the plan may open each.
-        actions = shortest_plan(self._planner, self._spec, apps=list(task_apps(self._task)), max_expansions=self.max_expansions)
+        actions = shortest_plan(
+            self._planner, self._spec, apps=list(task_apps(self._task)), max_expansions=self.max_expansions
+        )
         # Remember the state each action expects to start from, to detect divergence.
         sim = self._planner.fork()
         plan = []

@@ -80,8 +80,19 @@ ACTION_SPACE = (
 )
 
 _NAMES = frozenset(
-    {"click", "long_press", "type", "scroll", "drag", "open_app", "press_home", "press_back", "wait",
-     "finished", "answer"}
+    {
+        "click",
+        "long_press",
+        "type",
+        "scroll",
+        "drag",
+        "open_app",
+        "press_home",
+        "press_back",
+        "wait",
+        "finished",
+        "answer",
+    }
 )
 
 
@@ -117,7 +128,9 @@ class TinyAgent(VLMAgent):
     keywords. :meth:`format_action` produces the SFT targets; :meth:`parse` reads them back.
     """
 
-    def __init__(self, config: TinyAgentConfig | None = None, memory: Memory | None = None, **overrides: object) -> None:
+    def __init__(
+        self, config: TinyAgentConfig | None = None, memory: Memory | None = None, **overrides: object
+    ) -> None:
         if config is not None and overrides:
             raise TypeError("pass either a TinyAgentConfig or keyword overrides, not both")
         super().__init__(memory)

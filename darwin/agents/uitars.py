@@ -101,11 +101,10 @@ MOBILE_USE = (
 )
 """UI-TARS ``MOBILE_USE`` (bytedance/UI-TARS ``codes/prompts.py``, commit 932a9e6), verbatim."""
 
-MOBILE_USE_POINT = (
-    MOBILE_USE.replace("start_box='<|box_start|>(x1,y1)<|box_end|>', end_box='<|box_start|>(x3,y3)<|box_end|>'",
-                       "start_point='<point>x1 y1</point>', end_point='<point>x2 y2</point>'")
-    .replace("start_box='<|box_start|>(x1,y1)<|box_end|>'", "point='<point>x1 y1</point>'")
-)
+MOBILE_USE_POINT = MOBILE_USE.replace(
+    "start_box='<|box_start|>(x1,y1)<|box_end|>', end_box='<|box_start|>(x3,y3)<|box_end|>'",
+    "start_point='<point>x1 y1</point>', end_point='<point>x2 y2</point>'",
+).replace("start_box='<|box_start|>(x1,y1)<|box_end|>'", "point='<point>x1 y1</point>'")
 """UI-TARS ``MOBILE_USE_DOUBAO`` (``codes/ui_tars/prompt.py``): the same prompt with ``<point>`` points."""
 
 WAIT_LINE = "wait() #Sleep for 5s and take a screenshot to check for any changes.\n"
@@ -123,8 +122,22 @@ _MARKER = re.compile(r"(?<![A-Za-z0-9_])(thought|action_summary|reflection|actio
 _BARE_BOX = re.compile(r"(start_box|end_box)='\(([0-9]{1,6}),\s{0,4}([0-9]{1,6})\)'")
 
 _SUPPORTED = frozenset(
-    {"click", "left_single", "long_press", "type", "scroll", "drag", "open_app", "press_home",
-     "press_back", "wait", "finished", "answer", "hotkey", "press"}
+    {
+        "click",
+        "left_single",
+        "long_press",
+        "type",
+        "scroll",
+        "drag",
+        "open_app",
+        "press_home",
+        "press_back",
+        "wait",
+        "finished",
+        "answer",
+        "hotkey",
+        "press",
+    }
 )
 _UNSUPPORTED = frozenset({"left_double", "right_single", "hover", "call_user", "select", "mouse_down", "mouse_up"})
 _NAMES = _SUPPORTED | _UNSUPPORTED
@@ -139,7 +152,8 @@ class UITarsConfig(BaseModel):
         "1.5", description="1.0: [0,1000) relative coordinates; 1.5: absolute on the smart-resized screenshot"
     )
     prompt_style: Literal["box", "point"] = Field(
-        "box", description="'box': MOBILE_USE with <|box_start|>(x,y)<|box_end|>; 'point': MOBILE_USE_DOUBAO with <point>x y</point>"
+        "box",
+        description="'box': MOBILE_USE with <|box_start|>(x,y)<|box_end|>; 'point': MOBILE_USE_DOUBAO with <point>x y</point>",
     )
     language: str = Field("English", min_length=1, description="language of the Thought part")
     darwin_actions: bool = Field(True, description="add wait() and answer(content=...) to the action space")

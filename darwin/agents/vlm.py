@@ -148,7 +148,9 @@ def parse_direction(value: str | None) -> Direction:
 
 def quote(text: str, q: str = "'") -> str:
     r"""A Python-style string literal that :func:`darwin.agents.parsing.unquote` reads back exactly."""
-    body = text.replace("\\", "\\\\").replace(q, "\\" + q).replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    body = (
+        text.replace("\\", "\\\\").replace(q, "\\" + q).replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    )
     return f"{q}{body}{q}"
 
 
@@ -218,7 +220,9 @@ class VLMAgent(Agent):
         if parsed.multiple_actions:
             logger.warning(
                 "%s: model wrote %d actions, using the first: %s",
-                type(self).__name__, parsed.num_actions, truncate(parsed.action_text, 120),
+                type(self).__name__,
+                parsed.num_actions,
+                truncate(parsed.action_text, 120),
             )
         return parsed.result
 
@@ -247,7 +251,6 @@ class VLMAgent(Agent):
             return self.history_item(parsed) if parsed.action is not None else HistoryItem(action=text)
         reason = decision.parse_error.reason if decision.parse_error is not None else "no action"
         return HistoryItem(action=f"(invalid output: {truncate(reason, 120)})")
-
 
 
 def build_action(make: Callable[..., Action], **fields: object) -> Action:

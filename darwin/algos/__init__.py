@@ -20,12 +20,25 @@ from typing import TYPE_CHECKING
 # Names load on first use (PEP 562): the GAE and loss modules import verl, which takes seconds,
 # and the episode metrics (darwin.algos.task_metrics), imported by every workflow, need none of it.
 _HOMES = {
-    "negative_pruning_keep": "adagrpo", "shortest_path_adjusted_rewards": "adagrpo",
-    "trajectory_gae": "gae", "gigpo_advantages": "gigpo", "group_normalize": "grpo", "grpo_advantages": "grpo",
-    "KL_ESTIMATORS": "losses", "LOSS_AGG_MODES": "losses", "PolicyLossOutput": "losses", "ValueLossOutput": "losses",
-    "aggregate_loss": "losses", "entropy_from_logits": "losses", "kl_penalty": "losses", "masked_mean": "losses",
-    "masked_whiten": "losses", "ppo_policy_loss": "losses", "value_loss": "losses",
-    "trajectory_weights": "weighting", "whiten_within": "weighting",
+    "negative_pruning_keep": "adagrpo",
+    "shortest_path_adjusted_rewards": "adagrpo",
+    "trajectory_gae": "gae",
+    "gigpo_advantages": "gigpo",
+    "group_normalize": "grpo",
+    "grpo_advantages": "grpo",
+    "KL_ESTIMATORS": "losses",
+    "LOSS_AGG_MODES": "losses",
+    "PolicyLossOutput": "losses",
+    "ValueLossOutput": "losses",
+    "aggregate_loss": "losses",
+    "entropy_from_logits": "losses",
+    "kl_penalty": "losses",
+    "masked_mean": "losses",
+    "masked_whiten": "losses",
+    "ppo_policy_loss": "losses",
+    "value_loss": "losses",
+    "trajectory_weights": "weighting",
+    "whiten_within": "weighting",
 }
 
 

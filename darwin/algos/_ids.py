@@ -20,9 +20,7 @@ def as_id_list(ids: IdArray, n: int, name: str) -> list[Hashable]:
     """Return ``ids`` as a Python list of length ``n``, raising a ``ValueError`` naming ``name``."""
     if isinstance(ids, (torch.Tensor, np.ndarray)):
         if ids.ndim != 1:
-            raise ValueError(
-                f"{name} must be 1-D with one id per row, got shape {tuple(ids.shape)}"
-            )
+            raise ValueError(f"{name} must be 1-D with one id per row, got shape {tuple(ids.shape)}")
         values = ids.tolist()
     else:
         values = list(ids)

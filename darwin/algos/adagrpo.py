@@ -70,8 +70,7 @@ def shortest_path_adjusted_rewards(
     for i, length in enumerate(lengths):
         if isinstance(length, bool) or int(length) != length or length < 1:
             raise ValueError(
-                f"lengths[{i}] is {length!r}; every trajectory length must be an integer >= 1 "
-                "(its number of steps)"
+                f"lengths[{i}] is {length!r}; every trajectory length must be an integer >= 1 (its number of steps)"
             )
     shortest: dict[Hashable, int] = {}
     for i in range(num):
@@ -120,8 +119,7 @@ def negative_pruning_keep(
     num = _check_lengths(successes=successes, group_ids=group_ids)
     if not max_negatives_per_positive >= 0.0:
         raise ValueError(
-            f"max_negatives_per_positive must be >= 0 (math.inf for no cap), got "
-            f"{max_negatives_per_positive!r}"
+            f"max_negatives_per_positive must be >= 0 (math.inf for no cap), got {max_negatives_per_positive!r}"
         )
     members: dict[Hashable, list[int]] = {}
     for i in range(num):

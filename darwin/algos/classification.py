@@ -58,9 +58,7 @@ def binary_metrics(predicted: np.ndarray, actual: np.ndarray) -> BinaryMetrics:
     a = np.asarray(actual, dtype=bool)
     if p.shape != a.shape or p.ndim != 1:
         raise ValueError(f"predicted {p.shape} and actual {a.shape} must be equal 1-D shapes")
-    return BinaryMetrics(
-        tp=int(np.sum(p & a)), fp=int(np.sum(p & ~a)), fn=int(np.sum(~p & a)), tn=int(np.sum(~p & ~a))
-    )
+    return BinaryMetrics(tp=int(np.sum(p & a)), fp=int(np.sum(p & ~a)), fn=int(np.sum(~p & a)), tn=int(np.sum(~p & ~a)))
 
 
 @dataclass(frozen=True)
@@ -84,7 +82,12 @@ class MetricsWithIntervals:
 
 
 def bootstrap_metrics(
-    predicted: np.ndarray, actual: np.ndarray, rng: np.random.Generator, *, resamples: int = 1000, level: float = 0.95,
+    predicted: np.ndarray,
+    actual: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    resamples: int = 1000,
+    level: float = 0.95,
     groups: np.ndarray | None = None,
 ) -> MetricsWithIntervals:
     """Metrics with percentile-bootstrap intervals over ``resamples`` resamples of the N examples

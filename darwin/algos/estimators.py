@@ -157,8 +157,16 @@ def gae_estimator(x: AdvantageInputs) -> AdvantageOutput:
         if x.next_values is not None:
             boot = torch.where(torch.isfinite(x.next_values), x.next_values.to(boot.dtype), boot)
     advantages, returns = trajectory_gae(
-        x.rewards, x.values, x.response_mask, list(x.trajectory_ids), x.step_indices, gamma=s.gamma, lam=s.lam,
-        whiten=s.whiten and int(x.response_mask.sum()) >= 2, truncated=x.truncated, bootstrap_values=boot,
+        x.rewards,
+        x.values,
+        x.response_mask,
+        list(x.trajectory_ids),
+        x.step_indices,
+        gamma=s.gamma,
+        lam=s.lam,
+        whiten=s.whiten and int(x.response_mask.sum()) >= 2,
+        truncated=x.truncated,
+        bootstrap_values=boot,
     )
     return AdvantageOutput(advantages, returns)
 
@@ -167,17 +175,33 @@ def gae_estimator(x: AdvantageInputs) -> AdvantageOutput:
 def grpo_estimator(x: AdvantageInputs) -> AdvantageOutput:
     """Group-normalised trajectory scores on every token, :func:`grpo_advantages`."""
     s = x.settings
-    return AdvantageOutput(grpo_advantages(
-        x.rewards, x.response_mask, list(x.trajectory_ids), list(x.group_ids),
-        norm_by_std=s.grpo_norm_by_std, weighting=s.grpo_weighting,
-    ))
+    return AdvantageOutput(
+        grpo_advantages(
+            x.rewards,
+            x.response_mask,
+            list(x.trajectory_ids),
+            list(x.group_ids),
+            norm_by_std=s.grpo_norm_by_std,
+            weighting=s.grpo_weighting,
+        )
+    )
 
 
 @register_estimator("gigpo", needs_critic=False)
 def gigpo_estimator(x: AdvantageInputs) -> AdvantageOutput:
     """Episode advantage + omega x step advantage over anchor-state groups, :func:`gigpo_advantages`."""
     s = x.settings
-    return AdvantageOutput(gigpo_advantages(
-        x.rewards, x.response_mask, list(x.trajectory_ids), x.step_indices, list(x.group_ids), list(x.anchor_ids),
-        gamma=s.gigpo_gamma, omega=s.gigpo_omega, step_norm=s.gigpo_step_norm, episode_norm_by_std=s.grpo_norm_by_std,
-    ))
+    return AdvantageOutput(
+        gigpo_advantages(
+            x.rewards,
+            x.response_mask,
+            list(x.trajectory_ids),
+            x.step_indices,
+            list(x.group_ids),
+            list(x.anchor_ids),
+            gamma=s.gigpo_gamma,
+            omega=s.gigpo_omega,
+            step_norm=s.gigpo_step_norm,
+            episode_norm_by_std=s.grpo_norm_by_std,
+        )
+    )

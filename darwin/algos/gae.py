@@ -97,21 +97,15 @@ def trajectory_gae(
     num_steps, max_len = values.shape
     device, out_dtype = values.device, values.dtype
     if response_mask.shape != values.shape:
-        raise ValueError(
-            f"response_mask shape {tuple(response_mask.shape)} differs from values {tuple(values.shape)}"
-        )
+        raise ValueError(f"response_mask shape {tuple(response_mask.shape)} differs from values {tuple(values.shape)}")
     if rewards.shape != (num_steps,):
-        raise ValueError(
-            f"rewards must be (num_steps,) = ({num_steps},), got {tuple(rewards.shape)}"
-        )
+        raise ValueError(f"rewards must be (num_steps,) = ({num_steps},), got {tuple(rewards.shape)}")
     if not 0.0 <= gamma <= 1.0 or not 0.0 <= lam <= 1.0:
         raise ValueError(f"gamma and lam must lie in [0, 1], got gamma={gamma}, lam={lam}")
     traj_list = as_id_list(trajectory_ids, num_steps, "trajectory_ids")
     steps = torch.as_tensor(step_indices, dtype=torch.long).reshape(-1).cpu()
     if steps.shape != (num_steps,):
-        raise ValueError(
-            f"step_indices must have one entry per row ({num_steps}), got {tuple(steps.shape)}"
-        )
+        raise ValueError(f"step_indices must have one entry per row ({num_steps}), got {tuple(steps.shape)}")
     if num_steps == 0:
         return torch.zeros_like(values), torch.zeros_like(values)
 
@@ -156,15 +150,11 @@ def trajectory_gae(
     row_truncated = torch.zeros(num_steps, dtype=torch.bool, device=device)
     if truncated is not None:
         trunc_list = [bool(x) for x in as_id_list(truncated, num_steps, "truncated")]
-        per_traj = check_constant_per_code(
-            traj_code, trunc_list, traj_uniques, "truncated", "trajectory"
-        )
+        per_traj = check_constant_per_code(traj_code, trunc_list, traj_uniques, "truncated", "trajectory")
         row_truncated = torch.tensor(per_traj, dtype=torch.bool, device=device)[traj_code]
     if bootstrap_values is not None:
         if truncated is None:
-            raise ValueError(
-                "bootstrap_values needs truncated= (which trajectories were cut short)"
-            )
+            raise ValueError("bootstrap_values needs truncated= (which trajectories were cut short)")
         if bootstrap_values.shape != (num_steps,):
             raise ValueError(
                 f"bootstrap_values must be (num_steps,) = ({num_steps},), got {tuple(bootstrap_values.shape)}"
@@ -190,9 +180,7 @@ def trajectory_gae(
     # are independent in GAE).
     pad_rows = 1 if (not whiten and num_tokens < 2) else 0
     if whiten and num_tokens < 2:
-        raise ValueError(
-            "whiten=True needs at least 2 valid tokens in the batch; pass whiten=False"
-        )
+        raise ValueError("whiten=True needs at least 2 valid tokens in the batch; pass whiten=False")
     shape = (num_traj + pad_rows, max(flat_len, 2 if pad_rows else flat_len))
     flat_rewards = torch.zeros(shape, dtype=work, device=device)
     flat_values = torch.zeros(shape, dtype=work, device=device)

@@ -114,8 +114,7 @@ def gigpo_advantages(
     num_rows = rewards.shape[0]
     if response_mask.dim() != 2 or response_mask.shape[0] != num_rows:
         raise ValueError(
-            f"response_mask must be (N={num_rows}, R), one row per reward, got "
-            f"{tuple(response_mask.shape)}"
+            f"response_mask must be (N={num_rows}, R), one row per reward, got {tuple(response_mask.shape)}"
         )
     if step_norm not in STEP_NORMS:
         raise ValueError(f"step_norm must be one of {STEP_NORMS}, got {step_norm!r}")
@@ -129,8 +128,7 @@ def gigpo_advantages(
     steps = torch.as_tensor(step_indices, dtype=torch.long).reshape(-1).cpu()
     if steps.shape != (num_rows,):
         raise ValueError(
-            f"step_indices has {steps.numel()} entries but there are {num_rows} rows; give one "
-            "step index per row"
+            f"step_indices has {steps.numel()} entries but there are {num_rows} rows; give one step index per row"
         )
     device = rewards.device
     mask = response_mask.to(device=device).bool().to(torch.float64)  # (N, R) 1 on valid tokens
@@ -139,18 +137,14 @@ def gigpo_advantages(
 
     work = torch.float64
     traj_code, traj_uniques = factorize(traj_list, device)
-    traj_group = check_constant_per_code(
-        traj_code, group_list, traj_uniques, "group_ids", "trajectory"
-    )
+    traj_group = check_constant_per_code(traj_code, group_list, traj_uniques, "group_ids", "trajectory")
     time_order = _time_order(traj_code.cpu().numpy(), steps.numpy(), traj_uniques)
 
     # Episode advantage: one score per trajectory, normalised within its group (verl's rule).
     row_rewards = rewards.detach().to(device=device, dtype=work)
     traj_scores = torch.zeros(len(traj_uniques), dtype=work, device=device)
     traj_scores.index_add_(0, traj_code, row_rewards)
-    traj_adv = group_normalize(
-        traj_scores, traj_group, epsilon=eps, norm_by_std=episode_norm_by_std
-    )
+    traj_adv = group_normalize(traj_scores, traj_group, epsilon=eps, norm_by_std=episode_norm_by_std)
     episode_adv = traj_adv[traj_code]  # (N,)
 
     # Discounted return of every step: G_t = r_t + gamma * G_{t+1}, backwards in time order.

@@ -114,20 +114,14 @@ def grpo_advantages(
         return torch.zeros(response_mask.shape, dtype=dtype, device=device)
 
     traj_code, traj_uniques = factorize(traj_list, device)
-    traj_group = check_constant_per_code(
-        traj_code, group_list, traj_uniques, "group_ids", "trajectory"
-    )
+    traj_group = check_constant_per_code(traj_code, group_list, traj_uniques, "group_ids", "trajectory")
     # R_i = sum of the step rewards of trajectory i: (num_traj,)
     traj_scores = torch.zeros(len(traj_uniques), dtype=torch.float64, device=device)
     traj_scores.index_add_(0, traj_code, rewards.detach().to(torch.float64))
 
     if weighting == "trajectory":
-        traj_adv = group_normalize(
-            traj_scores, traj_group, epsilon=epsilon, norm_by_std=norm_by_std
-        )
+        traj_adv = group_normalize(traj_scores, traj_group, epsilon=epsilon, norm_by_std=norm_by_std)
         row_adv = traj_adv[traj_code]  # (num_steps,)
     else:
-        row_adv = group_normalize(
-            traj_scores[traj_code], group_list, epsilon=epsilon, norm_by_std=norm_by_std
-        )
+        row_adv = group_normalize(traj_scores[traj_code], group_list, epsilon=epsilon, norm_by_std=norm_by_std)
     return (row_adv.unsqueeze(-1) * response_mask.to(device=device, dtype=torch.float64)).to(dtype)

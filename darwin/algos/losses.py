@@ -66,9 +66,7 @@ def _check_same_shape(**tensors: torch.Tensor) -> None:
         raise ValueError(f"shapes must match, got {shapes}")
 
 
-def _global_batch_info(
-    batch_num_tokens: int | None, global_batch_size: int | None
-) -> dict[str, int]:
+def _global_batch_info(batch_num_tokens: int | None, global_batch_size: int | None) -> dict[str, int]:
     info: dict[str, int] = {}
     if batch_num_tokens is not None:
         info["batch_num_tokens"] = int(batch_num_tokens)
@@ -163,9 +161,7 @@ def ppo_policy_loss(
     low = clip_ratio if clip_ratio_low is None else clip_ratio_low
     high = clip_ratio if clip_ratio_high is None else clip_ratio_high
     if not (0.0 <= low < 1.0 and high >= 0.0):
-        raise ValueError(
-            f"need 0 <= clip_ratio_low < 1 and clip_ratio_high >= 0, got {low}, {high}"
-        )
+        raise ValueError(f"need 0 <= clip_ratio_low < 1 and clip_ratio_high >= 0, got {low}, {high}")
     if not clip_ratio_c > 1.0:
         raise ValueError(f"clip_ratio_c must be > 1 (dual-clip bound), got {clip_ratio_c}")
     # verl's policy losses read their settings from an actor config (ActorConfig or DictConfig).
@@ -228,9 +224,7 @@ def value_loss(
     Returns:
         :class:`ValueLossOutput` with the scalar loss and the clip fraction.
     """
-    _check_same_shape(
-        new_values=new_values, old_values=old_values, returns=returns, response_mask=response_mask
-    )
+    _check_same_shape(new_values=new_values, old_values=old_values, returns=returns, response_mask=response_mask)
     _check_choice(loss_agg_mode, LOSS_AGG_MODES, "loss_agg_mode")
     if not clip_range_value >= 0.0:
         raise ValueError(f"clip_range_value must be >= 0, got {clip_range_value}")
@@ -246,9 +240,7 @@ def value_loss(
     return ValueLossOutput(loss=loss, clip_fraction=float(clipfrac))
 
 
-def kl_penalty(
-    log_prob: torch.Tensor, ref_log_prob: torch.Tensor, *, kind: str = "low_var_kl"
-) -> torch.Tensor:
+def kl_penalty(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, *, kind: str = "low_var_kl") -> torch.Tensor:
     """Per-token KL estimate between the policy and a reference policy (verl's ``kl_penalty``).
 
     With ``d = log_prob - ref_log_prob`` (log pi - log pi_ref, on sampled tokens):
@@ -334,9 +326,7 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None
     return verl_F.masked_mean(values, mask, axis=dim)
 
 
-def masked_whiten(
-    values: torch.Tensor, mask: torch.Tensor, *, shift_mean: bool = True
-) -> torch.Tensor:
+def masked_whiten(values: torch.Tensor, mask: torch.Tensor, *, shift_mean: bool = True) -> torch.Tensor:
     """Normalise ``values`` to zero mean and unit variance over the mask-1 entries.
 
     verl's ``masked_whiten``: ``(x - mean) / sqrt(var + 1e-8)`` with the unbiased (``n - 1``)

@@ -179,7 +179,11 @@ def side_effects(changed_paths: Iterable[str], allowed_patterns: Sequence[str]) 
 
 
 def progress_rate(
-    *, success: bool, subgoals_met: Sequence[bool] = (), unmet_start: int | None = None, unmet_end: int | None = None,
+    *,
+    success: bool,
+    subgoals_met: Sequence[bool] = (),
+    unmet_start: int | None = None,
+    unmet_end: int | None = None,
 ) -> float:
     """How far an episode got, in ``[0, 1]``.
 
@@ -260,16 +264,23 @@ def measure_episode(
     """
     end = evaluate(task.verifier, end_state)
     if task.subgoals:
-        progress = progress_rate(success=end.success, subgoals_met=[evaluate(s, end_state).success for s in task.subgoals])
+        progress = progress_rate(
+            success=end.success, subgoals_met=[evaluate(s, end_state).success for s in task.subgoals]
+        )
     else:
-        progress = progress_rate(success=end.success, unmet_start=evaluate(task.verifier, start_state).unmet, unmet_end=end.unmet)
+        progress = progress_rate(
+            success=end.success, unmet_start=evaluate(task.verifier, start_state).unmet, unmet_end=end.unmet
+        )
     effects = None
     if task.allowed_changes is not None:
         effects = side_effects(state_diff(start_state, end_state), task.allowed_changes)
     first, extra = over_time(goal_met, agent_finished) if goal_met is not None else (None, None)
     return EpisodeMetrics(
-        progress_rate=progress, side_effects=effects, false_completion=false_completion(agent_finished, success),
-        over_time_steps=extra, goal_first_met_step=first,
+        progress_rate=progress,
+        side_effects=effects,
+        false_completion=false_completion(agent_finished, success),
+        over_time_steps=extra,
+        goal_first_met_step=first,
     )
 
 
@@ -341,10 +352,16 @@ class TaskMetrics:
     def to_json(self) -> dict[str, int | float | str | None]:
         """The counts plus the derived rates and stratum (eval JSON, ``eval.json``)."""
         return {
-            "episodes": self.episodes, "successes": self.successes, "measured": self.measured,
-            "progress_rate": self.progress_rate, "side_effect_episodes": self.side_effect_episodes,
-            "side_effect_measured": self.side_effect_measured, "false_completions": self.false_completions,
-            "over_time": self.over_time, "success_rate": self.success_rate, "side_effect_rate": self.side_effect_rate,
+            "episodes": self.episodes,
+            "successes": self.successes,
+            "measured": self.measured,
+            "progress_rate": self.progress_rate,
+            "side_effect_episodes": self.side_effect_episodes,
+            "side_effect_measured": self.side_effect_measured,
+            "false_completions": self.false_completions,
+            "over_time": self.over_time,
+            "success_rate": self.success_rate,
+            "side_effect_rate": self.side_effect_rate,
             "stratum": self.stratum,
         }
 
@@ -373,8 +390,14 @@ def summarize_task(results: Iterable[EpisodeResult]) -> TaskMetrics:
         fc += metrics.false_completion
         ot += metrics.over_time
     return TaskMetrics(
-        episodes=episodes, successes=successes, measured=measured, progress_rate=progress / measured if measured else None,
-        side_effect_episodes=se_hit, side_effect_measured=se_measured, false_completions=fc, over_time=ot,
+        episodes=episodes,
+        successes=successes,
+        measured=measured,
+        progress_rate=progress / measured if measured else None,
+        side_effect_episodes=se_hit,
+        side_effect_measured=se_measured,
+        false_completions=fc,
+        over_time=ot,
     )
 
 

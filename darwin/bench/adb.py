@@ -111,7 +111,11 @@ class AdbBenchResult:
         ]
         for name, (per, total) in self.many_commands_per_s.items():
             lines.append(f"| {name} | {per:.0f} | {total:.0f} |")
-        lines += ["", "| client | screenshot median ms | p95 ms | screenshots/s per phone |", "| --- | ---: | ---: | ---: |"]
+        lines += [
+            "",
+            "| client | screenshot median ms | p95 ms | screenshots/s per phone |",
+            "| --- | ---: | ---: | ---: |",
+        ]
         for name, (p50, p95, rate) in self.many_screenshot_ms.items():
             lines.append(f"| {name} | {p50:.1f} | {p95:.1f} | {rate:.1f} |")
         lines += [
@@ -205,7 +209,9 @@ class _Served:
     def __init__(self, phones: int, adb_port: int | None) -> None:
         self.adb = shutil.which("adb")
         if self.adb is None:
-            raise RuntimeError("`adb` is not installed (Debian/Ubuntu: apt-get install adb); darwin bench adb needs a real adb server")
+            raise RuntimeError(
+                "`adb` is not installed (Debian/Ubuntu: apt-get install adb); darwin bench adb needs a real adb server"
+            )
         self.own_server = PrivateAdbServer(adb=self.adb) if adb_port is None else None
         self.adb_port = adb_port or 0
         self.phones = phones
@@ -218,9 +224,22 @@ class _Served:
             self.adb_port = self.own_server.start().port
         ready = Path(self._dir.name) / "ready.json"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "darwin.cli", "phones", "serve", "--count", str(self.phones), "--ready-file", str(ready),
-             "--adb-port", str(self.adb_port), "--connect"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                sys.executable,
+                "-m",
+                "darwin.cli",
+                "phones",
+                "serve",
+                "--count",
+                str(self.phones),
+                "--ready-file",
+                str(ready),
+                "--adb-port",
+                str(self.adb_port),
+                "--connect",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 60
         while not ready.exists():
@@ -274,10 +293,19 @@ def run_adb_bench(phones: int = 16, seconds: float = 3.0, adb_port: int | None =
         try:
             # -- one phone, sequential commands --------------------------------------------
             with _cpu(result.cpu, f"{ADBUTILS_BASELINE}, 1 phone") as count:
-                result.commands_per_s[ADBUTILS_BASELINE] = count(_rate(lambda: device.shell2(COMMAND, v2=True, timeout=10), seconds))
-            result.commands_per_s["adbutils shell (legacy, no exit code)"] = _rate(lambda: device.shell(COMMAND, timeout=10), seconds)
+                result.commands_per_s[ADBUTILS_BASELINE] = count(
+                    _rate(lambda: device.shell2(COMMAND, v2=True, timeout=10), seconds)
+                )
+            result.commands_per_s["adbutils shell (legacy, no exit code)"] = _rate(
+                lambda: device.shell(COMMAND, timeout=10), seconds
+            )
             result.commands_per_s["`adb -s SERIAL shell` subprocess"] = _rate(
-                lambda: subprocess.run([served.adb or "adb", "-P", str(served.adb_port), "-s", serial, "shell", *COMMAND], check=True, capture_output=True, timeout=10),
+                lambda: subprocess.run(
+                    [served.adb or "adb", "-P", str(served.adb_port), "-s", serial, "shell", *COMMAND],
+                    check=True,
+                    capture_output=True,
+                    timeout=10,
+                ),
                 min(seconds, 2.0),
             )
             with _cpu(result.cpu, "darwin AdbPhoneEnv.shell, 1 phone") as count:
@@ -302,15 +330,27 @@ def run_adb_bench(phones: int = 16, seconds: float = 3.0, adb_port: int | None =
             result.screenshot_ms["adbutils screenshot(error_ok=False) + np.asarray"] = _p50_p95(
                 _latencies(lambda: np.asarray(device.screenshot(error_ok=False)), seconds)
             )
-            result.screenshot_ms["darwin exec: + Pillow decode (decoder ablation)"] = _p50_p95(_latencies(pil_decode, seconds))
+            result.screenshot_ms["darwin exec: + Pillow decode (decoder ablation)"] = _p50_p95(
+                _latencies(pil_decode, seconds)
+            )
             result.screenshot_ms["darwin shell v2 framing + ISA-L decode (exec: ablation)"] = _p50_p95(
-                _latencies(lambda: decode_screenshot(env.client.shell(serial, ["screencap", "-p"], time.monotonic() + 15).stdout), seconds)
+                _latencies(
+                    lambda: decode_screenshot(
+                        env.client.shell(serial, ["screencap", "-p"], time.monotonic() + 15).stdout
+                    ),
+                    seconds,
+                )
             )
             result.screenshot_ms["darwin exec: + ISA-L decode"] = _p50_p95(
-                _latencies(lambda: decode_screenshot(env.client.exec_out(serial, ["screencap", "-p"], time.monotonic() + 15)), seconds)
+                _latencies(
+                    lambda: decode_screenshot(env.client.exec_out(serial, ["screencap", "-p"], time.monotonic() + 15)),
+                    seconds,
+                )
             )
             result.screenshot_ms["darwin AdbPhoneEnv.screenshot() (validated)"] = _p50_p95(_latencies(fresh(), seconds))
-            result.screenshot_ms["darwin AdbPhoneEnv.screenshot((252, 560))"] = _p50_p95(_latencies(fresh((252, 560)), seconds))
+            result.screenshot_ms["darwin AdbPhoneEnv.screenshot((252, 560))"] = _p50_p95(
+                _latencies(fresh((252, 560)), seconds)
+            )
             result.screenshot_ms["darwin AdbPhoneEnv.screenshot(), screen unchanged since the last one"] = _p50_p95(
                 _latencies(env.screenshot, seconds)
             )
@@ -339,6 +379,7 @@ def run_adb_bench(phones: int = 16, seconds: float = 3.0, adb_port: int | None =
             result.many_screenshot_ms["adbutils screenshot(error_ok=False) + np.asarray"] = shots(
                 lambda i: lambda: np.asarray(devices[i].screenshot(error_ok=False))
             )
+
             def fresh_for(i: int) -> Callable[[], np.ndarray]:
                 def shot() -> np.ndarray:
                     envs[i]._last_frame = None

@@ -65,16 +65,21 @@ def sample_trajectories(
 ) -> list[Trajectory]:
     """``steps`` sampled steps in episodes of ``per_episode`` (the last one may be shorter)."""
     rng = np.random.default_rng(seed)
-    task = Task(id="bench", instruction="Turn on dark theme.", app="Settings",
-                verifier=VerifierSpec(predicate="bench"))
+    task = Task(id="bench", instruction="Turn on dark theme.", app="Settings", verifier=VerifierSpec(predicate="bench"))
     prompts, shots = [], []
     for i in range(steps):
         shot = rng.integers(0, 256, (cfg.screen_height, cfg.screen_width, 3), dtype=np.uint8)
         shots.append(shot)
-        prompts.append(Prompt(messages=(
-            ChatMessage(role="system", text="You operate a phone. Answer with one action call."),
-            ChatMessage(role="user", text=f"Goal: Turn on dark theme. Done: step {i % per_episode}", images=(shot,)),
-        )))
+        prompts.append(
+            Prompt(
+                messages=(
+                    ChatMessage(role="system", text="You operate a phone. Answer with one action call."),
+                    ChatMessage(
+                        role="user", text=f"Goal: Turn on dark theme. Done: step {i % per_episode}", images=(shot,)
+                    ),
+                )
+            )
+        )
     generations = []
     for start in range(0, steps, 8):
         generations += policy.generate_sync(prompts[start : start + 8])
@@ -84,22 +89,40 @@ def sample_trajectories(
         n = min(per_episode, steps - start)
         transitions = [
             Transition(
-                episode_id=eid, task_id=task.id, step=s, phase=Phase.EXECUTION,
+                episode_id=eid,
+                task_id=task.id,
+                step=s,
+                phase=Phase.EXECUTION,
                 observation=Observation(screenshot=shots[start + s], goal=task.instruction, device_size=(1080, 2400)),
                 decision=Decision(action=Wait(), generation=generations[start + s], prompt=prompts[start + s]),
-                reward=float(s == n - 1 and e % 2 == 0), done=s == n - 1,
+                reward=float(s == n - 1 and e % 2 == 0),
+                done=s == n - 1,
             )
             for s in range(n)
         ]
-        trajectories.append(Trajectory(episode_id=eid, task=task, transitions=transitions,
-                                       termination=Termination(TerminationReason.AGENT_FINISHED)))
+        trajectories.append(
+            Trajectory(
+                episode_id=eid,
+                task=task,
+                transitions=transitions,
+                termination=Termination(TerminationReason.AGENT_FINISHED),
+            )
+        )
     return trajectories
 
 
 def run(
-    steps: int = 256, per_episode: int = 8, screen: tuple[int, int] = (252, 560), new_tokens: int = 16,
-    critics: tuple[str, ...] = ("separate",), phases: tuple[str, ...] = ("ppo",), micros: tuple[int, ...] = (8,),
-    mini: int = 32, epochs: int = 4, family: str = "qwen2_vl", device: str = "cpu",
+    steps: int = 256,
+    per_episode: int = 8,
+    screen: tuple[int, int] = (252, 560),
+    new_tokens: int = 16,
+    critics: tuple[str, ...] = ("separate",),
+    phases: tuple[str, ...] = ("ppo",),
+    micros: tuple[int, ...] = (8,),
+    mini: int = 32,
+    epochs: int = 4,
+    family: str = "qwen2_vl",
+    device: str = "cpu",
 ) -> list[LearnerBenchResult]:
     """Sample ``steps`` steps once, then time one fresh learner's update per (critic, phase, micro) combination."""
     cfg = TinyVLMConfig(family=family, screen_width=screen[0], screen_height=screen[1])
@@ -112,19 +135,33 @@ def run(
         for phase in phases:
             for micro in micros:
                 config = LearnerConfig(
-                    critic=critic, critic_warmup_updates=1 if phase == "warmup" else 0, ppo_epochs=epochs,
-                    critic_warmup_epochs=epochs, mini_batch_size=mini, micro_batch_size=micro,
+                    critic=critic,
+                    critic_warmup_updates=1 if phase == "warmup" else 0,
+                    ppo_epochs=epochs,
+                    critic_warmup_epochs=epochs,
+                    mini_batch_size=mini,
+                    micro_batch_size=micro,
                     device=device,
                 )
                 learner = LocalLearner(policy, config)
                 m = learner.update(trajectories)
-                results.append(LearnerBenchResult(
-                    critic=critic, phase=phase, micro_batch=micro, mini_batch=mini, epochs=epochs,
-                    steps=m.steps, response_tokens=m.response_tokens, threads=torch.get_num_threads(),
-                    prepare_s=round(m.prepare_s, 2), scoring_s=round(m.scoring_s, 2),
-                    train_s=round(m.train_s, 2), total_s=round(m.total_s, 2),
-                    peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-                ))
+                results.append(
+                    LearnerBenchResult(
+                        critic=critic,
+                        phase=phase,
+                        micro_batch=micro,
+                        mini_batch=mini,
+                        epochs=epochs,
+                        steps=m.steps,
+                        response_tokens=m.response_tokens,
+                        threads=torch.get_num_threads(),
+                        prepare_s=round(m.prepare_s, 2),
+                        scoring_s=round(m.scoring_s, 2),
+                        train_s=round(m.train_s, 2),
+                        total_s=round(m.total_s, 2),
+                        peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+                    )
+                )
     return results
 
 
@@ -185,26 +222,50 @@ def recorded_trajectories(steps: int = 256, seed: int = 0) -> tuple[list[Traject
         logprobs = policy.teacher_forced_logprobs(prompts, responses)
         batch = policy.build_inputs(prompts)
         eid = f"recorded-{e}"
-        task = Task(id=episode[0].task_id, instruction=episode[0].observation.goal, app="SimPhone",
-                    verifier=VerifierSpec(predicate=episode[0].task_id))
+        task = Task(
+            id=episode[0].task_id,
+            instruction=episode[0].observation.goal,
+            app="SimPhone",
+            verifier=VerifierSpec(predicate=episode[0].task_id),
+        )
         transitions = []
         for s, demo in enumerate(episode):
             ids = batch["input_ids"][s][batch["attention_mask"][s].bool()]
-            generation = Generation(text=demo.target, prompt_ids=tuple(ids.tolist()), response_ids=responses[s],
-                                    response_logprobs=tuple(logprobs[s].tolist()), policy_version=0)
+            generation = Generation(
+                text=demo.target,
+                prompt_ids=tuple(ids.tolist()),
+                response_ids=responses[s],
+                response_logprobs=tuple(logprobs[s].tolist()),
+                policy_version=0,
+            )
             last = s == len(episode) - 1
-            transitions.append(Transition(
-                episode_id=eid, task_id=task.id, step=s, phase=Phase.EXECUTION, observation=demo.observation,
-                decision=Decision(action=demo.action, generation=generation, prompt=demo.prompt),
-                reward=float(last and e % 2 == 0), done=last,
-            ))
-        trajectories.append(Trajectory(episode_id=eid, task=task, transitions=transitions,
-                                       termination=Termination(TerminationReason.AGENT_FINISHED)))
+            transitions.append(
+                Transition(
+                    episode_id=eid,
+                    task_id=task.id,
+                    step=s,
+                    phase=Phase.EXECUTION,
+                    observation=demo.observation,
+                    decision=Decision(action=demo.action, generation=generation, prompt=demo.prompt),
+                    reward=float(last and e % 2 == 0),
+                    done=last,
+                )
+            )
+        trajectories.append(
+            Trajectory(
+                episode_id=eid,
+                task=task,
+                transitions=transitions,
+                termination=Termination(TerminationReason.AGENT_FINISHED),
+            )
+        )
     return trajectories, model_cfg
 
 
 def profile(
-    learner_config: LearnerConfig, variants: tuple[str, ...] = ("plain", "frozen"), steps: int = 256,
+    learner_config: LearnerConfig,
+    variants: tuple[str, ...] = ("plain", "frozen"),
+    steps: int = 256,
     repeats: int = 3,
 ) -> list[ProfileResult]:
     """Time one update of ``learner_config`` (critic warm-up over, as in most of a run) per
@@ -224,15 +285,23 @@ def profile(
             samples[variant].append(learner.update(trajectories))
     out = []
     for variant, runs in samples.items():
+
         def median(field: str, runs: list = runs) -> float:
             return round(float(np.median([getattr(m, field) for m in runs])), 2)
 
         phases = ("images_s", "values_s", "reference_s", "proximal_s", "forward_backward_s", "optimizer_s")
         other = float(np.median([m.total_s - sum(getattr(m, f) for f in phases) for m in runs]))
-        out.append(ProfileResult(
-            variant=variant, steps=runs[0].steps, response_tokens=runs[0].response_tokens, repeats=repeats,
-            **{f: median(f) for f in phases}, other_s=round(other, 2), total_s=median("total_s"),
-        ))
+        out.append(
+            ProfileResult(
+                variant=variant,
+                steps=runs[0].steps,
+                response_tokens=runs[0].response_tokens,
+                repeats=repeats,
+                **{f: median(f) for f in phases},
+                other_s=round(other, 2),
+                total_s=median("total_s"),
+            )
+        )
     return out
 
 
@@ -242,8 +311,16 @@ def profile(
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "H20": 148e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
 """Dense bf16 tensor-core peak per GPU (vendor datasheets, no sparsity), by name fragment: the MFU denominator."""
 
-ONE_B = {"hidden_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 16, "num_key_value_heads": 2,
-         "intermediate_size": 11008, "vision_depth": 4, "vision_embed_dim": 1024, "vision_num_heads": 16}
+ONE_B = {
+    "hidden_size": 2048,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "intermediate_size": 11008,
+    "vision_depth": 4,
+    "vision_embed_dim": 1024,
+    "vision_num_heads": 16,
+}
 """A Qwen2.5-VL-shaped model of about 1 B parameters (random weights): ``--size 1b``."""
 
 
@@ -279,9 +356,18 @@ def peak_flops(device: str) -> float | None:
 
 
 def run_verl(
-    steps: int = 64, per_episode: int = 8, screen: tuple[int, int] = (252, 560), new_tokens: int = 16,
-    phases: tuple[str, ...] = ("ppo",), mini: int = 32, epochs: int = 1, family: str = "qwen2_vl",
-    device: str = "cpu", workers: int = 2, size: str = "tiny", micro: int = 2,
+    steps: int = 64,
+    per_episode: int = 8,
+    screen: tuple[int, int] = (252, 560),
+    new_tokens: int = 16,
+    phases: tuple[str, ...] = ("ppo",),
+    mini: int = 32,
+    epochs: int = 1,
+    family: str = "qwen2_vl",
+    device: str = "cpu",
+    workers: int = 2,
+    size: str = "tiny",
+    micro: int = 2,
 ) -> list[VerlBenchResult]:
     """Sample ``steps`` steps once, then time one update of a fresh :class:`VerlLearner` per
     phase (``ppo``: critic warm-up 0, actor + critic; ``warmup``: critic only) on ``workers``
@@ -312,28 +398,53 @@ def run_verl(
         model_path = vlm.save_pretrained(Path(tmp) / "actor")
         for phase in phases:
             settings = VerlConfig(
-                model_path=str(model_path), gpus_per_node=workers, device="cuda" if on_gpu else "cpu",
-                attn_implementation=attn, model_dtype="fp32", micro_batch_size_per_gpu=micro,
+                model_path=str(model_path),
+                gpus_per_node=workers,
+                device="cuda" if on_gpu else "cpu",
+                attn_implementation=attn,
+                model_dtype="fp32",
+                micro_batch_size_per_gpu=micro,
                 ray_num_cpus=None if on_gpu else 2 * workers,
             )
             config = LearnerConfig(
-                backend="verl", verl=settings, critic_warmup_updates=1 if phase == "warmup" else 0, ppo_epochs=epochs,
-                critic_warmup_epochs=epochs, mini_batch_size=mini, micro_batch_size=micro,
+                backend="verl",
+                verl=settings,
+                critic_warmup_updates=1 if phase == "warmup" else 0,
+                ppo_epochs=epochs,
+                critic_warmup_epochs=epochs,
+                mini_batch_size=mini,
+                micro_batch_size=micro,
             )
             learner = VerlLearner(policy, config)
             try:
                 m = learner.update(trajectories)
             finally:
                 learner.close()
-            tokens = sum(len(t.decision.generation.prompt_ids) + len(t.decision.generation.response_ids)
-                         for tr in trajectories for t in tr.transitions if t.decision.generation is not None)
+            tokens = sum(
+                len(t.decision.generation.prompt_ids) + len(t.decision.generation.response_ids)
+                for tr in trajectories
+                for t in tr.transitions
+                if t.decision.generation is not None
+            )
             models = 1 if phase == "warmup" else 2  # critic only, or actor and critic
             trained = models * epochs * tokens
-            results.append(VerlBenchResult(
-                device=device, workers=workers, family=family, parameters=params, phase=phase, steps=m.steps,
-                tokens=tokens, response_tokens=m.response_tokens, epochs=epochs, prepare_s=round(m.prepare_s, 2),
-                scoring_s=round(m.scoring_s, 2), train_s=round(m.train_s, 2), total_s=round(m.total_s, 2),
-                train_tokens_per_s=round(trained / m.train_s, 1),
-                mfu=round(6 * params * trained / m.train_s / (peak * workers), 4) if peak else None,
-            ))
+            results.append(
+                VerlBenchResult(
+                    device=device,
+                    workers=workers,
+                    family=family,
+                    parameters=params,
+                    phase=phase,
+                    steps=m.steps,
+                    tokens=tokens,
+                    response_tokens=m.response_tokens,
+                    epochs=epochs,
+                    prepare_s=round(m.prepare_s, 2),
+                    scoring_s=round(m.scoring_s, 2),
+                    train_s=round(m.train_s, 2),
+                    total_s=round(m.total_s, 2),
+                    train_tokens_per_s=round(trained / m.train_s, 1),
+                    mfu=round(6 * params * trained / m.train_s / (peak * workers), 4) if peak else None,
+                )
+            )
     return results

@@ -49,9 +49,7 @@ def _batch(vlm: VLM, batch: int, seed: int) -> dict[str, torch.Tensor]:
                 "content": [
                     {
                         "type": "image",
-                        "image": rng.integers(
-                            0, 256, (cfg.screen_height, cfg.screen_width, 3), dtype=np.uint8
-                        ),
+                        "image": rng.integers(0, 256, (cfg.screen_height, cfg.screen_width, 3), dtype=np.uint8),
                     },
                     {"type": "text", "text": f"Open Settings and turn on dark theme ({i})."},
                 ],
@@ -72,9 +70,7 @@ def _median_ms(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
-def benchmark(
-    config: TinyVLMConfig, *, batch: int = 8, new_tokens: int = 16, repeats: int = 5
-) -> ModelBenchResult:
+def benchmark(config: TinyVLMConfig, *, batch: int = 8, new_tokens: int = 16, repeats: int = 5) -> ModelBenchResult:
     """Build ``config`` and time one forward and one ``generate`` of ``new_tokens`` tokens."""
     start = time.perf_counter()
     vlm = build_tiny_vlm(config, seed=0)
@@ -84,9 +80,7 @@ def benchmark(
         torch.manual_seed(0)
         forward_ms = _median_ms(lambda: vlm.model(**inputs), repeats)
         generate_ms = _median_ms(
-            lambda: vlm.model.generate(
-                **inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens
-            ),
+            lambda: vlm.model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens),
             repeats,
         )
     return ModelBenchResult(

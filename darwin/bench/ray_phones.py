@@ -92,7 +92,15 @@ def local_two_node_cluster(object_store_mb: int = 100) -> Iterator[str]:
     from ray.cluster_utils import Cluster
 
     store = object_store_mb * 1024 * 1024
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": store, "include_dashboard": False, "labels": {"node": "a"}})
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "object_store_memory": store,
+            "include_dashboard": False,
+            "labels": {"node": "a"},
+        },
+    )
     try:
         cluster.add_node(num_cpus=1, object_store_memory=store, labels={"node": "b"})
         ray.init(address=cluster.address, namespace="darwin-bench", log_to_driver=False)
@@ -104,17 +112,25 @@ def local_two_node_cluster(object_store_mb: int = 100) -> Iterator[str]:
 
 def _two_node_config(address: str, phones: int, hosts_per_node: int) -> RayPhonesConfig:
     half = phones // 2
-    return RayPhonesConfig(address=address, groups=(
-        RayPhoneGroup(labels={"node": "a"}, count=half, seed=0, actors=min(hosts_per_node, half)),
-        RayPhoneGroup(labels={"node": "b"}, count=phones - half, seed=half, actors=min(hosts_per_node, phones - half)),
-    ))
+    return RayPhonesConfig(
+        address=address,
+        groups=(
+            RayPhoneGroup(labels={"node": "a"}, count=half, seed=0, actors=min(hosts_per_node, half)),
+            RayPhoneGroup(
+                labels={"node": "b"}, count=phones - half, seed=half, actors=min(hosts_per_node, phones - half)
+            ),
+        ),
+    )
 
 
 async def _throughput(envs: Sequence[PhoneEnv], seconds: float) -> tuple[int, float, int, float]:
     cpu = time.process_time()
     engine = RolloutEngine(
-        envs, lambda i: RandomActor(seed=i), StaticCurriculum(task_set("base8"), mode="uniform", seed=0),
-        ReplayBuffer(rollout_steps=10**9), workflow=StepWorkflow(config=StepConfig(observation_size=OBSERVATION)),
+        envs,
+        lambda i: RandomActor(seed=i),
+        StaticCurriculum(task_set("base8"), mode="uniform", seed=0),
+        ReplayBuffer(rollout_steps=10**9),
+        workflow=StepWorkflow(config=StepConfig(observation_size=OBSERVATION)),
     )
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
@@ -177,15 +193,30 @@ def bench_ray(
             finally:
                 for env in ray_envs:
                     env.close()
-            rows.append(ThroughputRow(n, "ray-2-nodes", steps, elapsed, episodes, hosts=len({id(e.host) for e in ray_envs}), driver_cpu_s=cpu))
+            rows.append(
+                ThroughputRow(
+                    n,
+                    "ray-2-nodes",
+                    steps,
+                    elapsed,
+                    episodes,
+                    hosts=len({id(e.host) for e in ray_envs}),
+                    driver_cpu_s=cpu,
+                )
+            )
             logger.info("%s", rows[-1])
         for codec in ("zlib", "raw"):
-            config = RayPhonesConfig(address=address, screenshot_codec=codec, groups=(RayPhoneGroup(labels={"node": "b"}, count=1, seed=0),))
+            config = RayPhonesConfig(
+                address=address, screenshot_codec=codec, groups=(RayPhoneGroup(labels={"node": "b"}, count=1, seed=0),)
+            )
             (remote,) = build_ray_phones(config)
             try:
                 codec_rows = asyncio.run(_hop_rows(SimPhoneEnv(seed=0), remote, hop_calls))
             finally:
                 remote.close()
-            hops.extend(HopRow(f"{r.call} [{codec}]", r.calls, r.direct_ms, r.ray_ms) for r in codec_rows
-                        if codec == "zlib" or r.call.startswith("screenshot"))
+            hops.extend(
+                HopRow(f"{r.call} [{codec}]", r.calls, r.direct_ms, r.ray_ms)
+                for r in codec_rows
+                if codec == "zlib" or r.call.startswith("screenshot")
+            )
     return rows, hops

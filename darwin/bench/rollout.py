@@ -115,13 +115,20 @@ class RolloutBenchRow:
         return self.steps_per_s / self.ideal_steps_per_s if self.ideal_steps_per_s else 0.0
 
 
-async def _run_one(phones: int, mode: str, seconds: float, latency: LatencyModel, base_s: float, per_item_s: float) -> RolloutBenchRow:
+async def _run_one(
+    phones: int, mode: str, seconds: float, latency: LatencyModel, base_s: float, per_item_s: float
+) -> RolloutBenchRow:
     envs = [_SlowPhone(seed=i, latency=latency) for i in range(phones)]
-    batcher = DynamicBatcher(_TimedBackend(base_s, per_item_s), BatcherConfig(min_batch=1, max_batch=phones, max_wait=0.005))
+    batcher = DynamicBatcher(
+        _TimedBackend(base_s, per_item_s), BatcherConfig(min_batch=1, max_batch=phones, max_wait=0.005)
+    )
     async with batcher:
         engine = RolloutEngine(
-            envs, lambda i: _BatchedRandomActor(batcher, seed=i), StaticCurriculum(task_set("base8"), mode="uniform", seed=0),
-            ReplayBuffer(rollout_steps=10**9), workflow=StepWorkflow(config=StepConfig(observation_size=(56, 112), end_on_success=True)),
+            envs,
+            lambda i: _BatchedRandomActor(batcher, seed=i),
+            StaticCurriculum(task_set("base8"), mode="uniform", seed=0),
+            ReplayBuffer(rollout_steps=10**9),
+            workflow=StepWorkflow(config=StepConfig(observation_size=(56, 112), end_on_success=True)),
             mode=mode,
         )
         loop = asyncio.get_running_loop()
@@ -131,8 +138,13 @@ async def _run_one(phones: int, mode: str, seconds: float, latency: LatencyModel
     actions = sum(e.actions for e in envs)
     mean_latency = sum(e.waited for e in envs) / max(1, actions)
     return RolloutBenchRow(
-        phones=phones, mode=mode, steps=stats.env_steps, seconds=stats.elapsed, steps_per_s=stats.steps_per_second,
-        ideal_steps_per_s=phones / mean_latency if mean_latency else 0.0, idle_fraction=batch_stats.idle_fraction,
+        phones=phones,
+        mode=mode,
+        steps=stats.env_steps,
+        seconds=stats.elapsed,
+        steps_per_s=stats.steps_per_second,
+        ideal_steps_per_s=phones / mean_latency if mean_latency else 0.0,
+        idle_fraction=batch_stats.idle_fraction,
         mean_batch=batch_stats.mean_batch_size,
     )
 

@@ -66,7 +66,9 @@ def _throughput(phone: SimPhone, steps: int, png: bool, size: tuple[int, int] | 
     return steps / (time.perf_counter() - start)
 
 
-def bench_sim(instances: int = 64, steps: int = 200, agent_size: tuple[int, int] = (252, 560), locale: str = "en") -> SimBenchResult:
+def bench_sim(
+    instances: int = 64, steps: int = 200, agent_size: tuple[int, int] = (252, 560), locale: str = "en"
+) -> SimBenchResult:
     """Memory per instance, cold start and single-core step throughput of SimPhone, its UI in
     ``locale`` (``"zh"``: Chinese screens, drawn with the CJK font)."""
     SimPhone(seed=0, locale=locale).screenshot(agent_size)  # warm imports, fonts and caches

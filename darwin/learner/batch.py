@@ -195,9 +195,7 @@ def collect_step_rows(
         agent: the agent trained (:attr:`darwin.types.Transition.agent`; default ``"actor"``).
     """
     if group_ids is not None and len(group_ids) != len(trajectories):
-        raise LearnerDataError(
-            f"group_ids has {len(group_ids)} entries for {len(trajectories)} trajectories"
-        )
+        raise LearnerDataError(f"group_ids has {len(group_ids)} entries for {len(trajectories)} trajectories")
     rows: list[StepRow] = []
     kept: list[Trajectory] = []
     seen: set[str] = set()
@@ -261,9 +259,7 @@ def collect_step_rows(
                     f"{len(gen.response_logprobs)} log-probs; they must pair up one to one"
                 )
             if not all(math.isfinite(x) for x in gen.response_logprobs):
-                raise LearnerDataError(
-                    f"{where}: non-finite behaviour log-prob (a forbidden token was sampled?)"
-                )
+                raise LearnerDataError(f"{where}: non-finite behaviour log-prob (a forbidden token was sampled?)")
             if not math.isfinite(reward):
                 raise LearnerDataError(f"{where}: reward {reward} is not finite")
             rows.append(
@@ -363,7 +359,11 @@ def processor_inputs(processor: ProcessorMixin) -> BuildInputs:
 
 
 def preprocess_rows(
-    build: BuildInputs | object, rows: Sequence[StepRow], *, chunk: int = 16, pixels: PixelEncoder | None = None,
+    build: BuildInputs | object,
+    rows: Sequence[StepRow],
+    *,
+    chunk: int = 16,
+    pixels: PixelEncoder | None = None,
     image_token_id: int | None = None,
 ) -> list[RowInputs]:
     """Every row's model inputs, split per row.
@@ -402,8 +402,12 @@ def _same_inputs(a: RowInputs, b: RowInputs) -> bool:
     def same(x: torch.Tensor | None, y: torch.Tensor | None) -> bool:
         return (x is None and y is None) or (x is not None and y is not None and torch.equal(x, y.to(x.dtype)))
 
-    return (same(a.input_ids, b.input_ids) and same(a.mm_token_type_ids, b.mm_token_type_ids)
-            and same(a.pixel_values, b.pixel_values) and same(a.image_grid_thw, b.image_grid_thw))
+    return (
+        same(a.input_ids, b.input_ids)
+        and same(a.mm_token_type_ids, b.mm_token_type_ids)
+        and same(a.pixel_values, b.pixel_values)
+        and same(a.image_grid_thw, b.image_grid_thw)
+    )
 
 
 def _recorded_rows(rows: Sequence[StepRow], pixels: PixelEncoder, image_token_id: int) -> list[RowInputs] | None:
@@ -437,7 +441,9 @@ def _recorded_rows(rows: Sequence[StepRow], pixels: PixelEncoder, image_token_id
     return out
 
 
-def _processor_rows(make: Callable[[Sequence[Prompt]], Mapping[str, torch.Tensor]], part: Sequence[StepRow]) -> list[RowInputs]:
+def _processor_rows(
+    make: Callable[[Sequence[Prompt]], Mapping[str, torch.Tensor]], part: Sequence[StepRow]
+) -> list[RowInputs]:
     """One chunk of rows through the processor, checked against the recorded prompt ids."""
     out: list[RowInputs] = []
     if not part:
@@ -494,7 +500,11 @@ def attach_positions(rope_model: torch.nn.Module, inputs: Sequence[RowInputs], *
         part = inputs[start : start + chunk]
         batch = collate(part, 0)
         positions, _ = rope_index(
-            rope_model, batch["input_ids"], batch["attention_mask"], batch["mm_token_type_ids"], batch.get("image_grid_thw")
+            rope_model,
+            batch["input_ids"],
+            batch["attention_mask"],
+            batch["mm_token_type_ids"],
+            batch.get("image_grid_thw"),
         )
         length = batch["input_ids"].shape[1]
         for i, row in enumerate(part):
@@ -541,8 +551,12 @@ class ImageFeatureCache:
 
 
 def attach_image_features(
-    backbone: torch.nn.Module, inputs: Sequence[RowInputs], *, images: Sequence[Sequence[np.ndarray]] | None = None,
-    cache: ImageFeatureCache | None = None, chunk: int = 32,
+    backbone: torch.nn.Module,
+    inputs: Sequence[RowInputs],
+    *,
+    images: Sequence[Sequence[np.ndarray]] | None = None,
+    cache: ImageFeatureCache | None = None,
+    chunk: int = 32,
 ) -> list[RowInputs]:
     """Each row with its images' features ``(image tokens, H)`` from ``backbone``'s vision
     tower (no gradient) in place of its pixels: with a frozen tower every model's features
@@ -552,7 +566,11 @@ def attach_image_features(
     if cache is not None and images is None:
         raise ValueError("attach_image_features: a cache needs the rows' screenshots to key them")
     param = next(backbone.parameters())
-    keys = [[ImageFeatureCache.key(im) for im in row_images] for row_images in images] if cache is not None and images is not None else None
+    keys = (
+        [[ImageFeatureCache.key(im) for im in row_images] for row_images in images]
+        if cache is not None and images is not None
+        else None
+    )
     found: dict[int, list[torch.Tensor]] = {}
     todo: list[int] = []
     for i, row in enumerate(inputs):
@@ -581,12 +599,17 @@ def attach_image_features(
                 if cache is not None and keys is not None:
                     for key, f in zip(keys[i], found[i], strict=True):
                         cache.put(key, f)
-    return [replace(row, pixel_values=None, image_embeds=torch.cat(found[i])) if i in found else row
-            for i, row in enumerate(inputs)]
+    return [
+        replace(row, pixel_values=None, image_embeds=torch.cat(found[i])) if i in found else row
+        for i, row in enumerate(inputs)
+    ]
 
 
 def collate(
-    rows: Sequence[RowInputs], pad_token_id: int, *, device: torch.device | str | None = None,
+    rows: Sequence[RowInputs],
+    pad_token_id: int,
+    *,
+    device: torch.device | str | None = None,
     pixel_dtype: torch.dtype | None = None,
 ) -> dict[str, torch.Tensor]:
     """Left-pad rows into one model batch (what ``build_inputs`` returns for those prompts).

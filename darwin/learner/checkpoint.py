@@ -144,16 +144,28 @@ def commit_checkpoint(tmp: Path, target: Path, manifest: dict[str, Any]) -> None
 
 
 def checkpoint_manifest(
-    *, updates: int, policy_version: int, optimizer_steps: int, config: LearnerConfig, pending: Sequence[Trajectory],
-    extra_json: str, **backend_fields: object,
+    *,
+    updates: int,
+    policy_version: int,
+    optimizer_steps: int,
+    config: LearnerConfig,
+    pending: Sequence[Trajectory],
+    extra_json: str,
+    **backend_fields: object,
 ) -> dict[str, object]:
     """``learner.json``: the counters, the config, the pending episodes and the caller's state,
     common to both learners (``backend_fields`` adds what one backend needs, e.g. ``backend``)."""
     return {
-        "format_version": CHECKPOINT_FORMAT_VERSION, **backend_fields,
-        "updates": updates, "policy_version": policy_version, "optimizer_steps": optimizer_steps,
-        "config": config.model_dump(mode="json"), "pending_episode_ids": [t.episode_id for t in pending],
-        "extra_state": json.loads(extra_json), "torch": torch.__version__, "saved_at": time.time(),
+        "format_version": CHECKPOINT_FORMAT_VERSION,
+        **backend_fields,
+        "updates": updates,
+        "policy_version": policy_version,
+        "optimizer_steps": optimizer_steps,
+        "config": config.model_dump(mode="json"),
+        "pending_episode_ids": [t.episode_id for t in pending],
+        "extra_state": json.loads(extra_json),
+        "torch": torch.__version__,
+        "saved_at": time.time(),
     }
 
 
@@ -189,8 +201,14 @@ def save_local_checkpoint(
             write_pickle(state.replay.state(), tmp / "replay.pkl")
         if state.accepted is not None:
             write_pickle(state.accepted.state(), tmp / "accepted.pkl")
-        manifest = checkpoint_manifest(updates=updates, policy_version=policy_version, optimizer_steps=optimizer_steps,
-                                       config=config, pending=pending, extra_json=extra_json)
+        manifest = checkpoint_manifest(
+            updates=updates,
+            policy_version=policy_version,
+            optimizer_steps=optimizer_steps,
+            config=config,
+            pending=pending,
+            extra_json=extra_json,
+        )
         commit_checkpoint(tmp, target, manifest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -229,8 +247,7 @@ def read_manifest(src: Path) -> dict[str, Any]:
         raise ValueError(f"{src / MANIFEST}: not valid JSON ({exc})") from exc
     if manifest.get("format_version") != CHECKPOINT_FORMAT_VERSION:
         raise ValueError(
-            f"{src / MANIFEST}: format_version {manifest.get('format_version')!r} is not "
-            f"{CHECKPOINT_FORMAT_VERSION}"
+            f"{src / MANIFEST}: format_version {manifest.get('format_version')!r} is not {CHECKPOINT_FORMAT_VERSION}"
         )
     return manifest
 
@@ -296,7 +313,9 @@ def upgrade_trajectory(trajectory: Trajectory) -> Trajectory:
     reasons = state.pop("phase_reasons", {})
     judged = state.pop("phase_verdicts", {})
     state["verdicts"] = {
-        phase: judged[phase] if phase in judged and judged[phase].success == ok else Verdict(ok, reason=reasons.get(phase, ""))
+        phase: judged[phase]
+        if phase in judged and judged[phase].success == ok
+        else Verdict(ok, reason=reasons.get(phase, ""))
         for phase, ok in success.items()
     }
     return trajectory

@@ -51,7 +51,9 @@ class LoraConfig(BaseModel):
     rank: int = Field(8, ge=1, description="adapter rank r")
     alpha: float = Field(16.0, gt=0.0, description="scaling numerator: the update is B A * alpha / r")
     dropout: float = Field(
-        0.0, ge=0.0, lt=1.0,
+        0.0,
+        ge=0.0,
+        lt=1.0,
         description="adapter dropout; keep 0 so that the first PPO ratio is exactly 1",
     )
     target_modules: tuple[str, ...] = Field(
@@ -59,9 +61,7 @@ class LoraConfig(BaseModel):
         min_length=1,
         description="module names to adapt (the defaults are the text decoder's linears)",
     )
-    critic: bool = Field(
-        True, description="also put adapters on a separate critic's backbone (else it trains fully)"
-    )
+    critic: bool = Field(True, description="also put adapters on a separate critic's backbone (else it trains fully)")
 
 
 class RejectionFinetuneConfig(BaseModel):
@@ -113,10 +113,11 @@ class LearnerConfig(BaseModel):
 
     # --- algorithm ---------------------------------------------------------------------
     algorithm: str = Field(
-        "ppo", description="advantage estimator by registered name (darwin.algos.estimators): "
+        "ppo",
+        description="advantage estimator by registered name (darwin.algos.estimators): "
         "'ppo' or 'gae': critic + token-level GAE (paper); 'grpo': group-normalised trajectory "
         "advantages, no critic; 'gigpo': GRPO's episode advantage + step advantage over "
-        "anchor-state groups, no critic"
+        "anchor-state groups, no critic",
     )
     gamma: float = Field(1.0, ge=0.0, le=1.0, description="discount per token (paper: 1.0)")
     lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda after warm-up (paper: 0.95)")
@@ -124,48 +125,62 @@ class LearnerConfig(BaseModel):
         True, description="normalise advantages over the update batch's tokens (verl's GAE always does)"
     )
     whiten_by: Literal["batch", "task"] = Field(
-        "batch", description="GAE whitening over the whole batch's tokens (verl) or within each "
-        "task's tokens, so that tasks the critic misjudges do not set every task's scale"
+        "batch",
+        description="GAE whitening over the whole batch's tokens (verl) or within each "
+        "task's tokens, so that tasks the critic misjudges do not set every task's scale",
     )
     trajectory_weighting: bool = Field(
-        False, description="every trajectory weighs the same in the loss (its tokens' advantages "
+        False,
+        description="every trajectory weighs the same in the loss (its tokens' advantages "
         "scaled by mean tokens per trajectory / its tokens); default: every token the same, so "
-        "a 20-step failure weighs 3-4 times a success"
+        "a 20-step failure weighs 3-4 times a success",
     )
     format_penalty_advantage: float = Field(
-        0.0, ge=0.0, description="local format penalty: the tokens of an unparseable step get "
+        0.0,
+        ge=0.0,
+        description="local format penalty: the tokens of an unparseable step get "
         "advantage -x (after normalisation) instead of their GAE/GRPO advantage, and nothing "
-        "flows back to earlier steps; use with the experiment's parse_error_penalty=0. 0 = off"
+        "flows back to earlier steps; use with the experiment's parse_error_penalty=0. 0 = off",
     )
     old_logprobs: Literal["behaviour", "recompute"] = Field(
-        "behaviour", description="PPO's anchor: the log-probs recorded at sampling (behaviour "
+        "behaviour",
+        description="PPO's anchor: the log-probs recorded at sampling (behaviour "
         "policy) or recomputed with the current actor at the start of the update (decoupled "
-        "PPO, verl's default): stale rows then start inside the clip window"
+        "PPO, verl's default): stale rows then start inside the clip window",
     )
     behaviour_weight_cap: float | None = Field(
-        None, gt=0.0, description="with old_logprobs='recompute': weight each token's loss by "
-        "min(pi_prox / pi_behaviour, cap), AReaL's decoupled-PPO correction; None = off"
+        None,
+        gt=0.0,
+        description="with old_logprobs='recompute': weight each token's loss by "
+        "min(pi_prox / pi_behaviour, cap), AReaL's decoupled-PPO correction; None = off",
     )
     shortest_path_adjustment: bool = Field(
-        False, description="MobileRL: in a group, a success of length L gets r - max(L - L_min, 0) "
-        "/ (2L), L_min the group's shortest success (needs group mode)"
+        False,
+        description="MobileRL: in a group, a success of length L gets r - max(L - L_min, 0) "
+        "/ (2L), L_min the group's shortest success (needs group mode)",
     )
     negative_pruning: bool = Field(
-        False, description="MobileRL: leave out groups whose trajectories all failed, and keep at "
-        "most max_negatives_per_positive failures per success in a group (needs group mode)"
+        False,
+        description="MobileRL: leave out groups whose trajectories all failed, and keep at "
+        "most max_negatives_per_positive failures per success in a group (needs group mode)",
     )
     max_negatives_per_positive: float = Field(2.0, gt=0.0, description="negative pruning's cap")
     positive_replay_ratio: float = Field(
-        0.0, ge=0.0, le=1.0, description="MobileRL's AdaPR: replay round(ratio x fresh "
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="MobileRL's AdaPR: replay round(ratio x fresh "
         "trajectories) past positive trajectories in each update (0 = off); needs "
-        "old_logprobs='recompute'"
+        "old_logprobs='recompute'",
     )
     replay_capacity: int = Field(256, ge=1, description="AdaPR buffer size (trajectories)")
     replay_insert_fraction: float = Field(
         0.25, gt=0.0, le=1.0, description="AdaPR: share of each update's trajectories (top by mean advantage) inserted"
     )
     replay_max_uses: int = Field(4, ge=1, description="AdaPR: a trajectory leaves the buffer after this many replays")
-    gigpo_gamma: float = Field(0.95, ge=0.0, le=1.0, description="GiGPO: discount of the step return (verl-agent: 0.95)")
+    gigpo_gamma: float = Field(
+        0.95, ge=0.0, le=1.0, description="GiGPO: discount of the step return (verl-agent: 0.95)"
+    )
     gigpo_omega: float = Field(1.0, ge=0.0, description="GiGPO: weight of the step advantage")
     gigpo_step_norm: Literal["mean_norm", "mean_std_norm"] = Field(
         "mean_norm", description="GiGPO: step groups subtract their mean, or also divide by their std"
@@ -189,16 +204,16 @@ class LearnerConfig(BaseModel):
         "(an all-unverified batch then raises LearnerDataError)",
     )
     trained_agent: str = Field(
-        "actor", min_length=1, max_length=64,
+        "actor",
+        min_length=1,
+        max_length=64,
         description="the agent whose steps are trained (Transition.agent): 'actor' acts on the phone; "
         "other agents of a multi-agent workflow (planner, reflector, verifier) stay out of the loss",
     )
 
     # --- PPO losses ---------------------------------------------------------------------
     clip_ratio: float = Field(0.2, gt=0.0, lt=1.0, description="PPO clip epsilon (paper: 0.2)")
-    clip_ratio_low: float | None = Field(
-        None, gt=0.0, lt=1.0, description="lower epsilon; None = clip_ratio"
-    )
+    clip_ratio_low: float | None = Field(None, gt=0.0, lt=1.0, description="lower epsilon; None = clip_ratio")
     clip_ratio_high: float | None = Field(
         None, gt=0.0, description="upper epsilon; None = clip_ratio; larger = 'clip-higher' (DAPO)"
     )
@@ -214,12 +229,8 @@ class LearnerConfig(BaseModel):
     kl_coef: float = Field(
         0.0, ge=0.0, description="weight of the KL-to-reference loss term (0 = off, no reference model)"
     )
-    kl_estimator: str = Field(
-        "low_var_kl", description=f"KL estimator: one of {list(KL_ESTIMATORS)}"
-    )
-    entropy_coef: float = Field(
-        0.0, ge=0.0, description="entropy bonus weight (0: entropy is only a metric)"
-    )
+    kl_estimator: str = Field("low_var_kl", description=f"KL estimator: one of {list(KL_ESTIMATORS)}")
+    entropy_coef: float = Field(0.0, ge=0.0, description="entropy bonus weight (0: entropy is only a metric)")
     value_loss_coef: float = Field(
         0.5, ge=0.0, description="weight of the value loss in the joint loss (shared backbone only)"
     )
@@ -237,16 +248,17 @@ class LearnerConfig(BaseModel):
     adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas")
     grad_clip: float = Field(1.0, gt=0.0, description="max global gradient norm per optimizer step")
     ppo_epochs: int = Field(4, ge=1, description="passes over the update batch (paper: 4)")
-    mini_batch_size: int = Field(
-        32, ge=1, description="step rows per optimizer step (paper: 64)"
-    )
+    mini_batch_size: int = Field(32, ge=1, description="step rows per optimizer step (paper: 64)")
     critic_mini_batch_size: int | None = Field(
-        None, ge=1, description="step rows per critic optimizer step with a separate critic; "
-        "None = mini_batch_size (actor and critic step together)"
+        None,
+        ge=1,
+        description="step rows per critic optimizer step with a separate critic; "
+        "None = mini_batch_size (actor and critic step together)",
     )
     micro_batch_size: int = Field(
-        8, ge=1, description="step rows per forward/backward; gradients accumulate over the "
-        "mini-batch (paper: 16 per GPU)"
+        8,
+        ge=1,
+        description="step rows per forward/backward; gradients accumulate over the mini-batch (paper: 16 per GPU)",
     )
     seed: int = Field(0, ge=0, description="seeds the learner's own generator (mini-batch shuffles, random head init)")
 
@@ -256,9 +268,7 @@ class LearnerConfig(BaseModel):
         description="separate: a second copy of the model with a value head (paper); shared: a "
         "value head on the actor's hidden states (one forward per micro-batch)",
     )
-    critic_warmup_updates: int = Field(
-        3, ge=0, description="first N updates train only the critic (paper: 30)"
-    )
+    critic_warmup_updates: int = Field(3, ge=0, description="first N updates train only the critic (paper: 30)")
     critic_warmup_epochs: int = Field(4, ge=1, description="critic passes per warm-up update (paper: 4)")
     critic_warmup_lam: float = Field(
         1.0, ge=0.0, le=1.0, description="GAE lambda during warm-up (paper: 1.0, Monte Carlo returns)"
@@ -287,8 +297,9 @@ class LearnerConfig(BaseModel):
 
     # --- backend ------------------------------------------------------------------------
     backend: Literal["local", "verl"] = Field(
-        "local", description="'local': LocalLearner, one process (CPU or one GPU); 'verl': VerlLearner, "
-        "verl's FSDP actor and critic workers on Ray (settings in `verl`; docs/scale.md)"
+        "local",
+        description="'local': LocalLearner, one process (CPU or one GPU); 'verl': VerlLearner, "
+        "verl's FSDP actor and critic workers on Ray (settings in `verl`; docs/scale.md)",
     )
     verl: VerlConfig | None = Field(None, description="the verl backend's workers (backend='verl')")
 
@@ -349,7 +360,9 @@ class LearnerConfig(BaseModel):
                     "has no critic to warm up; set critic_warmup_updates=0"
                 )
             if self.truncation == "bootstrap":
-                out.append(f"truncation='bootstrap' needs a critic: use algorithm='ppo' or truncation='zero' (algorithm={name!r})")
+                out.append(
+                    f"truncation='bootstrap' needs a critic: use algorithm='ppo' or truncation='zero' (algorithm={name!r})"
+                )
             if self.critic == "shared":
                 out.append(f"critic='shared' with algorithm={name!r}: it has no critic; leave critic='separate'")
             if self.whiten_by == "task":
@@ -359,7 +372,9 @@ class LearnerConfig(BaseModel):
         if self.behaviour_weight_cap is not None and self.old_logprobs != "recompute":
             out.append("behaviour_weight_cap needs old_logprobs='recompute' (the proximal policy it weighs against)")
         if self.positive_replay_ratio > 0 and self.old_logprobs != "recompute":
-            out.append("positive_replay_ratio > 0 replays trajectories sampled by older policies: set old_logprobs='recompute'")
+            out.append(
+                "positive_replay_ratio > 0 replays trajectories sampled by older policies: set old_logprobs='recompute'"
+            )
         if self.critic_mini_batch_size is not None and self.critic == "shared":
             out.append("critic_mini_batch_size needs critic='separate' (a shared critic steps with the actor)")
         if self.critic_mini_batch_size is not None and self.critic_mini_batch_size % self.micro_batch_size:
@@ -378,7 +393,11 @@ class LearnerConfig(BaseModel):
     def _verl_problems(self) -> list[str]:
         """What the verl backend needs and does not support (each with the fix)."""
         if self.backend != "verl":
-            return ["verl settings given with backend='local': set backend='verl' or drop `verl`"] if self.verl is not None else []
+            return (
+                ["verl settings given with backend='local': set backend='verl' or drop `verl`"]
+                if self.verl is not None
+                else []
+            )
         if self.verl is None:
             return ["backend='verl' needs verl=VerlConfig(model_path=...): the actor's HF checkpoint directory"]
         out = list(self.verl.problems())
@@ -386,23 +405,34 @@ class LearnerConfig(BaseModel):
         # trajectory weights, the shortest-path adjustment and negative pruning, work on it).
         unsupported = {
             "lora": (self.lora is not None, "darwin's LoRA adapters live in the local learner's models"),
-            "critic='shared'": (self.critic == "shared", "verl's critic is its own worker group (a separate value model)"),
-            "kl_coef > 0": (self.kl_coef > 0, "the KL penalty needs a frozen reference model, a third worker group "
-                            "the verl learner does not start"),
-            "positive_replay_ratio > 0": (self.positive_replay_ratio > 0, "the replay buffer scores trajectories by "
-                                          "the local learner's advantages and is checkpointed with it"),
+            "critic='shared'": (
+                self.critic == "shared",
+                "verl's critic is its own worker group (a separate value model)",
+            ),
+            "kl_coef > 0": (
+                self.kl_coef > 0,
+                "the KL penalty needs a frozen reference model, a third worker group the verl learner does not start",
+            ),
+            "positive_replay_ratio > 0": (
+                self.positive_replay_ratio > 0,
+                "the replay buffer scores trajectories by the local learner's advantages and is checkpointed with it",
+            ),
             "behaviour_weight_cap": (self.behaviour_weight_cap is not None, "verl's ppo_loss has no behaviour weight"),
             "freeze_vision": (self.freeze_vision, "the image-feature cache lives in the local learner's passes"),
             "rft.every > 0": (self.rft.every > 0, "the fine-tune trains the local learner's actor in place"),
         }
         for name, (used, why) in unsupported.items():
             if used:
-                out.append(f"{name} is not supported by backend='verl' ({why}; docs/scale.md): turn it off or use backend='local'")
+                out.append(
+                    f"{name} is not supported by backend='verl' ({why}; docs/scale.md): turn it off or use backend='local'"
+                )
         world = self.verl.world_size
         for field_name in ("mini_batch_size", "critic_mini_batch_size"):
             size = getattr(self, field_name)
             if size is not None and size % world:
-                out.append(f"{field_name}={size} must be a multiple of the verl world size {world} (gpus_per_node x nodes)")
+                out.append(
+                    f"{field_name}={size} must be a multiple of the verl world size {world} (gpus_per_node x nodes)"
+                )
             elif size is not None and (size // world) % self.verl.micro_batch_size_per_gpu:
                 out.append(
                     f"{field_name}={size} over {world} worker(s) gives {size // world} rows each, not a multiple of "

@@ -188,8 +188,10 @@ class LocalLearner:
         self.replay: PositiveReplay[Trajectory] | None = None
         if cfg.positive_replay_ratio > 0:
             self.replay = PositiveReplay(
-                capacity=cfg.replay_capacity, insert_fraction=cfg.replay_insert_fraction,
-                max_uses=cfg.replay_max_uses, replay_ratio=cfg.positive_replay_ratio,
+                capacity=cfg.replay_capacity,
+                insert_fraction=cfg.replay_insert_fraction,
+                max_uses=cfg.replay_max_uses,
+                replay_ratio=cfg.positive_replay_ratio,
             )
 
         # MobileRL's iterative SFT between RL updates: the accepted episodes it trains on
@@ -204,9 +206,11 @@ class LocalLearner:
     def actor_state_dict(self) -> dict[str, torch.Tensor]:
         """The actor's weights in the policy model's key space (LoRA merged): what the policy
         receives after each actor update."""
-        return lora_merged_state_dict(self.actor) if self.config.lora is not None else {
-            k: v.detach() for k, v in self.actor.state_dict().items()
-        }
+        return (
+            lora_merged_state_dict(self.actor)
+            if self.config.lora is not None
+            else {k: v.detach() for k, v in self.actor.state_dict().items()}
+        )
 
     def _pad_token_id(self) -> int:
         tok = self.policy.vlm.tokenizer
@@ -224,7 +228,10 @@ class LocalLearner:
         """The model inputs of ``rows``: the sampler's prompt ids and pixels, M-RoPE positions
         and, with a frozen tower, the cached image features."""
         inputs = preprocess_rows(
-            self._build_inputs, rows, chunk=max(self.config.micro_batch_size, 8), pixels=self._pixels,
+            self._build_inputs,
+            rows,
+            chunk=max(self.config.micro_batch_size, 8),
+            pixels=self._pixels,
             image_token_id=self._image_token_id,
         )
         inputs = attach_positions(self._actor_backbone, inputs)
@@ -235,7 +242,10 @@ class LocalLearner:
         return inputs
 
     def prepare(
-        self, trajectories: Sequence[Trajectory], *, group_ids: Sequence[Hashable] | None = None,
+        self,
+        trajectories: Sequence[Trajectory],
+        *,
+        group_ids: Sequence[Hashable] | None = None,
         lam: float | None = None,
     ) -> UpdateBatch:
         """Step rows, old values, reference log-probs and advantages for ``trajectories``
@@ -244,7 +254,9 @@ class LocalLearner:
         cfg = self.config
         t_start = time.perf_counter()
         collected = collect_step_rows(
-            trajectories, group_ids=group_ids, drop_infra_truncated=cfg.infra_truncation == "drop",
+            trajectories,
+            group_ids=group_ids,
+            drop_infra_truncated=cfg.infra_truncation == "drop",
             agent=cfg.trained_agent,
         )
         rows = collected.rows
@@ -303,25 +315,54 @@ class LocalLearner:
         if cfg.shortest_path_adjustment:
             rewards = rewards + shortest_path_deltas(rows, collected.trajectories, dev)
         advantages, returns = estimate_advantages(
-            cfg, rows, rewards=rewards, response_mask=mask, step_indices=steps, truncated=truncated,
-            values=values, lam=lam, next_values=next_values,
+            cfg,
+            rows,
+            rewards=rewards,
+            response_mask=mask,
+            step_indices=steps,
+            truncated=truncated,
+            values=values,
+            lam=lam,
+            next_values=next_values,
         )
         behaviour_clip = None
         if recompute:
             advantages, behaviour_clip = behaviour_correction(
-                advantages, old, behaviour, mask, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
+                advantages,
+                old,
+                behaviour,
+                mask,
+                clip_low=cfg.clip_low,
+                clip_high=cfg.clip_high,
                 weight_cap=cfg.behaviour_weight_cap,
             )
         return UpdateBatch(
-            rows=rows, inputs=inputs, rewards=rewards, response_mask=mask, old_logprobs=old,
-            values=values, ref_logprobs=ref, advantages=advantages.masked_fill(~mask, 0.0), returns=returns,
-            trajectory_ids=[r.episode_id for r in rows], step_indices=steps, truncated=truncated, lam=float(lam),
-            trajectories=collected.trajectories, empty_trajectories=collected.empty_trajectories,
-            dropped_infra=collected.dropped_infra, dropped_unverified=collected.dropped_unverified,
-            preprocess_s=t_scoring - t_start, images_s=t_scoring - t_images, values_s=t_reference - t_scoring,
-            reference_s=t_proximal - t_reference, proximal_s=t_scored - t_proximal,
-            scoring_s=time.perf_counter() - t_scoring, behaviour_clip_fraction=behaviour_clip,
-            bootstrapped_from_next=from_next, bootstrapped_from_last=from_last,
+            rows=rows,
+            inputs=inputs,
+            rewards=rewards,
+            response_mask=mask,
+            old_logprobs=old,
+            values=values,
+            ref_logprobs=ref,
+            advantages=advantages.masked_fill(~mask, 0.0),
+            returns=returns,
+            trajectory_ids=[r.episode_id for r in rows],
+            step_indices=steps,
+            truncated=truncated,
+            lam=float(lam),
+            trajectories=collected.trajectories,
+            empty_trajectories=collected.empty_trajectories,
+            dropped_infra=collected.dropped_infra,
+            dropped_unverified=collected.dropped_unverified,
+            preprocess_s=t_scoring - t_start,
+            images_s=t_scoring - t_images,
+            values_s=t_reference - t_scoring,
+            reference_s=t_proximal - t_reference,
+            proximal_s=t_scored - t_proximal,
+            scoring_s=time.perf_counter() - t_scoring,
+            behaviour_clip_fraction=behaviour_clip,
+            bootstrapped_from_next=from_next,
+            bootstrapped_from_last=from_last,
         )
 
     def _next_state_values(
@@ -376,7 +417,9 @@ class LocalLearner:
         values, _ = self.critic(batch, responses, backbone_grad=False)
         return values
 
-    def _reference_logprobs(self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]) -> torch.Tensor:
+    def _reference_logprobs(
+        self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
+    ) -> torch.Tensor:
         if self.reference is not None:
             lp, _ = compute_response_logprobs(
                 self.reference, batch, responses, forbidden=self._forbidden, temperature=self._temperature
@@ -415,11 +458,22 @@ class LocalLearner:
         skip = actor_skip_reason(trajectories) if cfg.infra_only_updates == "skip" else None
         if skip is not None:
             self.updates += 1
-            metrics = skipped_update_metrics(trajectories, reason=skip, update=self.updates,
-                                             policy_version=self.policy_version, total_s=time.perf_counter() - t0)
-            logger.info("update %d skipped (%s): %d trajectories, %d infrastructure truncations, %d unverified; "
-                        "the actor and the critic keep their weights", metrics.update, skip, len(trajectories),
-                        metrics.dropped_infra_trajectories, metrics.unverified_trajectories)
+            metrics = skipped_update_metrics(
+                trajectories,
+                reason=skip,
+                update=self.updates,
+                policy_version=self.policy_version,
+                total_s=time.perf_counter() - t0,
+            )
+            logger.info(
+                "update %d skipped (%s): %d trajectories, %d infrastructure truncations, %d unverified; "
+                "the actor and the critic keep their weights",
+                metrics.update,
+                skip,
+                len(trajectories),
+                metrics.dropped_infra_trajectories,
+                metrics.unverified_trajectories,
+            )
             return metrics
         warmup = self.in_warmup
         version_before = self.policy_version
@@ -450,22 +504,43 @@ class LocalLearner:
             self.policy.load_weights(self.actor_state_dict(), self.policy_version)
         t3 = time.perf_counter()
         metrics = update_metrics(
-            batch, totals, config=cfg, update=self.updates, policy_version=self.policy_version,
-            version_before=version_before, warmup=warmup, actor_updated=train_actor, epochs=epochs,
-            has_critic=self.critic is not None, replay_size=len(self.replay) if self.replay is not None else 0,
+            batch,
+            totals,
+            config=cfg,
+            update=self.updates,
+            policy_version=self.policy_version,
+            version_before=version_before,
+            warmup=warmup,
+            actor_updated=train_actor,
+            epochs=epochs,
+            has_critic=self.critic is not None,
+            replay_size=len(self.replay) if self.replay is not None else 0,
         )
         if train_actor and self._rft_due():
             finetuned = self.rejection_finetune()
             metrics = replace(metrics, **finetuned, policy_version=self.policy_version)
         metrics = replace(
-            metrics, prepare_s=batch.preprocess_s, scoring_s=batch.scoring_s, train_s=t2 - t1, total_s=t3 - t0,
-            images_s=batch.images_s, values_s=batch.values_s, reference_s=batch.reference_s,
-            proximal_s=batch.proximal_s, forward_backward_s=t2 - t1 - totals.optimizer_s, optimizer_s=totals.optimizer_s,
+            metrics,
+            prepare_s=batch.preprocess_s,
+            scoring_s=batch.scoring_s,
+            train_s=t2 - t1,
+            total_s=t3 - t0,
+            images_s=batch.images_s,
+            values_s=batch.values_s,
+            reference_s=batch.reference_s,
+            proximal_s=batch.proximal_s,
+            forward_backward_s=t2 - t1 - totals.optimizer_s,
+            optimizer_s=totals.optimizer_s,
         )
         logger.info(
             "update %d (%s): %d steps, policy v%d, value loss %s, policy loss %s, %.1fs",
-            metrics.update, metrics.stage, metrics.steps, metrics.policy_version,
-            fmt_metric(metrics.value_loss), fmt_metric(metrics.policy_loss), metrics.total_s,
+            metrics.update,
+            metrics.stage,
+            metrics.steps,
+            metrics.policy_version,
+            fmt_metric(metrics.value_loss),
+            fmt_metric(metrics.policy_loss),
+            metrics.total_s,
         )
         return metrics
 
@@ -496,11 +571,17 @@ class LocalLearner:
         episodes = self.accepted.trajectories
         rows = [r for r in collect_step_rows(episodes, agent=cfg.trained_agent).rows if not r.parse_error]
         if len(rows) < rft.min_steps:
-            logger.info("rejection-sampling fine-tune waits: %d accepted steps in %d episodes, rft.min_steps=%d",
-                        len(rows), len(episodes), rft.min_steps)
+            logger.info(
+                "rejection-sampling fine-tune waits: %d accepted steps in %d episodes, rft.min_steps=%d",
+                len(rows),
+                len(episodes),
+                rft.min_steps,
+            )
             return {"rft_steps": len(rows), "rft_episodes": len(episodes), "rft_s": time.perf_counter() - started}
         inputs = self._row_inputs(rows)
-        optimizer = torch.optim.AdamW(self._actor_params, lr=rft.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay)
+        optimizer = torch.optim.AdamW(
+            self._actor_params, lr=rft.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
+        )
         self.actor.train(False)
         order: list[int] = []
         losses: list[float] = []
@@ -515,8 +596,11 @@ class LocalLearner:
             for start in range(0, len(by_length), cfg.micro_batch_size):
                 idx = by_length[start : start + cfg.micro_batch_size]
                 logprobs, mask = compute_response_logprobs(
-                    self.actor, self._collate([inputs[i] for i in idx]), [rows[i].response_ids for i in idx],
-                    forbidden=self._forbidden, temperature=1.0,
+                    self.actor,
+                    self._collate([inputs[i] for i in idx]),
+                    [rows[i].response_ids for i in idx],
+                    forbidden=self._forbidden,
+                    temperature=1.0,
                 )
                 # every token of the batch weighs the same: the micro-batch's share of the mean
                 loss = response_nll(logprobs, mask) * (float(mask.sum()) / tokens)
@@ -530,10 +614,22 @@ class LocalLearner:
         self.policy_version += 1
         self.policy.load_weights(self.actor_state_dict(), self.policy_version)
         elapsed = time.perf_counter() - started
-        logger.info("rejection-sampling fine-tune: %d steps of %d accepted episodes, loss %.4f -> %.4f, policy v%d, %.1fs",
-                    len(rows), len(episodes), losses[0], losses[-1], self.policy_version, elapsed)
-        return {"rft_steps": len(rows), "rft_episodes": len(episodes), "rft_loss_first": losses[0],
-                "rft_loss_last": losses[-1], "rft_s": elapsed}
+        logger.info(
+            "rejection-sampling fine-tune: %d steps of %d accepted episodes, loss %.4f -> %.4f, policy v%d, %.1fs",
+            len(rows),
+            len(episodes),
+            losses[0],
+            losses[-1],
+            self.policy_version,
+            elapsed,
+        )
+        return {
+            "rft_steps": len(rows),
+            "rft_episodes": len(episodes),
+            "rft_loss_first": losses[0],
+            "rft_loss_last": losses[-1],
+            "rft_s": elapsed,
+        }
 
     def _py_rng(self) -> random.Random:
         """A ``random.Random`` drawn from the learner's own generator (checkpointed with it)."""
@@ -577,7 +673,9 @@ class LocalLearner:
                     critic_optimizer.zero_grad(set_to_none=True)
                 # Rows of similar length share a micro-batch (less padding); the mini-batch's
                 # gradient is the same sum whatever the split.
-                by_length = sorted(mb, key=lambda i: batch.inputs[i].input_ids.numel() + len(batch.rows[i].response_ids))
+                by_length = sorted(
+                    mb, key=lambda i: batch.inputs[i].input_ids.numel() + len(batch.rows[i].response_ids)
+                )
                 for start in range(0, len(mb), micro):
                     idx = by_length[start : start + micro]
                     inputs = self._collate([batch.inputs[i] for i in idx])
@@ -586,12 +684,21 @@ class LocalLearner:
                     sel = torch.tensor(idx, device=self.device)
                     mask = batch.response_mask[sel, :width]
                     if train_actor:
-                        pl, vl = self._actor_micro(batch, sel, inputs, responses, mask, mb_tokens, len(mb), totals, first)
+                        pl, vl = self._actor_micro(
+                            batch, sel, inputs, responses, mask, mb_tokens, len(mb), totals, first
+                        )
                         policy_loss += pl
                         value_loss_sum += vl
                     if critic_pass:
                         value_loss_sum += self._critic_micro(
-                            batch, sel, inputs, responses, mask, mb_tokens, len(mb), totals,
+                            batch,
+                            sel,
+                            inputs,
+                            responses,
+                            mask,
+                            mb_tokens,
+                            len(mb),
+                            totals,
                             backbone_grad=not shared,
                         )
                 if train_actor:
@@ -604,9 +711,16 @@ class LocalLearner:
                 self.optimizer_steps += 1
 
     def _actor_micro(
-        self, batch: UpdateBatch, sel: torch.Tensor, inputs: Mapping[str, torch.Tensor],
-        responses: list[tuple[int, ...]], mask: torch.Tensor, mb_tokens: int, mb_rows: int,
-        totals: LossTotals, first: bool,
+        self,
+        batch: UpdateBatch,
+        sel: torch.Tensor,
+        inputs: Mapping[str, torch.Tensor],
+        responses: list[tuple[int, ...]],
+        mask: torch.Tensor,
+        mb_tokens: int,
+        mb_rows: int,
+        totals: LossTotals,
+        first: bool,
     ) -> tuple[float, float]:
         """One actor micro-batch: PPO loss (+ entropy bonus, KL penalty, and the value loss of
         a shared critic), backward; returns its policy and value losses."""
@@ -622,9 +736,15 @@ class LocalLearner:
             raise RuntimeError("internal: response masks of the batch and the scorer differ")
         old = batch.old_logprobs[sel, :width]
         pg = ppo_policy_loss(
-            old, logprob, batch.advantages[sel, :width], mask,
-            clip_ratio=cfg.clip_ratio, clip_ratio_low=cfg.clip_low, clip_ratio_high=cfg.clip_high,
-            clip_ratio_c=cfg.clip_ratio_c, **agg,
+            old,
+            logprob,
+            batch.advantages[sel, :width],
+            mask,
+            clip_ratio=cfg.clip_ratio,
+            clip_ratio_low=cfg.clip_low,
+            clip_ratio_high=cfg.clip_high,
+            clip_ratio_c=cfg.clip_ratio_c,
+            **agg,
         )
         loss = pg.loss
         tokens = float(mask.sum())
@@ -645,8 +765,12 @@ class LocalLearner:
             assert self.critic is not None and batch.values is not None and batch.returns is not None
             values = self.critic.head_values(captured["hidden"], inputs["input_ids"].shape[1], width)
             vl = value_loss(
-                values.masked_fill(~mask, 0.0), batch.values[sel, :width], batch.returns[sel, :width], mask,
-                clip_range_value=cfg.value_clip, **agg,
+                values.masked_fill(~mask, 0.0),
+                batch.values[sel, :width],
+                batch.returns[sel, :width],
+                mask,
+                clip_range_value=cfg.value_clip,
+                **agg,
             )
             loss = loss + cfg.value_loss_coef * vl.loss
             value_part = float(vl.loss.detach())
@@ -659,9 +783,17 @@ class LocalLearner:
         return float(pg.loss.detach()), value_part
 
     def _critic_micro(
-        self, batch: UpdateBatch, sel: torch.Tensor, inputs: Mapping[str, torch.Tensor],
-        responses: list[tuple[int, ...]], mask: torch.Tensor, mb_tokens: int, mb_rows: int,
-        totals: LossTotals, *, backbone_grad: bool,
+        self,
+        batch: UpdateBatch,
+        sel: torch.Tensor,
+        inputs: Mapping[str, torch.Tensor],
+        responses: list[tuple[int, ...]],
+        mask: torch.Tensor,
+        mb_tokens: int,
+        mb_rows: int,
+        totals: LossTotals,
+        *,
+        backbone_grad: bool,
     ) -> float:
         """One critic micro-batch: clipped value loss, backward; returns the loss."""
         cfg = self.config
@@ -669,9 +801,14 @@ class LocalLearner:
         width = mask.shape[1]
         values, _ = self.critic(inputs, responses, backbone_grad=backbone_grad)
         vl = value_loss(
-            values, batch.values[sel, :width], batch.returns[sel, :width], mask,
-            clip_range_value=cfg.value_clip, loss_agg_mode=cfg.loss_agg_mode,
-            batch_num_tokens=mb_tokens, global_batch_size=mb_rows,
+            values,
+            batch.values[sel, :width],
+            batch.returns[sel, :width],
+            mask,
+            clip_range_value=cfg.value_clip,
+            loss_agg_mode=cfg.loss_agg_mode,
+            batch_num_tokens=mb_tokens,
+            global_batch_size=mb_rows,
         )
         vl.loss.backward()
         totals.add_value(vl.clip_fraction, float(mask.sum()))
@@ -696,9 +833,14 @@ class LocalLearner:
     # ------------------------------------------------------------------ checkpoints
     def _state(self) -> LearnerState:
         return LearnerState(
-            actor=self.actor, critic=self.critic, reference=self.reference,
-            actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
-            generator=self._generator, replay=self.replay, accepted=self.accepted,
+            actor=self.actor,
+            critic=self.critic,
+            reference=self.reference,
+            actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer,
+            generator=self._generator,
+            replay=self.replay,
+            accepted=self.accepted,
         )
 
     def save(
@@ -716,8 +858,14 @@ class LocalLearner:
         previous checkpoint or the new one at ``path`` (see ``docs/learner.md``).
         """
         target = save_local_checkpoint(
-            path, self._state(), config=self.config, updates=self.updates, policy_version=self.policy_version,
-            optimizer_steps=self.optimizer_steps, pending=pending, extra_state=extra_state,
+            path,
+            self._state(),
+            config=self.config,
+            updates=self.updates,
+            policy_version=self.policy_version,
+            optimizer_steps=self.optimizer_steps,
+            pending=pending,
+            extra_state=extra_state,
         )
         logger.info("checkpoint saved to %s (update %d, policy v%d)", target, self.updates, self.policy_version)
         return target
@@ -750,8 +898,13 @@ class LocalLearner:
         sync_policy_to_checkpoint(learner.policy, learner.actor_state_dict(), saved_version, src)
         pending = read_pending(src)
         learner.resume_state = ResumeState(path=src, pending=pending, extra_state=manifest["extra_state"])
-        logger.info("resumed from %s: update %d, policy v%d, %d pending trajectories",
-                    src, learner.updates, saved_version, len(pending))
+        logger.info(
+            "resumed from %s: update %d, policy v%d, %d pending trajectories",
+            src,
+            learner.updates,
+            saved_version,
+            len(pending),
+        )
         return learner
 
     def _set_learning_rates(self) -> None:

@@ -243,9 +243,7 @@ def update_metrics(
         unverified_trajectories=batch.dropped_unverified,
         episode_return_mean=sum(returns_per_traj) / len(returns_per_traj),
         success_rate=(sum(verified) / len(verified)) if verified else None,
-        truncated_fraction=sum(
-            1 for t in trajs if t.termination is not None and t.termination.truncated
-        ) / len(trajs),
+        truncated_fraction=sum(1 for t in trajs if t.termination is not None and t.termination.truncated) / len(trajs),
         version_lag_mean=sum(lags) / len(lags),
         version_lag_max=max(lags),
         epochs=epochs,
@@ -256,7 +254,9 @@ def update_metrics(
         clip_fraction_lower=totals.clip_lower / tok if actor else None,
         approx_kl=totals.approx_kl / tok if actor else None,
         initial_log_ratio_max=totals.initial_log_ratio_max if actor else None,
-        initial_clip_fraction=totals.initial_outside / totals.initial_tokens if actor and totals.initial_tokens else None,
+        initial_clip_fraction=totals.initial_outside / totals.initial_tokens
+        if actor and totals.initial_tokens
+        else None,
         behaviour_clip_fraction=batch.behaviour_clip_fraction,
         pruned_trajectories=batch.pruned_trajectories,
         replayed_trajectories=batch.replayed_trajectories,
@@ -276,19 +276,43 @@ def update_metrics(
 
 
 def skipped_update_metrics(
-    trajectories: Sequence[Trajectory], *, reason: str, update: int, policy_version: int, total_s: float = 0.0,
+    trajectories: Sequence[Trajectory],
+    *,
+    reason: str,
+    update: int,
+    policy_version: int,
+    total_s: float = 0.0,
 ) -> UpdateMetrics:
     """The metrics of an update that trained nothing for ``reason`` (stage ``skipped``): no
     step, no loss, the policy's version unchanged; what the batch held is in the counts of
     left-out trajectories. Means over no trajectory are NaN (loggers leave them out)."""
     nan = float("nan")
-    infra = sum(1 for t in trajectories if t.termination is not None and t.termination.reason == TerminationReason.INFRA_TRUNCATED)
+    infra = sum(
+        1
+        for t in trajectories
+        if t.termination is not None and t.termination.reason == TerminationReason.INFRA_TRUNCATED
+    )
     unscored = sum(1 for t in trajectories if unverified(t))
     return UpdateMetrics(
-        update=update, stage="skipped", policy_version=policy_version, actor_updated=False, trajectories=0, steps=0,
-        response_tokens=0, empty_trajectories=len(trajectories) - infra - unscored, dropped_infra_trajectories=infra,
-        unverified_trajectories=unscored, episode_return_mean=nan, success_rate=None, truncated_fraction=nan,
-        version_lag_mean=nan, version_lag_max=0, epochs=0, optimizer_steps=0, skipped_steps=0, total_s=total_s,
+        update=update,
+        stage="skipped",
+        policy_version=policy_version,
+        actor_updated=False,
+        trajectories=0,
+        steps=0,
+        response_tokens=0,
+        empty_trajectories=len(trajectories) - infra - unscored,
+        dropped_infra_trajectories=infra,
+        unverified_trajectories=unscored,
+        episode_return_mean=nan,
+        success_rate=None,
+        truncated_fraction=nan,
+        version_lag_mean=nan,
+        version_lag_max=0,
+        epochs=0,
+        optimizer_steps=0,
+        skipped_steps=0,
+        total_s=total_s,
         actor_skipped_reason=reason,
     )
 

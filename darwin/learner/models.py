@@ -142,9 +142,7 @@ def _peft() -> Any:
     try:
         import peft
     except ImportError as exc:  # pragma: no cover - peft is installed in the dev environment
-        raise ImportError(
-            "LearnerConfig.lora needs the 'peft' package: pip install peft"
-        ) from exc
+        raise ImportError("LearnerConfig.lora needs the 'peft' package: pip install peft") from exc
     return peft
 
 
@@ -280,8 +278,12 @@ def build_learner_models(
             else:
                 trunk.requires_grad_(True)
         critic = ValueModel(
-            trunk, hidden_size_of(base), shared=cfg.critic == "shared", init=cfg.value_head_init,
-            bias=cfg.value_head_bias, generator=generator,
+            trunk,
+            hidden_size_of(base),
+            shared=cfg.critic == "shared",
+            init=cfg.value_head_init,
+            bias=cfg.value_head_bias,
+            generator=generator,
         )
         critic.eval()  # no dropout anywhere: the models only ever run in eval mode
 

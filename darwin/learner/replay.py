@@ -99,9 +99,7 @@ class PositiveReplay(Generic[T]):
         if isinstance(max_uses, bool) or not isinstance(max_uses, int) or max_uses < 1:
             raise ValueError(f"max_uses must be an integer >= 1, got {max_uses!r}")
         if not 0.0 <= replay_ratio <= 1.0:
-            raise ValueError(
-                f"replay_ratio must lie in [0, 1] (0 turns replay off), got {replay_ratio!r}"
-            )
+            raise ValueError(f"replay_ratio must lie in [0, 1] (0 turns replay off), got {replay_ratio!r}")
         if not 0.0 <= advantage_weight <= 1.0:
             raise ValueError(f"advantage_weight must lie in [0, 1], got {advantage_weight!r}")
         self.capacity = capacity
@@ -199,8 +197,7 @@ class PositiveReplay(Generic[T]):
         for i, entry in enumerate(entries):
             if not isinstance(entry, ReplayEntry):
                 raise TypeError(
-                    f"entries[{i}] is a {type(entry).__name__}; restore takes the ReplayEntry "
-                    "list returned by state()"
+                    f"entries[{i}] is a {type(entry).__name__}; restore takes the ReplayEntry list returned by state()"
                 )
             restored.append(dataclasses.replace(entry))
         self._entries = [entry for entry in restored if entry.uses < self.max_uses]
@@ -212,10 +209,7 @@ class PositiveReplay(Generic[T]):
             advantage_norm = _min_max([entry.advantage for entry in self._entries])
             recency_norm = _min_max([float(entry.inserted_at) for entry in self._entries])
             weight = self.advantage_weight
-            scores = [
-                weight * a + (1.0 - weight) * r
-                for a, r in zip(advantage_norm, recency_norm, strict=True)
-            ]
+            scores = [weight * a + (1.0 - weight) * r for a, r in zip(advantage_norm, recency_norm, strict=True)]
             lowest = min(scores)
             tied = [i for i, score in enumerate(scores) if score - lowest < 1e-12]
             victim = min(tied, key=lambda i: self._entries[i].inserted_at)  # first of the oldest

@@ -138,17 +138,30 @@ def estimate_advantages(
     mask = response_mask
     traj_ids = [r.episode_id for r in rows]
     estimator = get_estimator(cfg.estimator)
-    estimated = estimator.fn(AdvantageInputs(
-        rewards=rewards, response_mask=mask, trajectory_ids=traj_ids, step_indices=step_indices,
-        group_ids=[r.group for r in rows], anchor_ids=[r.anchor for r in rows], values=values,
-        truncated=truncated, next_values=next_values,
-        settings=EstimatorConfig(
-            gamma=cfg.gamma, lam=lam, whiten=cfg.whiten_advantages and cfg.whiten_by == "batch",
-            bootstrap_truncated=cfg.truncation == "bootstrap", grpo_norm_by_std=cfg.grpo_norm_by_std,
-            grpo_weighting=cfg.grpo_weighting, gigpo_gamma=cfg.gigpo_gamma, gigpo_omega=cfg.gigpo_omega,
-            gigpo_step_norm=cfg.gigpo_step_norm,
-        ),
-    ))
+    estimated = estimator.fn(
+        AdvantageInputs(
+            rewards=rewards,
+            response_mask=mask,
+            trajectory_ids=traj_ids,
+            step_indices=step_indices,
+            group_ids=[r.group for r in rows],
+            anchor_ids=[r.anchor for r in rows],
+            values=values,
+            truncated=truncated,
+            next_values=next_values,
+            settings=EstimatorConfig(
+                gamma=cfg.gamma,
+                lam=lam,
+                whiten=cfg.whiten_advantages and cfg.whiten_by == "batch",
+                bootstrap_truncated=cfg.truncation == "bootstrap",
+                grpo_norm_by_std=cfg.grpo_norm_by_std,
+                grpo_weighting=cfg.grpo_weighting,
+                gigpo_gamma=cfg.gigpo_gamma,
+                gigpo_omega=cfg.gigpo_omega,
+                gigpo_step_norm=cfg.gigpo_step_norm,
+            ),
+        )
+    )
     advantages, returns = estimated.advantages.to(torch.float32), estimated.returns
     if estimator.needs_critic and cfg.whiten_advantages and cfg.whiten_by == "task":
         advantages = whiten_within(advantages, mask, [r.task_id for r in rows])
@@ -187,7 +200,10 @@ def behaviour_correction(
 
 
 def prune_negatives(
-    trajectories: Sequence[Trajectory], group_ids: Sequence[Hashable] | None, *, max_negatives_per_positive: int,
+    trajectories: Sequence[Trajectory],
+    group_ids: Sequence[Hashable] | None,
+    *,
+    max_negatives_per_positive: int,
     rng: random.Random,
 ) -> tuple[list[Trajectory], list[Hashable] | None, int]:
     """MobileRL's negative pruning: ``(kept trajectories, their group ids or None, muted count)``.
@@ -200,8 +216,10 @@ def prune_negatives(
     groups = list(group_ids) if group_ids is not None else [group_of(t) for t in trajectories]
     scored = [i for i, t in enumerate(trajectories) if t.success is not None]
     keep_scored = negative_pruning_keep(
-        [trajectories[i].success is True for i in scored], [groups[i] for i in scored],
-        max_negatives_per_positive=max_negatives_per_positive, rng=rng,
+        [trajectories[i].success is True for i in scored],
+        [groups[i] for i in scored],
+        max_negatives_per_positive=max_negatives_per_positive,
+        rng=rng,
     )
     muted = {scored[j] for j, keep in enumerate(keep_scored) if not keep}
     kept = [t for i, t in enumerate(trajectories) if i not in muted]
@@ -217,7 +235,9 @@ def group_of(trajectory: Trajectory) -> Hashable:
     return trajectory.group if trajectory.group is not None else trajectory.task.id
 
 
-def shortest_path_deltas(rows: Sequence[StepRow], trajectories: Sequence[Trajectory], device: torch.device) -> torch.Tensor:
+def shortest_path_deltas(
+    rows: Sequence[StepRow], trajectories: Sequence[Trajectory], device: torch.device
+) -> torch.Tensor:
     """``(N,)`` reward change of each row under MobileRL's shortest-path adjustment: on the
     last step of every success longer than its group's shortest success, 0 elsewhere."""
     totals = [sum(t.reward for t in tr.transitions) for tr in trajectories]
@@ -226,7 +246,9 @@ def shortest_path_deltas(rows: Sequence[StepRow], trajectories: Sequence[Traject
     for row in rows:
         last_step[row.episode_id] = max(row.step, last_step.get(row.episode_id, -1))
     adjusted = shortest_path_adjusted_rewards(
-        totals, [last_step[tr.episode_id] + 1 for tr in trajectories], [tr.success is True for tr in trajectories],
+        totals,
+        [last_step[tr.episode_id] + 1 for tr in trajectories],
+        [tr.success is True for tr in trajectories],
         _row_groups(rows, trajectories),
     )
     delta_by_episode = {tr.episode_id: a - r for tr, a, r in zip(trajectories, adjusted, totals, strict=True)}

@@ -34,7 +34,8 @@ class VerlConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model_path: str = Field(
-        ..., min_length=1,
+        ...,
+        min_length=1,
         description="HF checkpoint directory of the actor (the policy's model saved with save_pretrained); "
         "the critic is built from it with darwin's calibrated value head",
     )
@@ -46,26 +47,30 @@ class VerlConfig(BaseModel):
         "for verl with gloo (actor and critic; the critic's loader gets sdpa attention: darwin.learner.verl_vlm)",
     )
     strategy: Literal["fsdp", "fsdp2"] = Field(
-        "fsdp2", description="verl's FSDP engine: 'fsdp2' (fully_shard; the only one that runs on CPU) or 'fsdp' (FSDP1)"
+        "fsdp2",
+        description="verl's FSDP engine: 'fsdp2' (fully_shard; the only one that runs on CPU) or 'fsdp' (FSDP1)",
     )
     fsdp_size: int = Field(-1, description="shard group size; -1 = all workers (verl's default)")
     param_offload: bool = Field(False, description="offload parameters to CPU between calls (verl: param_offload)")
     optimizer_offload: bool = Field(False, description="offload optimizer states to CPU between calls")
     model_dtype: Literal["fp32", "bf16"] = Field("fp32", description="dtype of the sharded master weights")
     compute_dtype: Literal["fp32", "bf16"] | None = Field(
-        None, description="FSDP mixed precision: the dtype forward and backward run in (verl: fsdp_config.mixed_precision."
+        None,
+        description="FSDP mixed precision: the dtype forward and backward run in (verl: fsdp_config.mixed_precision."
         "param_dtype; reduce and buffer dtypes stay fp32); None = bf16 on 'cuda', fp32 on 'cpu' (CPUs have no fast bf16 "
         "path, and fp32 keeps log-probs equal to darwin's scoring)",
     )
     attn_implementation: Literal["flash_attention_2", "sdpa", "eager"] = Field(
-        "flash_attention_2", description="transformers attention of the actor (the CPU platform needs 'sdpa' or 'eager')"
+        "flash_attention_2",
+        description="transformers attention of the actor (the CPU platform needs 'sdpa' or 'eager')",
     )
     micro_batch_size_per_gpu: int = Field(
         2, ge=1, description="rows per forward/backward on each worker (verl: ppo_micro_batch_size_per_gpu)"
     )
     use_torch_compile: bool = Field(False, description="torch.compile verl's entropy kernel")
     ray_address: str | None = Field(
-        None, description="an existing Ray cluster ('auto', 'ray://host:10001'); None = a local one started for the learner"
+        None,
+        description="an existing Ray cluster ('auto', 'ray://host:10001'); None = a local one started for the learner",
     )
     ray_num_cpus: int | None = Field(
         None, ge=1, description="logical CPUs of a locally started Ray (None: Ray's count); each CPU worker holds one"
@@ -87,7 +92,9 @@ class VerlConfig(BaseModel):
         """Inconsistencies, each naming the field and the fix ([] if none)."""
         out: list[str] = []
         if self.device == "cpu" and self.strategy != "fsdp2":
-            out.append("verl.strategy='fsdp' (FSDP1) asks for an accelerator device: use strategy='fsdp2' with device='cpu'")
+            out.append(
+                "verl.strategy='fsdp' (FSDP1) asks for an accelerator device: use strategy='fsdp2' with device='cpu'"
+            )
         if self.device == "cpu" and self.attn_implementation == "flash_attention_2":
             out.append("verl.attn_implementation='flash_attention_2' needs a GPU: use 'sdpa' with device='cpu'")
         if self.fsdp_size != -1 and (self.fsdp_size < 1 or self.world_size % self.fsdp_size):

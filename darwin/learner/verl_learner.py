@@ -223,7 +223,12 @@ def to_verl_batch(
         "position_ids": position_ids,
         "response_mask": response_mask,
     }
-    for name, value in (("old_log_probs", old_logprobs), ("values", values), ("advantages", advantages), ("returns", returns)):
+    for name, value in (
+        ("old_log_probs", old_logprobs),
+        ("values", values),
+        ("advantages", advantages),
+        ("returns", returns),
+    ):
         if value is None:
             continue
         if value.shape[0] != n or value.shape[1] > longest_response:
@@ -235,8 +240,12 @@ def to_verl_batch(
 
 
 def _multimodal_positions(
-    source: Sequence[RowInputs], input_ids: torch.Tensor, attention_mask: torch.Tensor, text_positions: torch.Tensor,
-    prompt_width: int, rope_model: nn.Module,
+    source: Sequence[RowInputs],
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    text_positions: torch.Tensor,
+    prompt_width: int,
+    rope_model: nn.Module,
 ) -> tuple[torch.Tensor, np.ndarray]:
     """``(N', 4, L)`` positions (text row, then M-RoPE) and the per-row ``multi_modal_inputs``."""
     modality = torch.zeros_like(input_ids)
@@ -249,7 +258,9 @@ def _multimodal_positions(
     positions = torch.cat([text_positions.unsqueeze(1), rope.permute(1, 0, 2).to(text_positions.dtype)], dim=1)
     multi_modal = np.empty(len(source), dtype=object)
     multi_modal[:] = [
-        {"pixel_values": r.pixel_values.float(), "image_grid_thw": r.image_grid_thw} if r.pixel_values is not None else None
+        {"pixel_values": r.pixel_values.float(), "image_grid_thw": r.image_grid_thw}
+        if r.pixel_values is not None
+        else None
         for r in source
     ]
     return positions, multi_modal
@@ -290,7 +301,11 @@ class VerlUpdateBatch:
 # The critic's initial checkpoint (calibrated value head)
 # --------------------------------------------------------------------------------------
 def prepare_critic_checkpoint(
-    actor_path: str | os.PathLike[str], out: str | os.PathLike[str], *, init: str, bias: float,
+    actor_path: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    init: str,
+    bias: float,
     attn_implementation: str = "sdpa",
 ) -> Path:
     """Save the actor checkpoint as verl's value model: ``AutoModelForTokenClassification``
@@ -333,8 +348,11 @@ def prepare_critic_checkpoint(
 def check_verl_runtime(settings: VerlConfig, *, needs_critic: bool) -> None:
     """Raise :class:`VerlBackendUnavailable` naming what is missing for ``settings`` here."""
     problems: list[str] = []
-    for module, hint in (("ray", "pip install 'ray[default]'"), ("uvicorn", "pip install uvicorn fastapi (verl's 'verl-core' extra)"),
-                         ("fastapi", "pip install fastapi")):
+    for module, hint in (
+        ("ray", "pip install 'ray[default]'"),
+        ("uvicorn", "pip install uvicorn fastapi (verl's 'verl-core' extra)"),
+        ("fastapi", "pip install fastapi"),
+    ):
         try:
             __import__(module)
         except ImportError:
@@ -352,7 +370,9 @@ def check_verl_runtime(settings: VerlConfig, *, needs_critic: bool) -> None:
             try:
                 __import__("flash_attn")
             except ImportError:
-                problems.append("verl.attn_implementation='flash_attention_2' needs the flash-attn package (or use 'sdpa')")
+                problems.append(
+                    "verl.attn_implementation='flash_attention_2' needs the flash-attn package (or use 'sdpa')"
+                )
     if problems:
         raise VerlBackendUnavailable("the verl learner cannot start here:\n- " + "\n- ".join(problems))
 
@@ -395,7 +415,9 @@ class VerlLearner:
         if config.backend != "verl" or config.verl is None:
             raise ValueError("VerlLearner needs LearnerConfig(backend='verl', verl=VerlConfig(model_path=...))")
         if not isinstance(policy, WeightReceiver):
-            raise TypeError(f"the verl learner pushes weights with policy.load_weights(state_dict, version); got {type(policy).__name__}")
+            raise TypeError(
+                f"the verl learner pushes weights with policy.load_weights(state_dict, version); got {type(policy).__name__}"
+            )
         settings = config.verl
         check_verl_runtime(settings, needs_critic=config.uses_critic)
         self.policy = policy
@@ -406,7 +428,9 @@ class VerlLearner:
         self.optimizer_steps = 0
         self.resume_state: ResumeState | None = None
         self._pad_id = pad_token_id if pad_token_id is not None else _policy_pad_id(policy)
-        self._temperature = float(temperature if temperature is not None else getattr(policy, "logprob_temperature", 1.0))
+        self._temperature = float(
+            temperature if temperature is not None else getattr(policy, "logprob_temperature", 1.0)
+        )
         # Screenshot rows are rebuilt with a copy of the policy's processor (a fast tokenizer's padding
         # state must not be shared with the sampling thread) and positioned with the policy's model.
         vlm = getattr(policy, "vlm", None)
@@ -439,12 +463,19 @@ class VerlLearner:
         # Every worker imports darwin's value models (verl_vlm) when verl loads; CPU workers also the platform.
         env = {"TOKENIZERS_PARALLELISM": "false", "VERL_USE_EXTERNAL_MODULES": VLM_MODULE}
         if s.device == "cpu":
-            env.update({"VERL_USE_EXTERNAL_MODULES": f"{CPU_PLUGIN},{VLM_MODULE}", "VERL_PLATFORM": "cpu",
-                        "VERL_ENGINE_DEVICE": "cuda"})
+            env.update(
+                {
+                    "VERL_USE_EXTERNAL_MODULES": f"{CPU_PLUGIN},{VLM_MODULE}",
+                    "VERL_PLATFORM": "cpu",
+                    "VERL_ENGINE_DEVICE": "cuda",
+                }
+            )
         if not ray.is_initialized():
             ray.init(
-                address=s.ray_address or "local", num_cpus=s.ray_num_cpus if s.ray_address is None else None,
-                include_dashboard=False, runtime_env={"env_vars": env},
+                address=s.ray_address or "local",
+                num_cpus=s.ray_num_cpus if s.ray_address is None else None,
+                include_dashboard=False,
+                runtime_env={"env_vars": env},
             )
             self._started_ray = True
         elif s.device == "cpu":
@@ -456,29 +487,49 @@ class VerlLearner:
 
         def engine(forward_only: bool = False) -> FSDPEngineConfig:
             return FSDPEngineConfig(
-                strategy=s.strategy, fsdp_size=s.fsdp_size, param_offload=s.param_offload,
-                optimizer_offload=s.optimizer_offload, model_dtype=s.model_dtype, dtype="float32" if s.model_dtype == "fp32" else "bfloat16",
-                use_dynamic_bsz=False, micro_batch_size_per_gpu=s.micro_batch_size_per_gpu,
-                infer_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu, use_torch_compile=s.use_torch_compile,
-                use_remove_padding=False, forward_only=forward_only, seed=cfg.seed,
-                mixed_precision={"param_dtype": s.resolved_compute_dtype, "reduce_dtype": "fp32", "buffer_dtype": "fp32"},
+                strategy=s.strategy,
+                fsdp_size=s.fsdp_size,
+                param_offload=s.param_offload,
+                optimizer_offload=s.optimizer_offload,
+                model_dtype=s.model_dtype,
+                dtype="float32" if s.model_dtype == "fp32" else "bfloat16",
+                use_dynamic_bsz=False,
+                micro_batch_size_per_gpu=s.micro_batch_size_per_gpu,
+                infer_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu,
+                use_torch_compile=s.use_torch_compile,
+                use_remove_padding=False,
+                forward_only=forward_only,
+                seed=cfg.seed,
+                mixed_precision={
+                    "param_dtype": s.resolved_compute_dtype,
+                    "reduce_dtype": "fp32",
+                    "buffer_dtype": "fp32",
+                },
             )
 
         def model(path: str | Path) -> HFModelConfig:
             return HFModelConfig(
-                path=str(path), load_tokenizer=False, use_remove_padding=False,
+                path=str(path),
+                load_tokenizer=False,
+                use_remove_padding=False,
                 override_config={"attn_implementation": s.attn_implementation},
             )
 
         # On GPUs the actor and the critic share one placement (each worker takes a fraction of its
         # GPU): a second pool would ask for GPUs the first one holds and wait for them forever.
         # On CPU each group gets a pool of its own (one CPU bundle per worker).
-        gpu_pool = (RayResourcePool(process_on_nodes=[s.gpus_per_node] * s.nodes, use_gpu=True, max_colocate_count=10)
-                    if s.device == "cuda" else None)
+        gpu_pool = (
+            RayResourcePool(process_on_nodes=[s.gpus_per_node] * s.nodes, use_gpu=True, max_colocate_count=10)
+            if s.device == "cuda"
+            else None
+        )
 
         def group(worker_config: TrainingWorkerConfig) -> RayWorkerGroup:
-            pool = gpu_pool if gpu_pool is not None else RayResourcePool(
-                process_on_nodes=[s.gpus_per_node] * s.nodes, use_gpu=False, max_colocate_count=1)
+            pool = (
+                gpu_pool
+                if gpu_pool is not None
+                else RayResourcePool(process_on_nodes=[s.gpus_per_node] * s.nodes, use_gpu=False, max_colocate_count=1)
+            )
             from verl.utils.device import get_device_name
 
             return RayWorkerGroup(
@@ -488,7 +539,9 @@ class VerlLearner:
             )
 
         actor_config = TrainingWorkerConfig(
-            model_type="language_model", model_config=model(s.model_path), engine_config=engine(),
+            model_type="language_model",
+            model_config=model(s.model_path),
+            engine_config=engine(),
             optimizer_config=FSDPOptimizerConfig(
                 lr=cfg.actor_lr, weight_decay=cfg.weight_decay, betas=cfg.adam_betas, clip_grad=cfg.grad_clip
             ),
@@ -496,21 +549,38 @@ class VerlLearner:
         )
         self.actor_group = group(actor_config)
         self.actor_group.reset()
-        self.actor_group.set_loss_fn(partial(ppo_loss, config=ActorConfig(
-            strategy=s.strategy, rollout_n=1, ppo_mini_batch_size=cfg.mini_batch_size,
-            ppo_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu, ppo_epochs=cfg.ppo_epochs,
-            clip_ratio=cfg.clip_ratio, clip_ratio_low=cfg.clip_low, clip_ratio_high=cfg.clip_high,
-            clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.loss_agg_mode, entropy_coeff=cfg.entropy_coef,
-            use_kl_loss=False,
-        )))
+        self.actor_group.set_loss_fn(
+            partial(
+                ppo_loss,
+                config=ActorConfig(
+                    strategy=s.strategy,
+                    rollout_n=1,
+                    ppo_mini_batch_size=cfg.mini_batch_size,
+                    ppo_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu,
+                    ppo_epochs=cfg.ppo_epochs,
+                    clip_ratio=cfg.clip_ratio,
+                    clip_ratio_low=cfg.clip_low,
+                    clip_ratio_high=cfg.clip_high,
+                    clip_ratio_c=cfg.clip_ratio_c,
+                    loss_agg_mode=cfg.loss_agg_mode,
+                    entropy_coeff=cfg.entropy_coef,
+                    use_kl_loss=False,
+                ),
+            )
+        )
         if cfg.uses_critic:
             critic_path = prepare_critic_checkpoint(
-                s.model_path, self.work_dir / "critic-init", init=cfg.value_head_init, bias=cfg.value_head_bias,
+                s.model_path,
+                self.work_dir / "critic-init",
+                init=cfg.value_head_init,
+                bias=cfg.value_head_bias,
                 attn_implementation=s.attn_implementation,
             )
             critic_model = model(critic_path)
             critic_config = TrainingWorkerConfig(
-                model_type="value_model", model_config=critic_model, engine_config=engine(),
+                model_type="value_model",
+                model_config=critic_model,
+                engine_config=engine(),
                 optimizer_config=FSDPOptimizerConfig(
                     lr=cfg.critic_lr, weight_decay=cfg.weight_decay, betas=cfg.adam_betas, clip_grad=cfg.grad_clip
                 ),
@@ -518,13 +588,27 @@ class VerlLearner:
             )
             self.critic_group = group(critic_config)
             self.critic_group.reset()
-            self.critic_group.set_loss_fn(partial(value_loss, config=CriticConfig(
-                strategy=s.strategy, rollout_n=1, ppo_mini_batch_size=cfg.critic_mini_batch_size or cfg.mini_batch_size,
-                ppo_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu, cliprange_value=cfg.value_clip,
-                loss_agg_mode=cfg.loss_agg_mode, model=critic_model,
-            )))
-        logger.info("verl learner: actor%s on %d %s worker(s) (%s)", " and critic" if self.critic_group else "",
-                    s.world_size, s.device, s.strategy)
+            self.critic_group.set_loss_fn(
+                partial(
+                    value_loss,
+                    config=CriticConfig(
+                        strategy=s.strategy,
+                        rollout_n=1,
+                        ppo_mini_batch_size=cfg.critic_mini_batch_size or cfg.mini_batch_size,
+                        ppo_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu,
+                        cliprange_value=cfg.value_clip,
+                        loss_agg_mode=cfg.loss_agg_mode,
+                        model=critic_model,
+                    ),
+                )
+            )
+        logger.info(
+            "verl learner: actor%s on %d %s worker(s) (%s)",
+            " and critic" if self.critic_group else "",
+            s.world_size,
+            s.device,
+            s.strategy,
+        )
 
     def close(self) -> None:
         """Stop the workers (and Ray, when the learner started it); remove its temporary work dir.
@@ -559,14 +643,19 @@ class VerlLearner:
 
     # ------------------------------------------------------------------ preparation
     def prepare(
-        self, trajectories: Sequence[Trajectory], *, group_ids: Sequence[Hashable] | None = None,
+        self,
+        trajectories: Sequence[Trajectory],
+        *,
+        group_ids: Sequence[Hashable] | None = None,
         lam: float | None = None,
     ) -> VerlUpdateBatch:
         """Rows, old values and log-probs from the workers, advantages and returns (no training)."""
         cfg = self.config
         t0 = time.perf_counter()
         collected = collect_step_rows(
-            trajectories, group_ids=group_ids, drop_infra_truncated=cfg.infra_truncation == "drop",
+            trajectories,
+            group_ids=group_ids,
+            drop_infra_truncated=cfg.infra_truncation == "drop",
             agent=cfg.trained_agent,
         )
         rows = collected.rows
@@ -584,8 +673,14 @@ class VerlLearner:
                     "screenshots with; use HFPolicy or ServerPolicy"
                 )
             inputs = preprocess_rows(self._build_inputs, rows, chunk=16)
-        data = to_verl_batch(rows, pad_token_id=self._pad_id, pad_to_multiple=self._pad_multiple,
-                             temperature=self._temperature, inputs=inputs, rope_model=self._rope_model)
+        data = to_verl_batch(
+            rows,
+            pad_token_id=self._pad_id,
+            pad_to_multiple=self._pad_multiple,
+            temperature=self._temperature,
+            inputs=inputs,
+            rope_model=self._rope_model,
+        )
         t1 = time.perf_counter()
         mask = data.batch["response_mask"][:n].bool()
         values = None
@@ -602,9 +697,14 @@ class VerlLearner:
             rewards = rewards + shortest_path_deltas(rows, collected.trajectories, rewards.device)
         # The same estimator, whitening, format penalty and trajectory weights as LocalLearner.
         advantages, returns = estimate_advantages(
-            cfg, rows, rewards=rewards, response_mask=mask,
+            cfg,
+            rows,
+            rewards=rewards,
+            response_mask=mask,
             step_indices=torch.tensor([r.step for r in rows], dtype=torch.long),
-            truncated=torch.tensor([r.truncated for r in rows], dtype=torch.bool), values=values, lam=float(lam),
+            truncated=torch.tensor([r.truncated for r in rows], dtype=torch.bool),
+            values=values,
+            lam=float(lam),
         )
         advantages = advantages.masked_fill(~mask, 0.0)
         data.batch["advantages"] = _pad_rows(advantages, data)
@@ -612,10 +712,19 @@ class VerlLearner:
             data.batch["values"] = _pad_rows(values.masked_fill(~mask, 0.0), data)
             data.batch["returns"] = _pad_rows(returns.float().masked_fill(~mask, 0.0), data)
         return VerlUpdateBatch(
-            rows=rows, trajectories=collected.trajectories, data=data, response_mask=mask, advantages=advantages,
-            values=values, returns=returns, lam=float(lam), empty_trajectories=collected.empty_trajectories,
-            dropped_infra=collected.dropped_infra, dropped_unverified=collected.dropped_unverified,
-            prepare_s=t1 - t0, scoring_s=time.perf_counter() - t1,
+            rows=rows,
+            trajectories=collected.trajectories,
+            data=data,
+            response_mask=mask,
+            advantages=advantages,
+            values=values,
+            returns=returns,
+            lam=float(lam),
+            empty_trajectories=collected.empty_trajectories,
+            dropped_infra=collected.dropped_infra,
+            dropped_unverified=collected.dropped_unverified,
+            prepare_s=t1 - t0,
+            scoring_s=time.perf_counter() - t1,
         )
 
     def _infer(self, group: RayWorkerGroup, data: DataProto, key: str) -> torch.Tensor:
@@ -623,13 +732,17 @@ class VerlLearner:
         from verl.utils import tensordict_utils as tu
         from verl.workers.utils.padding import no_padding_2_padding
 
-        td = _no_padding(_select(data, ("input_ids", "attention_mask", "position_ids", "prompts", "responses", "response_mask")))
+        td = _no_padding(
+            _select(data, ("input_ids", "attention_mask", "position_ids", "prompts", "responses", "response_mask"))
+        )
         tu.assign_non_tensor(td, compute_loss=False, calculate_entropy=False)
         output = group.infer_batch(td).get()
         return no_padding_2_padding(tu.get(output, key), td).float().cpu()
 
     # ------------------------------------------------------------------ the update
-    def update(self, trajectories: Sequence[Trajectory], *, group_ids: Sequence[Hashable] | None = None) -> UpdateMetrics:
+    def update(
+        self, trajectories: Sequence[Trajectory], *, group_ids: Sequence[Hashable] | None = None
+    ) -> UpdateMetrics:
         """One update (critic only during warm-up); pushes the actor's weights after an actor update.
         A batch without a verdict trains nothing, on no worker, as in
         :meth:`LocalLearner.update <darwin.learner.LocalLearner.update>` (``infra_only_updates``)."""
@@ -638,11 +751,21 @@ class VerlLearner:
         skip = actor_skip_reason(trajectories) if cfg.infra_only_updates == "skip" else None
         if skip is not None:
             self.updates += 1
-            metrics = skipped_update_metrics(trajectories, reason=skip, update=self.updates,
-                                             policy_version=self.policy_version, total_s=time.perf_counter() - t0)
-            logger.info("verl update %d skipped (%s): %d trajectories, %d infrastructure truncations, %d unverified",
-                        metrics.update, skip, len(trajectories), metrics.dropped_infra_trajectories,
-                        metrics.unverified_trajectories)
+            metrics = skipped_update_metrics(
+                trajectories,
+                reason=skip,
+                update=self.updates,
+                policy_version=self.policy_version,
+                total_s=time.perf_counter() - t0,
+            )
+            logger.info(
+                "verl update %d skipped (%s): %d trajectories, %d infrastructure truncations, %d unverified",
+                metrics.update,
+                skip,
+                len(trajectories),
+                metrics.dropped_infra_trajectories,
+                metrics.unverified_trajectories,
+            )
             return metrics
         warmup = self.in_warmup
         version_before = self.policy_version
@@ -650,7 +773,9 @@ class VerlLearner:
         if cfg.negative_pruning:
             # A fresh, reproducible draw per update: nothing to checkpoint.
             trajectories, group_ids, pruned = prune_negatives(
-                trajectories, group_ids, max_negatives_per_positive=cfg.max_negatives_per_positive,
+                trajectories,
+                group_ids,
+                max_negatives_per_positive=cfg.max_negatives_per_positive,
                 rng=random.Random(cfg.seed * 1_000_003 + self.updates),
             )
         batch = self.prepare(trajectories, group_ids=group_ids)
@@ -661,12 +786,34 @@ class VerlLearner:
         seed = cfg.seed * 100_003 + self.updates  # a fresh, reproducible shuffle per update
         if self.critic_group is not None:
             mini = cfg.critic_mini_batch_size or cfg.mini_batch_size
-            keys = ("input_ids", "attention_mask", "position_ids", "prompts", "responses", "response_mask", "values", "returns")
-            critic_metrics = self._train(self.critic_group, _select(batch.data, keys), mini=mini, epochs=epochs, seed=seed)
+            keys = (
+                "input_ids",
+                "attention_mask",
+                "position_ids",
+                "prompts",
+                "responses",
+                "response_mask",
+                "values",
+                "returns",
+            )
+            critic_metrics = self._train(
+                self.critic_group, _select(batch.data, keys), mini=mini, epochs=epochs, seed=seed
+            )
             self.optimizer_steps += epochs * len(batch.data) // mini
         if not warmup:
-            keys = ("input_ids", "attention_mask", "position_ids", "prompts", "responses", "response_mask", "old_log_probs", "advantages")
-            actor_metrics = self._train(self.actor_group, _select(batch.data, keys), mini=cfg.mini_batch_size, epochs=epochs, seed=seed)
+            keys = (
+                "input_ids",
+                "attention_mask",
+                "position_ids",
+                "prompts",
+                "responses",
+                "response_mask",
+                "old_log_probs",
+                "advantages",
+            )
+            actor_metrics = self._train(
+                self.actor_group, _select(batch.data, keys), mini=cfg.mini_batch_size, epochs=epochs, seed=seed
+            )
             self.optimizer_steps += epochs * len(batch.data) // cfg.mini_batch_size
         t2 = time.perf_counter()
         self.updates += 1
@@ -674,11 +821,20 @@ class VerlLearner:
             self.policy_version += 1
             self.policy.load_weights(self.actor_state_dict(), self.policy_version)
         t3 = time.perf_counter()
-        metrics = self._metrics(batch, warmup, epochs, version_before, actor_metrics, critic_metrics, t1 - t0, t2 - t1, t3 - t0)
+        metrics = self._metrics(
+            batch, warmup, epochs, version_before, actor_metrics, critic_metrics, t1 - t0, t2 - t1, t3 - t0
+        )
         metrics = replace(metrics, pruned_trajectories=pruned)
-        logger.info("verl update %d (%s): %d steps, policy v%d, value loss %s, policy loss %s, %.1fs",
-                    metrics.update, metrics.stage, metrics.steps, metrics.policy_version, metrics.value_loss,
-                    metrics.policy_loss, metrics.total_s)
+        logger.info(
+            "verl update %d (%s): %d steps, policy v%d, value loss %s, policy loss %s, %.1fs",
+            metrics.update,
+            metrics.stage,
+            metrics.steps,
+            metrics.policy_version,
+            metrics.value_loss,
+            metrics.policy_loss,
+            metrics.total_s,
+        )
         return metrics
 
     def _train(self, group: RayWorkerGroup, data: DataProto, *, mini: int, epochs: int, seed: int) -> dict:
@@ -686,15 +842,29 @@ class VerlLearner:
 
         td = _no_padding(data)
         tu.assign_non_tensor(
-            td, global_batch_size=mini, mini_batch_size=mini, epochs=epochs, seed=seed,
-            dataloader_kwargs={"shuffle": True}, compute_loss=True, calculate_entropy=True,
+            td,
+            global_batch_size=mini,
+            mini_batch_size=mini,
+            epochs=epochs,
+            seed=seed,
+            dataloader_kwargs={"shuffle": True},
+            compute_loss=True,
+            calculate_entropy=True,
         )
         output = group.train_mini_batch(td).get()
         return dict(tu.get(output, "metrics"))
 
     def _metrics(
-        self, batch: VerlUpdateBatch, warmup: bool, epochs: int, version_before: int, actor: dict, critic: dict,
-        prepare_s: float, train_s: float, total_s: float,
+        self,
+        batch: VerlUpdateBatch,
+        warmup: bool,
+        epochs: int,
+        version_before: int,
+        actor: dict,
+        critic: dict,
+        prepare_s: float,
+        train_s: float,
+        total_s: float,
     ) -> UpdateMetrics:
         cfg = self.config
         trajs = batch.trajectories
@@ -725,7 +895,8 @@ class VerlLearner:
             unverified_trajectories=batch.dropped_unverified,
             episode_return_mean=sum(returns_per_traj) / len(returns_per_traj),
             success_rate=(sum(verified) / len(verified)) if verified else None,
-            truncated_fraction=sum(1 for t in trajs if t.termination is not None and t.termination.truncated) / len(trajs),
+            truncated_fraction=sum(1 for t in trajs if t.termination is not None and t.termination.truncated)
+            / len(trajs),
             version_lag_mean=sum(lags) / len(lags),
             version_lag_max=max(lags),
             epochs=epochs,
@@ -751,7 +922,10 @@ class VerlLearner:
 
     # ------------------------------------------------------------------ checkpoints
     def save(
-        self, path: str | os.PathLike[str], *, pending: Sequence[Trajectory] = (),
+        self,
+        path: str | os.PathLike[str],
+        *,
+        pending: Sequence[Trajectory] = (),
         extra_state: Mapping[str, JsonValue] | None = None,
     ) -> Path:
         """Write a checkpoint directory atomically: the workers' own FSDP checkpoints
@@ -766,9 +940,15 @@ class VerlLearner:
             if self.critic_group is not None:
                 self.critic_group.save_checkpoint(str(tmp / "critic"), None, self.updates, None)
             write_pickle(list(pending), tmp / "pending.pkl")
-            manifest = checkpoint_manifest(updates=self.updates, policy_version=self.policy_version,
-                                           optimizer_steps=self.optimizer_steps, config=self.config, pending=pending,
-                                           extra_json=extra_json, backend="verl")
+            manifest = checkpoint_manifest(
+                updates=self.updates,
+                policy_version=self.policy_version,
+                optimizer_steps=self.optimizer_steps,
+                config=self.config,
+                pending=pending,
+                extra_json=extra_json,
+                backend="verl",
+            )
             commit_checkpoint(tmp, target, manifest)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -778,7 +958,11 @@ class VerlLearner:
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike[str], policy: WeightReceiver, *, config: LearnerConfig | None = None,
+        cls,
+        path: str | os.PathLike[str],
+        policy: WeightReceiver,
+        *,
+        config: LearnerConfig | None = None,
         **kwargs: object,
     ) -> VerlLearner:
         """Start workers from the checkpoint's config (or ``config``: hyperparameters may
@@ -791,8 +975,12 @@ class VerlLearner:
         saved = LearnerConfig.model_validate(manifest["config"])
         if config is None:
             config = saved
-        elif config.algorithm != saved.algorithm or getattr(config.verl, "model_path", None) != getattr(saved.verl, "model_path", None):
-            raise ValueError(f"{src}: config changes the model structure (algorithm or verl.model_path) of the checkpoint")
+        elif config.algorithm != saved.algorithm or getattr(config.verl, "model_path", None) != getattr(
+            saved.verl, "model_path", None
+        ):
+            raise ValueError(
+                f"{src}: config changes the model structure (algorithm or verl.model_path) of the checkpoint"
+            )
         learner = cls(policy, config, **kwargs)  # type: ignore[arg-type]
         learner.actor_group.load_checkpoint(str(src / "actor"), None, False)
         if learner.critic_group is not None:

@@ -98,8 +98,14 @@ class _TokenValueMixin:
         kwargs.pop("labels", None)
         kwargs.pop("use_cache", None)
         out = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, pixel_values=pixel_values,
-            image_grid_thw=image_grid_thw, inputs_embeds=inputs_embeds, use_cache=False, **kwargs,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            pixel_values=pixel_values,
+            image_grid_thw=image_grid_thw,
+            inputs_embeds=inputs_embeds,
+            use_cache=False,
+            **kwargs,
         )
         hidden = out[0] if isinstance(out, tuple) else out.last_hidden_state
         return TokenClassifierOutput(logits=self.score(hidden))
@@ -132,7 +138,10 @@ class Qwen2_5_VLForTokenValue(_TokenValueMixin, Qwen2_5_VLPreTrainedModel):  # n
 
 def _register() -> None:
     mapping = AutoModelForTokenClassification._model_mapping
-    for config_class, model_class in ((Qwen2VLConfig, Qwen2VLForTokenValue), (Qwen2_5_VLConfig, Qwen2_5_VLForTokenValue)):
+    for config_class, model_class in (
+        (Qwen2VLConfig, Qwen2VLForTokenValue),
+        (Qwen2_5_VLConfig, Qwen2_5_VLForTokenValue),
+    ):
         if config_class not in mapping:
             AutoModelForTokenClassification.register(config_class, model_class)
         if get_checkpoint_conversion_mapping(model_class.__name__) is None:
@@ -161,7 +170,9 @@ def load_value_model(local_path, torch_dtype, model_config, trust_remote_code): 
     ``flash_attention_2``. A model that is not a token-classification model raises
     transformers' own error instead of verl's "install trl" message, so the cause stays visible."""
     return AutoModelForTokenClassification.from_pretrained(
-        pretrained_model_name_or_path=local_path, torch_dtype=torch_dtype, config=model_config,
+        pretrained_model_name_or_path=local_path,
+        torch_dtype=torch_dtype,
+        config=model_config,
         attn_implementation=getattr(model_config, "_attn_implementation", None) or "flash_attention_2",
         trust_remote_code=trust_remote_code,
     )

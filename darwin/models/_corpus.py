@@ -161,10 +161,7 @@ def _action(rng: random.Random, words: list[str]) -> str:
     if kind == 10:
         return f"long_press(x={rng.randrange(1080)}, y={rng.randrange(2400)})"
     if kind == 11:
-        return (
-            f"scroll(x={rng.randrange(1080)}, y={rng.randrange(2400)}, "
-            f"direction='{rng.choice(_DIRECTIONS)}')"
-        )
+        return f"scroll(x={rng.randrange(1080)}, y={rng.randrange(2400)}, direction='{rng.choice(_DIRECTIONS)}')"
     if kind == 12:
         return f"type(content='{rng.choice(_CJK_WORDS)}')"
     return f'{{"type": "click", "x": {rng.randrange(1080)}, "y": {rng.randrange(2400)}}}'

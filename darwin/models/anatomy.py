@@ -40,7 +40,9 @@ def vision_tower_of(backbone: nn.Module) -> nn.Module:
     """The vision tower (``.visual``) of a Qwen2-VL-family backbone (:func:`backbone_of`)."""
     tower = getattr(backbone, "visual", None)
     if tower is None:
-        raise TypeError(f"{type(backbone).__name__} has no vision tower at .visual; freeze_vision needs a Qwen2-VL-family model")
+        raise TypeError(
+            f"{type(backbone).__name__} has no vision tower at .visual; freeze_vision needs a Qwen2-VL-family model"
+        )
     return tower
 
 
@@ -62,12 +64,16 @@ def capture_outputs(backbone: nn.Module | None, lm_head: nn.Module | None) -> It
     captured: dict[str, torch.Tensor] = {}
     handles = []
     if backbone is not None:
+
         def grab_hidden(_m: nn.Module, _a: object, out: Any) -> None:
             captured["hidden"] = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
         handles.append(backbone.register_forward_hook(grab_hidden))
     if lm_head is not None:
+
         def grab_logits(_m: nn.Module, _a: object, out: torch.Tensor) -> None:
             captured["logits"] = out
+
         handles.append(lm_head.register_forward_hook(grab_logits))
     try:
         yield captured

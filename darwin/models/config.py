@@ -49,9 +49,7 @@ class TinyVLMConfig(BaseModel):
         description="total tokenizer size including special tokens; the model's embedding "
         "matrix has exactly this many rows (byte-level BPE trained in-process up to it)",
     )
-    hidden_size: int = Field(
-        128, gt=0, description="text hidden size (also the vision merger's output)"
-    )
+    hidden_size: int = Field(128, gt=0, description="text hidden size (also the vision merger's output)")
     num_hidden_layers: int = Field(2, gt=0, description="text decoder layers")
     num_attention_heads: int = Field(4, gt=0, description="text attention heads")
     num_key_value_heads: int = Field(2, gt=0, description="text key/value heads (GQA)")
@@ -62,9 +60,7 @@ class TinyVLMConfig(BaseModel):
         "None derives Qwen's 1/4, 3/8, 3/8 split",
     )
     rope_theta: float = Field(10000.0, gt=0, description="RoPE base")
-    max_position_embeddings: int = Field(
-        8192, gt=0, description="longest sequence (text positions)"
-    )
+    max_position_embeddings: int = Field(8192, gt=0, description="longest sequence (text positions)")
     rms_norm_eps: float = Field(1e-6, gt=0, description="RMSNorm epsilon")
     tie_word_embeddings: bool = Field(
         True, description="share the input embedding and the LM head (as Qwen2-VL-2B does)"
@@ -76,15 +72,9 @@ class TinyVLMConfig(BaseModel):
     vision_num_heads: int = Field(4, gt=0, description="vision attention heads")
     vision_mlp_ratio: int = Field(4, gt=0, description="vision MLP width / vision_embed_dim")
     patch_size: int = Field(14, gt=0, description="ViT patch size in pixels")
-    spatial_merge_size: int = Field(
-        2, gt=0, description="patches merged per side into one visual token"
-    )
-    temporal_patch_size: int = Field(
-        2, gt=0, description="frames per temporal patch (images are repeated)"
-    )
-    window_size: int = Field(
-        112, gt=0, description="qwen2_5_vl only: window-attention size in pixels"
-    )
+    spatial_merge_size: int = Field(2, gt=0, description="patches merged per side into one visual token")
+    temporal_patch_size: int = Field(2, gt=0, description="frames per temporal patch (images are repeated)")
+    window_size: int = Field(112, gt=0, description="qwen2_5_vl only: window-attention size in pixels")
     fullatt_block_indexes: tuple[int, ...] | None = Field(
         None,
         description="qwen2_5_vl only: vision blocks with full attention; None = the last block",
@@ -93,9 +83,7 @@ class TinyVLMConfig(BaseModel):
     # --- screenshots --------------------------------------------------------------------
     screen_width: int = Field(252, gt=0, description="agent screenshot width in pixels")
     screen_height: int = Field(560, gt=0, description="agent screenshot height in pixels")
-    min_pixels: int | None = Field(
-        None, description="image processor lower pixel budget; None = 56*56 (Qwen default)"
-    )
+    min_pixels: int | None = Field(None, description="image processor lower pixel budget; None = 56*56 (Qwen default)")
     max_pixels: int | None = Field(
         None,
         description="image processor upper pixel budget; None = the screen's area plus less than "
@@ -103,9 +91,7 @@ class TinyVLMConfig(BaseModel):
         "to exactly the screen's grid",
     )
 
-    attn_implementation: Literal["sdpa", "eager"] = Field(
-        "sdpa", description="attention kernel passed to transformers"
-    )
+    attn_implementation: Literal["sdpa", "eager"] = Field("sdpa", description="attention kernel passed to transformers")
 
     # ------------------------------------------------------------------------------------
     @classmethod
@@ -276,7 +262,5 @@ class TinyVLMConfig(BaseModel):
     def _check(self) -> TinyVLMConfig:
         problems = self.problems()
         if problems:
-            raise ValueError(
-                problems_message("TinyVLMConfig", problems)
-            )
+            raise ValueError(problems_message("TinyVLMConfig", problems))
         return self

@@ -60,9 +60,7 @@ an image block is ``{"type": "image", "image": PIL.Image | (H, W, 3) uint8 array
 # --------------------------------------------------------------------------------------
 # Helpers every policy needs (pitfalls 1 and 7 of the feasibility notes)
 # --------------------------------------------------------------------------------------
-def mm_token_type_ids(
-    input_ids: torch.Tensor, image_token_id: int, video_token_id: int | None = None
-) -> torch.Tensor:
+def mm_token_type_ids(input_ids: torch.Tensor, image_token_id: int, video_token_id: int | None = None) -> torch.Tensor:
     """Modality of each token: 0 text, 1 image placeholder, 2 video placeholder.
 
     transformers 5.10's Qwen2-VL needs this tensor next to ``input_ids`` whenever
@@ -75,9 +73,7 @@ def mm_token_type_ids(
     return out
 
 
-def forbidden_token_ids(
-    tokenizer: PreTrainedTokenizerBase, vocab_size: int | None = None
-) -> frozenset[int]:
+def forbidden_token_ids(tokenizer: PreTrainedTokenizerBase, vocab_size: int | None = None) -> frozenset[int]:
     """Token ids a policy must never sample (mask their logits to ``-inf``).
 
     These are the vision special tokens (``<|vision_start|>``, ``<|vision_end|>``,
@@ -95,9 +91,7 @@ def forbidden_token_ids(
         ids.add(pad)
     if vocab_size is not None:
         if vocab_size < len(tokenizer):
-            logger.warning(
-                "model vocab_size=%d is below the tokenizer's %d tokens", vocab_size, len(tokenizer)
-            )
+            logger.warning("model vocab_size=%d is below the tokenizer's %d tokens", vocab_size, len(tokenizer))
         ids.update(range(len(tokenizer), vocab_size))
     return frozenset(ids)
 
@@ -200,9 +194,7 @@ class VLM:
         add_generation_prompt: bool = True,
     ) -> BatchFeature:
         """:func:`build_inputs` with this model's processor."""
-        return build_inputs(
-            self.processor, conversations, add_generation_prompt=add_generation_prompt
-        )
+        return build_inputs(self.processor, conversations, add_generation_prompt=add_generation_prompt)
 
     def save_pretrained(self, path: str | os.PathLike[str]) -> Path:
         """Write a standard transformers checkpoint directory (plus the tiny config).
@@ -221,9 +213,7 @@ class VLM:
                 "seed": self.seed,
                 "config": self.tiny_config.model_dump(mode="json"),
             }
-            (out / TINY_CONFIG_FILE).write_text(
-                json.dumps(record, indent=2) + "\n", encoding="utf-8"
-            )
+            (out / TINY_CONFIG_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         logger.info("saved %s model to %s", self.family, out)
         return out
 
@@ -252,9 +242,7 @@ def build_processor(config: TinyVLMConfig, tokenizer: PreTrainedTokenizerBase) -
     )
 
 
-def hf_config(
-    config: TinyVLMConfig, tokenizer: PreTrainedTokenizerBase
-) -> Qwen2VLConfig | Qwen2_5_VLConfig:
+def hf_config(config: TinyVLMConfig, tokenizer: PreTrainedTokenizerBase) -> Qwen2VLConfig | Qwen2_5_VLConfig:
     """The transformers model config for ``config``, with token ids taken from ``tokenizer``."""
     tid = tokenizer.convert_tokens_to_ids
     eos, pad = tid("<|im_end|>"), tid("<|endoftext|>")
@@ -311,9 +299,7 @@ def hf_config(
     return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **common)
 
 
-def _generation_config(
-    model_config: Qwen2VLConfig | Qwen2_5_VLConfig, forbidden: Iterable[int]
-) -> GenerationConfig:
+def _generation_config(model_config: Qwen2VLConfig | Qwen2_5_VLConfig, forbidden: Iterable[int]) -> GenerationConfig:
     text = model_config.text_config
     return GenerationConfig(
         eos_token_id=[text.eos_token_id, text.pad_token_id],
@@ -424,9 +410,7 @@ def _read_tiny_record(src: Path) -> tuple[TinyVLMConfig | None, int | None]:
 
 def _check_tiny_matches(vlm: VLM, tiny: TinyVLMConfig, src: Path) -> None:
     if vlm.family != tiny.family:
-        raise ValueError(
-            f"{src}: {TINY_CONFIG_FILE} says {tiny.family} but config.json says {vlm.family}"
-        )
+        raise ValueError(f"{src}: {TINY_CONFIG_FILE} says {tiny.family} but config.json says {vlm.family}")
     if len(vlm.tokenizer) != tiny.vocab_size or vlm.vocab_size != tiny.vocab_size:
         raise ValueError(
             f"{src}: {TINY_CONFIG_FILE} says vocab_size={tiny.vocab_size} but the tokenizer has "

@@ -41,11 +41,17 @@ class PixelEncoder:
         ramp = np.broadcast_to(np.arange(256, dtype=np.uint8), (3, 1, 256)).copy()
         x: np.ndarray = ramp
         if ip.do_rescale:
-            x = ip.rescale(x, ip.rescale_factor, data_format=ChannelDimension.FIRST,
-                           input_data_format=ChannelDimension.FIRST)
+            x = ip.rescale(
+                x, ip.rescale_factor, data_format=ChannelDimension.FIRST, input_data_format=ChannelDimension.FIRST
+            )
         if ip.do_normalize:
-            x = ip.normalize(x, ip.image_mean, ip.image_std, data_format=ChannelDimension.FIRST,
-                             input_data_format=ChannelDimension.FIRST)
+            x = ip.normalize(
+                x,
+                ip.image_mean,
+                ip.image_std,
+                data_format=ChannelDimension.FIRST,
+                input_data_format=ChannelDimension.FIRST,
+            )
         self.lut = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32).reshape(3 * 256))
         self._offset = torch.tensor([0, 256, 512])
 
@@ -74,7 +80,7 @@ class PixelEncoder:
         n, count, channels, area = patches.shape
         out = torch.empty((n, count, channels, self.temporal, area), dtype=torch.float32)
         for c in range(channels):
-            values = self.lut[c * 256: (c + 1) * 256][patches[:, :, c].long()]
+            values = self.lut[c * 256 : (c + 1) * 256][patches[:, :, c].long()]
             for t in range(self.temporal):  # images repeat along the temporal patch
                 out[:, :, c, t] = values
         return out.view(n * count, channels * self.temporal * area)

@@ -48,9 +48,7 @@ class _ImageOnlyMixin:
             data = json.loads(path.read_text(encoding="utf-8"))
             if "processor_class" in data:
                 data["processor_class"] = self.standard_class_name
-                path.write_text(
-                    json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-                )
+                path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         return result
 
 

@@ -144,7 +144,9 @@ def response_batch(
         model_inputs["inputs_embeds"] = embeds.masked_scatter(image_mask.unsqueeze(-1), image_embeds.to(embeds.dtype))
     else:
         model_inputs.update(
-            input_ids=full_ids, mm_token_type_ids=full_mm, pixel_values=inputs.get("pixel_values"),
+            input_ids=full_ids,
+            mm_token_type_ids=full_mm,
+            pixel_values=inputs.get("pixel_values"),
             image_grid_thw=inputs.get("image_grid_thw"),
         )
     return ResponseBatch(
@@ -197,7 +199,8 @@ def compute_response_logprobs(
     if len(response_ids) != batch:
         raise ValueError(f"{batch} prompts but {len(response_ids)} responses")
     placeholders = {
-        int(t) for t in (getattr(model.config, "image_token_id", None), getattr(model.config, "video_token_id", None))
+        int(t)
+        for t in (getattr(model.config, "image_token_id", None), getattr(model.config, "video_token_id", None))
         if t is not None
     }
     for row, r in enumerate(response_ids):

@@ -99,9 +99,7 @@ def build_tokenizer(family: Family, vocab_size: int) -> Qwen2Tokenizer:
     # base vocabulary. eos becomes <|im_end|> only once it has its id.
     is_special = {t: t in QWEN2_VL_SPECIAL_TOKENS for t in specials}
     tok.add_tokens([AddedToken(t, special=is_special[t], normalized=False) for t in specials])
-    tok.add_special_tokens(
-        {"extra_special_tokens": [t for t in QWEN2_VL_SPECIAL_TOKENS if t != "<|endoftext|>"]}
-    )
+    tok.add_special_tokens({"extra_special_tokens": [t for t in QWEN2_VL_SPECIAL_TOKENS if t != "<|endoftext|>"]})
     tok.eos_token = "<|im_end|>"
     tok.chat_template = CHAT_TEMPLATE
     check_special_token_ids(tok, family, base)

@@ -1,14 +1,14 @@
 """The policy interface: prompts in, sampled text with token ids and log-probs out.
 
-    >>> import asyncio
-    >>> from darwin.policies.base import Policy, Prompt, ChatMessage
-    >>> from darwin.types import ChatMessage, Generation, Prompt
-    >>> class Echo(Policy):
-    ...     async def generate(self, prompts):
-    ...         return [Generation(text=p.messages[-1].text, policy_version=self.version) for p in prompts]
-    >>> out = asyncio.run(Echo().generate([Prompt(messages=(ChatMessage(role="user", text="wait()"),))]))
-    >>> out[0].text
-    'wait()'
+>>> import asyncio
+>>> from darwin.policies.base import Policy, Prompt, ChatMessage
+>>> from darwin.types import ChatMessage, Generation, Prompt
+>>> class Echo(Policy):
+...     async def generate(self, prompts):
+...         return [Generation(text=p.messages[-1].text, policy_version=self.version) for p in prompts]
+>>> out = asyncio.run(Echo().generate([Prompt(messages=(ChatMessage(role="user", text="wait()"),))]))
+>>> out[0].text
+'wait()'
 """
 
 from __future__ import annotations
@@ -39,4 +39,6 @@ class Policy(ABC):
 
     def load_weights(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
         """Replace the model weights by the learner's (for on-policy sampling)."""
-        raise WeightSyncUnsupported(f"{type(self).__name__} cannot load learner weights; use a local model policy for training")
+        raise WeightSyncUnsupported(
+            f"{type(self).__name__} cannot load learner weights; use a local model policy for training"
+        )

@@ -71,17 +71,19 @@ class BatcherConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    min_batch: int = Field(
-        default=1, ge=1, description="serve as soon as this many requests wait (1: serve greedily)"
-    )
+    min_batch: int = Field(default=1, ge=1, description="serve as soon as this many requests wait (1: serve greedily)")
     max_batch: int = Field(default=8, ge=1, le=4096, description="largest batch ever sent to the backend")
     max_wait: float = Field(
-        default=0.05, ge=0.0, le=3600.0,
+        default=0.05,
+        ge=0.0,
+        le=3600.0,
         description="seconds the oldest waiting request may wait for companions before a "
         "partial batch (< min_batch) is served",
     )
     max_inflight_batches: int = Field(
-        default=1, ge=1, le=1024,
+        default=1,
+        ge=1,
+        le=1024,
         description="batches the backend runs at once (1 for a local model; more for a hosted API)",
     )
 
@@ -89,8 +91,7 @@ class BatcherConfig(BaseModel):
     def _check(self) -> BatcherConfig:
         if self.min_batch > self.max_batch:
             raise ValueError(
-                f"min_batch={self.min_batch} exceeds max_batch={self.max_batch}: "
-                "lower min_batch or raise max_batch"
+                f"min_batch={self.min_batch} exceeds max_batch={self.max_batch}: lower min_batch or raise max_batch"
             )
         return self
 
@@ -213,9 +214,7 @@ class DynamicBatcher(Policy):
         """Queue one prompt and wait for its generation (or the batch's exception)."""
         loop = asyncio.get_running_loop()
         if self._loop is not None and self._loop is not loop:
-            raise RuntimeError(
-                "this DynamicBatcher belongs to another event loop; create one batcher per loop"
-            )
+            raise RuntimeError("this DynamicBatcher belongs to another event loop; create one batcher per loop")
         if self._closed:
             raise BatcherClosedError("the batcher is closed; no new requests are accepted")
         if self._loop is None:

@@ -72,33 +72,34 @@ class HFPolicyConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_new_tokens: int = Field(
-        default=64, ge=1, le=65_536, description="response length cap (paper: 512)"
-    )
+    max_new_tokens: int = Field(default=64, ge=1, le=65_536, description="response length cap (paper: 512)")
     temperature: float = Field(
-        default=1.0, ge=0.0, le=100.0,
+        default=1.0,
+        ge=0.0,
+        le=100.0,
         description="sampling temperature; 0 means greedy (argmax of the masked logits)",
     )
     top_p: float = Field(
-        default=1.0, gt=0.0, le=1.0,
+        default=1.0,
+        gt=0.0,
+        le=1.0,
         description="nucleus sampling mass; 1.0 samples the full distribution (on-policy for PPO)",
     )
     top_k: int = Field(
-        default=0, ge=0,
+        default=0,
+        ge=0,
         description="keep only the k most likely tokens; 0 disables (transformers' default is 50)",
     )
     logprob_temperature: float | None = Field(
-        default=None, gt=0.0, le=100.0,
-        description="temperature of the recorded log-probs; None: the sampling temperature "
-        "(1.0 when greedy)",
+        default=None,
+        gt=0.0,
+        le=100.0,
+        description="temperature of the recorded log-probs; None: the sampling temperature (1.0 when greedy)",
     )
-    seed: int = Field(
-        default=0, ge=0, description="seeds the policy's generator, which draws one seed per request"
-    )
+    seed: int = Field(default=0, ge=0, description="seeds the policy's generator, which draws one seed per request")
     eos_token_ids: tuple[int, ...] | None = Field(
         default=None,
-        description="ids that end a response; None: the model's generation_config EOS ids plus "
-        "the tokenizer's EOS",
+        description="ids that end a response; None: the model's generation_config EOS ids plus the tokenizer's EOS",
     )
 
     @model_validator(mode="after")
@@ -463,7 +464,8 @@ class HFPolicy(Policy):
             if missing or unexpected:
                 logger.warning(
                     "load_weights(strict=False): %d model keys kept their old values, %d unknown keys ignored",
-                    len(missing), len(unexpected),
+                    len(missing),
+                    len(unexpected),
                 )
             model.load_state_dict(dict(weights), strict=False)
             self.version = int(version)

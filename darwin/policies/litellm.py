@@ -97,9 +97,7 @@ class LiteLLMPolicyConfig(BaseModel):
     api_base: str | None = Field(
         default=None, description="base URL of an OpenAI-compatible server, e.g. http://host:8000/v1"
     )
-    api_key_env: str | None = Field(
-        default=None, description="name of the environment variable that holds the API key"
-    )
+    api_key_env: str | None = Field(default=None, description="name of the environment variable that holds the API key")
     max_tokens: int = Field(default=512, ge=1, le=1_000_000, description="response length cap")
     temperature: float | None = Field(default=None, ge=0.0, le=2.0, description="None: provider default")
     top_p: float | None = Field(default=None, gt=0.0, le=1.0, description="None: provider default")
@@ -237,7 +235,9 @@ class LiteLLMPolicy(Policy):
             return
         if not found.get("keys_in_environment", True):
             names = " or ".join(found.get("missing_keys") or ["the provider's API key variable"])
-            raise PolicyAuthError(f"{config.model}: no API key: export {names} (or name your variable with api_key_env)")
+            raise PolicyAuthError(
+                f"{config.model}: no API key: export {names} (or name your variable with api_key_env)"
+            )
 
     def _api_key(self) -> str | None:
         name = self.config.api_key_env
@@ -246,8 +246,7 @@ class LiteLLMPolicy(Policy):
         key = os.environ.get(name)
         if not key:
             raise PolicyAuthError(
-                f"environment variable {name} is not set (or empty); export the API key for "
-                f"{self.config.model} there"
+                f"environment variable {name} is not set (or empty); export the API key for {self.config.model} there"
             )
         return key
 
@@ -357,8 +356,7 @@ class LiteLLMPolicy(Policy):
                 else "the provider's API key environment variable (or set api_key_env)"
             )
             return PolicyAuthError(
-                f"{model}: authentication failed (HTTP {status or 401}); check {where}. "
-                f"Provider said: {detail}"
+                f"{model}: authentication failed (HTTP {status or 401}); check {where}. Provider said: {detail}"
             )
         if _is_transient(exc):
             return PolicyRequestError(

@@ -76,14 +76,18 @@ class _RequestError(Exception):
 
 
 def _error(exc: _RequestError) -> web.Response:
-    kind = {400: "BadRequestError", 404: "NotFoundError", 503: "ServiceUnavailableError"}.get(exc.status, "InternalServerError")
+    kind = {400: "BadRequestError", 404: "NotFoundError", 503: "ServiceUnavailableError"}.get(
+        exc.status, "InternalServerError"
+    )
     body = {"error": {"message": str(exc), "type": kind, "param": exc.param, "code": exc.status}}
     return web.json_response(body, status=exc.status)
 
 
 def _decode_image(url: str) -> np.ndarray:
     if not url.startswith(_DATA_URL) or ";base64," not in url:
-        raise _RequestError("this server takes images as data:image/...;base64 URLs only (it fetches nothing)", param="messages")
+        raise _RequestError(
+            "this server takes images as data:image/...;base64 URLs only (it fetches nothing)", param="messages"
+        )
     try:
         raw = base64.b64decode(url.split(";base64,", 1)[1], validate=True)
         with Image.open(io.BytesIO(raw)) as img:
@@ -114,7 +118,8 @@ def _to_prompt(messages: object, seed: int | None) -> Prompt:
                     if texts:
                         raise _RequestError(
                             f"messages[{i}]: an image after text; this server renders each message's images "
-                            "before its text (darwin's prompt layout)", param="messages",
+                            "before its text (darwin's prompt layout)",
+                            param="messages",
                         )
                     images.append(_decode_image(str(part["image_url"].get("url", ""))))
                 else:
@@ -266,11 +271,31 @@ class LocalPolicyServer:
 
     async def _models(self, request: web.Request) -> web.Response:
         created = int(time.time())
-        cards = [{"id": self.served_model_name, "object": "model", "created": created, "owned_by": "vllm",
-                  "root": self.served_model_name, "parent": None, "max_model_len": None, "permission": []}]
-        cards += [{"id": name, "object": "model", "created": created, "owned_by": "vllm", "root": path,
-                   "parent": self.served_model_name, "max_model_len": None, "permission": []}
-                  for name, path in self._adapters.items()]
+        cards = [
+            {
+                "id": self.served_model_name,
+                "object": "model",
+                "created": created,
+                "owned_by": "vllm",
+                "root": self.served_model_name,
+                "parent": None,
+                "max_model_len": None,
+                "permission": [],
+            }
+        ]
+        cards += [
+            {
+                "id": name,
+                "object": "model",
+                "created": created,
+                "owned_by": "vllm",
+                "root": path,
+                "parent": self.served_model_name,
+                "max_model_len": None,
+                "permission": [],
+            }
+            for name, path in self._adapters.items()
+        ]
         return web.json_response({"object": "list", "data": cards})
 
     async def _json(self, request: web.Request) -> dict[str, Any]:
@@ -304,8 +329,15 @@ class LocalPolicyServer:
         as_ids = settings["return_tokens_as_token_ids"]
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": text, "refusal": None, "annotations": None,
-                        "audio": None, "function_call": None, "reasoning": None},
+            "message": {
+                "role": "assistant",
+                "content": text,
+                "refusal": None,
+                "annotations": None,
+                "audio": None,
+                "function_call": None,
+                "reasoning": None,
+            },
             "logprobs": None,
             "finish_reason": "stop" if finished else "length",
             "stop_reason": None,
@@ -315,8 +347,14 @@ class LocalPolicyServer:
             content = []
             for t, lp in zip(ids, lps, strict=True):
                 token = f"token_id:{t}" if as_ids else self.vlm.tokenizer.decode([t])
-                content.append({"token": token, "logprob": max(float(lp), -9999.0),
-                                "bytes": list(token.encode("utf-8", errors="replace")), "top_logprobs": []})
+                content.append(
+                    {
+                        "token": token,
+                        "logprob": max(float(lp), -9999.0),
+                        "bytes": list(token.encode("utf-8", errors="replace")),
+                        "top_logprobs": [],
+                    }
+                )
             choice["logprobs"] = {"content": content}
         payload = {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -326,8 +364,12 @@ class LocalPolicyServer:
             "choices": [choice],
             "service_tier": None,
             "system_fingerprint": None,
-            "usage": {"prompt_tokens": len(gen.prompt_ids), "total_tokens": len(gen.prompt_ids) + len(ids),
-                      "completion_tokens": len(ids), "prompt_tokens_details": None},
+            "usage": {
+                "prompt_tokens": len(gen.prompt_ids),
+                "total_tokens": len(gen.prompt_ids) + len(ids),
+                "completion_tokens": len(ids),
+                "prompt_tokens_details": None,
+            },
             "prompt_logprobs": None,
             "prompt_token_ids": list(gen.prompt_ids) if settings["return_token_ids"] else None,
             "kv_transfer_params": None,
@@ -340,7 +382,9 @@ class LocalPolicyServer:
         if model != self._active_model:
             if model == self.served_model_name or model in self._adapters:
                 # one model object: a name whose weights were swapped out is busy, not gone
-                raise _RequestError(f"`{model}` is loaded but this server now serves `{self._active_model}`; retry", status=503)
+                raise _RequestError(
+                    f"`{model}` is loaded but this server now serves `{self._active_model}`; retry", status=503
+                )
             raise _RequestError(f"The model `{model}` does not exist.", status=404, param="model")
         if body.get("stream"):
             raise _RequestError("this server does not stream", param="stream")
@@ -349,7 +393,8 @@ class LocalPolicyServer:
         if body.get("chat_template") is not None:
             raise _RequestError(
                 "Chat template is passed with request, but --trust-request-chat-template is not set. "
-                "Refused request with untrusted chat template.", param="chat_template",
+                "Refused request with untrusted chat template.",
+                param="chat_template",
             )
         if body.get("add_generation_prompt", True) is not True or body.get("continue_final_message"):
             raise _RequestError("this server always adds the generation prompt", param="add_generation_prompt")
@@ -359,19 +404,29 @@ class LocalPolicyServer:
                 f"this server samples at temperature {self.temperature} (its --temperature); the request asked {temperature}",
                 param="temperature",
             )
-        fixed = {"top_p": (None, 1, 1.0), "top_k": (None, 0, -1), "min_p": (None, 0, 0.0),
-                 "repetition_penalty": (None, 1, 1.0), "presence_penalty": (None, 0, 0.0),
-                 "frequency_penalty": (None, 0, 0.0)}
+        fixed = {
+            "top_p": (None, 1, 1.0),
+            "top_k": (None, 0, -1),
+            "min_p": (None, 0, 0.0),
+            "repetition_penalty": (None, 1, 1.0),
+            "presence_penalty": (None, 0, 0.0),
+            "frequency_penalty": (None, 0, 0.0),
+        }
         for name, allowed in fixed.items():
             if body.get(name) not in allowed:
-                raise _RequestError(f"{name}={body.get(name)!r}: this server samples the full distribution only", param=name)
+                raise _RequestError(
+                    f"{name}={body.get(name)!r}: this server samples the full distribution only", param=name
+                )
         top = body.get("top_logprobs")
         if top not in (None, 0):
-            raise _RequestError("this server returns the sampled token's log-prob only (top_logprobs=0)", param="top_logprobs")
+            raise _RequestError(
+                "this server returns the sampled token's log-prob only (top_logprobs=0)", param="top_logprobs"
+            )
         stop_ids = body.get("stop_token_ids") or []
         if not set(stop_ids) <= set(self.policy.eos_token_ids) or body.get("stop"):
             raise _RequestError(
-                f"this server stops at its model's EOS ids {sorted(self.policy.eos_token_ids)} only", param="stop_token_ids"
+                f"this server stops at its model's EOS ids {sorted(self.policy.eos_token_ids)} only",
+                param="stop_token_ids",
             )
         bias = body.get("logit_bias") or {}
         try:
@@ -379,7 +434,9 @@ class LocalPolicyServer:
         except (TypeError, ValueError, AttributeError):
             raise _RequestError("logit_bias must map token ids to numbers", param="logit_bias") from None
         if any(v > -100.0 or t not in self.policy.forbidden_token_ids for t, v in banned.items()):
-            raise _RequestError("this server takes logit_bias only as a ban (-100) on ids its policy forbids", param="logit_bias")
+            raise _RequestError(
+                "this server takes logit_bias only as a ban (-100) on ids its policy forbids", param="logit_bias"
+            )
         limit = body.get("max_completion_tokens") or body.get("max_tokens") or self.max_new_tokens
         if not isinstance(limit, int) or not 1 <= limit <= self.max_new_tokens:
             raise _RequestError(
@@ -443,7 +500,9 @@ class LocalPolicyServer:
             self._adapters.clear()
         except _RequestError as exc:
             return web.json_response({"success": False, "message": str(exc), "num_paused_requests": 0}, status=400)
-        return web.json_response({"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0})
+        return web.json_response(
+            {"success": True, "message": "Succeeded to update model weights.", "num_paused_requests": 0}
+        )
 
     async def _weight_version(self, request: web.Request) -> web.Response:
         """SGLang's ``GET /get_weight_version``: the label of the weights served now."""
@@ -474,7 +533,9 @@ class LocalPolicyServer:
 
         config_file, tensor_file = path / "adapter_config.json", path / "adapter_model.safetensors"
         if not config_file.is_file() or not tensor_file.is_file():
-            raise _RequestError(f"No adapter found for {path} (needs adapter_config.json and adapter_model.safetensors)")
+            raise _RequestError(
+                f"No adapter found for {path} (needs adapter_config.json and adapter_model.safetensors)"
+            )
         config = json.loads(config_file.read_text())
         rank, alpha = int(config["r"]), float(config.get("lora_alpha", config["r"]))
         tensors = load_file(str(tensor_file))
@@ -483,7 +544,7 @@ class LocalPolicyServer:
         for key, a in tensors.items():
             if not key.endswith(".lora_A.weight"):
                 continue
-            module = key[len(prefix): -len(".lora_A.weight")] if key.startswith(prefix) else None
+            module = key[len(prefix) : -len(".lora_A.weight")] if key.startswith(prefix) else None
             b = tensors.get(key.replace(".lora_A.", ".lora_B."))
             target = f"{module}.weight"
             if module is None or b is None or target not in merged:

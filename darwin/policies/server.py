@@ -124,18 +124,25 @@ class ServerPolicyConfig(BaseModel):
         "SGLang /update_weights_from_disk; 'none': fixed server weights",
     )
     weights_dir: str | None = Field(
-        default=None, description="a directory the server can read (same path on both machines) for adapters / checkpoints"
+        default=None,
+        description="a directory the server can read (same path on both machines) for adapters / checkpoints",
     )
     lora_rank: int = Field(default=8, ge=1, le=1024, description="'lora': adapter rank (the learner's LoraConfig.rank)")
     lora_target_modules: tuple[str, ...] = Field(
         default=DEFAULT_LORA_TARGETS, min_length=1, description="'lora': adapted module names (the learner's)"
     )
-    lora_name_prefix: str = Field(default="darwin", pattern=r"^[A-Za-z0-9_.\-]+$", description="adapter names: <prefix>-v<version>")
+    lora_name_prefix: str = Field(
+        default="darwin", pattern=r"^[A-Za-z0-9_.\-]+$", description="adapter names: <prefix>-v<version>"
+    )
     keep_versions: int = Field(
-        default=2, ge=1, le=100,
+        default=2,
+        ge=1,
+        le=100,
         description="adapters kept loaded / checkpoints kept on disk (in-flight requests may still name the previous one)",
     )
-    weight_sync_timeout_s: float = Field(default=600.0, gt=0.0, le=36_000.0, description="timeout of one weight-update call")
+    weight_sync_timeout_s: float = Field(
+        default=600.0, gt=0.0, le=36_000.0, description="timeout of one weight-update call"
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -237,7 +244,9 @@ def parse_chat_completion(payload: object) -> ServerCompletion:
         ids = [int(t) for t in raw_ids]
         parsed = [t for t in tokens if t is not None]
         if len(parsed) == len(tokens) and parsed != ids:
-            raise PolicyRequestError("choices[0].token_ids disagree with the 'token_id:<id>' tokens of logprobs.content")
+            raise PolicyRequestError(
+                "choices[0].token_ids disagree with the 'token_id:<id>' tokens of logprobs.content"
+            )
     elif all(t is not None for t in tokens):
         ids = [int(t) for t in tokens if t is not None]
     else:
@@ -392,7 +401,9 @@ class ServerPolicy(Policy):
             return {}
         key = os.environ.get(name)
         if not key:
-            raise PolicyAuthError(f"environment variable {name} is not set (or empty); export the server's API key there")
+            raise PolicyAuthError(
+                f"environment variable {name} is not set (or empty); export the server's API key there"
+            )
         return {"Authorization": f"Bearer {key}"}
 
     def request_body(self, prompt: Prompt, seed: int) -> dict[str, Any]:
@@ -430,8 +441,12 @@ class ServerPolicy(Policy):
     def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop or self._client.is_closed:
-            limits = httpx.Limits(max_connections=self.config.max_concurrency, max_keepalive_connections=self.config.max_concurrency)
-            self._client = httpx.AsyncClient(base_url=self.config.base_url, limits=limits, timeout=self.config.timeout_s)
+            limits = httpx.Limits(
+                max_connections=self.config.max_concurrency, max_keepalive_connections=self.config.max_concurrency
+            )
+            self._client = httpx.AsyncClient(
+                base_url=self.config.base_url, limits=limits, timeout=self.config.timeout_s
+            )
             self._client_loop = loop
             self._semaphore = asyncio.Semaphore(self.config.max_concurrency)
         assert self._semaphore is not None
@@ -447,8 +462,7 @@ class ServerPolicy(Policy):
         if any(s < 0 for s in seeds):
             raise ValueError("Prompt.seed must be non-negative")
         tasks = [
-            asyncio.ensure_future(self._one(client, limit, headers, p, s))
-            for p, s in zip(prompts, seeds, strict=True)
+            asyncio.ensure_future(self._one(client, limit, headers, p, s)) for p, s in zip(prompts, seeds, strict=True)
         ]
         try:
             return list(await asyncio.gather(*tasks))
@@ -459,8 +473,12 @@ class ServerPolicy(Policy):
             raise
 
     async def _one(
-        self, client: httpx.AsyncClient, limit: asyncio.Semaphore, headers: dict[str, str],
-        prompt: Prompt, seed: int,
+        self,
+        client: httpx.AsyncClient,
+        limit: asyncio.Semaphore,
+        headers: dict[str, str],
+        prompt: Prompt,
+        seed: int,
     ) -> Generation:
         body = self.request_body(prompt, seed)
         sent_version = [self.version]
@@ -521,7 +539,11 @@ class ServerPolicy(Policy):
         exc = state.outcome.exception() if state.outcome is not None else None
         logger.warning(
             "%s: attempt %d/%d failed (%s: %s); retrying",
-            self.config.base_url, state.attempt_number, self.config.max_attempts, type(exc).__name__, str(exc)[:300],
+            self.config.base_url,
+            state.attempt_number,
+            self.config.max_attempts,
+            type(exc).__name__,
+            str(exc)[:300],
         )
 
     async def _post_async(
@@ -564,16 +586,22 @@ class ServerPolicy(Policy):
         if isinstance(exc, _HTTPStatusError):
             if exc.status in (401, 403):
                 var = f"${self.config.api_key_env}" if self.config.api_key_env else "api_key_env (no key was sent)"
-                return PolicyAuthError(f"{where}: authentication failed (HTTP {exc.status}); check {var}. Server said: {exc.message}")
+                return PolicyAuthError(
+                    f"{where}: authentication failed (HTTP {exc.status}); check {var}. Server said: {exc.message}"
+                )
             if _is_transient(exc):
-                return PolicyRequestError(f"{where}: giving up after {self.config.max_attempts} attempts; last error: {exc}")
+                return PolicyRequestError(
+                    f"{where}: giving up after {self.config.max_attempts} attempts; last error: {exc}"
+                )
             if exc.status == 404 and path.endswith("load_lora_adapter"):
                 return PolicyRequestError(
                     f"{where}: HTTP 404: the server has no runtime LoRA endpoint; start vLLM with --enable-lora "
                     "and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
                 )
             return PolicyRequestError(f"{where}: request failed (not retried): {exc}")
-        return PolicyRequestError(f"{where}: giving up after {self.config.max_attempts} attempts; last error: {type(exc).__name__}: {exc}")
+        return PolicyRequestError(
+            f"{where}: giving up after {self.config.max_attempts} attempts; last error: {type(exc).__name__}: {exc}"
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP connections (inside the event loop that used them)."""
@@ -630,7 +658,9 @@ class ServerPolicy(Policy):
         assert self.config.weights_dir is not None
         path = Path(self.config.weights_dir) / f"v{version}"
         self._write_atomically(path, lambda tmp: self.vlm.model.save_pretrained(tmp, state_dict=dict(weights)))
-        answer = self._post_sync("/update_weights_from_disk", {"model_path": str(path.resolve()), "weight_version": str(version)})
+        answer = self._post_sync(
+            "/update_weights_from_disk", {"model_path": str(path.resolve()), "weight_version": str(version)}
+        )
         if isinstance(answer, Mapping) and answer.get("success") is False:
             raise PolicyRequestError(f"/update_weights_from_disk refused {path}: {answer.get('message')}")
         with self._sync_lock:
@@ -662,8 +692,12 @@ class ServerPolicy(Policy):
         label = self.served_weight_version()
         if label is None or label == str(int(version)):
             return False
-        logger.warning("the server serves weights %r but the resumed learner is at version %d: pushing the "
-                       "checkpoint's weights again", label, version)
+        logger.warning(
+            "the server serves weights %r but the resumed learner is at version %d: pushing the "
+            "checkpoint's weights again",
+            label,
+            version,
+        )
         self._push_from_disk(weights, int(version))
         return True
 
@@ -726,14 +760,18 @@ class ServerPolicy(Policy):
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         modules = sorted({key.split(".")[-3] for key in tensors})  # base_model.model.<...>.<name>.lora_X.weight
-        peft.LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_rank, target_modules=modules, lora_dropout=0.0).save_pretrained(str(out))
+        peft.LoraConfig(
+            r=cfg.lora_rank, lora_alpha=cfg.lora_rank, target_modules=modules, lora_dropout=0.0
+        ).save_pretrained(str(out))
         save_file(tensors, str(out / "adapter_model.safetensors"))
         return out
 
     def _base_state(self) -> dict[str, torch.Tensor]:
         """The served base checkpoint's tensors (float32, CPU): the local model's at construction."""
         if self._base_weights is None:
-            self._base_weights = {k: v.detach().to("cpu", torch.float32).clone() for k, v in self.vlm.model.state_dict().items()}
+            self._base_weights = {
+                k: v.detach().to("cpu", torch.float32).clone() for k, v in self.vlm.model.state_dict().items()
+            }
         return self._base_weights
 
 
@@ -753,12 +791,14 @@ def _low_rank(delta: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tenso
 
 
 def _prompt_mismatch(local: tuple[int, ...], server: tuple[int, ...], vlm: VLM) -> str:
-    first = next((i for i, (x, y) in enumerate(zip(local, server, strict=False)) if x != y), min(len(local), len(server)))
+    first = next(
+        (i for i, (x, y) in enumerate(zip(local, server, strict=False)) if x != y), min(len(local), len(server))
+    )
     tok = vlm.tokenizer
     return (
         f"the server rendered the prompt as {len(server)} tokens, the local processor as {len(local)}; first "
-        f"difference at token {first} (server {tok.decode(list(server[first:first + 8]))!r} vs local "
-        f"{tok.decode(list(local[first:first + 8]))!r}). The server's chat template or image processing "
+        f"difference at token {first} (server {tok.decode(list(server[first : first + 8]))!r} vs local "
+        f"{tok.decode(list(local[first : first + 8]))!r}). The server's chat template or image processing "
         "(min/max pixels) differ from the checkpoint the learner uses: start the server from the same "
         "checkpoint directory (vLLM: same --chat-template, --mm-processor-kwargs max_pixels), or set "
         "verify_prompt_ids=False to let the learner reject the rows later"

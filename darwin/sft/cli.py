@@ -45,10 +45,27 @@ def _pct(value: float | None) -> str:
 
 
 def finetune_command(
-    console: Console, *, out: str | None, model: str, agent_format: str | None, runs: Sequence[str], jsonl: Sequence[str],
-    tasks: str | None, episodes: int | None, phones: int | None, steps: int | None, batch_size: int | None,
-    lr: float | None, seed: int | None, threads: int | None, observation_size: tuple[int, int] | None, lora_rank: int,
-    heldout_fraction: float, eval_episodes: int, eval_phones: int, force: bool,
+    console: Console,
+    *,
+    out: str | None,
+    model: str,
+    agent_format: str | None,
+    runs: Sequence[str],
+    jsonl: Sequence[str],
+    tasks: str | None,
+    episodes: int | None,
+    phones: int | None,
+    steps: int | None,
+    batch_size: int | None,
+    lr: float | None,
+    seed: int | None,
+    threads: int | None,
+    observation_size: tuple[int, int] | None,
+    lora_rank: int,
+    heldout_fraction: float,
+    eval_episodes: int,
+    eval_phones: int,
+    force: bool,
 ) -> None:
     """Fine-tune ``model``, print the held-out action match (before/after, per action type) and,
     for SimPhone tasks, the task success of the result (sampled at T=1 and greedy)."""
@@ -59,16 +76,29 @@ def finetune_command(
 
     out_path = Path(out or "runs/sft-finetune")
     if (out_path / SFT_FILE).exists() and not force:
-        raise click.BadParameter(f"{out_path}: it already holds a checkpoint; pass --force to overwrite it or choose another --out", param_hint="--out")
+        raise click.BadParameter(
+            f"{out_path}: it already holds a checkpoint; pass --force to overwrite it or choose another --out",
+            param_hint="--out",
+        )
     recorded_format, recorded_size = checkpoint_defaults(Path(model))
     fields: dict[str, Any] = {
-        "model": model, "agent_format": agent_format or recorded_format or "uitars-1.5", "runs": tuple(runs),
-        "jsonl": tuple(jsonl), "lora_rank": lora_rank, "heldout_fraction": heldout_fraction,
+        "model": model,
+        "agent_format": agent_format or recorded_format or "uitars-1.5",
+        "runs": tuple(runs),
+        "jsonl": tuple(jsonl),
+        "lora_rank": lora_rank,
+        "heldout_fraction": heldout_fraction,
     }
     size = observation_size or recorded_size
     if size is not None:
         fields["observation_size"] = size
-    fields.update({k: v for k, v in {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "threads": threads}.items() if v is not None})
+    fields.update(
+        {
+            k: v
+            for k, v in {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "threads": threads}.items()
+            if v is not None
+        }
+    )
     if steps is not None:  # a short run gets a short warm-up (at most the default 5 steps)
         fields["warmup_steps"] = min(FinetuneConfig.model_fields["warmup_steps"].default, steps // 10)
     if tasks or not (runs or jsonl):  # the oracle: alone, or alongside other sources when --tasks says so
@@ -83,14 +113,23 @@ def finetune_command(
         raise click.BadParameter(str(exc), param_hint="--model/flags") from None
     w, h = config.observation_size
     mode = "full fine-tune" if not config.lora_rank else f"LoRA rank {config.lora_rank}"
-    console.print(f"fine-tuning {model} as {config.agent_format} ({mode}) on {w}x{h} screens: {config.steps} steps of batch {config.batch_size}, lr {config.lr:g}")
+    console.print(
+        f"fine-tuning {model} as {config.agent_format} ({mode}) on {w}x{h} screens: {config.steps} steps of batch {config.batch_size}, lr {config.lr:g}"
+    )
 
-    columns = (TextColumn("[bold]sft[/] {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn())
+    columns = (
+        TextColumn("[bold]sft[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task("demonstrations", total=config.steps, loss="-")
         try:
             result = finetune(
-                config, out_path,
+                config,
+                out_path,
                 on_step=lambda s: progress.update(bar, completed=s.step, description="training", loss=f"{s.loss:.4f}"),
                 on_phase=lambda name: progress.update(bar, description=name),
             )
@@ -98,9 +137,15 @@ def finetune_command(
             raise click.ClickException(str(exc)) from None
     meta = result.metadata
     training, data = meta["training"], meta["data"]
-    console.print(f"{data['train']['steps']} training steps from {data['train']['episodes']} episodes, {data['heldout']['steps']} held-out steps; "
-                  f"loss {training['first_loss']:.3f} -> {training['final_loss']:.4f}" +
-                  ("" if training["heldout_loss_before"] is None else f"; held-out loss {training['heldout_loss_before']:.3f} -> {training['heldout_loss_after']:.4f}"))
+    console.print(
+        f"{data['train']['steps']} training steps from {data['train']['episodes']} episodes, {data['heldout']['steps']} held-out steps; "
+        f"loss {training['first_loss']:.3f} -> {training['final_loss']:.4f}"
+        + (
+            ""
+            if training["heldout_loss_before"] is None
+            else f"; held-out loss {training['heldout_loss_before']:.3f} -> {training['heldout_loss_after']:.4f}"
+        )
+    )
     if result.before is not None and result.after is not None:
         table = Table(title=f"held-out action match ({result.after.steps} steps)")
         table.add_column("action type", no_wrap=True)
@@ -110,8 +155,14 @@ def finetune_command(
         rows = [(t, v["steps"], result.before.per_type[t], v) for t, v in result.after.per_type.items()]
         for name, n, b, a in rows:
             table.add_row(name, str(n), _pct(b["greedy"]), _pct(a["greedy"]), _pct(b["sampled"]), _pct(a["sampled"]))  # type: ignore[arg-type]
-        table.add_row("overall", str(result.after.steps), _pct(result.before.greedy), _pct(result.after.greedy),
-                      _pct(result.before.sampled), _pct(result.after.sampled))
+        table.add_row(
+            "overall",
+            str(result.after.steps),
+            _pct(result.before.greedy),
+            _pct(result.after.greedy),
+            _pct(result.before.sampled),
+            _pct(result.after.sampled),
+        )
         console.print(table)
     console.print(f"checkpoint in {out_path} (darwin eval --agent tiny:{out_path})")
     if eval_episodes == 0:
@@ -130,7 +181,9 @@ def finetune_command(
 
     task_ids = tuple(dict.fromkeys(t.id for t in sim_tasks))
     results: dict[str, Any] = {}
-    table = Table(title=f"{out_path}: success on {', '.join(task_ids)} ({eval_phones} phones, {eval_episodes} episode(s) per task)")
+    table = Table(
+        title=f"{out_path}: success on {', '.join(task_ids)} ({eval_phones} phones, {eval_episodes} episode(s) per task)"
+    )
     table.add_column("task", no_wrap=True)
     table.add_column("sampled T=1", justify="right")
     table.add_column("greedy", justify="right")
@@ -138,13 +191,24 @@ def finetune_command(
     for label, temperature in (("sampled", 1.0), ("greedy", 0.0)):
         started = time.perf_counter()
         with console.status(f"evaluating ({label})"):
-            reports[label] = asyncio.run(evaluate_warm_start(out_path, task_ids, phones=eval_phones, episodes=eval_episodes, temperature=temperature))
+            reports[label] = asyncio.run(
+                evaluate_warm_start(
+                    out_path, task_ids, phones=eval_phones, episodes=eval_episodes, temperature=temperature
+                )
+            )
         overall = reports[label].overall
-        results[label] = {"temperature": temperature, "success_rate": overall.success_rate, "episodes": overall.episodes,
-                          "per_task": {k: v.success_rate for k, v in reports[label].per_task.items()},
-                          "wall_s": round(time.perf_counter() - started, 1)}
+        results[label] = {
+            "temperature": temperature,
+            "success_rate": overall.success_rate,
+            "episodes": overall.episodes,
+            "per_task": {k: v.success_rate for k, v in reports[label].per_task.items()},
+            "wall_s": round(time.perf_counter() - started, 1),
+        }
     for task_id in [*reports["sampled"].per_task, "overall"]:
-        cells = [_pct((reports[lb].overall if task_id == "overall" else reports[lb].per_task[task_id]).success_rate) for lb in ("sampled", "greedy")]
+        cells = [
+            _pct((reports[lb].overall if task_id == "overall" else reports[lb].per_task[task_id]).success_rate)
+            for lb in ("sampled", "greedy")
+        ]
         table.add_row(task_id, *cells)
     console.print(table)
     meta["eval"] = results

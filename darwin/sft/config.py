@@ -53,12 +53,15 @@ class SFTConfig(BaseModel):
     )
     phones: int = Field(32, ge=1, le=4096, description="demonstration phones (each its own seed and layout)")
     episodes: int = Field(
-        256, ge=1, le=1_000_000,
+        256,
+        ge=1,
+        le=1_000_000,
         description="demonstration episodes in all, spread round-robin over the phones; each phone "
         "plays the tasks in its own shuffled order and keeps its state between episodes",
     )
     phone_seed: int = Field(
-        1000, ge=0,
+        1000,
+        ge=0,
         description="demo phone i is SimPhone(seed=phone_seed + i); evaluation phones start at seed 0, "
         "so the default never trains on an evaluation phone's layout",
     )
@@ -107,9 +110,7 @@ class SFTConfig(BaseModel):
     seed: int = Field(0, ge=0, description="seeds the demo task orders and the batch order")
 
     # --- stopping short of mastery ----------------------------------------------------------
-    eval_every: int = Field(
-        0, ge=0, description="held-out metrics every N steps (0 = only at the end)"
-    )
+    eval_every: int = Field(0, ge=0, description="held-out metrics every N steps (0 = only at the end)")
     stop_metric: StopMetric = Field(
         "sequence_prob",
         description="held-out metric for early stopping: sequence_prob (mean probability that a "
@@ -117,7 +118,9 @@ class SFTConfig(BaseModel):
         "outputs equal to the oracle's action text)",
     )
     stop_threshold: float | None = Field(
-        None, gt=0, le=1.0,
+        None,
+        gt=0,
+        le=1.0,
         description="stop as soon as the held-out stop_metric reaches this (checked every eval_every "
         "steps); None = train all steps",
     )

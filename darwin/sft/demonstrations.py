@@ -83,7 +83,9 @@ class _RecordingOracle(Actor):
         self._mirror = SimPhone(seed=0)
         self._env: PhoneEnv | None = None
 
-    async def start_phase(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec) -> None:
+    async def start_phase(
+        self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec
+    ) -> None:
         self._env = env
         await self.oracle.start_phase(env, task, phase, instruction, verifier)
 
@@ -109,8 +111,14 @@ class _RecordingOracle(Actor):
         action = decision.action
         widget, launcher = await self._hit(action)
         target_box = widget.box if widget is not None else None
-        if (self.launch_by_name and isinstance(action, Click) and launcher and widget is not None
-                and widget.kind == "app_icon" and widget.text):
+        if (
+            self.launch_by_name
+            and isinstance(action, Click)
+            and launcher
+            and widget is not None
+            and widget.kind == "app_icon"
+            and widget.text
+        ):
             action, target_box = OpenApp(app=widget.text), None
         text = self.agent.format_action(action, observation)
         parsed = self.agent.parse(text, observation)
@@ -119,9 +127,15 @@ class _RecordingOracle(Actor):
         prompt = self.agent.build_context(observation, history)
         self.sink.append(
             Demonstration(
-                prompt=prompt, target=text, observation=observation, action=parsed.action,
-                oracle_action=action, task_id=observation.task_id, phone_seed=self.phone_seed,
-                step=observation.step, target_box=target_box,
+                prompt=prompt,
+                target=text,
+                observation=observation,
+                action=parsed.action,
+                oracle_action=action,
+                task_id=observation.task_id,
+                phone_seed=self.phone_seed,
+                step=observation.step,
+                target_box=target_box,
             )
         )
         return Decision(action=parsed.action, generation=Generation(text=text), prompt=prompt)
@@ -143,9 +157,7 @@ class DemoStats:
     mean_prompt_tokens: float = 0.0
 
 
-def collect_demonstrations(
-    config: SFTConfig, *, heldout: bool = False
-) -> tuple[list[Demonstration], DemoStats]:
+def collect_demonstrations(config: SFTConfig, *, heldout: bool = False) -> tuple[list[Demonstration], DemoStats]:
     """Run the oracle on perturbed SimPhones through the real workflow and record every step.
 
     Phone ``i`` (seed ``phone_seed + i``, or after the demo phones for ``heldout``) plays
@@ -203,8 +215,12 @@ def collect_demonstrations(
     for d in demos:
         per_task[d.task_id] = per_task.get(d.task_id, 0) + 1
     stats = DemoStats(
-        episodes=counts["episodes"], successes=counts["successes"], steps=len(demos),
-        phones=phones if episodes else 0, per_task_steps=per_task, skipped_done_episodes=counts["skipped"],
+        episodes=counts["episodes"],
+        successes=counts["successes"],
+        steps=len(demos),
+        phones=phones if episodes else 0,
+        per_task_steps=per_task,
+        skipped_done_episodes=counts["skipped"],
     )
     return demos, stats
 
@@ -240,14 +256,22 @@ def export_oracle_demonstrations(
 
     async def play() -> None:
         for seed in phone_seeds:
-            env = SimPhoneEnv(seed=seed, perturbation=perturbation or PerturbationConfig(), name=f"demo-{seed}",
-                              reset_between_episodes=True, locale=locale)
+            env = SimPhoneEnv(
+                seed=seed,
+                perturbation=perturbation or PerturbationConfig(),
+                name=f"demo-{seed}",
+                reset_between_episodes=True,
+                locale=locale,
+            )
             for task in tasks:
                 sink: list[Demonstration] = []
                 actor = _RecordingOracle(agent, seed, sink, launch_by_name)
                 trajectory = await workflow.run(env, task, actor, episode_id=f"demo-{seed}-{task.id}")
                 counts["episodes"] += 1
-                if trajectory.termination is not None and trajectory.termination.reason == TerminationReason.ALREADY_DONE:
+                if (
+                    trajectory.termination is not None
+                    and trajectory.termination.reason == TerminationReason.ALREADY_DONE
+                ):
                     counts["done"] += 1
                     continue
                 if not trajectory.success or not sink:
@@ -255,8 +279,13 @@ def export_oracle_demonstrations(
                     continue
                 counts["successes"] += 1
                 steps = tuple(StepRecord(screenshot="-", action=d.oracle_action, target_box=d.target_box) for d in sink)
-                record = EpisodeRecord(goal=goal_text(task), steps=steps, app=task.app, task_id=task.id,
-                                       device_size=sink[0].observation.device_size)
+                record = EpisodeRecord(
+                    goal=goal_text(task),
+                    steps=steps,
+                    app=task.app,
+                    task_id=task.id,
+                    device_size=sink[0].observation.device_size,
+                )
                 written.append((record, [d.observation.screenshot for d in sink]))
 
     asyncio.run(play())
@@ -264,5 +293,11 @@ def export_oracle_demonstrations(
     per_task: dict[str, int] = {}
     for record, _ in written:
         per_task[record.task_id or ""] = per_task.get(record.task_id or "", 0) + len(record.steps)
-    return DemoStats(episodes=counts["episodes"], successes=counts["successes"], steps=sum(per_task.values()),
-                     phones=len(phone_seeds), per_task_steps=per_task, skipped_done_episodes=counts["done"])
+    return DemoStats(
+        episodes=counts["episodes"],
+        successes=counts["successes"],
+        steps=sum(per_task.values()),
+        phones=len(phone_seeds),
+        per_task_steps=per_task,
+        skipped_done_episodes=counts["done"],
+    )

@@ -62,8 +62,8 @@ class EncodedDemos:
         ids = torch.full((len(rows), longest), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), longest), dtype=torch.long)
         for k, r in enumerate(rows):
-            ids[k, longest - len(r):] = r
-            mask[k, longest - len(r):] = 1
+            ids[k, longest - len(r) :] = r
+            mask[k, longest - len(r) :] = 1
         inputs = {
             "input_ids": ids,
             "attention_mask": mask,
@@ -87,7 +87,9 @@ class PromptAndTarget(Protocol):
     def target(self) -> str: ...
 
 
-def encode_demonstrations(vlm: VLM, demos: Sequence[Demonstration] | Sequence[PromptAndTarget], *, chunk: int = 32) -> EncodedDemos:
+def encode_demonstrations(
+    vlm: VLM, demos: Sequence[Demonstration] | Sequence[PromptAndTarget], *, chunk: int = 32
+) -> EncodedDemos:
     """Tokenize every prompt through the policy's own path (chat template + processor) once.
 
     Screenshots are stored once each as ``uint8``; :class:`PixelEncoder` rebuilds their
@@ -109,7 +111,7 @@ def encode_demonstrations(vlm: VLM, demos: Sequence[Demonstration] | Sequence[Pr
     prompt_ids: list[torch.Tensor] = []
     image_ids: list[list[int]] = []
     for start in range(0, len(demos), chunk):
-        part = demos[start:start + chunk]
+        part = demos[start : start + chunk]
         batch = vlm.build_inputs([prompt_to_messages(d.prompt) for d in part])
         ids, mask = batch["input_ids"], batch["attention_mask"].bool()
         first_new = len(screens)
@@ -143,7 +145,13 @@ def encode_demonstrations(vlm: VLM, demos: Sequence[Demonstration] | Sequence[Pr
     size = (int(screens[0].shape[1]), int(screens[0].shape[0])) if screens else (0, 0)
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos
     return EncodedDemos(
-        prompt_ids=prompt_ids, image_ids=image_ids, screens=screen_tensor, screen_size=size, target_ids=targets,
-        pad_id=int(pad), image_token_id=int(proc.image_token_id),
-        video_token_id=getattr(proc, "video_token_id", None), pixels=pixels,
+        prompt_ids=prompt_ids,
+        image_ids=image_ids,
+        screens=screen_tensor,
+        screen_size=size,
+        target_ids=targets,
+        pad_id=int(pad),
+        image_token_id=int(proc.image_token_id),
+        video_token_id=getattr(proc, "video_token_id", None),
+        pixels=pixels,
     )

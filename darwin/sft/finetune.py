@@ -41,8 +41,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ActionMatch", "FinetuneConfig", "FinetuneResult", "OracleSource", "action_match", "finetune",
-           "gather_examples"]
+__all__ = [
+    "ActionMatch",
+    "FinetuneConfig",
+    "FinetuneResult",
+    "OracleSource",
+    "action_match",
+    "finetune",
+    "gather_examples",
+]
 
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 """The language model's linear layers LoRA adapts by default (the vision tower stays frozen)."""
@@ -69,21 +76,29 @@ class FinetuneConfig(BaseModel):
 
     model: str = Field(description="a Qwen2-VL-family checkpoint directory in Hugging Face layout")
     agent_format: str = Field(
-        "uitars-1.5", description="the prompt/output format (darwin.agents.formats): uitars-1.5, uitars-1.0, qwen2.5, qwen3, tiny"
+        "uitars-1.5",
+        description="the prompt/output format (darwin.agents.formats): uitars-1.5, uitars-1.0, qwen2.5, qwen3, tiny",
     )
     observation_size: tuple[int, int] = Field(
-        (252, 560), description="(W, H) of the screenshots the agent is given; multiples of 28 within the processor's pixel budget"
+        (252, 560),
+        description="(W, H) of the screenshots the agent is given; multiples of 28 within the processor's pixel budget",
     )
-    memory: SlidingWindowConfig = Field(default_factory=SlidingWindowConfig, description="the agent's sliding-window memory")
+    memory: SlidingWindowConfig = Field(
+        default_factory=SlidingWindowConfig, description="the agent's sliding-window memory"
+    )
 
     oracle: OracleSource | None = Field(None, description="SimPhone oracle demonstrations; None: none")
-    runs: tuple[str, ...] = Field((), description="run directories / run.db files / SQLAlchemy URLs: their verifier-accepted episodes")
+    runs: tuple[str, ...] = Field(
+        (), description="run directories / run.db files / SQLAlchemy URLs: their verifier-accepted episodes"
+    )
     jsonl: tuple[str, ...] = Field((), description="JSONL demonstration files (docs/sft.md)")
     heldout_fraction: float = Field(
         0.25, ge=0, lt=1, description="share of the run and JSONL episodes held out for action match (by episode)"
     )
 
-    lora_rank: int = Field(0, ge=0, le=1024, description="0: full fine-tune; else LoRA of this rank, merged into the weights when saved")
+    lora_rank: int = Field(
+        0, ge=0, le=1024, description="0: full fine-tune; else LoRA of this rank, merged into the weights when saved"
+    )
     lora_alpha: float = Field(16.0, gt=0, description="LoRA scaling numerator (scale = alpha / rank)")
     lora_targets: tuple[str, ...] = Field(LORA_TARGETS, min_length=1, description="module names LoRA adapts")
 
@@ -107,8 +122,10 @@ class FinetuneConfig(BaseModel):
             out.append(f"agent_format {self.agent_format!r} is unknown; use one of {', '.join(AGENT_FORMATS)}")
         w, h = self.observation_size
         if w <= 0 or h <= 0 or w % 28 or h % 28:
-            out.append(f"observation_size={w}x{h} must be positive multiples of 28 (the merged patch), e.g. "
-                       f"{max(28, w // 28 * 28)}x{max(28, h // 28 * 28)}")
+            out.append(
+                f"observation_size={w}x{h} must be positive multiples of 28 (the merged patch), e.g. "
+                f"{max(28, w // 28 * 28)}x{max(28, h // 28 * 28)}"
+            )
         if self.oracle is None and not self.runs and not self.jsonl:
             out.append("no demonstrations: give oracle, runs (--from-run) or jsonl (--from-jsonl)")
         if self.warmup_steps >= self.steps and self.steps > 1:
@@ -134,9 +151,17 @@ class FinetuneConfig(BaseModel):
 
         assert self.oracle is not None
         o = self.oracle
-        return SFTConfig(tasks=o.tasks, phones=o.phones, episodes=max(o.episodes, o.phones), phone_seed=o.phone_seed,
-                         heldout_phones=o.heldout_phones, heldout_episodes=o.heldout_episodes,
-                         launch_by_name=o.launch_by_name, observation_size=self.observation_size, seed=self.seed)
+        return SFTConfig(
+            tasks=o.tasks,
+            phones=o.phones,
+            episodes=max(o.episodes, o.phones),
+            phone_seed=o.phone_seed,
+            heldout_phones=o.heldout_phones,
+            heldout_episodes=o.heldout_episodes,
+            launch_by_name=o.launch_by_name,
+            observation_size=self.observation_size,
+            seed=self.seed,
+        )
 
 
 @dataclass(frozen=True)
@@ -197,7 +222,10 @@ def gather_examples(config: FinetuneConfig) -> tuple[list[Example], list[Example
         got = episodes_from_run(run, config.observation_size)
         if not got:
             logger.warning("%s: no verifier-accepted episodes", run)
-        stats[f"run:{run}"] = {"episodes": len(got), "verifiers": sorted({e.verdict.verifier_kind for e in got if e.verdict})}
+        stats[f"run:{run}"] = {
+            "episodes": len(got),
+            "verifiers": sorted({e.verdict.verifier_kind for e in got if e.verdict}),
+        }
         pooled += got
     for path in config.jsonl:
         got = episodes_from_jsonl(path, config.observation_size)
@@ -221,12 +249,17 @@ def _generate(vlm: VLM, prompts: Sequence[Any], *, temperature: float, seed: int
     out: list[str] = []
     with HFPolicy(vlm, HFPolicyConfig(temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)) as policy:
         for start in range(0, len(prompts), 16):
-            out.extend(g.text for g in policy.generate_sync(list(prompts[start:start + 16])))
+            out.extend(g.text for g in policy.generate_sync(list(prompts[start : start + 16])))
     return out
 
 
 def action_match(
-    vlm: VLM, agent: VLMAgent, examples: Sequence[Example], *, sampled: bool = True, seed: int = 0,
+    vlm: VLM,
+    agent: VLMAgent,
+    examples: Sequence[Example],
+    *,
+    sampled: bool = True,
+    seed: int = 0,
     max_new_tokens: int = 64,
 ) -> ActionMatch:
     """Greedy (and temperature-1 sampled) action match of ``vlm`` on ``examples``, per action type."""
@@ -252,9 +285,13 @@ def action_match(
         return None if values is None else (sum(values) / len(values) if values else 0.0)
 
     return ActionMatch(
-        steps=len(examples), greedy=share(hits["greedy"]) or 0.0, sampled=share(hits.get("sampled")),
-        per_type={t: {"steps": len(v["greedy"]), "greedy": share(v["greedy"]), "sampled": share(v.get("sampled"))}
-                  for t, v in sorted(per_type.items())},
+        steps=len(examples),
+        greedy=share(hits["greedy"]) or 0.0,
+        sampled=share(hits.get("sampled")),
+        per_type={
+            t: {"steps": len(v["greedy"]), "greedy": share(v["greedy"]), "sampled": share(v.get("sampled"))}
+            for t, v in sorted(per_type.items())
+        },
     )
 
 
@@ -315,22 +352,37 @@ def finetune(
         cap = max(32, 2 * max_target)
         phase("held-out (before)")
         before_loss = heldout_loss(vlm, encoded_held) if encoded_held is not None else None
-        before = action_match(vlm, agent, held, sampled=config.sampled_match, seed=config.seed, max_new_tokens=cap) if held else None
+        before = (
+            action_match(vlm, agent, held, sampled=config.sampled_match, seed=config.seed, max_new_tokens=cap)
+            if held
+            else None
+        )
 
         phase("training")
         model = vlm.model
         if config.lora_rank:
             from peft import LoraConfig, get_peft_model
 
-            peft_model = get_peft_model(model, LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0,
-                                                          target_modules=list(config.lora_targets)))
+            peft_model = get_peft_model(
+                model,
+                LoraConfig(
+                    r=config.lora_rank,
+                    lora_alpha=config.lora_alpha,
+                    lora_dropout=0.0,
+                    target_modules=list(config.lora_targets),
+                ),
+            )
             model = peft_model.get_base_model()  # the adapters sit inside it; darwin's scoring needs its own class
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(
-            [{"params": [p for p in params if p.ndim >= 2], "weight_decay": config.weight_decay},
-             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
-            lr=config.lr, betas=(0.9, 0.95), eps=1e-8,
+            [
+                {"params": [p for p in params if p.ndim >= 2], "weight_decay": config.weight_decay},
+                {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+            ],
+            lr=config.lr,
+            betas=(0.9, 0.95),
+            eps=1e-8,
         )
         forbidden = forbidden_mask(vlm.forbidden_token_ids(), vlm.vocab_size)
         batches = _batches(len(encoded), config.batch_size, torch.Generator().manual_seed(config.seed))
@@ -363,7 +415,11 @@ def finetune(
         vlm.model.eval()
         phase("held-out (after)")
         after_loss = heldout_loss(vlm, encoded_held) if encoded_held is not None else None
-        after = action_match(vlm, agent, held, sampled=config.sampled_match, seed=config.seed, max_new_tokens=cap) if held else None
+        after = (
+            action_match(vlm, agent, held, sampled=config.sampled_match, seed=config.seed, max_new_tokens=cap)
+            if held
+            else None
+        )
 
     verdicts: dict[str, int] = {}
     for ex in train:
@@ -376,15 +432,23 @@ def finetune(
         "model": {"source": config.model, "family": vlm.family, "parameters": vlm.num_parameters()},
         "data": {**data_stats, "train_steps_accepted_by": verdicts, "max_target_tokens": max_target},
         "training": {
-            "steps_run": len(losses), "first_loss": losses[0], "final_loss": float(np.mean(losses[-min(10, len(losses)):])),
+            "steps_run": len(losses),
+            "first_loss": losses[0],
+            "final_loss": float(np.mean(losses[-min(10, len(losses)) :])),
             "loss_curve": [round(v, 5) for v in losses[:: max(1, len(losses) // 100)]],
-            "heldout_loss_before": before_loss, "heldout_loss_after": after_loss,
+            "heldout_loss_before": before_loss,
+            "heldout_loss_after": after_loss,
             "action_match_before": None if before is None else asdict(before),
             "action_match_after": None if after is None else asdict(after),
         },
         "examples": [
-            {"episode_id": e.episode_id, "step": e.step, "task_id": e.task_id, "source": e.source,
-             "verdict": None if e.verdict is None else asdict(e.verdict)}
+            {
+                "episode_id": e.episode_id,
+                "step": e.step,
+                "task_id": e.task_id,
+                "source": e.source,
+                "verdict": None if e.verdict is None else asdict(e.verdict),
+            }
             for e in train[:2000]
         ],
         "wall_time_s": {"training_s": round(training_s, 2), "total_s": round(time.perf_counter() - started, 2)},
@@ -402,8 +466,11 @@ def save_finetuned(result: FinetuneResult, out: str | os.PathLike[str], *, max_n
     result.vlm.save_pretrained(path)
     config = result.config
     record = {
-        "format_version": SFT_FORMAT_VERSION, "kind": "format", "format": config.agent_format,
-        "memory": config.memory.model_dump(mode="json"), "observation_size": list(config.observation_size),
+        "format_version": SFT_FORMAT_VERSION,
+        "kind": "format",
+        "format": config.agent_format,
+        "memory": config.memory.model_dump(mode="json"),
+        "observation_size": list(config.observation_size),
         "max_new_tokens": max_new_tokens,
     }
     for name, data in ((AGENT_FILE, record), (SFT_FILE, result.metadata)):

@@ -44,7 +44,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from darwin.actions import ACTION_TYPES, Action
 
-__all__ = ["DemoFileError", "EpisodeRecord", "LoadedEpisode", "StepRecord", "load_records", "parse_record_line", "write_records"]
+__all__ = [
+    "DemoFileError",
+    "EpisodeRecord",
+    "LoadedEpisode",
+    "StepRecord",
+    "load_records",
+    "parse_record_line",
+    "write_records",
+]
 
 ACTION_TYPE_NAMES: tuple[str, ...] = tuple(t.model_fields["type"].default for t in ACTION_TYPES)
 """Every action type's name (``click``, ``long_press``, ...)."""
@@ -66,7 +74,8 @@ class StepRecord(BaseModel):
     action: Action = Field(description="one of darwin's action types (darwin.actions), device pixels")
     thought: str = Field("", max_length=20_000, description="the reasoning before the action (optional)")
     target_box: tuple[int, int, int, int] | None = Field(
-        None, description="(x1, y1, x2, y2) of the element the action targets, device pixels (optional; "
+        None,
+        description="(x1, y1, x2, y2) of the element the action targets, device pixels (optional; "
         "step-level rewards: darwin.verifiers.demo_steps)",
     )
 
@@ -79,9 +88,12 @@ class EpisodeRecord(BaseModel):
     goal: str = Field(min_length=1, description="the goal text the agent is given")
     steps: tuple[StepRecord, ...] = Field(min_length=1, description="the steps in order")
     app: str | None = Field(None, description="the app the task is about (optional)")
-    task_id: str | None = Field(None, description="a task id (optional; SimPhone task ids allow task-success evaluation)")
+    task_id: str | None = Field(
+        None, description="a task id (optional; SimPhone task ids allow task-success evaluation)"
+    )
     device_size: tuple[int, int] | None = Field(
-        None, description="(width, height) of the phone in pixels, which action coordinates refer to; "
+        None,
+        description="(width, height) of the phone in pixels, which action coordinates refer to; "
         "default: the first screenshot's size",
     )
 
@@ -120,12 +132,18 @@ def _describe(err: dict) -> str:  # type: ignore[type-arg]  # pydantic's ErrorDe
     if kind == "union_tag_invalid":
         return f"{_loc(loc)}.type: {ctx.get('tag')!r} is not an action type; use one of {kinds}"
     if kind == "union_tag_not_found":
-        return f"{_loc(loc)}.type: missing; add \"type\" with one of {kinds}"
+        return f'{_loc(loc)}.type: missing; add "type" with one of {kinds}'
     if kind == "missing":
         return f"{_loc(loc)}: required field is missing; add it"
     if kind == "extra_forbidden":
         where = _loc(loc[:-1])
-        model = EpisodeRecord if where == "(line)" else StepRecord if where.startswith("steps") and where.count(".") == 0 else None
+        model = (
+            EpisodeRecord
+            if where == "(line)"
+            else StepRecord
+            if where.startswith("steps") and where.count(".") == 0
+            else None
+        )
         known = f" (fields: {', '.join(model.model_fields)})" if model is not None else ""
         return f"{_loc(loc)}: unknown field; remove it or fix its name{known}"
     if kind == "too_short" and loc == ("steps",):
@@ -139,9 +157,11 @@ def _decode_png(spec: str, folder: Path) -> np.ndarray:
 
     if spec.startswith(INLINE_PNG):
         try:
-            data = base64.b64decode(spec[len(INLINE_PNG):], validate=True)
+            data = base64.b64decode(spec[len(INLINE_PNG) :], validate=True)
         except (binascii.Error, ValueError) as exc:
-            raise ValueError(f"not valid base64 ({exc}); write data:image/png;base64,<base64 of the PNG bytes>") from None
+            raise ValueError(
+                f"not valid base64 ({exc}); write data:image/png;base64,<base64 of the PNG bytes>"
+            ) from None
         source: io.BytesIO | Path = io.BytesIO(data)
     else:
         path = folder / spec
@@ -160,15 +180,18 @@ def parse_record_line(text: str, name: str, line: int) -> EpisodeRecord:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DemoFileError(f"{name} line {line}: not valid JSON ({exc.msg} at column {exc.colno}); "
-                            "each line must be one JSON object (one episode)") from None
+        raise DemoFileError(
+            f"{name} line {line}: not valid JSON ({exc.msg} at column {exc.colno}); "
+            "each line must be one JSON object (one episode)"
+        ) from None
     if not isinstance(data, dict):
         raise DemoFileError(f"{name} line {line}: expected a JSON object (one episode), got {type(data).__name__}")
     try:
         return EpisodeRecord.model_validate(data)
     except ValidationError as exc:
         problems = [
-            _describe(e) for e in exc.errors()  # type: ignore[arg-type]
+            _describe(e)
+            for e in exc.errors()  # type: ignore[arg-type]
             if not (e["type"] == "too_short" and e["loc"] == ("steps",) and e.get("input"))  # follows item errors
         ]
         raise DemoFileError(f"{name} line {line}: " + "\n  ".join(problems)) from None
@@ -199,22 +222,30 @@ def load_records(path: str | os.PathLike[str]) -> list[LoadedEpisode]:
             size = record.device_size or (int(shots[0].shape[1]), int(shots[0].shape[0]))
             for i, step in enumerate(record.steps):
                 for name, value in step.action.model_dump().items():
-                    limit = {"x": size[0], "x1": size[0], "x2": size[0], "y": size[1], "y1": size[1], "y2": size[1]}.get(name)
+                    limit = {
+                        "x": size[0],
+                        "x1": size[0],
+                        "x2": size[0],
+                        "y": size[1],
+                        "y1": size[1],
+                        "y2": size[1],
+                    }.get(name)
                     if limit is not None and value >= limit:
                         raise DemoFileError(
                             f"{src.name} line {number}: steps[{i}].action.{name}: {value} lies outside the "
                             f"{size[0]}x{size[1]} device; coordinates are device pixels (set device_size if the phone is larger)"
                         )
-            out.append(LoadedEpisode(record=record, screenshots=tuple(shots), device_size=size, line=number,
-                                     source=f"{src}:{number}"))
+            out.append(
+                LoadedEpisode(
+                    record=record, screenshots=tuple(shots), device_size=size, line=number, source=f"{src}:{number}"
+                )
+            )
     if not out:
         raise DemoFileError(f"{src}: no episodes; write one JSON object per line (docs/sft.md)")
     return out
 
 
-def write_records(
-    path: str | os.PathLike[str], episodes: Sequence[tuple[EpisodeRecord, Sequence[np.ndarray]]]
-) -> Path:
+def write_records(path: str | os.PathLike[str], episodes: Sequence[tuple[EpisodeRecord, Sequence[np.ndarray]]]) -> Path:
     """Write a JSONL demonstration file that :func:`load_records` reads back: each
     ``(record, screenshots)`` pair becomes one line, its screenshots PNG files in
     ``<file stem>-screens/`` (the records' ``screenshot`` fields are replaced by those paths).

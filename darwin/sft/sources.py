@@ -142,8 +142,15 @@ def episodes_from_oracle(config: object, *, heldout: bool = False) -> list[DemoE
     def close() -> None:
         if current and key is not None:
             goal = current[0].observation.goal
-            episodes.append(DemoEpisode(episode_id=f"oracle-{key[0]}-{len(episodes)}", goal=goal, task_id=key[1],
-                                        steps=tuple(current), source="oracle"))
+            episodes.append(
+                DemoEpisode(
+                    episode_id=f"oracle-{key[0]}-{len(episodes)}",
+                    goal=goal,
+                    task_id=key[1],
+                    steps=tuple(current),
+                    source="oracle",
+                )
+            )
 
     for d in demos:
         if d.step == 0 or key != (d.phone_seed, d.task_id):
@@ -166,14 +173,27 @@ def episodes_from_jsonl(path: str | os.PathLike[str], observation_size: tuple[in
         task_id = record.task_id or f"jsonl-{loaded.line}"
         steps = tuple(
             DemoStep(
-                observation=Observation(screenshot=resize_screenshot(shot, observation_size), goal=record.goal,
-                                        device_size=loaded.device_size, task_id=task_id, step=i),
-                action=s.action, thought=s.thought,
+                observation=Observation(
+                    screenshot=resize_screenshot(shot, observation_size),
+                    goal=record.goal,
+                    device_size=loaded.device_size,
+                    task_id=task_id,
+                    step=i,
+                ),
+                action=s.action,
+                thought=s.thought,
             )
             for i, (s, shot) in enumerate(zip(record.steps, loaded.screenshots, strict=True))
         )
-        out.append(DemoEpisode(episode_id=f"jsonl-{Path(path).name}-{loaded.line}", goal=record.goal, task_id=task_id,
-                               steps=steps, source=f"jsonl:{loaded.source}"))
+        out.append(
+            DemoEpisode(
+                episode_id=f"jsonl-{Path(path).name}-{loaded.line}",
+                goal=record.goal,
+                task_id=task_id,
+                steps=steps,
+                source=f"jsonl:{loaded.source}",
+            )
+        )
     return out
 
 
@@ -186,7 +206,9 @@ def open_run_store(source: str | os.PathLike[str]) -> object:
     path = Path(text)
     if path.is_dir():
         if not (path / DB_FILENAME).is_file():
-            raise FileNotFoundError(f"{path} has no {DB_FILENAME}; pass a `darwin run` / `darwin eval` directory or its run.db")
+            raise FileNotFoundError(
+                f"{path} has no {DB_FILENAME}; pass a `darwin run` / `darwin eval` directory or its run.db"
+            )
         return RunStore.for_run_dir(path)
     if "://" in text:
         return RunStore(text)
@@ -196,7 +218,10 @@ def open_run_store(source: str | os.PathLike[str]) -> object:
 
 
 def episodes_from_run(
-    source: str | os.PathLike[str], observation_size: tuple[int, int], *, phase: Phase = Phase.EXECUTION,
+    source: str | os.PathLike[str],
+    observation_size: tuple[int, int],
+    *,
+    phase: Phase = Phase.EXECUTION,
 ) -> list[DemoEpisode]:
     """Episodes of every run in a run database that a verifier accepted (``success`` true),
     with the accepting verdict; the actor's steps of ``phase`` in order, with the model's own
@@ -222,10 +247,21 @@ def episodes_from_run(
                     logger.warning("episode %s: no stored task or device size; skipped", ep.episode_id)
                     continue
                 accepted = [v for v in store.verdicts(ep.episode_id) if v.phase == phase and v.success]
-                verdict = None if not accepted else DemoVerdict(
-                    verifier_kind=accepted[-1].verifier_kind, success=accepted[-1].success,
-                    reward=accepted[-1].reward, reason=accepted[-1].reason)
-                rows = [s for s in store.steps(ep.episode_id) if s.phase == phase and s.agent == "actor" and s.message is None]
+                verdict = (
+                    None
+                    if not accepted
+                    else DemoVerdict(
+                        verifier_kind=accepted[-1].verifier_kind,
+                        success=accepted[-1].success,
+                        reward=accepted[-1].reward,
+                        reason=accepted[-1].reason,
+                    )
+                )
+                rows = [
+                    s
+                    for s in store.steps(ep.episode_id)
+                    if s.phase == phase and s.agent == "actor" and s.message is None
+                ]
                 if not rows or any(s.screenshot_path is None for s in rows):
                     logger.warning("episode %s: steps without screenshots; skipped", ep.episode_id)
                     continue
@@ -234,13 +270,29 @@ def episodes_from_run(
                     DemoStep(
                         observation=Observation(
                             screenshot=resize_screenshot(store.load_screenshot(s.screenshot_path), observation_size),  # type: ignore[arg-type]
-                            goal=goal, device_size=ep.device_size, task_id=ep.task_id, phase=phase, step=s.step),
-                        action=s.action, response=s.response_text, parse_error=s.parse_error,
+                            goal=goal,
+                            device_size=ep.device_size,
+                            task_id=ep.task_id,
+                            phase=phase,
+                            step=s.step,
+                        ),
+                        action=s.action,
+                        response=s.response_text,
+                        parse_error=s.parse_error,
                     )
                     for s in rows
                 )
-                out.append(DemoEpisode(episode_id=ep.episode_id, goal=goal, task_id=ep.task_id, steps=steps,
-                                       source=f"run:{source}", task=task, verdict=verdict))
+                out.append(
+                    DemoEpisode(
+                        episode_id=ep.episode_id,
+                        goal=goal,
+                        task_id=ep.task_id,
+                        steps=steps,
+                        source=f"run:{source}",
+                        task=task,
+                        verdict=verdict,
+                    )
+                )
     finally:
         store.close()
     return out
@@ -296,16 +348,36 @@ def build_examples(make_agent: Callable[[], VLMAgent], episodes: Sequence[DemoEp
                 policy.text = _response(agent, step)
                 decision: Decision = await actor.act(step.observation, history)
                 prompt = policy.prompts[-1]
-                history.append(Transition(episode_id=ep.episode_id, task_id=ep.task_id, step=step.observation.step,
-                                          phase=step.observation.phase, observation=step.observation, decision=decision))
+                history.append(
+                    Transition(
+                        episode_id=ep.episode_id,
+                        task_id=ep.task_id,
+                        step=step.observation.step,
+                        phase=step.observation.phase,
+                        observation=step.observation,
+                        decision=decision,
+                    )
+                )
                 if decision.action is None:
                     if step.action is not None:
-                        raise ValueError(f"{ep.source}: {type(agent).__name__} cannot read its own response "
-                                         f"{policy.text!r}: {decision.parse_error}")
+                        raise ValueError(
+                            f"{ep.source}: {type(agent).__name__} cannot read its own response "
+                            f"{policy.text!r}: {decision.parse_error}"
+                        )
                     continue
-                out.append(Example(prompt=prompt, target=policy.text, observation=step.observation, action=decision.action,
-                                   task_id=ep.task_id, episode_id=ep.episode_id, step=step.observation.step,
-                                   source=ep.source, verdict=ep.verdict))
+                out.append(
+                    Example(
+                        prompt=prompt,
+                        target=policy.text,
+                        observation=step.observation,
+                        action=decision.action,
+                        task_id=ep.task_id,
+                        episode_id=ep.episode_id,
+                        step=step.observation.step,
+                        source=ep.source,
+                        verdict=ep.verdict,
+                    )
+                )
         return out
 
     return asyncio.run(play())

@@ -161,7 +161,9 @@ def heldout_metrics(
                 seq_probs.extend(torch.exp(lp.sum(-1)).tolist())
         greedy_match = action_match = None
         if greedy and demos:
-            texts = greedy_outputs(vlm, [d.prompt for d in demos], max_new_tokens=max(len(t) for t in encoded.target_ids) + 8)
+            texts = greedy_outputs(
+                vlm, [d.prompt for d in demos], max_new_tokens=max(len(t) for t in encoded.target_ids) + 8
+            )
             greedy_match = sum(t == d.target for t, d in zip(texts, demos, strict=True)) / len(demos)
             action_match = sum(
                 agent.parse(t, d.observation).action == d.action for t, d in zip(texts, demos, strict=True)
@@ -169,8 +171,11 @@ def heldout_metrics(
     finally:
         model.train(was_training)
     return HeldoutMetrics(
-        step=step, loss=nll / max(tokens, 1), sequence_prob=float(np.mean(seq_probs)) if seq_probs else 0.0,
-        greedy_match=greedy_match, greedy_action_match=action_match,
+        step=step,
+        loss=nll / max(tokens, 1),
+        sequence_prob=float(np.mean(seq_probs)) if seq_probs else 0.0,
+        greedy_match=greedy_match,
+        greedy_action_match=action_match,
     )
 
 
@@ -181,7 +186,7 @@ def greedy_outputs(vlm: VLM, prompts: Sequence[Prompt], *, max_new_tokens: int =
     out: list[str] = []
     with HFPolicy(vlm, HFPolicyConfig(temperature=0.0, max_new_tokens=max_new_tokens)) as policy:
         for start in range(0, len(prompts), batch_size):
-            out.extend(g.text for g in policy.generate_sync(list(prompts[start:start + batch_size])))
+            out.extend(g.text for g in policy.generate_sync(list(prompts[start : start + batch_size])))
     return out
 
 
@@ -232,13 +237,20 @@ def train_sft(
         timings["encoding_s"] = time.perf_counter() - t
         target_lengths = [len(x) for x in encoded.target_ids]
         stats = DemoStats(
-            **{**stats.__dict__, "unique_screens": int(encoded.screens.shape[0]),
-               "target_tokens": sum(target_lengths), "max_target_tokens": max(target_lengths),
-               "mean_prompt_tokens": float(np.mean([len(p) for p in encoded.prompt_ids]))}
+            **{
+                **stats.__dict__,
+                "unique_screens": int(encoded.screens.shape[0]),
+                "target_tokens": sum(target_lengths),
+                "max_target_tokens": max(target_lengths),
+                "mean_prompt_tokens": float(np.mean([len(p) for p in encoded.prompt_ids])),
+            }
         )
         logger.info(
             "%d demonstration steps from %d episodes (%d unique screens, %.0f prompt tokens on average)",
-            stats.steps, stats.episodes, stats.unique_screens, stats.mean_prompt_tokens,
+            stats.steps,
+            stats.episodes,
+            stats.unique_screens,
+            stats.mean_prompt_tokens,
         )
 
         phase("training")
@@ -249,7 +261,9 @@ def train_sft(
         no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
         optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=config.lr, betas=(0.9, 0.95), eps=1e-8,
+            lr=config.lr,
+            betas=(0.9, 0.95),
+            eps=1e-8,
         )
         forbidden = forbidden_mask(vlm.forbidden_token_ids(), vlm.vocab_size)
         generator = torch.Generator().manual_seed(config.seed)
@@ -293,7 +307,10 @@ def train_sft(
                 if config.stop_threshold is not None and value_now is not None and value_now >= config.stop_threshold:
                     logger.info(
                         "stopping short of mastery at step %d: held-out %s %.3f >= %.3f",
-                        steps_run, config.stop_metric, value_now, config.stop_threshold,
+                        steps_run,
+                        config.stop_metric,
+                        value_now,
+                        config.stop_threshold,
                     )
                     stopped_early = True
                     break
@@ -309,7 +326,7 @@ def train_sft(
                 on_heldout(final)
     timings["total_s"] = time.perf_counter() - started
     timings["process_cpu_s"] = time.process_time() - cpu_started
-    tail = losses[-min(20, len(losses)):]
+    tail = losses[-min(20, len(losses)) :]
     metadata: dict[str, Any] = {
         "format_version": SFT_FORMAT_VERSION,
         "config_hash": config.config_hash(),
@@ -359,5 +376,9 @@ def _versions() -> dict[str, str]:
         darwin_version = metadata.version("darwin-mobile-agent")
     except metadata.PackageNotFoundError:
         darwin_version = "not installed"
-    return {"darwin": darwin_version, "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version()}
+    return {
+        "darwin": darwin_version,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }

@@ -156,8 +156,7 @@ class AdbdServer:
     ) -> None:
         if not callable(getattr(backend, "run", None)):
             raise TypeError(
-                f"backend {backend!r} has no run(argv, raw_command) method; "
-                "see darwin.envs.sim.adbd.DeviceBackend"
+                f"backend {backend!r} has no run(argv, raw_command) method; see darwin.envs.sim.adbd.DeviceBackend"
             )
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
@@ -228,9 +227,7 @@ class AdbdServer:
             port = self._port if self._port is not None else self._requested_port
             self._server = await asyncio.start_server(self._on_client, self.host, port)
         except OSError as exc:
-            raise OSError(
-                exc.errno, f"cannot listen on {self.host}:{port}: {exc.strerror}"
-            ) from exc
+            raise OSError(exc.errno, f"cannot listen on {self.host}:{port}: {exc.strerror}") from exc
         self._port = self._server.sockets[0].getsockname()[1]
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.max_workers, thread_name_prefix=f"adbd-{self._port}"
@@ -292,9 +289,7 @@ class AdbdServer:
             stream.opened = True
             await transport.send(A_OKAY, stream.local_id, stream.remote_id)
             if hook_error is not None:
-                await self._emit(
-                    transport, stream, _error_result("before_command hook", hook_error)
-                )
+                await self._emit(transport, stream, _error_result("before_command hook", hook_error))
                 await self._finish(
                     transport,
                     stream,
@@ -314,9 +309,7 @@ class AdbdServer:
         except _StreamClosed as exc:
             record.error = record.error or f"stream closed before the command ended: {exc}"
         except Exception as exc:
-            logger.exception(
-                "%s: internal error serving %s:%r", self.serial_name, record.service, record.command
-            )
+            logger.exception("%s: internal error serving %s:%r", self.serial_name, record.service, record.command)
             record.error = f"internal error: {type(exc).__name__}: {exc}"
         finally:
             if not stream.closed and not transport._closing:
@@ -331,26 +324,20 @@ class AdbdServer:
             await self._emit(
                 transport,
                 stream,
-                ShellResult(
-                    stderr=b"darwin adbd: interactive shells are not supported\n", exit_code=1
-                ),
+                ShellResult(stderr=b"darwin adbd: interactive shells are not supported\n", exit_code=1),
             )
             await self._finish(transport, stream, 1, "interactive shell requested")
             return
         if stream.parse_error is not None:
             exc = stream.parse_error
             logger.warning("%s: %s", self.serial_name, exc)
-            await self._emit(
-                transport, stream, ShellResult(stderr=f"/system/bin/sh: {exc}\n".encode())
-            )
+            await self._emit(transport, stream, ShellResult(stderr=f"/system/bin/sh: {exc}\n".encode()))
             await self._finish(transport, stream, SYNTAX_ERROR_EXIT_CODE, str(exc))
             return
         status = 0
         error: str | None = None
         for simple in stream.commands:
-            if (simple.connector == "&&" and status != 0) or (
-                simple.connector == "||" and status == 0
-            ):
+            if (simple.connector == "&&" and status != 0) or (simple.connector == "||" and status == 0):
                 continue
             argv = simple.argv(status)
             record.executed.append(tuple(argv))
@@ -380,10 +367,7 @@ class AdbdServer:
             logger.exception("%s: backend failed on %r (argv %r)", self.serial_name, raw, argv)
             return exc
         if not isinstance(result, ShellResult):
-            exc = TypeError(
-                f"{type(self.backend).__name__}.run returned {type(result).__name__}, "
-                "expected ShellResult"
-            )
+            exc = TypeError(f"{type(self.backend).__name__}.run returned {type(result).__name__}, expected ShellResult")
             logger.error("%s: %s (command %r)", self.serial_name, exc, raw)
             return exc
         return result
@@ -413,9 +397,7 @@ class AdbdServer:
         if data:
             await transport.write_stream(stream, data)
 
-    async def _finish(
-        self, transport: _Transport, stream: _Stream, status: int, error: str | None
-    ) -> None:
+    async def _finish(self, transport: _Transport, stream: _Stream, status: int, error: str | None) -> None:
         status &= 0xFF
         if stream.v2:
             await transport.write_shell_packet(stream, SHELL_EXIT, bytes([status]))
@@ -498,9 +480,7 @@ class AdbdFarm:
         if not backends:
             raise ValueError("AdbdFarm needs at least one backend")
         if port_base is not None and not 1 <= port_base <= 65535 - len(backends) + 1:
-            raise ValueError(
-                f"port_base={port_base} with {len(backends)} devices does not fit in 1..65535"
-            )
+            raise ValueError(f"port_base={port_base} with {len(backends)} devices does not fit in 1..65535")
         self.servers: list[AdbdServer] = [
             AdbdServer(
                 backend,

@@ -113,9 +113,7 @@ def parse_command(command: str) -> list[SimpleCommand]:
         elif operator == "\n":
             return  # blank line; a pending && / || keeps waiting for its command
         else:
-            raise ShellSyntaxError(
-                f"syntax error: unexpected {operator!r} at offset {i} of {command!r}"
-            )
+            raise ShellSyntaxError(f"syntax error: unexpected {operator!r} at offset {i} of {command!r}")
 
     def dollar(target: list[_WordPart]) -> int:
         """Handle a '$' at ``i``; return how many characters were consumed."""
@@ -215,17 +213,13 @@ def parse_command(command: str) -> list[SimpleCommand]:
     return commands
 
 
-def _check_command_words(
-    words: Sequence[tuple[_WordPart, ...]], quoted_flags: Sequence[bool], command: str
-) -> None:
+def _check_command_words(words: Sequence[tuple[_WordPart, ...]], quoted_flags: Sequence[bool], command: str) -> None:
     first = words[0]
     if quoted_flags[0] or not all(isinstance(p, str) for p in first):
         return
     text = "".join(first)  # type: ignore[arg-type]
     if text in _RESERVED_WORDS:
-        raise ShellSyntaxError(
-            f"shell keyword {text!r} in {command!r} is not supported by the darwin adbd shell"
-        )
+        raise ShellSyntaxError(f"shell keyword {text!r} in {command!r} is not supported by the darwin adbd shell")
     if _ASSIGNMENT.match(text):
         raise ShellSyntaxError(
             f"variable assignment {text!r} in {command!r} is not supported by the darwin "

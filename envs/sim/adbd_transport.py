@@ -151,8 +151,7 @@ class _Transport:
                 command, arg0, arg1, length, check, magic = _HEADER.unpack(header)
                 if magic != command ^ 0xFFFFFFFF:
                     logger.warning(
-                        "%s: bad packet magic from %s (command %#x, magic %#x); dropping "
-                        "the connection",
+                        "%s: bad packet magic from %s (command %#x, magic %#x); dropping the connection",
                         self.server.serial_name,
                         self.peer,
                         command,
@@ -226,9 +225,7 @@ class _Transport:
     async def _on_connect(self, version: int, max_payload: int, data: bytes) -> None:
         banner = data.rstrip(b"\0").decode("utf-8", "replace")
         if self.streams:
-            logger.info(
-                "%s: CNXN again from %s; resetting streams", self.server.serial_name, self.peer
-            )
+            logger.info("%s: CNXN again from %s; resetting streams", self.server.serial_name, self.peer)
             await self._cancel_streams()
         negotiated = min(max_payload, MAX_PAYLOAD)
         if negotiated < _MIN_NEGOTIATED_PAYLOAD:

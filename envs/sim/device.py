@@ -118,10 +118,29 @@ FLING_MAX_MS = 500
 DEFAULT_SWIPE_MS = 300
 
 _KEYS: dict[int, str] = {
-    0: "UNKNOWN", 3: "HOME", 4: "BACK", 19: "DPAD_UP", 20: "DPAD_DOWN", 21: "DPAD_LEFT",
-    22: "DPAD_RIGHT", 23: "DPAD_CENTER", 24: "VOLUME_UP", 25: "VOLUME_DOWN", 26: "POWER",
-    55: "COMMA", 56: "PERIOD", 61: "TAB", 62: "SPACE", 66: "ENTER", 67: "DEL", 82: "MENU",
-    84: "SEARCH", 111: "ESCAPE", 112: "FORWARD_DEL", 187: "APP_SWITCH", 223: "SLEEP",
+    0: "UNKNOWN",
+    3: "HOME",
+    4: "BACK",
+    19: "DPAD_UP",
+    20: "DPAD_DOWN",
+    21: "DPAD_LEFT",
+    22: "DPAD_RIGHT",
+    23: "DPAD_CENTER",
+    24: "VOLUME_UP",
+    25: "VOLUME_DOWN",
+    26: "POWER",
+    55: "COMMA",
+    56: "PERIOD",
+    61: "TAB",
+    62: "SPACE",
+    66: "ENTER",
+    67: "DEL",
+    82: "MENU",
+    84: "SEARCH",
+    111: "ESCAPE",
+    112: "FORWARD_DEL",
+    187: "APP_SWITCH",
+    223: "SLEEP",
     224: "WAKEUP",
 }
 _KEYS.update({7 + d: str(d) for d in range(10)})
@@ -130,10 +149,31 @@ _KEY_CODES = {name: code for code, name in _KEYS.items()}
 _KEY_CHARS = {"SPACE": " ", "COMMA": ",", "PERIOD": "."}
 
 _OPTION_ARITY = {
-    "-a": 1, "-c": 1, "-d": 1, "-t": 1, "-n": 1, "-f": 1, "-p": 1, "-e": 2, "--es": 2,
-    "--ei": 2, "--ez": 2, "--el": 2, "--ef": 2, "--eu": 2, "--eia": 2, "--esa": 2,
-    "--esn": 1, "--user": 1, "-R": 1, "-P": 1, "--start-profiler": 1, "--display": 1,
-    "--windowingMode": 1, "--activityType": 1, "--receiver-permission": 1,
+    "-a": 1,
+    "-c": 1,
+    "-d": 1,
+    "-t": 1,
+    "-n": 1,
+    "-f": 1,
+    "-p": 1,
+    "-e": 2,
+    "--es": 2,
+    "--ei": 2,
+    "--ez": 2,
+    "--el": 2,
+    "--ef": 2,
+    "--eu": 2,
+    "--eia": 2,
+    "--esa": 2,
+    "--esn": 1,
+    "--user": 1,
+    "-R": 1,
+    "-P": 1,
+    "--start-profiler": 1,
+    "--display": 1,
+    "--windowingMode": 1,
+    "--activityType": 1,
+    "--receiver-permission": 1,
 }
 
 
@@ -301,7 +341,18 @@ class SimDeviceBackend:
 
     def _input(self, args: list[str]) -> ShellResult:
         # input [<source>] [-d DISPLAY] <command> [<arg>...]
-        sources = {"keyboard", "touchscreen", "touchpad", "mouse", "stylus", "trackball", "dpad", "gamepad", "joystick", "keyboard_wired"}
+        sources = {
+            "keyboard",
+            "touchscreen",
+            "touchpad",
+            "mouse",
+            "stylus",
+            "trackball",
+            "dpad",
+            "gamepad",
+            "joystick",
+            "keyboard_wired",
+        }
         while args and (args[0] in sources or args[0] == "-d"):
             args = args[2:] if args[0] == "-d" else args[1:]
         if not args:
@@ -434,7 +485,7 @@ class SimDeviceBackend:
                 f"  mDefaultViewport=DisplayViewport{{valid=true, displayId=0, uniqueId='local:0', "
                 f"physicalPort=0, orientation=0, logicalFrame=Rect(0, 0 - {w}, {h}), "
                 f"deviceWidth={w}, deviceHeight={h}}}\n"
-                f"  DisplayDeviceInfo{{\"Built-in Screen\": uniqueId=\"local:0\", {w} x {h}, "
+                f'  DisplayDeviceInfo{{"Built-in Screen": uniqueId="local:0", {w} x {h}, '
                 "modeId 1, density 420, rotation 0}\n"
             )
         if service == "activity":
@@ -493,10 +544,7 @@ class SimDeviceBackend:
             if app_id is None or self.phone.apps[app_id].activity != activity:
                 return ShellResult(
                     stdout=f"Starting: Intent {{ cmp={component} }}\n".encode(),
-                    stderr=(
-                        "Error type 3\n"
-                        f"Error: Activity class {{{package}/{activity}}} does not exist.\n"
-                    ).encode(),
+                    stderr=(f"Error type 3\nError: Activity class {{{package}/{activity}}} does not exist.\n").encode(),
                     exit_code=255,
                 )
             self._launch(package)
@@ -521,7 +569,9 @@ class SimDeviceBackend:
         reply = f"Broadcasting: Intent {{ act={action} flg=0x400000{' (has extras)' if extras else ''} }}\nBroadcast completed: result=0\n"
         if not action.startswith("ADB_") or self.ime != ADB_KEYBOARD_IME:
             if action.startswith("ADB_"):
-                logger.info("%s: %s ignored: the current IME is %s, not %s", self.serial, action, self.ime, ADB_KEYBOARD_IME)
+                logger.info(
+                    "%s: %s ignored: the current IME is %s, not %s", self.serial, action, self.ime, ADB_KEYBOARD_IME
+                )
             return _ok(reply)  # nobody listens: Android reports success and nothing happens
         if action == "ADB_INPUT_B64":
             try:
@@ -548,7 +598,9 @@ class SimDeviceBackend:
             raise _Usage("Error: monkey needs -p <package> on a SimPhone")
         package = packages[-1]
         if package not in self._packages():
-            return ShellResult(stdout=b"  bash arg: -p\n** No activities found to run, monkey aborted.\n", exit_code=252)
+            return ShellResult(
+                stdout=b"  bash arg: -p\n** No activities found to run, monkey aborted.\n", exit_code=252
+            )
         self._launch(package)
         return _ok(f"  bash arg: -p\n  bash arg: {package}\nEvents injected: 1\n## Network stats: elapsed time=5ms\n")
 

@@ -34,14 +34,23 @@ class SimPhoneEnv(PhoneEnv):
     """
 
     def __init__(
-        self, seed: int = 0, perturbation: PerturbationConfig | None = None, name: str | None = None,
-        phone: SimPhone | None = None, reset_between_episodes: bool = False, locale: str = "en",
+        self,
+        seed: int = 0,
+        perturbation: PerturbationConfig | None = None,
+        name: str | None = None,
+        phone: SimPhone | None = None,
+        reset_between_episodes: bool = False,
+        locale: str = "en",
     ) -> None:
         if locale != "auto":
             check_locale(locale)
         self.locale = locale
         """``"auto"``, ``"en"`` or ``"zh"`` (see the class docstring)."""
-        self.phone = phone if phone is not None else SimPhone(seed=seed, perturbation=perturbation, locale="en" if locale == "auto" else locale)
+        self.phone = (
+            phone
+            if phone is not None
+            else SimPhone(seed=seed, perturbation=perturbation, locale="en" if locale == "auto" else locale)
+        )
         self.device_size = (self.phone.width, self.phone.height)
         self.name = name or f"sim-{seed}"
         self.last_error: str | None = None

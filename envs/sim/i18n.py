@@ -47,25 +47,96 @@ COMMON_ZH: Mapping[str, str] = {
     "Tell us what you think. It only takes a minute.": "告诉我们您的想法，只需一分钟。",
     "Not now": "以后再说",
     "Rate now": "立即评分",
-    "OK": "确定", "Cancel": "取消", "Save": "保存", "Done": "完成", "Delete": "删除", "Edit": "编辑",
-    "Add": "添加", "Remove": "移除", "Search": "搜索", "Send": "发送", "Back": "返回", "Next": "下一步",
-    "Close": "关闭", "Open": "打开", "Share": "分享", "Apply": "应用", "Clear": "清除", "Confirm": "确认",
-    "Settings": "设置", "Yes": "是", "No": "否", "On": "开", "Off": "关", "None": "无", "More": "更多",
-    "Today": "今天", "Tomorrow": "明天", "Yesterday": "昨天", "Now": "现在", "New": "新建", "All": "全部",
-    "Home": "首页", "Profile": "个人资料", "Account": "账号", "Help": "帮助", "About": "关于",
-    "Name": "名称", "Title": "标题", "Date": "日期", "Time": "时间", "Notes": "备注", "Other": "其他",
-    "Select": "选择", "Sort": "排序", "Filter": "筛选", "Retry": "重试", "Undo": "撤消", "Copy": "复制",
-    "Loading…": "正在加载…", "No results": "无结果", "Saved": "已保存", "Deleted": "已删除", "Sent": "已发送",
+    "OK": "确定",
+    "Cancel": "取消",
+    "Save": "保存",
+    "Done": "完成",
+    "Delete": "删除",
+    "Edit": "编辑",
+    "Add": "添加",
+    "Remove": "移除",
+    "Search": "搜索",
+    "Send": "发送",
+    "Back": "返回",
+    "Next": "下一步",
+    "Close": "关闭",
+    "Open": "打开",
+    "Share": "分享",
+    "Apply": "应用",
+    "Clear": "清除",
+    "Confirm": "确认",
+    "Settings": "设置",
+    "Yes": "是",
+    "No": "否",
+    "On": "开",
+    "Off": "关",
+    "None": "无",
+    "More": "更多",
+    "Today": "今天",
+    "Tomorrow": "明天",
+    "Yesterday": "昨天",
+    "Now": "现在",
+    "New": "新建",
+    "All": "全部",
+    "Home": "首页",
+    "Profile": "个人资料",
+    "Account": "账号",
+    "Help": "帮助",
+    "About": "关于",
+    "Name": "名称",
+    "Title": "标题",
+    "Date": "日期",
+    "Time": "时间",
+    "Notes": "备注",
+    "Other": "其他",
+    "Select": "选择",
+    "Sort": "排序",
+    "Filter": "筛选",
+    "Retry": "重试",
+    "Undo": "撤消",
+    "Copy": "复制",
+    "Loading…": "正在加载…",
+    "No results": "无结果",
+    "Saved": "已保存",
+    "Deleted": "已删除",
+    "Sent": "已发送",
     # Keyboard.
-    "space": "空格", "go": "前往", "new line": "换行",
+    "space": "空格",
+    "go": "前往",
+    "new line": "换行",
     # Weekdays and months (launcher date, schedules).
-    "Mon": "周一", "Tue": "周二", "Wed": "周三", "Thu": "周四", "Fri": "周五", "Sat": "周六", "Sun": "周日",
-    "Monday": "星期一", "Tuesday": "星期二", "Wednesday": "星期三", "Thursday": "星期四", "Friday": "星期五",
-    "Saturday": "星期六", "Sunday": "星期日", "Weekdays": "工作日", "Weekends": "周末", "Every day": "每天",
+    "Mon": "周一",
+    "Tue": "周二",
+    "Wed": "周三",
+    "Thu": "周四",
+    "Fri": "周五",
+    "Sat": "周六",
+    "Sun": "周日",
+    "Monday": "星期一",
+    "Tuesday": "星期二",
+    "Wednesday": "星期三",
+    "Thursday": "星期四",
+    "Friday": "星期五",
+    "Saturday": "星期六",
+    "Sunday": "星期日",
+    "Weekdays": "工作日",
+    "Weekends": "周末",
+    "Every day": "每天",
     "{}, Nov {}": "11月{1}日 {0}",  # the launcher date ("Wed, Nov 21")
-    "Jan": "1月", "Feb": "2月", "Mar": "3月", "Apr": "4月", "May": "5月", "Jun": "6月", "Jul": "7月",
-    "Aug": "8月", "Sep": "9月", "Oct": "10月", "Nov": "11月", "Dec": "12月",
-    "AM": "上午", "PM": "下午",
+    "Jan": "1月",
+    "Feb": "2月",
+    "Mar": "3月",
+    "Apr": "4月",
+    "May": "5月",
+    "Jun": "6月",
+    "Jul": "7月",
+    "Aug": "8月",
+    "Sep": "9月",
+    "Oct": "10月",
+    "Nov": "11月",
+    "Dec": "12月",
+    "AM": "上午",
+    "PM": "下午",
 }
 
 _TIME = re.compile(r"^(\d{1,2}:\d{2}) (AM|PM)$")
@@ -76,7 +147,9 @@ _SEPARATORS = ("\n", " · ", " – ", ", ", " - ")
 def check_locale(locale: str) -> Locale:
     """``locale`` if SimPhone knows it; a ValueError naming the known ones otherwise."""
     if locale not in LOCALES:
-        raise ValueError(f"unknown SimPhone locale {locale!r}; use one of {', '.join(LOCALES)} (e.g. SimPhone(locale='zh'))")
+        raise ValueError(
+            f"unknown SimPhone locale {locale!r}; use one of {', '.join(LOCALES)} (e.g. SimPhone(locale='zh'))"
+        )
     return locale  # type: ignore[return-value]
 
 
@@ -120,7 +193,7 @@ def translate(text: str, table: Mapping[str, str], locale: str = "zh", _depth: i
         if not core:
             return text
         start = text.index(core)
-        return text[:start] + translate(core, table, locale, _depth) + text[start + len(core):]
+        return text[:start] + translate(core, table, locale, _depth) + text[start + len(core) :]
     for source in (table, COMMON_ZH):
         hit = source.get(text)
         if hit is not None:
@@ -163,7 +236,9 @@ def app_label(app: SimApp, locale: str) -> str:
     return translate(app.label, app.zh, locale)
 
 
-def translate_screen(screen: Screen, locale: str, apps: Mapping[str, SimApp], foreground: str | None, popup_app: str | None = None) -> None:
+def translate_screen(
+    screen: Screen, locale: str, apps: Mapping[str, SimApp], foreground: str | None, popup_app: str | None = None
+) -> None:
     """Translate the displayed strings of a laid-out screen in place (ids, callbacks unchanged).
 
     Field values (what the user typed) stay as typed; their placeholders are translated.

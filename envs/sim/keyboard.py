@@ -26,14 +26,35 @@ def add_keyboard(phone: SimPhone, ui: UI, focused: Widget) -> None:
     for row in KEY_ROWS:
         x = (WIDTH - key_w * len(row)) // 2
         for ch in row:
-            ui.add(Widget(id=f"key.{ch}", kind="key", box=(x + 6, y, x + key_w - 6, y + key_h), text=ch, on_tap=_presser(phone, ch)))
+            ui.add(
+                Widget(
+                    id=f"key.{ch}",
+                    kind="key",
+                    box=(x + 6, y, x + key_w - 6, y + key_h),
+                    text=ch,
+                    on_tap=_presser(phone, ch),
+                )
+            )
             x += key_w
         y += key_h + gap
     # Last row: backspace, space, enter (its label says what submitting does).
-    ui.add(Widget(id="key.backspace", kind="key", box=(12, y, 200, y + key_h), text="<x", on_tap=_presser(phone, "backspace")))
+    ui.add(
+        Widget(
+            id="key.backspace", kind="key", box=(12, y, 200, y + key_h), text="<x", on_tap=_presser(phone, "backspace")
+        )
+    )
     ui.add(Widget(id="key.space", kind="key", box=(212, y, 760, y + key_h), text="space", on_tap=_presser(phone, " ")))
     enter_label = "new line" if focused.multiline else "go"
-    ui.add(Widget(id="key.enter", kind="key", box=(772, y, WIDTH - 12, y + key_h), text=enter_label, on_tap=_presser(phone, "enter"), role="primary"))
+    ui.add(
+        Widget(
+            id="key.enter",
+            kind="key",
+            box=(772, y, WIDTH - 12, y + key_h),
+            text=enter_label,
+            on_tap=_presser(phone, "enter"),
+            role="primary",
+        )
+    )
 
 
 def _presser(phone: SimPhone, key: str):

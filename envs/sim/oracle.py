@@ -41,7 +41,9 @@ def _key(state: dict) -> bytes:
     return hashlib.blake2b(orjson.dumps(state, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
 
 
-def candidate_actions(phone: SimPhone, texts: Sequence[str], apps: Sequence[str], answers: Sequence[str] = ()) -> Iterator[Action]:
+def candidate_actions(
+    phone: SimPhone, texts: Sequence[str], apps: Sequence[str], answers: Sequence[str] = ()
+) -> Iterator[Action]:
     """Actions worth trying on the current screen (keyboard keys are covered by ``type``).
 
     An expected answer is tried only where it is on screen: a demonstration answers what it
@@ -109,7 +111,9 @@ def shortest_plan(
     best_g: dict[bytes, int] = {start_key: 0}
     tie = itertools.count()
     # Entries: (f, -g, tie, g, key, state bytes); deeper nodes first among equal f.
-    frontier: list[tuple[int, int, int, int, bytes, bytes]] = [(h0.unmet, 0, next(tie), 0, start_key, orjson.dumps(start))]
+    frontier: list[tuple[int, int, int, int, bytes, bytes]] = [
+        (h0.unmet, 0, next(tie), 0, start_key, orjson.dumps(start))
+    ]
     expansions = 0
     while frontier:
         _, _, _, g, key, blob = heapq.heappop(frontier)

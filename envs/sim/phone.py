@@ -1,18 +1,18 @@
 """SimPhone: a simulated Android-like phone whose whole state is plain JSON.
 
-    >>> from darwin.envs.sim import SimPhone
-    >>> from darwin.actions import OpenApp
-    >>> phone = SimPhone(seed=3)
-    >>> phone.execute(OpenApp(app="Settings"))
-    >>> phone.foreground
-    'settings'
-    >>> saved = phone.snapshot()
-    >>> phone.press_home(); phone.foreground is None
-    True
-    >>> phone.restore(saved); phone.foreground
-    'settings'
-    >>> phone.screenshot(size=(252, 560)).shape
-    (560, 252, 3)
+>>> from darwin.envs.sim import SimPhone
+>>> from darwin.actions import OpenApp
+>>> phone = SimPhone(seed=3)
+>>> phone.execute(OpenApp(app="Settings"))
+>>> phone.foreground
+'settings'
+>>> saved = phone.snapshot()
+>>> phone.press_home(); phone.foreground is None
+True
+>>> phone.restore(saved); phone.foreground
+'settings'
+>>> phone.screenshot(size=(252, 560)).shape
+(560, 252, 3)
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ def appearance_key(apps: Sequence[SimApp] | None = None) -> str:
     """
     installed = list(apps) if apps is not None else default_apps()
     record = {
-        "layout": LAYOUT_VERSION, "launcher_columns": LAUNCHER_COLUMNS, "launcher_page_size": LAUNCHER_PAGE_SIZE,
+        "layout": LAYOUT_VERSION,
+        "launcher_columns": LAUNCHER_COLUMNS,
+        "launcher_page_size": LAUNCHER_PAGE_SIZE,
         "apps": [[a.id, a.label, a.glyph, list(a.color), a.root_screen] for a in installed],
     }
     return hashlib.blake2b(orjson.dumps(record), digest_size=8).hexdigest()
@@ -199,8 +201,13 @@ class SimPhone:
         """The app called ``name`` (label, id, package or alias; case-insensitive; its Chinese label too)."""
         key = name.strip().lower()
         for app in self.apps.values():
-            names = {app.label.lower(), app.id.lower(), app.package.lower(), *(a.lower() for a in app.aliases),
-                     app_label(app, "zh").lower()}
+            names = {
+                app.label.lower(),
+                app.id.lower(),
+                app.package.lower(),
+                *(a.lower() for a in app.aliases),
+                app_label(app, "zh").lower(),
+            }
             if key in names:
                 return app
         raise UnknownAppError(
@@ -280,18 +287,29 @@ class SimPhone:
             if keyboard_shown:
                 add_keyboard(self, ui, focused)
         screen = ui.screen
-        screen.widgets.insert(0, Widget(id="statusbar", kind="statusbar", box=(0, 0, WIDTH, STATUS_BAR_H), text=self._clock_text()))
+        screen.widgets.insert(
+            0, Widget(id="statusbar", kind="statusbar", box=(0, 0, WIDTH, STATUS_BAR_H), text=self._clock_text())
+        )
         if fg is None:
             screen.widgets.insert(0, Widget(id="wallpaper", kind="wallpaper", box=(0, 0, WIDTH, HEIGHT)))
         self._add_nav_bar(screen)
         toast = self.state["toast"]
         if toast:
-            screen.widgets.append(Widget(id="toast", kind="toast", box=(120, HEIGHT - NAV_BAR_H - 300, WIDTH - 120, HEIGHT - NAV_BAR_H - 180), text=toast))
+            screen.widgets.append(
+                Widget(
+                    id="toast",
+                    kind="toast",
+                    box=(120, HEIGHT - NAV_BAR_H - 300, WIDTH - 120, HEIGHT - NAV_BAR_H - 180),
+                    text=toast,
+                )
+            )
         popup = self.state["popup"]
         if popup is not None:
             dui = UI()
             dui.screen = screen
-            dui.dialog("popup", popup["title"], popup["body"], [("popup.dismiss", popup["dismiss"], self._dismiss_popup)])
+            dui.dialog(
+                "popup", popup["title"], popup["body"], [("popup.dismiss", popup["dismiss"], self._dismiss_popup)]
+            )
         if translated and self.locale != "en":
             translate_screen(screen, self.locale, self.apps, fg, popup["app"] if popup is not None else None)
         return screen
@@ -311,15 +329,26 @@ class SimPhone:
         cell_w = WIDTH // LAUNCHER_COLUMNS
         cell_h = 300
         top = STATUS_BAR_H + 260
-        ui.add(Widget(id="launcher.date", kind="launcher_date", box=(0, STATUS_BAR_H + 40, WIDTH, STATUS_BAR_H + 220), text=self._date_text()))
+        ui.add(
+            Widget(
+                id="launcher.date",
+                kind="launcher_date",
+                box=(0, STATUS_BAR_H + 40, WIDTH, STATUS_BAR_H + 220),
+                text=self._date_text(),
+            )
+        )
         for i, app_id in enumerate(order):
             app = self.apps[app_id]
             col, row = i % LAUNCHER_COLUMNS, i // LAUNCHER_COLUMNS
             x0, y0 = col * cell_w, top + row * cell_h
             ui.add(
                 Widget(
-                    id=f"launcher.{app_id}", kind="app_icon", box=(x0, y0, x0 + cell_w, y0 + cell_h),
-                    text=app.label, glyph=app.glyph, on_tap=self._launcher_tap(app_id),
+                    id=f"launcher.{app_id}",
+                    kind="app_icon",
+                    box=(x0, y0, x0 + cell_w, y0 + cell_h),
+                    text=app.label,
+                    glyph=app.glyph,
+                    on_tap=self._launcher_tap(app_id),
                     role=f"app:{app_id}",
                 )
             )
@@ -346,8 +375,12 @@ class SimPhone:
         y0 = HEIGHT - NAV_BAR_H
         third = WIDTH // 3
         screen.widgets.append(Widget(id="navbar", kind="navbar", box=(0, y0, WIDTH, HEIGHT)))
-        screen.widgets.append(Widget(id="nav.back", kind="navbutton", box=(0, y0, third, HEIGHT), glyph="<", on_tap=self._back))
-        screen.widgets.append(Widget(id="nav.home", kind="navbutton", box=(third, y0, 2 * third, HEIGHT), glyph="o", on_tap=self.go_home))
+        screen.widgets.append(
+            Widget(id="nav.back", kind="navbutton", box=(0, y0, third, HEIGHT), glyph="<", on_tap=self._back)
+        )
+        screen.widgets.append(
+            Widget(id="nav.home", kind="navbutton", box=(third, y0, 2 * third, HEIGHT), glyph="o", on_tap=self.go_home)
+        )
 
     # -- actions ------------------------------------------------------------------------
     def execute(self, action: Action) -> None:

@@ -23,14 +23,28 @@ if TYPE_CHECKING:
 RGB = tuple[int, int, int]
 
 LIGHT = {
-    "bg": (250, 250, 250), "surface": (255, 255, 255), "text": (24, 24, 24), "muted": (105, 105, 110),
-    "divider": (226, 226, 230), "bar": (243, 243, 246), "key": (255, 255, 255), "kbd": (214, 217, 222),
-    "nav": (240, 240, 240), "navglyph": (60, 60, 60),
+    "bg": (250, 250, 250),
+    "surface": (255, 255, 255),
+    "text": (24, 24, 24),
+    "muted": (105, 105, 110),
+    "divider": (226, 226, 230),
+    "bar": (243, 243, 246),
+    "key": (255, 255, 255),
+    "kbd": (214, 217, 222),
+    "nav": (240, 240, 240),
+    "navglyph": (60, 60, 60),
 }
 DARK = {
-    "bg": (18, 18, 20), "surface": (32, 32, 36), "text": (236, 236, 240), "muted": (160, 160, 168),
-    "divider": (52, 52, 58), "bar": (28, 28, 32), "key": (70, 70, 76), "kbd": (40, 40, 44),
-    "nav": (10, 10, 10), "navglyph": (200, 200, 200),
+    "bg": (18, 18, 20),
+    "surface": (32, 32, 36),
+    "text": (236, 236, 240),
+    "muted": (160, 160, 168),
+    "divider": (52, 52, 58),
+    "bar": (28, 28, 32),
+    "key": (70, 70, 76),
+    "kbd": (40, 40, 44),
+    "nav": (10, 10, 10),
+    "navglyph": (200, 200, 200),
 }
 WHITE: RGB = (255, 255, 255)
 _CONTROL_CHARS = {c: None for c in (*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2029)}
@@ -146,14 +160,33 @@ class Renderer:
 
 
 class _Ctx:
-    def __init__(self, img: Image.Image, d: ImageDraw.ImageDraw, sx: float, sy: float, pal: dict[str, RGB], accent: RGB, phone: SimPhone) -> None:
+    def __init__(
+        self,
+        img: Image.Image,
+        d: ImageDraw.ImageDraw,
+        sx: float,
+        sy: float,
+        pal: dict[str, RGB],
+        accent: RGB,
+        phone: SimPhone,
+    ) -> None:
         self.img, self.d, self.sx, self.sy, self.pal, self.accent, self.phone = img, d, sx, sy, pal, accent, phone
         self.s = min(sx, sy)
 
     def box(self, b: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
         return (round(b[0] * self.sx), round(b[1] * self.sy), round(b[2] * self.sx) - 1, round(b[3] * self.sy) - 1)
 
-    def text(self, x: float, y: float, text: str, px: int, fill: RGB, bold: bool = False, anchor: str = "lm", max_w: float | None = None) -> None:
+    def text(
+        self,
+        x: float,
+        y: float,
+        text: str,
+        px: int,
+        fill: RGB,
+        bold: bool = False,
+        anchor: str = "lm",
+        max_w: float | None = None,
+    ) -> None:
         text = text.translate(_CONTROL_CHARS)  # model-typed control bytes must not break layout
         if not text:
             return
@@ -171,8 +204,16 @@ class _Ctx:
             return
         self._mixed_text(xy, _runs(text, primary), size, font, fill, anchor, bold)
 
-    def _mixed_text(self, xy: tuple[int, int], runs: list[tuple[str, str]], size: int, font: ImageFont.FreeTypeFont,
-                    fill: RGB, anchor: str, bold: bool) -> None:
+    def _mixed_text(
+        self,
+        xy: tuple[int, int],
+        runs: list[tuple[str, str]],
+        size: int,
+        font: ImageFont.FreeTypeFont,
+        fill: RGB,
+        anchor: str,
+        bold: bool,
+    ) -> None:
         """Text in several fonts (per-character fallback), laid out on DejaVu's baseline; the
         fallback fonts have no bold face, so bold runs get a thin outline at readable sizes."""
         stroke = max(1, size // 40) if bold and size >= 30 else 0
@@ -183,10 +224,14 @@ class _Ctx:
         baseline = xy[1] + {"m": (ascent - descent) / 2, "s": 0.0, "a": ascent, "d": -descent}.get(anchor[1], 0.0)
         for f, (_, run), w in zip(fonts, runs, widths, strict=True):
             width = 0 if f is font else stroke
-            self.d.text((round(x), round(baseline)), run, font=f, fill=fill, anchor="ls", stroke_width=width, stroke_fill=fill)
+            self.d.text(
+                (round(x), round(baseline)), run, font=f, fill=fill, anchor="ls", stroke_width=width, stroke_fill=fill
+            )
             x += w
 
-    def rrect(self, b: tuple[int, int, int, int], r: int, fill: RGB | None = None, outline: RGB | None = None, width: int = 3) -> None:
+    def rrect(
+        self, b: tuple[int, int, int, int], r: int, fill: RGB | None = None, outline: RGB | None = None, width: int = 3
+    ) -> None:
         bb = self.box(b)
         rad = max(1, round(r * self.s))
         lw = max(1, round(width * self.s)) if outline is not None else 0
@@ -245,7 +290,9 @@ class _Ctx:
         self.text(cx, cy, glyph, 64, self.pal["text"], bold=True, anchor="mm")
 
     def _k_title_large(self, w: Widget) -> None:
-        self.text(w.box[0], (w.box[1] + w.box[3]) / 2, w.text, 64, self.pal["text"], bold=True, max_w=w.box[2] - w.box[0])
+        self.text(
+            w.box[0], (w.box[1] + w.box[3]) / 2, w.text, 64, self.pal["text"], bold=True, max_w=w.box[2] - w.box[0]
+        )
 
     def _k_title_small(self, w: Widget) -> None:
         self.text(w.box[0], (w.box[1] + w.box[3]) / 2, w.text, 44, self.accent, bold=True, max_w=w.box[2] - w.box[0])
@@ -260,7 +307,13 @@ class _Ctx:
 
     def _k_field(self, w: Widget) -> None:
         x0, y0, x1, y1 = w.box
-        self.rrect(w.box, 36, fill=self.pal["surface"], outline=self.accent if w.focused else self.pal["divider"], width=5 if w.focused else 3)
+        self.rrect(
+            w.box,
+            36,
+            fill=self.pal["surface"],
+            outline=self.accent if w.focused else self.pal["divider"],
+            width=5 if w.focused else 3,
+        )
         shown = w.text.replace("\n", " ⏎ ") if w.text else w.placeholder
         color = self.pal["text"] if w.text else self.pal["muted"]
         self.text(x0 + 40, (y0 + y1) / 2, shown, 44, color, max_w=x1 - x0 - 200)
@@ -328,7 +381,9 @@ class _Ctx:
         self.rect((w.box[0], w.box[1], w.box[2], w.box[1] + 2), self.pal["divider"])
         cx, _ = w.center
         color = self.accent if w.checked else self.pal["muted"]
-        self.d.ellipse(self.box((cx - 26, w.box[1] + 30, cx + 26, w.box[1] + 82)), outline=color, width=max(1, round(6 * self.s)))
+        self.d.ellipse(
+            self.box((cx - 26, w.box[1] + 30, cx + 26, w.box[1] + 82)), outline=color, width=max(1, round(6 * self.s))
+        )
         self.text(cx, w.box[1] + 124, w.text, 34, color, bold=bool(w.checked), anchor="mm", max_w=w.box[2] - w.box[0])
 
     def _k_fab(self, w: Widget) -> None:

@@ -63,7 +63,9 @@ def resolve_setup(spec: StateSetup, task_id: str = "?", field: str = "setup") ->
     if step is None:
         close = difflib.get_close_matches(spec.step, SETUP_STEPS, n=3)
         hint = f"did you mean {', '.join(map(repr, close))}?" if close else f"known: {', '.join(sorted(SETUP_STEPS))}"
-        raise TaskDefinitionError(f"task {task_id!r}: field '{field}.step' = {spec.step!r} is not a registered setup step; {hint}")
+        raise TaskDefinitionError(
+            f"task {task_id!r}: field '{field}.step' = {spec.step!r} is not a registered setup step; {hint}"
+        )
     try:
         params = step.params_model.model_validate(spec.params)
     except ValidationError as exc:
@@ -82,4 +84,3 @@ def apply_setup(state: dict[str, Any], setup: Sequence[StateSetup]) -> dict[str,
         step, params = resolve_setup(spec)
         step.fn(state, params)
     return state
-

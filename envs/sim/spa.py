@@ -47,14 +47,36 @@ _TAG = {"single-app-ENG": "en", "single-app-CHN": "zh", "cross-app-ENG": "cross"
 
 APPS: dict[str, str] = {
     # single-app files (``task_app``)
-    "amazon": "Amazon", "booking.com": "Booking.com", "calendar": "Calendar", "chrome": "Chrome", "clock": "Clock",
-    "contacts": "Contacts", "dictionary_merriam_webster": "Merriam-Webster", "google_play": "Google Play",
-    "keep_notes": "Notes", "settings": "Settings", "x": "X",
-    "calculator": "Calculator", "files": "Files", "gmail": "Mail", "google_tasks": "Tasks",
-    "deskclock": "Clock", "huaweiliulanqi": "Chrome", "youdaodict": "Merriam-Webster",
+    "amazon": "Amazon",
+    "booking.com": "Booking.com",
+    "calendar": "Calendar",
+    "chrome": "Chrome",
+    "clock": "Clock",
+    "contacts": "Contacts",
+    "dictionary_merriam_webster": "Merriam-Webster",
+    "google_play": "Google Play",
+    "keep_notes": "Notes",
+    "settings": "Settings",
+    "x": "X",
+    "calculator": "Calculator",
+    "files": "Files",
+    "gmail": "Mail",
+    "google_tasks": "Tasks",
+    "deskclock": "Clock",
+    "huaweiliulanqi": "Chrome",
+    "youdaodict": "Merriam-Webster",
     # cross-app files (entries of ``task_app``)
-    "Amazon": "Amazon", "Calendar": "Calendar", "Chrome": "Chrome", "Clock": "Clock", "Google Play Store": "Google Play",
-    "Gmail": "Mail", "Keep Notes": "Notes", "Setting": "Settings", "X": "X", "设置": "Settings", "华为浏览器": "Chrome",
+    "Amazon": "Amazon",
+    "Calendar": "Calendar",
+    "Chrome": "Chrome",
+    "Clock": "Clock",
+    "Google Play Store": "Google Play",
+    "Gmail": "Mail",
+    "Keep Notes": "Notes",
+    "Setting": "Settings",
+    "X": "X",
+    "设置": "Settings",
+    "华为浏览器": "Chrome",
 }
 """SPA-Bench app names SimPhone models -> SimPhone's app (some by a counterpart: Huawei Browser
 -> Chrome, Youdao -> Merriam-Webster, the Chinese 万年历 almanac is not modelled)."""
@@ -81,7 +103,9 @@ def _tpl(template: str, adapted: str = "", instruction: str | None = None, **par
     return SpaMapping(template=template, params=params, adapted=adapted, instruction=instruction)
 
 
-def _rule(app: str, verifier: VerifierSpec, allowed_changes: tuple[str, ...], setup: tuple[StateSetup, ...] = ()) -> SpaMapping:
+def _rule(
+    app: str, verifier: VerifierSpec, allowed_changes: tuple[str, ...], setup: tuple[StateSetup, ...] = ()
+) -> SpaMapping:
     return SpaMapping(app=app, verifier=verifier, allowed_changes=allowed_changes, setup=setup)
 
 
@@ -94,10 +118,16 @@ WEEKDAYS = [0, 1, 2, 3, 4]
 MAPPING: dict[str, SpaMapping] = {
     # ---- single-app-ENG
     "single-app-ENG/amazon_0": _tpl("amazon.search", query="sunglasses"),
-    "single-app-ENG/amazon_1": _tpl("amazon.add_result_to_cart", query="sunglasses", style="Kids",
-                                    adapted="'Filter with kids' is choosing the Kids result (SimPhone's Amazon has no filters)"),
+    "single-app-ENG/amazon_1": _tpl(
+        "amazon.add_result_to_cart",
+        query="sunglasses",
+        style="Kids",
+        adapted="'Filter with kids' is choosing the Kids result (SimPhone's Amazon has no filters)",
+    ),
     "single-app-ENG/calculator_0": _tpl("calculator.compute", expr="1+1"),
-    "single-app-ENG/booking.com_0": _rule("Booking.com", _v("booking.stays_results", destination="Berlin"), ("apps.booking.data.search",)),
+    "single-app-ENG/booking.com_0": _rule(
+        "Booking.com", _v("booking.stays_results", destination="Berlin"), ("apps.booking.data.search",)
+    ),
     "single-app-ENG/booking.com_3": _rule("Booking.com", _v("booking.app_settings"), ()),
     "single-app-ENG/chrome_0": _tpl("chrome.search", query="Taylor Swift"),
     "single-app-ENG/clock_0": _tpl("clock.set_alarm", hour=8, minute=0, days=[]),
@@ -105,7 +135,9 @@ MAPPING: dict[str, SpaMapping] = {
     "single-app-ENG/clock_3": _tpl("clock.add_world_clock", city="London"),
     "single-app-ENG/clock_4": _tpl("clock.home_time_zone", zone="Hong Kong"),
     "single-app-ENG/contacts_0": _tpl("contacts.add_contact", name="Agent", phone="+44 1234 567 890"),
-    "single-app-ENG/contacts_1": _tpl("contacts.add_contact_email", name="Agent Two", phone="+44 1234 567 890", email="benchmark@gmail.com"),
+    "single-app-ENG/contacts_1": _tpl(
+        "contacts.add_contact_email", name="Agent Two", phone="+44 1234 567 890", email="benchmark@gmail.com"
+    ),
     "single-app-ENG/dictionary_merriam_webster_0": _tpl("dictionary.look_up", word="agent"),
     "single-app-ENG/google_tasks_1": _tpl("tasks.new_list", list_name="Weekend", title="Buy groceries"),
     "single-app-ENG/google_play_0": _tpl("play.search", query="WhatsApp"),
@@ -115,39 +147,65 @@ MAPPING: dict[str, SpaMapping] = {
     "single-app-ENG/keep_notes_1": _tpl("notes.create_note", title="Written by Agent2", body="Hello this is a note2"),
     "single-app-ENG/settings_1": _tpl("settings.screen_timeout", value="5 minutes"),
     "single-app-ENG/settings_2": _rule(
-        "Settings", _v("all.of", checks=[_v("settings.screen_timeout", value="10 minutes").model_dump(),
-                                         _v("settings.dark_theme", enabled=True).model_dump()]),
+        "Settings",
+        _v(
+            "all.of",
+            checks=[
+                _v("settings.screen_timeout", value="10 minutes").model_dump(),
+                _v("settings.dark_theme", enabled=True).model_dump(),
+            ],
+        ),
         ("apps.settings.data.screen_timeout", "apps.settings.data.dark_theme"),
-        setup=(StateSetup(step="settings.values", params={"screen_timeout": "30 seconds", "dark_theme": False}),)),
+        setup=(StateSetup(step="settings.values", params={"screen_timeout": "30 seconds", "dark_theme": False}),),
+    ),
     "single-app-ENG/settings_3": _rule(
-        "Settings", _v("settings.notification_history", enabled=True), ("apps.settings.data.notification_history",),
-        setup=(StateSetup(step="settings.values", params={"notification_history": False}),)),
+        "Settings",
+        _v("settings.notification_history", enabled=True),
+        ("apps.settings.data.notification_history",),
+        setup=(StateSetup(step="settings.values", params={"notification_history": False}),),
+    ),
     "single-app-ENG/settings_4": _tpl("settings.app_notifications", app="Google Play Store", enabled=False),
     "single-app-ENG/x_0": _tpl("x.draft", text="Written by Agent1"),
-    "single-app-ENG/x_1": _tpl("x.post", text="Written by Agent2 #animalcrossing",
-                               adapted="the tag is part of the post's text; checking it from the profile is not checked"),
+    "single-app-ENG/x_1": _tpl(
+        "x.post",
+        text="Written by Agent2 #animalcrossing",
+        adapted="the tag is part of the post's text; checking it from the profile is not checked",
+    ),
     "single-app-ENG/x_3": _tpl("x.follow", handle="Mayday_EN"),
     # ---- single-app-CHN
-    "single-app-CHN/deskclock_0": _tpl("clock.set_alarm", hour=6, minute=0, days=[0],
-                                       adapted="the row leaves the time open; the rule check needs one: the picker's default 6:00 AM",
-                                       instruction="新建闹钟（时间保持默认的上午6:00），设置在每个星期一重复，然后停止操作"),
+    "single-app-CHN/deskclock_0": _tpl(
+        "clock.set_alarm",
+        hour=6,
+        minute=0,
+        days=[0],
+        adapted="the row leaves the time open; the rule check needs one: the picker's default 6:00 AM",
+        instruction="新建闹钟（时间保持默认的上午6:00），设置在每个星期一重复，然后停止操作",
+    ),
     "single-app-CHN/huaweiliulanqi_0": _tpl("chrome.search", query="bilibili.com", adapted="Huawei Browser -> Chrome"),
     # ---- cross-app
     "cross-app-ENG/General_Tool_2_ENG": _tpl(
-        "cross.toggle_and_alarm", key="battery:Battery Saver", hour=6, minute=0,
+        "cross.toggle_and_alarm",
+        key="battery:Battery Saver",
+        hour=6,
+        minute=0,
         adapted="Data Saver -> Battery Saver (SimPhone's Settings has no Data Saver)",
-        instruction="In the Settings app, enable 'Battery Saver' mode. Open the Clock app and set an alarm for 6:00 AM."),
+        instruction="In the Settings app, enable 'Battery Saver' mode. Open the Clock app and set an alarm for 6:00 AM.",
+    ),
     "cross-app-CHN/General_Tool_2_CHN": _tpl(
-        "cross.dark_theme_then_app_theme", theme="System default", start="Light",
+        "cross.dark_theme_then_app_theme",
+        theme="System default",
+        start="Light",
         adapted="WeChat -> Google Play (its theme setting has the same 'follow the system' choice)",
-        instruction="进入设置，切换到深色模式，然后打开Google Play，将主题设置为“跟随系统”"),
+        instruction="进入设置，切换到深色模式，然后打开Google Play，将主题设置为“跟随系统”",
+    ),
 }
 """Mapped rows: ``"<csv file>/<task_identifier>"`` -> how the row becomes a SimPhone task."""
 
 FEATURE_GAPS: dict[str, str] = {
     # rows of modelled apps that do not map: the feature SimPhone lacks
     "single-app-ENG/amazon_2": "result filters ('adult') and similar items",
-    "single-app-ENG/booking.com_1": "flights", "single-app-ENG/booking.com_2": "flights",
+    "single-app-ENG/booking.com_1": "flights",
+    "single-app-ENG/booking.com_2": "flights",
     "single-app-ENG/booking.com_4": "temperature and unit settings",
     "single-app-ENG/booking.com_5": "setting the currency and notifications (no rule check)",
     "single-app-ENG/calculator_1": "scientific functions (log, ln)",
@@ -158,34 +216,45 @@ FEATURE_GAPS: dict[str, str] = {
     "single-app-ENG/gmail_0": "free-form text ('asking about their paper'): no rule check",
     "single-app-ENG/gmail_1": "free-form text ('asking about their paper'): no rule check",
     "single-app-ENG/gmail_2": "scheduled sending; free-form text",
-    "single-app-ENG/gmail_3": "Mail's settings", "single-app-ENG/gmail_4": "Mail's notification settings",
+    "single-app-ENG/gmail_3": "Mail's settings",
+    "single-app-ENG/gmail_4": "Mail's notification settings",
     "single-app-ENG/gmail_5": "Mail's notification settings",
     "single-app-ENG/google_tasks_0": "an empty list (a new list takes its first task)",
     "single-app-ENG/google_tasks_2": "due dates of other months (the 12th)",
     "single-app-ENG/calendar_0": "dates outside the modelled week (31 October)",
     "single-app-ENG/calendar_1": "all-day events; days of other months (the 16th)",
     "single-app-ENG/calendar_2": "days of other months (the 17th); end times",
-    "single-app-ENG/chrome_1": "web pages and bookmarks", "single-app-ENG/chrome_2": "web pages, bookmarks and the reading list",
-    "single-app-ENG/clock_2": "alarm vibration", "single-app-ENG/clock_5": "the screen saver's style",
+    "single-app-ENG/chrome_1": "web pages and bookmarks",
+    "single-app-ENG/chrome_2": "web pages, bookmarks and the reading list",
+    "single-app-ENG/clock_2": "alarm vibration",
+    "single-app-ENG/clock_5": "the screen saver's style",
     "single-app-ENG/contacts_2": "last-name edits of seeded contacts, labels and companies",
-    "single-app-ENG/dictionary_merriam_webster_1": "the thesaurus", "single-app-ENG/dictionary_merriam_webster_2": "the thesaurus",
-    "single-app-ENG/google_play_1": "reviews", "single-app-ENG/google_play_2": "reviews",
+    "single-app-ENG/dictionary_merriam_webster_1": "the thesaurus",
+    "single-app-ENG/dictionary_merriam_webster_2": "the thesaurus",
+    "single-app-ENG/google_play_1": "reviews",
+    "single-app-ENG/google_play_2": "reviews",
     "single-app-ENG/google_play_5": "the Play Store's notification settings",
     "single-app-ENG/keep_notes_2": "checklists and labels",
     "single-app-ENG/settings_0": "a goal of only looking (no state change or answer to check)",
     "single-app-ENG/settings_5": "Instagram's notification categories and app storage",
-    "single-app-ENG/x_2": "likes and replies", "single-app-ENG/x_4": "searching an account's posts",
+    "single-app-ENG/x_2": "likes and replies",
+    "single-app-ENG/x_4": "searching an account's posts",
     "single-app-ENG/x_5": "searching posts and reposts",
     "single-app-CHN/calendar_0": "the 万年历 almanac and fortunes (SimPhone's Calendar holds events only)",
     "single-app-CHN/calendar_1": "the 万年历 almanac, fortunes and lucky days",
     "single-app-CHN/calendar_2": "the 万年历 almanac, fortunes and lucky days",
-    "single-app-CHN/deskclock_1": "alarm labels", "single-app-CHN/deskclock_2": "alarm labels and ringtones",
-    "single-app-CHN/huaweiliulanqi_1": "web pages (a site's own search)", "single-app-CHN/huaweiliulanqi_2": "web pages and bookmarks",
-    "single-app-CHN/huaweiliulanqi_3": "web pages (browsing a site)", "single-app-CHN/huaweiliulanqi_4": "web pages (a site's own search)",
+    "single-app-CHN/deskclock_1": "alarm labels",
+    "single-app-CHN/deskclock_2": "alarm labels and ringtones",
+    "single-app-CHN/huaweiliulanqi_1": "web pages (a site's own search)",
+    "single-app-CHN/huaweiliulanqi_2": "web pages and bookmarks",
+    "single-app-CHN/huaweiliulanqi_3": "web pages (browsing a site)",
+    "single-app-CHN/huaweiliulanqi_4": "web pages (a site's own search)",
     "single-app-CHN/huaweiliulanqi_5": "web pages (a shop's listings and reviews)",
-    "single-app-CHN/settings_0": "developer options", "single-app-CHN/settings_1": "developer options (memory use)",
+    "single-app-CHN/settings_0": "developer options",
+    "single-app-CHN/settings_1": "developer options (memory use)",
     "single-app-CHN/settings_2": "developer options (memory use)",
-    "single-app-CHN/youdaodict_0": "Youdao's Learn feed", "single-app-CHN/youdaodict_1": "Youdao's Learn feed and comments",
+    "single-app-CHN/youdaodict_0": "Youdao's Learn feed",
+    "single-app-CHN/youdaodict_1": "Youdao's Learn feed and comments",
     "single-app-CHN/youdaodict_2": "Youdao's Learn feed and comments",
     "cross-app-ENG/General_Tool_0_ENG": "an app outside the Play catalogue (Alibaba.com); Settings' app list",
     "cross-app-ENG/Information_Management_1_ENG": "web content (the Olympics' date); dates outside the modelled week",
@@ -245,12 +314,16 @@ def coverage() -> list[FileCoverage]:
     out = []
     for file in SPA_FILES:
         keys = [f"{file}/{r}" for r in rows(file)]
-        out.append(FileCoverage(
-            file=file, rows=len(keys), mapped=sum(k in MAPPING for k in keys),
-            adapted=sum(bool(MAPPING[k].adapted) for k in keys if k in MAPPING),
-            app_not_modelled=sum(gaps.get(k, ("",))[0] == "app not modelled" for k in keys),
-            feature_not_modelled=sum(gaps.get(k, ("",))[0] == "feature not modelled" for k in keys),
-        ))
+        out.append(
+            FileCoverage(
+                file=file,
+                rows=len(keys),
+                mapped=sum(k in MAPPING for k in keys),
+                adapted=sum(bool(MAPPING[k].adapted) for k in keys if k in MAPPING),
+                app_not_modelled=sum(gaps.get(k, ("",))[0] == "app not modelled" for k in keys),
+                feature_not_modelled=sum(gaps.get(k, ("",))[0] == "feature not modelled" for k in keys),
+            )
+        )
     return out
 
 
@@ -282,15 +355,28 @@ def _build(key: str) -> Task:
     if entry.template is not None:
         base = get_template(entry.template).task(dict(entry.params), language)
     elif entry.verifier is not None and entry.app is not None:
-        base = Task(id=task_id, instruction=row["task_description"], app=entry.app, language=language, verifier=entry.verifier,
-                    setup=entry.setup, allowed_changes=entry.allowed_changes)
+        base = Task(
+            id=task_id,
+            instruction=row["task_description"],
+            app=entry.app,
+            language=language,
+            verifier=entry.verifier,
+            setup=entry.setup,
+            allowed_changes=entry.allowed_changes,
+        )
     else:
         raise ValueError(f"SPA-Bench mapping {key!r} names neither a template nor a verifier with its app")
-    task = base.model_copy(update={
-        "id": task_id, "instruction": (entry.instruction or row["task_description"]).strip(), "language": language,
-        "difficulty": int(row["task_difficulty"]), "golden_steps": int(row["golden_steps"]),
-        "key_components": _key_components(row), "source": "spa-bench-sim",
-    })
+    task = base.model_copy(
+        update={
+            "id": task_id,
+            "instruction": (entry.instruction or row["task_description"]).strip(),
+            "language": language,
+            "difficulty": int(row["task_difficulty"]),
+            "golden_steps": int(row["golden_steps"]),
+            "key_components": _key_components(row),
+            "source": "spa-bench-sim",
+        }
+    )
     return _validate(Task.model_validate(task.model_dump()))
 
 

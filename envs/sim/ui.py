@@ -177,7 +177,11 @@ class UI:
 
     def title(self, text: str, size: str = "large") -> None:
         h = 132 if size == "large" else 96
-        self.add(Widget(id=f"title:{text}", kind=f"title_{size}", box=(MARGIN, self.y, WIDTH - MARGIN, self.y + h), text=text))
+        self.add(
+            Widget(
+                id=f"title:{text}", kind=f"title_{size}", box=(MARGIN, self.y, WIDTH - MARGIN, self.y + h), text=text
+            )
+        )
         self.y += h
 
     def label(self, wid: str, text: str, h: int = 96, role: str = "muted") -> None:
@@ -202,17 +206,35 @@ class UI:
         box = (MARGIN, y0, WIDTH - MARGIN, y0 + h)
         self.add(
             Widget(
-                id=wid, kind="field", box=box, text=value, placeholder=placeholder, focused=focused,
-                on_tap=on_focus, field_key=wid, on_submit=on_submit, multiline=multiline,
+                id=wid,
+                kind="field",
+                box=box,
+                text=value,
+                placeholder=placeholder,
+                focused=focused,
+                on_tap=on_focus,
+                field_key=wid,
+                on_submit=on_submit,
+                multiline=multiline,
             )
         )
         if value and on_clear is not None:
-            self.add(Widget(id=f"{wid}.clear", kind="icon", box=(box[2] - 128, y0 + 8, box[2] - 8, y0 + h - 8), glyph="x", on_tap=on_clear))
+            self.add(
+                Widget(
+                    id=f"{wid}.clear",
+                    kind="icon",
+                    box=(box[2] - 128, y0 + 8, box[2] - 8, y0 + h - 8),
+                    glyph="x",
+                    on_tap=on_clear,
+                )
+            )
         self.y = y0 + h + 16
 
     def button(self, wid: str, text: str, on_tap: Callback | None, role: str = "primary", h: int = 140) -> None:
         y0 = self.y + 16
-        self.add(Widget(id=wid, kind="button", box=(MARGIN, y0, WIDTH - MARGIN, y0 + h), text=text, on_tap=on_tap, role=role))
+        self.add(
+            Widget(id=wid, kind="button", box=(MARGIN, y0, WIDTH - MARGIN, y0 + h), text=text, on_tap=on_tap, role=role)
+        )
         self.y = y0 + h + 16
 
     def row(
@@ -225,7 +247,18 @@ class UI:
         glyph: str = "",
     ) -> None:
         kind = "toggle_row" if checked is not None else "row"
-        self.add(Widget(id=wid, kind=kind, box=(0, self.y, WIDTH, self.y + ROW_H), text=text, subtitle=subtitle, on_tap=on_tap, checked=checked, glyph=glyph))
+        self.add(
+            Widget(
+                id=wid,
+                kind=kind,
+                box=(0, self.y, WIDTH, self.y + ROW_H),
+                text=text,
+                subtitle=subtitle,
+                on_tap=on_tap,
+                checked=checked,
+                glyph=glyph,
+            )
+        )
         self.y += ROW_H
 
     def toggle_row(self, wid: str, text: str, checked: bool, on_toggle: Callback, subtitle: str = "") -> None:
@@ -251,7 +284,16 @@ class UI:
         n = max(1, len(items))
         w = WIDTH // n
         for i, (wid, text, cb) in enumerate(items):
-            self.add(Widget(id=wid, kind="tab", box=(i * w, self.y, (i + 1) * w, self.y + h), text=text, on_tap=cb, checked=(wid == selected)))
+            self.add(
+                Widget(
+                    id=wid,
+                    kind="tab",
+                    box=(i * w, self.y, (i + 1) * w, self.y + h),
+                    text=text,
+                    on_tap=cb,
+                    checked=(wid == selected),
+                )
+            )
         self.y += h
 
     def list(self, scroll_key: str, offset: int, rows: Sequence[Row], reserve_bottom: int = 0) -> None:
@@ -262,8 +304,12 @@ class UI:
         offset = max(0, min(offset, max(0, len(rows) - visible)))
         self.add(
             Widget(
-                id=f"scroll:{scroll_key}", kind="scroller", box=(0, top, WIDTH, bottom),
-                scroll_key=scroll_key, scroll_max=max(0, len(rows) - visible), checked=None,
+                id=f"scroll:{scroll_key}",
+                kind="scroller",
+                box=(0, top, WIDTH, bottom),
+                scroll_key=scroll_key,
+                scroll_max=max(0, len(rows) - visible),
+                checked=None,
                 text=str(offset),
             )
         )
@@ -271,12 +317,24 @@ class UI:
             self.row(r.id, r.text, subtitle=r.subtitle, on_tap=r.on_tap, checked=r.checked, glyph=r.glyph)
             if r.trailing:
                 y1 = self.y
-                self.add(Widget(id=f"{r.id}.action", kind="pill", box=(WIDTH - 330, y1 - ROW_H + 34, WIDTH - MARGIN, y1 - 34), text=r.trailing, on_tap=r.on_trailing))
+                self.add(
+                    Widget(
+                        id=f"{r.id}.action",
+                        kind="pill",
+                        box=(WIDTH - 330, y1 - ROW_H + 34, WIDTH - MARGIN, y1 - 34),
+                        text=r.trailing,
+                        on_tap=r.on_trailing,
+                    )
+                )
         self.y = bottom
 
     def card(self, wid: str, title: str, body: str, h: int = 300, on_tap: Callback | None = None) -> None:
         y0 = self.y + 16
-        self.add(Widget(id=wid, kind="card", box=(MARGIN, y0, WIDTH - MARGIN, y0 + h), text=title, subtitle=body, on_tap=on_tap))
+        self.add(
+            Widget(
+                id=wid, kind="card", box=(MARGIN, y0, WIDTH - MARGIN, y0 + h), text=title, subtitle=body, on_tap=on_tap
+            )
+        )
         self.y = y0 + h + 16
 
     # -- bottom-anchored components ---------------------------------------------------
@@ -285,7 +343,16 @@ class UI:
         w = WIDTH // n
         y0 = self.bottom - h
         for i, (wid, text, cb) in enumerate(items):
-            self.add(Widget(id=wid, kind="navitem", box=(i * w, y0, (i + 1) * w, y0 + h), text=text, on_tap=cb, checked=(wid == selected)))
+            self.add(
+                Widget(
+                    id=wid,
+                    kind="navitem",
+                    box=(i * w, y0, (i + 1) * w, y0 + h),
+                    text=text,
+                    on_tap=cb,
+                    checked=(wid == selected),
+                )
+            )
         self.bottom = y0
 
     def fab(self, wid: str, glyph: str, on_tap: Callback, text: str = "") -> None:
@@ -303,4 +370,6 @@ class UI:
         bw = (WIDTH - 2 * 96 - 64 - 24 * (n - 1)) // n
         for i, (bid, text, cb) in enumerate(buttons):
             x0 = 96 + 32 + i * (bw + 24)
-            self.add(Widget(id=bid, kind="dialog_button", box=(x0, y0 + h - 180, x0 + bw, y0 + h - 40), text=text, on_tap=cb))
+            self.add(
+                Widget(id=bid, kind="dialog_button", box=(x0, y0 + h - 180, x0 + bw, y0 + h - 40), text=text, on_tap=cb)
+            )

@@ -12,15 +12,26 @@ from darwin.agents.vlm import VLMAgent
 from darwin.types import Decision, Generation, Observation, ParseError, Phase, Transition
 
 
-def observation(width: int = 252, height: int = 560, device: tuple[int, int] = (1080, 2400), step: int = 0,
-                goal: str = "Open Clock", fill: int = 0) -> Observation:
-    return Observation(
-        screenshot=np.full((height, width, 3), fill, np.uint8), goal=goal, device_size=device, step=step
-    )
+def observation(
+    width: int = 252,
+    height: int = 560,
+    device: tuple[int, int] = (1080, 2400),
+    step: int = 0,
+    goal: str = "Open Clock",
+    fill: int = 0,
+) -> Observation:
+    return Observation(screenshot=np.full((height, width, 3), fill, np.uint8), goal=goal, device_size=device, step=step)
 
 
-def transition(agent: VLMAgent, step: int, text: str | None = None, action: Action | None = None,
-               width: int = 252, height: int = 560, device: tuple[int, int] = (1080, 2400)) -> Transition:
+def transition(
+    agent: VLMAgent,
+    step: int,
+    text: str | None = None,
+    action: Action | None = None,
+    width: int = 252,
+    height: int = 560,
+    device: tuple[int, int] = (1080, 2400),
+) -> Transition:
     """A past step: the model wrote ``text`` (parsed by ``agent``) or a scripted ``action``."""
     obs = observation(width, height, device, step=step, fill=step % 256)
     if text is not None:
@@ -33,7 +44,9 @@ def transition(agent: VLMAgent, step: int, text: str | None = None, action: Acti
     else:
         assert action is not None
         decision = Decision(action=action)
-    return Transition(episode_id="ep", task_id="t", step=step, phase=Phase.EXECUTION, observation=obs, decision=decision)
+    return Transition(
+        episode_id="ep", task_id="t", step=step, phase=Phase.EXECUTION, observation=obs, decision=decision
+    )
 
 
 @pytest.fixture

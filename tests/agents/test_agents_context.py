@@ -70,7 +70,7 @@ def _history_lines(agent: VLMAgent, prompt: Prompt) -> int:
     if isinstance(agent, QwenVLAgent):
         return user.count("Step ")
     done = [line for line in user.split("\n") if line.startswith("Done: ")]
-    return len(done[0][len("Done: "):].split("; ")) if done else 0
+    return len(done[0][len("Done: ") :].split("; ")) if done else 0
 
 
 def _history(agent: VLMAgent, make_transition, n: int):
@@ -100,7 +100,9 @@ def test_uitars_turn_structure_follows_training_format(obs, make_transition):
     history = [
         make_transition(agent, 0, text="Thought: Open the app drawer.\nAction: scroll(direction='down')"),
         make_transition(agent, 1, action=OpenApp(app="Clock")),
-        make_transition(agent, 2, text="Thought: The alarm tab is at the bottom.\nAction: click(start_box='(100,500)')"),
+        make_transition(
+            agent, 2, text="Thought: The alarm tab is at the bottom.\nAction: click(start_box='(100,500)')"
+        ),
     ]
     roles = [(m.role, len(m.images)) for m in agent.build_context(obs, history).messages]
     assert roles == [("user", 0), ("assistant", 0), ("assistant", 0), ("user", 1), ("assistant", 0), ("user", 1)]
@@ -117,7 +119,15 @@ def test_uitars_turn_structure_follows_training_format(obs, make_transition):
 
 def test_parse_errors_on_garbage(obs):
     for agent in agents():
-        for text in ["", "   ", "\x00\x01\x02", "I don't know what to do.", "Action:", "<tool_call></tool_call>", "click"]:
+        for text in [
+            "",
+            "   ",
+            "\x00\x01\x02",
+            "I don't know what to do.",
+            "Action:",
+            "<tool_call></tool_call>",
+            "click",
+        ]:
             out = agent.project_action(text, obs)
             assert isinstance(out, ParseError) and out.reason, (type(agent).__name__, text)
 
@@ -125,8 +135,11 @@ def test_parse_errors_on_garbage(obs):
 def test_multiple_actions_take_the_first_and_are_flagged(obs, caplog):
     cases = [
         (UITarsAgent(version="1.0"), "Thought: go\nAction: click(start_box='(500,500)')\n\npress_back()"),
-        (QwenVLAgent(version="3"), '<tool_call>{"name":"mobile_use","arguments":{"action":"click","coordinate":[500,500]}}</tool_call>'
-                                   '<tool_call>{"name":"mobile_use","arguments":{"action":"wait"}}</tool_call>'),
+        (
+            QwenVLAgent(version="3"),
+            '<tool_call>{"name":"mobile_use","arguments":{"action":"click","coordinate":[500,500]}}</tool_call>'
+            '<tool_call>{"name":"mobile_use","arguments":{"action":"wait"}}</tool_call>',
+        ),
         (TinyAgent(), "click(49,49) press_back() wait()"),
     ]
     for agent, text in cases:
@@ -148,8 +161,16 @@ def test_multiple_actions_take_the_first_and_are_flagged(obs, caplog):
     [
         ({"version": "1.0"}, UITarsAgent, "Action: click(start_box='(1500,-20)')"),
         ({"version": "1.5"}, UITarsAgent, "Action: click(start_box='(99999,99999)')"),
-        ({"version": "2.5"}, QwenVLAgent, '<tool_call>{"name":"mobile_use","arguments":{"action":"click","coordinate":[-5, 99999]}}</tool_call>'),
-        ({"version": "3"}, QwenVLAgent, '<tool_call>{"name":"mobile_use","arguments":{"action":"click","coordinate":[1e300, 5]}}</tool_call>'),
+        (
+            {"version": "2.5"},
+            QwenVLAgent,
+            '<tool_call>{"name":"mobile_use","arguments":{"action":"click","coordinate":[-5, 99999]}}</tool_call>',
+        ),
+        (
+            {"version": "3"},
+            QwenVLAgent,
+            '<tool_call>{"name":"mobile_use","arguments":{"action":"click","coordinate":[1e300, 5]}}</tool_call>',
+        ),
         ({}, TinyAgent, "click(150,-3)"),
     ],
 )
@@ -164,7 +185,9 @@ def test_off_screen_clamp_versus_error(agent_kwargs, cls, text, obs):
 
 
 def test_edge_values_stay_on_screen_in_error_mode(obs):
-    assert UITarsAgent(version="1.0", off_screen="error").project_action("Action: click(start_box='(999,999)')", obs) == Click(x=1079, y=2398)
+    assert UITarsAgent(version="1.0", off_screen="error").project_action(
+        "Action: click(start_box='(999,999)')", obs
+    ) == Click(x=1079, y=2398)
     assert TinyAgent(off_screen="error").project_action("click(99,99)", obs) == Click(x=1075, y=2388)
 
 
@@ -253,7 +276,10 @@ def test_tiny_prompt_renders_through_the_qwen2_vl_chat_template(obs, make_transi
     history = [make_transition(agent, i, text=f"click({i},{i})") for i in range(3)]
     prompt = agent.build_context(obs, history)
     messages = [
-        {"role": m.role, "content": [{"type": "image", "image": img} for img in m.images] + [{"type": "text", "text": m.text}]}
+        {
+            "role": m.role,
+            "content": [{"type": "image", "image": img} for img in m.images] + [{"type": "text", "text": m.text}],
+        }
         for m in prompt.messages
     ]
     rendered = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -274,8 +300,8 @@ def test_the_custom_agent_example_in_the_docs_works(obs, make_transition):
     from pathlib import Path
 
     doc = (Path(__file__).parents[2] / "docs" / "agents.md").read_text()
-    section = doc[doc.index("## Writing your own agent"):]
-    code = section[section.index("```python") + len("```python"): section.index("```", section.index("```python") + 3)]
+    section = doc[doc.index("## Writing your own agent") :]
+    code = section[section.index("```python") + len("```python") : section.index("```", section.index("```python") + 3)]
     namespace: dict = {}
     exec(compile(code, "docs/agents.md", "exec"), namespace)
     agent = namespace["TapOrBackAgent"]()
@@ -302,12 +328,15 @@ def test_each_response_is_parsed_once_per_episode_not_once_per_step():
     agent.start_episode()
     history = []
     for step in range(12):
-        obs = Observation(screenshot=np.zeros((560, 252, 3), np.uint8), goal="Open Clock", device_size=(1080, 2400), step=step)
+        obs = Observation(
+            screenshot=np.zeros((560, 252, 3), np.uint8), goal="Open Clock", device_size=(1080, 2400), step=step
+        )
         agent.build_context(obs, history)
         text = f"click({step},{step})"
         action = agent.project_action(text, obs)
-        history.append(Transition("e", "t", step, Phase.EXECUTION, obs,
-                                  Decision(action=action, generation=Generation(text=text))))
+        history.append(
+            Transition("e", "t", step, Phase.EXECUTION, obs, Decision(action=action, generation=Generation(text=text)))
+        )
     assert len(calls) == 12
     agent.start_episode()  # a new episode forgets the cache
     agent.build_context(obs, history)

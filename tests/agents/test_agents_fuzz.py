@@ -59,16 +59,76 @@ def test_random_unicode(text):
     check_all(text)
 
 
-_PIECES = st.sampled_from([
-    "Thought:", "Action:", "action :", "click(", "long_press(", "type(", "scroll(", "drag(", "open_app(",
-    "press_home()", "finished(", "answer(", "hotkey(", "call_user()", "start_box=", "end_box=", "point=",
-    "content=", "direction=", "app_name=", "'", '"', "\\", "\\'", "(", ")", "[", "]", "{", "}", "<", ">", ",", "=",
-    "<|box_start|>", "<|box_end|>", "<point>", "</point>", "<bbox>", "<tool_call>", "</tool_call>",
-    '{"name": "mobile_use", "arguments": ', '"action": "click"', '"coordinate": ', '"text": ', '"swipe"',
-    "down", "up", "nan", "inf", "-", ".", "1e999", "NaN", "Infinity", "\n", " ", "\t", "你好", "🎉", "\u202e",
-    "\x00", "\ud800",
-])
-_NUMS = st.integers(-10**30, 10**30).map(str) | st.floats(allow_nan=False, allow_infinity=False).map(lambda f: f"{f:.3f}")
+_PIECES = st.sampled_from(
+    [
+        "Thought:",
+        "Action:",
+        "action :",
+        "click(",
+        "long_press(",
+        "type(",
+        "scroll(",
+        "drag(",
+        "open_app(",
+        "press_home()",
+        "finished(",
+        "answer(",
+        "hotkey(",
+        "call_user()",
+        "start_box=",
+        "end_box=",
+        "point=",
+        "content=",
+        "direction=",
+        "app_name=",
+        "'",
+        '"',
+        "\\",
+        "\\'",
+        "(",
+        ")",
+        "[",
+        "]",
+        "{",
+        "}",
+        "<",
+        ">",
+        ",",
+        "=",
+        "<|box_start|>",
+        "<|box_end|>",
+        "<point>",
+        "</point>",
+        "<bbox>",
+        "<tool_call>",
+        "</tool_call>",
+        '{"name": "mobile_use", "arguments": ',
+        '"action": "click"',
+        '"coordinate": ',
+        '"text": ',
+        '"swipe"',
+        "down",
+        "up",
+        "nan",
+        "inf",
+        "-",
+        ".",
+        "1e999",
+        "NaN",
+        "Infinity",
+        "\n",
+        " ",
+        "\t",
+        "你好",
+        "🎉",
+        "\u202e",
+        "\x00",
+        "\ud800",
+    ]
+)
+_NUMS = st.integers(-(10**30), 10**30).map(str) | st.floats(allow_nan=False, allow_infinity=False).map(
+    lambda f: f"{f:.3f}"
+)
 
 
 @given(st.lists(_PIECES | _NUMS, max_size=60))

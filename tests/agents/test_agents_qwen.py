@@ -33,9 +33,13 @@ QWEN25_USER = (
     "Task progress (You have done the following operation on the current device): "
     'Step 1: {"name": "mobile_use", "arguments": {"action": "open", "text": "File Manager"}}; '
 )
-QWEN25_OUTPUT = '\n<tool_call>\n{"name": "mobile_use", "arguments": {"action": "click", "coordinate": [935, 406]}}\n</tool_call>\n'
+QWEN25_OUTPUT = (
+    '\n<tool_call>\n{"name": "mobile_use", "arguments": {"action": "click", "coordinate": [935, 406]}}\n</tool_call>\n'
+)
 # Same notebook, Chinese example (720x1280 screenshot, resized 728x1288).
-QWEN25_OUTPUT_ZH = '<tool_call>\n{"name": "mobile_use", "arguments": {"action": "click", "coordinate": [639, 1095]}}\n</tool_call>\n'
+QWEN25_OUTPUT_ZH = (
+    '<tool_call>\n{"name": "mobile_use", "arguments": {"action": "click", "coordinate": [639, 1095]}}\n</tool_call>\n'
+)
 # cookbooks/mobile_agent.ipynb @ 9e7b8cc (Qwen3-VL), English example on a 1440x3120 screenshot.
 QWEN3_OUTPUT = (
     "Thought: To search for Musk in X, I need to click on the search bar at the top of the screen. "
@@ -62,8 +66,11 @@ def test_qwen25_user_turn_matches_cookbook(make_obs):
 def test_qwen25_history_uses_raw_tool_calls(make_obs, make_transition):
     agent = QwenVLAgent(version="2.5")
     opened = make_transition(
-        agent, 0, text='<tool_call>\n{"name": "mobile_use", "arguments": {"action": "open", "text": "File Manager"}}\n</tool_call>',
-        width=1080, height=2400,
+        agent,
+        0,
+        text='<tool_call>\n{"name": "mobile_use", "arguments": {"action": "open", "text": "File Manager"}}\n</tool_call>',
+        width=1080,
+        height=2400,
     )
     obs = make_obs(1080, 2400, goal="Open the file manager app and view the au_uu_SzH3yR2.mp3 file in MUSIC Folder")
     prompt = agent.build_context(obs, [opened])
@@ -130,7 +137,10 @@ def _call(arguments: dict) -> str:
     [
         ({"action": "click", "coordinate": [500, 500]}, Click(x=540, y=1200)),
         ({"action": "long_press", "coordinate": [500, 500], "time": 2}, LongPress(x=540, y=1200)),
-        ({"action": "swipe", "coordinate": [500, 800], "coordinate2": [500, 200]}, Drag(x1=540, y1=1920, x2=540, y2=480)),
+        (
+            {"action": "swipe", "coordinate": [500, 800], "coordinate2": [500, 200]},
+            Drag(x1=540, y1=1920, x2=540, y2=480),
+        ),
         ({"action": "type", "text": "héllo 你好\n"}, Type(content="héllo 你好\n")),
         ({"action": "answer", "text": "42"}, Answer(content="42")),
         ({"action": "open", "text": "Clock"}, OpenApp(app="Clock")),
@@ -188,7 +198,11 @@ def test_scroll_is_written_as_a_swipe_and_read_back_as_a_drag(make_obs):
     obs = make_obs(1080, 2400)
     agent = QwenVLAgent(version="3")
     text = agent.format_action(Scroll(x=540, y=1200, direction=Direction.DOWN), obs)
-    assert json.loads(text.split("\n")[1])["arguments"] == {"action": "swipe", "coordinate": [500, 500], "coordinate2": [500, 250]}
+    assert json.loads(text.split("\n")[1])["arguments"] == {
+        "action": "swipe",
+        "coordinate": [500, 500],
+        "coordinate2": [500, 250],
+    }
     assert agent.project_action(text, obs) == Drag(x1=540, y1=1200, x2=540, y2=600)
 
 

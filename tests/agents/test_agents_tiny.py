@@ -49,7 +49,14 @@ def test_device_pixel_mode_is_exact(obs):
 
 @pytest.mark.parametrize(
     "text",
-    ["click(50,50)", " CLICK( 50 , 50 ) ", "click(x=50, y=50)", "Sure: click(50,50)\n", "click(50,50", "click('50','50')"],
+    [
+        "click(50,50)",
+        " CLICK( 50 , 50 ) ",
+        "click(x=50, y=50)",
+        "Sure: click(50,50)\n",
+        "click(50,50",
+        "click('50','50')",
+    ],
 )
 def test_tolerant_reading(text, obs):
     assert TinyAgent().project_action(text, obs) == Click(x=545, y=1212)
@@ -76,8 +83,17 @@ def test_config_validation():
 
 @pytest.mark.parametrize(
     "module",
-    ["darwin.agents", "darwin.agents.coords", "darwin.agents.parsing", "darwin.agents.vlm", "darwin.agents.uitars",
-     "darwin.agents.qwen", "darwin.agents.tiny", "darwin.memory.base", "darwin.memory.sliding_window"],
+    [
+        "darwin.agents",
+        "darwin.agents.coords",
+        "darwin.agents.parsing",
+        "darwin.agents.vlm",
+        "darwin.agents.uitars",
+        "darwin.agents.qwen",
+        "darwin.agents.tiny",
+        "darwin.memory.base",
+        "darwin.memory.sliding_window",
+    ],
 )
 def test_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)

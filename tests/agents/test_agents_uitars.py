@@ -67,7 +67,7 @@ def test_readme_deploy_expected_output_chinese_thought(make_obs):
     # 1920x1080 assumed here).
     text = (
         "Thought: 我看到Preferences窗口已经打开了，但这里显示的都是系统资源相关的设置。要设置图片的颜色模式，"
-        "我得先看看左侧的选项列表。嗯，\"Color Management\"这个选项看起来很有希望，应该就是处理颜色管理的地方。"
+        '我得先看看左侧的选项列表。嗯，"Color Management"这个选项看起来很有希望，应该就是处理颜色管理的地方。'
         "让我点击它看看里面有什么选项。\nAction: click(start_box='(177,549)')"
     )
     obs = make_obs(1920, 1080, device=(1920, 1080))
@@ -111,7 +111,7 @@ def test_training_example_box_tokens_relative(full_obs):
         ("Action: long_press(start_box='<|box_start|>(500,500)<|box_end|>')", LongPress(x=540, y=1200)),
         ("Action: long_press(start_box='<|box_start|>(500,500)<|box_end|>', time='')", LongPress(x=540, y=1200)),
         ("Action: type(content='hello world\\n')", Type(content="hello world\n")),
-        ("Action: type(content='it\\'s \"quoted\"')", Type(content="it's \"quoted\"")),
+        ("Action: type(content='it\\'s \"quoted\"')", Type(content='it\'s "quoted"')),
         ("Action: type(content='it's unescaped')", Type(content="it's unescaped")),
         (
             "Action: scroll(start_box='<|box_start|>(500,500)<|box_end|>', direction='down')",
@@ -152,9 +152,7 @@ def test_every_action_form_relative(text, expected, full_obs):
 
 
 def test_thought_and_action_in_prose_markers(full_obs):
-    parsed = UITarsAgent(version="1.0").parse(
-        "Thought: My next action: open the menu.\nAction: press_back()", full_obs
-    )
+    parsed = UITarsAgent(version="1.0").parse("Thought: My next action: open the menu.\nAction: press_back()", full_obs)
     assert parsed.action == PressBack() and parsed.thought == "My next action: open the menu."
 
 
@@ -185,8 +183,14 @@ def test_config_is_validated_when_built():
 
 def test_format_uses_the_prompt_style(full_obs):
     click = Click(x=540, y=1200)
-    assert UITarsAgent(version="1.0").format_action(click, full_obs) == "click(start_box='<|box_start|>(500,500)<|box_end|>')"
-    assert UITarsAgent(version="1.0", prompt_style="point").format_action(click, full_obs) == "click(point='<point>500 500</point>')"
+    assert (
+        UITarsAgent(version="1.0").format_action(click, full_obs)
+        == "click(start_box='<|box_start|>(500,500)<|box_end|>')"
+    )
+    assert (
+        UITarsAgent(version="1.0", prompt_style="point").format_action(click, full_obs)
+        == "click(point='<point>500 500</point>')"
+    )
     assert (
         UITarsAgent(version="1.0").format_response(click, full_obs, thought="Tap the middle.")
         == "Thought: Tap the middle.\nAction: click(start_box='<|box_start|>(500,500)<|box_end|>')"
@@ -197,6 +201,8 @@ def test_history_restores_box_tokens_like_add_box_token(full_obs, make_transitio
     # A decoder that skips special tokens drops <|box_start|>/<|box_end|> (README_deploy.md's output);
     # UI-TARS's add_box_token() puts them back before the step goes into the history.
     agent = UITarsAgent()
-    past = make_transition(agent, 0, text="Thought: Tap it.\nAction: click(start_box='(177,549)')", width=1080, height=2400)
+    past = make_transition(
+        agent, 0, text="Thought: Tap it.\nAction: click(start_box='(177,549)')", width=1080, height=2400
+    )
     texts = [m.text for m in agent.build_context(full_obs, [past]).messages if m.role == "assistant"]
     assert texts == ["Thought: Tap it.\nAction: click(start_box='<|box_start|>(177,549)<|box_end|>')"]

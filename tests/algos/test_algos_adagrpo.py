@@ -41,9 +41,7 @@ def test_shortest_path_penalty_stays_below_one_half():
 
 
 def test_shortest_path_returns_floats_and_accepts_any_hashable_group():
-    adjusted = shortest_path_adjusted_rewards(
-        [1, 0], [2, 4], [True, False], [(1, "task"), (1, "task")]
-    )
+    adjusted = shortest_path_adjusted_rewards([1, 0], [2, 4], [True, False], [(1, "task"), (1, "task")])
     assert adjusted == [1.0, 0.0] and all(isinstance(r, float) for r in adjusted)
     assert shortest_path_adjusted_rewards([], [], [], []) == []
 
@@ -83,9 +81,7 @@ def test_all_negative_groups_are_muted_and_positives_kept():
     keep = negative_pruning_keep(successes, groups, rng=random.Random(0))
     # "dead": no success -> muted; "ok": 1 positive, 1 negative <= cap 2 -> kept
     assert keep == [False, True, False, True, False]
-    keep = negative_pruning_keep(
-        successes, groups, mute_all_negative_groups=False, rng=random.Random(0)
-    )
+    keep = negative_pruning_keep(successes, groups, mute_all_negative_groups=False, rng=random.Random(0))
     assert keep == [True] * 5
 
 

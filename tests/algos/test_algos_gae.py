@@ -272,9 +272,7 @@ def test_bootstrap_ignored_for_terminal_trajectories():
         truncated=no_trunc,
         bootstrap_values=b.bootstrap_values,
     )
-    without = trajectory_gae(
-        b.rewards, b.values, b.mask, b.trajectory_ids, b.step_indices, whiten=False
-    )
+    without = trajectory_gae(b.rewards, b.values, b.mask, b.trajectory_ids, b.step_indices, whiten=False)
     torch.testing.assert_close(with_boot, without, atol=0, rtol=0)
 
 
@@ -289,12 +287,8 @@ def test_gamma_lam_one_gives_monte_carlo_returns():
         if b.truncated[last]:
             future += float(b.bootstrap_values[last])
         valid = b.mask[i].bool()
-        torch.testing.assert_close(
-            ret[i][valid], torch.full_like(ret[i][valid], future), atol=1e-9, rtol=0
-        )
-        torch.testing.assert_close(
-            adv[i][valid], ret[i][valid] - b.values[i][valid], atol=1e-9, rtol=0
-        )
+        torch.testing.assert_close(ret[i][valid], torch.full_like(ret[i][valid], future), atol=1e-9, rtol=0)
+        torch.testing.assert_close(adv[i][valid], ret[i][valid] - b.values[i][valid], atol=1e-9, rtol=0)
 
 
 def test_whiten_is_masked_whiten_of_raw_advantages():
@@ -360,16 +354,10 @@ def test_hand_computed_truncated_with_bootstrap():
         lam=0.5,
         whiten=False,
         truncated=torch.tensor([True, True, False]),
-        bootstrap_values=torch.tensor(
-            [0.5, 123.0, 77.0], dtype=torch.float64
-        ),  # only row 0 is read
+        bootstrap_values=torch.tensor([0.5, 123.0, 77.0], dtype=torch.float64),  # only row 0 is read
     )
-    expected_adv = torch.tensor(
-        [[0.85, 0, 0], [0.005125, 0.7225, 0], [-0.3, 0, 0]], dtype=torch.float64
-    )
-    expected_ret = torch.tensor(
-        [[1.45, 0, 0], [0.505125, 0.9225, 0], [0.0, 0, 0]], dtype=torch.float64
-    )
+    expected_adv = torch.tensor([[0.85, 0, 0], [0.005125, 0.7225, 0], [-0.3, 0, 0]], dtype=torch.float64)
+    expected_ret = torch.tensor([[1.45, 0, 0], [0.505125, 0.9225, 0], [0.0, 0, 0]], dtype=torch.float64)
     torch.testing.assert_close(adv, expected_adv, atol=1e-12, rtol=0)
     torch.testing.assert_close(ret, expected_ret, atol=1e-12, rtol=0)
 
@@ -378,9 +366,7 @@ def test_verl_on_step_rows_does_not_chain_steps():
     """The pitfall flattening avoids: fed step rows, verl's GAE bootstraps each step's end from 0."""
     token_rewards = torch.zeros(3, 3, dtype=torch.float64)
     token_rewards[0, 0] = 1.0
-    _, per_row_ret = compute_gae_advantage_return(
-        token_rewards, HAND_VALUES, HAND_MASK.double(), 0.9, 0.5
-    )
+    _, per_row_ret = compute_gae_advantage_return(token_rewards, HAND_VALUES, HAND_MASK.double(), 0.9, 0.5)
     _, ret = trajectory_gae(
         HAND_REWARDS,
         HAND_VALUES,
@@ -407,9 +393,7 @@ def test_single_token_batch():
     torch.testing.assert_close(adv, torch.tensor([[0.75, 0.0]]))
     torch.testing.assert_close(ret, torch.tensor([[1.0, 0.0]]))
     with pytest.raises(ValueError, match="at least 2 valid tokens"):
-        trajectory_gae(
-            torch.tensor([1.0]), torch.tensor([[0.25, 0.0]]), torch.tensor([[1, 0]]), [0], [0]
-        )
+        trajectory_gae(torch.tensor([1.0]), torch.tensor([[0.25, 0.0]]), torch.tensor([[1, 0]]), [0], [0])
 
 
 def test_empty_batch():

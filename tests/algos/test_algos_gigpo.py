@@ -82,10 +82,7 @@ def reference_gigpo(
             step_adv[i] = centred / (std + eps) if step_norm == "mean_std_norm" else centred
 
     return [
-        [
-            (episode_adv[trajectory_ids[i]] + omega * step_adv[i]) if mask[i][k] else 0.0
-            for k in range(len(mask[i]))
-        ]
+        [(episode_adv[trajectory_ids[i]] + omega * step_adv[i]) if mask[i][k] else 0.0 for k in range(len(mask[i]))]
         for i in range(num_rows)
     ]
 
@@ -299,9 +296,7 @@ def test_shuffled_rows_give_the_same_advantages():
     perm = list(range(len(batch["rewards"])))
     random.Random(1).shuffle(perm)
     shuffled = {key: [values[i] for i in perm] for key, values in batch.items()}
-    torch.testing.assert_close(
-        run(shuffled, step_norm="mean_std_norm"), adv[perm], atol=1e-6, rtol=0
-    )
+    torch.testing.assert_close(run(shuffled, step_norm="mean_std_norm"), adv[perm], atol=1e-6, rtol=0)
 
 
 def test_padding_is_zero_dtype_and_tensor_ids():

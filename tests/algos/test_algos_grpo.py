@@ -55,8 +55,7 @@ def test_score_is_sum_of_step_rewards_and_groups_are_separate():
     mean = (0.9 + 0.0 + 0.3) / 3
     std = math.sqrt(((0.9 - mean) ** 2 + mean**2 + (0.3 - mean) ** 2) / 2)
     expected = torch.tensor(
-        [(0.9 - mean) / (std + EPS)] * 2
-        + [-mean / (std + EPS), (0.3 - mean) / (std + EPS), 0.0, 0.0, 0.4 / (1 + EPS)]
+        [(0.9 - mean) / (std + EPS)] * 2 + [-mean / (std + EPS), (0.3 - mean) / (std + EPS), 0.0, 0.0, 0.4 / (1 + EPS)]
     )
     torch.testing.assert_close(adv[:, 0], expected, atol=1e-6, rtol=0)
     torch.testing.assert_close(adv[:, 1], expected, atol=1e-6, rtol=0)
@@ -80,15 +79,11 @@ def test_group_normalize_on_trajectory_scores():
 
 
 def test_integer_rewards_tensor_ids_and_dtype():
-    adv = grpo_advantages(
-        torch.tensor([1, 0]), torch.ones(2, 1), torch.tensor([10, 11]), torch.tensor([0, 0])
-    )
+    adv = grpo_advantages(torch.tensor([1, 0]), torch.ones(2, 1), torch.tensor([10, 11]), torch.tensor([0, 0]))
     assert adv.dtype == torch.float32
     a = 0.5 / (math.sqrt(0.5) + EPS)
     torch.testing.assert_close(adv, torch.tensor([[a], [-a]]))
-    adv64 = grpo_advantages(
-        torch.tensor([1.0, 0.0], dtype=torch.float64), torch.ones(2, 1), [0, 1], [0, 0]
-    )
+    adv64 = grpo_advantages(torch.tensor([1.0, 0.0], dtype=torch.float64), torch.ones(2, 1), [0, 1], [0, 0])
     assert adv64.dtype == torch.float64
 
 
@@ -100,9 +95,7 @@ def test_shuffled_rows_give_the_same_advantages():
     mask = (torch.rand(12, 5, generator=g) < 0.7).long()
     adv = grpo_advantages(rewards, mask, tids, groups)
     perm = torch.randperm(12, generator=g)
-    adv_p = grpo_advantages(
-        rewards[perm], mask[perm], [tids[i] for i in perm], [groups[i] for i in perm]
-    )
+    adv_p = grpo_advantages(rewards[perm], mask[perm], [tids[i] for i in perm], [groups[i] for i in perm])
     torch.testing.assert_close(adv_p, adv[perm], atol=1e-6, rtol=0)
     assert bool((adv[mask == 0] == 0).all())
 

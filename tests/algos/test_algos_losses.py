@@ -31,9 +31,7 @@ ONES = torch.ones(1, 2, dtype=torch.float64)
 def test_inside_clip_range_is_plain_surrogate():
     # ratios 1.1 (A = 2) and 0.9 (A = -1): both inside [0.8, 1.2]
     # L = mean(-2 * 1.1, 1 * 0.9) = (-2.2 + 0.9) / 2 = -0.65
-    out = ppo_policy_loss(
-        ZEROS, log([[1.1, 0.9]]), torch.tensor([[2.0, -1.0]], dtype=torch.float64), ONES
-    )
+    out = ppo_policy_loss(ZEROS, log([[1.1, 0.9]]), torch.tensor([[2.0, -1.0]], dtype=torch.float64), ONES)
     assert out.loss.item() == pytest.approx(-0.65, abs=1e-9)
     assert out.clip_fraction == 0.0 and out.clip_fraction_lower == 0.0
 
@@ -41,9 +39,7 @@ def test_inside_clip_range_is_plain_surrogate():
 def test_outside_clip_range_is_clipped():
     # ratio 1.5, A = 1:  max(-1.5, -1.2) = -1.2 (clipped)
     # ratio 0.5, A = -1: max(0.5, 0.8) = 0.8 (clipped)
-    out = ppo_policy_loss(
-        ZEROS, log([[1.5, 0.5]]), torch.tensor([[1.0, -1.0]], dtype=torch.float64), ONES
-    )
+    out = ppo_policy_loss(ZEROS, log([[1.5, 0.5]]), torch.tensor([[1.0, -1.0]], dtype=torch.float64), ONES)
     assert out.loss.item() == pytest.approx((-1.2 + 0.8) / 2, abs=1e-9)
     assert out.clip_fraction == pytest.approx(1.0, abs=1e-7)
     # approx_kl = mean(old - new) = -(log 1.5 + log 0.5) / 2
@@ -53,9 +49,7 @@ def test_outside_clip_range_is_clipped():
 def test_clip_only_when_it_lowers_the_objective():
     # ratio 1.5 with A = -1: -A * ratio = 1.5 > -A * 1.2 = 1.2 -> unclipped term kept (pessimistic)
     # ratio 0.5 with A = 1: -0.5 > -0.8 -> unclipped term kept
-    out = ppo_policy_loss(
-        ZEROS, log([[1.5, 0.5]]), torch.tensor([[-1.0, 1.0]], dtype=torch.float64), ONES
-    )
+    out = ppo_policy_loss(ZEROS, log([[1.5, 0.5]]), torch.tensor([[-1.0, 1.0]], dtype=torch.float64), ONES)
     assert out.loss.item() == pytest.approx((1.5 - 0.5) / 2, abs=1e-9)
     assert out.clip_fraction == 0.0
 
@@ -102,9 +96,7 @@ def test_dual_clip_bounds_negative_advantages():
 
 def test_masked_tokens_do_not_count():
     mask = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
-    out = ppo_policy_loss(
-        ZEROS, log([[1.1, 50.0]]), torch.tensor([[1.0, 1.0]], dtype=torch.float64), mask
-    )
+    out = ppo_policy_loss(ZEROS, log([[1.1, 50.0]]), torch.tensor([[1.0, 1.0]], dtype=torch.float64), mask)
     assert out.loss.item() == pytest.approx(-1.1, abs=1e-9)
     assert out.clip_fraction == 0.0
 
@@ -200,9 +192,7 @@ def test_entropy_from_logits():
     peaked = torch.tensor([[100.0, 0.0, 0.0]])
     assert entropy_from_logits(peaked).item() == pytest.approx(0.0, abs=1e-6)
     # p = (0.5, 0.5, 0) up to e^-100: entropy log 2
-    assert entropy_from_logits(torch.tensor([[0.0, 0.0, -100.0]])).item() == pytest.approx(
-        math.log(2), abs=1e-6
-    )
+    assert entropy_from_logits(torch.tensor([[0.0, 0.0, -100.0]])).item() == pytest.approx(math.log(2), abs=1e-6)
 
 
 def test_masked_helpers():
@@ -211,9 +201,7 @@ def test_masked_helpers():
     assert masked_mean(x, m).item() == pytest.approx(2.0, abs=1e-6)
     torch.testing.assert_close(masked_mean(x, m, dim=1), torch.tensor([1.5, 3.0]))
     w = masked_whiten(torch.tensor([1.0, 2.0, 3.0, 50.0]), torch.tensor([1.0, 1.0, 1.0, 0.0]))
-    torch.testing.assert_close(
-        w[:3], torch.tensor([-1.0, 0.0, 1.0]), atol=1e-6, rtol=0
-    )  # sample std 1
+    torch.testing.assert_close(w[:3], torch.tensor([-1.0, 0.0, 1.0]), atol=1e-6, rtol=0)  # sample std 1
     with pytest.raises(ValueError, match="at least 2"):
         masked_whiten(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]))
 
@@ -222,11 +210,7 @@ def test_aggregate_loss_modes():
     loss = torch.tensor([[1.0, 3.0, 9.0], [2.0, 9.0, 9.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     assert aggregate_loss(loss, mask).item() == pytest.approx(2.0)
-    assert aggregate_loss(loss, mask, loss_agg_mode="seq-mean-token-mean").item() == pytest.approx(
-        (2.0 + 2.0) / 2
-    )
-    assert aggregate_loss(loss, mask, loss_agg_mode="seq-mean-token-sum").item() == pytest.approx(
-        (4.0 + 2.0) / 2
-    )
+    assert aggregate_loss(loss, mask, loss_agg_mode="seq-mean-token-mean").item() == pytest.approx((2.0 + 2.0) / 2)
+    assert aggregate_loss(loss, mask, loss_agg_mode="seq-mean-token-sum").item() == pytest.approx((4.0 + 2.0) / 2)
     assert aggregate_loss(loss, mask, loss_agg_mode="token-sum").item() == pytest.approx(6.0)
     assert aggregate_loss(loss, mask, batch_num_tokens=6).item() == pytest.approx(1.0)

@@ -24,7 +24,9 @@ def feed(cur: FailureFilterCurriculum, task_id: str, outcomes: str) -> None:
     for c in outcomes:
         success = {"S": True, "F": False, "U": None}[c]
         reason = {
-            True: TerminationReason.SUCCESS, False: TerminationReason.STEP_BUDGET, None: TerminationReason.ALREADY_DONE,
+            True: TerminationReason.SUCCESS,
+            False: TerminationReason.STEP_BUDGET,
+            None: TerminationReason.ALREADY_DONE,
         }[success]
         cur.update(task, EpisodeOutcome(task_id, success, 5, reason))
 

@@ -51,7 +51,9 @@ def fenced(items: list[Any]) -> str:
 VALID = [proposal(ALARM, {"hour": 6, "minute": 45, "days": [5, 6]}), proposal(WORLD, {"city": "Tokyo"}, "CHN")]
 
 
-def outcome(task: Task, success: bool | None, reason: TerminationReason = TerminationReason.STEP_BUDGET, steps: int = 10) -> EpisodeOutcome:
+def outcome(
+    task: Task, success: bool | None, reason: TerminationReason = TerminationReason.STEP_BUDGET, steps: int = 10
+) -> EpisodeOutcome:
     return EpisodeOutcome(task.id, success, steps, TerminationReason.SUCCESS if success else reason)
 
 
@@ -111,14 +113,20 @@ def test_valid_proposals_become_tasks_with_their_params(openai_server, tmp_path:
     # What the model read: every allowed template with schema, example and the agent's results.
     text = openai_server.texts()[0]
     assert f"- {ALARM} | Clock | medium | action |" in text and schema_line(get_template(ALARM)) in text
-    assert "1 episodes: 0% success (0/1 scored), mean 7.0 steps; ended by agent_finished 1 (1 false completions)" in text
+    assert (
+        "1 episodes: 0% success (0/1 scored), mean 7.0 steps; ended by agent_finished 1 (1 false completions)" in text
+    )
     assert "1 episodes: 100% success (1/1 scored), mean 5.0 steps; ended by success 1" in text
     assert "Languages: ENG, CHN." in text and "between 20% and 80%" in text
     assert "clock.home_time_zone" not in text  # not a template of the base tasks
     # Stored in the run's database: the call with its tokens, each proposal with its task.
     with sqlite3.connect(tmp_path / DB_FILENAME) as db:
-        calls = db.execute("SELECT call, outcome, model, prompt_tokens, completion_tokens FROM curriculum_calls").fetchall()
-        rows = db.execute("SELECT template, accepted, reason, task_id, why FROM curriculum_proposals ORDER BY position").fetchall()
+        calls = db.execute(
+            "SELECT call, outcome, model, prompt_tokens, completion_tokens FROM curriculum_calls"
+        ).fetchall()
+        rows = db.execute(
+            "SELECT template, accepted, reason, task_id, why FROM curriculum_proposals ORDER BY position"
+        ).fetchall()
     assert calls == [(0, "ok", "openai/fake-llm", 10, 5)]
     assert rows == [(ALARM, 1, "", first.id, "half solved"), (WORLD, 1, "", second.id, "half solved")]
     cur.close()
@@ -136,7 +144,9 @@ def test_malformed_answers_fall_back_to_base_tasks(openai_server, caplog: pytest
     assert [c.outcome for c in cur.store.calls()] == ["malformed", "malformed"]  # type: ignore[union-attr]
 
 
-def test_invalid_proposals_are_rejected_with_reasons_and_counted(openai_server, caplog: pytest.LogCaptureFixture) -> None:
+def test_invalid_proposals_are_rejected_with_reasons_and_counted(
+    openai_server, caplog: pytest.LogCaptureFixture
+) -> None:
     train = [get_template(ALARM).instance(s) for s in range(3)]  # English only
     held_out = "clock.home_time_zone"  # a template of the training app that training leaves out
     good = {"hour": 13, "minute": 30}
@@ -151,14 +161,27 @@ def test_invalid_proposals_are_rejected_with_reasons_and_counted(openai_server, 
         proposal(ALARM, {"hour": 14}, why="past max_proposals"),
     ]
     openai_server.reply = lambda body: json.dumps(answer)
-    cur = track(LLMTaskProposer(train, llm=openai_server.litellm_config(max_attempts=1), propose_every=1, max_proposals=7,
-                                proposal_share=1.0))
+    cur = track(
+        LLMTaskProposer(
+            train,
+            llm=openai_server.litellm_config(max_attempts=1),
+            propose_every=1,
+            max_proposals=7,
+            proposal_share=1.0,
+        )
+    )
     assert cur.allowed == (ALARM,)
     with caplog.at_level(logging.WARNING, logger="darwin.curricula.proposer"):
         play(cur, 3)  # two calls with the same answer (after episode 1, and when the queue emptied)
     assert cur.stats.calls == 2 and cur.stats.accepted == 2 and cur.stats.rejected == 14
     assert cur.stats.rejected_by_reason == {
-        "unknown_template": 2, "invalid_params": 2, "not_allowed": 2, "malformed": 2, "language": 2, "duplicate": 2, "too_many": 2,
+        "unknown_template": 2,
+        "invalid_params": 2,
+        "not_allowed": 2,
+        "malformed": 2,
+        "language": 2,
+        "duplicate": 2,
+        "too_many": 2,
     }
     assert caplog.text.count("rejected a proposal (not_allowed)") == 1  # once per kind
     stored = cur.store.calls()  # type: ignore[union-attr]
@@ -167,7 +190,10 @@ def test_invalid_proposals_are_rejected_with_reasons_and_counted(openai_server, 
     assert proposals is not None
     reasons = {p.rejection: p.reason for p in proposals if p.rejection}
     assert reasons["unknown_template"] == "no template 'clock.set_alarmz' (did you mean 'clock.set_alarm'?)"
-    assert "hour: Input should be less than or equal to 23" in reasons["invalid_params"] and "Schema:" in reasons["invalid_params"]
+    assert (
+        "hour: Input should be less than or equal to 23" in reasons["invalid_params"]
+        and "Schema:" in reasons["invalid_params"]
+    )
     assert "'clock.home_time_zone' is not among the templates this curriculum may propose" in reasons["not_allowed"]
     assert "must be a JSON object" in reasons["malformed"]
     assert "'CHN' is not one of ['ENG']" in reasons["language"]
@@ -204,8 +230,11 @@ def test_held_out_templates_of_a_split_are_never_proposed(openai_server) -> None
     held_out = split.held_out_templates[:64]
     assert held_out
     openai_server.reply = lambda body: json.dumps([proposal(t, templates()[t].instance(0).params) for t in held_out])
-    cur = track(LLMTaskProposer(split.sets["train"], llm=openai_server.litellm_config(max_attempts=1), propose_every=1,
-                                max_proposals=64))
+    cur = track(
+        LLMTaskProposer(
+            split.sets["train"], llm=openai_server.litellm_config(max_attempts=1), propose_every=1, max_proposals=64
+        )
+    )
     assert set(cur.allowed) == set(split.train_templates)
     text = cur.proposal_prompt(cur.template_results()).messages[1].text
     assert not any(f"- {t} |" in text for t in held_out)
@@ -271,7 +300,9 @@ def test_replay_gives_the_same_tasks_without_a_model(openai_server, tmp_path: Pa
     assert len(openai_server.requests) == requests
     assert replayed.stats.replayed_calls == original.stats.calls and replayed.stats.calls == 0
     # From the database file too; past the stored calls it falls back to the base tasks.
-    from_file = track(LLMTaskProposer(base_tasks(), replay=str(tmp_path / DB_FILENAME), propose_every=3, proposal_share=0.6, seed=7))
+    from_file = track(
+        LLMTaskProposer(base_tasks(), replay=str(tmp_path / DB_FILENAME), propose_every=3, proposal_share=0.6, seed=7)
+    )
     assert play(from_file, 20) == drawn
     play(from_file, 30)
     assert from_file.queue() == [] and from_file.stats.replayed_calls == original.stats.calls
@@ -339,8 +370,14 @@ def test_a_call_in_flight_at_a_checkpoint_is_made_again_on_resume(openai_server)
 def record_episode(store: RunStore, run_id: str, task: Task, success: bool, reason: TerminationReason) -> None:
     episode_id = f"{task.id}-{len(store.episodes(run_id))}"
     store.start_episode(run_id, episode_id, task, phone="sim-0")
-    store.finish_episode(Trajectory(episode_id=episode_id, task=task, termination=Termination(reason),
-                                    verdicts={Phase.EXECUTION: Verdict(success)}))
+    store.finish_episode(
+        Trajectory(
+            episode_id=episode_id,
+            task=task,
+            termination=Termination(reason),
+            verdicts={Phase.EXECUTION: Verdict(success)},
+        )
+    )
 
 
 def test_results_are_read_from_the_run_database(openai_server, tmp_path: Path) -> None:
@@ -351,13 +388,19 @@ def test_results_are_read_from_the_run_database(openai_server, tmp_path: Path) -
     for ok in (True, False, False, True):
         record_episode(store, run_id, alarm, ok, TerminationReason.SUCCESS if ok else TerminationReason.AGENT_FINISHED)
     openai_server.reply = lambda body: fenced(VALID)
-    spec = ComponentSpec(name="llm_proposer", kwargs={"llm": openai_server.litellm_config(max_attempts=1), "propose_every": 1})
+    spec = ComponentSpec(
+        name="llm_proposer", kwargs={"llm": openai_server.litellm_config(max_attempts=1), "propose_every": 1}
+    )
     cur = track(build_component("curriculum", spec, tasks=base_tasks(), seed=0, named_context={"run_dir": tmp_path}))  # type: ignore[arg-type]
     assert isinstance(cur, LLMTaskProposer) and cur.run_dir == tmp_path
     cur.update(alarm, outcome(alarm, True))  # one episode triggers the call; the database has four
     cur.next_task()
     text = openai_server.texts()[0]
-    assert f"{ALARM} | Clock" in text and "4 episodes: 50% success (2/4 scored), mean 0.0 steps; ended by agent_finished 2, success 2 (2 false completions)" in text
+    assert (
+        f"{ALARM} | Clock" in text
+        and "4 episodes: 50% success (2/4 scored), mean 0.0 steps; ended by agent_finished 2, success 2 (2 false completions)"
+        in text
+    )
     assert f"{WORLD} | Clock" in text and "not tried yet" in text
     assert len(cur.store.calls()) == 1  # type: ignore[union-attr]
     cur.close()
@@ -366,8 +409,11 @@ def test_results_are_read_from_the_run_database(openai_server, tmp_path: Path) -
 
 def test_experiment_builds_the_proposer_with_its_run_directory(openai_server, tmp_path: Path) -> None:
     config = ExperimentConfig(
-        name="proposer", tasks=("clock.set_alarm.s0", "clock.add_world_clock.s1"),
-        curriculum=ComponentSpec(name="llm_proposer", kwargs={"llm": openai_server.litellm_config(), "step_budget": 32}),
+        name="proposer",
+        tasks=("clock.set_alarm.s0", "clock.add_world_clock.s1"),
+        curriculum=ComponentSpec(
+            name="llm_proposer", kwargs={"llm": openai_server.litellm_config(), "step_budget": 32}
+        ),
     )
     config.check_components()  # builds it once without a run directory (in-memory proposals)
     cur = track(build_curriculum(config, config.resolve_tasks(), run_dir=tmp_path))  # type: ignore[arg-type]
@@ -421,10 +467,21 @@ def test_in_a_rollout_the_phones_never_wait_for_the_model(openai_server, tmp_pat
     openai_server.reply = slow
     store = RunStore.for_run_dir(tmp_path)
     run_id = store.start_run("proposer", config=None)
-    cur = track(LLMTaskProposer(base_tasks(), llm=openai_server.litellm_config(max_attempts=1), propose_every=2,
-                                proposal_share=1.0, max_calls=2, run_dir=tmp_path, seed=1))
+    cur = track(
+        LLMTaskProposer(
+            base_tasks(),
+            llm=openai_server.litellm_config(max_attempts=1),
+            propose_every=2,
+            proposal_share=1.0,
+            max_calls=2,
+            run_dir=tmp_path,
+            seed=1,
+        )
+    )
     buffer = ReplayBuffer(rollout_steps=10_000)
-    eng = RolloutEngine([SimPhoneEnv(seed=i) for i in range(2)], lambda i: OracleActor(), cur, buffer, store=store, run_id=run_id)
+    eng = RolloutEngine(
+        [SimPhoneEnv(seed=i) for i in range(2)], lambda i: OracleActor(), cur, buffer, store=store, run_id=run_id
+    )
 
     async def run() -> None:
         async with asyncio.timeout(120):

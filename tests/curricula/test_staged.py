@@ -19,7 +19,10 @@ from darwin.types import Task, TerminationReason, VerifierSpec
 
 
 def make_tasks(*spec: tuple[str, int]) -> list[Task]:
-    return [Task(id=i, instruction=f"Do {i}.", app="App", difficulty=d, verifier=VerifierSpec(predicate="p")) for i, d in spec]
+    return [
+        Task(id=i, instruction=f"Do {i}.", app="App", difficulty=d, verifier=VerifierSpec(predicate="p"))
+        for i, d in spec
+    ]
 
 
 TASKS = make_tasks(("e1", 1), ("e2", 1), ("m1", 2), ("h1", 3))
@@ -30,7 +33,11 @@ def feed(cur: DifficultyStagedCurriculum, task_id: str, outcomes: str) -> None:
     task = next(t for t in cur.tasks if t.id == task_id)
     for c in outcomes:
         success = {"S": True, "F": False, "U": None}[c]
-        reason = {True: TerminationReason.SUCCESS, False: TerminationReason.STEP_BUDGET, None: TerminationReason.ALREADY_DONE}[success]
+        reason = {
+            True: TerminationReason.SUCCESS,
+            False: TerminationReason.STEP_BUDGET,
+            None: TerminationReason.ALREADY_DONE,
+        }[success]
         cur.update(task, EpisodeOutcome(task_id, success, 5, reason))
 
 

@@ -26,7 +26,11 @@ def feed(cur: SuccessBandCurriculum, task: Task, outcomes: str) -> None:
     """Apply outcomes written as a string: 'S' success, 'F' failure, 'U' unscored."""
     for c in outcomes:
         success = {"S": True, "F": False, "U": None}[c]
-        reason = {True: TerminationReason.SUCCESS, False: TerminationReason.STEP_BUDGET, None: TerminationReason.ALREADY_DONE}[success]
+        reason = {
+            True: TerminationReason.SUCCESS,
+            False: TerminationReason.STEP_BUDGET,
+            None: TerminationReason.ALREADY_DONE,
+        }[success]
         cur.update(task, EpisodeOutcome(task.id, success, 5, reason))
 
 
@@ -114,7 +118,9 @@ def test_template_instances_share_one_estimate_and_split_its_weight() -> None:
     assert cur.weights() == pytest.approx(expected)
     per_task = SuccessBandCurriculum(tasks, prior_weight=0.0, floor=0.0, group_by="task")
     feed(per_task, tasks[0], "FF")
-    assert per_task.band_weights() == pytest.approx({tasks[0].id: 0.2, tasks[1].id: 1.0, tasks[2].id: 1.0, tasks[3].id: 1.0})
+    assert per_task.band_weights() == pytest.approx(
+        {tasks[0].id: 0.2, tasks[1].id: 1.0, tasks[2].id: 1.0, tasks[3].id: 1.0}
+    )
 
 
 def test_sampling_frequencies_follow_weights() -> None:
@@ -169,5 +175,7 @@ def test_bad_settings_name_the_field(kwargs: dict, match: str) -> None:
 
 
 def test_built_by_name() -> None:
-    cur = build_component("curriculum", ComponentSpec(name="success_band", kwargs={"low": 0.3}), tasks=make_tasks("a"), seed=0)
+    cur = build_component(
+        "curriculum", ComponentSpec(name="success_band", kwargs={"low": 0.3}), tasks=make_tasks("a"), seed=0
+    )
     assert isinstance(cur, SuccessBandCurriculum) and cur.config.low == 0.3

@@ -98,7 +98,11 @@ def _typed_by_plan(text: str) -> str:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0") | st.sampled_from("%s \n\t"), max_size=80))
+@given(
+    st.text(
+        st.characters(blacklist_categories=("Cs",), blacklist_characters="\0") | st.sampled_from("%s \n\t"), max_size=80
+    )
+)
 def test_type_plan_is_exact(text: str) -> None:
     assert _typed_by_plan(text) == text
     for argv in type_commands(text, max_chars=16):
@@ -111,7 +115,11 @@ def test_app_map() -> None:
     apps = AppMap.default(overrides={"Notes": "com.example.notes/.Main"})
     chrome = AppTarget("com.android.chrome", "com.google.android.apps.chrome.Main")
     assert apps.resolve("Chrome") == apps.resolve("chrome") == apps.resolve("com.android.chrome") == chrome
-    assert apps.resolve("Google Play") == apps.resolve("google_play") == AppTarget("com.android.vending", "com.android.vending.AssetBrowserActivity")
+    assert (
+        apps.resolve("Google Play")
+        == apps.resolve("google_play")
+        == AppTarget("com.android.vending", "com.android.vending.AssetBrowserActivity")
+    )
     assert apps.resolve("dictionary_merriam_webster") == apps.resolve("Merriam-Webster")
     assert apps.resolve("支付宝") == AppTarget("com.eg.android.AlipayGphone", "com.eg.android.AlipayGphone.AlipayLogin")
     assert apps.resolve("notes") == AppTarget("com.example.notes", "com.example.notes.Main")
@@ -149,7 +157,14 @@ def test_config_validation() -> None:
 # Against served SimPhones
 # --------------------------------------------------------------------------------------
 
-FAST = {"command_timeout_s": 3.0, "screenshot_timeout_s": 5.0, "connect_timeout_s": 3.0, "reconnect_timeout_s": 4.0, "reconnect_backoff_s": 0.05, "reconnect_backoff_max_s": 0.5}
+FAST = {
+    "command_timeout_s": 3.0,
+    "screenshot_timeout_s": 5.0,
+    "connect_timeout_s": 3.0,
+    "reconnect_timeout_s": 4.0,
+    "reconnect_backoff_s": 0.05,
+    "reconnect_backoff_max_s": 0.5,
+}
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +236,10 @@ def test_black_hole_device_times_out(adb_server_port: int) -> None:
         hole.bind(("127.0.0.1", 0))
         hole.listen()
         address = f"127.0.0.1:{hole.getsockname()[1]}"
-        config = AdbEnvConfig.for_sim(adb_port=adb_server_port, **{**FAST, "connect_timeout_s": 0.5, "command_timeout_s": 0.5, "reconnect_timeout_s": 1.5})
+        config = AdbEnvConfig.for_sim(
+            adb_port=adb_server_port,
+            **{**FAST, "connect_timeout_s": 0.5, "command_timeout_s": 0.5, "reconnect_timeout_s": 1.5},
+        )
         start = time.monotonic()
         with pytest.raises(InfraError) as info:
             AdbPhoneEnv(address, config)
@@ -436,7 +454,9 @@ def test_hang_is_bounded_by_the_deadline_then_recovers(farm: SimFarm) -> None:
 
 
 def test_crash_reconnect_quarantine_and_heal(adb_server_port: int) -> None:
-    config = AdbEnvConfig.for_sim(adb_port=adb_server_port, **{**FAST, "reconnect_timeout_s": 1.5, "quarantine_after": 3})
+    config = AdbEnvConfig.for_sim(
+        adb_port=adb_server_port, **{**FAST, "reconnect_timeout_s": 1.5, "quarantine_after": 3}
+    )
     with SimFarm(1, seed=3, config=config) as farm:
         env = farm.acquire()
         server = farm.servers[0]

@@ -9,8 +9,9 @@ import pytest
 
 from darwin.envs.adb_server import PrivateAdbServer, free_port
 
-pytestmark = pytest.mark.skipif(shutil.which("adb") is None,
-                                reason="the `adb` binary is not installed (Debian/Ubuntu: apt-get install adb)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("adb") is None, reason="the `adb` binary is not installed (Debian/Ubuntu: apt-get install adb)"
+)
 
 
 def _devices(port: int) -> subprocess.CompletedProcess[str]:

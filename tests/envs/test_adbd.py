@@ -283,9 +283,7 @@ async def test_raw_negotiates_version_and_payload(server: AdbdServer) -> None:
 
 
 async def test_raw_old_protocol_checksums_and_flow_control(server: AdbdServer) -> None:
-    host, (_, version, max_payload, _, _) = await RawHost.connect(
-        server.port, version=A_VERSION_MIN, max_payload=4096
-    )
+    host, (_, version, max_payload, _, _) = await RawHost.connect(server.port, version=A_VERSION_MIN, max_payload=4096)
     assert (version, max_payload) == (A_VERSION_MIN, 4096)
     device_id = await host.open(1, "exec:screencap -p")
     received: list[bytes] = []
@@ -572,9 +570,7 @@ def test_slow_device_does_not_stall_others(adb_client, farm: AdbdFarm) -> None:
         assert pending.result().stdout == "slept\n"
 
 
-def test_backend_exception_becomes_exit_code(
-    device, farm: AdbdFarm, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_backend_exception_becomes_exit_code(device, farm: AdbdFarm, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.ERROR, logger="darwin.envs.sim.adbd"):
         result = device.shell2(["boom", "now"], v2=True, timeout=10)
         assert result.returncode == BACKEND_ERROR_EXIT_CODE

@@ -26,7 +26,9 @@ from darwin.types import TerminationReason
 # Per command. A step sends ~5 commands (screenshots, state probes, the action), so about
 # 5% of steps meet a fault: drops, hangs, slow answers with occasional stalls, adbd
 # crashes and reboots. Durations are real-world seconds times `scale`.
-CHAOS = "drop=0.004,hang=0.002,slow=lognormal:0.05:0.6,stall=0.01:3,crash=0.001:4,reboot=0.0006:keep:6,seed=11,scale=0.2"
+CHAOS = (
+    "drop=0.004,hang=0.002,slow=lognormal:0.05:0.6,stall=0.01:3,crash=0.001:4,reboot=0.0006:keep:6,seed=11,scale=0.2"
+)
 DEADLINES = {
     "command_timeout_s": 1.0,
     "screenshot_timeout_s": 2.0,
@@ -68,7 +70,11 @@ def test_chaos_sixteen_phones(adb_server_port: int) -> None:
         # Served phones keep their state: a goal met earlier on a phone is not scored again.
         already = [t for t in trajectories if t.termination.reason == TerminationReason.ALREADY_DONE]
         assert report.overall.already_done == len(already) and all(t.success is None and len(t) == 0 for t in already)
-        finished = [t for t in trajectories if t.termination.reason not in (TerminationReason.INFRA_TRUNCATED, TerminationReason.ALREADY_DONE)]
+        finished = [
+            t
+            for t in trajectories
+            if t.termination.reason not in (TerminationReason.INFRA_TRUNCATED, TerminationReason.ALREADY_DONE)
+        ]
         assert all(t.success is True for t in finished)
         assert report.overall.successes == len(finished)
         assert report.overall.success_rate == 1.0
@@ -110,7 +116,10 @@ def test_chaos_in_process_same_spec() -> None:
     """The same spec on in-process SimPhones (FaultyEnv): one draw per env call."""
     tasks = task_set("base8") + task_set("cycle8")
     spec = FaultSpec.parse(CHAOS.replace("scale=0.2", "scale=0.05"))
-    envs = [FaultyEnv(SimPhoneEnv(seed=200 + i), spec, device=f"sim-{i}", call_timeout_s=0.2, recovery_timeout_s=5) for i in range(8)]
+    envs = [
+        FaultyEnv(SimPhoneEnv(seed=200 + i), spec, device=f"sim-{i}", call_timeout_s=0.2, recovery_timeout_s=5)
+        for i in range(8)
+    ]
     report = asyncio.run(evaluate(tasks, envs, lambda i: OracleActor(), episodes_per_task=10))
     trajectories = report.trajectories
     assert len(trajectories) == 160

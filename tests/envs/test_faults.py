@@ -17,7 +17,14 @@ from darwin.envs.sim.env import SimPhoneEnv
 
 pytestmark = pytest.mark.timeout(120)
 
-FAST = {"command_timeout_s": 1.0, "screenshot_timeout_s": 2.0, "connect_timeout_s": 2.0, "reconnect_timeout_s": 3.0, "reconnect_backoff_s": 0.05, "reconnect_backoff_max_s": 0.3}
+FAST = {
+    "command_timeout_s": 1.0,
+    "screenshot_timeout_s": 2.0,
+    "connect_timeout_s": 2.0,
+    "reconnect_timeout_s": 3.0,
+    "reconnect_backoff_s": 0.05,
+    "reconnect_backoff_max_s": 0.3,
+}
 
 
 # --------------------------------------------------------------------------------------
@@ -26,10 +33,25 @@ FAST = {"command_timeout_s": 1.0, "screenshot_timeout_s": 2.0, "connect_timeout_
 
 
 def test_parse_full_spec_and_round_trip() -> None:
-    spec = FaultSpec.parse("drop=0.01:after, hang=0.005:2.5,slow=lognormal:0.05:0.5,stall=0.01:3.0,crash=0.002:4,reboot=0.001:reset:9,seed=7,scale=0.1")
+    spec = FaultSpec.parse(
+        "drop=0.01:after, hang=0.005:2.5,slow=lognormal:0.05:0.5,stall=0.01:3.0,crash=0.002:4,reboot=0.001:reset:9,seed=7,scale=0.1"
+    )
     assert spec == FaultSpec(
-        seed=7, drop=0.01, drop_when="after", hang=0.005, hang_s=2.5, slow_median_s=0.05, slow_sigma=0.5,
-        stall=0.01, stall_s=3.0, crash=0.002, crash_down_s=4, reboot=0.001, reboot_mode="reset", reboot_down_s=9, time_scale=0.1,
+        seed=7,
+        drop=0.01,
+        drop_when="after",
+        hang=0.005,
+        hang_s=2.5,
+        slow_median_s=0.05,
+        slow_sigma=0.5,
+        stall=0.01,
+        stall_s=3.0,
+        crash=0.002,
+        crash_down_s=4,
+        reboot=0.001,
+        reboot_mode="reset",
+        reboot_down_s=9,
+        time_scale=0.1,
     )
     assert FaultSpec.parse(str(spec)) == spec
     assert FaultSpec.parse("none") == FaultSpec.parse("") == FaultSpec()
@@ -201,7 +223,11 @@ def test_served_hang_forever_is_cut_by_the_deadline(adb_server_port: int) -> Non
 @pytest.mark.parametrize("mode", ["crash", "keep", "reset"])
 def test_served_crash_and_reboot(adb_server_port: int, mode: str) -> None:
     config = AdbEnvConfig.for_sim(adb_port=adb_server_port, **FAST)
-    spec = FaultSpec(crash=1.0, crash_down_s=0.4) if mode == "crash" else FaultSpec(reboot=1.0, reboot_mode=mode, reboot_down_s=0.4)
+    spec = (
+        FaultSpec(crash=1.0, crash_down_s=0.4)
+        if mode == "crash"
+        else FaultSpec(reboot=1.0, reboot_mode=mode, reboot_down_s=0.4)
+    )
     with SimFarm(1, seed=8, config=config) as farm:
         env = farm.acquire()
         env.execute(OpenApp(app="Settings"))

@@ -25,8 +25,15 @@ from darwin.tasks import task_set
 from darwin.types import Termination, TerminationReason, Trajectory
 
 TASK = task_set("base8")[0]
-FAST = {"command_timeout_s": 0.5, "screenshot_timeout_s": 0.5, "connect_timeout_s": 1.0, "reconnect_timeout_s": 1.0,
-        "reconnect_backoff_s": 0.05, "reconnect_backoff_max_s": 0.2, "quarantine_after": 2}
+FAST = {
+    "command_timeout_s": 0.5,
+    "screenshot_timeout_s": 0.5,
+    "connect_timeout_s": 1.0,
+    "reconnect_timeout_s": 1.0,
+    "reconnect_backoff_s": 0.05,
+    "reconnect_backoff_max_s": 0.2,
+    "quarantine_after": 2,
+}
 
 
 def _ended(reason: TerminationReason, cause: str = "") -> Trajectory:
@@ -44,7 +51,9 @@ def test_every_n_episodes_is_a_factory_reset() -> None:
             assert env.probe_state() != factory  # not yet
     assert env.probe_state() == factory
     assert [(e.kind, e.episodes, e.reason) for e in fleet.events] == [
-        ("hard_reset", 3, "every 3 episodes"), ("hard_reset", 6, "every 3 episodes")]
+        ("hard_reset", 3, "every 3 episodes"),
+        ("hard_reset", 6, "every 3 episodes"),
+    ]
 
 
 def test_consecutive_infrastructure_truncations_reset_and_a_success_clears_the_streak() -> None:
@@ -96,8 +105,13 @@ def test_a_phone_that_does_not_heal_is_replaced_by_a_spare(farm: SimFarm, tmp_pa
     store = RunStore.for_run_dir(tmp_path)
     run_id = store.start_run("fleet")
     envs = farm.acquire_many(2)  # the third phone is the spare
-    fleet = PhoneFleet(envs, provider=farm, schedule=ResetSchedule(), replace_after_s=1.0,
-                       on_event=lambda e: store.record_phone_event(run_id, e.phone, e.kind, e.reason, e.episodes, e.replacement))
+    fleet = PhoneFleet(
+        envs,
+        provider=farm,
+        schedule=ResetSchedule(),
+        replace_after_s=1.0,
+        on_event=lambda e: store.record_phone_event(run_id, e.phone, e.kind, e.reason, e.episodes, e.replacement),
+    )
     farm.set_faults("hang=1.0", index=0)  # sim-0 never answers again, resets or not
     for _ in range(3):
         with pytest.raises(InfraError):
@@ -146,8 +160,15 @@ def test_a_group_whose_member_is_lost_never_waits(policy: str) -> None:
     envs = [FaultyEnv(SimPhoneEnv(seed=0), FaultSpec(drop=1.0, drop_when="before")), SimPhoneEnv(seed=1)]
     fleet = PhoneFleet(envs, schedule=ResetSchedule(every_episodes=50))
     buffer = ReplayBuffer(rollout_steps=8, group_size=3)
-    engine = RolloutEngine(envs, lambda i: OracleActor(), StaticCurriculum(task_set("base8")), buffer,
-                           group_size=3, fleet=fleet, group_lost=policy)  # type: ignore[arg-type]
+    engine = RolloutEngine(
+        envs,
+        lambda i: OracleActor(),
+        StaticCurriculum(task_set("base8")),
+        buffer,
+        group_size=3,
+        fleet=fleet,
+        group_lost=policy,
+    )  # type: ignore[arg-type]
     finished: list[Trajectory] = []
     engine.on_episode = finished.append
     asyncio.run(engine.run(until=lambda: sum(t.phone == "sim-1" for t in finished) >= 6))
@@ -168,10 +189,18 @@ def test_a_group_whose_member_is_lost_never_waits(policy: str) -> None:
 def test_the_static_provider_builds_the_fleet_from_devices(farm: SimFarm, adb_server_port: int) -> None:
     from darwin.experiment import apply_overrides, load_experiment
 
-    config = apply_overrides(load_experiment(Path(__file__).resolve().parents[2] / "examples" / "spa_bench.py"), [
-        "phones.provider=static", "phones.count=2", "phones.spares=1", f"phones.devices={json.dumps(farm.addresses)}",
-        f"phones.adb_server=127.0.0.1:{adb_server_port}", "phones.sim_state_probe=true", "phones.hard_reset_every=4",
-    ])
+    config = apply_overrides(
+        load_experiment(Path(__file__).resolve().parents[2] / "examples" / "spa_bench.py"),
+        [
+            "phones.provider=static",
+            "phones.count=2",
+            "phones.spares=1",
+            f"phones.devices={json.dumps(farm.addresses)}",
+            f"phones.adb_server=127.0.0.1:{adb_server_port}",
+            "phones.sim_state_probe=true",
+            "phones.hard_reset_every=4",
+        ],
+    )
     fleet = build_fleet(config)
     try:
         assert fleet.active and [e.name for e in fleet.envs] == farm.addresses[:2]
@@ -186,8 +215,10 @@ def test_the_static_provider_builds_the_fleet_from_devices(farm: SimFarm, adb_se
 def test_in_process_simphones_as_a_provider_with_a_schedule() -> None:
     from darwin.experiment import apply_overrides, load_experiment
 
-    config = apply_overrides(load_experiment(Path(__file__).resolve().parents[2] / "examples" / "spa_bench.py"), [
-        "phones.provider=sim", "phones.count=2", "phones.spares=1", "phones.hard_reset_every=2"])
+    config = apply_overrides(
+        load_experiment(Path(__file__).resolve().parents[2] / "examples" / "spa_bench.py"),
+        ["phones.provider=sim", "phones.count=2", "phones.spares=1", "phones.hard_reset_every=2"],
+    )
     fleet = build_fleet(config)
     try:
         assert [type(e).__name__ for e in fleet.envs] == ["SimPhoneEnv", "SimPhoneEnv"]
@@ -198,8 +229,12 @@ def test_in_process_simphones_as_a_provider_with_a_schedule() -> None:
         env.phone.state["clock"]["minutes"] += 5
         for _ in range(2):
             asyncio.run(fleet.after_episode(0, _ended(TerminationReason.STEP_BUDGET)))
-        assert env.probe_state() == factory and [(e.kind, e.phone) for e in fleet.events] == [("hard_reset", f"sim-{first}")]
+        assert env.probe_state() == factory and [(e.kind, e.phone) for e in fleet.events] == [
+            ("hard_reset", f"sim-{first}")
+        ]
         assert fleet.provider is not None and fleet.provider.acquire().name == f"sim-{first + 2}"  # the spare
     finally:
         fleet.close()
-    assert len(build_eval_phones(config, fleet.envs)) == config.evaluation.phones  # fresh evaluation phones, as without a provider
+    assert (
+        len(build_eval_phones(config, fleet.envs)) == config.evaluation.phones
+    )  # fresh evaluation phones, as without a provider

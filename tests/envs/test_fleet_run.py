@@ -19,12 +19,14 @@ from darwin.types import TerminationReason
 ROOT = Path(__file__).resolve().parents[2]
 
 # test_chaos.py's mix (hangs last forever: the deadlines end them), durations scaled by 0.2.
-CHAOS = "drop=0.004,hang=0.002,slow=lognormal:0.05:0.6,stall=0.01:3,crash=0.001:4,reboot=0.0006:keep:6,seed=11,scale=0.2"
+CHAOS = (
+    "drop=0.004,hang=0.002,slow=lognormal:0.05:0.6,stall=0.01:3,crash=0.001:4,reboot=0.0006:keep:6,seed=11,scale=0.2"
+)
 EVERY = 6
 
 # A user's provider, named by import path: a SimFarm whose phone sim-0 never answers again after
 # its first re-image (a cloud phone a bad image bricked).
-PROVIDER = textwrap.dedent('''
+PROVIDER = textwrap.dedent("""
     from darwin.envs.providers import SimFarm
 
 
@@ -33,24 +35,44 @@ PROVIDER = textwrap.dedent('''
             super().hard_reset(phone)
             if phone.id == "sim-0":
                 self.set_faults("hang=1.0", index=0)
-''')
+""")
 
 
 @pytest.mark.timeout(1500)
-def test_chaos_through_darwin_run_with_a_provider_and_a_spare(adb_server_port: int, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chaos_through_darwin_run_with_a_provider_and_a_spare(
+    adb_server_port: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "chaos_provider.py").write_text(PROVIDER)
     monkeypatch.syspath_prepend(str(tmp_path))
     provider = json.dumps({"name": "chaos_provider:BrickingFarm", "kwargs": {"faults": CHAOS}})
-    config = apply_overrides(load_experiment(ROOT / "examples" / "spa_bench.py"), [
-        "sft.steps=30", "sft.episodes=32", "sft.phones=8", "sft.heldout_episodes=0", f"cache_dir={tmp_path / 'cache'}",
-        'tasks=["clock_1","settings_dark_theme"]', "horizon=6", "evaluation.episodes_per_task=0", "time_budget_s=null",
-        "updates=4", "learner.critic_warmup_updates=1", "rollout_steps=420", "learner.mini_batch_size=64",
-        "learner.freeze_vision=true", "phones.count=16", "phones.spares=1", f"phones.provider={provider}",
-        f"phones.adb_server=127.0.0.1:{adb_server_port}", "phones.call_deadline_s=1", "phones.screenshot_deadline_s=2",
-        "phones.reconnect_deadline_s=5",
-        f"phones.hard_reset_every={EVERY}", "phones.replace_after_s=3",
-    ])
+    config = apply_overrides(
+        load_experiment(ROOT / "examples" / "spa_bench.py"),
+        [
+            "sft.steps=30",
+            "sft.episodes=32",
+            "sft.phones=8",
+            "sft.heldout_episodes=0",
+            f"cache_dir={tmp_path / 'cache'}",
+            'tasks=["clock_1","settings_dark_theme"]',
+            "horizon=6",
+            "evaluation.episodes_per_task=0",
+            "time_budget_s=null",
+            "updates=4",
+            "learner.critic_warmup_updates=1",
+            "rollout_steps=420",
+            "learner.mini_batch_size=64",
+            "learner.freeze_vision=true",
+            "phones.count=16",
+            "phones.spares=1",
+            f"phones.provider={provider}",
+            f"phones.adb_server=127.0.0.1:{adb_server_port}",
+            "phones.call_deadline_s=1",
+            "phones.screenshot_deadline_s=2",
+            "phones.reconnect_deadline_s=5",
+            f"phones.hard_reset_every={EVERY}",
+            "phones.replace_after_s=3",
+        ],
+    )
     result = run_experiment(config, tmp_path / "run")
 
     store = RunStore.for_run_dir(result.run_dir)
@@ -61,13 +83,19 @@ def test_chaos_through_darwin_run_with_a_provider_and_a_spare(adb_server_port: i
     reasons = Counter(e.termination_reason for e in finished)
 
     # Nothing lost: every finished episode was trained on or waits in the checkpoint, once.
-    trained = [i for line in (result.run_dir / "updates.jsonl").read_text().splitlines() for i in json.loads(line)["episode_ids"]]
+    trained = [
+        i
+        for line in (result.run_dir / "updates.jsonl").read_text().splitlines()
+        for i in json.loads(line)["episode_ids"]
+    ]
     pending = json.loads((result.run_dir / "checkpoint" / "learner.json").read_text())["pending_episode_ids"]
     assert len(trained) == len(set(trained)) and not set(trained) & set(pending)
     assert {e.episode_id for e in finished} == set(trained) | set(pending)
 
     # Nothing punished: infrastructure failures are truncations with a cause and no verdict.
-    assert TerminationReason.ERROR not in reasons, [e.termination_cause for e in finished if e.termination_reason == TerminationReason.ERROR][:3]
+    assert TerminationReason.ERROR not in reasons, [
+        e.termination_cause for e in finished if e.termination_reason == TerminationReason.ERROR
+    ][:3]
     truncated = [e for e in finished if e.termination_reason == TerminationReason.INFRA_TRUNCATED]
     assert truncated, "no fault reached an episode: the chaos tests nothing"
     assert all(e.termination_cause and e.success is None for e in truncated)

@@ -29,9 +29,26 @@ def test_serve_rejects_a_bad_fault_spec() -> None:
 def test_serve_serves_phones_until_terminated(adb_server_port: int, tmp_path: Path) -> None:
     ready = tmp_path / "ready.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "darwin.cli", "phones", "serve", "--count", "2", "--seed", "5", "--faults", "slow=lognormal:0.001:0.1",
-         "--ready-file", str(ready), "--connect", "--adb-port", str(adb_server_port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "darwin.cli",
+            "phones",
+            "serve",
+            "--count",
+            "2",
+            "--seed",
+            "5",
+            "--faults",
+            "slow=lognormal:0.001:0.1",
+            "--ready-file",
+            str(ready),
+            "--connect",
+            "--adb-port",
+            str(adb_server_port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 60

@@ -63,10 +63,23 @@ ray = pytest.importorskip("ray", reason="phones on a Ray cluster need Ray: pip i
 MB = 1024 * 1024
 # Small nodes for a 2-core machine; fast failure detection so a killed node is noticed in
 # about a second (the defaults take ~30 s: docs/scale.md).
-HEAD = {"num_cpus": 1, "object_store_memory": 80 * MB, "include_dashboard": False,
-        "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 0}}
+HEAD = {
+    "num_cpus": 1,
+    "object_store_memory": 80 * MB,
+    "include_dashboard": False,
+    "_system_config": {
+        "health_check_period_ms": 500,
+        "health_check_failure_threshold": 3,
+        "health_check_initial_delay_ms": 0,
+    },
+}
 WORKER = {"num_cpus": 1, "object_store_memory": 80 * MB, "labels": {"phones": "eu"}, "resources": {"phones-eu": 1}}
-SERVED_DEADLINES = {"command_timeout_s": 5.0, "screenshot_timeout_s": 5.0, "connect_timeout_s": 10.0, "reconnect_timeout_s": 10.0}
+SERVED_DEADLINES = {
+    "command_timeout_s": 5.0,
+    "screenshot_timeout_s": 5.0,
+    "connect_timeout_s": 10.0,
+    "reconnect_timeout_s": 10.0,
+}
 
 
 @dataclass
@@ -134,12 +147,19 @@ def phones(cluster: LocalCluster, adb_server_port: int) -> Iterator[Phones]:
         config = RayPhonesConfig(
             address=str(cluster.cluster.address),  # type: ignore[attr-defined]
             groups=(
-                RayPhoneGroup(labels={"phones": "eu"}, kind="adb", devices=tuple(farm.addresses),
-                              adb=AdbEnvConfig.for_sim(adb_port=adb_server_port, **SERVED_DEADLINES)),
+                RayPhoneGroup(
+                    labels={"phones": "eu"},
+                    kind="adb",
+                    devices=tuple(farm.addresses),
+                    adb=AdbEnvConfig.for_sim(adb_port=adb_server_port, **SERVED_DEADLINES),
+                ),
                 RayPhoneGroup(resource="phones-eu", count=1, seed=50),
                 RayPhoneGroup(node_id=cluster.head_node_id, count=1, seed=60),
             ),
-            call_timeout_s=30.0, start_timeout_s=90.0, recovery_backoff_s=0.2, recovery_backoff_max_s=1.0,
+            call_timeout_s=30.0,
+            start_timeout_s=90.0,
+            recovery_backoff_s=0.2,
+            recovery_backoff_max_s=1.0,
         )
         started = time.monotonic()
         envs = build_ray_phones(config, reset_between_episodes=True)
@@ -231,16 +251,27 @@ def test_phones_run_on_their_nodes(cluster: LocalCluster, phones: Phones) -> Non
 
 
 def test_no_matching_node_is_a_clear_error(cluster: LocalCluster) -> None:
-    config = RayPhonesConfig(address=str(cluster.cluster.address), groups=(RayPhoneGroup(labels={"phones": "mars"}, count=1),))  # type: ignore[attr-defined]
+    config = RayPhonesConfig(
+        address=str(cluster.cluster.address), groups=(RayPhoneGroup(labels={"phones": "mars"}, count=1),)
+    )  # type: ignore[attr-defined]
     with pytest.raises(RayPhonesError, match=r"no live Ray node is among nodes labelled phones=mars.*ray start"):
         build_ray_phones(config)
 
 
-def test_a_host_that_cannot_reach_its_phones_fails_with_their_error(cluster: LocalCluster, adb_server_port: int) -> None:
-    unreachable = AdbEnvConfig.for_sim(adb_port=adb_server_port, connect_timeout_s=1.0, reconnect_timeout_s=1.0, reconnect_attempts=1)
-    config = RayPhonesConfig(address=str(cluster.cluster.address), start_timeout_s=60,  # type: ignore[attr-defined]
-                             groups=(RayPhoneGroup(labels={"phones": "eu"}, kind="adb", devices=("127.0.0.1:9",), adb=unreachable),))
-    with pytest.raises(RayPhonesError, match=r"phone host g0\.0 on nodes labelled phones=eu did not start.*127\.0\.0\.1:9") as failed:
+def test_a_host_that_cannot_reach_its_phones_fails_with_their_error(
+    cluster: LocalCluster, adb_server_port: int
+) -> None:
+    unreachable = AdbEnvConfig.for_sim(
+        adb_port=adb_server_port, connect_timeout_s=1.0, reconnect_timeout_s=1.0, reconnect_attempts=1
+    )
+    config = RayPhonesConfig(
+        address=str(cluster.cluster.address),
+        start_timeout_s=60,  # type: ignore[attr-defined]
+        groups=(RayPhoneGroup(labels={"phones": "eu"}, kind="adb", devices=("127.0.0.1:9",), adb=unreachable),),
+    )
+    with pytest.raises(
+        RayPhonesError, match=r"phone host g0\.0 on nodes labelled phones=eu did not start.*127\.0\.0\.1:9"
+    ) as failed:
         build_ray_phones(config)
     print(f"\nray: {failed.value}")
 
@@ -304,14 +335,21 @@ class GatedOracle(Actor):
         self.oracle = OracleActor()
         self.env: PhoneEnv | None = None
 
-    async def start_phase(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec) -> None:
+    async def start_phase(
+        self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec
+    ) -> None:
         self.env = env
         await self.oracle.start_phase(env, task, phase, instruction, verifier)
 
     async def act(self, observation: Observation, history: Sequence[Transition]) -> Decision:
         assert self.env is not None
         name = self.env.name
-        if name in self.gate.phones and name not in self.gate.holding and self.gate.completed[name] >= 1 and observation.step >= 1:
+        if (
+            name in self.gate.phones
+            and name not in self.gate.holding
+            and self.gate.completed[name] >= 1
+            and observation.step >= 1
+        ):
             self.gate.holding.add(name)
             if self.gate.holding == self.gate.phones:
                 self.gate.all_holding.set()
@@ -337,8 +375,13 @@ def test_killed_node_truncates_running_episodes_and_its_phones_come_back(cluster
         return sum(1 for t, tr in finished if killed_at and t > killed_at[0] and tr.phone == phones.head.name)
 
     async def scenario() -> None:
-        engine = RolloutEngine(phones.envs, lambda i: GatedOracle(gate), curriculum=StaticCurriculum(task_set("base8")),
-                               buffer=buffer, on_episode=on_episode)
+        engine = RolloutEngine(
+            phones.envs,
+            lambda i: GatedOracle(gate),
+            curriculum=StaticCurriculum(task_set("base8")),
+            buffer=buffer,
+            on_episode=on_episode,
+        )
 
         async def kill_when_held() -> None:
             await gate.all_holding.wait()
@@ -347,7 +390,9 @@ def test_killed_node_truncates_running_episodes_and_its_phones_come_back(cluster
             gate.release.set()
 
         killer = asyncio.create_task(kill_when_held())
-        stats = await asyncio.wait_for(engine.run(until=lambda: head_episodes_since_kill() >= 2 and all(e.quarantined for e in phones.eu)), 240)
+        stats = await asyncio.wait_for(
+            engine.run(until=lambda: head_episodes_since_kill() >= 2 and all(e.quarantined for e in phones.eu)), 240
+        )
         await killer
         assert stats.truncation_causes == Counter({NODE_LOST: 3}), stats.truncation_causes
 
@@ -361,12 +406,21 @@ def test_killed_node_truncates_running_episodes_and_its_phones_come_back(cluster
     for name in eu_names:
         mine = [tr for _, tr in finished if tr.phone == name]
         truncated = [tr for tr in mine if tr.termination.reason == TerminationReason.INFRA_TRUNCATED]
-        assert len(truncated) == 1 and truncated[0] is mine[-1], [(tr.termination.reason, tr.termination.cause) for tr in mine]
+        assert len(truncated) == 1 and truncated[0] is mine[-1], [
+            (tr.termination.reason, tr.termination.cause) for tr in mine
+        ]
         cut = truncated[0]
-        assert cut.termination.cause == NODE_LOST and len(cut) >= 1 and cut.success is None, (name, cut.termination, len(cut), cut.phase_success)
+        assert cut.termination.cause == NODE_LOST and len(cut) >= 1 and cut.success is None, (
+            name,
+            cut.termination,
+            len(cut),
+            cut.phase_success,
+        )
         # (Served phones keep their state: a goal reached earlier on one is ALREADY_DONE, unscored.)
         done = {TerminationReason.SUCCESS, TerminationReason.ALREADY_DONE}
-        assert all(tr.termination.reason in done for tr in mine[:-1]) and len(mine) >= 2, [(tr.task.id, tr.termination) for tr in mine]
+        assert all(tr.termination.reason in done for tr in mine[:-1]) and len(mine) >= 2, [
+            (tr.task.id, tr.termination) for tr in mine
+        ]
     # Nothing completed is lost: every finished episode (the truncated ones with their steps) is in the buffer.
     assert {tr.episode_id for _, tr in finished} == {tr.episode_id for tr in buffer.completed_trajectories()}
     assert buffer.completed_steps == sum(len(tr) for _, tr in finished)
@@ -391,22 +445,38 @@ def test_killed_node_truncates_running_episodes_and_its_phones_come_back(cluster
     assert not any(e.quarantined for e in phones.eu), [e.host.lost for e in phones.eu]
     print(f"ray: phones back {time.monotonic() - deadline + 90:.1f} s after the node")
     assert {e.node_id for e in phones.eu} == {new_node} and new_node != old_node
-    assert all(e.host.losses == 1 and e.host.recoveries == 1 for e in phones.eu), [(e.host.losses, e.host.recoveries) for e in phones.eu]
+    assert all(e.host.losses == 1 and e.host.recoveries == 1 for e in phones.eu), [
+        (e.host.losses, e.host.recoveries) for e in phones.eu
+    ]
     report = asyncio.run(evaluate(task_set("base8")[:3], phones.eu, lambda i: OracleActor()))
     reasons = Counter(tr.termination.reason for tr in report.trajectories)
-    assert len(report.trajectories) == 3 and set(reasons) <= {TerminationReason.SUCCESS, TerminationReason.ALREADY_DONE}, reasons
+    assert len(report.trajectories) == 3 and set(reasons) <= {
+        TerminationReason.SUCCESS,
+        TerminationReason.ALREADY_DONE,
+    }, reasons
     assert reasons[TerminationReason.SUCCESS] >= 1
 
 
-def test_a_call_past_its_deadline_loses_the_host_and_a_new_one_starts(cluster: LocalCluster, adb_server_port: int) -> None:
+def test_a_call_past_its_deadline_loses_the_host_and_a_new_one_starts(
+    cluster: LocalCluster, adb_server_port: int
+) -> None:
     """A node cut off without dying (here: a host stuck on a phone that never answers, past
     call_timeout_s): the call ends as node_lost, the stuck host is killed, and a new one
     starts on a matching live node at once."""
     with SimFarm(1, seed=70, adb_port=adb_server_port) as farm:
         config = RayPhonesConfig(
-            address=str(cluster.cluster.address), call_timeout_s=1.0, recovery_backoff_s=0.2, recovery_backoff_max_s=0.5,  # type: ignore[attr-defined]
-            groups=(RayPhoneGroup(labels={"phones": "eu"}, kind="adb", devices=tuple(farm.addresses),
-                                  adb=AdbEnvConfig.for_sim(adb_port=adb_server_port, command_timeout_s=30.0)),),
+            address=str(cluster.cluster.address),
+            call_timeout_s=1.0,
+            recovery_backoff_s=0.2,
+            recovery_backoff_max_s=0.5,  # type: ignore[attr-defined]
+            groups=(
+                RayPhoneGroup(
+                    labels={"phones": "eu"},
+                    kind="adb",
+                    devices=tuple(farm.addresses),
+                    adb=AdbEnvConfig.for_sim(adb_port=adb_server_port, command_timeout_s=30.0),
+                ),
+            ),
         )
         (env,) = build_ray_phones(config)
         try:
@@ -414,7 +484,9 @@ def test_a_call_past_its_deadline_loses_the_host_and_a_new_one_starts(cluster: L
             farm.set_faults("hang=1")  # the served phone never answers a command again
             with pytest.raises(InfraError) as cut:
                 asyncio.run(env.aexecute(Click(x=540, y=1200)))
-            assert cut.value.cause == NODE_LOST and "did not answer within call_timeout_s=1" in cut.value.detail, cut.value.detail
+            assert cut.value.cause == NODE_LOST and "did not answer within call_timeout_s=1" in cut.value.detail, (
+                cut.value.detail
+            )
             assert env.quarantined
             farm.set_faults("none")
             deadline = time.monotonic() + 90

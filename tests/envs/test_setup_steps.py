@@ -25,9 +25,13 @@ FAST = {"command_timeout_s": 5.0, "screenshot_timeout_s": 5.0, "connect_timeout_
 
 
 def test_steps_are_validated_with_the_task_and_field_named() -> None:
-    with pytest.raises(TaskDefinitionError, match=r"task 't1': field 'setup.0.step' = 'clock.alarmz'.*did you mean 'clock.alarms'"):
+    with pytest.raises(
+        TaskDefinitionError, match=r"task 't1': field 'setup.0.step' = 'clock.alarmz'.*did you mean 'clock.alarms'"
+    ):
         resolve_setup(StateSetup(step="clock.alarmz"), "t1", "setup.0")
-    with pytest.raises(TaskDefinitionError, match=r"setup step 'clock.alarms'.*alarms.0.hour.*Fix: give the parameters alarms"):
+    with pytest.raises(
+        TaskDefinitionError, match=r"setup step 'clock.alarms'.*alarms.0.hour.*Fix: give the parameters alarms"
+    ):
         resolve_setup(StateSetup(step="clock.alarms", params={"alarms": [{"hour": 25}]}), "t1")
 
 
@@ -37,10 +41,19 @@ def test_apply_setup_edits_app_data_only() -> None:
     env.apply_setup([ALARM, StateSetup(step="settings.values", params={"dark_theme": True})])
     after = env.probe_state()
     added = after["apps"]["clock"]["data"]["alarms"][-1]
-    assert added == {"id": max(a["id"] for a in before["apps"]["clock"]["data"]["alarms"]) + 1, "hour": 5, "minute": 45,
-                     "days": [0, 2], "enabled": True, "vibrate": True}
+    assert added == {
+        "id": max(a["id"] for a in before["apps"]["clock"]["data"]["alarms"]) + 1,
+        "hour": 5,
+        "minute": 45,
+        "days": [0, 2],
+        "enabled": True,
+        "vibrate": True,
+    }
     assert after["apps"]["settings"]["data"]["dark_theme"] is True
-    assert (after["foreground"], after["apps"]["clock"]["stack"]) == (before["foreground"], before["apps"]["clock"]["stack"])
+    assert (after["foreground"], after["apps"]["clock"]["stack"]) == (
+        before["foreground"],
+        before["apps"]["clock"]["stack"],
+    )
 
 
 def test_sim_device_command_applies_and_rejects_bad_input() -> None:

@@ -53,7 +53,16 @@ def test_is_a_device_backend() -> None:
 
 @pytest.mark.parametrize(
     ("arg", "typed"),
-    [("a%sb", "a b"), ("%%s", "% "), ("100%", "100%"), ("%x", "%x"), ("%s%s", "  "), ("s%", "s%"), ("%", "%"), ("", "")],
+    [
+        ("a%sb", "a b"),
+        ("%%s", "% "),
+        ("100%", "100%"),
+        ("%x", "%x"),
+        ("%s%s", "  "),
+        ("s%", "s%"),
+        ("%", "%"),
+        ("", ""),
+    ],
 )
 def test_android_input_text_decoding(arg: str, typed: str) -> None:
     assert decode_input_text(arg) == typed
@@ -204,7 +213,14 @@ def test_adbutils_drives_a_served_simphone(adb_server_port: int) -> None:
             assert farm.backends[0].phone.foreground == "clock"
             argvs = [r.argv for r in farm.servers[0].command_log]
             assert ("am", "start", "-n", "com.android.settings/com.android.settings.Settings") in argvs
-            assert ("monkey", "-p", "com.google.android.deskclock", "-c", "android.intent.category.LAUNCHER", "1") in argvs
+            assert (
+                "monkey",
+                "-p",
+                "com.google.android.deskclock",
+                "-c",
+                "android.intent.category.LAUNCHER",
+                "1",
+            ) in argvs
         finally:
             client.disconnect(address)
 

@@ -41,7 +41,10 @@ def tiny_policy(max_new_tokens: int = 5, seed: int = 1) -> HFPolicy:
 
 def small_config(**overrides: object) -> LearnerConfig:
     base: dict[str, object] = {
-        "critic_warmup_updates": 0, "mini_batch_size": 4, "micro_batch_size": 2, "ppo_epochs": 1,
+        "critic_warmup_updates": 0,
+        "mini_batch_size": 4,
+        "micro_batch_size": 2,
+        "ppo_epochs": 1,
         "critic_warmup_epochs": 1,
     }
     return LearnerConfig(**{**base, **overrides})
@@ -49,10 +52,12 @@ def small_config(**overrides: object) -> LearnerConfig:
 
 def prompt_for(step: int, rng: np.random.Generator, goal: str = "Set an alarm for 7:30.") -> Prompt:
     shot = rng.integers(0, 256, (SCREEN[1], SCREEN[0], 3), dtype=np.uint8)
-    return Prompt(messages=(
-        ChatMessage(role="system", text="You are a phone agent."),
-        ChatMessage(role="user", text=f"Goal: {goal} Step {step}.", images=(shot,)),
-    ))
+    return Prompt(
+        messages=(
+            ChatMessage(role="system", text="You are a phone agent."),
+            ChatMessage(role="user", text=f"Goal: {goal} Step {step}.", images=(shot,)),
+        )
+    )
 
 
 def sampled_trajectory(
@@ -71,8 +76,19 @@ def sampled_trajectory(
     for step, reward in enumerate(rewards):
         prompt = prompt_for(step, rng)
         (gen,) = policy.generate_sync([prompt])
-        transitions.append(_transition(eid, task, step, prompt, gen, reward, step in parse_error_steps,
-                                       last=step == len(rewards) - 1, reason=reason))
+        transitions.append(
+            _transition(
+                eid,
+                task,
+                step,
+                prompt,
+                gen,
+                reward,
+                step in parse_error_steps,
+                last=step == len(rewards) - 1,
+                reason=reason,
+            )
+        )
     cause = "adb disconnected" if reason in (TerminationReason.INFRA_TRUNCATED, TerminationReason.ERROR) else ""
     return Trajectory(episode_id=eid, task=task, transitions=transitions, termination=Termination(reason, cause))
 
@@ -83,15 +99,32 @@ def canned_trajectory(policy: HFPolicy, prompt: Prompt, text: str, reward: float
     ids = tuple(tok.encode(text, add_special_tokens=False)) + (int(tok.convert_tokens_to_ids("<|im_end|>")),)
     (lps,) = policy.teacher_forced_logprobs([prompt], [ids])
     inputs = policy.build_inputs([prompt])
-    gen = Generation(text=text, prompt_ids=tuple(inputs["input_ids"][0].tolist()), response_ids=ids,
-                     response_logprobs=tuple(lps.tolist()), policy_version=policy.version)
+    gen = Generation(
+        text=text,
+        prompt_ids=tuple(inputs["input_ids"][0].tolist()),
+        response_ids=ids,
+        response_logprobs=tuple(lps.tolist()),
+        policy_version=policy.version,
+    )
     eid = eid or uuid.uuid4().hex
     tr = _transition(eid, TASK, 0, prompt, gen, reward, False, last=True, reason=TerminationReason.AGENT_FINISHED)
-    return Trajectory(episode_id=eid, task=TASK, transitions=[tr], termination=Termination(TerminationReason.AGENT_FINISHED))
+    return Trajectory(
+        episode_id=eid, task=TASK, transitions=[tr], termination=Termination(TerminationReason.AGENT_FINISHED)
+    )
 
 
-def _transition(eid: str, task: Task, step: int, prompt: Prompt, gen: Generation, reward: float, parse_error: bool,
-                *, last: bool, reason: TerminationReason) -> Transition:
+def _transition(
+    eid: str,
+    task: Task,
+    step: int,
+    prompt: Prompt,
+    gen: Generation,
+    reward: float,
+    parse_error: bool,
+    *,
+    last: bool,
+    reason: TerminationReason,
+) -> Transition:
     shot = prompt.images[0]
     obs = Observation(screenshot=shot, goal=task.instruction, device_size=(1080, 2400), task_id=task.id, step=step)
     if parse_error:
@@ -99,8 +132,17 @@ def _transition(eid: str, task: Task, step: int, prompt: Prompt, gen: Generation
     else:
         decision = Decision(action=Wait(), generation=gen, prompt=prompt)
     cause = "adb disconnected" if reason in (TerminationReason.INFRA_TRUNCATED, TerminationReason.ERROR) else ""
-    return Transition(episode_id=eid, task_id=task.id, step=step, phase=Phase.EXECUTION, observation=obs,
-                      decision=decision, reward=reward, done=last, termination=Termination(reason, cause) if last else None)
+    return Transition(
+        episode_id=eid,
+        task_id=task.id,
+        step=step,
+        phase=Phase.EXECUTION,
+        observation=obs,
+        decision=decision,
+        reward=reward,
+        done=last,
+        termination=Termination(reason, cause) if last else None,
+    )
 
 
 def params_equal(a: torch.nn.Module | dict[str, torch.Tensor], b: torch.nn.Module | dict[str, torch.Tensor]) -> bool:

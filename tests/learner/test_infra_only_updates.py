@@ -16,8 +16,10 @@ pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:Depreca
 def _infra_and_unverified(policy, kit, seed: int = 20) -> list:
     """What the user's adb run trained on: phones cut by faults, and episodes the rule verifier
     could not decide (no state probe)."""
-    cut = [kit.sampled_trajectory(policy, [0.0] * (1 + i), seed=seed + i, reason=TerminationReason.INFRA_TRUNCATED)
-           for i in range(2)]
+    cut = [
+        kit.sampled_trajectory(policy, [0.0] * (1 + i), seed=seed + i, reason=TerminationReason.INFRA_TRUNCATED)
+        for i in range(2)
+    ]
     for t in cut:
         t.verdicts = {Phase.EXECUTION: Verdict(None, reason="timeout")}
     undecided = kit.sampled_trajectory(policy, [0.0, 0.0], seed=seed + 5, reason=TerminationReason.AGENT_FINISHED)
@@ -59,7 +61,9 @@ def test_the_setting_train_keeps_training_on_them_and_a_verified_trajectory_lift
 
 
 def test_an_all_unverified_batch_is_skipped_not_an_error(policy, kit):
-    undecided = [t for t in _infra_and_unverified(policy, kit) if t.termination.reason != TerminationReason.INFRA_TRUNCATED]
+    undecided = [
+        t for t in _infra_and_unverified(policy, kit) if t.termination.reason != TerminationReason.INFRA_TRUNCATED
+    ]
     learner = LocalLearner(policy, kit.small_config())
     metrics = learner.update(undecided)
     assert metrics.actor_skipped_reason == "no_verdict" and policy.version == 0 and learner.updates == 1

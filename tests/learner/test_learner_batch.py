@@ -21,9 +21,13 @@ def test_rows_keep_parse_errors_and_flag_truncations(trajectories):
     out = collect_step_rows(trajectories)
     assert len(out.rows) == 7
     assert [(r.step, r.reward, r.truncated) for r in out.rows] == [
-        (0, 0.0, False), (1, 0.0, False), (2, 1.0, False),   # success
-        (0, 0.0, False), (1, -0.1, False),                   # the parse-error step is a row, penalty kept
-        (0, 0.0, True), (1, 0.0, True),                      # step budget: truncated
+        (0, 0.0, False),
+        (1, 0.0, False),
+        (2, 1.0, False),  # success
+        (0, 0.0, False),
+        (1, -0.1, False),  # the parse-error step is a row, penalty kept
+        (0, 0.0, True),
+        (1, 0.0, True),  # step budget: truncated
     ]
     gen = trajectories[0].transitions[1].decision.generation
     assert out.rows[1].response_ids == gen.response_ids and out.rows[1].old_logprobs == gen.response_logprobs
@@ -32,7 +36,9 @@ def test_rows_keep_parse_errors_and_flag_truncations(trajectories):
 
 def test_infra_truncations_are_truncated_or_dropped(policy, kit):
     infra = kit.sampled_trajectory(policy, [0.0], seed=4, reason=TerminationReason.INFRA_TRUNCATED)
-    empty = Trajectory(episode_id="empty", task=kit.TASK, termination=Termination(TerminationReason.INFRA_TRUNCATED, "hang"))
+    empty = Trajectory(
+        episode_id="empty", task=kit.TASK, termination=Termination(TerminationReason.INFRA_TRUNCATED, "hang")
+    )
     out = collect_step_rows([infra, empty])
     assert [r.truncated for r in out.rows] == [True] and out.empty_trajectories == 1
     dropped = collect_step_rows([infra, empty], drop_infra_truncated=True)
@@ -70,10 +76,21 @@ def _replace_decision(traj: Trajectory, step: int, decision: Decision) -> Trajec
         (lambda d: Decision(action=Wait()), "scripted actor"),
         (lambda d: dataclasses.replace(d, prompt=None), "no prompt"),
         (lambda d: dataclasses.replace(d, generation=Generation(text="x")), "no response token ids"),
-        (lambda d: dataclasses.replace(d, generation=dataclasses.replace(d.generation, response_logprobs=(0.0,) * 99)),
-         "pair up"),
-        (lambda d: dataclasses.replace(d, generation=dataclasses.replace(
-            d.generation, response_logprobs=(float("-inf"),) * len(d.generation.response_ids))), "non-finite"),
+        (
+            lambda d: dataclasses.replace(
+                d, generation=dataclasses.replace(d.generation, response_logprobs=(0.0,) * 99)
+            ),
+            "pair up",
+        ),
+        (
+            lambda d: dataclasses.replace(
+                d,
+                generation=dataclasses.replace(
+                    d.generation, response_logprobs=(float("-inf"),) * len(d.generation.response_ids)
+                ),
+            ),
+            "non-finite",
+        ),
     ],
 )
 def test_unusable_steps_are_rejected_with_the_episode_and_step(trajectories, change, message):
@@ -100,8 +117,21 @@ def test_collate_equals_the_policys_batch(policy, kit):
         Prompt(messages=(ChatMessage(role="user", text="Two screens.", images=(shot(56, 112), shot(112, 224))),)),
         kit.prompt_for(5, rng, goal="Open Clock."),
     ]
-    rows = [StepRow(episode_id="e", step=i, prompt=p, prompt_ids=(), response_ids=(1,), old_logprobs=(0.0,),
-                    reward=0.0, truncated=False, policy_version=0, group="g") for i, p in enumerate(prompts)]
+    rows = [
+        StepRow(
+            episode_id="e",
+            step=i,
+            prompt=p,
+            prompt_ids=(),
+            response_ids=(1,),
+            old_logprobs=(0.0,),
+            reward=0.0,
+            truncated=False,
+            policy_version=0,
+            group="g",
+        )
+        for i, p in enumerate(prompts)
+    ]
     inputs = preprocess_rows(policy, rows, chunk=3)  # chunks that split the batch unevenly
     for subset in ([0, 1, 2, 3], [2, 0], [1], [3, 2, 1]):
         expected = policy.build_inputs([prompts[i] for i in subset])

@@ -28,7 +28,13 @@ def test_resume_continues_bit_identically(policy, trajectories, kit, tmp_path):
     learner.update(trajectories)
     ckpt = learner.save(tmp_path / "ckpt", pending=trajectories[1:], extra_state={"note": [1, "two"]})
     assert sorted(p.name for p in ckpt.iterdir()) == [
-        "actor.pt", "critic.pt", "learner.json", "optimizers.pt", "pending.pkl", "rng.pt"]
+        "actor.pt",
+        "critic.pt",
+        "learner.json",
+        "optimizers.pt",
+        "pending.pkl",
+        "rng.pt",
+    ]
 
     fresh = kit.tiny_policy()
     resumed = LocalLearner.load(ckpt, fresh)
@@ -41,7 +47,11 @@ def test_resume_continues_bit_identically(policy, trajectories, kit, tmp_path):
     assert state.extra_state == {"note": [1, "two"]}
     # the same next update on both: identical parameters, counters and metrics
     a, b = learner.update(trajectories), resumed.update(trajectories)
-    assert (a.update, a.policy_version, a.policy_loss) == (b.update, b.policy_version, b.policy_loss) == (3, 2, a.policy_loss)
+    assert (
+        (a.update, a.policy_version, a.policy_loss)
+        == (b.update, b.policy_version, b.policy_loss)
+        == (3, 2, a.policy_loss)
+    )
     assert kit.params_equal(resumed.actor, learner.actor) and kit.params_equal(resumed.critic, learner.critic)
 
 
@@ -176,8 +186,14 @@ def test_kill_9_during_an_update_then_resume(kit, tmp_path):
     script.write_text(CHILD, encoding="utf-8")
     ckpt, ref = tmp_path / "ckpt", tmp_path / "ref.pt"
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    proc = subprocess.Popen([sys.executable, str(script), str(ckpt), str(ref)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=Path(__file__).parents[2])
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(ckpt), str(ref)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=Path(__file__).parents[2],
+    )
     try:
         lines = []
         deadline = time.monotonic() + 120
@@ -227,8 +243,11 @@ def test_pending_trajectories_pickled_before_the_one_verdict_field_still_resume(
     old = Trajectory("e0", get_task("amazon_0"), termination=Termination(TerminationReason.AGENT_FINISHED))
     state = old.__dict__  # the fields a trajectory had before Trajectory.verdicts
     del state["verdicts"]
-    state.update(phase_success={Phase.SETUP: True, Phase.EXECUTION: False},
-                 phase_reasons={Phase.SETUP: "already held", Phase.EXECUTION: "not found"}, phase_verdicts={})
+    state.update(
+        phase_success={Phase.SETUP: True, Phase.EXECUTION: False},
+        phase_reasons={Phase.SETUP: "already held", Phase.EXECUTION: "not found"},
+        phase_verdicts={},
+    )
     (tmp_path / "pending.pkl").write_bytes(pickle.dumps([old]))
     (resumed,) = read_pending(tmp_path)
     assert resumed.phase_success == {Phase.SETUP: True, Phase.EXECUTION: False}

@@ -28,12 +28,23 @@ def test_embedded_defaults_scale_the_schedule_only():
 
 def test_every_problem_is_listed_in_one_error():
     with pytest.raises(ValidationError) as info:
-        LearnerConfig(algorithm="grpo", critic_lr=-1.0, mini_batch_size=6, micro_batch_size=4,
-                      truncation="bootstrap", loss_agg_mode="token-mea")
+        LearnerConfig(
+            algorithm="grpo",
+            critic_lr=-1.0,
+            mini_batch_size=6,
+            micro_batch_size=4,
+            truncation="bootstrap",
+            loss_agg_mode="token-mea",
+        )
     text = str(info.value)
     assert "5 problem(s)" in text
-    for fragment in ("critic_lr", "micro_batch_size=3", "critic_warmup_updates=3", "truncation='bootstrap'",
-                     "token-mea"):
+    for fragment in (
+        "critic_lr",
+        "micro_batch_size=3",
+        "critic_warmup_updates=3",
+        "truncation='bootstrap'",
+        "token-mea",
+    ):
         assert fragment in text, fragment
 
 

@@ -24,9 +24,14 @@ def grouped(kit, policy, offset=0):
     out = []
     for g, task in (("g1", kit.TASK), ("g2", OTHER)):
         for i, rewards in enumerate(([0.0, 1.0], [0.0, 0.0, 1.0], [0.0, -0.1, 0.0])):
-            t = kit.sampled_trajectory(policy, rewards, seed=offset + 10 * len(out) + i, task=task,
-                                       parse_error_steps=(1,) if rewards[1] < 0 else (),
-                                       reason=TerminationReason.AGENT_FINISHED if rewards[-1] > 0 else TerminationReason.STEP_BUDGET)
+            t = kit.sampled_trajectory(
+                policy,
+                rewards,
+                seed=offset + 10 * len(out) + i,
+                task=task,
+                parse_error_steps=(1,) if rewards[1] < 0 else (),
+                reason=TerminationReason.AGENT_FINISHED if rewards[-1] > 0 else TerminationReason.STEP_BUDGET,
+            )
             t.group = g
             t.verdicts = {t.transitions[0].phase: Verdict(rewards[-1] > 0)}
             out.append(t)
@@ -52,7 +57,9 @@ LEVERS = {
 def test_each_lever_trains_the_tiny_model(kit, lever):
     policy = kit.tiny_policy()
     data = grouped(kit, policy)
-    learner = LocalLearner(policy, kit.small_config(actor_lr=1e-3, mini_batch_size=8, micro_batch_size=4, **LEVERS[lever]))
+    learner = LocalLearner(
+        policy, kit.small_config(actor_lr=1e-3, mini_batch_size=8, micro_batch_size=4, **LEVERS[lever])
+    )
     actor0 = {k: v.clone() for k, v in learner.actor.state_dict().items()}
     for n in range(2):
         if lever == "positive_replay":  # fresh episodes every update, as in a run
@@ -160,7 +167,9 @@ def test_the_learner_imports_nothing_from_the_sampler():
     import subprocess
     import sys
 
-    code = ("import sys, darwin.learner, darwin.learner.local, darwin.learner.batch, darwin.learner.models; "
-            "print(sorted(m for m in sys.modules if m.startswith('darwin.policies')))")
+    code = (
+        "import sys, darwin.learner, darwin.learner.local, darwin.learner.batch, darwin.learner.models; "
+        "print(sorted(m for m in sys.modules if m.startswith('darwin.policies')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

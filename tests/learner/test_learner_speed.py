@@ -45,8 +45,13 @@ def test_precomputed_positions_equal_the_models_rope_index(policy, trajectories)
     got = fast.model_inputs["position_ids"]
     assert want is not None and got is not None and want.shape == got.shape
     assert torch.equal(got[:, mask], want[:, mask])  # every real token, prompt and response
-    full, _ = rope_index(policy.vlm.model, plain.model_inputs["input_ids"], plain.model_inputs["attention_mask"],
-                         plain.model_inputs["mm_token_type_ids"], plain.model_inputs["image_grid_thw"])
+    full, _ = rope_index(
+        policy.vlm.model,
+        plain.model_inputs["input_ids"],
+        plain.model_inputs["attention_mask"],
+        plain.model_inputs["mm_token_type_ids"],
+        plain.model_inputs["image_grid_thw"],
+    )
     assert torch.equal(full[:, mask], got[:, mask])
 
 
@@ -152,13 +157,19 @@ def test_rows_fall_back_to_the_processor_when_the_encoder_cannot_reproduce_it(po
 def test_only_stale_rows_are_rescored_for_the_proximal_policy(policy, trajectories, kit):
     learner = LocalLearner(policy, kit.small_config(old_logprobs="recompute", actor_lr=1e-2))
     batch = learner.prepare(trajectories)  # sampled by the current weights: nothing is stale
-    assert torch.equal(batch.old_logprobs, batch.old_logprobs.new_tensor(0).expand_as(batch.old_logprobs)
-                       .masked_scatter(batch.response_mask, _behaviour(batch)))
+    assert torch.equal(
+        batch.old_logprobs,
+        batch.old_logprobs.new_tensor(0)
+        .expand_as(batch.old_logprobs)
+        .masked_scatter(batch.response_mask, _behaviour(batch)),
+    )
     learner.update(trajectories)  # the actor moves on: the same rows are now stale
     stale = learner.prepare(trajectories)
     with torch.no_grad():
         current, mask = compute_response_logprobs(
-            learner.actor, collate(stale.inputs, learner._pad_id), [r.response_ids for r in stale.rows],
+            learner.actor,
+            collate(stale.inputs, learner._pad_id),
+            [r.response_ids for r in stale.rows],
             forbidden=policy.forbidden_mask,
         )
     assert torch.allclose(stale.old_logprobs[mask], current[mask], atol=1e-5)

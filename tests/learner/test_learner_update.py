@@ -101,8 +101,9 @@ def test_gae_gets_the_right_rows(policy, trajectories, kit):
     assert torch.equal(mask, batch.response_mask)
     assert torch.allclose(values, batch.values, atol=1e-5)
     assert batch.truncated.tolist() == truncated and batch.step_indices.tolist() == steps
-    adv, ret = trajectory_gae(torch.tensor(rewards), values, mask, traj_ids, steps, gamma=1.0, lam=0.95,
-                              truncated=truncated)
+    adv, ret = trajectory_gae(
+        torch.tensor(rewards), values, mask, traj_ids, steps, gamma=1.0, lam=0.95, truncated=truncated
+    )
     assert torch.allclose(batch.advantages, adv, atol=1e-4)
     assert torch.allclose(batch.returns, ret, atol=1e-5)
 
@@ -148,7 +149,10 @@ def test_grpo_needs_no_critic(policy, kit):
     prompt = kit.prompt_for(0, rng)
     learner = LocalLearner(policy, kit.small_config(algorithm="grpo", actor_lr=3e-3))
     assert learner.critic is None and learner.critic_optimizer is None
-    batch = [kit.canned_trajectory(policy, prompt, "wait()", 1.0), kit.canned_trajectory(policy, prompt, "press_back()", 0.0)]
+    batch = [
+        kit.canned_trajectory(policy, prompt, "wait()", 1.0),
+        kit.canned_trajectory(policy, prompt, "press_back()", 0.0),
+    ]
     prepared = learner.prepare(batch)
     assert prepared.values is None and prepared.returns is None
     assert prepared.advantages[0, 0] > 0 > prepared.advantages[1, 0]  # group-normalised per task
@@ -190,8 +194,9 @@ def test_value_alignment_is_the_hidden_state_that_predicts_the_token(policy, tra
 
 
 def test_lora_pushes_merged_weights(policy, trajectories, kit):
-    learner = LocalLearner(policy, kit.small_config(lora=LoraConfig(rank=4), actor_lr=1e-2, kl_coef=0.1,
-                                                    mini_batch_size=8))  # one step per update
+    learner = LocalLearner(
+        policy, kit.small_config(lora=LoraConfig(rank=4), actor_lr=1e-2, kl_coef=0.1, mini_batch_size=8)
+    )  # one step per update
     trainable = [n for n, p in learner.actor.named_parameters() if p.requires_grad]
     assert trainable and all(".lora_" in n for n in trainable)
     m = learner.update(trajectories)
@@ -200,13 +205,19 @@ def test_lora_pushes_merged_weights(policy, trajectories, kit):
     assert m.kl_to_reference > 1e-6
     merged = learner.actor_state_dict()
     assert kit.params_equal(policy_weights(policy), merged)
-    prompt, ids = trajectories[0].transitions[0].decision.prompt, trajectories[0].transitions[0].decision.generation.response_ids
+    prompt, ids = (
+        trajectories[0].transitions[0].decision.prompt,
+        trajectories[0].transitions[0].decision.generation.response_ids,
+    )
     (from_policy,) = policy.teacher_forced_logprobs([prompt], [ids])
     with torch.no_grad():
-        from_actor, _ = compute_response_logprobs(learner.actor, policy.build_inputs([prompt]), [ids],
-                                                  forbidden=policy.forbidden_mask)
+        from_actor, _ = compute_response_logprobs(
+            learner.actor, policy.build_inputs([prompt]), [ids], forbidden=policy.forbidden_mask
+        )
     assert torch.allclose(from_policy, from_actor[0], atol=1e-5)
-    assert not torch.allclose(from_policy, torch.tensor(trajectories[0].transitions[0].decision.generation.response_logprobs), atol=1e-3)
+    assert not torch.allclose(
+        from_policy, torch.tensor(trajectories[0].transitions[0].decision.generation.response_logprobs), atol=1e-3
+    )
 
 
 def test_scripted_steps_are_rejected(policy, trajectories, kit):

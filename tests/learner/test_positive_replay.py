@@ -115,9 +115,7 @@ def test_capacity_is_never_exceeded():
     replay = PositiveReplay(capacity=7, insert_fraction=0.5, max_uses=3)
     for update in range(50):
         n = rng.randint(0, 12)
-        replay.insert(
-            [(update, i) for i in range(n)], [rng.uniform(-1, 1) for _ in range(n)], update
-        )
+        replay.insert([(update, i) for i in range(n)], [rng.uniform(-1, 1) for _ in range(n)], update)
         assert len(replay) <= 7
         drawn = replay.sample(rng.randint(0, 16), rng)
         assert len(drawn) == len(set(drawn))  # without replacement
@@ -146,9 +144,7 @@ def test_uses_are_counted_per_entry():
     rng = random.Random(0)
     first = replay.sample(2, rng)  # round(0.5 * 2) = 1 item
     assert len(first) == 1
-    assert {e.item: e.uses for e in replay.state()} == {
-        item: (1 if item == first[0] else 0) for item in "abc"
-    }
+    assert {e.item: e.uses for e in replay.state()} == {item: (1 if item == first[0] else 0) for item in "abc"}
 
 
 @pytest.mark.parametrize(

@@ -38,8 +38,11 @@ def mean_nll(learner: LocalLearner, trajectories: list[Trajectory]) -> float:
     rows = [r for r in collect_step_rows(trajectories).rows if not r.parse_error]
     with torch.no_grad():
         lp, mask = compute_response_logprobs(
-            learner.actor, learner._collate(learner._row_inputs(rows)), [r.response_ids for r in rows],
-            forbidden=learner._forbidden, temperature=1.0,
+            learner.actor,
+            learner._collate(learner._row_inputs(rows)),
+            [r.response_ids for r in rows],
+            forbidden=learner._forbidden,
+            temperature=1.0,
         )
     return float(response_nll(lp, mask))
 
@@ -57,11 +60,17 @@ def test_only_accepted_episodes_are_kept_and_the_oldest_leave_first(kit, policy)
     assert [t.episode_id for t in kept.trajectories] == [first[0].episode_id, first[1].episode_id]
     second = batch(kit, policy, seed=10)
     kept.add(second)
-    assert [t.episode_id for t in kept.trajectories] == [first[1].episode_id, second[0].episode_id, second[1].episode_id]
+    assert [t.episode_id for t in kept.trajectories] == [
+        first[1].episode_id,
+        second[0].episode_id,
+        second[1].episode_id,
+    ]
 
 
 def test_the_fine_tune_lowers_the_nll_of_the_accepted_responses_and_pushes_the_weights(kit, policy) -> None:
-    config = kit.small_config(algorithm="grpo", rft={"every": 5, "steps": 6, "lr": 1e-3, "batch_size": 4, "min_steps": 2})
+    config = kit.small_config(
+        algorithm="grpo", rft={"every": 5, "steps": 6, "lr": 1e-3, "batch_size": 4, "min_steps": 2}
+    )
     learner = LocalLearner(policy, config)
     trajectories = batch(kit, policy, seed=0)
     assert learner.update(trajectories).rft_steps is None  # not due
@@ -78,15 +87,18 @@ def test_the_fine_tune_lowers_the_nll_of_the_accepted_responses_and_pushes_the_w
 
 
 def test_it_runs_every_n_actor_updates_after_the_critic_warm_up_and_waits_for_enough_steps(kit, policy) -> None:
-    config = kit.small_config(critic_warmup_updates=1, rft={"every": 2, "steps": 2, "lr": 1e-4, "batch_size": 4, "min_steps": 6})
+    config = kit.small_config(
+        critic_warmup_updates=1, rft={"every": 2, "steps": 2, "lr": 1e-4, "batch_size": 4, "min_steps": 6}
+    )
     learner = LocalLearner(policy, config)
     seen = [learner.update(batch(kit, policy, seed=10 * i)) for i in range(5)]
     # update 1 is the warm-up; actor updates 2..5; due after the 2nd and 4th actor update (updates 3 and 5)
     assert [m.rft_steps for m in seen] == [None, None, 12, None, 20]  # the warm-up's accepted episodes count too
     assert [m.rft_loss_first is not None for m in seen] == [False, False, True, False, True]
     assert [m.policy_version for m in seen] == [0, 1, 3, 4, 6]  # each fine-tune is a version of its own
-    waiting = LocalLearner(kit.tiny_policy(), kit.small_config(
-        critic_warmup_updates=0, rft={"every": 1, "steps": 2, "min_steps": 100}))
+    waiting = LocalLearner(
+        kit.tiny_policy(), kit.small_config(critic_warmup_updates=0, rft={"every": 1, "steps": 2, "min_steps": 100})
+    )
     m = waiting.update(batch(kit, waiting.policy, seed=0))
     assert m.rft_steps == 4 and m.rft_loss_first is None and m.policy_version == 1  # waited: no version of its own
 
@@ -97,7 +109,9 @@ def test_the_accepted_episodes_survive_a_checkpoint(kit, policy, tmp_path: Path)
     learner.update(batch(kit, policy, seed=0))
     learner.save(tmp_path / "ckpt")
     resumed = LocalLearner.load(tmp_path / "ckpt", kit.tiny_policy(), config=config)
-    assert [t.episode_id for t in resumed.accepted.trajectories] == [t.episode_id for t in learner.accepted.trajectories]
+    assert [t.episode_id for t in resumed.accepted.trajectories] == [
+        t.episode_id for t in learner.accepted.trajectories
+    ]
     assert len(resumed.accepted) == 2
 
 
@@ -105,6 +119,12 @@ def test_the_verl_backend_refuses_it_with_the_reason() -> None:
     from darwin.learner import VerlConfig
 
     with pytest.raises(ValueError, match=r"rft.every > 0 is not supported by backend='verl'"):
-        LearnerConfig(algorithm="grpo", critic_warmup_updates=0, backend="verl", mini_batch_size=8, micro_batch_size=2,
-                      verl=VerlConfig(model_path="/nonexistent", micro_batch_size_per_gpu=1, gpus_per_node=1),
-                      rft={"every": 2})
+        LearnerConfig(
+            algorithm="grpo",
+            critic_warmup_updates=0,
+            backend="verl",
+            mini_batch_size=8,
+            micro_batch_size=2,
+            verl=VerlConfig(model_path="/nonexistent", micro_batch_size_per_gpu=1, gpus_per_node=1),
+            rft={"every": 2},
+        )

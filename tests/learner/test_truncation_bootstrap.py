@@ -20,12 +20,20 @@ VALUES = torch.tensor([[0.2, 0.3], [0.4, 0.6]])
 
 
 def _gae(next_values, truncated=True):
-    return get_estimator("gae").fn(AdvantageInputs(
-        rewards=torch.zeros(2), response_mask=torch.ones(2, 2, dtype=torch.bool), trajectory_ids=["e", "e"],
-        step_indices=torch.tensor([0, 1]), group_ids=["g", "g"], anchor_ids=["a", "b"], values=VALUES,
-        truncated=torch.tensor([truncated, truncated]), next_values=next_values,
-        settings=EstimatorConfig(gamma=1.0, lam=1.0, whiten=False, bootstrap_truncated=True),
-    ))
+    return get_estimator("gae").fn(
+        AdvantageInputs(
+            rewards=torch.zeros(2),
+            response_mask=torch.ones(2, 2, dtype=torch.bool),
+            trajectory_ids=["e", "e"],
+            step_indices=torch.tensor([0, 1]),
+            group_ids=["g", "g"],
+            anchor_ids=["a", "b"],
+            values=VALUES,
+            truncated=torch.tensor([truncated, truncated]),
+            next_values=next_values,
+            settings=EstimatorConfig(gamma=1.0, lam=1.0, whiten=False, bootstrap_truncated=True),
+        )
+    )
 
 
 def test_the_next_state_value_is_every_tokens_return():
@@ -49,10 +57,13 @@ def test_terminal_trajectories_ignore_the_next_state():
 
 
 def test_learner_reads_v_of_the_recorded_next_prompt(policy, trajectories, kit):
-    learner = LocalLearner(policy, kit.small_config(truncation="bootstrap", gamma=1.0, lam=1.0, whiten_advantages=False))
+    learner = LocalLearner(
+        policy, kit.small_config(truncation="bootstrap", gamma=1.0, lam=1.0, whiten_advantages=False)
+    )
     with torch.no_grad():  # a value head that tells states apart
-        learner.critic.head.weight.copy_(torch.linspace(-1, 1, learner.critic.head.weight.numel()).view_as(
-            learner.critic.head.weight))
+        learner.critic.head.weight.copy_(
+            torch.linspace(-1, 1, learner.critic.head.weight.numel()).view_as(learner.critic.head.weight)
+        )
     next_prompt = kit.prompt_for(9, np.random.default_rng(42), goal="a screen after the cut")
     cut = replace(trajectories[2], next_prompt=next_prompt)  # the third one ran out of steps
     assert cut.termination.reason == TerminationReason.STEP_BUDGET
@@ -161,18 +172,23 @@ def test_an_infrastructure_truncation_records_the_next_state_when_the_phone_stil
 def test_two_step_trajectories_cut_by_budget_and_by_a_failure_return_v_of_the_next_state(policy, kit):
     """Two steps, rewards 0, gamma = lambda = 1, no whitening: every token's return is V(s')
     and its advantage V(s') - V(token), for a budget truncation and an infrastructure one."""
-    learner = LocalLearner(policy, kit.small_config(truncation="bootstrap", gamma=1.0, lam=1.0, whiten_advantages=False,
-                                                    value_head_bias=0.25))
+    learner = LocalLearner(
+        policy,
+        kit.small_config(truncation="bootstrap", gamma=1.0, lam=1.0, whiten_advantages=False, value_head_bias=0.25),
+    )
     rng = np.random.default_rng(5)
     budget = kit.sampled_trajectory(policy, [0.0, 0.0], seed=11, reason=TerminationReason.STEP_BUDGET)
     infra = kit.sampled_trajectory(policy, [0.0, 0.0], seed=12, reason=TerminationReason.INFRA_TRUNCATED)
     budget = replace(budget, next_prompt=kit.prompt_for(2, rng))
     infra = replace(infra, next_prompt=kit.prompt_for(2, rng))
     with torch.no_grad():  # values that differ by state: V(s') is not the head's bias
-        learner.critic.head.weight.copy_(torch.linspace(-0.5, 0.5, learner.critic.head.weight.numel()).view_as(
-            learner.critic.head.weight))
-        v_next = [float(learner.critic(policy.build_inputs([t.next_prompt]), [(learner._pad_id,)])[0][0, 0])
-                  for t in (budget, infra)]
+        learner.critic.head.weight.copy_(
+            torch.linspace(-0.5, 0.5, learner.critic.head.weight.numel()).view_as(learner.critic.head.weight)
+        )
+        v_next = [
+            float(learner.critic(policy.build_inputs([t.next_prompt]), [(learner._pad_id,)])[0][0, 0])
+            for t in (budget, infra)
+        ]
     batch = learner.prepare([budget, infra])
     assert (batch.bootstrapped_from_next, batch.bootstrapped_from_last) == (2, 0)
     for trajectory, v in zip((budget, infra), v_next, strict=True):

@@ -21,7 +21,9 @@ from darwin.policies import HFPolicy, HFPolicyConfig
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.slow,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)"),
+    pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)"
+    ),
 ]
 ATTENTION = "flash_attention_2" if importlib.util.find_spec("flash_attn") else "sdpa"
 """flash-attention where it is installed (pip install flash-attn --no-build-isolation), else PyTorch's sdpa."""
@@ -30,8 +32,16 @@ SCREEN = (56, 112)
 SIZES = {
     "tiny": {},
     # about 1 B parameters (12 text layers of width 2048, a 4-block vision tower of width 1024)
-    "1b": {"hidden_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 16, "num_key_value_heads": 2,
-           "intermediate_size": 11008, "vision_depth": 4, "vision_embed_dim": 1024, "vision_num_heads": 16},
+    "1b": {
+        "hidden_size": 2048,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "intermediate_size": 11008,
+        "vision_depth": 4,
+        "vision_embed_dim": 1024,
+        "vision_num_heads": 16,
+    },
 }
 
 
@@ -45,23 +55,48 @@ def test_ppo_with_critic_warmup_on_gpu_in_bf16(tmp_path: Path, kit, family: str,
     trajectories = [kit.sampled_trajectory(policy, [0.0, r], seed=i) for i, r in enumerate([1.0, 0.0, 1.0, 0.0])]
     later = [kit.sampled_trajectory(policy, [0.0, r], seed=10 + i) for i, r in enumerate([0.0, 1.0, 1.0, 0.0])]
     path = vlm.save_pretrained(tmp_path / "actor")
-    settings = VerlConfig(model_path=str(path), gpus_per_node=1, attn_implementation=ATTENTION,
-                          model_dtype="fp32", compute_dtype="bf16", micro_batch_size_per_gpu=2)
-    config = LearnerConfig(backend="verl", verl=settings, critic_warmup_updates=1, critic_warmup_epochs=1, ppo_epochs=1,
-                           mini_batch_size=4, micro_batch_size=2, value_head_bias=0.1)
+    settings = VerlConfig(
+        model_path=str(path),
+        gpus_per_node=1,
+        attn_implementation=ATTENTION,
+        model_dtype="fp32",
+        compute_dtype="bf16",
+        micro_batch_size_per_gpu=2,
+    )
+    config = LearnerConfig(
+        backend="verl",
+        verl=settings,
+        critic_warmup_updates=1,
+        critic_warmup_epochs=1,
+        ppo_epochs=1,
+        mini_batch_size=4,
+        micro_batch_size=2,
+        value_head_bias=0.1,
+    )
     learner = VerlLearner(policy, config)
     try:
         rows = collect_step_rows(trajectories).rows
-        data = to_verl_batch(rows, pad_token_id=learner._pad_id, pad_to_multiple=4, inputs=preprocess_rows(policy, rows),
-                             rope_model=policy.vlm.model)
+        data = to_verl_batch(
+            rows,
+            pad_token_id=learner._pad_id,
+            pad_to_multiple=4,
+            inputs=preprocess_rows(policy, rows),
+            rope_model=policy.vlm.model,
+        )
         verl_lp = learner._infer(learner.actor_group, data, "log_probs")[: len(rows)]
         everything = torch.zeros(vlm.vocab_size, dtype=torch.bool)
         with torch.no_grad():
-            ours, mask = compute_response_logprobs(vlm.model, policy.build_inputs([r.prompt for r in rows]),
-                                                   [r.response_ids for r in rows], forbidden=everything)
+            ours, mask = compute_response_logprobs(
+                vlm.model,
+                policy.build_inputs([r.prompt for r in rows]),
+                [r.response_ids for r in rows],
+                forbidden=everything,
+            )
         assert (verl_lp - ours).abs()[mask].max() < 0.1  # bf16 against fp32
         first = learner.prepare(trajectories)
-        assert first.values is not None and torch.allclose(first.values[first.response_mask], torch.tensor(0.1), atol=2e-3)
+        assert first.values is not None and torch.allclose(
+            first.values[first.response_mask], torch.tensor(0.1), atol=2e-3
+        )
         warm = learner.update(trajectories)
         assert warm.stage == "critic_warmup" and not warm.actor_updated and warm.screenshots == warm.steps
         ppo = learner.update(later)

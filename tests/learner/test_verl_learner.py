@@ -46,7 +46,9 @@ NO_SERVER_DEPS = "verl's workers import uvicorn and fastapi (verl's 'verl-core' 
 NO_GPU = "needs a CUDA device (torch.cuda.is_available() is False); the CPU runs are in test_verl_vlm.py"
 
 
-def row(step: int, prompt: tuple[int, ...], response: tuple[int, ...], *, reward: float = 0.0, eid: str = "e") -> StepRow:
+def row(
+    step: int, prompt: tuple[int, ...], response: tuple[int, ...], *, reward: float = 0.0, eid: str = "e"
+) -> StepRow:
     return StepRow(eid, step, TEXT, prompt, response, tuple(-0.5 for _ in response), reward, False, 0, "g")
 
 
@@ -61,12 +63,22 @@ def trajectory(eid: str, rewards: list[float], rng: np.random.Generator, *, imag
         gen = Generation(text="x", prompt_ids=p, response_ids=r, response_logprobs=tuple(-1.0 for _ in r))
         obs = Observation(screenshot=shot, goal=TASK.instruction, device_size=(1080, 2400), task_id=TASK.id, step=step)
         last = step == len(rewards) - 1
-        transitions.append(Transition(
-            episode_id=eid, task_id=TASK.id, step=step, phase=Phase.EXECUTION, observation=obs,
-            decision=Decision(action=Wait(), generation=gen, prompt=prompt), reward=reward, done=last,
-            termination=Termination(TerminationReason.AGENT_FINISHED) if last else None,
-        ))
-    return Trajectory(episode_id=eid, task=TASK, transitions=transitions, termination=Termination(TerminationReason.AGENT_FINISHED))
+        transitions.append(
+            Transition(
+                episode_id=eid,
+                task_id=TASK.id,
+                step=step,
+                phase=Phase.EXECUTION,
+                observation=obs,
+                decision=Decision(action=Wait(), generation=gen, prompt=prompt),
+                reward=reward,
+                done=last,
+                termination=Termination(TerminationReason.AGENT_FINISHED) if last else None,
+            )
+        )
+    return Trajectory(
+        episode_id=eid, task=TASK, transitions=transitions, termination=Termination(TerminationReason.AGENT_FINISHED)
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -89,8 +101,9 @@ def test_batch_layout_left_pads_prompts_and_right_pads_responses() -> None:
 def test_advantages_sit_on_response_tokens_only_and_filler_rows_carry_nothing() -> None:
     rows = [row(0, (5, 6), (8, 9, 10)), row(1, (11,), (12,)), row(2, (3, 4, 5), (6, 7))]
     adv = torch.arange(1, 10, dtype=torch.float32).reshape(3, 3)
-    batch = to_verl_batch(rows, pad_token_id=0, pad_to_multiple=4, advantages=adv, returns=adv * 2, values=adv,
-                          old_logprobs=-adv)
+    batch = to_verl_batch(
+        rows, pad_token_id=0, pad_to_multiple=4, advantages=adv, returns=adv * 2, values=adv, old_logprobs=-adv
+    )
     b = batch.batch
     assert len(batch) == 4
     assert b["advantages"].tolist() == [[1, 2, 3], [4, 0, 0], [7, 8, 0], [0, 0, 0]]
@@ -99,7 +112,9 @@ def test_advantages_sit_on_response_tokens_only_and_filler_rows_carry_nothing() 
     assert b["response_mask"][3].sum() == 0
     assert b["input_ids"][3].tolist() == b["input_ids"][0].tolist()
     assert b["attention_mask"][3].tolist() == b["attention_mask"][0].tolist()
-    assert all(v.dtype == torch.float32 for k, v in b.items() if k in ("advantages", "returns", "values", "old_log_probs"))
+    assert all(
+        v.dtype == torch.float32 for k, v in b.items() if k in ("advantages", "returns", "values", "old_log_probs")
+    )
 
 
 def test_batch_round_trips_through_verls_no_padding_conversion() -> None:
@@ -136,15 +151,25 @@ def test_rows_without_prompt_ids_or_with_images_are_named() -> None:
 # Configuration and runtime checks (always run)
 # --------------------------------------------------------------------------------------
 def test_config_selects_the_verl_backend_and_reports_every_problem() -> None:
-    cfg = LearnerConfig(backend="verl", verl=VerlConfig(model_path="/m", gpus_per_node=4), mini_batch_size=16,
-                        micro_batch_size=4)
+    cfg = LearnerConfig(
+        backend="verl", verl=VerlConfig(model_path="/m", gpus_per_node=4), mini_batch_size=16, micro_batch_size=4
+    )
     assert cfg.backend == "verl" and cfg.verl is not None and cfg.verl.world_size == 4
     with pytest.raises(ValueError) as err:
-        LearnerConfig(backend="verl", verl=VerlConfig(model_path="/m", gpus_per_node=3, device="cpu", strategy="fsdp",
-                                                        attn_implementation="flash_attention_2"), kl_coef=0.1)
+        LearnerConfig(
+            backend="verl",
+            verl=VerlConfig(
+                model_path="/m", gpus_per_node=3, device="cpu", strategy="fsdp", attn_implementation="flash_attention_2"
+            ),
+            kl_coef=0.1,
+        )
     text = str(err.value)
-    for expected in ("strategy='fsdp2' with device='cpu'", "'sdpa' with device='cpu'", "kl_coef > 0 is not supported",
-                     "mini_batch_size=32 must be a multiple of the verl world size 3"):
+    for expected in (
+        "strategy='fsdp2' with device='cpu'",
+        "'sdpa' with device='cpu'",
+        "kl_coef > 0 is not supported",
+        "mini_batch_size=32 must be a multiple of the verl world size 3",
+    ):
         assert expected in text
     with pytest.raises(ValueError, match=r"backend='verl' needs verl=VerlConfig"):
         LearnerConfig(backend="verl")
@@ -178,8 +203,17 @@ def test_verl_still_has_no_cpu_engine_of_its_own() -> None:
 def _tiny_text_model(path: Path, seed: int = 0) -> Path:
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                      num_key_value_heads=1, max_position_embeddings=128, tie_word_embeddings=False, pad_token_id=0)
+    cfg = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=128,
+        tie_word_embeddings=False,
+        pad_token_id=0,
+    )
     torch.manual_seed(seed)  # a test's own model init; the library never seeds global RNGs
     AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
     return path
@@ -209,7 +243,9 @@ def test_critic_loads_with_the_configured_attention_not_verls_fixed_flash_attent
 
     from darwin.learner.verl_vlm import load_value_model
 
-    critic = prepare_critic_checkpoint(_tiny_text_model(tmp_path / "actor"), tmp_path / "critic", init="calibrated", bias=0.1)
+    critic = prepare_critic_checkpoint(
+        _tiny_text_model(tmp_path / "actor"), tmp_path / "critic", init="calibrated", bias=0.1
+    )
     for attention in ("sdpa", "eager"):
         config = AutoConfig.from_pretrained(critic, attn_implementation=attention)
         model = load_value_model(str(critic), torch.float32, config, False)
@@ -248,10 +284,24 @@ def test_actor_trains_on_two_cpu_workers_with_gloo_and_resumes(tmp_path: Path) -
     """GRPO (no critic) through verl's FSDP2 engine on two Ray CPU workers; the policy gets
     the new weights; a checkpoint written by the workers restores the same actor."""
     actor_path = _tiny_text_model(tmp_path / "actor")
-    settings = VerlConfig(model_path=str(actor_path), gpus_per_node=2, device="cpu", attn_implementation="sdpa",
-                            micro_batch_size_per_gpu=2, ray_num_cpus=2)
-    cfg = LearnerConfig(backend="verl", verl=settings, algorithm="grpo", critic_warmup_updates=0, mini_batch_size=4,
-                        micro_batch_size=2, ppo_epochs=1, actor_lr=1e-2)
+    settings = VerlConfig(
+        model_path=str(actor_path),
+        gpus_per_node=2,
+        device="cpu",
+        attn_implementation="sdpa",
+        micro_batch_size_per_gpu=2,
+        ray_num_cpus=2,
+    )
+    cfg = LearnerConfig(
+        backend="verl",
+        verl=settings,
+        algorithm="grpo",
+        critic_warmup_updates=0,
+        mini_batch_size=4,
+        micro_batch_size=2,
+        ppo_epochs=1,
+        actor_lr=1e-2,
+    )
     policy = ReceivingPolicy(actor_path)
     before = {k: v.clone() for k, v in policy.model.state_dict().items()}
     learner = VerlLearner(policy, cfg, pad_token_id=0)
@@ -267,8 +317,15 @@ def test_actor_trains_on_two_cpu_workers_with_gloo_and_resumes(tmp_path: Path) -
         saved = learner.save(tmp_path / "ckpt", pending=_trajectories(2)[:1], extra_state={"note": "x"})
         trained = learner.actor_state_dict()
         # A batch of infrastructure truncations only trains nothing on the workers, as LocalLearner's.
-        cut = [Trajectory(episode_id=t.episode_id, task=t.task, transitions=t.transitions,
-                          termination=Termination(TerminationReason.INFRA_TRUNCATED, "deadline")) for t in _trajectories(3)]
+        cut = [
+            Trajectory(
+                episode_id=t.episode_id,
+                task=t.task,
+                transitions=t.transitions,
+                termination=Termination(TerminationReason.INFRA_TRUNCATED, "deadline"),
+            )
+            for t in _trajectories(3)
+        ]
         skipped = learner.update(cut)
         assert skipped.actor_skipped_reason == "infra_truncations_only" and skipped.stage == "skipped"
         assert (learner.updates, learner.policy_version, policy.version) == (2, 1, 1)
@@ -296,10 +353,19 @@ def test_ppo_warmup_calibrated_critic_and_resume_on_gpu(tmp_path: Path) -> None:
     gpus = min(2, torch.cuda.device_count())
     actor_path = _tiny_text_model(tmp_path / "actor")
     attn = "flash_attention_2" if importlib.util.find_spec("flash_attn") else "sdpa"
-    settings = VerlConfig(model_path=str(actor_path), gpus_per_node=gpus, attn_implementation=attn,
-                            micro_batch_size_per_gpu=2)
-    cfg = LearnerConfig(backend="verl", verl=settings, critic_warmup_updates=1, mini_batch_size=2 * gpus,
-                        micro_batch_size=2, ppo_epochs=1, critic_warmup_epochs=1, value_head_bias=0.1)
+    settings = VerlConfig(
+        model_path=str(actor_path), gpus_per_node=gpus, attn_implementation=attn, micro_batch_size_per_gpu=2
+    )
+    cfg = LearnerConfig(
+        backend="verl",
+        verl=settings,
+        critic_warmup_updates=1,
+        mini_batch_size=2 * gpus,
+        micro_batch_size=2,
+        ppo_epochs=1,
+        critic_warmup_epochs=1,
+        value_head_bias=0.1,
+    )
     policy = ReceivingPolicy(actor_path)
     before = {k: v.clone() for k, v in policy.model.state_dict().items()}
     learner = VerlLearner(policy, cfg, pad_token_id=0)

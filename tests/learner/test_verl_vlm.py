@@ -41,18 +41,35 @@ def saved(policy: HFPolicy, path: Path) -> Path:
 
 
 def cpu_config(model_path: Path, **overrides: object) -> LearnerConfig:
-    settings = VerlConfig(model_path=str(model_path), gpus_per_node=2, device="cpu", attn_implementation="sdpa",
-                          micro_batch_size_per_gpu=2, ray_num_cpus=4)
+    settings = VerlConfig(
+        model_path=str(model_path),
+        gpus_per_node=2,
+        device="cpu",
+        attn_implementation="sdpa",
+        micro_batch_size_per_gpu=2,
+        ray_num_cpus=4,
+    )
     base: dict[str, object] = {
-        "backend": "verl", "verl": settings, "critic_warmup_updates": 1, "critic_warmup_epochs": 1, "mini_batch_size": 4,
-        "micro_batch_size": 2, "ppo_epochs": 1, "value_head_bias": 0.1, "actor_lr": 1e-2, "critic_lr": 1e-2,
+        "backend": "verl",
+        "verl": settings,
+        "critic_warmup_updates": 1,
+        "critic_warmup_epochs": 1,
+        "mini_batch_size": 4,
+        "micro_batch_size": 2,
+        "ppo_epochs": 1,
+        "value_head_bias": 0.1,
+        "actor_lr": 1e-2,
+        "critic_lr": 1e-2,
     }
     return LearnerConfig(**{**base, **overrides})
 
 
 def batch_of(kit, policy: HFPolicy, seed: int) -> list[Trajectory]:
     """Four sampled screenshot trajectories (successes and failures)."""
-    return [kit.sampled_trajectory(policy, [0.0, reward], seed=seed * 10 + i) for i, reward in enumerate([1.0, 0.0, 1.0, 0.0])]
+    return [
+        kit.sampled_trajectory(policy, [0.0, reward], seed=seed * 10 + i)
+        for i, reward in enumerate([1.0, 0.0, 1.0, 0.0])
+    ]
 
 
 # --------------------------------------------------------------------------------------
@@ -65,7 +82,9 @@ def test_verl_still_loads_value_models_with_flash_attention() -> None:
     assert valuehead_loader_hardcodes_flash_attention()
 
 
-@pytest.mark.parametrize(("family", "value_class"), [("qwen2_vl", Qwen2VLForTokenValue), ("qwen2_5_vl", Qwen2_5_VLForTokenValue)])
+@pytest.mark.parametrize(
+    ("family", "value_class"), [("qwen2_vl", Qwen2VLForTokenValue), ("qwen2_5_vl", Qwen2_5_VLForTokenValue)]
+)
 def test_critic_checkpoint_of_a_vl_actor_has_its_backbone_and_a_calibrated_head(
     tmp_path: Path, family: str, value_class: type
 ) -> None:
@@ -74,7 +93,9 @@ def test_critic_checkpoint_of_a_vl_actor_has_its_backbone_and_a_calibrated_head(
     from transformers import AutoModelForTokenClassification
 
     policy = vl_policy(family)
-    critic = prepare_critic_checkpoint(saved(policy, tmp_path / "actor"), tmp_path / "critic", init="calibrated", bias=0.1)
+    critic = prepare_critic_checkpoint(
+        saved(policy, tmp_path / "actor"), tmp_path / "critic", init="calibrated", bias=0.1
+    )
     value_model = AutoModelForTokenClassification.from_pretrained(critic)
     assert type(value_model) is value_class
     actor = policy.vlm.model.state_dict()
@@ -82,9 +103,13 @@ def test_critic_checkpoint_of_a_vl_actor_has_its_backbone_and_a_calibrated_head(
     assert backbone and all(torch.equal(v, actor[k]) for k, v in backbone.items())
     assert any(".language_model." in k for k in backbone) and any(".visual." in k for k in backbone)
     inputs = policy.build_inputs([kit_prompt()])
-    values = value_model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
-                         pixel_values=inputs["pixel_values"], image_grid_thw=inputs["image_grid_thw"],
-                         mm_token_type_ids=inputs["mm_token_type_ids"]).logits
+    values = value_model(
+        input_ids=inputs["input_ids"],
+        attention_mask=inputs["attention_mask"],
+        pixel_values=inputs["pixel_values"],
+        image_grid_thw=inputs["image_grid_thw"],
+        mm_token_type_ids=inputs["mm_token_type_ids"],
+    ).logits
     assert values.shape == (*inputs["input_ids"].shape, 1)
     assert torch.allclose(values, torch.full_like(values, 0.1), atol=1e-6)
 
@@ -97,8 +122,9 @@ def kit_prompt():
 
 
 def test_driver_levers_validate_on_verl_and_the_others_are_refused_with_the_reason(tmp_path: Path) -> None:
-    cfg = cpu_config(tmp_path, whiten_by="task", trajectory_weighting=True, shortest_path_adjustment=True,
-                     negative_pruning=True)
+    cfg = cpu_config(
+        tmp_path, whiten_by="task", trajectory_weighting=True, shortest_path_adjustment=True, negative_pruning=True
+    )
     assert cfg.negative_pruning and cfg.shortest_path_adjustment
     with pytest.raises(ValueError) as err:
         cpu_config(tmp_path, kl_coef=0.1, positive_replay_ratio=0.5)
@@ -123,7 +149,9 @@ def test_screenshot_rows_carry_pixels_grids_and_3d_positions(kit) -> None:
     assert not torch.equal(b["position_ids"][:, 1], b["position_ids"][:, 2])
     mm = batch.non_tensor_batch["multi_modal_inputs"]
     assert len(mm) == 4 and all(set(x) == {"pixel_values", "image_grid_thw"} for x in mm)
-    assert torch.equal(mm[1]["pixel_values"], inputs[1].pixel_values) and torch.equal(mm[3]["image_grid_thw"], inputs[0].image_grid_thw)
+    assert torch.equal(mm[1]["pixel_values"], inputs[1].pixel_values) and torch.equal(
+        mm[3]["image_grid_thw"], inputs[0].image_grid_thw
+    )
     with pytest.raises(LearnerDataError, match=r"image\(s\); pass the rows' processor inputs"):
         to_verl_batch(rows, pad_token_id=0)
 
@@ -144,13 +172,18 @@ def test_verl_actor_scores_screenshot_rows_like_darwin(tmp_path: Path, kit, fami
         trajectories = batch_of(kit, policy, seed=1)
         rows = collect_step_rows(trajectories).rows
         inputs = preprocess_rows(policy, rows)
-        data = to_verl_batch(rows, pad_token_id=learner._pad_id, pad_to_multiple=4, inputs=inputs,
-                             rope_model=policy.vlm.model)
+        data = to_verl_batch(
+            rows, pad_token_id=learner._pad_id, pad_to_multiple=4, inputs=inputs, rope_model=policy.vlm.model
+        )
         verl_lp = learner._infer(learner.actor_group, data, "log_probs")[: len(rows)]
         everything = torch.zeros(policy.vlm.vocab_size, dtype=torch.bool)  # verl scores over the whole vocabulary
         with torch.no_grad():
-            ours, mask = compute_response_logprobs(policy.vlm.model, policy.build_inputs([r.prompt for r in rows]),
-                                                   [r.response_ids for r in rows], forbidden=everything)
+            ours, mask = compute_response_logprobs(
+                policy.vlm.model,
+                policy.build_inputs([r.prompt for r in rows]),
+                [r.response_ids for r in rows],
+                forbidden=everything,
+            )
         assert verl_lp.shape == ours.shape
         assert (verl_lp - ours).abs()[mask].max() < 1e-4
     finally:
@@ -167,22 +200,34 @@ def test_ppo_with_critic_warmup_on_two_cpu_workers_and_resume(tmp_path: Path, ki
     actor_path = saved(policy, tmp_path / "actor")
     # with the levers that are maths on the driver: per-task whitening, trajectory weights,
     # MobileRL's shortest-path adjustment and negative pruning
-    cfg = cpu_config(actor_path, critic_warmup_updates=2, whiten_by="task", trajectory_weighting=True,
-                     shortest_path_adjustment=True, negative_pruning=True)
+    cfg = cpu_config(
+        actor_path,
+        critic_warmup_updates=2,
+        whiten_by="task",
+        trajectory_weighting=True,
+        shortest_path_adjustment=True,
+        negative_pruning=True,
+    )
     before = {k: v.clone() for k, v in policy.vlm.model.state_dict().items()}
     learner = VerlLearner(policy, cfg)
     try:
         assert learner.critic_group is not None and learner.in_warmup
         first = learner.prepare(batch_of(kit, policy, seed=1))
-        assert first.values is not None and torch.allclose(first.values[first.response_mask], torch.tensor(0.1), atol=1e-6)
+        assert first.values is not None and torch.allclose(
+            first.values[first.response_mask], torch.tensor(0.1), atol=1e-6
+        )
         for update in (1, 2):
             warm = learner.update(batch_of(kit, policy, seed=update))
             assert warm.stage == "critic_warmup" and not warm.actor_updated and warm.update == update
             assert warm.value_loss is not None and warm.policy_loss is None and policy.version == 0
-            assert all(torch.equal(before[k], v) for k, v in learner.actor_state_dict().items()), "warm-up moved the actor"
+            assert all(torch.equal(before[k], v) for k, v in learner.actor_state_dict().items()), (
+                "warm-up moved the actor"
+            )
         assert not learner.in_warmup
         moved = learner.prepare(batch_of(kit, policy, seed=1))
-        assert moved.values is not None and not torch.allclose(moved.values, first.values), "warm-up did not train the critic"
+        assert moved.values is not None and not torch.allclose(moved.values, first.values), (
+            "warm-up did not train the critic"
+        )
         ppo = learner.update(batch_of(kit, policy, seed=3))
         assert ppo.stage == "ppo" and ppo.actor_updated and ppo.policy_version == 1 and policy.version == 1
         assert ppo.value_loss is not None and ppo.policy_loss is not None and math.isfinite(ppo.policy_loss)

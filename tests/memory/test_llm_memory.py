@@ -46,7 +46,10 @@ from darwin.workflows import StepWorkflow
 
 DISTILLED = {
     "summary": "Opened Settings, went to Display and switched Dark theme on.",
-    "knowledge": ["The Dark theme switch is on the Display page of Settings.", "Display is the third entry in Settings."],
+    "knowledge": [
+        "The Dark theme switch is on the Display page of Settings.",
+        "Display is the third entry in Settings.",
+    ],
 }
 
 
@@ -136,21 +139,35 @@ def test_an_episode_is_distilled_into_a_summary_and_app_knowledge(openai_server,
     assert all(e.task_id == "settings_dark_theme" and e.success is True and e.times_seen == 1 for e in entries)
     assert all(e.goal == "Go to display settings. Turn on Dark Theme." and e.created_at for e in entries)
     assert memory.stats.as_dict() == {
-        "calls": 1, "failures": 0, "malformed": 0, "stored": 3, "deduplicated": 0, "retrieved": 0,
-        "skipped": 0, "summary_updates": 0, "database_errors": 0,
+        "calls": 1,
+        "failures": 0,
+        "malformed": 0,
+        "stored": 3,
+        "deduplicated": 0,
+        "retrieved": 0,
+        "skipped": 0,
+        "summary_updates": 0,
+        "database_errors": 0,
     }
     memory.close()
 
 
 def test_known_texts_bump_their_count_instead_of_a_new_row(openai_server, tmp_path):
-    replies = iter([
-        json.dumps(DISTILLED),
-        # the same facts in other words of case and punctuation, plus one new fact for Clock
-        json.dumps({"summary": DISTILLED["summary"].upper(), "knowledge": [
-            "the dark theme switch is on the display page of settings",
-            {"fact": "The + button on the Alarm tab adds an alarm.", "app": "Clock"},
-        ]}),
-    ])
+    replies = iter(
+        [
+            json.dumps(DISTILLED),
+            # the same facts in other words of case and punctuation, plus one new fact for Clock
+            json.dumps(
+                {
+                    "summary": DISTILLED["summary"].upper(),
+                    "knowledge": [
+                        "the dark theme switch is on the display page of settings",
+                        {"fact": "The + button on the Alarm tab adds an alarm.", "app": "Clock"},
+                    ],
+                }
+            ),
+        ]
+    )
     openai_server.reply = lambda body: next(replies)
     memory = manager(openai_server, tmp_path)
     task = get_task("settings_dark_theme")
@@ -257,7 +274,8 @@ def test_notes_reach_the_agents_prompts_and_count_against_the_budget(tmp_path):
 
     # Tight budget: the notes' tokens are reserved, so older steps drop first.
     window_without = SlidingWindowMemory(max_interactions=8, max_prompt_tokens=1200).window(
-        history, agent.render, reserved_tokens=1100)
+        history, agent.render, reserved_tokens=1100
+    )
     window_with = memory.window(history, agent.render, reserved_tokens=1100)
     assert window_with.notes_tokens > 0 and window_with.dropped > window_without.dropped
     assert window_with.tokens <= 100
@@ -315,21 +333,30 @@ def test_by_default_knowledge_lives_in_the_run_database(openai_server, tmp_path)
     store.close()
     memory.close()
     # A memory that does not name run_dir is built as before (the context is not forced on it).
-    assert isinstance(build_component("memory", ComponentSpec(name="sliding_window"), named_context={"run_dir": run_dir}),
-                      SlidingWindowMemory)
+    assert isinstance(
+        build_component("memory", ComponentSpec(name="sliding_window"), named_context={"run_dir": run_dir}),
+        SlidingWindowMemory,
+    )
 
 
 # --------------------------------------------------------------------------- failures
 
 
-@pytest.mark.parametrize(("reply", "counter"), [(500, "failures"), (401, "failures"), ("no JSON here, sorry", "malformed")])
+@pytest.mark.parametrize(
+    ("reply", "counter"), [(500, "failures"), (401, "failures"), ("no JSON here, sorry", "malformed")]
+)
 def test_a_failing_memory_model_leaves_episodes_running(openai_server, tmp_path, caplog, reply, counter):
     openai_server.reply = lambda body: reply
     memory = manager(openai_server, tmp_path, in_episode_summary=True, summary_every=1, summary_keep_recent=0)
     seed(memory)  # stored knowledge still reaches the prompt while the model fails
     with caplog.at_level(logging.WARNING, logger="darwin.memory.llm"):
         trajs = [
-            play(ModelActor(TinyAgent(memory=memory), ScriptedPolicy(["open_app('Settings')", "press_back()", "finished('done')"])))
+            play(
+                ModelActor(
+                    TinyAgent(memory=memory),
+                    ScriptedPolicy(["open_app('Settings')", "press_back()", "finished('done')"]),
+                )
+            )
             for _ in range(2)
         ]
     for traj in trajs:
@@ -347,7 +374,9 @@ def test_a_failing_memory_model_leaves_episodes_running(openai_server, tmp_path,
         assert len(openai_server.requests) == 3 * 2  # two attempts per call (max_attempts=2)
     else:
         assert stats.calls == stats.malformed == 6 and stats.failures == 0
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "darwin.memory.llm"]
+    warnings = [
+        r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "darwin.memory.llm"
+    ]
     if counter == "malformed":  # once per kind of failure, however often it happens
         assert len(warnings) == 1 and "could not read the model's" in warnings[0]
     else:
@@ -374,15 +403,26 @@ def test_a_missing_key_is_a_warning_at_build_and_a_counted_failure(openai_server
 def test_the_running_summary_replaces_the_older_steps(openai_server, tmp_path):
     summaries = iter(['{"summary": "Opened Settings and went back once."}', '{"summary": "Two more clicks."}'])
     openai_server.reply = lambda body: next(summaries)
-    memory = manager(openai_server, tmp_path, distill=False, in_episode_summary=True, summary_every=2,
-                     summary_keep_recent=1, max_interactions=8)
+    memory = manager(
+        openai_server,
+        tmp_path,
+        distill=False,
+        in_episode_summary=True,
+        summary_every=2,
+        summary_keep_recent=1,
+        max_interactions=8,
+    )
     memory.start_episode(get_task("settings_dark_theme"))
     history = [step(0, OpenApp(app="Settings")), step(1), step(2)]
     asyncio.run(memory.observe(history[:2]))  # one foldable step (one kept raw): not yet
     assert openai_server.requests == []
     asyncio.run(memory.observe(history))  # steps 0 and 1 folded, step 2 kept raw
     request = openai_server.texts()[0]
-    assert "Goal: Turn on dark theme" in request and "1. open_app(app='Settings')" in request and "2. press_back()" in request
+    assert (
+        "Goal: Turn on dark theme" in request
+        and "1. open_app(app='Settings')" in request
+        and "2. press_back()" in request
+    )
     window = memory.window(history)
     assert [e.step for e in window.entries] == [2] and window.omitted == 2
     assert window.notes[-1] == "Earlier in this episode: Opened Settings and went back once."
@@ -430,7 +470,9 @@ def test_the_experiment_passes_its_run_directory(openai_server, tmp_path):
     make = memory_factory(config, tmp_path / "run")
     assert make is not None
     memory = make()
-    assert isinstance(memory, LLMMemoryManager) and Path(str(memory.store.url.database)) == tmp_path / "run" / DB_FILENAME
+    assert (
+        isinstance(memory, LLMMemoryManager) and Path(str(memory.store.url.database)) == tmp_path / "run" / DB_FILENAME
+    )
     memory.close()
     bad = ExperimentConfig(name="mem", memory=ComponentSpec(name="llm", kwargs={"distill": False, "max_notes": 0}))
     with pytest.raises(ExperimentError, match="max_notes"):

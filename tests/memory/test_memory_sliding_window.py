@@ -62,7 +62,9 @@ def test_token_budget_drops_the_oldest_first():
     memory = SlidingWindowMemory(
         max_interactions=10, image_depth=2, max_prompt_tokens=100, entry_overhead_tokens=0, token_counter=counter
     )
-    unbounded = SlidingWindowMemory(max_interactions=10, image_depth=2, max_prompt_tokens=None, entry_overhead_tokens=0, token_counter=counter)
+    unbounded = SlidingWindowMemory(
+        max_interactions=10, image_depth=2, max_prompt_tokens=None, entry_overhead_tokens=0, token_counter=counter
+    )
     full = unbounded.window(HISTORY, render, reserved_tokens=40, image_tokens=20)
     assert full.tokens == sum(len(e.text) for e in full.entries) + 20
     window = memory.window(HISTORY, render, reserved_tokens=40, image_tokens=20)

@@ -114,15 +114,11 @@ def test_default_sampling_is_full_distribution_minus_forbidden(vlm: VLM) -> None
 def test_build_inputs_accepts_numpy_and_left_pads(vlm: VLM) -> None:
     arr = np.asarray(screenshot())
     single = vlm.build_inputs(conversation(arr, "Go."))
-    batch = vlm.build_inputs(
-        [conversation(arr, "Go."), conversation(arr, "Open the clock app now.")]
-    )
+    batch = vlm.build_inputs([conversation(arr, "Go."), conversation(arr, "Open the clock app now.")])
     assert batch["attention_mask"][0, 0] == 0 and batch["attention_mask"][:, -1].all()
     assert torch.equal(
         batch["mm_token_type_ids"],
-        mm_token_type_ids(
-            batch["input_ids"], vlm.model.config.image_token_id, vlm.model.config.video_token_id
-        ),
+        mm_token_type_ids(batch["input_ids"], vlm.model.config.image_token_id, vlm.model.config.video_token_id),
     )
     with torch.no_grad():
         a = vlm.model(**single).logits[0, -1]
@@ -131,9 +127,7 @@ def test_build_inputs_accepts_numpy_and_left_pads(vlm: VLM) -> None:
 
 
 @pytest.mark.parametrize(("size", "grid"), [((252, 560), [1, 40, 18]), ((1080, 2400), [1, 40, 18])])
-def test_screen_sizes_map_to_the_configured_grid(
-    vlm: VLM, size: tuple[int, int], grid: list[int]
-) -> None:
+def test_screen_sizes_map_to_the_configured_grid(vlm: VLM, size: tuple[int, int], grid: list[int]) -> None:
     out = vlm.image_processor(images=[screenshot(*size)], return_tensors="pt")
     assert out["image_grid_thw"].tolist() == [grid]
 
@@ -240,10 +234,7 @@ def test_save_load_round_trip(vlm: VLM, tmp_path: Path) -> None:
     assert loaded.processor.chat_template == vlm.processor.chat_template
     assert loaded.tokenizer.get_vocab() == vlm.tokenizer.get_vocab()
     assert loaded.forbidden_token_ids() == vlm.forbidden_token_ids()
-    assert (
-        loaded.model.generation_config.suppress_tokens
-        == vlm.model.generation_config.suppress_tokens
-    )
+    assert loaded.model.generation_config.suppress_tokens == vlm.model.generation_config.suppress_tokens
 
     conv = conversation(screenshot())
     a, b = vlm.build_inputs(conv), loaded.build_inputs(conv)
@@ -308,9 +299,7 @@ def test_every_problem_in_one_error() -> None:
 
 
 def test_build_rechecks_unvalidated_config() -> None:
-    bad = TinyVLMConfig.model_construct(
-        **{**TinyVLMConfig().model_dump(), "mrope_section": (1, 1, 1)}
-    )
+    bad = TinyVLMConfig.model_construct(**{**TinyVLMConfig().model_dump(), "mrope_section": (1, 1, 1)})
     with pytest.raises(ValueError, match="mrope_section"):
         build_tiny_vlm(bad)
 

@@ -142,7 +142,11 @@ def test_learner_function_is_differentiable_and_matches(vlm: VLM) -> None:
         gens = policy.generate_sync(prompts)
         inputs = policy.build_inputs(prompts)
     lp, mask = compute_response_logprobs(
-        vlm.model, dict(inputs), [g.response_ids for g in gens], forbidden=policy.forbidden_mask, temperature=policy.logprob_temperature
+        vlm.model,
+        dict(inputs),
+        [g.response_ids for g in gens],
+        forbidden=policy.forbidden_mask,
+        temperature=policy.logprob_temperature,
     )
     assert lp.requires_grad and mask.all()
     lp.sum().backward()
@@ -303,8 +307,10 @@ def test_load_weights_changes_outputs_and_bumps_version() -> None:
     assert all(g.policy_version == 0 for g in before)
     old_lp = policy.teacher_forced_logprobs(prompts, [g.response_ids for g in before])
 
-    new = {k: v + 0.05 * torch.randn(v.shape, generator=torch.Generator().manual_seed(0))
-           for k, v in build_tiny_vlm(TinyVLMConfig(), seed=1).model.state_dict().items()}
+    new = {
+        k: v + 0.05 * torch.randn(v.shape, generator=torch.Generator().manual_seed(0))
+        for k, v in build_tiny_vlm(TinyVLMConfig(), seed=1).model.state_dict().items()
+    }
     policy.load_weights(new, version=1)
     assert policy.version == 1
     after = policy.generate_sync(prompts, seeds=[1, 2])

@@ -68,8 +68,13 @@ def server(openai_server: Any) -> Server:
 
 def policy_for(server: Server, **overrides: Any) -> LiteLLMPolicy:
     cfg: dict[str, Any] = {
-        "model": "openai/tiny-agent", "api_base": server.api_base, "api_key_env": KEY_ENV,
-        "backoff_initial_s": 0.01, "backoff_max_s": 0.02, "timeout_s": 5.0, "max_tokens": 64,
+        "model": "openai/tiny-agent",
+        "api_base": server.api_base,
+        "api_key_env": KEY_ENV,
+        "backoff_initial_s": 0.01,
+        "backoff_max_s": 0.02,
+        "timeout_s": 5.0,
+        "max_tokens": 64,
     }
     cfg.update(overrides)
     return LiteLLMPolicy(LiteLLMPolicyConfig(**cfg))
@@ -80,10 +85,12 @@ def screenshot(seed: int = 0) -> np.ndarray:
 
 
 def prompt(text: str, *images: np.ndarray) -> Prompt:
-    return Prompt(messages=(
-        ChatMessage(role="system", text="You are a GUI agent."),
-        ChatMessage(role="user", text=text, images=images),
-    ))
+    return Prompt(
+        messages=(
+            ChatMessage(role="system", text="You are a GUI agent."),
+            ChatMessage(role="user", text=text, images=images),
+        )
+    )
 
 
 @pytest.fixture
@@ -165,9 +172,7 @@ async def test_bad_request_is_not_retried(server: Server, key: str) -> None:
     assert len(server.requests) == 1
 
 
-async def test_missing_key_variable_fails_before_any_request(
-    server: Server, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_missing_key_variable_fails_before_any_request(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(KEY_ENV, raising=False)
     with pytest.raises(PolicyAuthError, match=f"{KEY_ENV} is not set"):
         await policy_for(server).generate([prompt("x")])
@@ -181,7 +186,9 @@ async def test_provider_key_unset_fails_at_once_without_retries_or_banner(
     # error before sending anything; it must not be retried as one.
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(PolicyAuthError, match="no API key: set api_key_env.*OPENAI_API_KEY"):
-        await policy_for(server, api_key_env=None, max_attempts=4, backoff_initial_s=5.0, backoff_max_s=5.0).generate([prompt("x")])
+        await policy_for(server, api_key_env=None, max_attempts=4, backoff_initial_s=5.0, backoff_max_s=5.0).generate(
+            [prompt("x")]
+        )
     assert server.requests == []
     captured = capfd.readouterr()
     assert "Give Feedback" not in captured.out + captured.err

@@ -58,11 +58,15 @@ def prompts(n: int = 4, *, seeded: bool = True) -> list[Prompt]:
     out = []
     for i in range(n):
         images = () if i % 3 == 0 else (screen(i),) if i % 3 == 1 else (screen(i), screen(i + 100))
-        out.append(Prompt(
-            messages=(ChatMessage(role="system", text="You are a GUI agent."),
-                      ChatMessage(role="user", text=f"Task {i}: open the app number {i * 7}.", images=images)),
-            seed=1000 + i if seeded else None,
-        ))
+        out.append(
+            Prompt(
+                messages=(
+                    ChatMessage(role="system", text="You are a GUI agent."),
+                    ChatMessage(role="user", text=f"Task {i}: open the app number {i * 7}.", images=images),
+                ),
+                seed=1000 + i if seeded else None,
+            )
+        )
     return out
 
 
@@ -78,8 +82,15 @@ def local() -> VLM:
 
 
 def config(base_url: str, **overrides: object) -> ServerPolicyConfig:
-    values: dict[str, object] = {"base_url": base_url, "model": "tiny", "max_tokens": NEW_TOKENS,
-                                 "backoff_initial_s": 0.01, "backoff_max_s": 0.02, "max_attempts": 3, "timeout_s": 30.0}
+    values: dict[str, object] = {
+        "base_url": base_url,
+        "model": "tiny",
+        "max_tokens": NEW_TOKENS,
+        "backoff_initial_s": 0.01,
+        "backoff_max_s": 0.02,
+        "max_attempts": 3,
+        "timeout_s": 30.0,
+    }
     values.update(overrides)
     return ServerPolicyConfig(**values)
 
@@ -92,8 +103,11 @@ def test_logprobs_equal_teacher_forced_forward_and_learner_scoring(server: Local
     teacher = reference.teacher_forced_logprobs(batch, [g.response_ids for g in gens])
     inputs = policy.build_inputs(batch)
     learner, _ = compute_response_logprobs(
-        local.model, {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}, [g.response_ids for g in gens],
-        forbidden=policy.forbidden_mask, temperature=policy.logprob_temperature,
+        local.model,
+        {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)},
+        [g.response_ids for g in gens],
+        forbidden=policy.forbidden_mask,
+        temperature=policy.logprob_temperature,
     )
     for row, (gen, lp) in enumerate(zip(gens, teacher, strict=True)):
         assert len(gen.response_ids) == len(gen.response_logprobs) >= 1
@@ -106,7 +120,9 @@ def test_logprobs_equal_teacher_forced_forward_and_learner_scoring(server: Local
     reference.close()
 
 
-def test_token_ids_round_trip_and_equal_local_sampling_with_the_same_seeds(server: LocalPolicyServer, local: VLM) -> None:
+def test_token_ids_round_trip_and_equal_local_sampling_with_the_same_seeds(
+    server: LocalPolicyServer, local: VLM
+) -> None:
     batch = prompts(5)
     gens = asyncio.run(ServerPolicy(local, config(server.base_url)).generate(batch))
     with HFPolicy(local, HFPolicyConfig(max_new_tokens=NEW_TOKENS)) as reference:
@@ -132,7 +148,9 @@ def test_request_asks_the_server_for_ids_logprobs_and_the_full_distribution(loca
     assert policy.logprob_temperature == 0.7
 
 
-def test_many_concurrent_prompts_are_batched_by_the_server_and_keep_their_order(server: LocalPolicyServer, local: VLM) -> None:
+def test_many_concurrent_prompts_are_batched_by_the_server_and_keep_their_order(
+    server: LocalPolicyServer, local: VLM
+) -> None:
     batch = prompts(24)
     before = server.batcher_stats().batches
     gens = asyncio.run(ServerPolicy(local, config(server.base_url, max_concurrency=24)).generate(batch))
@@ -152,8 +170,10 @@ def test_policy_draws_seeds_in_call_order_when_prompts_have_none(server: LocalPo
 
 def _perturbed(vlm: VLM, scale: float, seed: int) -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
-    return {k: v + scale * torch.randn(v.shape, generator=gen) if v.is_floating_point() else v.clone()
-            for k, v in vlm.model.state_dict().items()}
+    return {
+        k: v + scale * torch.randn(v.shape, generator=gen) if v.is_floating_point() else v.clone()
+        for k, v in vlm.model.state_dict().items()
+    }
 
 
 def _low_rank_update(vlm: VLM, rank: int, seed: int, targets: tuple[str, ...]) -> dict[str, torch.Tensor]:
@@ -228,8 +248,12 @@ def test_lora_weight_sync_loads_versioned_adapters(tmp_path: Path) -> None:
     batch = prompts(4)
     targets = ("q_proj", "v_proj")
     with LocalPolicyServer(tiny(), served_model_name="tiny", max_new_tokens=NEW_TOKENS) as srv:
-        policy = ServerPolicy(local, config(srv.base_url, weight_sync="lora", weights_dir=str(tmp_path),
-                                            lora_rank=4, lora_target_modules=targets))
+        policy = ServerPolicy(
+            local,
+            config(
+                srv.base_url, weight_sync="lora", weights_dir=str(tmp_path), lora_rank=4, lora_target_modules=targets
+            ),
+        )
         for version in (1, 2, 3):
             new = _low_rank_update(local, rank=4, seed=version, targets=targets)
             policy.load_weights(new, version=version)
@@ -244,8 +268,16 @@ def test_lora_weight_sync_loads_versioned_adapters(tmp_path: Path) -> None:
 
 
 def test_lora_sync_refuses_weights_an_adapter_cannot_carry(tmp_path: Path, local: VLM) -> None:
-    policy = ServerPolicy(local, config("http://127.0.0.1:1", weight_sync="lora", weights_dir=str(tmp_path),
-                                        lora_rank=2, lora_target_modules=("q_proj",)))
+    policy = ServerPolicy(
+        local,
+        config(
+            "http://127.0.0.1:1",
+            weight_sync="lora",
+            weights_dir=str(tmp_path),
+            lora_rank=2,
+            lora_target_modules=("q_proj",),
+        ),
+    )
     with pytest.raises(ValueError, match="non-adapted tensors changed"):
         policy.write_lora_adapter(_perturbed(local, 0.01, seed=0), tmp_path / "a")
     with pytest.raises(ValueError, match="changes of rank > 2"):
@@ -269,9 +301,19 @@ def test_learner_trains_through_a_server_policy(server: LocalPolicyServer, tmp_p
 
     local = tiny()
     with LocalPolicyServer(tiny(), served_model_name="tiny", max_new_tokens=NEW_TOKENS) as srv:
-        policy = ServerPolicy(local, config(srv.base_url, weight_sync="lora", weights_dir=str(tmp_path),
-                                            lora_rank=2, lora_target_modules=("q_proj", "v_proj")))
-        learner = LocalLearner(policy, LearnerConfig(lora=LoraConfig(rank=2, target_modules=("q_proj", "v_proj")), device="cpu"))
+        policy = ServerPolicy(
+            local,
+            config(
+                srv.base_url,
+                weight_sync="lora",
+                weights_dir=str(tmp_path),
+                lora_rank=2,
+                lora_target_modules=("q_proj", "v_proj"),
+            ),
+        )
+        learner = LocalLearner(
+            policy, LearnerConfig(lora=LoraConfig(rank=2, target_modules=("q_proj", "v_proj")), device="cpu")
+        )
         with torch.no_grad():  # stand-in for an optimizer step on the adapters
             for name, param in learner.actor.named_parameters():
                 if "lora_B" in name:
@@ -326,13 +368,27 @@ class Scripted:
 
 
 def vllm_body(prompt_token_ids: list[int], ids: list[int], values: list[float], **drop: bool) -> dict:
-    choice: dict = {"index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": "length",
-                    "stop_reason": None, "token_ids": ids,
-                    "logprobs": {"content": [{"token": f"token_id:{t}", "logprob": v, "bytes": [], "top_logprobs": []}
-                                             for t, v in zip(ids, values, strict=True)]}}
-    body = {"id": "chatcmpl-1", "object": "chat.completion", "model": "tiny", "choices": [choice],
-            "usage": {"prompt_tokens": len(prompt_token_ids), "completion_tokens": len(ids), "total_tokens": 0},
-            "prompt_token_ids": prompt_token_ids}
+    choice: dict = {
+        "index": 0,
+        "message": {"role": "assistant", "content": "x"},
+        "finish_reason": "length",
+        "stop_reason": None,
+        "token_ids": ids,
+        "logprobs": {
+            "content": [
+                {"token": f"token_id:{t}", "logprob": v, "bytes": [], "top_logprobs": []}
+                for t, v in zip(ids, values, strict=True)
+            ]
+        },
+    }
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "tiny",
+        "choices": [choice],
+        "usage": {"prompt_tokens": len(prompt_token_ids), "completion_tokens": len(ids), "total_tokens": 0},
+        "prompt_token_ids": prompt_token_ids,
+    }
     if drop.get("token_ids"):
         del choice["token_ids"]
     if drop.get("token_id_strings"):
@@ -368,11 +424,14 @@ def test_parse_accepts_either_id_source_and_names_what_is_missing() -> None:
     assert parse_chat_completion(sglang).prompt_ids == (1,)
 
 
-@pytest.mark.parametrize(("drop", "message"), [
-    ({"logprobs": True}, "no log-probs"),
-    ({"token_ids": True, "token_id_strings": True}, "return_tokens_as_token_ids"),
-    ({"prompt_ids": True}, "return_token_ids"),
-])
+@pytest.mark.parametrize(
+    ("drop", "message"),
+    [
+        ({"logprobs": True}, "no log-probs"),
+        ({"token_ids": True, "token_id_strings": True}, "return_tokens_as_token_ids"),
+        ({"prompt_ids": True}, "return_token_ids"),
+    ],
+)
 def test_missing_fields_fail_with_the_server_option_to_set(local: VLM, drop: dict, message: str) -> None:
     policy = ServerPolicy(local, config("http://127.0.0.1:1"))
     prompt = prompts(1)[0]
@@ -400,7 +459,9 @@ def test_auth_errors_raise_at_once(local: VLM, monkeypatch: pytest.MonkeyPatch, 
         assert len(srv.bodies) == 1 and srv.headers == ["Bearer secret-key-123"]
     monkeypatch.delenv("DARWIN_TEST_VLLM_KEY")
     with pytest.raises(PolicyAuthError, match="not set"):
-        asyncio.run(ServerPolicy(local, config(server.base_url, api_key_env="DARWIN_TEST_VLLM_KEY")).generate(prompts(1)))
+        asyncio.run(
+            ServerPolicy(local, config(server.base_url, api_key_env="DARWIN_TEST_VLLM_KEY")).generate(prompts(1))
+        )
 
 
 def test_local_server_checks_the_api_key(local: VLM, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -417,8 +478,13 @@ def test_server_errors_are_retried_then_reported(local: VLM, caplog: pytest.LogC
     prompt = prompts(1)[0]
     policy = ServerPolicy(local, config("http://127.0.0.1:1"))
     ids = _local_ids(policy, prompt)
-    with Scripted(lambda n, body: (503, {"error": {"message": "overloaded", "type": "x", "code": 503}}) if n < 3
-                  else (200, vllm_body(ids, [5, 6], [-0.5, -0.25]))) as srv:
+    with Scripted(
+        lambda n, body: (
+            (503, {"error": {"message": "overloaded", "type": "x", "code": 503}})
+            if n < 3
+            else (200, vllm_body(ids, [5, 6], [-0.5, -0.25]))
+        )
+    ) as srv:
         gens = asyncio.run(ServerPolicy(local, config(srv.url)).generate([prompt]))
         assert gens[0].response_ids == (5, 6) and len(srv.bodies) == 3
         assert "attempt 1/3 failed" in caplog.text
@@ -426,7 +492,9 @@ def test_server_errors_are_retried_then_reported(local: VLM, caplog: pytest.LogC
         with pytest.raises(PolicyRequestError, match="giving up after 3 attempts.*engine dead"):
             asyncio.run(ServerPolicy(local, config(srv.url)).generate([prompt]))
         assert len(srv.bodies) == 3
-    with Scripted(lambda n, body: (400, {"error": {"message": "max_tokens too large", "type": "BadRequestError", "code": 400}})) as srv:
+    with Scripted(
+        lambda n, body: (400, {"error": {"message": "max_tokens too large", "type": "BadRequestError", "code": 400}})
+    ) as srv:
         with pytest.raises(PolicyRequestError, match="not retried.*max_tokens too large"):
             asyncio.run(ServerPolicy(local, config(srv.url)).generate([prompt]))
         assert len(srv.bodies) == 1
@@ -437,9 +505,13 @@ def test_server_errors_are_retried_then_reported(local: VLM, caplog: pytest.LogC
 def test_local_server_refuses_what_it_cannot_honour(server: LocalPolicyServer, local: VLM) -> None:
     policy = ServerPolicy(local, config(server.base_url))
     body = policy.request_body(prompts(1)[0], seed=1)
-    for change, field in [({"temperature": 0.5}, "temperature"), ({"top_p": 0.9}, "top_p"),
-                          ({"chat_template": "{{ messages }}"}, "chat_template"),
-                          ({"max_tokens": NEW_TOKENS + 1}, "max_tokens"), ({"logit_bias": {"5": 3.0}}, "logit_bias")]:
+    for change, field in [
+        ({"temperature": 0.5}, "temperature"),
+        ({"top_p": 0.9}, "top_p"),
+        ({"chat_template": "{{ messages }}"}, "chat_template"),
+        ({"max_tokens": NEW_TOKENS + 1}, "max_tokens"),
+        ({"logit_bias": {"5": 3.0}}, "logit_bias"),
+    ]:
         answer = httpx.post(server.base_url + "/v1/chat/completions", json={**body, **change})
         assert answer.status_code == 400 and answer.json()["error"]["param"] == field
     answer = httpx.post(server.base_url + "/v1/chat/completions", json={**body, "model": "nope"})
@@ -449,7 +521,9 @@ def test_local_server_refuses_what_it_cannot_honour(server: LocalPolicyServer, l
 # --------------------------------------------------------------------------------------
 # The experiment's policy backend
 # --------------------------------------------------------------------------------------
-def test_experiment_validates_and_builds_the_server_backend(tmp_path: Path, server: LocalPolicyServer, local: VLM) -> None:
+def test_experiment_validates_and_builds_the_server_backend(
+    tmp_path: Path, server: LocalPolicyServer, local: VLM
+) -> None:
     from darwin.experiment import ExperimentConfig
     from darwin.learner import LearnerConfig
     from darwin.learner.config import LoraConfig
@@ -459,13 +533,16 @@ def test_experiment_validates_and_builds_the_server_backend(tmp_path: Path, serv
     with pytest.raises(ValidationError, match="backend = 'hf'"):
         PolicyConfig(server=config(server.base_url))
     assert policy_factory(PolicyConfig()) is None  # the in-process HFPolicy
-    lora = config(server.base_url, weight_sync="lora", weights_dir=str(tmp_path), lora_rank=4, lora_target_modules=("q_proj",))
+    lora = config(
+        server.base_url, weight_sync="lora", weights_dir=str(tmp_path), lora_rank=4, lora_target_modules=("q_proj",)
+    )
     with pytest.raises(ValidationError, match="cannot receive the learner's updates"):
         ExperimentConfig(name="x", policy=PolicyConfig(backend="server", server=config(server.base_url)))
     with pytest.raises(ValidationError, match="set learner.lora"):
         ExperimentConfig(name="x", policy=PolicyConfig(backend="server", server=lora))
     experiment = ExperimentConfig(
-        name="x", policy=PolicyConfig(backend="server", server=lora, temperature=1.0, seed=3),
+        name="x",
+        policy=PolicyConfig(backend="server", server=lora, temperature=1.0, seed=3),
         learner=LearnerConfig(lora=LoraConfig(rank=4, target_modules=("q_proj",))),
     )
     make = policy_factory(experiment.policy)
@@ -485,14 +562,32 @@ def test_a_run_samples_from_the_server_and_pushes_every_update_to_it(tmp_path: P
 
     sft = SFTConfig(steps=3, warmup_steps=1, batch_size=4, phones=2, episodes=4, heldout_episodes=0)
     warm = ensure_warm_start(str(tmp_path / "cache"), sft)
-    with LocalPolicyServer(load_vlm(warm), served_model_name="warm", max_new_tokens=load_warm_start(warm).max_new_tokens) as srv:
+    with LocalPolicyServer(
+        load_vlm(warm), served_model_name="warm", max_new_tokens=load_warm_start(warm).max_new_tokens
+    ) as srv:
         experiment = ExperimentConfig(
-            name="served", tasks=("settings_dark_theme",), horizon=4, phones=PhonesConfig(count=2, seed=3),
-            checkpoint=str(warm), policy=PolicyConfig(max_batch=2, max_wait=0.01, backend="server", server=ServerPolicyConfig(
-                base_url=srv.base_url, model="warm", weight_sync="disk", weights_dir=str(tmp_path / "weights"),
-                backoff_initial_s=0.05, backoff_max_s=0.2)),
+            name="served",
+            tasks=("settings_dark_theme",),
+            horizon=4,
+            phones=PhonesConfig(count=2, seed=3),
+            checkpoint=str(warm),
+            policy=PolicyConfig(
+                max_batch=2,
+                max_wait=0.01,
+                backend="server",
+                server=ServerPolicyConfig(
+                    base_url=srv.base_url,
+                    model="warm",
+                    weight_sync="disk",
+                    weights_dir=str(tmp_path / "weights"),
+                    backoff_initial_s=0.05,
+                    backoff_max_s=0.2,
+                ),
+            ),
             learner=LearnerConfig(critic_warmup_updates=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
-            rollout_steps=8, updates=2, evaluation=EvaluationConfig(episodes_per_task=0),
+            rollout_steps=8,
+            updates=2,
+            evaluation=EvaluationConfig(episodes_per_task=0),
         )
         result = run_experiment(experiment, tmp_path / "run")
         assert result.updates == 2

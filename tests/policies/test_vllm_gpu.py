@@ -41,9 +41,14 @@ from darwin.policies.server import ServerPolicy, ServerPolicyConfig
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False): vLLM serves on GPUs only"),
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                       reason='vLLM is not installed: pip install -e ".[gpu]" on a GPU machine (docs/scale.md)'),
+    pytest.mark.skipif(
+        not torch.cuda.is_available(),
+        reason="needs a CUDA device (torch.cuda.is_available() is False): vLLM serves on GPUs only",
+    ),
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason='vLLM is not installed: pip install -e ".[gpu]" on a GPU machine (docs/scale.md)',
+    ),
     pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning"),
 ]
 
@@ -68,10 +73,17 @@ def screen(seed: int) -> np.ndarray:
 def prompts() -> list[Prompt]:
     """Every prompt carries a screenshot (the second one two), as an agent's step does."""
     return [
-        Prompt(messages=(ChatMessage(role="system", text="You are a GUI agent."),
-                         ChatMessage(role="user", text=f"Task {i}: open the app number {i * 7}.",
-                                     images=(screen(i),) if i != 1 else (screen(i), screen(i + 100)))),
-               seed=1000 + i)
+        Prompt(
+            messages=(
+                ChatMessage(role="system", text="You are a GUI agent."),
+                ChatMessage(
+                    role="user",
+                    text=f"Task {i}: open the app number {i * 7}.",
+                    images=(screen(i),) if i != 1 else (screen(i), screen(i + 100)),
+                ),
+            ),
+            seed=1000 + i,
+        )
         for i in range(3)
     ]
 
@@ -121,16 +133,39 @@ def vllm_server(checkpoint: Path) -> Iterator[VllmServer]:
     port = free_port()
     log = checkpoint.parent / "vllm.log"
     command = [
-        *vllm_command(), "serve", str(checkpoint),
-        "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", "float32",                      # log-probs to 1e-3 of the CPU learner's float32 recomputation
-        "--max-model-len", "4096", "--max-num-seqs", "8", "--gpu-memory-utilization", "0.3",
-        "--enforce-eager", "--seed", "0",
-        "--limit-mm-per-prompt", '{"image": 2, "video": 0}',
-        "--logprobs-mode", "processed_logprobs",   # the log-prob after the ban and the temperature (what darwin records)
-        "--max-logprobs", "1",
-        "--generation-config", "vllm",             # not the checkpoint's generation_config.json sampling defaults
-        "--enable-lora", "--max-lora-rank", str(LORA_RANK), "--max-loras", "2",
+        *vllm_command(),
+        "serve",
+        str(checkpoint),
+        "--served-model-name",
+        SERVED,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",  # log-probs to 1e-3 of the CPU learner's float32 recomputation
+        "--max-model-len",
+        "4096",
+        "--max-num-seqs",
+        "8",
+        "--gpu-memory-utilization",
+        "0.3",
+        "--enforce-eager",
+        "--seed",
+        "0",
+        "--limit-mm-per-prompt",
+        '{"image": 2, "video": 0}',
+        "--logprobs-mode",
+        "processed_logprobs",  # the log-prob after the ban and the temperature (what darwin records)
+        "--max-logprobs",
+        "1",
+        "--generation-config",
+        "vllm",  # not the checkpoint's generation_config.json sampling defaults
+        "--enable-lora",
+        "--max-lora-rank",
+        str(LORA_RANK),
+        "--max-loras",
+        "2",
     ]
     env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
     with log.open("wb") as out:
@@ -140,14 +175,18 @@ def vllm_server(checkpoint: Path) -> Iterator[VllmServer]:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while True:
             if process.poll() is not None:
-                pytest.fail(f"vllm serve exited with code {process.returncode} before serving; its log:\n{server.log_tail()}")
+                pytest.fail(
+                    f"vllm serve exited with code {process.returncode} before serving; its log:\n{server.log_tail()}"
+                )
             try:
                 if SERVED in server.served_models():
                     break
             except (httpx.HTTPError, ValueError, KeyError):
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"vllm serve did not answer /v1/models within {STARTUP_TIMEOUT_S:.0f} s; its log:\n{server.log_tail()}")
+                pytest.fail(
+                    f"vllm serve did not answer /v1/models within {STARTUP_TIMEOUT_S:.0f} s; its log:\n{server.log_tail()}"
+                )
             time.sleep(2.0)
         yield server
     finally:
@@ -186,20 +225,37 @@ def _max_logprob_gap(policy: ServerPolicy, model: torch.nn.Module, batch: list[P
     inputs = policy.build_inputs(batch)
     tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     with torch.no_grad():
-        learner, _ = compute_response_logprobs(model, tensors, [g.response_ids for g in gens],
-                                               forbidden=policy.forbidden_mask, temperature=policy.logprob_temperature)
-    gaps = [float((torch.tensor(g.response_logprobs) - learner[row, : len(g.response_ids)].float()).abs().max())
-            for row, g in enumerate(gens)]
+        learner, _ = compute_response_logprobs(
+            model,
+            tensors,
+            [g.response_ids for g in gens],
+            forbidden=policy.forbidden_mask,
+            temperature=policy.logprob_temperature,
+        )
+    gaps = [
+        float((torch.tensor(g.response_logprobs) - learner[row, : len(g.response_ids)].float()).abs().max())
+        for row, g in enumerate(gens)
+    ]
     return max(gaps)
 
 
 @pytest.mark.timeout(1800)
 def test_vllm_serves_the_tokens_logprobs_and_weights_darwin_trains_on(vllm_server: VllmServer, tmp_path: Path) -> None:
     local = tiny()
-    policy = ServerPolicy(local, ServerPolicyConfig(
-        base_url=vllm_server.base_url, model=SERVED, max_tokens=NEW_TOKENS, temperature=1.0, timeout_s=120.0,
-        weight_sync="lora", weights_dir=str(tmp_path / "weights"), lora_rank=LORA_RANK, lora_target_modules=LORA_TARGETS,
-    ))
+    policy = ServerPolicy(
+        local,
+        ServerPolicyConfig(
+            base_url=vllm_server.base_url,
+            model=SERVED,
+            max_tokens=NEW_TOKENS,
+            temperature=1.0,
+            timeout_s=120.0,
+            weight_sync="lora",
+            weights_dir=str(tmp_path / "weights"),
+            lora_rank=LORA_RANK,
+            lora_target_modules=LORA_TARGETS,
+        ),
+    )
     batch = prompts()
 
     # 1. What vLLM conditioned on is darwin's own rendering, screenshots included.
@@ -214,7 +270,9 @@ def test_vllm_serves_the_tokens_logprobs_and_weights_darwin_trains_on(vllm_serve
 
     # 2. The recorded log-probs are the learner's teacher-forced ones on the same weights.
     gap = _max_logprob_gap(policy, local.model, batch, gens)
-    assert gap < TOLERANCE, f"vLLM's log-probs differ from compute_response_logprobs by {gap:.2e}; log:\n{vllm_server.log_tail(2000)}"
+    assert gap < TOLERANCE, (
+        f"vLLM's log-probs differ from compute_response_logprobs by {gap:.2e}; log:\n{vllm_server.log_tail(2000)}"
+    )
 
     # 3. LoRA weight sync: vLLM loads the adapter, serves the next version, and samples from the new weights.
     new = _low_rank_update(local, seed=1)

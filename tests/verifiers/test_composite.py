@@ -25,8 +25,15 @@ TASK = get_task("amazon_0")
 
 
 def request(state: dict | None, screen: np.ndarray | None = None) -> VerificationRequest:
-    return VerificationRequest(task=TASK, phase=Phase.EXECUTION, instruction=TASK.instruction, spec=TASK.verifier,
-                               transitions=[], final_state=state, final_screenshot=screen if screen is not None else np.zeros((40, 20, 3), np.uint8))
+    return VerificationRequest(
+        task=TASK,
+        phase=Phase.EXECUTION,
+        instruction=TASK.instruction,
+        spec=TASK.verifier,
+        transitions=[],
+        final_state=state,
+        final_screenshot=screen if screen is not None else np.zeros((40, 20, 3), np.uint8),
+    )
 
 
 def fixed(success: bool | None, kind: str, cost: float | None = None) -> Verifier:
@@ -40,7 +47,9 @@ def judge_spec(server, **kwargs) -> dict:
 
 def test_fallback_uses_the_rule_where_the_phone_has_a_state_and_the_judge_elsewhere(openai_server):
     openai_server.reply = lambda body: '{"reason": "looks done", "answer": "yes"}'
-    both = build_component("verifier", ComponentSpec(name="composite", kwargs={"verifiers": ["rule", judge_spec(openai_server)]}))
+    both = build_component(
+        "verifier", ComponentSpec(name="composite", kwargs={"verifiers": ["rule", judge_spec(openai_server)]})
+    )
     assert isinstance(both, CompositeVerifier) and isinstance(both.verifiers[1], LLMJudge)
     assert not both.cheap and both.reads_screen
     state = SimPhoneEnv(seed=0).probe_state()
@@ -75,12 +84,16 @@ def test_audit_keeps_the_first_verdict_and_logs_and_counts_disagreements(caplog)
 
 
 def test_consensus_is_unverified_unless_every_verifier_agrees():
-    agree = asyncio.run(CompositeVerifier([fixed(False, "a"), fixed(False, "b")], mode="consensus").verify(request(None)))
+    agree = asyncio.run(
+        CompositeVerifier([fixed(False, "a"), fixed(False, "b")], mode="consensus").verify(request(None))
+    )
     assert agree.success is False and agree.reason.startswith("all agree")
     split = CompositeVerifier([fixed(True, "a"), fixed(False, "b")], mode="consensus")
     verdict = asyncio.run(split.verify(request(None)))
     assert verdict.success is None and verdict.reward is None and "disagree" in verdict.reason
-    undecided = asyncio.run(CompositeVerifier([fixed(True, "a"), fixed(None, "b")], mode="consensus").verify(request(None)))
+    undecided = asyncio.run(
+        CompositeVerifier([fixed(True, "a"), fixed(None, "b")], mode="consensus").verify(request(None))
+    )
     assert undecided.success is None and "not every verifier" in undecided.reason
     assert (split.stats.disagreements, split.stats.unverified) == (1, 1)
 
@@ -131,7 +144,9 @@ def test_a_composite_as_a_runs_reward(openai_server, tmp_path):
     """Rule and judge audited side by side during a run: the store keeps the rule's verdict,
     the judge's opinion in the reason, and the judge's tokens."""
     openai_server.reply = lambda body: '{"reason": "not sure it is done", "answer": "no"}'
-    audit = CompositeVerifier([RuleVerifier(), LLMJudge(preset="marked", llm=openai_server.litellm_config())], mode="audit")
+    audit = CompositeVerifier(
+        [RuleVerifier(), LLMJudge(preset="marked", llm=openai_server.litellm_config())], mode="audit"
+    )
     store = RunStore.for_run_dir(tmp_path)
     run_id = store.start_run("audit")
     workflow = LifecycleWorkflow(verifier=audit, config=StepConfig(observation_size=(126, 280)))
@@ -147,7 +162,9 @@ def test_a_composite_as_a_runs_reward(openai_server, tmp_path):
 
 def test_requests_pass_through_untouched_when_no_member_needs_another_size():
     seen = []
-    both = CompositeVerifier([as_verifier(lambda r: seen.append(r) or Verdict(success=True)), fixed(True, "b")], mode="audit")
+    both = CompositeVerifier(
+        [as_verifier(lambda r: seen.append(r) or Verdict(success=True)), fixed(True, "b")], mode="audit"
+    )
     req = request(None)
     asyncio.run(both.verify(req))
     assert seen[0] is req
@@ -160,7 +177,9 @@ def test_only_the_first_disagreements_are_warnings(caplog):
     audit = CompositeVerifier([fixed(True, "rule"), fixed(False, "judge")], mode="audit")
     for _ in range(LOUD_DISAGREEMENTS + 5):
         asyncio.run(audit.verify(request(None)))
-    warned = [r for r in caplog.records if r.levelno == logging.WARNING and r.getMessage().startswith("verifiers disagree")]
+    warned = [
+        r for r in caplog.records if r.levelno == logging.WARNING and r.getMessage().startswith("verifiers disagree")
+    ]
     quiet = [r for r in caplog.records if r.levelno == logging.INFO and r.getMessage().startswith("verifiers disagree")]
     assert (len(warned), len(quiet)) == (LOUD_DISAGREEMENTS, 5)
     assert "further disagreements are logged at info level" in caplog.text

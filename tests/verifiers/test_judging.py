@@ -83,8 +83,20 @@ def answer_from(truth):
 
 
 def judge_flags(server) -> list[str]:
-    return ["--model", "openai/fake-llm", "--api-base", server.api_base, "--api-key-env", "DARWIN_FAKE_LLM_KEY",
-            "--attempts", "2", "--timeout", "5", "--resamples", "200"]
+    return [
+        "--model",
+        "openai/fake-llm",
+        "--api-base",
+        server.api_base,
+        "--api-key-env",
+        "DARWIN_FAKE_LLM_KEY",
+        "--attempts",
+        "2",
+        "--timeout",
+        "5",
+        "--resamples",
+        "200",
+    ]
 
 
 def table_row(output: str, name: str) -> list[str]:
@@ -96,7 +108,18 @@ def test_calibrate_prints_table_3_with_intervals_from_a_run_database(openai_serv
     run_dir, truth = sim_run
     openai_server.reply = answer_from(truth)
     out = tmp_path / "calibration.json"
-    args = ["judge", "calibrate", str(run_dir), "--config", "final_state", "--config", "marked", *judge_flags(openai_server), "--out", str(out)]
+    args = [
+        "judge",
+        "calibrate",
+        str(run_dir),
+        "--config",
+        "final_state",
+        "--config",
+        "marked",
+        *judge_flags(openai_server),
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(main, args, env=WIDE)
     assert result.exit_code == 0, result.output
     assert len(openai_server.requests) == 12
@@ -171,7 +194,9 @@ def write_labelled(folder: Path) -> Path:
         traj.mkdir(parents=True)
         Image.fromarray(np.full((280, 126, 3), shade, np.uint8)).save(traj / "final.png")
         Image.fromarray(np.full((280, 126, 3), 90, np.uint8)).save(traj / "step_000.png")
-        (traj / "actions.jsonl").write_text('{"type": "click", "x": 540, "y": 1200}\n{"type": "finished", "content": "done"}\n')
+        (traj / "actions.jsonl").write_text(
+            '{"type": "click", "x": 540, "y": 1200}\n{"type": "finished", "content": "done"}\n'
+        )
     (folder / "labels.csv").write_text(
         "episode_id,instruction,label,trajectory_dir,language,app\n"
         "ep1,Turn on dark theme.,yes,trajectories/ep1,ENG,Settings\n"
@@ -184,13 +209,32 @@ def write_labelled(folder: Path) -> Path:
 def test_calibrate_reads_a_labelled_folder_per_language(openai_server, tmp_path):
     folder = write_labelled(tmp_path / "labelled")
     openai_server.reply = lambda body: '{"reason": "r", "answer": "yes"}'
-    result = CliRunner().invoke(main, ["judge", "calibrate", str(folder), "--config", "marked", *judge_flags(openai_server),
-                                       "--out", str(tmp_path / "c.json")], env=WIDE)
+    result = CliRunner().invoke(
+        main,
+        [
+            "judge",
+            "calibrate",
+            str(folder),
+            "--config",
+            "marked",
+            *judge_flags(openai_server),
+            "--out",
+            str(tmp_path / "c.json"),
+        ],
+        env=WIDE,
+    )
     assert result.exit_code == 0, result.output
-    assert "judge calibration, English (1 episodes" in result.output and "judge calibration, Chinese (1 episodes" in result.output
+    assert (
+        "judge calibration, English (1 episodes" in result.output
+        and "judge calibration, Chinese (1 episodes" in result.output
+    )
     texts = sorted(openai_server.texts())
-    assert any("任务:设置: 打开深色主题。" in t for t in texts) and any("Task: Settings: Turn on dark theme." in t for t in texts)
-    assert all(openai_server.request_images(b) == 2 for b in openai_server.requests)  # step 1 (step 2 has no screen) + final
+    assert any("任务:设置: 打开深色主题。" in t for t in texts) and any(
+        "Task: Settings: Turn on dark theme." in t for t in texts
+    )
+    assert all(
+        openai_server.request_images(b) == 2 for b in openai_server.requests
+    )  # step 1 (step 2 has no screen) + final
     cases = load_cases(folder / "labels.csv")
     assert [(c.key, c.label, c.language) for c in cases] == [("ep1", True, "ENG"), ("ep2", False, "CHN")]
     case = cases[0].load()
@@ -200,12 +244,28 @@ def test_calibrate_reads_a_labelled_folder_per_language(openai_server, tmp_path)
 @pytest.mark.parametrize(
     ("breakage", "message"),
     [
-        (lambda f: (f / "labels.csv").write_bytes(b"\xff\xfe\x00not utf-8"), "cannot read label file .*labels.csv.*UTF-8"),
-        (lambda f: (f / "labels.csv").write_text("episode_id,label\nx,1\n"), "lacks the column\\(s\\) instruction, trajectory_dir"),
-        (lambda f: (f / "labels.csv").write_text("episode_id,instruction,label,trajectory_dir\na,b,1,trajectories/ep1\nc,d,maybe,trajectories/ep2\n"),
-         "labels.csv: line 3: label 'maybe' is not a yes/no label. Fix: write 1/0"),
-        (lambda f: (f / "trajectories/ep2/final.png").unlink(), "line 3: .*final.png does not exist. Fix: put the screen"),
-        (lambda f: (f / "trajectories/ep1/actions.jsonl").write_text('{"type": "tap"}\n'), "actions.jsonl line 1 is not a darwin action"),
+        (
+            lambda f: (f / "labels.csv").write_bytes(b"\xff\xfe\x00not utf-8"),
+            "cannot read label file .*labels.csv.*UTF-8",
+        ),
+        (
+            lambda f: (f / "labels.csv").write_text("episode_id,label\nx,1\n"),
+            "lacks the column\\(s\\) instruction, trajectory_dir",
+        ),
+        (
+            lambda f: (f / "labels.csv").write_text(
+                "episode_id,instruction,label,trajectory_dir\na,b,1,trajectories/ep1\nc,d,maybe,trajectories/ep2\n"
+            ),
+            "labels.csv: line 3: label 'maybe' is not a yes/no label. Fix: write 1/0",
+        ),
+        (
+            lambda f: (f / "trajectories/ep2/final.png").unlink(),
+            "line 3: .*final.png does not exist. Fix: put the screen",
+        ),
+        (
+            lambda f: (f / "trajectories/ep1/actions.jsonl").write_text('{"type": "tap"}\n'),
+            "actions.jsonl line 1 is not a darwin action",
+        ),
         (lambda f: (f / "labels.csv").write_text("episode_id,instruction,label,trajectory_dir\n"), "has no rows"),
     ],
 )
@@ -214,7 +274,20 @@ def test_an_unreadable_label_file_gives_one_clear_error(tmp_path, breakage, mess
     breakage(folder)
     with pytest.raises(LabelSourceError, match=message):
         load_cases(folder)
-    result = CliRunner().invoke(main, ["judge", "calibrate", str(folder), "--config", "marked", "--model", "openai/x", "--api-base", "http://127.0.0.1:1/v1"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "judge",
+            "calibrate",
+            str(folder),
+            "--config",
+            "marked",
+            "--model",
+            "openai/x",
+            "--api-base",
+            "http://127.0.0.1:1/v1",
+        ],
+    )
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert re.search(message, " ".join(result.output.split())), result.output
 
@@ -226,10 +299,28 @@ def test_a_run_database_from_a_newer_darwin_gives_one_clear_error(sim_run, tmp_p
     db.execute("UPDATE store_meta SET value='99' WHERE key='schema_version'")
     db.commit()
     db.close()
-    result = CliRunner().invoke(main, ["judge", "calibrate", str(run_dir), "--config", "marked", "--model", "openai/x", "--api-base", "http://127.0.0.1:1/v1"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "judge",
+            "calibrate",
+            str(run_dir),
+            "--config",
+            "marked",
+            "--model",
+            "openai/x",
+            "--api-base",
+            "http://127.0.0.1:1/v1",
+        ],
+    )
     assert result.exit_code == 1 and "Traceback" not in result.output
     text = " ".join(result.output.split())
-    assert "run.db" in text and "schema version 99" in text and f"expects {SCHEMA_VERSION}" in text and "upgrade darwin" in text
+    assert (
+        "run.db" in text
+        and "schema version 99" in text
+        and f"expects {SCHEMA_VERSION}" in text
+        and "upgrade darwin" in text
+    )
 
 
 @pytest.mark.parametrize(
@@ -237,8 +328,10 @@ def test_a_run_database_from_a_newer_darwin_gives_one_clear_error(sim_run, tmp_p
     [
         (["--model", "gpt-4o-mni"], "not known to LiteLLM \\(did you mean 'gpt-4o-mini'"),
         (["--config", "markd", "--model", "openai/x", "--api-base", "http://h/v1"], "did you mean 'marked'"),
-        (["--model", "openai/x", "--api-base", "http://127.0.0.1:1/v1", "--api-key-env", "DARWIN_UNSET_JUDGE_KEY"],
-         "environment variable DARWIN_UNSET_JUDGE_KEY is not set"),
+        (
+            ["--model", "openai/x", "--api-base", "http://127.0.0.1:1/v1", "--api-key-env", "DARWIN_UNSET_JUDGE_KEY"],
+            "environment variable DARWIN_UNSET_JUDGE_KEY is not set",
+        ),
         (["--model", "openai/x", "--api-base", "http://h/v1", "--device-size", "big"], "is not a size"),
     ],
 )
@@ -255,15 +348,34 @@ def test_a_source_that_is_no_label_source_is_named(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(LabelSourceError, match="is neither a run directory"):
         load_cases(tmp_path / "empty")
-    result = CliRunner().invoke(main, ["judge", "review", str(tmp_path / "empty"), "--model", "openai/x", "--api-base", "http://h/v1"])
+    result = CliRunner().invoke(
+        main, ["judge", "review", str(tmp_path / "empty"), "--model", "openai/x", "--api-base", "http://h/v1"]
+    )
     assert result.exit_code == 1 and "holds no run.db" in result.output
 
 
 def test_a_missing_key_stops_the_command_at_once_mid_run(openai_server, sim_run, tmp_path):
     openai_server.reply = lambda body: 401
-    result = CliRunner().invoke(main, ["judge", "calibrate", str(sim_run[0]), "--config", "final_state", *judge_flags(openai_server),
-                                       "--concurrency", "1", "--out", str(tmp_path / "c.json")])
-    assert result.exit_code == 1 and "authentication failed (HTTP 401)" in result.output and "DARWIN_FAKE_LLM_KEY" in result.output
+    result = CliRunner().invoke(
+        main,
+        [
+            "judge",
+            "calibrate",
+            str(sim_run[0]),
+            "--config",
+            "final_state",
+            *judge_flags(openai_server),
+            "--concurrency",
+            "1",
+            "--out",
+            str(tmp_path / "c.json"),
+        ],
+    )
+    assert (
+        result.exit_code == 1
+        and "authentication failed (HTTP 401)" in result.output
+        and "DARWIN_FAKE_LLM_KEY" in result.output
+    )
     assert len(openai_server.requests) == 1  # nothing retried, no other episode tried
     assert KEY not in result.output
 
@@ -292,16 +404,25 @@ def test_a_version_2_run_database_is_migrated_to_3_and_still_reviewable(sim_run,
     run_dir = tmp_path / "run"
     shutil.copytree(sim_run[0], run_dir)
     db = sqlite3.connect(run_dir / "run.db")
-    for table, column in (("verdicts", "prompt_tokens"), ("verdicts", "completion_tokens"), ("verdicts", "cost_usd"),
-                          ("verdicts", "requests"), ("verdicts", "verifier_config"), ("episodes", "device_width"),
-                          ("episodes", "device_height"), ("episodes", "final_screenshot_path")):
+    for table, column in (
+        ("verdicts", "prompt_tokens"),
+        ("verdicts", "completion_tokens"),
+        ("verdicts", "cost_usd"),
+        ("verdicts", "requests"),
+        ("verdicts", "verifier_config"),
+        ("episodes", "device_width"),
+        ("episodes", "device_height"),
+        ("episodes", "final_screenshot_path"),
+    ):
         db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     db.execute("UPDATE store_meta SET value='2' WHERE key='schema_version'")
     db.commit()
     db.close()
     cases = load_cases(run_dir)  # opening migrates in place
     db = sqlite3.connect(run_dir / "run.db")
-    assert db.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)  # 2 -> 3 -> ...
+    assert db.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )  # 2 -> 3 -> ...
     db.close()
     assert len(cases) == 6 and {c.label for c in cases} == {True, False}
     loaded = [c.load() for c in cases]
@@ -309,13 +430,17 @@ def test_a_version_2_run_database_is_migrated_to_3_and_still_reviewable(sim_run,
     # before schema 3 the screen after the last action was not kept (these episodes ended on the
     # rule's success or the step budget, not on `finished`): the judge says unverified, asking nothing
     assert all(case.final_screenshot is None for case in loaded)
-    verdict = asyncio.run(LLMJudge(preset="marked", llm={"model": "openai/x", "api_base": "http://127.0.0.1:1/v1"}).judge(loaded[0]))
+    verdict = asyncio.run(
+        LLMJudge(preset="marked", llm={"model": "openai/x", "api_base": "http://127.0.0.1:1/v1"}).judge(loaded[0])
+    )
     assert verdict.success is None and "no final screen" in verdict.reason
     with RunStore.for_run_dir(run_dir) as store:
         (run,) = store.runs()
         episode = store.episodes(run.run_id)[0]
         assert episode.device_size is None and episode.final_screenshot_path is None
-        store.record_verdict(episode.episode_id, Phase.EXECUTION, "llm_judge", True, 1.0, "ok", prompt_tokens=3, cost_usd=0.5)
+        store.record_verdict(
+            episode.episode_id, Phase.EXECUTION, "llm_judge", True, 1.0, "ok", prompt_tokens=3, cost_usd=0.5
+        )
         assert store.verdicts(episode.episode_id)[-1].cost_usd == 0.5
 
 
@@ -326,7 +451,17 @@ def test_each_phase_is_judged_on_the_screen_after_its_last_action(tmp_path):
     store = RunStore.for_run_dir(tmp_path / "run")
     run_id = store.start_run("cycle")
     workflow = LifecycleWorkflow(config=StepConfig(observation_size=(126, 280)))
-    asyncio.run(evaluate([get_task("settings_dark_theme.cycle")], [SimPhoneEnv(seed=0)], lambda i: OracleActor(), 1, workflow, store, run_id))
+    asyncio.run(
+        evaluate(
+            [get_task("settings_dark_theme.cycle")],
+            [SimPhoneEnv(seed=0)],
+            lambda i: OracleActor(),
+            1,
+            workflow,
+            store,
+            run_id,
+        )
+    )
     (episode,) = store.episodes(run_id)
     steps = store.steps(episode.episode_id)
     first_teardown = next(s for s in steps if s.phase == Phase.TEARDOWN)
@@ -343,8 +478,13 @@ def test_each_phase_is_judged_on_the_screen_after_its_last_action(tmp_path):
 
     store = RunStore.for_run_dir(tmp_path / "judged")
     run_id = store.start_run("finished")
-    workflow = LifecycleWorkflow(verifier=as_verifier(lambda r: Verdict(success=True), kind="judge"), config=StepConfig(observation_size=(126, 280)))
-    asyncio.run(evaluate([get_task("amazon_0")], [SimPhoneEnv(seed=0)], lambda i: OracleActor(), 1, workflow, store, run_id))
+    workflow = LifecycleWorkflow(
+        verifier=as_verifier(lambda r: Verdict(success=True), kind="judge"),
+        config=StepConfig(observation_size=(126, 280)),
+    )
+    asyncio.run(
+        evaluate([get_task("amazon_0")], [SimPhoneEnv(seed=0)], lambda i: OracleActor(), 1, workflow, store, run_id)
+    )
     (episode,) = store.episodes(run_id)
     last = store.steps(episode.episode_id)[-1]
     assert last.action.type == "finished"
@@ -365,8 +505,9 @@ def test_a_runs_labelled_final_screens_become_learned_verifier_data(sim_run, tmp
 
     run_dir, truth = sim_run
     out = tmp_path / "data"
-    result = CliRunner().invoke(main, ["verifier", "data", "--out", str(out), "--from-run", str(run_dir),
-                                       "--verifier-kind", "rule"])
+    result = CliRunner().invoke(
+        main, ["verifier", "data", "--out", str(out), "--from-run", str(run_dir), "--verifier-kind", "rule"]
+    )
     assert result.exit_code == 0, result.output
     examples = load_examples(out)
     assert len(examples) == len(truth) == 6
@@ -375,6 +516,8 @@ def test_a_runs_labelled_final_screens_become_learned_verifier_data(sim_run, tmp
         assert e.source == "run:rule"
     again = CliRunner().invoke(main, ["verifier", "data", "--out", str(out), "--from-run", str(run_dir)])
     assert again.exit_code == 0 and again.output.startswith("0 new examples")
-    none = CliRunner().invoke(main, ["verifier", "data", "--out", str(tmp_path / "d2"), "--from-run", str(run_dir),
-                                     "--verifier-kind", "llm_judge"])
+    none = CliRunner().invoke(
+        main,
+        ["verifier", "data", "--out", str(tmp_path / "d2"), "--from-run", str(run_dir), "--verifier-kind", "llm_judge"],
+    )
     assert none.exit_code == 1 and "no labelled final screen" in none.output and "'llm_judge'" in none.output

@@ -31,14 +31,20 @@ from darwin.workflows import StepConfig, StepWorkflow
 pytestmark = pytest.mark.timeout(300)
 
 SIZE = (56, 112)
-TASKS = ["settings_dark_theme", "booking.com_3", "booking.com_0", "x_0"]  # two training tasks, an unseen task, an unseen app
+TASKS = [
+    "settings_dark_theme",
+    "booking.com_3",
+    "booking.com_0",
+    "x_0",
+]  # two training tasks, an unseen task, an unseen app
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("verifier-data")
-    added = generate_verifier_data(out, [get_task(t) for t in TASKS], episodes_per_agent=3, seed=0,
-                                   observation_size=SIZE, budget=8)
+    added = generate_verifier_data(
+        out, [get_task(t) for t in TASKS], episodes_per_agent=3, seed=0, observation_size=SIZE, budget=8
+    )
     assert added == len(load_examples(out))
     return out
 
@@ -70,15 +76,24 @@ def test_every_screen_is_labelled_by_the_rule_on_the_state_it_shows(dataset: Pat
 
 
 def test_generation_is_reproducible_and_deduplicated(dataset: Path, tmp_path: Path) -> None:
-    again = generate_verifier_data(dataset, [get_task(t) for t in TASKS], episodes_per_agent=3, seed=0,
-                                   observation_size=SIZE, budget=8)
+    again = generate_verifier_data(
+        dataset, [get_task(t) for t in TASKS], episodes_per_agent=3, seed=0, observation_size=SIZE, budget=8
+    )
     assert again == 0  # the same seed plays the same episodes: every (screen, goal) is already there
 
 
-def test_training_reports_every_split_and_the_verifier_serves_as_reward(dataset: Path, checkpoint: Path, tmp_path: Path) -> None:
-    config = VerifierTrainConfig(checkpoint=str(checkpoint), train_tasks=("settings_dark_theme", "booking.com_3"),
-                                 epochs=2, batch_size=8, bootstrap_resamples=100, seed=1,  # seed 1: a non-empty validation split
-                                 swapped_goals=0.5)
+def test_training_reports_every_split_and_the_verifier_serves_as_reward(
+    dataset: Path, checkpoint: Path, tmp_path: Path
+) -> None:
+    config = VerifierTrainConfig(
+        checkpoint=str(checkpoint),
+        train_tasks=("settings_dark_theme", "booking.com_3"),
+        epochs=2,
+        batch_size=8,
+        bootstrap_resamples=100,
+        seed=1,  # seed 1: a non-empty validation split
+        swapped_goals=0.5,
+    )
     report = train_verifier(dataset, tmp_path / "model", config)
     splits = {s.split: s for s in report.splits}
     assert {"train", "test_tasks", "test_apps"} <= set(splits)
@@ -92,8 +107,11 @@ def test_training_reports_every_split_and_the_verifier_serves_as_reward(dataset:
     from darwin.cli import main
 
     for rows_by, expected in (("split", set(splits)), ("task", {*TASKS, "all"})):
-        result = CliRunner().invoke(main, ["verifier", "eval", "--model", str(tmp_path / "model"), "--data",
-                                           str(dataset), "--by", rows_by], env={"COLUMNS": "200"})
+        result = CliRunner().invoke(
+            main,
+            ["verifier", "eval", "--model", str(tmp_path / "model"), "--data", str(dataset), "--by", rows_by],
+            env={"COLUMNS": "200"},
+        )
         assert result.exit_code == 0, result.output
         rows = json.loads((tmp_path / "model" / "eval.json").read_text())
         assert set(rows) == expected
@@ -125,16 +143,27 @@ def test_missing_model_and_bad_threshold_are_clear(tmp_path: Path, dataset: Path
     with pytest.raises(FileNotFoundError, match="darwin verifier train --out"):
         LearnedVerifier(str(tmp_path / "nothing"))
     with pytest.raises(ValueError, match="no training or validation examples"):
-        train_verifier(dataset, tmp_path / "m", VerifierTrainConfig(checkpoint=str(checkpoint), train_tasks=("clock_1",)))
+        train_verifier(
+            dataset, tmp_path / "m", VerifierTrainConfig(checkpoint=str(checkpoint), train_tasks=("clock_1",))
+        )
 
 
-@pytest.mark.parametrize("line, message", [
-    ("not json", "not JSON"),
-    ('{"id": "a"}', "missing fields"),
-    ('{"id": "a", "image": "x.png", "goal": "g", "label": "yes", "task_id": "t", "app": "A"}', "label must be true or false"),
-    ('{"id": "a", "image": "gone.png", "goal": "g", "label": true, "task_id": "t", "app": "A"}', "not found"),
-    ('{"id": "a", "image": "x.png", "goal": "g", "label": true, "task_id": "t", "app": "A", "colour": 1}', "unknown fields"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("not json", "not JSON"),
+        ('{"id": "a"}', "missing fields"),
+        (
+            '{"id": "a", "image": "x.png", "goal": "g", "label": "yes", "task_id": "t", "app": "A"}',
+            "label must be true or false",
+        ),
+        ('{"id": "a", "image": "gone.png", "goal": "g", "label": true, "task_id": "t", "app": "A"}', "not found"),
+        (
+            '{"id": "a", "image": "x.png", "goal": "g", "label": true, "task_id": "t", "app": "A", "colour": 1}',
+            "unknown fields",
+        ),
+    ],
+)
 def test_bad_dataset_rows_name_the_line_and_the_problem(tmp_path: Path, line: str, message: str) -> None:
     (tmp_path / "x.png").write_bytes(b"")
     (tmp_path / "examples.jsonl").write_text(line + "\n")
@@ -156,7 +185,9 @@ def test_the_verifier_may_read_the_screen_finer_than_the_agent(checkpoint: Path,
     model.save(tmp_path / "v", threshold=0.5, screen_size=double, metadata={})
     again, record = load_classifier(tmp_path / "v")
     assert record["screen_size"] == list(double)
-    assert again.inputs(["g"], [np.zeros((double[1], double[0], 3), np.uint8)])["image_grid_thw"].tolist() == [[1, 16, 8]]
+    assert again.inputs(["g"], [np.zeros((double[1], double[0], 3), np.uint8)])["image_grid_thw"].tolist() == [
+        [1, 16, 8]
+    ]
 
 
 def test_audit_reports_the_reward_verifier_against_its_auditor(tmp_path: Path) -> None:
@@ -169,16 +200,24 @@ def test_audit_reports_the_reward_verifier_against_its_auditor(tmp_path: Path) -
 
     task = get_task("settings_dark_theme")
     rows = [  # (reward verdict, auditor's verdict): 2 true positives, 1 false positive, 1 false negative, 1 true negative
-        (True, "yes"), (True, "yes"), (True, "no"), (False, "yes"), (False, "no"),
+        (True, "yes"),
+        (True, "yes"),
+        (True, "no"),
+        (False, "yes"),
+        (False, "no"),
     ]
     with RunStore.for_run_dir(tmp_path) as store:
         run_id = store.start_run("r", config=None)
         for i, (learned, rule) in enumerate(rows):
             store.start_episode(run_id, f"e{i}", task, phone="p")
             disagreement = "disagreement; " if learned != (rule == "yes") else ""
-            reason = f"[learned] learned: p=0.5 (threshold 0.5) ({disagreement}audit: rule: {rule} (settings.dark_theme: x))"
+            reason = (
+                f"[learned] learned: p=0.5 (threshold 0.5) ({disagreement}audit: rule: {rule} (settings.dark_theme: x))"
+            )
             store.record_verdict(f"e{i}", Phase.EXECUTION, "composite", learned, float(learned), reason)
-        store.record_verdict("e0", Phase.EXECUTION, "rule", True, 1.0, "settings.dark_theme: met")  # not a composite: ignored
+        store.record_verdict(
+            "e0", Phase.EXECUTION, "rule", True, 1.0, "settings.dark_theme: met"
+        )  # not a composite: ignored
     assert audit_pairs(tmp_path) == [("settings_dark_theme", p, a == "yes") for p, a in rows]
     result = CliRunner().invoke(main, ["verifier", "audit", str(tmp_path)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
@@ -221,7 +260,8 @@ def test_the_history_prompt_marks_the_last_action_on_the_previous_screen(checkpo
     action = Click(x=540, y=600)
     (single,) = verifier_prompt("Settings: Turn on Dark Theme.", screen).messages
     assert len(single.images) == 1 and single.text == "Settings: Turn on Dark Theme.".join(
-        ["Goal: ", "\nIs the goal achieved on this screen?"])  # old data and old models: today's prompt
+        ["Goal: ", "\nIs the goal achieved on this screen?"]
+    )  # old data and old models: today's prompt
     (message,) = verifier_prompt("Settings: Turn on Dark Theme.", screen, previous, action, device).messages
     marked, now = message.images
     assert now is screen and "first image is the screen before the last action" in message.text
@@ -236,21 +276,31 @@ def test_the_history_prompt_marks_the_last_action_on_the_previous_screen(checkpo
     batch = model.inputs(["g", "g"], [screen, screen], [previous, None], [action, None], [device, None])
     assert len(batch["image_grid_thw"]) == 3
     tokens = batch["mm_token_type_ids"]
-    per_image = int(batch["image_grid_thw"][-1].prod()) // load_tiny_vlm(checkpoint).model.config.vision_config.spatial_merge_size ** 2
+    per_image = (
+        int(batch["image_grid_thw"][-1].prod())
+        // load_tiny_vlm(checkpoint).model.config.vision_config.spatial_merge_size ** 2
+    )
     assert (tokens == 1).sum(1).tolist() == [2 * per_image, per_image]
     assert _last_image_mask(tokens).sum(1).tolist() == [per_image, per_image]
     assert model(batch).shape == (2,)
 
 
-def test_a_history_model_reads_the_last_move_of_a_request(dataset: Path, checkpoint: Path, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_history_model_reads_the_last_move_of_a_request(
+    dataset: Path, checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from darwin.actions import Click, Finished
     from darwin.types import Decision, Observation, Phase, Transition
     from darwin.verifiers.base import VerificationRequest
     from darwin.verifiers.learned.model import VERIFIER_FILE, load_classifier
 
-    config = VerifierTrainConfig(checkpoint=str(checkpoint), train_tasks=("settings_dark_theme", "booking.com_3"),
-                                 epochs=1, batch_size=8, bootstrap_resamples=100, seed=1)
+    config = VerifierTrainConfig(
+        checkpoint=str(checkpoint),
+        train_tasks=("settings_dark_theme", "booking.com_3"),
+        epochs=1,
+        batch_size=8,
+        bootstrap_resamples=100,
+        seed=1,
+    )
     assert config.history  # the default
     train_verifier(dataset, tmp_path / "model", config)
     record = json.loads((tmp_path / "model" / VERIFIER_FILE).read_text())
@@ -276,9 +326,15 @@ def test_a_history_model_reads_the_last_move_of_a_request(dataset: Path, checkpo
         return Transition("e", task.id, i, Phase.EXECUTION, obs, Decision(action=action))
 
     def request(transitions: list[Transition]) -> VerificationRequest:
-        return VerificationRequest(task=task, phase=Phase.EXECUTION, instruction=task.instruction, spec=task.verifier,
-                                   transitions=transitions, final_state=None,
-                                   final_screenshot=np.zeros((SIZE[1], SIZE[0], 3), np.uint8))
+        return VerificationRequest(
+            task=task,
+            phase=Phase.EXECUTION,
+            instruction=task.instruction,
+            spec=task.verifier,
+            transitions=transitions,
+            final_state=None,
+            final_screenshot=np.zeros((SIZE[1], SIZE[0], 3), np.uint8),
+        )
 
     with_move = asyncio.run(verifier.verify(request([step(0, Click(x=100, y=200)), step(1, Finished())])))
     without = asyncio.run(verifier.verify(request([])))
@@ -295,8 +351,11 @@ def test_a_history_model_reads_the_last_move_of_a_request(dataset: Path, checkpo
     screen_only = LearnedVerifier(str(tmp_path / "model"))
     counted: list[int] = []
     plain = screen_only.model.inputs
-    monkeypatch.setattr(screen_only.model, "inputs",
-                        lambda *a, **k: counted.append(len(plain(*a, **k)["image_grid_thw"])) or plain(*a, **k))
+    monkeypatch.setattr(
+        screen_only.model,
+        "inputs",
+        lambda *a, **k: counted.append(len(plain(*a, **k)["image_grid_thw"])) or plain(*a, **k),
+    )
     asyncio.run(screen_only.verify(request([step(0, Click(x=100, y=200))])))
     assert counted == [1]
     record["inputs"] = "screen+video"
@@ -321,15 +380,21 @@ def test_old_rows_load_and_history_rows_are_checked(tmp_path: Path) -> None:
     for extra, message in [
         ('"previous_image": "gone.png"', "previous_image 'gone.png' not found"),
         (f'"previous_image": "x.png", "last_action": {json.dumps(click)}', "needs the device_size"),
-        ('"previous_image": "x.png", "last_action": "{\\"type\\": \\"fly\\"}", "device_size": [1080, 2400]',
-         "last_action is not an action"),
+        (
+            '"previous_image": "x.png", "last_action": "{\\"type\\": \\"fly\\"}", "device_size": [1080, 2400]',
+            "last_action is not an action",
+        ),
         ('"previous_image": "x.png", "device_size": [1080]', "device_size must be"),
     ]:
         (tmp_path / "examples.jsonl").write_text("{" + base + ", " + extra + "}\n")
         with pytest.raises(VerifierDataError, match=f"examples.jsonl:1: .*{message}"):
             load_examples(tmp_path)
     (tmp_path / "examples.jsonl").write_text(
-        "{" + base + f', "previous_image": "x.png", "last_action": {json.dumps(click)}, "device_size": [1080, 2400]' + "}\n")
+        "{"
+        + base
+        + f', "previous_image": "x.png", "last_action": {json.dumps(click)}, "device_size": [1080, 2400]'
+        + "}\n"
+    )
     (example,) = load_examples(tmp_path)
     assert example.device_size == (1080, 2400) and example.action() == Click(x=1, y=2)
 
@@ -338,7 +403,9 @@ def test_old_rows_load_and_history_rows_are_checked(tmp_path: Path) -> None:
     screen, before = np.zeros((8, 4, 3), np.uint8), np.full((8, 4, 3), 9, np.uint8)
     row = VerifierExample(id="r", image="", goal="g", label=False, task_id="t", app="A")
     moved = replace(row, last_action=click, device_size=(1080, 2400))
-    assert writer.write([(row, screen), LabelledScreen(moved, screen, before), LabelledScreen(moved, screen, before)]) == 2
+    assert (
+        writer.write([(row, screen), LabelledScreen(moved, screen, before), LabelledScreen(moved, screen, before)]) == 2
+    )
     assert DatasetWriter(tmp_path / "d").write([LabelledScreen(moved, screen, before)]) == 0
     stored = load_examples(tmp_path / "d")
     assert [bool(e.previous_image) for e in stored] == [False, True]
@@ -353,8 +420,17 @@ def test_a_runs_final_screen_keeps_the_screen_before_its_last_move(tmp_path: Pat
     with RunStore.for_run_dir(tmp_path / "run") as store:
         run_id = store.start_run("oracle")
         workflow = StepWorkflow(config=StepConfig(observation_size=(126, 280)))
-        asyncio.run(evaluate([get_task("settings_dark_theme")], [SimPhoneEnv(seed=0)], lambda i: OracleActor(), 1,
-                             workflow, store, run_id))
+        asyncio.run(
+            evaluate(
+                [get_task("settings_dark_theme")],
+                [SimPhoneEnv(seed=0)],
+                lambda i: OracleActor(),
+                1,
+                workflow,
+                store,
+                run_id,
+            )
+        )
         (episode,) = store.episodes(run_id)
         steps = store.steps(episode.episode_id)
         move = [s for s in steps if s.action is not None and not is_terminal(s.action)][-1]
@@ -382,12 +458,17 @@ def test_a_run_rewarded_by_one_verifier_gives_its_auditors_labels(tmp_path: Path
             store.start_episode(run_id, episode, task, phone="p")
             reason = f"[learned] learned: p=0.9 (threshold 0.5) (audit: rule: {rule} (settings.dark_theme: x))"
             store.record_verdict(episode, Phase.EXECUTION, "composite", True, 1.0, reason)
-            trajectory = Trajectory(episode, task, termination=Termination(TerminationReason.AGENT_FINISHED),
-                                    verdicts={Phase.EXECUTION: Verdict(True)})
+            trajectory = Trajectory(
+                episode,
+                task,
+                termination=Termination(TerminationReason.AGENT_FINISHED),
+                verdicts={Phase.EXECUTION: Verdict(True)},
+            )
             store.finish_episode(trajectory, np.full((8, 4, 3), i, np.uint8))
     by_rule = examples_from_run(tmp_path, "rule")
     assert [(e.episode_id, e.label, e.source) for e, _, _ in by_rule] == [
-        ("e0", False, "run:rule(audit)"), ("e1", True, "run:rule(audit)"),
+        ("e0", False, "run:rule(audit)"),
+        ("e1", True, "run:rule(audit)"),
     ]
     assert [e.label for e, _, _ in examples_from_run(tmp_path)] == [True, True, True]  # the reward's own verdicts
     assert examples_from_run(tmp_path, "llm_judge") == []
@@ -448,8 +529,19 @@ def test_a_success_hidden_behind_the_launcher_is_not_a_positive_screen() -> None
     task = get_task("settings_dark_theme")
 
     def play(keep: bool) -> list:
-        return asyncio.run(_play_and_label(SimPhoneEnv(seed=3), task, OracleThenHome(), size=SIZE, actor_size=SIZE,
-                                           budget=12, source="oracle", episode_id="e", keep_hidden_successes=keep))
+        return asyncio.run(
+            _play_and_label(
+                SimPhoneEnv(seed=3),
+                task,
+                OracleThenHome(),
+                size=SIZE,
+                actor_size=SIZE,
+                budget=12,
+                source="oracle",
+                episode_id="e",
+                keep_hidden_successes=keep,
+            )
+        )
 
     dropped, kept = play(False), play(True)
     assert len(kept) == len(dropped) + 1

@@ -85,9 +85,7 @@ def decode_images(body: dict) -> list[np.ndarray]:
 
 def request_record(server, body: dict) -> dict:
     return {
-        "messages": [
-            {"role": m["role"], "text": server.request_text({"messages": [m]})} for m in body["messages"]
-        ],
+        "messages": [{"role": m["role"], "text": server.request_text({"messages": [m]})} for m in body["messages"]],
         "images": [[int(i.shape[1]), int(i.shape[0])] for i in decode_images(body)],
     }
 
@@ -234,7 +232,12 @@ def test_bad_configurations_are_refused():
     with pytest.raises(JudgeConfigError, match="samples"):
         LLMJudge(preset="marked", samples=0, llm={"model": "openai/x", "api_base": "http://h/v1"})
     with pytest.raises(JudgeConfigError, match="execution_summary needs inputs='trajectory'"):
-        LLMJudge(inputs="final_state", marked_interactions=False, execution_summary=True, llm={"model": "openai/x", "api_base": "http://h/v1"})
+        LLMJudge(
+            inputs="final_state",
+            marked_interactions=False,
+            execution_summary=True,
+            llm={"model": "openai/x", "api_base": "http://h/v1"},
+        )
     with pytest.raises(JudgeConfigError, match="never part of a config"):
         LLMJudge(llm={"model": "openai/x", "api_key": KEY})
 
@@ -283,9 +286,15 @@ def test_answers_are_cached_by_the_exact_input(openai_server, tmp_path):
 
 def test_tokens_and_cost_are_counted(openai_server):
     openai_server.reply = lambda body: YES
-    verdict = asyncio.run(judge_for(openai_server, samples=3, input_cost_per_mtok=2.0, output_cost_per_mtok=8.0).judge(case()))
+    verdict = asyncio.run(
+        judge_for(openai_server, samples=3, input_cost_per_mtok=2.0, output_cost_per_mtok=8.0).judge(case())
+    )
     usage = verdict.usage
-    assert (usage.prompt_tokens, usage.completion_tokens, usage.requests) == (30, 15, 3)  # the fake reports 10 + 5 per answer
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.requests) == (
+        30,
+        15,
+        3,
+    )  # the fake reports 10 + 5 per answer
     assert usage.cost_usd == pytest.approx((30 * 2.0 + 15 * 8.0) / 1e6)
     assert usage.config["preset"] == "marked" and usage.config["llm"]["api_key_env"] == "DARWIN_FAKE_LLM_KEY"
     unpriced = asyncio.run(judge_for(openai_server, cache=False).judge(case()))
@@ -316,8 +325,15 @@ def test_answers_are_parsed_robustly(text, expected):
 
 
 def request_for(task: Task, transitions, final) -> VerificationRequest:
-    return VerificationRequest(task=task, phase=Phase.EXECUTION, instruction=task.instruction, spec=task.verifier,
-                               transitions=transitions, final_state=None, final_screenshot=final)
+    return VerificationRequest(
+        task=task,
+        phase=Phase.EXECUTION,
+        instruction=task.instruction,
+        spec=task.verifier,
+        transitions=transitions,
+        final_state=None,
+        final_screenshot=final,
+    )
 
 
 def test_a_request_becomes_the_actors_steps_of_its_phase(openai_server):
@@ -325,7 +341,9 @@ def test_a_request_becomes_the_actors_steps_of_its_phase(openai_server):
     obs = Observation(screenshot=shot(126, 280, 1), goal="g", device_size=DEVICE)
 
     def step(i, decision, agent="actor", phase=Phase.EXECUTION):
-        return Transition(episode_id="e", task_id="t", step=i, phase=phase, observation=obs, decision=decision, agent=agent)
+        return Transition(
+            episode_id="e", task_id="t", step=i, phase=phase, observation=obs, decision=decision, agent=agent
+        )
 
     transitions = [
         step(0, Decision(action=Click(x=1, y=1)), phase=Phase.SETUP),
@@ -356,8 +374,13 @@ def test_the_judge_as_a_runs_reward_stores_its_cost_and_never_the_key(openai_ser
     assert decode_images(body)[-1].shape[:2] == (768, 346)
     (episode,) = store.episodes(run_id)
     (verdict,) = store.verdicts(episode.episode_id)
-    assert (verdict.verifier_kind, verdict.success, verdict.prompt_tokens, verdict.completion_tokens, verdict.requests) == (
-        "llm_judge", True, 10, 5, 1)
+    assert (
+        verdict.verifier_kind,
+        verdict.success,
+        verdict.prompt_tokens,
+        verdict.completion_tokens,
+        verdict.requests,
+    ) == ("llm_judge", True, 10, 5, 1)
     assert verdict.cost_usd is None and verdict.verifier_config["preset"] == "marked"
     assert episode.device_size == DEVICE and episode.final_screenshot_path is not None
     store.close()

@@ -37,7 +37,7 @@ def test_a_long_press_is_magenta_with_a_ring():
     marked = draw_action(screen(), LongPress(x=540, y=1200), DEVICE)
     x, y = scale_point(540, 1200, DEVICE, (252, 560))
     assert colour(marked, x, y) == MARK_COLORS["long_press"]
-    ring = marked[y, x: x + 40]
+    ring = marked[y, x : x + 40]
     assert any(tuple(p) == MARK_COLORS["long_press"] for p in ring[12:])  # the ring, beyond the dot
     assert any(tuple(p) == (GREY,) * 3 for p in ring[8:14])  # a gap between dot and ring
 

@@ -66,8 +66,10 @@ def test_core_modules_import_nothing_from_envs_at_import_time(module) -> None:
 
 def test_importing_them_loads_no_simulator() -> None:
     # The same, transitively: a fresh interpreter imports both and finds no darwin.envs module.
-    code = ("import sys, darwin.predicates, darwin.verifiers.rule; "
-            "print(sorted(m for m in sys.modules if m.startswith('darwin.envs')))")
+    code = (
+        "import sys, darwin.predicates, darwin.verifiers.rule; "
+        "print(sorted(m for m in sys.modules if m.startswith('darwin.envs')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -78,8 +80,15 @@ def test_the_walk_skips_imports_inside_functions() -> None:
 
 
 def _verdict(task: Task, state: dict[str, Any]) -> Verdict:
-    request = VerificationRequest(task=task, phase=Phase.EXECUTION, instruction=task.instruction, spec=task.verifier,
-                                  transitions=[], final_state=state, final_screenshot=np.zeros((8, 4, 3), np.uint8))
+    request = VerificationRequest(
+        task=task,
+        phase=Phase.EXECUTION,
+        instruction=task.instruction,
+        spec=task.verifier,
+        transitions=[],
+        final_state=state,
+        final_screenshot=np.zeros((8, 4, 3), np.uint8),
+    )
     return asyncio.run(RuleVerifier().verify(request))
 
 

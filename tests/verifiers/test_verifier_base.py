@@ -31,7 +31,9 @@ def test_a_sync_verify_subclass_runs_in_the_workflow():
     verifier = SyncVerifier()
     (task,) = resolve_tasks(("clock_1",))
     workflow = LifecycleWorkflow(verifier=verifier, config=StepConfig(observation_size=(168, 364)))
-    trajectory = asyncio.run(workflow.run(SimPhoneEnv(seed=1), task.model_copy(update={"step_budget": 3}), OracleActor()))
+    trajectory = asyncio.run(
+        workflow.run(SimPhoneEnv(seed=1), task.model_copy(update={"step_budget": 3}), OracleActor())
+    )
     assert verifier.seen and trajectory.success is False
     assert trajectory.phase_reasons[trajectory.transitions[-1].phase] == "never satisfied"
 

@@ -73,7 +73,7 @@ __all__ = [
     "LabelledCase",
     "ResultsFile",
     "agreement_counts",
-        "judge_cases",
+    "judge_cases",
     "judge_metrics",
     "load_cases",
     "load_csv_cases",
@@ -137,7 +137,11 @@ def load_cases(
         return load_csv_cases(path)
     if path.is_file() and path.suffix.lower() in (".db", ".sqlite", ".sqlite3"):
         return load_run_cases(path, labels=labels, phase=phase, device_size=device_size)
-    what = "does not exist" if not path.exists() else "is neither a run directory (with run.db), a run database (.db), a labels CSV nor a folder with labels.csv"
+    what = (
+        "does not exist"
+        if not path.exists()
+        else "is neither a run directory (with run.db), a run database (.db), a labels CSV nor a folder with labels.csv"
+    )
     raise LabelSourceError(
         f"label source {str(path)!r} {what}. Fix: pass a `darwin run`/`darwin eval` directory, its run.db, "
         "or a labelled folder/CSV in the format of docs/verification.md"
@@ -160,12 +164,16 @@ def load_run_cases(
     """
     path = Path(db_path)
     if not path.is_file():
-        raise LabelSourceError(f"no run database at {str(path)!r}. Fix: pass a directory written by `darwin run` or `darwin eval`")
+        raise LabelSourceError(
+            f"no run database at {str(path)!r}. Fix: pass a directory written by `darwin run` or `darwin eval`"
+        )
     screenshots = path.parent / SCREENSHOT_DIRNAME
     try:
         store = RunStore(path, screenshot_dir=screenshots)
     except StoreOpenError as exc:
-        raise LabelSourceError(f"cannot read run database {str(path)!r}: {exc} (or upgrade darwin: pip install -U darwin-mobile-agent)") from None
+        raise LabelSourceError(
+            f"cannot read run database {str(path)!r}: {exc} (or upgrade darwin: pip install -U darwin-mobile-agent)"
+        ) from None
     cases: list[LabelledCase] = []
     skipped = 0
     assumed_size = 0
@@ -184,11 +192,21 @@ def load_run_cases(
     finally:
         store.close()
     if skipped:
-        logger.info("%s: %d episode(s) without a %s label for the %s phase left out", path, skipped,
-                    "rule" if labels == "rule" else "stored", phase.value)
+        logger.info(
+            "%s: %d episode(s) without a %s label for the %s phase left out",
+            path,
+            skipped,
+            "rule" if labels == "rule" else "stored",
+            phase.value,
+        )
     if assumed_size:
-        logger.warning("%s: %d episode(s) stored without the phone's size (schema < 3): assuming %dx%d (SimPhone); "
-                       "pass --device-size for other phones", path, assumed_size, *DEFAULT_DEVICE_SIZE)
+        logger.warning(
+            "%s: %d episode(s) stored without the phone's size (schema < 3): assuming %dx%d (SimPhone); "
+            "pass --device-size for other phones",
+            path,
+            assumed_size,
+            *DEFAULT_DEVICE_SIZE,
+        )
     return cases
 
 
@@ -234,11 +252,24 @@ def _run_case(
             for s in steps
         ]
         final = None if final_rel is None else _read_png(screenshots / final_rel)
-        return JudgeCase(goal=goal, language=language, steps=judged, final_screenshot=final,
-                         answer=final_answer([s.action for s in steps]))
+        return JudgeCase(
+            goal=goal,
+            language=language,
+            steps=judged,
+            final_screenshot=final,
+            answer=final_answer([s.action for s in steps]),
+        )
 
-    return LabelledCase(key=f"{episode.episode_id}:{phase.value}", episode_id=episode.episode_id, task_id=episode.task_id,
-                        language=language, label=label, label_kind=kind, load=load, phase=phase)
+    return LabelledCase(
+        key=f"{episode.episode_id}:{phase.value}",
+        episode_id=episode.episode_id,
+        task_id=episode.task_id,
+        language=language,
+        label=label,
+        label_kind=kind,
+        load=load,
+        phase=phase,
+    )
 
 
 _PHASE_ORDER = {Phase.SETUP: 0, Phase.EXECUTION: 1, Phase.TEARDOWN: 2}
@@ -306,7 +337,9 @@ def load_csv_cases(csv_path: str | Path) -> list[LabelledCase]:
         row = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
         case = _csv_case(path, line, row)
         if case.episode_id in seen:
-            raise LabelSourceError(f"{path}: line {line}: episode_id {case.episode_id!r} appears twice. Fix: give every trajectory its own id")
+            raise LabelSourceError(
+                f"{path}: line {line}: episode_id {case.episode_id!r} appears twice. Fix: give every trajectory its own id"
+            )
         seen.add(case.episode_id)
         cases.append(case)
     if not cases:
@@ -323,17 +356,26 @@ def _csv_case(path: Path, line: int, row: dict[str, str]) -> LabelledCase:
         raise fail("episode_id and instruction must not be empty", "fill them in")
     raw = row["label"].lower()
     if raw not in _YES and raw not in _NO:
-        raise fail(f"label {row['label']!r} is not a yes/no label", "write 1/0, yes/no, true/false, success/failure or 是/否")
+        raise fail(
+            f"label {row['label']!r} is not a yes/no label", "write 1/0, yes/no, true/false, success/failure or 是/否"
+        )
     language = (row.get("language") or "ENG").upper()
     if language not in ("ENG", "CHN"):
         raise fail(f"language {row.get('language')!r} is not ENG or CHN", "write ENG or CHN")
     try:
-        size = (int(row.get("device_width") or DEFAULT_DEVICE_SIZE[0]), int(row.get("device_height") or DEFAULT_DEVICE_SIZE[1]))
+        size = (
+            int(row.get("device_width") or DEFAULT_DEVICE_SIZE[0]),
+            int(row.get("device_height") or DEFAULT_DEVICE_SIZE[1]),
+        )
     except ValueError:
-        raise fail("device_width/device_height are not whole numbers", "write the phone's pixels, e.g. 1080 and 2400") from None
+        raise fail(
+            "device_width/device_height are not whole numbers", "write the phone's pixels, e.g. 1080 and 2400"
+        ) from None
     folder = (path.parent / row["trajectory_dir"]).resolve()
     if not (folder / "final.png").is_file():
-        raise fail(f"{folder / 'final.png'} does not exist", "put the screen at the end of the trajectory there, as final.png")
+        raise fail(
+            f"{folder / 'final.png'} does not exist", "put the screen at the end of the trajectory there, as final.png"
+        )
     actions: list[Action | None] = []
     actions_file = folder / "actions.jsonl"
     if actions_file.is_file():
@@ -344,8 +386,10 @@ def _csv_case(path: Path, line: int, row: dict[str, str]) -> LabelledCase:
                 actions.append(None if text.strip() == "null" else parse_action(text))
             except (ValidationError, ValueError) as exc:
                 first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-                raise fail(f"{actions_file} line {n} is not a darwin action ({first})",
-                           'write one action per line, e.g. {"type": "click", "x": 540, "y": 1200}, or null') from None
+                raise fail(
+                    f"{actions_file} line {n} is not a darwin action ({first})",
+                    'write one action per line, e.g. {"type": "click", "x": 540, "y": 1200}, or null',
+                ) from None
     app = row.get("app") or ""
     goal = f"{app}: {row['instruction']}" if app else row["instruction"]
     answer = row.get("answer") or None
@@ -354,12 +398,26 @@ def _csv_case(path: Path, line: int, row: dict[str, str]) -> LabelledCase:
         steps = []
         for i, action in enumerate(actions):
             shot = folder / f"step_{i:03d}.png"
-            steps.append(JudgeStep(screenshot=_read_png(shot) if shot.is_file() else None, action=action, device_size=size))
-        return JudgeCase(goal=goal, language=language, steps=steps, final_screenshot=_read_png(folder / "final.png"),  # type: ignore[arg-type]
-                         answer=answer or final_answer(actions))
+            steps.append(
+                JudgeStep(screenshot=_read_png(shot) if shot.is_file() else None, action=action, device_size=size)
+            )
+        return JudgeCase(
+            goal=goal,
+            language=language,
+            steps=steps,
+            final_screenshot=_read_png(folder / "final.png"),  # type: ignore[arg-type]
+            answer=answer or final_answer(actions),
+        )
 
-    return LabelledCase(key=episode_id, episode_id=episode_id, task_id=row.get("task_id") or episode_id,
-                        language=language, label=raw in _YES, label_kind="human", load=load)  # type: ignore[arg-type]
+    return LabelledCase(
+        key=episode_id,
+        episode_id=episode_id,
+        task_id=row.get("task_id") or episode_id,
+        language=language,
+        label=raw in _YES,
+        label_kind="human",
+        load=load,
+    )  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- judging
@@ -398,7 +456,11 @@ class ResultsFile:
                     row = json.loads(line)
                     self._rows[(row["fingerprint"], row["key"])] = row
                 except (json.JSONDecodeError, KeyError, TypeError):
-                    logger.warning("%s: line %d is not a judged case (an interrupted write?); it will be judged again", self.path, n)
+                    logger.warning(
+                        "%s: line %d is not a judged case (an interrupted write?); it will be judged again",
+                        self.path,
+                        n,
+                    )
 
     def get(self, fingerprint: str, key: str) -> dict[str, Any] | None:
         with self._lock:
@@ -430,8 +492,13 @@ async def judge_cases(
             if row is None:
                 todo.append((name, judge, case))
             else:
-                out[name][case.key] = JudgedCase(**{**{k: row[k] for k in JudgedCase.__dataclass_fields__ if k in row},
-                                                    "config": name, "label": case.label})
+                out[name][case.key] = JudgedCase(
+                    **{
+                        **{k: row[k] for k in JudgedCase.__dataclass_fields__ if k in row},
+                        "config": name,
+                        "label": case.label,
+                    }
+                )
     limits = {name: asyncio.Semaphore(judge.config.llm.max_concurrency) for name, judge in judges.items()}
 
     async def one(name: str, judge: LLMJudge, case: LabelledCase) -> None:
@@ -439,11 +506,19 @@ async def judge_cases(
             verdict = await judge.judge(await asyncio.to_thread(case.load))
         usage = verdict.usage
         judged = JudgedCase(
-            config=name, key=case.key, episode_id=case.episode_id, task_id=case.task_id, language=case.language,
-            phase=case.phase.value, label=case.label, success=verdict.success, reason=verdict.reason,
+            config=name,
+            key=case.key,
+            episode_id=case.episode_id,
+            task_id=case.task_id,
+            language=case.language,
+            phase=case.phase.value,
+            label=case.label,
+            success=verdict.success,
+            reason=verdict.reason,
             prompt_tokens=0 if usage is None else usage.prompt_tokens,
             completion_tokens=0 if usage is None else usage.completion_tokens,
-            cost_usd=None if usage is None else usage.cost_usd, requests=0 if usage is None else usage.requests,
+            cost_usd=None if usage is None else usage.cost_usd,
+            requests=0 if usage is None else usage.requests,
         )
         out[name][case.key] = judged
         if results is not None:
@@ -530,8 +605,18 @@ def judge_metrics(
         return Estimate(float(i.value), float(i.low) if finite else None, float(i.high) if finite else None)
 
     c = m.counts
-    return CalibrationMetrics(len(verified), unverified, c.tp, c.fp, c.tn, c.fn, accuracy=estimate(m.accuracy),
-                              precision=estimate(m.precision), recall=estimate(m.recall), f1=estimate(m.f1))
+    return CalibrationMetrics(
+        len(verified),
+        unverified,
+        c.tp,
+        c.fp,
+        c.tn,
+        c.fn,
+        accuracy=estimate(m.accuracy),
+        precision=estimate(m.precision),
+        recall=estimate(m.recall),
+        f1=estimate(m.f1),
+    )
 
 
 def agreement_counts(stored: Iterable[bool | None], judged: Iterable[bool | None]) -> dict[tuple[str, str], int]:
@@ -575,9 +660,13 @@ def build_judges(specs: Sequence[str], llm: Mapping[str, Any] | None = None, **o
             try:
                 data = yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-                raise JudgeConfigError(f"judge config file {spec!r} cannot be read ({type(exc).__name__}). Fix: write a YAML or JSON mapping of llm_judge fields") from None
+                raise JudgeConfigError(
+                    f"judge config file {spec!r} cannot be read ({type(exc).__name__}). Fix: write a YAML or JSON mapping of llm_judge fields"
+                ) from None
             if not isinstance(data, dict):
-                raise JudgeConfigError(f"judge config file {spec!r} is not a mapping. Fix: write llm_judge fields, e.g. 'preset: marked' and 'llm: {{model: gpt-4o-mini}}'")
+                raise JudgeConfigError(
+                    f"judge config file {spec!r} is not a mapping. Fix: write llm_judge fields, e.g. 'preset: marked' and 'llm: {{model: gpt-4o-mini}}'"
+                )
             name = str(data.pop("name", path.stem))
             preset = data.pop("preset", None)
         elif spec in PRESETS:
@@ -585,7 +674,9 @@ def build_judges(specs: Sequence[str], llm: Mapping[str, Any] | None = None, **o
         else:
             close = difflib.get_close_matches(spec, list(PRESETS), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise JudgeConfigError(f"--config {spec!r} is neither a file nor a preset{hint}. Fix: use one of {', '.join(PRESETS)}, or a YAML/JSON file of llm_judge fields")
+            raise JudgeConfigError(
+                f"--config {spec!r} is neither a file nor a preset{hint}. Fix: use one of {', '.join(PRESETS)}, or a YAML/JSON file of llm_judge fields"
+            )
         base_llm = dict(data.pop("llm", None) or {"model": "gemini/gemini-2.5-flash", "max_tokens": 1024})
         data["llm"] = {**base_llm, **llm_overrides}
         data.update(extra)

@@ -36,23 +36,77 @@ def _size(text: str | None) -> tuple[int, int] | None:
 
 def _judge_options(default_configs: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     options = [
-        click.option("--config", "configs", multiple=True, metavar="PRESET|FILE",
-                     help=f"a judge configuration: a preset (final_state, trajectory, marked, purpose, summary, marked_summary, all) or a YAML/JSON file of llm_judge fields; repeat for several  [default: {default_configs}]"),
-        click.option("--model", default=None, help="LiteLLM model name, e.g. gemini/gemini-2.5-flash or openai/<served-name> with --api-base  [default: gemini/gemini-2.5-flash]"),
+        click.option(
+            "--config",
+            "configs",
+            multiple=True,
+            metavar="PRESET|FILE",
+            help=f"a judge configuration: a preset (final_state, trajectory, marked, purpose, summary, marked_summary, all) or a YAML/JSON file of llm_judge fields; repeat for several  [default: {default_configs}]",
+        ),
+        click.option(
+            "--model",
+            default=None,
+            help="LiteLLM model name, e.g. gemini/gemini-2.5-flash or openai/<served-name> with --api-base  [default: gemini/gemini-2.5-flash]",
+        ),
         click.option("--api-base", default=None, help="base URL of an OpenAI-compatible server (vLLM, ...)"),
-        click.option("--api-key-env", default=None, help="name of the environment variable holding the key  [default: the provider's standard one]"),
-        click.option("--temperature", default=None, type=click.FloatRange(0.0, 2.0), help="sampling temperature  [default: the provider's]"),
-        click.option("--samples", default=None, type=click.IntRange(1, 15), help="answers per verdict, majority decides  [default: 1]"),
-        click.option("--max-images", default=None, type=click.IntRange(1, 64), help="screenshots per request  [default: 8]"),
-        click.option("--max-side", default=None, type=click.IntRange(64, 4096), help="longest screenshot side in pixels  [default: 768]"),
+        click.option(
+            "--api-key-env",
+            default=None,
+            help="name of the environment variable holding the key  [default: the provider's standard one]",
+        ),
+        click.option(
+            "--temperature",
+            default=None,
+            type=click.FloatRange(0.0, 2.0),
+            help="sampling temperature  [default: the provider's]",
+        ),
+        click.option(
+            "--samples",
+            default=None,
+            type=click.IntRange(1, 15),
+            help="answers per verdict, majority decides  [default: 1]",
+        ),
+        click.option(
+            "--max-images", default=None, type=click.IntRange(1, 64), help="screenshots per request  [default: 8]"
+        ),
+        click.option(
+            "--max-side",
+            default=None,
+            type=click.IntRange(64, 4096),
+            help="longest screenshot side in pixels  [default: 768]",
+        ),
         click.option("--show-reasoning", is_flag=True, default=False, help="show the agent's own words to the judge"),
-        click.option("--concurrency", default=None, type=click.IntRange(1, 1024), help="requests in flight  [default: 8]"),
-        click.option("--timeout", default=None, type=click.FloatRange(0.1, 3600.0), help="seconds per request attempt  [default: 60]"),
-        click.option("--attempts", default=None, type=click.IntRange(1, 20), help="attempts per request (transient errors)  [default: 4]"),
-        click.option("--device-size", default=None, help="phone pixels WIDTHxHEIGHT for runs stored without them (schema < 3)  [default: 1080x2400]"),
+        click.option(
+            "--concurrency", default=None, type=click.IntRange(1, 1024), help="requests in flight  [default: 8]"
+        ),
+        click.option(
+            "--timeout",
+            default=None,
+            type=click.FloatRange(0.1, 3600.0),
+            help="seconds per request attempt  [default: 60]",
+        ),
+        click.option(
+            "--attempts",
+            default=None,
+            type=click.IntRange(1, 20),
+            help="attempts per request (transient errors)  [default: 4]",
+        ),
+        click.option(
+            "--device-size",
+            default=None,
+            help="phone pixels WIDTHxHEIGHT for runs stored without them (schema < 3)  [default: 1080x2400]",
+        ),
         click.option("--seed", default=0, show_default=True, type=int, help="seed of the bootstrap intervals"),
-        click.option("--resamples", default=1000, show_default=True, type=click.IntRange(50), help="bootstrap resamples"),
-        click.option("--show", default=20, show_default=True, type=click.IntRange(0), help="disagreeing episodes printed per configuration"),
+        click.option(
+            "--resamples", default=1000, show_default=True, type=click.IntRange(50), help="bootstrap resamples"
+        ),
+        click.option(
+            "--show",
+            default=20,
+            show_default=True,
+            type=click.IntRange(0),
+            help="disagreeing episodes printed per configuration",
+        ),
     ]
 
     def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -68,11 +122,24 @@ def _judges(configs: Sequence[str], o: dict[str, Any]):  # noqa: ANN202 - dict[s
     from darwin.verifiers.judge.calibration import build_judges
     from darwin.verifiers.judge.llm_judge import JudgeConfigError
 
-    llm = {"model": o["model"], "api_base": o["api_base"], "api_key_env": o["api_key_env"], "temperature": o["temperature"],
-           "timeout_s": o["timeout"], "max_attempts": o["attempts"], "max_concurrency": o["concurrency"]}
+    llm = {
+        "model": o["model"],
+        "api_base": o["api_base"],
+        "api_key_env": o["api_key_env"],
+        "temperature": o["temperature"],
+        "timeout_s": o["timeout"],
+        "max_attempts": o["attempts"],
+        "max_concurrency": o["concurrency"],
+    }
     try:
-        judges = build_judges(configs, llm, samples=o["samples"], max_images=o["max_images"], max_side=o["max_side"],
-                              show_reasoning=o["show_reasoning"] or None)
+        judges = build_judges(
+            configs,
+            llm,
+            samples=o["samples"],
+            max_images=o["max_images"],
+            max_side=o["max_side"],
+            show_reasoning=o["show_reasoning"] or None,
+        )
         for j in judges.values():
             j.preflight()
     except JudgeConfigError as exc:
@@ -93,9 +160,17 @@ def _run(judges, cases, out: Path, console: Console):  # noqa: ANN001, ANN202 - 
     total = len(judges) * len(cases)
     if done:
         console.print(f"resuming: {done} of {total} verdicts already in {results.path}", highlight=False)
-    with Progress(TextColumn("[bold]judge[/] {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as progress:
-        bar = progress.add_task(f"{len(cases)} episode(s) x {len(judges)} configuration(s)", total=total, completed=done)
+    with Progress(
+        TextColumn("[bold]judge[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        bar = progress.add_task(
+            f"{len(cases)} episode(s) x {len(judges)} configuration(s)", total=total, completed=done
+        )
         try:
             return asyncio.run(judge_cases(judges, cases, results, on_judged=lambda _: progress.advance(bar)))
         except PolicyAuthError as exc:
@@ -108,7 +183,9 @@ def _metrics_table(title: str, rows: list[tuple[str, Any, str]]) -> Table:
     for name in ("n", "unverified", "accuracy", "precision", "recall", "F1", "paper F1"):
         table.add_column(name, justify="right", no_wrap=True)
     for name, m, paper in rows:
-        table.add_row(name, str(m.n), str(m.unverified), m.accuracy.fmt(), m.precision.fmt(), m.recall.fmt(), m.f1.fmt(), paper)
+        table.add_row(
+            name, str(m.n), str(m.unverified), m.accuracy.fmt(), m.precision.fmt(), m.recall.fmt(), m.f1.fmt(), paper
+        )
     return table
 
 
@@ -119,7 +196,9 @@ def _disagreements(console: Console, name: str, judged: Sequence[Any], show: int
         for col in ("episode", "task", "label", "judge", "judge's reason"):
             table.add_column(col, overflow="fold")
         for r in wrong[:show]:
-            table.add_row(r.episode_id[:12], r.task_id, "yes" if r.label else "no", "yes" if r.success else "no", r.reason[:200])
+            table.add_row(
+                r.episode_id[:12], r.task_id, "yes" if r.label else "no", "yes" if r.success else "no", r.reason[:200]
+            )
         console.print(table)
     return wrong
 
@@ -129,8 +208,11 @@ def _usage_line(console: Console, judged: Sequence[Any]) -> dict[str, Any]:
 
     totals = usage_totals(judged)
     cost = "unpriced (model not in LiteLLM's price map)" if totals["cost_usd"] is None else f"${totals['cost_usd']:.4f}"
-    console.print(f"judge requests this time: {totals['requests']}, tokens {totals['prompt_tokens']} in / "
-                  f"{totals['completion_tokens']} out, cost {cost}", highlight=False)
+    console.print(
+        f"judge requests this time: {totals['requests']}, tokens {totals['prompt_tokens']} in / "
+        f"{totals['completion_tokens']} out, cost {cost}",
+        highlight=False,
+    )
     return totals
 
 
@@ -142,8 +224,13 @@ def judge() -> None:
 @judge.command("calibrate")
 @click.argument("sources", nargs=-1, required=True)
 @_judge_options("all seven presets")
-@click.option("--out", default="judge-calibration.json", show_default=True, type=click.Path(dir_okay=False),
-              help="JSON report; judged episodes are kept beside it in <out>.judged.jsonl (a rerun skips them)")
+@click.option(
+    "--out",
+    default="judge-calibration.json",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="JSON report; judged episodes are kept beside it in <out>.judged.jsonl (a rerun skips them)",
+)
 def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, **o: Any) -> None:
     """Judge labelled episodes with each configuration; print the paper's Table 3 per language.
 
@@ -167,28 +254,39 @@ def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, **o:
         except LabelSourceError as exc:
             raise click.ClickException(str(exc)) from None
     if not cases:
-        raise click.ClickException(f"no labelled episodes in {', '.join(sources)}: no finished episode has a rule verdict. "
-                                   "Fix: pass a run made with the rule verifier (e.g. `darwin eval --agent random`) or a labelled CSV")
+        raise click.ClickException(
+            f"no labelled episodes in {', '.join(sources)}: no finished episode has a rule verdict. "
+            "Fix: pass a run made with the rule verifier (e.g. `darwin eval --agent random`) or a labelled CSV"
+        )
     keys = [c.key for c in cases]
     if len(set(keys)) != len(keys):
         raise click.ClickException("the same episode appears in two sources. Fix: pass each run or label file once")
     judges = _judges(configs or tuple(PRESETS), o)
     results = _run(judges, cases, Path(out), console)
-    report: dict[str, Any] = {"sources": list(sources), "labels": "rule verdicts / human labels", "seed": o["seed"],
-                              "resamples": o["resamples"], "configs": {}}
+    report: dict[str, Any] = {
+        "sources": list(sources),
+        "labels": "rule verdicts / human labels",
+        "seed": o["seed"],
+        "resamples": o["resamples"],
+        "configs": {},
+    }
     languages = [lang for lang in _LANGUAGES if any(c.language == lang for c in cases)]
     for lang in languages:
         rows = []
         for name, judged in results.items():
             chosen = [r for r in judged if r.language == lang]
-            m = judge_metrics([bool(r.label) for r in chosen], [r.success for r in chosen], resamples=o["resamples"], seed=o["seed"])
+            m = judge_metrics(
+                [bool(r.label) for r in chosen], [r.success for r in chosen], resamples=o["resamples"], seed=o["seed"]
+            )
             preset = judges[name].config.preset_name()
             paper = f"{PAPER_TABLE3[preset][0 if lang == 'ENG' else 1]:.2f}" if preset in PAPER_TABLE3 else "-"
             rows.append((name, m, paper))
             entry = report["configs"].setdefault(name, {"judge": judges[name].describe(), "metrics": {}})
             entry["metrics"][lang] = asdict(m)
         n = sum(c.language == lang for c in cases)
-        console.print(_metrics_table(f"judge calibration, {_LANGUAGES[lang]} ({n} episodes; intervals: bootstrap 95%)", rows))
+        console.print(
+            _metrics_table(f"judge calibration, {_LANGUAGES[lang]} ({n} episodes; intervals: bootstrap 95%)", rows)
+        )
     for name, judged in results.items():
         wrong = _disagreements(console, name, judged, o["show"])
         report["configs"][name]["disagreements"] = [asdict(r) for r in wrong]
@@ -202,8 +300,14 @@ def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, **o:
 @judge.command("review")
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @_judge_options("marked")
-@click.option("--out", default=None, type=click.Path(dir_okay=False), help="JSON report  [default: RUN_DIR/judge-review.json]")
-@click.option("--record", is_flag=True, help="also store the judge's verdicts in the run database (verifier kind llm_judge, with tokens and cost)")
+@click.option(
+    "--out", default=None, type=click.Path(dir_okay=False), help="JSON report  [default: RUN_DIR/judge-review.json]"
+)
+@click.option(
+    "--record",
+    is_flag=True,
+    help="also store the judge's verdicts in the run database (verifier kind llm_judge, with tokens and cost)",
+)
 def review(run_dir: str, configs: tuple[str, ...], out: str | None, record: bool, **o: Any) -> None:
     """Judge a finished run's episodes and report agreement with the verdicts stored there."""
     from darwin.store import DB_FILENAME
@@ -216,10 +320,15 @@ def review(run_dir: str, configs: tuple[str, ...], out: str | None, record: bool
 
     console = Console()
     if len(configs) > 1:
-        raise click.BadParameter("review takes one judge configuration; use `darwin judge calibrate` to compare several", param_hint="--config")
+        raise click.BadParameter(
+            "review takes one judge configuration; use `darwin judge calibrate` to compare several",
+            param_hint="--config",
+        )
     db = Path(run_dir) / DB_FILENAME
     if not db.is_file():
-        raise click.ClickException(f"{run_dir} holds no {DB_FILENAME}. Fix: pass a directory written by `darwin run` or `darwin eval`")
+        raise click.ClickException(
+            f"{run_dir} holds no {DB_FILENAME}. Fix: pass a directory written by `darwin run` or `darwin eval`"
+        )
     try:
         cases = load_run_cases(db, labels="stored", device_size=_size(o["device_size"]))
     except LabelSourceError as exc:
@@ -239,7 +348,9 @@ def review(run_dir: str, configs: tuple[str, ...], out: str | None, record: bool
         table.add_row(stored, *(str(counts[(stored, j)]) for j in ("yes", "no", "unverified")))
     console.print(table)
     scored = [r for r in judged if r.label is not None]
-    m = judge_metrics([bool(r.label) for r in scored], [r.success for r in scored], resamples=o["resamples"], seed=o["seed"])
+    m = judge_metrics(
+        [bool(r.label) for r in scored], [r.success for r in scored], resamples=o["resamples"], seed=o["seed"]
+    )
     console.print(_metrics_table("the judge against the stored verdicts (intervals: bootstrap 95%)", [(name, m, "-")]))
     console.print(f"agreement on episodes both decided: {m.accuracy.fmt()}", highlight=False)
     wrong = _disagreements(console, name, judged, o["show"])
@@ -247,9 +358,14 @@ def review(run_dir: str, configs: tuple[str, ...], out: str | None, record: bool
     if record:
         recorded = _record(db, judged, the_judge.describe())
         console.print(f"recorded {recorded} judge verdict(s) in {db}", highlight=False)
-    report = {"run_dir": run_dir, "judge": the_judge.describe(), "metrics": asdict(m),
-              "agreement": {f"{s}/{j}": n for (s, j), n in counts.items()},
-              "disagreements": [asdict(r) for r in wrong], "usage": usage}
+    report = {
+        "run_dir": run_dir,
+        "judge": the_judge.describe(),
+        "metrics": asdict(m),
+        "agreement": {f"{s}/{j}": n for (s, j), n in counts.items()},
+        "disagreements": [asdict(r) for r in wrong],
+        "usage": usage,
+    }
     out_path.write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     console.print(f"report: {out_path}", highlight=False)
 
@@ -262,13 +378,28 @@ def _record(db: Path, judged: Sequence[Any], config: dict[str, Any]) -> int:
     n = 0
     with RunStore(db, screenshot_dir=db.parent / "screenshots") as store:
         for r in judged:
-            have = [v for v in store.verdicts(r.episode_id)
-                    if v.verifier_kind == "llm_judge" and v.phase.value == r.phase
-                    and isinstance(v.verifier_config, dict) and v.verifier_config.get("fingerprint") == config["fingerprint"]]
+            have = [
+                v
+                for v in store.verdicts(r.episode_id)
+                if v.verifier_kind == "llm_judge"
+                and v.phase.value == r.phase
+                and isinstance(v.verifier_config, dict)
+                and v.verifier_config.get("fingerprint") == config["fingerprint"]
+            ]
             if have:
                 continue
-            store.record_verdict(r.episode_id, Phase(r.phase), "llm_judge", r.success, None if r.success is None else float(r.success),
-                                 r.reason, prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
-                                 cost_usd=r.cost_usd, requests=r.requests, verifier_config=config)
+            store.record_verdict(
+                r.episode_id,
+                Phase(r.phase),
+                "llm_judge",
+                r.success,
+                None if r.success is None else float(r.success),
+                r.reason,
+                prompt_tokens=r.prompt_tokens,
+                completion_tokens=r.completion_tokens,
+                cost_usd=r.cost_usd,
+                requests=r.requests,
+                verifier_config=config,
+            )
             n += 1
     return n

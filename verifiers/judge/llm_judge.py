@@ -112,12 +112,42 @@ __all__ = [
 Language = Literal["ENG", "CHN"]
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "final_state": {"inputs": "final_state", "marked_interactions": False, "purpose_analysis": False, "execution_summary": False},
-    "trajectory": {"inputs": "trajectory", "marked_interactions": False, "purpose_analysis": False, "execution_summary": False},
-    "marked": {"inputs": "trajectory", "marked_interactions": True, "purpose_analysis": False, "execution_summary": False},
-    "purpose": {"inputs": "trajectory", "marked_interactions": False, "purpose_analysis": True, "execution_summary": False},
-    "summary": {"inputs": "trajectory", "marked_interactions": False, "purpose_analysis": False, "execution_summary": True},
-    "marked_summary": {"inputs": "trajectory", "marked_interactions": True, "purpose_analysis": False, "execution_summary": True},
+    "final_state": {
+        "inputs": "final_state",
+        "marked_interactions": False,
+        "purpose_analysis": False,
+        "execution_summary": False,
+    },
+    "trajectory": {
+        "inputs": "trajectory",
+        "marked_interactions": False,
+        "purpose_analysis": False,
+        "execution_summary": False,
+    },
+    "marked": {
+        "inputs": "trajectory",
+        "marked_interactions": True,
+        "purpose_analysis": False,
+        "execution_summary": False,
+    },
+    "purpose": {
+        "inputs": "trajectory",
+        "marked_interactions": False,
+        "purpose_analysis": True,
+        "execution_summary": False,
+    },
+    "summary": {
+        "inputs": "trajectory",
+        "marked_interactions": False,
+        "purpose_analysis": False,
+        "execution_summary": True,
+    },
+    "marked_summary": {
+        "inputs": "trajectory",
+        "marked_interactions": True,
+        "purpose_analysis": False,
+        "execution_summary": True,
+    },
     "all": {"inputs": "trajectory", "marked_interactions": True, "purpose_analysis": True, "execution_summary": True},
 }
 """The paper's seven judge input configurations (Table 3), by name."""
@@ -161,21 +191,48 @@ class LLMJudgeConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
-    llm: LiteLLMPolicyConfig = Field(default_factory=_default_llm, description="the judge model (default: the paper's gemini-2.5-flash)")
-    inputs: Literal["final_state", "trajectory"] = Field(default="trajectory", description="the final screen only, or every step's screen and action")
-    marked_interactions: bool = Field(default=True, description="draw taps, swipes, drags and typed text on the step screenshots")
-    purpose_analysis: bool = Field(default=False, description="the judge first states what the task asks for and which end state proves it")
-    execution_summary: bool = Field(default=False, description="the judge first summarises what the agent did, step by step")
-    show_reasoning: bool = Field(default=False, description="show the agent's own words (its model output) beside each step")
+    llm: LiteLLMPolicyConfig = Field(
+        default_factory=_default_llm, description="the judge model (default: the paper's gemini-2.5-flash)"
+    )
+    inputs: Literal["final_state", "trajectory"] = Field(
+        default="trajectory", description="the final screen only, or every step's screen and action"
+    )
+    marked_interactions: bool = Field(
+        default=True, description="draw taps, swipes, drags and typed text on the step screenshots"
+    )
+    purpose_analysis: bool = Field(
+        default=False, description="the judge first states what the task asks for and which end state proves it"
+    )
+    execution_summary: bool = Field(
+        default=False, description="the judge first summarises what the agent did, step by step"
+    )
+    show_reasoning: bool = Field(
+        default=False, description="show the agent's own words (its model output) beside each step"
+    )
     samples: int = Field(default=1, ge=1, le=15, description="answers per verdict; the strict majority decides")
-    max_images: int = Field(default=8, ge=1, le=64, description="screenshots per request, the final screen included (the latest steps are kept)")
-    max_side: int = Field(default=768, ge=64, le=4096, description="longest side of a screenshot sent, in pixels (never upscaled)")
-    reasoning_chars: int = Field(default=400, ge=16, le=20_000, description="longest agent output shown per step (with show_reasoning)")
+    max_images: int = Field(
+        default=8,
+        ge=1,
+        le=64,
+        description="screenshots per request, the final screen included (the latest steps are kept)",
+    )
+    max_side: int = Field(
+        default=768, ge=64, le=4096, description="longest side of a screenshot sent, in pixels (never upscaled)"
+    )
+    reasoning_chars: int = Field(
+        default=400, ge=16, le=20_000, description="longest agent output shown per step (with show_reasoning)"
+    )
     cache: bool = Field(default=True, description="reuse the answer to an identical request")
     cache_file: str | None = Field(default=None, description="JSON-lines file that keeps cached answers between runs")
-    check_model: bool = Field(default=True, description="without api_base: fail at once if LiteLLM does not know the model")
-    input_cost_per_mtok: float | None = Field(default=None, ge=0.0, description="USD per million prompt tokens, for models LiteLLM has no price for")
-    output_cost_per_mtok: float | None = Field(default=None, ge=0.0, description="USD per million completion tokens, for models LiteLLM has no price for")
+    check_model: bool = Field(
+        default=True, description="without api_base: fail at once if LiteLLM does not know the model"
+    )
+    input_cost_per_mtok: float | None = Field(
+        default=None, ge=0.0, description="USD per million prompt tokens, for models LiteLLM has no price for"
+    )
+    output_cost_per_mtok: float | None = Field(
+        default=None, ge=0.0, description="USD per million completion tokens, for models LiteLLM has no price for"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> LLMJudgeConfig:
@@ -185,7 +242,9 @@ class LLMJudgeConfig(BaseModel):
                 "set marked_interactions=False or use the preset 'final_state'"
             )
         if self.inputs == "final_state" and self.execution_summary:
-            raise ValueError("execution_summary needs inputs='trajectory' (there is no execution to summarise in one screen)")
+            raise ValueError(
+                "execution_summary needs inputs='trajectory' (there is no execution to summarise in one screen)"
+            )
         if (self.input_cost_per_mtok is None) != (self.output_cost_per_mtok is None):
             raise ValueError("set both input_cost_per_mtok and output_cost_per_mtok, or neither")
         return self
@@ -413,7 +472,7 @@ def build_prompt(case: JudgeCase, config: LLMJudgeConfig) -> Prompt:
     else:
         n = len(case.steps)
         with_shot = [i for i, s in enumerate(case.steps) if s.screenshot is not None]
-        shown = with_shot[len(with_shot) - min(len(with_shot), config.max_images - 1):]
+        shown = with_shot[len(with_shot) - min(len(with_shot), config.max_images - 1) :]
         image_of: dict[int, int] = {}
         for i in shown:
             step = case.steps[i]
@@ -446,13 +505,33 @@ def build_prompt(case: JudgeCase, config: LLMJudgeConfig) -> Prompt:
     if config.execution_summary:
         lines.append(f"- {t['summary']}")
     lines += [f"- {t['reason']}", f"- {t['verdict']}"]
-    return Prompt(messages=(ChatMessage(role="system", text=t["system"]), ChatMessage(role="user", text="\n".join(lines), images=tuple(images))))
+    return Prompt(
+        messages=(
+            ChatMessage(role="system", text=t["system"]),
+            ChatMessage(role="user", text="\n".join(lines), images=tuple(images)),
+        )
+    )
 
 
 # --------------------------------------------------------------------------- answers
 
 _YES = {"yes", "y", "true", "1", "complete", "completed", "success", "successful", "是", "对", "完成", "已完成", "成功"}
-_NO = {"no", "n", "false", "0", "incomplete", "not complete", "failure", "failed", "fail", "否", "不", "未完成", "没有完成", "失败"}
+_NO = {
+    "no",
+    "n",
+    "false",
+    "0",
+    "incomplete",
+    "not complete",
+    "failure",
+    "failed",
+    "fail",
+    "否",
+    "不",
+    "未完成",
+    "没有完成",
+    "失败",
+}
 _ANSWER_KEYS = ("answer", "verdict", "complete", "completed", "success", "result", "答案", "结论", "结果")
 _REASON_KEYS = ("reason", "reasoning", "explanation", "理由", "原因")
 _LABELLED = re.compile(
@@ -527,7 +606,9 @@ class _AnswerCache:
             for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
                 try:
                     row = json.loads(line)
-                    self._answers[row["key"]] = Completion(row["text"], row.get("prompt_tokens"), row.get("completion_tokens"), row.get("cost_usd"))
+                    self._answers[row["key"]] = Completion(
+                        row["text"], row.get("prompt_tokens"), row.get("completion_tokens"), row.get("cost_usd")
+                    )
                 except (json.JSONDecodeError, KeyError, TypeError):
                     logger.warning("judge cache %s: line %d is not a cached answer; ignored", self.path, n)
 
@@ -540,8 +621,13 @@ class _AnswerCache:
             self._answers[key] = answer
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                row = {"key": key, "text": answer.text, "prompt_tokens": answer.prompt_tokens,
-                       "completion_tokens": answer.completion_tokens, "cost_usd": answer.cost_usd}
+                row = {
+                    "key": key,
+                    "text": answer.text,
+                    "prompt_tokens": answer.prompt_tokens,
+                    "completion_tokens": answer.completion_tokens,
+                    "cost_usd": answer.cost_usd,
+                }
                 with self.path.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
@@ -575,7 +661,9 @@ class LLMJudge(Verifier):
         self._fingerprint = config_fingerprint(self.config)
 
     @staticmethod
-    def _checked_config(config: LLMJudgeConfig | Mapping[str, Any] | None, preset: str | None, fields: Mapping[str, Any]) -> LLMJudgeConfig:
+    def _checked_config(
+        config: LLMJudgeConfig | Mapping[str, Any] | None, preset: str | None, fields: Mapping[str, Any]
+    ) -> LLMJudgeConfig:
         if isinstance(config, LLMJudgeConfig):
             if preset is not None or fields:
                 raise JudgeConfigError("pass either an LLMJudgeConfig or preset/fields, not both")
@@ -595,8 +683,12 @@ class LLMJudge(Verifier):
 
     @classmethod
     def check_arguments(
-        cls, config: LLMJudgeConfig | Mapping[str, Any] | None = None, *, preset: str | None = None,
-        policy: LiteLLMPolicy | None = None, **fields: Any,
+        cls,
+        config: LLMJudgeConfig | Mapping[str, Any] | None = None,
+        *,
+        preset: str | None = None,
+        policy: LiteLLMPolicy | None = None,
+        **fields: Any,
     ) -> None:
         """The judge's settings, with no model reached and no cache read (``darwin run --dry-run``)."""
         cls._checked_config(config, preset, fields)
@@ -607,8 +699,12 @@ class LLMJudge(Verifier):
 
     def describe(self) -> dict[str, Any]:
         """The judge's settings as JSON (stored with every verdict; key names only, no keys)."""
-        return {"kind": self.kind, "preset": self.config.preset_name(), "fingerprint": self._fingerprint,
-                **self.config.model_dump(mode="json")}
+        return {
+            "kind": self.kind,
+            "preset": self.config.preset_name(),
+            "fingerprint": self._fingerprint,
+            **self.config.model_dump(mode="json"),
+        }
 
     def preflight(self) -> None:
         """Fail now, naming the variable to set, if the judge's API key is missing.
@@ -656,12 +752,20 @@ class LLMJudge(Verifier):
         completion_tokens = sum(a.completion_tokens or 0 for a in fresh)
         cfg = self.config
         if cfg.input_cost_per_mtok is not None and cfg.output_cost_per_mtok is not None:
-            cost: float | None = (prompt_tokens * cfg.input_cost_per_mtok + completion_tokens * cfg.output_cost_per_mtok) / 1e6
+            cost: float | None = (
+                prompt_tokens * cfg.input_cost_per_mtok + completion_tokens * cfg.output_cost_per_mtok
+            ) / 1e6
         else:
             priced = [a.cost_usd for a in fresh if a.cost_usd is not None]
             cost = sum(priced) if priced else None
-        return VerdictUsage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost,
-                            requests=len(fresh), cached=base.cached, config=base.config)
+        return VerdictUsage(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=cost,
+            requests=len(fresh),
+            cached=base.cached,
+            config=base.config,
+        )
 
     def _decide(self, answers: Sequence[Completion], usage: VerdictUsage) -> Verdict:
         parsed = [parse_answer(a.text) for a in answers]
@@ -673,8 +777,16 @@ class LLMJudge(Verifier):
         if len(no) * 2 > n:
             return Verdict(success=False, reason=_votes(no[0], len(no), n), usage=usage)
         if n == 1:
-            return Verdict(success=None, reason=f"unverified: the judge's answer says neither yes nor no: {_squash(answers[0].text, 300)!r}", usage=usage)
-        return Verdict(success=None, reason=f"unverified: no majority ({len(yes)} yes, {len(no)} no, {n - len(yes) - len(no)} unclear of {n})", usage=usage)
+            return Verdict(
+                success=None,
+                reason=f"unverified: the judge's answer says neither yes nor no: {_squash(answers[0].text, 300)!r}",
+                usage=usage,
+            )
+        return Verdict(
+            success=None,
+            reason=f"unverified: no majority ({len(yes)} yes, {len(no)} no, {n - len(yes) - len(no)} unclear of {n})",
+            usage=usage,
+        )
 
     def _key(self, prompt: Prompt, sample: int) -> str:
         h = hashlib.sha256()
@@ -712,4 +824,3 @@ def check_model_name(model: str) -> None:
         "self-hosted OpenAI-compatible server pass api_base and the model as 'openai/<served-name>'; "
         "for a hosted model LiteLLM's price map does not list yet set check_model=False"
     )
-

@@ -48,20 +48,55 @@ def verifier() -> None:
 
 
 @verifier.command("data")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="dataset folder (appended to if it exists)")
+@click.option(
+    "--out", required=True, type=click.Path(file_okay=False), help="dataset folder (appended to if it exists)"
+)
 @click.option("--tasks", "task_names", default="paper16", show_default=True, help="comma-separated task ids or sets")
 @click.option("--episodes", default=10, show_default=True, type=click.IntRange(1), help="episodes per task and agent")
 @click.option("--seed", default=0, show_default=True, type=int, help="phones, agents' randomness")
-@click.option("--checkpoint", default=None, type=click.Path(file_okay=False, exists=True), help="a warm start: adds its episodes (and sets the screen size)")
+@click.option(
+    "--checkpoint",
+    default=None,
+    type=click.Path(file_okay=False, exists=True),
+    help="a warm start: adds its episodes (and sets the screen size)",
+)
 @click.option("--budget", default=12, show_default=True, type=click.IntRange(1, 256), help="steps per episode")
-@click.option("--screen-size", default=None, help="WxH of the stored screens  [default: the checkpoint's observation size, else 168x364]; "
-              "a multiple of it lets the verifier read finer detail than the agent")
-@click.option("--from-run", "from_runs", multiple=True, type=click.Path(file_okay=False, exists=True), help="instead of playing: the final screens of a finished run directory, labelled by its stored verdicts (repeatable)")
-@click.option("--verifier-kind", default=None, help="with --from-run: use the verdicts of this verifier (rule, llm_judge, ...)  [default: the last stored]")
-@click.option("--keep-hidden-successes", is_flag=True,
-              help="also keep screens where the goal holds while a different app (or the launcher) is in front from "
-              "the one where it was reached: the state is done, the screen shows nothing of it; dropped by default")
-def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: str | None, budget: int, screen_size: str | None, from_runs: tuple[str, ...], verifier_kind: str | None, keep_hidden_successes: bool) -> None:
+@click.option(
+    "--screen-size",
+    default=None,
+    help="WxH of the stored screens  [default: the checkpoint's observation size, else 168x364]; "
+    "a multiple of it lets the verifier read finer detail than the agent",
+)
+@click.option(
+    "--from-run",
+    "from_runs",
+    multiple=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="instead of playing: the final screens of a finished run directory, labelled by its stored verdicts (repeatable)",
+)
+@click.option(
+    "--verifier-kind",
+    default=None,
+    help="with --from-run: use the verdicts of this verifier (rule, llm_judge, ...)  [default: the last stored]",
+)
+@click.option(
+    "--keep-hidden-successes",
+    is_flag=True,
+    help="also keep screens where the goal holds while a different app (or the launcher) is in front from "
+    "the one where it was reached: the state is done, the screen shows nothing of it; dropped by default",
+)
+def data_cmd(
+    out: str,
+    task_names: str,
+    episodes: int,
+    seed: int,
+    checkpoint: str | None,
+    budget: int,
+    screen_size: str | None,
+    from_runs: tuple[str, ...],
+    verifier_kind: str | None,
+    keep_hidden_successes: bool,
+) -> None:
     """Play episodes on SimPhones and label every screen with the task's rule predicate, or
     take the labelled final screens of finished runs (``--from-run``)."""
     from darwin.tasks import resolve_tasks
@@ -82,7 +117,9 @@ def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: st
                 f"and a decided {kind}execution verdict (runs stored before schema 3 keep no final screens)"
             )
         examples = load_examples(out)
-        click.echo(f"{added} new examples from {len(from_runs)} run(s); {out} holds {len(examples)} ({sum(e.label for e in examples)} positive)")
+        click.echo(
+            f"{added} new examples from {len(from_runs)} run(s); {out} holds {len(examples)} ({sum(e.label for e in examples)} positive)"
+        )
         return
 
     size = (168, 364)
@@ -96,8 +133,15 @@ def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: st
     total_episodes = len(tasks) * episodes * (5 if checkpoint else 4)
     with click.progressbar(length=total_episodes, label="episodes") as bar:
         added = generate_verifier_data(
-            out, tasks, episodes_per_agent=episodes, seed=seed, observation_size=size, budget=budget,
-            warm_start=checkpoint, on_episode=lambda _eid, _n: bar.update(1), keep_hidden_successes=keep_hidden_successes,
+            out,
+            tasks,
+            episodes_per_agent=episodes,
+            seed=seed,
+            observation_size=size,
+            budget=budget,
+            warm_start=checkpoint,
+            on_episode=lambda _eid, _n: bar.update(1),
+            keep_hidden_successes=keep_hidden_successes,
         )
     examples = load_examples(out)
     positives = sum(e.label for e in examples)
@@ -107,37 +151,98 @@ def data_cmd(out: str, task_names: str, episodes: int, seed: int, checkpoint: st
 @verifier.command("train")
 @click.option("--data", required=True, type=click.Path(file_okay=False, exists=True), help="a dataset folder")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="where the model and report.json go")
-@click.option("--checkpoint", required=True, type=click.Path(file_okay=False, exists=True), help="the warm start (backbone for --init agent, screen size)")
-@click.option("--init", default="agent", show_default=True, type=click.Choice(["agent", "fresh"]), help="agent: the warm start's backbone (stage 3); fresh: a new tiny model")
-@click.option("--train-tasks", default="base8", show_default=True, help="comma-separated task ids or sets that train it; other tasks are held out")
+@click.option(
+    "--checkpoint",
+    required=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="the warm start (backbone for --init agent, screen size)",
+)
+@click.option(
+    "--init",
+    default="agent",
+    show_default=True,
+    type=click.Choice(["agent", "fresh"]),
+    help="agent: the warm start's backbone (stage 3); fresh: a new tiny model",
+)
+@click.option(
+    "--train-tasks",
+    default="base8",
+    show_default=True,
+    help="comma-separated task ids or sets that train it; other tasks are held out",
+)
 @click.option("--epochs", default=4, show_default=True, type=click.IntRange(1, 100))
-@click.option("--lr", default=2e-4, show_default=True, type=click.FloatRange(0.0, 1.0, min_open=True), help="backbone learning rate")
-@click.option("--head-lr", default=1e-3, show_default=True, type=click.FloatRange(0.0, 1.0, min_open=True), help="head learning rate")
+@click.option(
+    "--lr",
+    default=2e-4,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    help="backbone learning rate",
+)
+@click.option(
+    "--head-lr",
+    default=1e-3,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    help="head learning rate",
+)
 @click.option("--batch-size", default=16, show_default=True, type=click.IntRange(1, 512))
 @click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--history/--no-history", default=True, show_default=True,
-              help="also read the screen before each example's last action with that action marked on it "
-              "(--no-history: the goal and the current screen only)")
-@click.option("--swapped-goals", default=0.0, show_default=True, type=click.FloatRange(0.0, 1.0),
-              help="each epoch, show this share of the training positives again under another task's goal, "
-              "labelled not achieved (teaches reading the goal)")
-def train_cmd(data: str, out: str, checkpoint: str, init: str, train_tasks: str, epochs: int, lr: float, head_lr: float, batch_size: int, seed: int, history: bool, swapped_goals: float) -> None:
+@click.option(
+    "--history/--no-history",
+    default=True,
+    show_default=True,
+    help="also read the screen before each example's last action with that action marked on it "
+    "(--no-history: the goal and the current screen only)",
+)
+@click.option(
+    "--swapped-goals",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="each epoch, show this share of the training positives again under another task's goal, "
+    "labelled not achieved (teaches reading the goal)",
+)
+def train_cmd(
+    data: str,
+    out: str,
+    checkpoint: str,
+    init: str,
+    train_tasks: str,
+    epochs: int,
+    lr: float,
+    head_lr: float,
+    batch_size: int,
+    seed: int,
+    history: bool,
+    swapped_goals: float,
+) -> None:
     """Fit the classifier, pick its threshold on validation data, report the held-out splits."""
     from darwin.verifiers.learned.training import VerifierTrainConfig, train_verifier
 
     config = VerifierTrainConfig(
-        init=init, checkpoint=checkpoint, epochs=epochs, lr=lr, head_lr=head_lr, batch_size=batch_size, seed=seed,  # type: ignore[arg-type]
-        train_tasks=tuple(t.strip() for t in train_tasks.split(",") if t.strip()), history=history,
+        init=init,
+        checkpoint=checkpoint,
+        epochs=epochs,
+        lr=lr,
+        head_lr=head_lr,
+        batch_size=batch_size,
+        seed=seed,  # type: ignore[arg-type]
+        train_tasks=tuple(t.strip() for t in train_tasks.split(",") if t.strip()),
+        history=history,
         swapped_goals=swapped_goals,
     )
     report = train_verifier(
-        data, out, config,
+        data,
+        out,
+        config,
         on_epoch=lambda log: click.echo(
             f"epoch {log.epoch}: loss {log.loss:.4f}  val F1 {log.val_f1:.3f} at threshold {log.threshold:.3f}  ({log.seconds:.0f} s)"
         ),
     )
-    _table([(s.split, s.examples, s.positives, s.metrics) for s in report.splits],
-           f"learned verifier (epoch {report.best_epoch}, threshold {report.threshold:.3f})")
+    _table(
+        [(s.split, s.examples, s.positives, s.metrics) for s in report.splits],
+        f"learned verifier (epoch {report.best_epoch}, threshold {report.threshold:.3f})",
+    )
     click.echo(f"model and report.json in {out}")
 
 
@@ -155,7 +260,12 @@ def audit_pairs(run_dir: str | Path) -> list[tuple[str, bool, bool]]:
             for episode in store.episodes(run.run_id):
                 for v in store.verdicts(episode.episode_id):
                     note = parse_audit(v.reason) if v.verifier_kind == "composite" else None
-                    if note is None or note.auditor_success is None or v.success is None or v.phase.value != "execution":
+                    if (
+                        note is None
+                        or note.auditor_success is None
+                        or v.success is None
+                        or v.phase.value != "execution"
+                    ):
                         continue
                     pairs.append((episode.task_id, bool(v.success), note.auditor_success))
     return pairs
@@ -187,9 +297,15 @@ def audit_cmd(run_dir: str, seed: int) -> None:
 @click.option("--data", required=True, type=click.Path(file_okay=False, exists=True))
 @click.option("--train-tasks", default=None, help="splits as in training  [default: the model's training tasks]")
 @click.option("--threshold", default=None, type=click.FloatRange(0.0, 1.0), help="[default: the model's]")
-@click.option("--by", "rows_by", default="split", show_default=True, type=click.Choice(["split", "task"]),
-              help="split: the training splits; task: a row per task and one for all (data the model never saw, "
-              "e.g. a run's final screens from darwin verifier data --from-run)")
+@click.option(
+    "--by",
+    "rows_by",
+    default="split",
+    show_default=True,
+    type=click.Choice(["split", "task"]),
+    help="split: the training splits; task: a row per task and one for all (data the model never saw, "
+    "e.g. a run's final screens from darwin verifier data --from-run)",
+)
 def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: float | None, rows_by: str) -> None:
     """Measure a trained verifier on a dataset, split as in training or by task (with the previous
     screens and marked last actions when the model was trained with them)."""
@@ -218,7 +334,10 @@ def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: floa
     chosen = float(threshold if threshold is not None else record["threshold"])  # type: ignore[arg-type]
     # every example scored once; each row resamples its own episodes
     probs = classifier_probabilities(
-        model, examples, [load_image(data, e) for e in examples], previous_screens(data, examples, model.history),
+        model,
+        examples,
+        [load_image(data, e) for e in examples],
+        previous_screens(data, examples, model.history),
     )
     labels = np.array([e.label for e in examples])
     episodes = np.array([e.episode_id for e in examples])

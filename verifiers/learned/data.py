@@ -130,7 +130,7 @@ def _check_history(row: dict[str, object], root: Path, where: str) -> None:
     action with the device size its coordinates refer to."""
     previous, action, size = row.get("previous_image", ""), row.get("last_action", ""), row.get("device_size")
     if not isinstance(previous, str) or not isinstance(action, str):
-        raise VerifierDataError(f"{where}: previous_image and last_action must be strings (\"\" for none)")
+        raise VerifierDataError(f'{where}: previous_image and last_action must be strings ("" for none)')
     if previous and not (root / previous).is_file():
         raise VerifierDataError(f"{where}: previous_image {previous!r} not found under {root}")
     if size is not None and not (
@@ -141,8 +141,10 @@ def _check_history(row: dict[str, object], root: Path, where: str) -> None:
         try:
             parse_action(action)
         except ValueError as exc:
-            raise VerifierDataError(f"{where}: last_action is not an action ({exc.__class__.__name__}); "
-                                    "write it with darwin.actions.action_to_json") from None
+            raise VerifierDataError(
+                f"{where}: last_action is not an action ({exc.__class__.__name__}); "
+                "write it with darwin.actions.action_to_json"
+            ) from None
         if size is None:
             raise VerifierDataError(f"{where}: a last_action needs the device_size its coordinates refer to")
 
@@ -234,7 +236,9 @@ class DatasetWriter:
                 example, screen = row[0], row[1]
                 previous = row.previous if isinstance(row, LabelledScreen) else None
                 stored = replace(
-                    example, image=self._store(screen), previous_image="" if previous is None else self._store(previous),
+                    example,
+                    image=self._store(screen),
+                    previous_image="" if previous is None else self._store(previous),
                 )
                 if _key(stored) in self.seen:
                     continue
@@ -244,7 +248,9 @@ class DatasetWriter:
         return added
 
 
-def split_of(task_id: str, episode_id: str, *, train_tasks: set[str], seen_apps: set[str], app: str, salt: int) -> Split:
+def split_of(
+    task_id: str, episode_id: str, *, train_tasks: set[str], seen_apps: set[str], app: str, salt: int
+) -> Split:
     """The split of an example: held-out apps and tasks by name, episodes of training tasks by
     a hash of the episode id (80 % train, 10 % validation, 10 % test)."""
     if task_id not in train_tasks:
@@ -325,15 +331,26 @@ def examples_from_run(run_dir: str | Path, verifier_kind: str | None = None) -> 
                 final = store.load_screenshot(episode.final_screenshot_path)
                 move = None if episode.device_size is None else _last_move(store.steps(episode.episode_id))
                 example = VerifierExample(
-                    id=f"{episode.episode_id}-final", image="", goal=goal_text(task, task.instruction),
-                    label=success, task_id=task.id, app=task.app, language=task.language,
-                    source=f"run:{kind}", episode_id=episode.episode_id,
+                    id=f"{episode.episode_id}-final",
+                    image="",
+                    goal=goal_text(task, task.instruction),
+                    label=success,
+                    task_id=task.id,
+                    app=task.app,
+                    language=task.language,
+                    source=f"run:{kind}",
+                    episode_id=episode.episode_id,
                     step=episode.num_steps or 0,
                     last_action="" if move is None or move.action_json is None else move.action_json,
                     device_size=None if move is None else episode.device_size,
                 )
-                previous = None if move is None or move.screenshot_path is None else _fit(
-                    store.load_screenshot(move.screenshot_path), final,
+                previous = (
+                    None
+                    if move is None or move.screenshot_path is None
+                    else _fit(
+                        store.load_screenshot(move.screenshot_path),
+                        final,
+                    )
                 )
                 out.append(LabelledScreen(example, final, previous))
     return out
@@ -348,7 +365,9 @@ class _EarlyStop(Actor):
         self.stop_after = stop_after
         self.taken = 0
 
-    async def start_phase(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec) -> None:
+    async def start_phase(
+        self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec
+    ) -> None:
         self.taken = 0
         await self.oracle.start_phase(env, task, phase, instruction, verifier)
 
@@ -369,7 +388,9 @@ class _Wander(Actor):
         self.done_plan = False
         self.wandered = 0
 
-    async def start_phase(self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec) -> None:
+    async def start_phase(
+        self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec
+    ) -> None:
         self.done_plan, self.wandered = False, 0
         await self.oracle.start_phase(env, task, phase, instruction, verifier)
 
@@ -386,8 +407,16 @@ class _Wander(Actor):
 
 
 async def _play_and_label(
-    env: SimPhoneEnv, task: Task, actor: Actor, *, size: tuple[int, int], actor_size: tuple[int, int], budget: int,
-    source: str, episode_id: str, keep_hidden_successes: bool = False,
+    env: SimPhoneEnv,
+    task: Task,
+    actor: Actor,
+    *,
+    size: tuple[int, int],
+    actor_size: tuple[int, int],
+    budget: int,
+    source: str,
+    episode_id: str,
+    keep_hidden_successes: bool = False,
 ) -> list[LabelledScreen]:
     """Play one episode and label every screen (before each action and the final one), each
     with the screen before the last action that acted on the phone and that action (none for
@@ -419,8 +448,16 @@ async def _play_and_label(
         if success and not keep_hidden_successes and state.get("foreground") != reached_in:
             return
         example = VerifierExample(
-            id=f"{episode_id}-{step}", image="", goal=goal, label=success, task_id=task.id, app=task.app,
-            language=task.language, source=source, episode_id=episode_id, step=step,
+            id=f"{episode_id}-{step}",
+            image="",
+            goal=goal,
+            label=success,
+            task_id=task.id,
+            app=task.app,
+            language=task.language,
+            source=source,
+            episode_id=episode_id,
+            step=step,
             last_action="" if before is None else action_to_json(before[1]),
             device_size=None if before is None else env.device_size,
         )
@@ -462,14 +499,30 @@ def generate_verifier_data(
     Success screens after the agent left the app where the goal was reached are dropped unless
     ``keep_hidden_successes`` (see :func:`_play_and_label`)."""
     return asyncio.run(
-        _generate(out, tasks, episodes_per_agent, seed, observation_size, budget, warm_start, on_episode,
-                  keep_hidden_successes)
+        _generate(
+            out,
+            tasks,
+            episodes_per_agent,
+            seed,
+            observation_size,
+            budget,
+            warm_start,
+            on_episode,
+            keep_hidden_successes,
+        )
     )
 
 
 async def _generate(
-    out: str | Path, tasks: Sequence[Task], episodes: int, seed: int, size: tuple[int, int], budget: int,
-    warm_start: str | Path | None, on_episode: Callable[[str, int], None] | None, keep_hidden_successes: bool,
+    out: str | Path,
+    tasks: Sequence[Task],
+    episodes: int,
+    seed: int,
+    size: tuple[int, int],
+    budget: int,
+    warm_start: str | Path | None,
+    on_episode: Callable[[str, int], None] | None,
+    keep_hidden_successes: bool,
 ) -> int:
     rng = random.Random(seed)
     pool = None
@@ -497,8 +550,15 @@ async def _generate(
                     env = SimPhoneEnv(seed=phone_seed, perturbation=PerturbationConfig())
                     episode_id = f"{source}-{task.id}-{seed}-{e}"
                     rows = await _play_and_label(
-                        env, task, make(task), size=size, actor_size=actor_size, budget=budget, source=source,
-                        episode_id=episode_id, keep_hidden_successes=keep_hidden_successes,
+                        env,
+                        task,
+                        make(task),
+                        size=size,
+                        actor_size=actor_size,
+                        budget=budget,
+                        source=source,
+                        episode_id=episode_id,
+                        keep_hidden_successes=keep_hidden_successes,
                     )
                     total += writer.write(rows)
                     if on_episode is not None:

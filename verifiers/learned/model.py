@@ -61,8 +61,15 @@ from darwin.verifiers.base import Verdict, VerificationRequest, Verifier
 from darwin.verifiers.marks import draw_action
 
 __all__ = [
-    "HEAD_FILE", "INPUTS_HISTORY", "INPUTS_SCREEN", "VERIFIER_FILE", "LearnedVerifier", "SuccessClassifier",
-    "last_move", "load_classifier", "verifier_prompt",
+    "HEAD_FILE",
+    "INPUTS_HISTORY",
+    "INPUTS_SCREEN",
+    "VERIFIER_FILE",
+    "LearnedVerifier",
+    "SuccessClassifier",
+    "last_move",
+    "load_classifier",
+    "verifier_prompt",
 ]
 
 VERIFIER_FILE = "darwin_verifier.json"
@@ -85,7 +92,10 @@ def _resized(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 def verifier_prompt(
-    goal: str, screen: np.ndarray, previous: np.ndarray | None = None, last_action: Action | None = None,
+    goal: str,
+    screen: np.ndarray,
+    previous: np.ndarray | None = None,
+    last_action: Action | None = None,
     device_size: tuple[int, int] | None = None,
 ) -> Prompt:
     """The classifier's prompt for ``(goal, screen)``; with ``previous`` (the screen before the
@@ -161,14 +171,20 @@ class SuccessClassifier(nn.Module):
         self.model = vlm.model
         self.backbone = backbone_of(vlm.model)
         param = next(self.backbone.parameters())
-        self.head = torch.nn.utils.skip_init(nn.Linear, 3 * hidden_size_of(vlm.model), 1, device=param.device, dtype=torch.float32)
+        self.head = torch.nn.utils.skip_init(
+            nn.Linear, 3 * hidden_size_of(vlm.model), 1, device=param.device, dtype=torch.float32
+        )
         with torch.no_grad():
             self.head.weight.zero_()
             self.head.bias.zero_()
 
     def inputs(
-        self, goals: Sequence[str], screens: Sequence[np.ndarray], previous: Sequence[np.ndarray | None] | None = None,
-        actions: Sequence[Action | None] | None = None, device_sizes: Sequence[tuple[int, int] | None] | None = None,
+        self,
+        goals: Sequence[str],
+        screens: Sequence[np.ndarray],
+        previous: Sequence[np.ndarray | None] | None = None,
+        actions: Sequence[Action | None] | None = None,
+        device_sizes: Sequence[tuple[int, int] | None] | None = None,
     ) -> Mapping[str, torch.Tensor]:
         """A left-padded model batch for ``(goal, screen)`` pairs; with ``previous`` (``None``
         entries: no previous screen), the history prompts of :func:`verifier_prompt`."""
@@ -187,13 +203,20 @@ class SuccessClassifier(nn.Module):
 
     def forward(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         positions, _ = rope_index(
-            self.model, inputs["input_ids"], inputs["attention_mask"], inputs["mm_token_type_ids"],
+            self.model,
+            inputs["input_ids"],
+            inputs["attention_mask"],
+            inputs["mm_token_type_ids"],
             inputs.get("image_grid_thw"),
         )
         out = self.backbone(
-            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], position_ids=positions,
-            pixel_values=inputs.get("pixel_values"), image_grid_thw=inputs.get("image_grid_thw"),
-            mm_token_type_ids=inputs["mm_token_type_ids"], use_cache=False,
+            input_ids=inputs["input_ids"],
+            attention_mask=inputs["attention_mask"],
+            position_ids=positions,
+            pixel_values=inputs.get("pixel_values"),
+            image_grid_thw=inputs.get("image_grid_thw"),
+            mm_token_type_ids=inputs["mm_token_type_ids"],
+            use_cache=False,
         )
         hidden = out.last_hidden_state.float()
         last = hidden[:, -1]  # left padding: every prompt ends at the last position
@@ -203,15 +226,21 @@ class SuccessClassifier(nn.Module):
         peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))  # a prompt without a screen
         return self.head(torch.cat([last, mean, peak], dim=-1)).squeeze(-1)
 
-    def save(self, path: str | Path, *, threshold: float, screen_size: tuple[int, int], metadata: Mapping[str, object]) -> Path:
+    def save(
+        self, path: str | Path, *, threshold: float, screen_size: tuple[int, int], metadata: Mapping[str, object]
+    ) -> Path:
         """Write the backbone (a transformers checkpoint), the head and the decision settings
         (``inputs``: :data:`INPUTS_HISTORY` or :data:`INPUTS_SCREEN`, as :attr:`history` says)."""
         out = Path(path)
         self.vlm.save_pretrained(out)
         torch.save(self.head.state_dict(), out / HEAD_FILE)
         record = {
-            "format_version": FORMAT_VERSION, "threshold": threshold, "screen_size": list(screen_size),
-            "question": QUESTION, "inputs": INPUTS_HISTORY if self.history else INPUTS_SCREEN, **metadata,
+            "format_version": FORMAT_VERSION,
+            "threshold": threshold,
+            "screen_size": list(screen_size),
+            "question": QUESTION,
+            "inputs": INPUTS_HISTORY if self.history else INPUTS_SCREEN,
+            **metadata,
         }
         (out / VERIFIER_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
         return out
@@ -237,7 +266,9 @@ def read_classifier_record(path: str | Path) -> dict[str, object]:
         raise FileNotFoundError(f"no learned verifier at {src}; train one with `darwin verifier train --out {src}`")
     record = json.loads(record_file.read_text(encoding="utf-8"))
     if record.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{record_file}: format_version {record.get('format_version')!r}, this darwin reads {FORMAT_VERSION}")
+        raise ValueError(
+            f"{record_file}: format_version {record.get('format_version')!r}, this darwin reads {FORMAT_VERSION}"
+        )
     inputs = record.get("inputs", INPUTS_SCREEN)
     if inputs not in (INPUTS_SCREEN, INPUTS_HISTORY):
         raise ValueError(f"{record_file}: inputs {inputs!r}, this darwin reads {INPUTS_SCREEN!r} or {INPUTS_HISTORY!r}")
@@ -301,7 +332,11 @@ class LearnedVerifier(Verifier):
         return self.model.history
 
     def probability(
-        self, goal: str, screen: np.ndarray, previous: np.ndarray | None = None, action: Action | None = None,
+        self,
+        goal: str,
+        screen: np.ndarray,
+        previous: np.ndarray | None = None,
+        action: Action | None = None,
         device_size: tuple[int, int] | None = None,
     ) -> float:
         """``p(goal achieved | screen)``, given also the screen before the last action and that
@@ -326,7 +361,11 @@ class LearnedVerifier(Verifier):
             p = await asyncio.to_thread(self.probability, goal, request.final_screenshot)
         else:
             p = await asyncio.to_thread(
-                self.probability, goal, request.final_screenshot, move.observation.screenshot, move.decision.action,
+                self.probability,
+                goal,
+                request.final_screenshot,
+                move.observation.screenshot,
+                move.decision.action,
                 move.observation.device_size,
             )
         return Verdict(success=p >= self.threshold, reason=f"learned: p={p:.3f} (threshold {self.threshold:.3f})")

@@ -53,8 +53,16 @@ from darwin.verifiers.learned.model import SuccessClassifier
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "EpochLog", "SplitReport", "assign_splits", "VerifierReport", "VerifierTrainConfig", "evaluate_classifier",
-    "classifier_probabilities", "previous_screens", "swapped_goal_negatives", "train_verifier",
+    "EpochLog",
+    "SplitReport",
+    "assign_splits",
+    "VerifierReport",
+    "VerifierTrainConfig",
+    "evaluate_classifier",
+    "classifier_probabilities",
+    "previous_screens",
+    "swapped_goal_negatives",
+    "train_verifier",
 ]
 
 REPORT_FILE = "report.json"
@@ -67,7 +75,8 @@ class VerifierTrainConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     init: Literal["agent", "fresh"] = Field(
-        "agent", description="'agent': start from the warm-start agent's backbone (stage 3: the agent verifies its "
+        "agent",
+        description="'agent': start from the warm-start agent's backbone (stage 3: the agent verifies its "
         "own outcomes); 'fresh': a new tiny model of the same shape",
     )
     checkpoint: str = Field(min_length=1, description="the warm-start checkpoint (its backbone and tiny-model shape)")
@@ -77,7 +86,9 @@ class VerifierTrainConfig(BaseModel):
     lr: float = Field(2e-4, gt=0.0, le=1.0, description="backbone learning rate")
     head_lr: float = Field(1e-3, gt=0.0, le=1.0, description="head learning rate")
     positive_fraction: float = Field(
-        0.25, gt=0.0, lt=1.0,
+        0.25,
+        gt=0.0,
+        lt=1.0,
         description="share of positives in every batch (positives are drawn again, with replacement, to fill it): "
         "success screens are rare (~8 % of screens) and a batch without one teaches nothing about them",
     )
@@ -88,7 +99,9 @@ class VerifierTrainConfig(BaseModel):
         "episode's first screen, old data) get the single-screen prompt. The model's record says which it reads",
     )
     swapped_goals: float = Field(
-        0.0, ge=0.0, le=1.0,
+        0.0,
+        ge=0.0,
+        le=1.0,
         description="each epoch, this share of the training positives is shown again with the goal of another "
         "training task (half of the time of the same app, when it has another) and labelled not achieved: the screen satisfies its own "
         "goal, not that one, so the classifier has to read the goal instead of recognising a task's usual final "
@@ -144,7 +157,10 @@ class _History:
     (``None`` where an example has no previous screen, and everywhere for a screen-only model)."""
 
     def __init__(
-        self, previous: list[np.ndarray | None], actions: list[Action | None], sizes: list[tuple[int, int] | None],
+        self,
+        previous: list[np.ndarray | None],
+        actions: list[Action | None],
+        sizes: list[tuple[int, int] | None],
     ) -> None:
         self.previous, self.actions, self.sizes = previous, actions, sizes
 
@@ -164,19 +180,30 @@ class _History:
         return _History([self.previous[i] for i in idx], [self.actions[i] for i in idx], [self.sizes[i] for i in idx])
 
     def inputs(
-        self, model: SuccessClassifier, goals: Sequence[str], screens: Sequence[np.ndarray], start: int, end: int,
+        self,
+        model: SuccessClassifier,
+        goals: Sequence[str],
+        screens: Sequence[np.ndarray],
+        start: int,
+        end: int,
     ) -> Mapping[str, torch.Tensor]:
         """``model.inputs`` for the examples ``start:end`` (``goals`` and ``screens`` are that slice)."""
         return model.inputs(goals, screens, self.previous[start:end], self.actions[start:end], self.sizes[start:end])
 
 
-def previous_screens(data: str | Path, examples: Sequence[VerifierExample], history: bool) -> list[np.ndarray | None] | None:
+def previous_screens(
+    data: str | Path, examples: Sequence[VerifierExample], history: bool
+) -> list[np.ndarray | None] | None:
     """The examples' previous screens for a model that reads them (``history``), else ``None``."""
     return [load_previous_image(data, e) for e in examples] if history else None
 
 
 def _probabilities(
-    model: SuccessClassifier, goals: Sequence[str], screens: Sequence[np.ndarray], batch: int, history: _History,
+    model: SuccessClassifier,
+    goals: Sequence[str],
+    screens: Sequence[np.ndarray],
+    batch: int,
+    history: _History,
 ) -> np.ndarray:
     model.eval()
     out: list[np.ndarray] = []
@@ -202,7 +229,9 @@ def _backbone(config: VerifierTrainConfig, screen_size: tuple[int, int]) -> VLM:
     return VLM(model=warm.model, processor=build_processor(tiny, warm.tokenizer), tiny_config=tiny, seed=warm.seed)
 
 
-def _balanced_order(positives: list[int], negatives: list[int], fraction: float, generator: torch.Generator) -> list[int]:
+def _balanced_order(
+    positives: list[int], negatives: list[int], fraction: float, generator: torch.Generator
+) -> list[int]:
     """One epoch: every negative once and positives drawn (with replacement) to make up
     ``fraction`` of the examples, shuffled."""
     wanted = max(len(positives), round(fraction * len(negatives) / (1.0 - fraction)))
@@ -212,7 +241,10 @@ def _balanced_order(positives: list[int], negatives: list[int], fraction: float,
 
 
 def swapped_goal_negatives(
-    examples: Sequence[VerifierExample], positives: Sequence[int], share: float, generator: torch.Generator,
+    examples: Sequence[VerifierExample],
+    positives: Sequence[int],
+    share: float,
+    generator: torch.Generator,
 ) -> list[tuple[int, str]]:
     """``round(share * len(positives))`` draws of ``(example index, another task's goal)``: a
     positive's screen with the goal of another task among ``positives``' tasks: half of the
@@ -249,8 +281,12 @@ def swapped_goal_negatives(
 
 
 def classifier_probabilities(
-    model: SuccessClassifier, examples: Sequence[VerifierExample], screens: Sequence[np.ndarray],
-    previous: Sequence[np.ndarray | None] | None = None, *, batch: int = 32,
+    model: SuccessClassifier,
+    examples: Sequence[VerifierExample],
+    screens: Sequence[np.ndarray],
+    previous: Sequence[np.ndarray | None] | None = None,
+    *,
+    batch: int = 32,
 ) -> np.ndarray:
     """``(N,)`` success probabilities of ``examples`` under their own goals; ``previous``: the
     examples' previous screens (:func:`previous_screens`) for a model trained with history."""
@@ -258,8 +294,14 @@ def classifier_probabilities(
 
 
 def evaluate_classifier(
-    model: SuccessClassifier, examples: Sequence[VerifierExample], screens: Sequence[np.ndarray], threshold: float,
-    rng: np.random.Generator, *, batch: int = 32, resamples: int = 1000,
+    model: SuccessClassifier,
+    examples: Sequence[VerifierExample],
+    screens: Sequence[np.ndarray],
+    threshold: float,
+    rng: np.random.Generator,
+    *,
+    batch: int = 32,
+    resamples: int = 1000,
     previous: Sequence[np.ndarray | None] | None = None,
 ) -> MetricsWithIntervals:
     """Metrics of ``p >= threshold`` on ``examples`` with intervals from resampling whole
@@ -267,13 +309,20 @@ def evaluate_classifier(
     (:func:`previous_screens`) for a model trained with history."""
     probs = classifier_probabilities(model, examples, screens, previous, batch=batch)
     return bootstrap_metrics(
-        probs >= threshold, np.array([e.label for e in examples]), rng, resamples=resamples,
+        probs >= threshold,
+        np.array([e.label for e in examples]),
+        rng,
+        resamples=resamples,
         groups=np.array([e.episode_id for e in examples]),
     )
 
 
 def train_verifier(
-    data: str | Path, out: str | Path, config: VerifierTrainConfig, *, on_epoch: Callable[[EpochLog], None] | None = None,
+    data: str | Path,
+    out: str | Path,
+    config: VerifierTrainConfig,
+    *,
+    on_epoch: Callable[[EpochLog], None] | None = None,
 ) -> VerifierReport:
     """Train, choose the threshold, evaluate every split, save model and ``report.json`` to ``out``."""
     from darwin.tasks import resolve_tasks
@@ -316,8 +365,10 @@ def train_verifier(
         model.train()
         # (example, goal shown, label): the balanced draw with each example's own goal, plus
         # positives' screens under another task's goal as negatives
-        order = [(i, examples[i].goal, bool(labels[i])) for i in
-                 _balanced_order(train_pos, train_neg, config.positive_fraction, generator)]
+        order = [
+            (i, examples[i].goal, bool(labels[i]))
+            for i in _balanced_order(train_pos, train_neg, config.positive_fraction, generator)
+        ]
         swapped = swapped_goal_negatives(examples, train_pos, config.swapped_goals, generator)
         if swapped:
             pool = order + [(i, goal, False) for i, goal in swapped]
@@ -326,7 +377,9 @@ def train_verifier(
         for start in range(0, len(order), config.batch_size):
             chunk = order[start : start + config.batch_size]
             part = history.subset([i for i, _, _ in chunk])
-            logits = model(part.inputs(model, [goal for _, goal, _ in chunk], [screens[i] for i, _, _ in chunk], 0, len(chunk)))
+            logits = model(
+                part.inputs(model, [goal for _, goal, _ in chunk], [screens[i] for i, _, _ in chunk], 0, len(chunk))
+            )
             loss = loss_fn(logits, torch.tensor([label for _, _, label in chunk], dtype=torch.float32))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -334,7 +387,11 @@ def train_verifier(
             optimizer.step()
             total += loss.item() * len(chunk)
         probs = _probabilities(
-            model, [examples[i].goal for i in val_idx], [screens[i] for i in val_idx], 32, history.subset(val_idx),
+            model,
+            [examples[i].goal for i in val_idx],
+            [screens[i] for i in val_idx],
+            32,
+            history.subset(val_idx),
         )
         threshold = best_threshold(probs, labels[val_idx], midpoint=True)
         val_f1 = binary_metrics(probs >= threshold, labels[val_idx]).f1
@@ -356,8 +413,13 @@ def train_verifier(
         if not idx:
             continue
         metrics = evaluate_classifier(
-            model, [examples[i] for i in idx], [screens[i] for i in idx], threshold, rng,
-            resamples=config.bootstrap_resamples, previous=history.subset(idx).previous if config.history else None,
+            model,
+            [examples[i] for i in idx],
+            [screens[i] for i in idx],
+            threshold,
+            rng,
+            resamples=config.bootstrap_resamples,
+            previous=history.subset(idx).previous if config.history else None,
         )
         reports.append(SplitReport(split, len(idx), int(labels[idx].sum()), metrics))
     report = VerifierReport(threshold, best_epoch, logs, reports, len(train_idx), positives)
@@ -365,4 +427,3 @@ def train_verifier(
     model.save(out, threshold=threshold, screen_size=screen_size, metadata=metadata)
     (Path(out) / REPORT_FILE).write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
     return report
-

@@ -28,9 +28,22 @@ def default_apps() -> list[SimApp]:
     order, so appending keeps the earlier apps' data byte-identical for every seed.
     """
     return [
-        AmazonApp(), BookingApp(), ChromeApp(), ClockApp(), SettingsApp(), DictionaryApp(), PlayApp(), XApp(),
-        ContactsApp(), CalendarApp(), MessagesApp(), NotesApp(),
-        FilesApp(), MailApp(), CalculatorApp(), TasksApp(),
+        AmazonApp(),
+        BookingApp(),
+        ChromeApp(),
+        ClockApp(),
+        SettingsApp(),
+        DictionaryApp(),
+        PlayApp(),
+        XApp(),
+        ContactsApp(),
+        CalendarApp(),
+        MessagesApp(),
+        NotesApp(),
+        FilesApp(),
+        MailApp(),
+        CalculatorApp(),
+        TasksApp(),
     ]
 
 

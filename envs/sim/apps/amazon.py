@@ -13,8 +13,18 @@ from darwin.envs.sim.setups import setup_step
 from darwin.envs.sim.ui import UI, Row
 from darwin.predicates import Check, PredicateParams, data, norm, on_screen, predicate, top
 
-DEALS = ("Echo Dot (5th Gen)", "Kindle Paperwhite", "Fire TV Stick 4K", "Running shoes", "Coffee maker",
-         "Noise-cancelling headphones", "Yoga mat", "Water bottle", "Desk lamp", "Backpack")
+DEALS = (
+    "Echo Dot (5th Gen)",
+    "Kindle Paperwhite",
+    "Fire TV Stick 4K",
+    "Running shoes",
+    "Coffee maker",
+    "Noise-cancelling headphones",
+    "Yoga mat",
+    "Water bottle",
+    "Desk lamp",
+    "Backpack",
+)
 STYLES = ("Classic", "Polarized", "Sport", "Premium", "Kids", "Vintage", "Slim", "Travel", "Pro", "Eco")
 
 
@@ -57,7 +67,10 @@ class AmazonApp(SimApp):
             ctx.text_field(ui, "amazon.search", "Search Amazon", on_submit=self._search(ctx))
             ui.bottom_nav(tab_items, "amazon.tab.home")
             ui.title("Today's deals", size="small")
-            rows = [Row(f"amazon.deal.{i}", item, f"Deal {deal_discount(i)}", on_tap=ctx.pusher("product", title=item)) for i, item in enumerate(DEALS)]
+            rows = [
+                Row(f"amazon.deal.{i}", item, f"Deal {deal_discount(i)}", on_tap=ctx.pusher("product", title=item))
+                for i, item in enumerate(DEALS)
+            ]
             ui.list("deals", ctx.scroll_offset("deals"), ctx.shuffled(rows, "deals"))
         elif name == "results":
             query = ctx.screen["query"]
@@ -66,13 +79,25 @@ class AmazonApp(SimApp):
             ui.bottom_nav(tab_items, "amazon.tab.home")
             ui.label("amazon.results_label", f'Results for "{query}"', role="text")
             titles = [result_title(style, query) for style in STYLES]
-            rows = [Row(f"amazon.result.{i}", t, f"{result_price(i)} - {result_stars(i)} stars", on_tap=ctx.pusher("product", title=t)) for i, t in enumerate(titles)]
+            rows = [
+                Row(
+                    f"amazon.result.{i}",
+                    t,
+                    f"{result_price(i)} - {result_stars(i)} stars",
+                    on_tap=ctx.pusher("product", title=t),
+                )
+                for i, t in enumerate(titles)
+            ]
             ui.list("results", ctx.scroll_offset("results"), ctx.shuffled(rows, "results"))
         elif name == "product":
             title = ctx.screen["title"]
             ui.app_bar("amazon", on_back=ctx.popper())
             ui.card("amazon.product", title, "FREE delivery Tuesday\nIn stock\nShips from Amazon")
-            ui.button("amazon.add_to_cart", "Add to Cart", on_tap=lambda: (ctx.data["cart"].append(title), ctx.toast("Added to cart")))
+            ui.button(
+                "amazon.add_to_cart",
+                "Add to Cart",
+                on_tap=lambda: (ctx.data["cart"].append(title), ctx.toast("Added to cart")),
+            )
             ui.button("amazon.buy_now", "Buy Now", on_tap=lambda: ctx.toast("Sign in to buy"), role="secondary")
         elif name == "account":
             ui.app_bar("Your account")
@@ -84,7 +109,10 @@ class AmazonApp(SimApp):
             ui.bottom_nav(tab_items, "amazon.tab.cart")
             if not ctx.data["cart"]:
                 ui.label("amazon.cart_empty", "Your Amazon Cart is empty")
-            rows = [Row(f"amazon.cart.{i}", item, trailing="Remove", on_trailing=_remover(ctx.data["cart"], i)) for i, item in enumerate(ctx.data["cart"])]
+            rows = [
+                Row(f"amazon.cart.{i}", item, trailing="Remove", on_trailing=_remover(ctx.data["cart"], i))
+                for i, item in enumerate(ctx.data["cart"])
+            ]
             ui.list("cart", ctx.scroll_offset("cart"), rows)
         else:
             raise ValueError(f"amazon: unknown screen {name!r}")
@@ -144,7 +172,9 @@ class CartItems(PredicateParams):
     @model_validator(mode="after")
     def _aligned(self) -> CartItems:
         if self.queries and len(self.queries) != len(self.titles):
-            raise ValueError(f"queries must be empty or give one query per title ({len(self.titles)}), got {len(self.queries)}")
+            raise ValueError(
+                f"queries must be empty or give one query per title ({len(self.titles)}), got {len(self.queries)}"
+            )
         return self
 
     def texts(self) -> list[str]:

@@ -172,9 +172,15 @@ class AppContext:
     ) -> None:
         """A text field whose value lives in the top screen's ``fields[key]``."""
         ui.field(
-            key, value=self.field(key), focused=self.is_focused(key), placeholder=placeholder,
-            on_focus=self.focuser(key), on_submit=on_submit, on_clear=self.clearer(key),
-            multiline=multiline, h=h,
+            key,
+            value=self.field(key),
+            focused=self.is_focused(key),
+            placeholder=placeholder,
+            on_focus=self.focuser(key),
+            on_submit=on_submit,
+            on_clear=self.clearer(key),
+            multiline=multiline,
+            h=h,
         )
 
     def clearer(self, key: str) -> Callable[[], None]:

@@ -25,11 +25,25 @@ from darwin.predicates import (
 
 DESTINATIONS = ("Amsterdam", "Barcelona", "Berlin", "Dublin", "Lisbon", "London", "Paris", "Prague", "Rome", "Vienna")
 DAYS = tuple(f"{d} Nov" for d in range(22, 31)) + tuple(f"{d} Dec" for d in range(1, 6))
-HOTELS = ("Hotel Adlon", "Motel One", "Park Inn", "Hilton", "Meininger", "Generator Hostel", "NH Collection", "Ibis Styles")
+HOTELS = (
+    "Hotel Adlon",
+    "Motel One",
+    "Park Inn",
+    "Hilton",
+    "Meininger",
+    "Generator Hostel",
+    "NH Collection",
+    "Ibis Styles",
+)
 LIMITS = {"rooms": (1, 5), "adults": (1, 8), "children": (0, 4)}
 CURRENCIES = ("Euro", "US Dollar", "British Pound", "Swiss Franc", "Japanese Yen", "Czech Koruna")
-SETTINGS_ROWS = (("currency", "Currency"), ("language", "Language"), ("temperature", "Temperature"),
-                 ("units", "Units"), ("notifications", "Notifications"))
+SETTINGS_ROWS = (
+    ("currency", "Currency"),
+    ("language", "Language"),
+    ("temperature", "Temperature"),
+    ("units", "Units"),
+    ("notifications", "Notifications"),
+)
 
 
 class BookingApp(SimApp):
@@ -48,7 +62,13 @@ class BookingApp(SimApp):
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         return {
             "search": {"destination": "", "checkin": None, "checkout": None, "rooms": 1, "adults": 2, "children": 0},
-            "settings": {"currency": "Euro", "language": "English (UK)", "temperature": "Celsius", "units": "Metric (km, m)", "notifications": "On"},
+            "settings": {
+                "currency": "Euro",
+                "language": "English (UK)",
+                "temperature": "Celsius",
+                "units": "Metric (km, m)",
+                "notifications": "On",
+            },
             "saved": [],
         }
 
@@ -66,39 +86,78 @@ class BookingApp(SimApp):
             ui.app_bar("Booking.com")
             ui.bottom_nav(tabs, f"booking.tab.{name}")
         if name == "search":
-            ui.buttons_row([("booking.stays", "Stays", None, True), ("booking.flights", "Flights", lambda: ctx.toast("Flights are not available"), False), ("booking.cars", "Car rental", lambda: ctx.toast("Car rental is not available"), False)])
-            ui.row("booking.destination", sch["destination"] or "Enter your destination", "Destination", on_tap=ctx.pusher("destination"), glyph="D")
+            ui.buttons_row(
+                [
+                    ("booking.stays", "Stays", None, True),
+                    ("booking.flights", "Flights", lambda: ctx.toast("Flights are not available"), False),
+                    ("booking.cars", "Car rental", lambda: ctx.toast("Car rental is not available"), False),
+                ]
+            )
+            ui.row(
+                "booking.destination",
+                sch["destination"] or "Enter your destination",
+                "Destination",
+                on_tap=ctx.pusher("destination"),
+                glyph="D",
+            )
             dates = f"{sch['checkin']} - {sch['checkout']}" if sch["checkin"] and sch["checkout"] else "Select dates"
-            ui.row("booking.dates", dates, "Check-in - Check-out", on_tap=ctx.pusher("dates", checkin=sch["checkin"], checkout=sch["checkout"]), glyph="C")
+            ui.row(
+                "booking.dates",
+                dates,
+                "Check-in - Check-out",
+                on_tap=ctx.pusher("dates", checkin=sch["checkin"], checkout=sch["checkout"]),
+                glyph="C",
+            )
             ui.row("booking.guests", _guests_text(sch), "Rooms and guests", on_tap=ctx.pusher("guests"), glyph="G")
             ui.button("booking.search_button", "Search", self._search(ctx))
         elif name == "destination":
             ui.app_bar("Enter destination", on_back=ctx.popper())
             ctx.text_field(ui, "booking.dest_field", "Where are you going?", on_submit=self._pick_destination(ctx))
             typed = norm(ctx.field("booking.dest_field"))
-            rows = [Row(f"booking.suggest.{c}", c, "City", on_tap=lambda c=c: self._pick_destination(ctx)(c)) for c in DESTINATIONS if typed in norm(c)]
+            rows = [
+                Row(f"booking.suggest.{c}", c, "City", on_tap=lambda c=c: self._pick_destination(ctx)(c))
+                for c in DESTINATIONS
+                if typed in norm(c)
+            ]
             ui.list("suggestions", ctx.scroll_offset("suggestions"), ctx.shuffled(rows, "suggestions"))
         elif name == "dates":
             s = ctx.screen
             ui.app_bar("Select dates", on_back=ctx.popper())
-            ui.label("booking.dates_hint", f"Check-in: {s['checkin'] or '-'}    Check-out: {s['checkout'] or '-'}", role="text")
-            cells = [(f"booking.day.{i}", day.split()[0], self._tap_day(ctx, day), day in (s["checkin"], s["checkout"])) for i, day in enumerate(DAYS)]
+            ui.label(
+                "booking.dates_hint",
+                f"Check-in: {s['checkin'] or '-'}    Check-out: {s['checkout'] or '-'}",
+                role="text",
+            )
+            cells = [
+                (f"booking.day.{i}", day.split()[0], self._tap_day(ctx, day), day in (s["checkin"], s["checkout"]))
+                for i, day in enumerate(DAYS)
+            ]
             ui.grid(cells, columns=7)
             ui.button("booking.dates_confirm", "Select dates", self._confirm_dates(ctx))
         elif name == "guests":
             ui.app_bar("Rooms and guests", on_back=ctx.popper())
             for key, label in (("rooms", "Rooms"), ("adults", "Adults"), ("children", "Children")):
-                ui.buttons_row([
-                    (f"booking.{key}.minus", "-", self._adjust(ctx, key, -1), False),
-                    (f"booking.{key}.value", f"{label}: {sch[key]}", None, False),
-                    (f"booking.{key}.plus", "+", self._adjust(ctx, key, +1), False),
-                ])
+                ui.buttons_row(
+                    [
+                        (f"booking.{key}.minus", "-", self._adjust(ctx, key, -1), False),
+                        (f"booking.{key}.value", f"{label}: {sch[key]}", None, False),
+                        (f"booking.{key}.plus", "+", self._adjust(ctx, key, +1), False),
+                    ]
+                )
             ui.button("booking.guests_apply", "Apply", ctx.popper())
         elif name == "results":
             s = ctx.screen
             ui.app_bar(s["destination"], on_back=ctx.popper())
             ui.label("booking.results_summary", f"{s['checkin']} - {s['checkout']} - {s['guests']}", role="text")
-            rows = [Row(f"booking.hotel.{i}", f"{h}, {s['destination']}", f"{night_price(h)} per night", on_tap=ctx.pusher("hotel", title=h, destination=s["destination"])) for i, h in enumerate(HOTELS)]
+            rows = [
+                Row(
+                    f"booking.hotel.{i}",
+                    f"{h}, {s['destination']}",
+                    f"{night_price(h)} per night",
+                    on_tap=ctx.pusher("hotel", title=h, destination=s["destination"]),
+                )
+                for i, h in enumerate(HOTELS)
+            ]
             ui.list("hotels", ctx.scroll_offset("hotels"), ctx.shuffled(rows, "hotels"))
         elif name == "hotel":
             ui.app_bar(ctx.screen["title"], on_back=ctx.popper())
@@ -106,7 +165,12 @@ class BookingApp(SimApp):
             ui.button("booking.save_hotel", "Save", self._save(ctx))
         elif name == "saved":
             ui.label("booking.saved_empty", "No saved properties" if not d["saved"] else f"{len(d['saved'])} saved")
-            rows = [Row(f"booking.saved.{i}", prop, "Saved property", trailing="Remove", on_trailing=_remover(d["saved"], i)) for i, prop in enumerate(d["saved"])]
+            rows = [
+                Row(
+                    f"booking.saved.{i}", prop, "Saved property", trailing="Remove", on_trailing=_remover(d["saved"], i)
+                )
+                for i, prop in enumerate(d["saved"])
+            ]
             ui.list("saved", ctx.scroll_offset("saved"), rows)
         elif name == "bookings":
             ui.label("booking.bookings_empty", "No upcoming trips")
@@ -182,7 +246,13 @@ class BookingApp(SimApp):
             elif not (sch["checkin"] and sch["checkout"]):
                 ctx.toast("Select your dates")
             else:
-                ctx.push("results", destination=sch["destination"], checkin=sch["checkin"], checkout=sch["checkout"], guests=_guests_text(sch))
+                ctx.push(
+                    "results",
+                    destination=sch["destination"],
+                    checkin=sch["checkin"],
+                    checkout=sch["checkout"],
+                    guests=_guests_text(sch),
+                )
 
         return search
 
@@ -257,7 +327,11 @@ class Search(PredicateParams):
         return v
 
     def guests(self) -> dict[str, int]:
-        return {k: v for k, v in (("rooms", self.rooms), ("adults", self.adults), ("children", self.children)) if v is not None}
+        return {
+            k: v
+            for k, v in (("rooms", self.rooms), ("adults", self.adults), ("children", self.children))
+            if v is not None
+        }
 
 
 def _guest_taps(sch: dict[str, Any], want: dict[str, int]) -> int:
@@ -268,14 +342,19 @@ def _guest_taps(sch: dict[str, Any], want: dict[str, int]) -> int:
 def search(state: dict[str, Any], p: Search) -> Check:
     """Booking.com shows stay results for ``destination`` from ``checkin`` to ``checkout`` (and the given rooms and guests)."""
     screen = top(state, "booking")
-    if on_screen(state, "booking", "results") and norm(screen["destination"]) == norm(p.destination) \
-            and (screen["checkin"], screen["checkout"]) == (p.checkin, p.checkout) \
-            and all(_parse_guests(screen["guests"])[k] == v for k, v in p.guests().items()):
+    if (
+        on_screen(state, "booking", "results")
+        and norm(screen["destination"]) == norm(p.destination)
+        and (screen["checkin"], screen["checkout"]) == (p.checkin, p.checkout)
+        and all(_parse_guests(screen["guests"])[k] == v for k, v in p.guests().items())
+    ):
         return Check.of(0)
     return Check.of(_form_cost(state, p.destination, (p.checkin, p.checkout), p.guests()))
 
 
-def _form_cost(state: dict[str, Any], destination: str, dates: tuple[str, str] | None, guests: dict[str, int] | None) -> int:
+def _form_cost(
+    state: dict[str, Any], destination: str, dates: tuple[str, str] | None, guests: dict[str, int] | None
+) -> int:
     """Lower bound from the search form: each wrong part needs its own actions, then 'Search'.
 
     ``dates`` None: any dates, but some must be chosen; ``guests`` None or empty: any.
@@ -290,7 +369,11 @@ def _form_cost(state: dict[str, Any], destination: str, dates: tuple[str, str] |
     if (dates is None and not all(chosen)) or (dates is not None and chosen != dates):
         if here and screen["name"] == "dates":
             want_in, want_out = dates if dates is not None else (screen["checkin"], screen["checkout"])
-            cost += 1 + (screen["checkin"] is None or screen["checkin"] != want_in) + (screen["checkout"] is None or screen["checkout"] != want_out)
+            cost += (
+                1
+                + (screen["checkin"] is None or screen["checkin"] != want_in)
+                + (screen["checkout"] is None or screen["checkout"] != want_out)
+            )
         else:
             cost += 4  # open the picker, tap check-in, tap check-out, confirm
     taps = _guest_taps(sch, guests or {})

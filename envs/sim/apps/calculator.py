@@ -21,11 +21,26 @@ DISPLAY = "calculator.display"
 OPERATORS = "+−×÷"
 ASCII = str.maketrans({"*": "×", "x": "×", "X": "×", "/": "÷", "-": "−", ":": "÷", ",": ".", " ": None})
 KEYS = (
-    ("clear", "C"), ("percent", "%"), ("sign", "±"), ("divide", "÷"),
-    ("7", "7"), ("8", "8"), ("9", "9"), ("multiply", "×"),
-    ("4", "4"), ("5", "5"), ("6", "6"), ("minus", "−"),
-    ("1", "1"), ("2", "2"), ("3", "3"), ("plus", "+"),
-    ("0", "0"), ("point", "."), ("backspace", "⌫"), ("equals", "="),
+    ("clear", "C"),
+    ("percent", "%"),
+    ("sign", "±"),
+    ("divide", "÷"),
+    ("7", "7"),
+    ("8", "8"),
+    ("9", "9"),
+    ("multiply", "×"),
+    ("4", "4"),
+    ("5", "5"),
+    ("6", "6"),
+    ("minus", "−"),
+    ("1", "1"),
+    ("2", "2"),
+    ("3", "3"),
+    ("plus", "+"),
+    ("0", "0"),
+    ("point", "."),
+    ("backspace", "⌫"),
+    ("equals", "="),
 )
 """The keypad, row by row: (id suffix, label)."""
 _TOKEN = re.compile(r"\d+(?:\.\d*)?%?|\.\d+%?|[+−×÷]")
@@ -154,9 +169,13 @@ class CalculatorApp(SimApp):
             ui.grid(items, columns=4, cell_h=150)
         elif name == "history":
             d = ctx.data
-            ui.app_bar("History", on_back=ctx.popper(), actions=[("calculator.history.clear", "✕", _clear_history(ctx))])
-            rows = [Row(f"calculator.entry.{i}", h["expr"], f"= {h['result']}", on_tap=_recall(ctx, h["expr"]))
-                    for i, h in reversed(list(enumerate(d["history"])))]
+            ui.app_bar(
+                "History", on_back=ctx.popper(), actions=[("calculator.history.clear", "✕", _clear_history(ctx))]
+            )
+            rows = [
+                Row(f"calculator.entry.{i}", h["expr"], f"= {h['result']}", on_tap=_recall(ctx, h["expr"]))
+                for i, h in reversed(list(enumerate(d["history"])))
+            ]
             if not rows:
                 ui.label("calculator.history.empty", "No history yet")
             ui.list("history", ctx.scroll_offset("history"), rows)

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 ZH: dict[str, str] = {
-    "Calculator": "计算器", "History": "历史记录", "Clear history": "清除历史记录", "No history yet": "暂无历史记录",
-    "Error": "错误", "Can't divide by 0": "不能除以0", "Enter a calculation": "输入算式", "= {}": "= {}",
+    "Calculator": "计算器",
+    "History": "历史记录",
+    "Clear history": "清除历史记录",
+    "No history yet": "暂无历史记录",
+    "Error": "错误",
+    "Can't divide by 0": "不能除以0",
+    "Enter a calculation": "输入算式",
+    "= {}": "= {}",
     "History cleared": "历史记录已清除",
 }

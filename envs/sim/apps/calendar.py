@@ -26,18 +26,47 @@ MINUTES = (0, 15, 30, 45)
 DEFAULT_START = 10 * 60
 DEFAULT_DURATION = 60
 SEED_EVENTS = (
-    ("Team standup", "Zoom"), ("1:1 with manager", "Room 2B"), ("Lunch with Sam", "Cafe Roma"), ("Gym", "FitLife"),
-    ("Project review", "Room 5A"), ("Grocery run", ""), ("Piano lesson", "Music school"), ("Book club", "Library"),
-    ("Call mom", ""), ("Haircut", "Studio 9"), ("Coffee with Lee", "Blue Bottle"), ("Dinner party", "Jo's place"),
-    ("Yoga", "Park"), ("Sprint planning", "Room 3C"),
+    ("Team standup", "Zoom"),
+    ("1:1 with manager", "Room 2B"),
+    ("Lunch with Sam", "Cafe Roma"),
+    ("Gym", "FitLife"),
+    ("Project review", "Room 5A"),
+    ("Grocery run", ""),
+    ("Piano lesson", "Music school"),
+    ("Book club", "Library"),
+    ("Call mom", ""),
+    ("Haircut", "Studio 9"),
+    ("Coffee with Lee", "Blue Bottle"),
+    ("Dinner party", "Jo's place"),
+    ("Yoga", "Park"),
+    ("Sprint planning", "Room 3C"),
 )
 """Titles a phone's seeded events are drawn from (templates use :data:`TEMPLATE_EVENTS`)."""
 TEMPLATE_EVENTS = (
-    "Dentist appointment", "Parent-teacher meeting", "Car service", "Flight to Lisbon", "Vet visit", "Budget meeting",
-    "Guitar lesson", "Birthday dinner", "Job interview", "Tennis match", "Pharmacy pickup", "Museum tour",
+    "Dentist appointment",
+    "Parent-teacher meeting",
+    "Car service",
+    "Flight to Lisbon",
+    "Vet visit",
+    "Budget meeting",
+    "Guitar lesson",
+    "Birthday dinner",
+    "Job interview",
+    "Tennis match",
+    "Pharmacy pickup",
+    "Museum tour",
 )
 """Event titles task instances use (disjoint from :data:`SEED_EVENTS`)."""
-LOCATIONS = ("Room 4", "Main Street Clinic", "City Hall", "Terminal 2", "Oak Cafe", "Riverside Park", "Studio B", "Town Library")
+LOCATIONS = (
+    "Room 4",
+    "Main Street Clinic",
+    "City Hall",
+    "Terminal 2",
+    "Oak Cafe",
+    "Riverside Park",
+    "Studio B",
+    "Town Library",
+)
 
 
 def date_text(day: int) -> str:
@@ -72,8 +101,16 @@ class CalendarApp(SimApp):
         events = []
         for i, (title, location) in enumerate(rng.sample(SEED_EVENTS, k=9)):
             start = rng.randrange(8, 20) * 60 + rng.choice((0, 30))  # on the hour or half hour; templates use :15 / :45
-            events.append({"id": i + 1, "title": title, "day": rng.randrange(7), "start": start,
-                           "end": start + rng.choice((30, 60, 90)), "location": location})
+            events.append(
+                {
+                    "id": i + 1,
+                    "title": title,
+                    "day": rng.randrange(7),
+                    "start": start,
+                    "end": start + rng.choice((30, 60, 90)),
+                    "location": location,
+                }
+            )
         return {"events": events}
 
     def popup(self) -> None:
@@ -85,9 +122,21 @@ class CalendarApp(SimApp):
         if name == "home":
             ui.app_bar("Calendar")
             ui.label("calendar.week", f"{MONTH} {FIRST_DATE} – {FIRST_DATE + 6}, {YEAR}", role="text")
-            ui.buttons_row([(f"calendar.day.{d}", f"{DAY_LETTERS[d]} {FIRST_DATE + d}", ctx.pusher("day", day=d), d == TODAY) for d in range(7)])
-            rows = [Row(f"calendar.event.{e['id']}", e["title"], f"{DAY_SHORT[e['day']]}, Nov {FIRST_DATE + e['day']} · {start_text(e['start'])}",
-                        on_tap=ctx.pusher("event", event=e["id"])) for e in events]
+            ui.buttons_row(
+                [
+                    (f"calendar.day.{d}", f"{DAY_LETTERS[d]} {FIRST_DATE + d}", ctx.pusher("day", day=d), d == TODAY)
+                    for d in range(7)
+                ]
+            )
+            rows = [
+                Row(
+                    f"calendar.event.{e['id']}",
+                    e["title"],
+                    f"{DAY_SHORT[e['day']]}, Nov {FIRST_DATE + e['day']} · {start_text(e['start'])}",
+                    on_tap=ctx.pusher("event", event=e["id"]),
+                )
+                for e in events
+            ]
             ui.list("schedule", ctx.scroll_offset("schedule"), rows, reserve_bottom=240)
             ui.fab("calendar.add", "+", ctx.pusher("edit", **_new_form(TODAY)))
         elif name == "day":
@@ -95,8 +144,15 @@ class CalendarApp(SimApp):
             ui.app_bar(f"{DAY_FULL[day]}, {MONTH} {FIRST_DATE + day}", on_back=ctx.popper())
             todays = [e for e in events if e["day"] == day]
             ui.label("calendar.day_count", count_text(len(todays)))
-            rows = [Row(f"calendar.event.{e['id']}", e["title"], span_text(e) + (f" · {e['location']}" if e["location"] else ""),
-                        on_tap=ctx.pusher("event", event=e["id"])) for e in todays]
+            rows = [
+                Row(
+                    f"calendar.event.{e['id']}",
+                    e["title"],
+                    span_text(e) + (f" · {e['location']}" if e["location"] else ""),
+                    on_tap=ctx.pusher("event", event=e["id"]),
+                )
+                for e in todays
+            ]
             ui.list("day_events", ctx.scroll_offset("day_events"), rows, reserve_bottom=240)
             ui.fab("calendar.add", "+", ctx.pusher("edit", **_new_form(day)))
         elif name == "event":
@@ -114,7 +170,11 @@ class CalendarApp(SimApp):
             ui.app_bar("Event", on_back=ctx.popper())
             ui.label("calendar.gone", "This event was deleted")
             return
-        ui.app_bar(event["title"], on_back=ctx.popper(), actions=[("calendar.edit", "✎", ctx.pusher("edit", **_edit_form(event)))])
+        ui.app_bar(
+            event["title"],
+            on_back=ctx.popper(),
+            actions=[("calendar.edit", "✎", ctx.pusher("edit", **_edit_form(event)))],
+        )
         ui.title(event["title"])
         ui.row("calendar.detail.date", date_text(event["day"]), "Date")
         ui.row("calendar.detail.time", span_text(event), "Time")
@@ -122,35 +182,75 @@ class CalendarApp(SimApp):
             ui.row("calendar.detail.location", event["location"], "Location")
         ui.button("calendar.delete", "Delete", lambda: ctx.screen.__setitem__("confirm", True), role="secondary")
         if ctx.screen.get("confirm"):
-            ui.dialog("calendar.delete_dialog", "Delete event?", f"'{event['title']}' on {DAY_FULL[event['day']]} will be deleted.", [
-                ("calendar.delete.cancel", "Cancel", lambda: ctx.screen.__setitem__("confirm", False)),
-                ("calendar.delete.confirm", "Delete", _deleter(ctx, event["id"])),
-            ])
+            ui.dialog(
+                "calendar.delete_dialog",
+                "Delete event?",
+                f"'{event['title']}' on {DAY_FULL[event['day']]} will be deleted.",
+                [
+                    ("calendar.delete.cancel", "Cancel", lambda: ctx.screen.__setitem__("confirm", False)),
+                    ("calendar.delete.confirm", "Delete", _deleter(ctx, event["id"])),
+                ],
+            )
 
     def _edit(self, ui: UI, ctx: AppContext) -> None:
         s = ctx.screen
-        ui.app_bar("New event" if s["event"] is None else "Edit event", on_back=ctx.popper(),
-                   actions=[("calendar.save", "✓", self._save(ctx))])
+        ui.app_bar(
+            "New event" if s["event"] is None else "Edit event",
+            on_back=ctx.popper(),
+            actions=[("calendar.save", "✓", self._save(ctx))],
+        )
         # Labels above the fields stay visible once the fields hold text.
         ui.label("calendar.edit.title_label", "Title", h=64)
         ctx.text_field(ui, "calendar.title", "Add title", on_submit=focus_next(ctx, "calendar.location"))
         ui.label("calendar.edit.location_label", "Location", h=64)
         ctx.text_field(ui, "calendar.location", "Add location", on_submit=focus_next(ctx, None))
         ui.label("calendar.edit.day_label", f"Day: {DAY_FULL[s['day']]}, Nov {FIRST_DATE + s['day']}")
-        ui.buttons_row([(f"calendar.edit.day.{d}", DAY_LETTERS[d], _screen_setter(ctx, "day", d), d == s["day"]) for d in range(7)])
-        ui.row("calendar.edit.start", f"Starts {start_text(s['start'])}", "Tap to change",
-               on_tap=ctx.pusher("time", hour=s["start"] // 60 % 12, minute=s["start"] % 60, pm=s["start"] >= 12 * 60))
-        ui.buttons_row([(f"calendar.edit.duration.{m}", text, _screen_setter(ctx, "duration", m), s["duration"] == m) for m, text in DURATIONS])
+        ui.buttons_row(
+            [(f"calendar.edit.day.{d}", DAY_LETTERS[d], _screen_setter(ctx, "day", d), d == s["day"]) for d in range(7)]
+        )
+        ui.row(
+            "calendar.edit.start",
+            f"Starts {start_text(s['start'])}",
+            "Tap to change",
+            on_tap=ctx.pusher("time", hour=s["start"] // 60 % 12, minute=s["start"] % 60, pm=s["start"] >= 12 * 60),
+        )
+        ui.buttons_row(
+            [
+                (f"calendar.edit.duration.{m}", text, _screen_setter(ctx, "duration", m), s["duration"] == m)
+                for m, text in DURATIONS
+            ]
+        )
 
     def _time_picker(self, ui: UI, ctx: AppContext) -> None:
         s = ctx.screen
         ui.app_bar("Start time", on_back=ctx.popper())
         start = _picker_start(s)
         ui.title(start_text(start))
-        ui.grid([(f"calendar.hour.{h}", str(h), _screen_setter(ctx, "hour", h % 12), s["hour"] % 12 == h % 12) for h in range(1, 13)], columns=4)
-        ui.buttons_row([(f"calendar.minute.{m:02d}", f":{m:02d}", _screen_setter(ctx, "minute", m), s["minute"] == m) for m in MINUTES])
-        ui.buttons_row([("calendar.am", "AM", _screen_setter(ctx, "pm", False), not s["pm"]), ("calendar.pm", "PM", _screen_setter(ctx, "pm", True), s["pm"])])
-        ui.buttons_row([("calendar.picker.cancel", "Cancel", ctx.popper(), False), ("calendar.picker.ok", "OK", _set_start(ctx, start), False)])
+        ui.grid(
+            [
+                (f"calendar.hour.{h}", str(h), _screen_setter(ctx, "hour", h % 12), s["hour"] % 12 == h % 12)
+                for h in range(1, 13)
+            ],
+            columns=4,
+        )
+        ui.buttons_row(
+            [
+                (f"calendar.minute.{m:02d}", f":{m:02d}", _screen_setter(ctx, "minute", m), s["minute"] == m)
+                for m in MINUTES
+            ]
+        )
+        ui.buttons_row(
+            [
+                ("calendar.am", "AM", _screen_setter(ctx, "pm", False), not s["pm"]),
+                ("calendar.pm", "PM", _screen_setter(ctx, "pm", True), s["pm"]),
+            ]
+        )
+        ui.buttons_row(
+            [
+                ("calendar.picker.cancel", "Cancel", ctx.popper(), False),
+                ("calendar.picker.ok", "OK", _set_start(ctx, start), False),
+            ]
+        )
 
     @staticmethod
     def _save(ctx: AppContext):
@@ -160,8 +260,13 @@ class CalendarApp(SimApp):
             if not title:
                 ctx.toast("Add a title")
                 return
-            values = {"title": title, "day": s["day"], "start": s["start"], "end": s["start"] + s["duration"],
-                      "location": ctx.field("calendar.location").strip()}
+            values = {
+                "title": title,
+                "day": s["day"],
+                "start": s["start"],
+                "end": s["start"] + s["duration"],
+                "location": ctx.field("calendar.location").strip(),
+            }
             event = _find(ctx.data, s["event"])
             if event is None:
                 new_id = max((e["id"] for e in ctx.data["events"]), default=0) + 1
@@ -179,8 +284,13 @@ def _new_form(day: int) -> dict[str, Any]:
 
 
 def _edit_form(event: dict[str, Any]) -> dict[str, Any]:
-    return {"event": event["id"], "day": event["day"], "start": event["start"], "duration": event["end"] - event["start"],
-            "fields": {"calendar.title": event["title"], "calendar.location": event["location"]}}
+    return {
+        "event": event["id"],
+        "day": event["day"],
+        "start": event["start"],
+        "duration": event["end"] - event["start"],
+        "fields": {"calendar.title": event["title"], "calendar.location": event["location"]},
+    }
 
 
 def _picker_start(s: dict[str, Any]) -> int:
@@ -242,9 +352,12 @@ class EventSpec(PredicateParams):
 
 
 def _matches(e: dict[str, Any], p: EventSpec) -> bool:
-    return (norm(e["title"]) == norm(p.title) and (p.day is None or e["day"] == p.day)
-            and (p.start is None or e["start"] == p.start)
-            and (p.location is None or norm(e["location"]) == norm(p.location)))
+    return (
+        norm(e["title"]) == norm(p.title)
+        and (p.day is None or e["day"] == p.day)
+        and (p.start is None or e["start"] == p.start)
+        and (p.location is None or norm(e["location"]) == norm(p.location))
+    )
 
 
 def _fg(state: dict[str, Any]) -> int:
@@ -279,15 +392,33 @@ def event_cost(state: dict[str, Any], p: EventSpec) -> int:
         form = stack[-2]
         fields = form.get("fields", {})
         target = p.start if p.start is not None else _picker_start(s)
-        rest = _form_cost(fields.get("calendar.title", ""), fields.get("calendar.location", ""), form["day"], target, p, False)
+        rest = _form_cost(
+            fields.get("calendar.title", ""), fields.get("calendar.location", ""), form["day"], target, p, False
+        )
         # Set the picker, OK; or cancel (one tap) and work on the form as it is.
         via_picker = _picker_taps(s["hour"], s["minute"], s["pm"], target) + 1 + rest
-        return _fg(state) + min(via_picker, 1 + _form_cost(fields.get("calendar.title", ""), fields.get("calendar.location", ""),
-                                                              form["day"], form["start"], p, False))
+        return _fg(state) + min(
+            via_picker,
+            1
+            + _form_cost(
+                fields.get("calendar.title", ""),
+                fields.get("calendar.location", ""),
+                form["day"],
+                form["start"],
+                p,
+                False,
+            ),
+        )
     if s["name"] == "edit":
         fields = s.get("fields", {})
-        return _fg(state) + _form_cost(fields.get("calendar.title", ""), fields.get("calendar.location", ""), s["day"], s["start"], p,
-                                       state["focus"] is not None)
+        return _fg(state) + _form_cost(
+            fields.get("calendar.title", ""),
+            fields.get("calendar.location", ""),
+            s["day"],
+            s["start"],
+            p,
+            state["focus"] is not None,
+        )
     # Create with '+' (on the schedule or a day view, whose '+' starts on that day; reaching another
     # day's view costs the tap its day chip would).
     entry = 1 if s["name"] in ("home", "day") else 2
@@ -295,7 +426,9 @@ def event_cost(state: dict[str, Any], p: EventSpec) -> int:
     best = entry + _form_cost("", "", start_day, DEFAULT_START, p, False)
     for e in data(state, "calendar")["events"]:
         on_detail = s["name"] == "event" and s.get("event") == e["id"] and not s.get("confirm")
-        best = min(best, (1 if on_detail else 2) + _form_cost(e["title"], e["location"], e["day"], e["start"], p, False))
+        best = min(
+            best, (1 if on_detail else 2) + _form_cost(e["title"], e["location"], e["day"], e["start"], p, False)
+        )
     return _fg(state) + best
 
 
@@ -321,7 +454,11 @@ class EventTitle(PredicateParams):
 @predicate("calendar.no_event", EventTitle)
 def no_event(state: dict[str, Any], p: EventTitle) -> Check:
     """No event titled ``title`` (on ``day``, when given)."""
-    hits = [e for e in data(state, "calendar")["events"] if norm(e["title"]) == norm(p.title) and (p.day is None or e["day"] == p.day)]
+    hits = [
+        e
+        for e in data(state, "calendar")["events"]
+        if norm(e["title"]) == norm(p.title) and (p.day is None or e["day"] == p.day)
+    ]
     if not hits:
         return Check.of(0)
     s = top(state, "calendar")
@@ -358,5 +495,13 @@ def _add_events(state: dict[str, Any], p: AddEvents) -> None:
         new_id = same[0] if same else max((e["id"] for e in d["events"]), default=0) + 1
         start = spec.hour * 60 + spec.minute
         d["events"] = [e for e in d["events"] if norm(e["title"]) != norm(spec.title)]
-        d["events"].append({"id": new_id, "title": spec.title, "day": spec.day, "start": start, "end": start + spec.duration,
-                            "location": spec.location})
+        d["events"].append(
+            {
+                "id": new_id,
+                "title": spec.title,
+                "day": spec.day,
+                "start": start,
+                "end": start + spec.duration,
+                "location": spec.location,
+            }
+        )

@@ -53,14 +53,23 @@ class ChromeApp(SimApp):
         if name == "browser":
             current = d["current"] if d["tabs"] else None
             query = d["tabs"][current]["query"] if current is not None else ""
-            ui.app_bar("Chrome", actions=[
-                ("chrome.tab_switcher", str(len(d["tabs"])), ctx.pusher("tabs")),
-                ("chrome.menu", "menu", ctx.pusher("menu")),
-            ])
+            ui.app_bar(
+                "Chrome",
+                actions=[
+                    ("chrome.tab_switcher", str(len(d["tabs"])), ctx.pusher("tabs")),
+                    ("chrome.menu", "menu", ctx.pusher("menu")),
+                ],
+            )
             ctx.text_field(ui, "chrome.omnibox", "Search or type web address", on_submit=self._search(ctx))
             if query:
                 ui.label("chrome.page_title", f"{query} - Google Search", role="text")
-                results = [f"{query.title()} - Wikipedia", f"{query.title()} - Official site", f"Images for {query}", f"{query.title()} - News", f"Videos: {query}"]
+                results = [
+                    f"{query.title()} - Wikipedia",
+                    f"{query.title()} - Official site",
+                    f"Images for {query}",
+                    f"{query.title()} - News",
+                    f"Videos: {query}",
+                ]
                 rows = [Row(f"chrome.result.{i}", r, f"www.example{i}.com") for i, r in enumerate(results)]
                 ui.list("results", ctx.scroll_offset("results"), rows)
             else:
@@ -69,28 +78,48 @@ class ChromeApp(SimApp):
                     ui.row(f"chrome.shortcut.{i}", s, glyph=s[0])
         elif name == "tabs":
             n = len(d["tabs"])
-            ui.app_bar(f"{n} open tab{'s' if n != 1 else ''}", on_back=ctx.popper(), actions=[
-                ("chrome.new_tab", "+", self._new_tab(ctx)),
-                ("chrome.tabs_menu", "menu", lambda: ctx.replace("tabs", menu=True)),
-            ])
+            ui.app_bar(
+                f"{n} open tab{'s' if n != 1 else ''}",
+                on_back=ctx.popper(),
+                actions=[
+                    ("chrome.new_tab", "+", self._new_tab(ctx)),
+                    ("chrome.tabs_menu", "menu", lambda: ctx.replace("tabs", menu=True)),
+                ],
+            )
             if n == 0:
                 ui.label("chrome.no_tabs", "No open tabs")
             rows = [
-                Row(f"chrome.tab.{i}", t["query"] or "New tab", "Google Search" if t["query"] else "chrome://newtab",
-                    on_tap=self._select_tab(ctx, i), trailing="Close", on_trailing=self._close_tab(ctx, i))
+                Row(
+                    f"chrome.tab.{i}",
+                    t["query"] or "New tab",
+                    "Google Search" if t["query"] else "chrome://newtab",
+                    on_tap=self._select_tab(ctx, i),
+                    trailing="Close",
+                    on_trailing=self._close_tab(ctx, i),
+                )
                 for i, t in enumerate(d["tabs"])
             ]
             ui.list("tabs", ctx.scroll_offset("tabs"), rows)
             if ctx.screen.get("menu"):
-                ui.dialog("chrome.tabs_menu_dialog", "Tabs", "Manage your open tabs.", [
-                    ("chrome.menu.cancel", "Cancel", lambda: ctx.replace("tabs")),
-                    ("chrome.menu.close_all", "Close all tabs", lambda: ctx.replace("tabs", confirm=True)),
-                ])
+                ui.dialog(
+                    "chrome.tabs_menu_dialog",
+                    "Tabs",
+                    "Manage your open tabs.",
+                    [
+                        ("chrome.menu.cancel", "Cancel", lambda: ctx.replace("tabs")),
+                        ("chrome.menu.close_all", "Close all tabs", lambda: ctx.replace("tabs", confirm=True)),
+                    ],
+                )
             elif ctx.screen.get("confirm"):
-                ui.dialog("chrome.confirm_dialog", "Close all tabs?", f"This closes {n} tab{'s' if n != 1 else ''}.", [
-                    ("chrome.confirm.cancel", "Cancel", lambda: ctx.replace("tabs")),
-                    ("chrome.confirm.close_all", "Close all", self._close_all(ctx)),
-                ])
+                ui.dialog(
+                    "chrome.confirm_dialog",
+                    "Close all tabs?",
+                    f"This closes {n} tab{'s' if n != 1 else ''}.",
+                    [
+                        ("chrome.confirm.cancel", "Cancel", lambda: ctx.replace("tabs")),
+                        ("chrome.confirm.close_all", "Close all", self._close_all(ctx)),
+                    ],
+                )
         elif name == "menu":
             ui.app_bar("Chrome menu", on_back=ctx.popper())
             ui.row("chrome.menu.new_tab", "New tab", on_tap=self._new_tab(ctx))
@@ -188,7 +217,11 @@ class Query(PredicateParams):
 def search_results(state: dict[str, Any], p: Query) -> Check:
     """Chrome shows the Google results for ``query`` in the current tab."""
     d = data(state, "chrome")
-    ok = on_screen(state, "chrome", "browser") and bool(d["tabs"]) and norm(d["tabs"][d["current"]]["query"]) == norm(p.query)
+    ok = (
+        on_screen(state, "chrome", "browser")
+        and bool(d["tabs"])
+        and norm(d["tabs"][d["current"]]["query"]) == norm(p.query)
+    )
     return Check.of(0 if ok else 1)
 
 

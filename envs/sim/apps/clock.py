@@ -15,16 +15,57 @@ from darwin.predicates import Check, PredicateParams, data, nav_cost, norm, pred
 
 DAY_LETTERS = ("M", "T", "W", "T", "F", "S", "S")
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-CITIES = ("Amsterdam", "Athens", "Bangkok", "Berlin", "Buenos Aires", "Cairo", "Chicago", "Dubai",
-          "Hong Kong", "Istanbul", "Lisbon", "London", "Los Angeles", "Madrid", "Melbourne", "Mexico City",
-          "Moscow", "Mumbai", "New York", "Paris", "Rome", "Seoul", "Singapore", "Sydney", "Tokyo", "Toronto")
+CITIES = (
+    "Amsterdam",
+    "Athens",
+    "Bangkok",
+    "Berlin",
+    "Buenos Aires",
+    "Cairo",
+    "Chicago",
+    "Dubai",
+    "Hong Kong",
+    "Istanbul",
+    "Lisbon",
+    "London",
+    "Los Angeles",
+    "Madrid",
+    "Melbourne",
+    "Mexico City",
+    "Moscow",
+    "Mumbai",
+    "New York",
+    "Paris",
+    "Rome",
+    "Seoul",
+    "Singapore",
+    "Sydney",
+    "Tokyo",
+    "Toronto",
+)
 TIME_ZONES = (
-    ("Honolulu", "GMT-10:00"), ("Los Angeles", "GMT-8:00"), ("Denver", "GMT-7:00"), ("Chicago", "GMT-6:00"),
-    ("New York", "GMT-5:00"), ("Buenos Aires", "GMT-3:00"), ("London", "GMT+0:00"), ("Lisbon", "GMT+0:00"),
-    ("Paris", "GMT+1:00"), ("Berlin", "GMT+1:00"), ("Cairo", "GMT+2:00"), ("Athens", "GMT+2:00"),
-    ("Moscow", "GMT+3:00"), ("Dubai", "GMT+4:00"), ("Mumbai", "GMT+5:30"), ("Bangkok", "GMT+7:00"),
-    ("Singapore", "GMT+8:00"), ("Hong Kong", "GMT+8:00"), ("Tokyo", "GMT+9:00"), ("Seoul", "GMT+9:00"),
-    ("Sydney", "GMT+11:00"), ("Auckland", "GMT+13:00"),
+    ("Honolulu", "GMT-10:00"),
+    ("Los Angeles", "GMT-8:00"),
+    ("Denver", "GMT-7:00"),
+    ("Chicago", "GMT-6:00"),
+    ("New York", "GMT-5:00"),
+    ("Buenos Aires", "GMT-3:00"),
+    ("London", "GMT+0:00"),
+    ("Lisbon", "GMT+0:00"),
+    ("Paris", "GMT+1:00"),
+    ("Berlin", "GMT+1:00"),
+    ("Cairo", "GMT+2:00"),
+    ("Athens", "GMT+2:00"),
+    ("Moscow", "GMT+3:00"),
+    ("Dubai", "GMT+4:00"),
+    ("Mumbai", "GMT+5:30"),
+    ("Bangkok", "GMT+7:00"),
+    ("Singapore", "GMT+8:00"),
+    ("Hong Kong", "GMT+8:00"),
+    ("Tokyo", "GMT+9:00"),
+    ("Seoul", "GMT+9:00"),
+    ("Sydney", "GMT+11:00"),
+    ("Auckland", "GMT+13:00"),
 )
 STYLES = ("Digital", "Analog")
 
@@ -59,12 +100,23 @@ class ClockApp(SimApp):
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         alarms = [
-            {"id": 1, "hour": 7, "minute": rng.choice((0, 15, 30)), "days": [0, 1, 2, 3, 4], "enabled": rng.random() < 0.5, "vibrate": True},
+            {
+                "id": 1,
+                "hour": 7,
+                "minute": rng.choice((0, 15, 30)),
+                "days": [0, 1, 2, 3, 4],
+                "enabled": rng.random() < 0.5,
+                "vibrate": True,
+            },
             {"id": 2, "hour": rng.choice((8, 10)), "minute": 0, "days": [5, 6], "enabled": False, "vibrate": True},
         ]
         return {
-            "alarms": alarms, "next_id": 3, "world_clocks": [rng.choice(("New York", "Tokyo", "Paris"))],
-            "home_time_zone": "London", "auto_home_clock": True, "style": "Digital",
+            "alarms": alarms,
+            "next_id": 3,
+            "world_clocks": [rng.choice(("New York", "Tokyo", "Paris"))],
+            "home_time_zone": "London",
+            "auto_home_clock": True,
+            "style": "Digital",
         }
 
     def popup(self) -> None:
@@ -83,15 +135,22 @@ class ClockApp(SimApp):
             ui.bottom_nav(tabs, f"clock.tab.{name}")
         if name == "alarms":
             rows = [
-                Row(f"clock.alarm.{a['id']}", time_text(a["hour"], a["minute"]), days_text(a["days"]) + (" - on" if a["enabled"] else " - off"),
-                    on_tap=ctx.pusher("alarm_edit", alarm=a["id"]))
+                Row(
+                    f"clock.alarm.{a['id']}",
+                    time_text(a["hour"], a["minute"]),
+                    days_text(a["days"]) + (" - on" if a["enabled"] else " - off"),
+                    on_tap=ctx.pusher("alarm_edit", alarm=a["id"]),
+                )
                 for a in sorted(d["alarms"], key=lambda a: (a["hour"], a["minute"], a["id"]))
             ]
             ui.list("alarms", ctx.scroll_offset("alarms"), rows, reserve_bottom=240)
             ui.fab("clock.add_alarm", "+", ctx.pusher("time_picker", alarm=None, hour=6, minute=0, pm=False))
         elif name == "world":
             ui.card("clock.home", f"{d['home_time_zone']} (home)", f"Style: {d['style']}", h=220)
-            rows = [Row(f"clock.city.{c}", c, "Today", trailing="Remove", on_trailing=_remover(d["world_clocks"], c)) for c in d["world_clocks"]]
+            rows = [
+                Row(f"clock.city.{c}", c, "Today", trailing="Remove", on_trailing=_remover(d["world_clocks"], c))
+                for c in d["world_clocks"]
+            ]
             ui.list("cities", ctx.scroll_offset("cities"), rows, reserve_bottom=240)
             ui.fab("clock.add_city", "+", ctx.pusher("city_picker"))
         elif name == "timer":
@@ -112,7 +171,13 @@ class ClockApp(SimApp):
             ui.app_bar("Settings", on_back=ctx.popper())
             ui.title("Clock", size="small")
             ui.row("clock.settings.style", "Style", d["style"], on_tap=ctx.pusher("style_picker"))
-            ui.toggle_row("clock.settings.auto_home", "Automatic home clock", d["auto_home_clock"], _flip(d, "auto_home_clock"), subtitle="While traveling, add a clock for home")
+            ui.toggle_row(
+                "clock.settings.auto_home",
+                "Automatic home clock",
+                d["auto_home_clock"],
+                _flip(d, "auto_home_clock"),
+                subtitle="While traveling, add a clock for home",
+            )
             ui.row("clock.settings.home_tz", "Home time zone", d["home_time_zone"], on_tap=ctx.pusher("tz_picker"))
             ui.row("clock.settings.date_time", "Change date & time")
         elif name == "style_picker":
@@ -121,7 +186,15 @@ class ClockApp(SimApp):
                 ui.row(f"clock.style.{s}", s, checked=(d["style"] == s), on_tap=_set_and_pop(ctx, "style", s))
         elif name == "tz_picker":
             ui.app_bar("Home time zone", on_back=ctx.popper())
-            rows = [Row(f"clock.tz.{city}", f"({off}) {city}", on_tap=_set_and_pop(ctx, "home_time_zone", city), checked=None) for city, off in TIME_ZONES]
+            rows = [
+                Row(
+                    f"clock.tz.{city}",
+                    f"({off}) {city}",
+                    on_tap=_set_and_pop(ctx, "home_time_zone", city),
+                    checked=None,
+                )
+                for city, off in TIME_ZONES
+            ]
             ui.list("tz", ctx.scroll_offset("tz"), rows)
         elif name not in ("alarms", "world", "timer"):
             raise ValueError(f"clock: unknown screen {name!r}")
@@ -131,11 +204,29 @@ class ClockApp(SimApp):
         ui.app_bar("Select time", on_back=ctx.popper())
         hour24 = (s["hour"] % 12) + (12 if s["pm"] else 0)
         ui.title(time_text(hour24, s["minute"]))
-        hours = [(f"clock.hour.{h}", str(h), _screen_setter(ctx, "hour", h % 12), s["hour"] % 12 == h % 12) for h in range(1, 13)]
+        hours = [
+            (f"clock.hour.{h}", str(h), _screen_setter(ctx, "hour", h % 12), s["hour"] % 12 == h % 12)
+            for h in range(1, 13)
+        ]
         ui.grid(hours, columns=4)
-        ui.buttons_row([(f"clock.minute.{m:02d}", f":{m:02d}", _screen_setter(ctx, "minute", m), s["minute"] == m) for m in (0, 15, 30, 45)])
-        ui.buttons_row([("clock.am", "AM", _screen_setter(ctx, "pm", False), not s["pm"]), ("clock.pm", "PM", _screen_setter(ctx, "pm", True), s["pm"])])
-        ui.buttons_row([("clock.picker.cancel", "Cancel", ctx.popper(), False), ("clock.picker.ok", "OK", _save_time(ctx, hour24), False)])
+        ui.buttons_row(
+            [
+                (f"clock.minute.{m:02d}", f":{m:02d}", _screen_setter(ctx, "minute", m), s["minute"] == m)
+                for m in (0, 15, 30, 45)
+            ]
+        )
+        ui.buttons_row(
+            [
+                ("clock.am", "AM", _screen_setter(ctx, "pm", False), not s["pm"]),
+                ("clock.pm", "PM", _screen_setter(ctx, "pm", True), s["pm"]),
+            ]
+        )
+        ui.buttons_row(
+            [
+                ("clock.picker.cancel", "Cancel", ctx.popper(), False),
+                ("clock.picker.ok", "OK", _save_time(ctx, hour24), False),
+            ]
+        )
 
     def _alarm_edit(self, ui: UI, ctx: AppContext) -> None:
         alarm = next((a for a in ctx.data["alarms"] if a["id"] == ctx.screen["alarm"]), None)
@@ -143,11 +234,23 @@ class ClockApp(SimApp):
         if alarm is None:
             ui.label("clock.alarm_gone", "This alarm was deleted")
             return
-        ui.row("clock.edit.time", time_text(alarm["hour"], alarm["minute"]), "Tap to change time",
-               on_tap=ctx.pusher("time_picker", alarm=alarm["id"], hour=alarm["hour"] % 12, minute=alarm["minute"], pm=alarm["hour"] >= 12))
+        ui.row(
+            "clock.edit.time",
+            time_text(alarm["hour"], alarm["minute"]),
+            "Tap to change time",
+            on_tap=ctx.pusher(
+                "time_picker",
+                alarm=alarm["id"],
+                hour=alarm["hour"] % 12,
+                minute=alarm["minute"],
+                pm=alarm["hour"] >= 12,
+            ),
+        )
         ui.toggle_row("clock.edit.enabled", "Alarm on", alarm["enabled"], _flip(alarm, "enabled"))
         ui.label("clock.edit.days_label", f"Repeat: {days_text(alarm['days'])}")
-        ui.buttons_row([(f"clock.day.{i}", DAY_LETTERS[i], _day_toggler(alarm, i), i in alarm["days"]) for i in range(7)])
+        ui.buttons_row(
+            [(f"clock.day.{i}", DAY_LETTERS[i], _day_toggler(alarm, i), i in alarm["days"]) for i in range(7)]
+        )
         ui.toggle_row("clock.edit.vibrate", "Vibrate", alarm["vibrate"], _flip(alarm, "vibrate"))
         ui.button("clock.edit.delete", "Delete", _deleter(ctx, alarm["id"]), role="secondary")
 
@@ -180,7 +283,9 @@ def _save_time(ctx: AppContext, hour24: int):
         if s["alarm"] is None:
             alarm_id = ctx.data["next_id"]
             ctx.data["next_id"] += 1
-            ctx.data["alarms"].append({"id": alarm_id, "hour": hour24, "minute": s["minute"], "days": [], "enabled": True, "vibrate": True})
+            ctx.data["alarms"].append(
+                {"id": alarm_id, "hour": hour24, "minute": s["minute"], "days": [], "enabled": True, "vibrate": True}
+            )
             ctx.replace("alarm_edit", alarm=alarm_id)
         else:
             for a in ctx.data["alarms"]:
@@ -343,8 +448,16 @@ def _add_alarms(state: dict[str, Any], p: Alarms) -> None:
     alarms = data(state, "clock")["alarms"]
     for spec in p.alarms:
         next_id = max((a["id"] for a in alarms), default=0) + 1
-        alarms.append({"id": next_id, "hour": spec.hour, "minute": spec.minute, "days": sorted(set(spec.days)),
-                       "enabled": spec.enabled, "vibrate": True})
+        alarms.append(
+            {
+                "id": next_id,
+                "hour": spec.hour,
+                "minute": spec.minute,
+                "days": sorted(set(spec.days)),
+                "enabled": spec.enabled,
+                "vibrate": True,
+            }
+        )
 
 
 class Style(PredicateParams):

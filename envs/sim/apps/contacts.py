@@ -15,17 +15,49 @@ from darwin.envs.sim.ui import UI, Row
 from darwin.predicates import Check, PredicateParams, data, norm, predicate, top
 
 SEED_PEOPLE = (
-    ("Adam", "Brooks"), ("Bella", "Moreno"), ("Carlos", "Diaz"), ("Chloe", "Evans"), ("Daniel", "Wright"),
-    ("Emma", "Johnson"), ("Felix", "Wagner"), ("Grace", "Liu"), ("Hugo", "Martin"), ("Isla", "Murphy"),
-    ("Jack", "Taylor"), ("Julia", "Novak"), ("Leo", "Bianchi"), ("Maya", "Patel"), ("Nathan", "Cole"),
-    ("Olivia", "Brown"), ("Paul", "Schmidt"), ("Rosa", "Alvarez"), ("Sam", "Turner"), ("Tara", "Singh"),
+    ("Adam", "Brooks"),
+    ("Bella", "Moreno"),
+    ("Carlos", "Diaz"),
+    ("Chloe", "Evans"),
+    ("Daniel", "Wright"),
+    ("Emma", "Johnson"),
+    ("Felix", "Wagner"),
+    ("Grace", "Liu"),
+    ("Hugo", "Martin"),
+    ("Isla", "Murphy"),
+    ("Jack", "Taylor"),
+    ("Julia", "Novak"),
+    ("Leo", "Bianchi"),
+    ("Maya", "Patel"),
+    ("Nathan", "Cole"),
+    ("Olivia", "Brown"),
+    ("Paul", "Schmidt"),
+    ("Rosa", "Alvarez"),
+    ("Sam", "Turner"),
+    ("Tara", "Singh"),
 )
 """Names a phone's seeded contacts are drawn from (templates use :data:`TEMPLATE_PEOPLE`)."""
 TEMPLATE_PEOPLE = (
-    ("Ana", "Lopez"), ("Wei", "Chen"), ("Priya", "Nair"), ("Kofi", "Mensah"), ("Sofia", "Rossi"),
-    ("Lars", "Berg"), ("Mei", "Tanaka"), ("Omar", "Haddad"), ("Elena", "Petrova"), ("Diego", "Ramos"),
-    ("Hana", "Kim"), ("Noah", "Fischer"), ("Amara", "Okafor"), ("Yara", "Costa"), ("Ivan", "Horvat"),
-    ("Zoe", "Walsh"), ("Ravi", "Shah"), ("Nina", "Larsen"), ("Tomas", "Silva"), ("Aiko", "Mori"),
+    ("Ana", "Lopez"),
+    ("Wei", "Chen"),
+    ("Priya", "Nair"),
+    ("Kofi", "Mensah"),
+    ("Sofia", "Rossi"),
+    ("Lars", "Berg"),
+    ("Mei", "Tanaka"),
+    ("Omar", "Haddad"),
+    ("Elena", "Petrova"),
+    ("Diego", "Ramos"),
+    ("Hana", "Kim"),
+    ("Noah", "Fischer"),
+    ("Amara", "Okafor"),
+    ("Yara", "Costa"),
+    ("Ivan", "Horvat"),
+    ("Zoe", "Walsh"),
+    ("Ravi", "Shah"),
+    ("Nina", "Larsen"),
+    ("Tomas", "Silva"),
+    ("Aiko", "Mori"),
 )
 """People task instances add (disjoint from :data:`SEED_PEOPLE`, so an instance never meets a namesake)."""
 EMAIL_DOMAINS = ("gmail.com", "outlook.com", "example.com", "proton.me", "yahoo.com")
@@ -62,9 +94,14 @@ class ContactsApp(SimApp):
         people = rng.sample(SEED_PEOPLE, k=14)
         numbers = rng.sample(range(100, 200), k=len(people))  # +1 555-01xx, never a template's 555-02xx
         contacts = [
-            {"id": i + 1, "first": first, "last": last, "phone": f"+1 555-0{n}",
-             "email": email_for(first, last, rng.choice(EMAIL_DOMAINS)) if rng.random() < 0.7 else "",
-             "starred": rng.random() < 0.2}
+            {
+                "id": i + 1,
+                "first": first,
+                "last": last,
+                "phone": f"+1 555-0{n}",
+                "email": email_for(first, last, rng.choice(EMAIL_DOMAINS)) if rng.random() < 0.7 else "",
+                "starred": rng.random() < 0.2,
+            }
             for i, ((first, last), n) in enumerate(zip(people, numbers, strict=True))
         ]
         return {"contacts": contacts}
@@ -76,32 +113,59 @@ class ContactsApp(SimApp):
         name = ctx.screen["name"]
         contacts = ctx.data["contacts"]
         if name in ("home", "favorites"):
-            ui.bottom_nav([
-                ("contacts.tab.all", "Contacts", lambda: ctx.reset_to("home")),
-                ("contacts.tab.favorites", "Favorites", lambda: ctx.reset_to("favorites")),
-            ], f"contacts.tab.{'all' if name == 'home' else 'favorites'}")
+            ui.bottom_nav(
+                [
+                    ("contacts.tab.all", "Contacts", lambda: ctx.reset_to("home")),
+                    ("contacts.tab.favorites", "Favorites", lambda: ctx.reset_to("favorites")),
+                ],
+                f"contacts.tab.{'all' if name == 'home' else 'favorites'}",
+            )
         if name == "home":
             ui.app_bar("Contacts")
-            ui.field("contacts.search_bar", value="", focused=False, placeholder="Search contacts",
-                     on_focus=self._open_search(ctx), on_submit=None, on_clear=None)
+            ui.field(
+                "contacts.search_bar",
+                value="",
+                focused=False,
+                placeholder="Search contacts",
+                on_focus=self._open_search(ctx),
+                on_submit=None,
+                on_clear=None,
+            )
             ui.label("contacts.count", f"{len(contacts)} contact{'s' if len(contacts) != 1 else ''}")
-            ui.list("contacts", ctx.scroll_offset("contacts"), self._rows(ctx, sorted(contacts, key=_sort_key)), reserve_bottom=240)
+            ui.list(
+                "contacts",
+                ctx.scroll_offset("contacts"),
+                self._rows(ctx, sorted(contacts, key=_sort_key)),
+                reserve_bottom=240,
+            )
             ui.fab("contacts.add", "+", ctx.pusher("edit", contact=None))
         elif name == "favorites":
             ui.app_bar("Favorites")
             starred = sorted((c for c in contacts if c["starred"]), key=_sort_key)
-            ui.label("contacts.favorites_count", f"{len(starred)} favorite{'s' if len(starred) != 1 else ''}" if starred else "No favorites yet")
+            ui.label(
+                "contacts.favorites_count",
+                f"{len(starred)} favorite{'s' if len(starred) != 1 else ''}" if starred else "No favorites yet",
+            )
             ui.list("favorites", ctx.scroll_offset("favorites"), self._rows(ctx, starred))
         elif name == "search":
             ui.app_bar("Search", on_back=ctx.popper())
             ctx.text_field(ui, "contacts.query", "Search contacts", on_submit=focus_next(ctx, None))
             query = norm(ctx.field("contacts.query"))
             if query:
-                hits = [c for c in contacts if query in norm(display_name(c)) or (digits(query) and digits(query) in digits(c["phone"]))
-                        or query in norm(c["email"])]
+                hits = [
+                    c
+                    for c in contacts
+                    if query in norm(display_name(c))
+                    or (digits(query) and digits(query) in digits(c["phone"]))
+                    or query in norm(c["email"])
+                ]
                 if not hits:
                     ui.label("contacts.no_results", f"No contacts match '{ctx.field('contacts.query')}'")
-                ui.list("results", ctx.scroll_offset("results"), self._rows(ctx, ctx.shuffled(sorted(hits, key=_sort_key), "search")))
+                ui.list(
+                    "results",
+                    ctx.scroll_offset("results"),
+                    self._rows(ctx, ctx.shuffled(sorted(hits, key=_sort_key), "search")),
+                )
         elif name == "detail":
             self._detail(ui, ctx)
         elif name == "edit":
@@ -111,8 +175,15 @@ class ContactsApp(SimApp):
 
     @staticmethod
     def _rows(ctx: AppContext, contacts: list[dict[str, Any]]) -> list[Row]:
-        return [Row(f"contacts.person.{c['id']}", display_name(c), glyph=display_name(c)[:1].upper(),
-                    on_tap=ctx.pusher("detail", contact=c["id"])) for c in contacts]
+        return [
+            Row(
+                f"contacts.person.{c['id']}",
+                display_name(c),
+                glyph=display_name(c)[:1].upper(),
+                on_tap=ctx.pusher("detail", contact=c["id"]),
+            )
+            for c in contacts
+        ]
 
     @staticmethod
     def _open_search(ctx: AppContext):
@@ -128,10 +199,18 @@ class ContactsApp(SimApp):
             ui.app_bar("Contact", on_back=ctx.popper())
             ui.label("contacts.gone", "This contact was deleted")
             return
-        ui.app_bar("", on_back=ctx.popper(), actions=[
-            ("contacts.star", "★" if contact["starred"] else "☆", _flip_star(contact)),
-            ("contacts.edit", "✎", ctx.pusher("edit", contact=contact["id"], fields={FIELD_KEYS[f]: contact[f] for f in FIELDS})),
-        ])
+        ui.app_bar(
+            "",
+            on_back=ctx.popper(),
+            actions=[
+                ("contacts.star", "★" if contact["starred"] else "☆", _flip_star(contact)),
+                (
+                    "contacts.edit",
+                    "✎",
+                    ctx.pusher("edit", contact=contact["id"], fields={FIELD_KEYS[f]: contact[f] for f in FIELDS}),
+                ),
+            ],
+        )
         ui.title(display_name(contact))
         ui.label("contacts.detail.favorite", "In Favorites" if contact["starred"] else "Not in Favorites")
         ui.row("contacts.detail.phone", contact["phone"] or "No phone number", "Mobile", glyph="☎")
@@ -139,24 +218,39 @@ class ContactsApp(SimApp):
             ui.row("contacts.detail.email", contact["email"], "Email", glyph="@")
         ui.button("contacts.delete", "Delete", lambda: ctx.screen.__setitem__("confirm", True), role="secondary")
         if ctx.screen.get("confirm"):
-            ui.dialog("contacts.delete_dialog", "Delete contact?", f"{display_name(contact)} will be removed from your contacts.", [
-                ("contacts.delete.cancel", "Cancel", lambda: ctx.screen.__setitem__("confirm", False)),
-                ("contacts.delete.confirm", "Delete", _deleter(ctx, contact["id"])),
-            ])
+            ui.dialog(
+                "contacts.delete_dialog",
+                "Delete contact?",
+                f"{display_name(contact)} will be removed from your contacts.",
+                [
+                    ("contacts.delete.cancel", "Cancel", lambda: ctx.screen.__setitem__("confirm", False)),
+                    ("contacts.delete.confirm", "Delete", _deleter(ctx, contact["id"])),
+                ],
+            )
 
     def _edit(self, ui: UI, ctx: AppContext) -> None:
         creating = ctx.screen["contact"] is None
-        ui.app_bar("Create contact" if creating else "Edit contact", on_back=self._close_edit(ctx),
-                   actions=[("contacts.save", "✓", self._save(ctx))])
+        ui.app_bar(
+            "Create contact" if creating else "Edit contact",
+            on_back=self._close_edit(ctx),
+            actions=[("contacts.save", "✓", self._save(ctx))],
+        )
         for i, f in enumerate(FIELDS):
             nxt = FIELD_KEYS[FIELDS[i + 1]] if i + 1 < len(FIELDS) else None
-            ui.label(f"contacts.edit.{f}_label", FIELD_LABELS[f], h=64)  # the label stays visible once a field holds text
+            ui.label(
+                f"contacts.edit.{f}_label", FIELD_LABELS[f], h=64
+            )  # the label stays visible once a field holds text
             ctx.text_field(ui, FIELD_KEYS[f], FIELD_LABELS[f], on_submit=focus_next(ctx, nxt))
         if ctx.screen.get("confirm"):
-            ui.dialog("contacts.discard_dialog", "Discard changes?", "Your changes to this contact will be lost.", [
-                ("contacts.discard.keep", "Keep editing", lambda: ctx.screen.__setitem__("confirm", False)),
-                ("contacts.discard.confirm", "Discard", ctx.popper()),
-            ])
+            ui.dialog(
+                "contacts.discard_dialog",
+                "Discard changes?",
+                "Your changes to this contact will be lost.",
+                [
+                    ("contacts.discard.keep", "Keep editing", lambda: ctx.screen.__setitem__("confirm", False)),
+                    ("contacts.discard.confirm", "Discard", ctx.popper()),
+                ],
+            )
 
     def handle_back(self, ctx: AppContext) -> bool:
         screen = ctx.screen
@@ -248,9 +342,11 @@ class ContactSpec(PredicateParams):
 
 
 def _matches(contact: dict[str, Any], p: ContactSpec) -> bool:
-    return (norm(display_name(contact)) == norm(p.name)
-            and (p.phone is None or digits(contact["phone"]) == digits(p.phone))
-            and (p.email is None or norm(contact["email"]) == norm(p.email)))
+    return (
+        norm(display_name(contact)) == norm(p.name)
+        and (p.phone is None or digits(contact["phone"]) == digits(p.phone))
+        and (p.email is None or norm(contact["email"]) == norm(p.email))
+    )
 
 
 def _on(state: dict[str, Any], screen: str) -> dict[str, Any] | None:
@@ -382,7 +478,9 @@ class AddContacts(PredicateParams):
     """Contacts to put on the phone; one of the same name is replaced (so a repeated setup adds nothing twice)."""
 
     contacts: list[NewContact] = Field(min_length=1)
-    only_favorites: bool = Field(False, description="unstar every other contact, so the given ones are the only favourites")
+    only_favorites: bool = Field(
+        False, description="unstar every other contact, so the given ones are the only favourites"
+    )
 
 
 @setup_step("contacts.add", AddContacts)

@@ -23,7 +23,10 @@ from darwin.predicates import (
 )
 
 ENTRIES = {
-    "agent": ("noun", "one that acts or exerts power\none who is authorized to act for another\na means by which something is done"),
+    "agent": (
+        "noun",
+        "one that acts or exerts power\none who is authorized to act for another\na means by which something is done",
+    ),
     "serendipity": ("noun", "the faculty of finding valuable things\nnot sought for"),
     "evolve": ("verb", "to develop gradually\nto undergo evolutionary change"),
     "learn": ("verb", "to gain knowledge or skill\nby study, instruction or experience"),
@@ -68,29 +71,60 @@ class DictionaryApp(SimApp):
         if name == "home":
             ui.app_bar("Merriam-Webster", actions=[("dictionary.favorites", "★", ctx.pusher("favorites"))])
             ctx.text_field(ui, "dictionary.search", "Search the dictionary", on_submit=self._lookup(ctx))
-            ui.card("dictionary.wotd", "Word of the Day: serendipity", "the faculty of finding valuable things\nnot sought for", h=260, on_tap=self._opener(ctx, "serendipity"))
+            ui.card(
+                "dictionary.wotd",
+                "Word of the Day: serendipity",
+                "the faculty of finding valuable things\nnot sought for",
+                h=260,
+                on_tap=self._opener(ctx, "serendipity"),
+            )
             ui.title("Trending now", size="small")
             for w in ctx.shuffled(TRENDING, "trending"):
                 ui.row(f"dictionary.trending.{w}", w, on_tap=self._opener(ctx, w))
         elif name == "definition":
             word = ctx.screen["word"]
             ui.app_bar(word, on_back=ctx.popper())
-            ui.buttons_row([("dictionary.tab.dictionary", "Dictionary", None, True), ("dictionary.tab.thesaurus", "Thesaurus", lambda: ctx.toast("Thesaurus needs a subscription"), False)])
+            ui.buttons_row(
+                [
+                    ("dictionary.tab.dictionary", "Dictionary", None, True),
+                    (
+                        "dictionary.tab.thesaurus",
+                        "Thesaurus",
+                        lambda: ctx.toast("Thesaurus needs a subscription"),
+                        False,
+                    ),
+                ]
+            )
             entry = ENTRIES.get(norm(word))
             if entry is None:
-                ui.label("dictionary.not_found", f"The word '{word}' isn't in the dictionary.\nTry another spelling.", h=160)
+                ui.label(
+                    "dictionary.not_found", f"The word '{word}' isn't in the dictionary.\nTry another spelling.", h=160
+                )
             else:
                 pos, text = entry
                 ui.title(f"{word} ({pos})", size="small")
                 ui.label("dictionary.definition", "Definition:\n" + text, h=80 * (text.count("\n") + 2), role="text")
                 saved = norm(word) in {norm(f) for f in ctx.data["favorites"]}
-                ui.button("dictionary.favorite", "Saved to favorites" if saved else "Save to favorites", self._favorite_toggler(ctx, word), role="secondary")
+                ui.button(
+                    "dictionary.favorite",
+                    "Saved to favorites" if saved else "Save to favorites",
+                    self._favorite_toggler(ctx, word),
+                    role="secondary",
+                )
         elif name == "favorites":
             ui.app_bar("Favorites", on_back=ctx.popper())
             if not ctx.data["favorites"]:
                 ui.label("dictionary.no_favorites", "Words you save appear here")
-            rows = [Row(f"dictionary.fav.{i}", w, on_tap=self._opener(ctx, w), trailing="Remove", on_trailing=_remover(ctx.data["favorites"], i))
-                    for i, w in enumerate(ctx.data["favorites"])]
+            rows = [
+                Row(
+                    f"dictionary.fav.{i}",
+                    w,
+                    on_tap=self._opener(ctx, w),
+                    trailing="Remove",
+                    on_trailing=_remover(ctx.data["favorites"], i),
+                )
+                for i, w in enumerate(ctx.data["favorites"])
+            ]
             ui.list("favorites", ctx.scroll_offset("favorites"), rows)
         else:
             raise ValueError(f"dictionary: unknown screen {name!r}")

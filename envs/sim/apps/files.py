@@ -73,8 +73,15 @@ class FilesApp(SimApp):
         for folder in folders:
             pool = SEED_FILES[folder["name"]]
             for name in rng.sample(pool, k=rng.randint(2, len(pool) - 1)):
-                files.append({"id": len(files) + 1, "name": name, "folder": folder["id"],
-                              "kb": rng.randint(40, 9000), "day": rng.randint(1, TODAY)})
+                files.append(
+                    {
+                        "id": len(files) + 1,
+                        "name": name,
+                        "folder": folder["id"],
+                        "kb": rng.randint(40, 9000),
+                        "day": rng.randint(1, TODAY),
+                    }
+                )
         return {"folders": folders, "files": files, "sort": "Name"}
 
     def popup(self) -> tuple[str, str, str]:
@@ -85,12 +92,26 @@ class FilesApp(SimApp):
         d = ctx.data
         if name == "home":
             ui.app_bar("Files")
-            ui.field("files.search_bar", value="", focused=False, placeholder="Search files",
-                     on_focus=_open_search(ctx), on_submit=None, on_clear=None)
+            ui.field(
+                "files.search_bar",
+                value="",
+                focused=False,
+                placeholder="Search files",
+                on_focus=_open_search(ctx),
+                on_submit=None,
+                on_clear=None,
+            )
             ui.title("Internal storage", size="small")
-            rows = [Row(f"files.folder.{f['id']}", f["name"], _count_text(d, f["id"]), glyph="▰",
-                        on_tap=ctx.pusher("folder", folder=f["id"]))
-                    for f in ctx.shuffled(d["folders"], "folders")]
+            rows = [
+                Row(
+                    f"files.folder.{f['id']}",
+                    f["name"],
+                    _count_text(d, f["id"]),
+                    glyph="▰",
+                    on_tap=ctx.pusher("folder", folder=f["id"]),
+                )
+                for f in ctx.shuffled(d["folders"], "folders")
+            ]
             ui.list("folders", ctx.scroll_offset("folders"), rows, reserve_bottom=240)
             ui.fab("files.new_folder", "+", _new_folder(ctx))
         elif name == "folder":
@@ -100,26 +121,46 @@ class FilesApp(SimApp):
         elif name == "rename":
             ui.app_bar("Rename", on_back=ctx.popper())
             ctx.text_field(ui, NAME, "File name", on_submit=lambda _text: _rename(ctx))
-            ui.buttons_row([("files.rename.cancel", "Cancel", ctx.popper(), False), ("files.rename.save", "Save", lambda: _rename(ctx), False)])
+            ui.buttons_row(
+                [
+                    ("files.rename.cancel", "Cancel", ctx.popper(), False),
+                    ("files.rename.save", "Save", lambda: _rename(ctx), False),
+                ]
+            )
         elif name == "move":
             f = _find(d, ctx.screen["file"])
             ui.app_bar("Move to", on_back=ctx.popper())
-            rows = [Row(f"files.move.{g['id']}", g["name"], "Current folder" if f is not None and g["id"] == f["folder"] else "",
-                        on_tap=None if f is None or g["id"] == f["folder"] else _mover(ctx, g["id"]))
-                    for g in d["folders"]]
+            rows = [
+                Row(
+                    f"files.move.{g['id']}",
+                    g["name"],
+                    "Current folder" if f is not None and g["id"] == f["folder"] else "",
+                    on_tap=None if f is None or g["id"] == f["folder"] else _mover(ctx, g["id"]),
+                )
+                for g in d["folders"]
+            ]
             ui.list("move", ctx.scroll_offset("move"), rows)
         elif name == "new_folder":
             ui.app_bar("New folder", on_back=ctx.popper())
             ctx.text_field(ui, FOLDER_NAME, "Folder name", on_submit=lambda _text: _create_folder(ctx))
             if ctx.screen.get("error"):
                 ui.label("files.new_folder.error", ctx.screen["error"], role="text")
-            ui.buttons_row([("files.new_folder.cancel", "Cancel", ctx.popper(), False), ("files.new_folder.create", "Create", lambda: _create_folder(ctx), False)])
+            ui.buttons_row(
+                [
+                    ("files.new_folder.cancel", "Cancel", ctx.popper(), False),
+                    ("files.new_folder.create", "Create", lambda: _create_folder(ctx), False),
+                ]
+            )
         elif name == "search":
             ui.app_bar("Search", on_back=ctx.popper())
             ctx.text_field(ui, QUERY, "Search files", on_submit=focus_next(ctx, None))
             query = norm(ctx.field(QUERY))
             if query:
-                hits = [_file_row(ctx, f, with_folder=True) for f in sorted_files(d["files"], "Name") if query in norm(f["name"])]
+                hits = [
+                    _file_row(ctx, f, with_folder=True)
+                    for f in sorted_files(d["files"], "Name")
+                    if query in norm(f["name"])
+                ]
                 if not hits:
                     ui.label("files.no_results", f"No files match '{ctx.field(QUERY)}'")
                 ui.list("results", ctx.scroll_offset("results"), hits)
@@ -148,14 +189,21 @@ class FilesApp(SimApp):
         ui.label("files.detail.size", f"Size: {size_text(f['kb'])}", role="text")
         ui.label("files.detail.date", f"Modified: {date_text(f['day'])}", role="text")
         ui.label("files.detail.folder", f"Folder: {folder['name'] if folder else ''}", role="text")
-        ui.button("files.rename", "Rename", ctx.pusher("rename", file=f["id"], fields={NAME: f["name"]}), role="secondary")
+        ui.button(
+            "files.rename", "Rename", ctx.pusher("rename", file=f["id"], fields={NAME: f["name"]}), role="secondary"
+        )
         ui.button("files.move", "Move", ctx.pusher("move", file=f["id"]), role="secondary")
         ui.button("files.delete", "Delete", lambda: s.__setitem__("confirm", True), role="secondary")
         if s.get("confirm"):
-            ui.dialog("files.delete_dialog", "Delete file?", f"'{f['name']}' will be deleted permanently.", [
-                ("files.delete.cancel", "Cancel", lambda: s.__setitem__("confirm", False)),
-                ("files.delete.confirm", "Delete", _deleter(ctx, f["id"])),
-            ])
+            ui.dialog(
+                "files.delete_dialog",
+                "Delete file?",
+                f"'{f['name']}' will be deleted permanently.",
+                [
+                    ("files.delete.cancel", "Cancel", lambda: s.__setitem__("confirm", False)),
+                    ("files.delete.confirm", "Delete", _deleter(ctx, f["id"])),
+                ],
+            )
 
     def handle_back(self, ctx: AppContext) -> bool:
         s = ctx.screen
@@ -317,7 +365,11 @@ def file(state: dict[str, Any], p: FileSpec) -> Check:
     d = data(state, "files")
     folder = _folder_named(d, p.folder) if p.folder is not None else None
     stale = [f for f in d["files"] if p.replaces is not None and same(f["name"], p.replaces)]
-    found = [f for f in d["files"] if same(f["name"], p.name) and (p.folder is None or (folder is not None and f["folder"] == folder["id"]))]
+    found = [
+        f
+        for f in d["files"]
+        if same(f["name"], p.name) and (p.folder is None or (folder is not None and f["folder"] == folder["id"]))
+    ]
     if found and not stale:
         return Check.of(0)
     candidates = [f for f in d["files"] if same(f["name"], p.name) or f in stale]
@@ -412,4 +464,6 @@ def _add_files(state: dict[str, Any], p: AddFiles) -> None:
         old = [f["id"] for f in d["files"] if same(f["name"], spec.name)]
         new_id = old[0] if old else max((f["id"] for f in d["files"]), default=0) + 1
         d["files"] = [f for f in d["files"] if not same(f["name"], spec.name)]
-        d["files"].append({"id": new_id, "name": spec.name, "folder": folder_id(spec.folder), "kb": spec.kb, "day": spec.day})
+        d["files"].append(
+            {"id": new_id, "name": spec.name, "folder": folder_id(spec.folder), "kb": spec.kb, "day": spec.day}
+        )

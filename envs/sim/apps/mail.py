@@ -52,9 +52,22 @@ class MailApp(SimApp):
         chosen = rng.sample(SEED_MAIL, k=6)
         emails = []
         for i, (name, address, subject, body) in enumerate(chosen):
-            emails.append({"id": i + 1, "box": "inbox", "from": name, "address": address, "to": ME, "subject": subject,
-                           "body": body, "time": f"{8 + i}:{rng.choice((5, 20, 35, 50)):02d} AM", "order": i + 1,
-                           "starred": rng.random() < 0.2, "unread": rng.random() < 0.5, "labels": []})
+            emails.append(
+                {
+                    "id": i + 1,
+                    "box": "inbox",
+                    "from": name,
+                    "address": address,
+                    "to": ME,
+                    "subject": subject,
+                    "body": body,
+                    "time": f"{8 + i}:{rng.choice((5, 20, 35, 50)):02d} AM",
+                    "order": i + 1,
+                    "starred": rng.random() < 0.2,
+                    "unread": rng.random() < 0.5,
+                    "labels": [],
+                }
+            )
         return {"emails": emails, "labels": list(LABELS), "next_id": len(emails) + 1}
 
     def build(self, ui: UI, ctx: AppContext) -> None:
@@ -62,8 +75,15 @@ class MailApp(SimApp):
         d = ctx.data
         if name in ("inbox", "starred", "sent", "drafts"):
             ui.app_bar("Mail", actions=[("mail.labels", "menu", ctx.pusher("labels"))])
-            ui.field("mail.search_bar", value="", focused=False, placeholder="Search in mail",
-                     on_focus=_open_search(ctx), on_submit=None, on_clear=None)
+            ui.field(
+                "mail.search_bar",
+                value="",
+                focused=False,
+                placeholder="Search in mail",
+                on_focus=_open_search(ctx),
+                on_submit=None,
+                on_clear=None,
+            )
             ui.bottom_nav([(f"mail.tab.{key}", text, _tab(ctx, key)) for key, text in TABS], f"mail.tab.{name}")
             mails = _in_tab(d, name)
             if not mails:
@@ -85,14 +105,21 @@ class MailApp(SimApp):
             ctx.text_field(ui, QUERY, "Search in mail", on_submit=focus_next(ctx, None))
             query = norm(ctx.field(QUERY))
             if query:
-                hits = [_row(ctx, m) for m in _newest(d["emails"]) if m["box"] != "trash" and any(
-                    query in norm(m[k]) for k in ("from", "address", "to", "subject", "body"))]
+                hits = [
+                    _row(ctx, m)
+                    for m in _newest(d["emails"])
+                    if m["box"] != "trash"
+                    and any(query in norm(m[k]) for k in ("from", "address", "to", "subject", "body"))
+                ]
                 if not hits:
                     ui.label("mail.no_results", f"No mail matches '{ctx.field(QUERY)}'")
                 ui.list("results", ctx.scroll_offset("results"), hits)
         elif name == "labels":
             ui.app_bar("Labels", on_back=ctx.popper())
-            rows = [Row(f"mail.label.{lab}", lab, _count(d, lab), on_tap=ctx.pusher("label", label=lab)) for lab in d["labels"]]
+            rows = [
+                Row(f"mail.label.{lab}", lab, _count(d, lab), on_tap=ctx.pusher("label", label=lab))
+                for lab in d["labels"]
+            ]
             ui.list("labels", ctx.scroll_offset("labels"), rows)
         elif name == "label":
             lab = ctx.screen["label"]
@@ -115,21 +142,29 @@ class MailApp(SimApp):
             ui.app_bar("Mail", on_back=ctx.popper())
             ui.label("mail.gone", "This message was deleted")
             return
-        ui.app_bar("", on_back=ctx.popper(), actions=[
-            ("mail.star", "★" if m["starred"] else "☆", _flip_star(m)),
-            ("mail.archive", "▣", _mover(ctx, m, "archive", "Archived")),
-            ("mail.delete", "✕", _mover(ctx, m, "trash", "Moved to Trash")),
-        ])
+        ui.app_bar(
+            "",
+            on_back=ctx.popper(),
+            actions=[
+                ("mail.star", "★" if m["starred"] else "☆", _flip_star(m)),
+                ("mail.archive", "▣", _mover(ctx, m, "archive", "Archived")),
+                ("mail.delete", "✕", _mover(ctx, m, "trash", "Moved to Trash")),
+            ],
+        )
         ui.title(m["subject"] or "(no subject)")
-        ui.label("mail.detail.from", f"From: {m['from']} <{m['address']}>" if m["box"] != "sent" else "From: me", role="text")
+        ui.label(
+            "mail.detail.from", f"From: {m['from']} <{m['address']}>" if m["box"] != "sent" else "From: me", role="text"
+        )
         ui.label("mail.detail.to", f"To: {m['to']}")
         ui.label("mail.detail.labels", f"Labels: {', '.join(m['labels'])}" if m["labels"] else "No labels")
         ui.label("mail.detail.body", m["body"], h=300, role="text")
-        ui.buttons_row([
-            ("mail.reply", "Reply", _reply(ctx, m), False),
-            ("mail.forward", "Forward", _forward(ctx, m), False),
-            ("mail.label_as", "Label", ctx.pusher("label_picker", email=m["id"]), False),
-        ])
+        ui.buttons_row(
+            [
+                ("mail.reply", "Reply", _reply(ctx, m), False),
+                ("mail.forward", "Forward", _forward(ctx, m), False),
+                ("mail.label_as", "Label", ctx.pusher("label_picker", email=m["id"]), False),
+            ]
+        )
 
     def handle_back(self, ctx: AppContext) -> bool:
         if ctx.screen["name"] == "compose":
@@ -305,6 +340,7 @@ def _to_email(state: dict[str, Any], m: dict[str, Any]) -> int:
 
 def _compose_cost(state: dict[str, Any], to: str, subject: str | None, body: str | None, box: str) -> int:
     """Lower bound on composing a message and sending it (or closing it as a draft)."""
+
     def pairs(fields: dict[str, str]) -> list[tuple[str, str]]:
         out = [(fields.get(TO, ""), to)]
         if subject is not None:
@@ -340,8 +376,11 @@ class Sent(PredicateParams):
 
 
 def _is(m: dict[str, Any], p: Sent) -> bool:
-    return (norm(m["to"]) == norm(p.to) and (p.subject is None or same(m["subject"], p.subject))
-            and (p.body is None or same(m["body"], p.body)))
+    return (
+        norm(m["to"]) == norm(p.to)
+        and (p.subject is None or same(m["subject"], p.subject))
+        and (p.body is None or same(m["body"], p.body))
+    )
 
 
 @predicate("mail.sent", Sent)
@@ -457,9 +496,22 @@ def _add_mail(state: dict[str, Any], p: AddMail) -> None:
             new_id = d["next_id"]
             d["next_id"] += 1
         order = max((m["order"] for m in d["emails"]), default=0) + 1
-        d["emails"].append({"id": new_id, "box": spec.box, "from": spec.sender, "address": spec.address, "to": ME,
-                            "subject": spec.subject, "body": spec.body, "time": "9:30 AM", "order": order,
-                            "starred": spec.starred, "unread": spec.unread, "labels": list(spec.labels)})
+        d["emails"].append(
+            {
+                "id": new_id,
+                "box": spec.box,
+                "from": spec.sender,
+                "address": spec.address,
+                "to": ME,
+                "subject": spec.subject,
+                "body": spec.body,
+                "time": "9:30 AM",
+                "order": order,
+                "starred": spec.starred,
+                "unread": spec.unread,
+                "labels": list(spec.labels),
+            }
+        )
         for lab in spec.labels:
             if lab not in d["labels"]:
                 d["labels"].append(lab)

@@ -30,9 +30,18 @@ SEED_THREADS = (
 )
 """Conversations a phone's seeded threads are drawn from (templates use other people, see contacts.TEMPLATE_PEOPLE)."""
 TEMPLATE_LINES = (
-    "Are we still on for dinner?", "The package arrived today", "Can you send me the report?", "My flight lands at 6",
-    "I left my keys at your place", "The meeting moved to Friday", "Happy birthday!", "See you at the station",
-    "Running ten minutes late", "Do you need anything from the store?", "The tickets are booked", "Call me when you can",
+    "Are we still on for dinner?",
+    "The package arrived today",
+    "Can you send me the report?",
+    "My flight lands at 6",
+    "I left my keys at your place",
+    "The meeting moved to Friday",
+    "Happy birthday!",
+    "See you at the station",
+    "Running ten minutes late",
+    "Do you need anything from the store?",
+    "The tickets are booked",
+    "Call me when you can",
 )
 """Incoming lines task instances put in conversations (none appears in :data:`SEED_THREADS`)."""
 MAX_SHOWN = 5
@@ -65,9 +74,13 @@ class MessagesApp(SimApp):
         threads = []
         for i, (name, lines) in enumerate(rng.sample(SEED_THREADS, k=7)):
             minute = rng.randrange(7 * 60, 9 * 60 + 30)
-            messages = [{"from_me": j % 2 == 1 and j < len(lines) - 1, "text": t, "time": time_text(minute // 60, minute % 60)}
-                        for j, t in enumerate(lines)]
-            threads.append({"id": i + 1, "name": name, "messages": messages, "unread": rng.random() < 0.35, "updated": i + 1})
+            messages = [
+                {"from_me": j % 2 == 1 and j < len(lines) - 1, "text": t, "time": time_text(minute // 60, minute % 60)}
+                for j, t in enumerate(lines)
+            ]
+            threads.append(
+                {"id": i + 1, "name": name, "messages": messages, "unread": rng.random() < 0.35, "updated": i + 1}
+            )
         return {"threads": threads}
 
     def popup(self) -> None:
@@ -78,18 +91,30 @@ class MessagesApp(SimApp):
         threads = ctx.data["threads"]
         if name == "home":
             ui.app_bar("Messages", actions=[("messages.menu", "menu", lambda: ctx.screen.__setitem__("menu", True))])
-            ui.field("messages.search_bar", value="", focused=False, placeholder="Search conversations",
-                     on_focus=self._open_search(ctx), on_submit=None, on_clear=None)
+            ui.field(
+                "messages.search_bar",
+                value="",
+                focused=False,
+                placeholder="Search conversations",
+                on_focus=self._open_search(ctx),
+                on_submit=None,
+                on_clear=None,
+            )
             unread = sum(1 for t in threads if t["unread"])
             ui.label("messages.unread_count", f"{unread} unread" if unread else "No unread messages")
             rows = [self._row(ctx, t, _snippet(t)) for t in sorted(threads, key=lambda t: -t["updated"])]
             ui.list("threads", ctx.scroll_offset("threads"), rows, reserve_bottom=240)
             ui.fab("messages.new", "+", self._open_new(ctx))
             if ctx.screen.get("menu"):
-                ui.dialog("messages.menu_dialog", "Messages", "Conversation options", [
-                    ("messages.menu.cancel", "Cancel", lambda: ctx.screen.__setitem__("menu", False)),
-                    ("messages.menu.read_all", "Mark all read", _mark_all_read(ctx)),
-                ])
+                ui.dialog(
+                    "messages.menu_dialog",
+                    "Messages",
+                    "Conversation options",
+                    [
+                        ("messages.menu.cancel", "Cancel", lambda: ctx.screen.__setitem__("menu", False)),
+                        ("messages.menu.read_all", "Mark all read", _mark_all_read(ctx)),
+                    ],
+                )
         elif name == "search":
             ui.app_bar("Search", on_back=ctx.popper())
             ctx.text_field(ui, "messages.query", "Search conversations", on_submit=focus_next(ctx, None))
@@ -112,8 +137,13 @@ class MessagesApp(SimApp):
 
     @staticmethod
     def _row(ctx: AppContext, t: dict[str, Any], subtitle: str) -> Row:
-        return Row(f"messages.thread.{t['id']}", ("● " if t["unread"] else "") + t["name"], subtitle,
-                   glyph=t["name"][:1].upper(), on_tap=_opener(ctx, t["id"]))
+        return Row(
+            f"messages.thread.{t['id']}",
+            ("● " if t["unread"] else "") + t["name"],
+            subtitle,
+            glyph=t["name"][:1].upper(),
+            on_tap=_opener(ctx, t["id"]),
+        )
 
     @staticmethod
     def _open_search(ctx: AppContext):
@@ -137,9 +167,25 @@ class MessagesApp(SimApp):
         typed = ctx.field("messages.to").strip()
         rows = []
         if typed and _phone_like(typed):
-            rows.append(Row("messages.to_number", f"Send to {typed}", "Phone number", glyph="#", on_tap=_conversation_opener(ctx, typed)))
-        rows += [Row(f"messages.contact.{c['id']}", display_name(c), c["phone"], glyph=display_name(c)[:1].upper(),
-                     on_tap=_conversation_opener(ctx, display_name(c))) for c in _suggestions(ctx, typed)]
+            rows.append(
+                Row(
+                    "messages.to_number",
+                    f"Send to {typed}",
+                    "Phone number",
+                    glyph="#",
+                    on_tap=_conversation_opener(ctx, typed),
+                )
+            )
+        rows += [
+            Row(
+                f"messages.contact.{c['id']}",
+                display_name(c),
+                c["phone"],
+                glyph=display_name(c)[:1].upper(),
+                on_tap=_conversation_opener(ctx, display_name(c)),
+            )
+            for c in _suggestions(ctx, typed)
+        ]
         if not typed:
             ui.label("messages.to_hint", "Top contacts", role="muted")
         ui.list("suggestions", ctx.scroll_offset("suggestions"), rows)
@@ -159,19 +205,34 @@ class MessagesApp(SimApp):
             ui.label("messages.empty", f"Start your conversation with {title}")
         for i, m in enumerate(messages[-MAX_SHOWN:]):
             # Labels, not rows: a message is read, never tapped, and a label's smaller type fits a longer line.
-            ui.label(f"messages.message.{i}", f"{m['text']}\n{'You' if m['from_me'] else title} · {m['time']}", h=150, role="text")
+            ui.label(
+                f"messages.message.{i}",
+                f"{m['text']}\n{'You' if m['from_me'] else title} · {m['time']}",
+                h=150,
+                role="text",
+            )
         ctx.text_field(ui, "messages.compose", "Text message", on_submit=_sender(ctx))
         ui.button("messages.send", "Send", lambda: _sender(ctx)(ctx.field("messages.compose")))
         if thread is not None and s.get("menu"):
-            ui.dialog("messages.thread_menu_dialog", title, "Conversation options", [
-                ("messages.thread_menu.cancel", "Cancel", lambda: s.__setitem__("menu", False)),
-                ("messages.thread_menu.delete", "Delete", lambda: s.update(menu=False, confirm=True)),
-            ])
+            ui.dialog(
+                "messages.thread_menu_dialog",
+                title,
+                "Conversation options",
+                [
+                    ("messages.thread_menu.cancel", "Cancel", lambda: s.__setitem__("menu", False)),
+                    ("messages.thread_menu.delete", "Delete", lambda: s.update(menu=False, confirm=True)),
+                ],
+            )
         elif thread is not None and s.get("confirm"):
-            ui.dialog("messages.delete_dialog", "Delete this conversation?", f"Your messages with {title} will be deleted.", [
-                ("messages.delete.cancel", "Cancel", lambda: s.__setitem__("confirm", False)),
-                ("messages.delete.confirm", "Delete", _deleter(ctx, thread["id"])),
-            ])
+            ui.dialog(
+                "messages.delete_dialog",
+                "Delete this conversation?",
+                f"Your messages with {title} will be deleted.",
+                [
+                    ("messages.delete.cancel", "Cancel", lambda: s.__setitem__("confirm", False)),
+                    ("messages.delete.confirm", "Delete", _deleter(ctx, thread["id"])),
+                ],
+            )
 
     def handle_back(self, ctx: AppContext) -> bool:
         s = ctx.screen
@@ -308,7 +369,9 @@ def _thread_of(state: dict[str, Any], screen: dict[str, Any]) -> str | None:
 def sent(state: dict[str, Any], p: Sent) -> Check:
     """A message with exactly ``text`` (case and spacing aside) was sent to ``to``."""
     for t in data(state, "messages")["threads"]:
-        if same_recipient(t["name"], p.to) and any(m["from_me"] and norm(m["text"]) == norm(p.text) for m in t["messages"]):
+        if same_recipient(t["name"], p.to) and any(
+            m["from_me"] and norm(m["text"]) == norm(p.text) for m in t["messages"]
+        ):
             return Check.of(0)
     s = top(state, "messages")
     if s["name"] == "thread" and (recipient := _thread_of(state, s)) is not None and same_recipient(recipient, p.to):
@@ -371,7 +434,9 @@ class AddThreads(PredicateParams):
     """Conversations to put on the phone (newest first in the list); one with the same name is replaced."""
 
     threads: list[NewThread] = Field(min_length=1)
-    mark_others_read: bool = Field(False, description="mark every other conversation read (unread counts then come from these)")
+    mark_others_read: bool = Field(
+        False, description="mark every other conversation read (unread counts then come from these)"
+    )
 
 
 @setup_step("messages.threads", AddThreads)
@@ -385,6 +450,15 @@ def _add_threads(state: dict[str, Any], p: AddThreads) -> None:
         same_name = [t["id"] for t in d["threads"] if same_recipient(t["name"], spec.name)]
         new_id = same_name[0] if same_name else max((t["id"] for t in d["threads"]), default=0) + 1
         d["threads"] = [t for t in d["threads"] if not same_recipient(t["name"], spec.name)]
-        updated = max((t["updated"] for t in d["threads"]), default=0) + 1  # newest of the others: a repeat changes nothing
-        d["threads"].append({"id": new_id, "name": spec.name, "messages": [m.model_dump() for m in spec.messages],
-                             "unread": spec.unread, "updated": updated})
+        updated = (
+            max((t["updated"] for t in d["threads"]), default=0) + 1
+        )  # newest of the others: a repeat changes nothing
+        d["threads"].append(
+            {
+                "id": new_id,
+                "name": spec.name,
+                "messages": [m.model_dump() for m in spec.messages],
+                "unread": spec.unread,
+                "updated": updated,
+            }
+        )

@@ -26,10 +26,16 @@ SEED_NOTES = (
 )
 """Notes a phone's seeded notes are drawn from (templates use :data:`TEMPLATE_NOTES`)."""
 TEMPLATE_NOTES = (
-    ("Door code", "Front door code 4172"), ("Parking spot", "Level 3, spot 118"), ("Locker", "Locker number 52"),
-    ("Bike lock", "Combination 8305"), ("Flight", "Seat 14C on LX 318"), ("Meeting room", "Room 611, west wing"),
-    ("Plumber", "Call Joe's Plumbing at 555-0277"), ("Vet", "Rex is due for shots in May"),
-    ("Library", "Return books by the 28th"), ("Allergies", "Sam is allergic to peanuts"),
+    ("Door code", "Front door code 4172"),
+    ("Parking spot", "Level 3, spot 118"),
+    ("Locker", "Locker number 52"),
+    ("Bike lock", "Combination 8305"),
+    ("Flight", "Seat 14C on LX 318"),
+    ("Meeting room", "Room 611, west wing"),
+    ("Plumber", "Call Joe's Plumbing at 555-0277"),
+    ("Vet", "Rex is due for shots in May"),
+    ("Library", "Return books by the 28th"),
+    ("Allergies", "Sam is allergic to peanuts"),
 )
 """Notes task instances add (titles disjoint from :data:`SEED_NOTES`)."""
 TITLE, BODY = "notes.title", "notes.body"
@@ -53,8 +59,10 @@ class NotesApp(SimApp):
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         chosen = rng.sample(SEED_NOTES, k=6)
-        notes = [{"id": i + 1, "title": title, "body": rng.choice(bodies), "pinned": rng.random() < 0.25}
-                 for i, (title, bodies) in enumerate(chosen)]
+        notes = [
+            {"id": i + 1, "title": title, "body": rng.choice(bodies), "pinned": rng.random() < 0.25}
+            for i, (title, bodies) in enumerate(chosen)
+        ]
         return {"notes": notes}
 
     def popup(self) -> None:
@@ -65,8 +73,15 @@ class NotesApp(SimApp):
         notes = ctx.data["notes"]
         if name == "home":
             ui.app_bar("Notes")
-            ui.field("notes.search_bar", value="", focused=False, placeholder="Search your notes",
-                     on_focus=self._open_search(ctx), on_submit=None, on_clear=None)
+            ui.field(
+                "notes.search_bar",
+                value="",
+                focused=False,
+                placeholder="Search your notes",
+                on_focus=self._open_search(ctx),
+                on_submit=None,
+                on_clear=None,
+            )
             pinned = [n for n in notes if n["pinned"]]
             others = ctx.shuffled([n for n in notes if not n["pinned"]], "notes")
             rows = [self._row(ctx, n, pinned=True) for n in pinned] + [self._row(ctx, n) for n in others]
@@ -79,7 +94,11 @@ class NotesApp(SimApp):
             ctx.text_field(ui, "notes.query", "Search your notes", on_submit=focus_next(ctx, None))
             query = norm(ctx.field("notes.query"))
             if query:
-                hits = [self._row(ctx, n, pinned=n["pinned"]) for n in notes if query in norm(n["title"]) or query in norm(n["body"])]
+                hits = [
+                    self._row(ctx, n, pinned=n["pinned"])
+                    for n in notes
+                    if query in norm(n["title"]) or query in norm(n["body"])
+                ]
                 if not hits:
                     ui.label("notes.no_results", f"No matching notes for '{ctx.field('notes.query')}'")
                 ui.list("results", ctx.scroll_offset("results"), ctx.shuffled(hits, "search"))
@@ -90,9 +109,13 @@ class NotesApp(SimApp):
 
     @staticmethod
     def _row(ctx: AppContext, note: dict[str, Any], pinned: bool = False) -> Row:
-        return Row(f"notes.note.{note['id']}", note["title"] or preview(note) or "(empty note)",
-                   ("Pinned · " if pinned else "") + preview(note), glyph="★" if pinned else "",
-                   on_tap=ctx.pusher("edit", note=note["id"], fields={TITLE: note["title"], BODY: note["body"]}))
+        return Row(
+            f"notes.note.{note['id']}",
+            note["title"] or preview(note) or "(empty note)",
+            ("Pinned · " if pinned else "") + preview(note),
+            glyph="★" if pinned else "",
+            on_tap=ctx.pusher("edit", note=note["id"], fields={TITLE: note["title"], BODY: note["body"]}),
+        )
 
     @staticmethod
     def _open_search(ctx: AppContext):
@@ -119,18 +142,25 @@ class NotesApp(SimApp):
             return
         actions = []
         if note is not None:
-            actions = [("notes.pin", "★" if note["pinned"] else "☆", _flip_pin(note)),
-                       ("notes.delete", "menu", lambda: s.__setitem__("confirm", True))]
+            actions = [
+                ("notes.pin", "★" if note["pinned"] else "☆", _flip_pin(note)),
+                ("notes.delete", "menu", lambda: s.__setitem__("confirm", True)),
+            ]
         ui.app_bar("Edit note" if note is not None else "New note", on_back=self._close(ctx), actions=actions)
         ctx.text_field(ui, TITLE, "Title", on_submit=focus_next(ctx, BODY))
         ctx.text_field(ui, BODY, "Note", multiline=True, h=400)
         if note is not None:
             ui.label("notes.state", "Pinned" if note["pinned"] else "Not pinned")
         if note is not None and s.get("confirm"):
-            ui.dialog("notes.delete_dialog", "Delete note?", f"'{note['title'] or preview(note)}' will be deleted.", [
-                ("notes.delete.cancel", "Cancel", lambda: s.__setitem__("confirm", False)),
-                ("notes.delete.confirm", "Delete", _deleter(ctx, note["id"])),
-            ])
+            ui.dialog(
+                "notes.delete_dialog",
+                "Delete note?",
+                f"'{note['title'] or preview(note)}' will be deleted.",
+                [
+                    ("notes.delete.cancel", "Cancel", lambda: s.__setitem__("confirm", False)),
+                    ("notes.delete.confirm", "Delete", _deleter(ctx, note["id"])),
+                ],
+            )
 
     def handle_back(self, ctx: AppContext) -> bool:
         s = ctx.screen
@@ -189,6 +219,7 @@ def _fg(state: dict[str, Any]) -> int:
 
 def _note_cost(state: dict[str, Any], title: str | None, body: str | None) -> int:
     """Lower bound on making some note read ``title`` / ``body`` (None: any) and saving it by closing the editor."""
+
     def pairs(cur_title: str, cur_body: str) -> list[tuple[str, str]]:
         out = []
         if title is not None:
@@ -201,7 +232,12 @@ def _note_cost(state: dict[str, Any], title: str | None, body: str | None) -> in
     if s["name"] == "edit" and not (s["note"] is not None and _find(data(state, "notes"), s["note"]) is None):
         fields = s.get("fields", {})
         dialog = int(bool(s.get("confirm")))
-        return _fg(state) + dialog + typing_cost(pairs(fields.get(TITLE, ""), fields.get(BODY, "")), state["focus"] is not None) + 1
+        return (
+            _fg(state)
+            + dialog
+            + typing_cost(pairs(fields.get(TITLE, ""), fields.get(BODY, "")), state["focus"] is not None)
+            + 1
+        )
     # A new note opens with its title focused; a note's row opens it with nothing focused.
     best = (1 if s["name"] == "home" else 2) + typing_cost(pairs("", ""), True) + 1
     for n in data(state, "notes")["notes"]:

@@ -23,15 +23,33 @@ from darwin.predicates import (
     top,
 )
 
-CATALOG = ("WhatsApp Messenger", "Facebook", "Instagram", "TikTok", "Spotify: Music and Podcasts", "Netflix",
-           "Google Maps", "Duolingo", "Candy Crush Saga", "Telegram", "Zoom", "Uber")
+CATALOG = (
+    "WhatsApp Messenger",
+    "Facebook",
+    "Instagram",
+    "TikTok",
+    "Spotify: Music and Podcasts",
+    "Netflix",
+    "Google Maps",
+    "Duolingo",
+    "Candy Crush Saga",
+    "Telegram",
+    "Zoom",
+    "Uber",
+)
 APP_INFO = {  # rating, downloads, developer, age rating
-    "WhatsApp Messenger": ("4.2", "5B+", "WhatsApp LLC", "12+"), "Facebook": ("3.9", "5B+", "Meta Platforms, Inc.", "12+"),
-    "Instagram": ("4.1", "1B+", "Instagram", "12+"), "TikTok": ("4.4", "1B+", "TikTok Pte. Ltd.", "12+"),
-    "Spotify: Music and Podcasts": ("4.3", "1B+", "Spotify AB", "12+"), "Netflix": ("4.5", "1B+", "Netflix, Inc.", "12+"),
-    "Google Maps": ("4.0", "10B+", "Google LLC", "3+"), "Duolingo": ("4.6", "500M+", "Duolingo", "3+"),
-    "Candy Crush Saga": ("4.7", "1B+", "King", "3+"), "Telegram": ("4.8", "1B+", "Telegram FZ-LLC", "16+"),
-    "Zoom": ("3.8", "1B+", "zoom.us", "3+"), "Uber": ("4.1", "500M+", "Uber Technologies, Inc.", "3+"),
+    "WhatsApp Messenger": ("4.2", "5B+", "WhatsApp LLC", "12+"),
+    "Facebook": ("3.9", "5B+", "Meta Platforms, Inc.", "12+"),
+    "Instagram": ("4.1", "1B+", "Instagram", "12+"),
+    "TikTok": ("4.4", "1B+", "TikTok Pte. Ltd.", "12+"),
+    "Spotify: Music and Podcasts": ("4.3", "1B+", "Spotify AB", "12+"),
+    "Netflix": ("4.5", "1B+", "Netflix, Inc.", "12+"),
+    "Google Maps": ("4.0", "10B+", "Google LLC", "3+"),
+    "Duolingo": ("4.6", "500M+", "Duolingo", "3+"),
+    "Candy Crush Saga": ("4.7", "1B+", "King", "3+"),
+    "Telegram": ("4.8", "1B+", "Telegram FZ-LLC", "16+"),
+    "Zoom": ("3.8", "1B+", "zoom.us", "3+"),
+    "Uber": ("4.1", "500M+", "Uber Technologies, Inc.", "3+"),
 }
 OTHER_APP_INFO = ("4.3", "1B+", "Play developer", "12+")
 """What an app page shows for titles outside the catalogue (search fillers)."""
@@ -64,7 +82,10 @@ class PlayApp(SimApp):
             ui.app_bar("Google Play", actions=[("play.account", "A", ctx.pusher("account"))])
             ctx.text_field(ui, "play.search", "Search apps & games", on_submit=self._search(ctx))
             ui.title("Recommended for you", size="small")
-            rows = [Row(f"play.app.{i}", a, "Free - Install", on_tap=ctx.pusher("app_page", title=a), glyph=a[0]) for i, a in enumerate(CATALOG)]
+            rows = [
+                Row(f"play.app.{i}", a, "Free - Install", on_tap=ctx.pusher("app_page", title=a), glyph=a[0])
+                for i, a in enumerate(CATALOG)
+            ]
             ui.list("recommended", ctx.scroll_offset("recommended"), ctx.shuffled(rows, "recommended"))
         elif name == "results":
             query = ctx.screen["query"]
@@ -72,8 +93,14 @@ class PlayApp(SimApp):
             ctx.text_field(ui, "play.search", "Search apps & games", on_submit=self._search(ctx))
             ui.label("play.results_label", f'Results for "{query}"', role="text")
             q = norm(query)
-            hits = [a for a in CATALOG if q and q in norm(a)] + [f"{query.strip().title()} Lite", f"{query.strip().title()} Tools"]
-            rows = [Row(f"play.result.{i}", a, "Install", on_tap=ctx.pusher("app_page", title=a), glyph=a[0]) for i, a in enumerate(hits)]
+            hits = [a for a in CATALOG if q and q in norm(a)] + [
+                f"{query.strip().title()} Lite",
+                f"{query.strip().title()} Tools",
+            ]
+            rows = [
+                Row(f"play.result.{i}", a, "Install", on_tap=ctx.pusher("app_page", title=a), glyph=a[0])
+                for i, a in enumerate(hits)
+            ]
             ui.list("results", ctx.scroll_offset("results"), rows)
         elif name == "app_page":
             title = ctx.screen["title"]
@@ -81,23 +108,43 @@ class PlayApp(SimApp):
             rating, downloads, developer, age = APP_INFO.get(title, OTHER_APP_INFO)
             ui.app_bar(title, on_back=ctx.popper())
             ui.card("play.app_card", title, f"{developer}\n{rating} stars - {downloads} downloads\nRated for {age}")
-            ui.button("play.install", "Open" if installed else "Install", None if installed else lambda: ctx.data["installed"].append(title))
+            ui.button(
+                "play.install",
+                "Open" if installed else "Install",
+                None if installed else lambda: ctx.data["installed"].append(title),
+            )
             if installed:
                 ui.button("play.uninstall", "Uninstall", lambda: ctx.data["installed"].remove(title), role="secondary")
         elif name == "account":
             ui.app_bar("Account", on_back=ctx.popper())
-            for key, label in (("manage", "Manage apps & device"), ("payments", "Payments & subscriptions"),
-                               ("protect", "Play Protect"), ("library", "Library"), ("settings", "Settings"), ("help", "Help & feedback")):
+            for key, label in (
+                ("manage", "Manage apps & device"),
+                ("payments", "Payments & subscriptions"),
+                ("protect", "Play Protect"),
+                ("library", "Library"),
+                ("settings", "Settings"),
+                ("help", "Help & feedback"),
+            ):
                 ui.row(f"play.account.{key}", label, on_tap=ctx.pusher("settings") if key == "settings" else None)
         elif name == "settings":
             ui.app_bar("Settings", on_back=ctx.popper())
             expanded = ctx.screen.get("expanded")
             for key in SECTIONS:
-                ui.row(f"play.settings.{key}", key.title(), "Tap to collapse" if expanded == key else "Tap to expand", on_tap=self._expand(ctx, key))
+                ui.row(
+                    f"play.settings.{key}",
+                    key.title(),
+                    "Tap to collapse" if expanded == key else "Tap to expand",
+                    on_tap=self._expand(ctx, key),
+                )
                 if expanded == key:
                     for i, item in enumerate(SECTIONS[key]):
                         sub = ctx.data["theme"] if item == "Theme" else ""
-                        ui.row(f"play.settings.{key}.{i}", f"    {item}", sub, on_tap=ctx.pusher("theme") if item == "Theme" else None)
+                        ui.row(
+                            f"play.settings.{key}.{i}",
+                            f"    {item}",
+                            sub,
+                            on_tap=ctx.pusher("theme") if item == "Theme" else None,
+                        )
         elif name == "theme":
             ui.app_bar("Theme", on_back=ctx.popper())
             for t in THEMES:
@@ -218,7 +265,9 @@ class Apps(PredicateParams):
 def _apps(state: dict[str, Any], p: Apps) -> None:
     """Install and uninstall the given apps (titles of the catalogue)."""
     d = data(state, "play")
-    d["installed"] = [a for a in d["installed"] if a not in p.uninstall] + [a for a in p.install if a not in d["installed"]]
+    d["installed"] = [a for a in d["installed"] if a not in p.uninstall] + [
+        a for a in p.install if a not in d["installed"]
+    ]
 
 
 @setup_step("play.theme", Theme)

@@ -79,34 +79,93 @@ class SettingsApp(SimApp):
         d = ctx.data
         if name == "home":
             ui.app_bar("Settings")
-            rows = [Row(f"settings.{key}", title, sub, on_tap=ctx.pusher(key if key in ("notifications", "display") else "generic", section=key), glyph=g) for key, title, sub, g in MAIN_ENTRIES]
+            rows = [
+                Row(
+                    f"settings.{key}",
+                    title,
+                    sub,
+                    on_tap=ctx.pusher(key if key in ("notifications", "display") else "generic", section=key),
+                    glyph=g,
+                )
+                for key, title, sub, g in MAIN_ENTRIES
+            ]
             ui.list("main", ctx.scroll_offset("main"), rows)
         elif name == "notifications":
             ui.app_bar("Notifications", on_back=ctx.popper())
-            ui.row("settings.app_notifications", "App notifications", "Control notifications from individual apps", on_tap=ctx.pusher("app_notifications"))
-            ui.row("settings.notification_history", "Notification history", "Show recent and snoozed notifications", on_tap=ctx.pusher("notification_history"))
+            ui.row(
+                "settings.app_notifications",
+                "App notifications",
+                "Control notifications from individual apps",
+                on_tap=ctx.pusher("app_notifications"),
+            )
+            ui.row(
+                "settings.notification_history",
+                "Notification history",
+                "Show recent and snoozed notifications",
+                on_tap=ctx.pusher("notification_history"),
+            )
             ui.row("settings.conversations", "Conversations", "No priority conversations")
-            ui.toggle_row("settings.hide_silent", "Hide silent notifications in status bar", d["hide_silent"], _flip(d, "hide_silent"))
-            ui.toggle_row("settings.dots", "Notification dot on app icon", d["notification_dots"], _flip(d, "notification_dots"))
+            ui.toggle_row(
+                "settings.hide_silent",
+                "Hide silent notifications in status bar",
+                d["hide_silent"],
+                _flip(d, "hide_silent"),
+            )
+            ui.toggle_row(
+                "settings.dots", "Notification dot on app icon", d["notification_dots"], _flip(d, "notification_dots")
+            )
         elif name == "notification_history":
             ui.app_bar("Notification history", on_back=ctx.popper())
-            ui.toggle_row("settings.use_notification_history", "Use notification history", d["notification_history"], _flip(d, "notification_history"))
-            ui.label("settings.history_hint", "Recent notifications appear here" if d["notification_history"] else "Turn on notification history to see recent\nand snoozed notifications", h=160)
+            ui.toggle_row(
+                "settings.use_notification_history",
+                "Use notification history",
+                d["notification_history"],
+                _flip(d, "notification_history"),
+            )
+            ui.label(
+                "settings.history_hint",
+                "Recent notifications appear here"
+                if d["notification_history"]
+                else "Turn on notification history to see recent\nand snoozed notifications",
+                h=160,
+            )
         elif name == "app_notifications":
             ui.app_bar("App notifications", on_back=ctx.popper())
-            rows = [Row(f"settings.notif.{app}", app, checked=on, on_tap=_flip(d["app_notifications"], app)) for app, on in d["app_notifications"].items()]
+            rows = [
+                Row(f"settings.notif.{app}", app, checked=on, on_tap=_flip(d["app_notifications"], app))
+                for app, on in d["app_notifications"].items()
+            ]
             ui.list("apps", ctx.scroll_offset("apps"), rows)
         elif name == "display":
             ui.app_bar("Display", on_back=ctx.popper())
             ui.title("Appearance", size="small")
-            ui.toggle_row("settings.dark_theme", "Dark theme", d["dark_theme"], _flip(d, "dark_theme"), subtitle="Use dark background")
+            ui.toggle_row(
+                "settings.dark_theme",
+                "Dark theme",
+                d["dark_theme"],
+                _flip(d, "dark_theme"),
+                subtitle="Use dark background",
+            )
             ui.row("settings.font_size", "Font size and text", "Default")
             ui.title("Brightness", size="small")
-            ui.toggle_row("settings.adaptive_brightness", "Adaptive brightness", d["adaptive_brightness"], _flip(d, "adaptive_brightness"))
+            ui.toggle_row(
+                "settings.adaptive_brightness",
+                "Adaptive brightness",
+                d["adaptive_brightness"],
+                _flip(d, "adaptive_brightness"),
+            )
             ui.row("settings.screen_timeout", "Screen timeout", d["screen_timeout"], on_tap=ctx.pusher("timeout"))
         elif name == "timeout":
             ui.app_bar("Screen timeout", on_back=ctx.popper())
-            rows = [Row(f"settings.timeout.{t}", t, checked=(d["screen_timeout"] == t), on_tap=_setter(d, "screen_timeout", t, ctx)) for t in TIMEOUTS]
+            rows = [
+                Row(
+                    f"settings.timeout.{t}",
+                    t,
+                    checked=(d["screen_timeout"] == t),
+                    on_tap=_setter(d, "screen_timeout", t, ctx),
+                )
+                for t in TIMEOUTS
+            ]
             ui.list("timeouts", ctx.scroll_offset("timeouts"), rows)
         elif name == "generic":
             section = ctx.screen["section"]
@@ -163,8 +222,12 @@ class SettingsValues(PredicateParams):
     notification_dots: bool | None = None
     adaptive_brightness: bool | None = None
     screen_timeout: str | None = Field(None, description=f"one of {', '.join(TIMEOUTS)}")
-    toggles: dict[str, bool] | None = Field(None, description="section toggles by key ('network:Wi-Fi'); only the given ones")
-    app_notifications: dict[str, bool] | None = Field(None, description="per-app notifications by app name; only the given ones")
+    toggles: dict[str, bool] | None = Field(
+        None, description="section toggles by key ('network:Wi-Fi'); only the given ones"
+    )
+    app_notifications: dict[str, bool] | None = Field(
+        None, description="per-app notifications by app name; only the given ones"
+    )
 
     @field_validator("screen_timeout")
     @classmethod
@@ -279,8 +342,13 @@ class Switches(PredicateParams):
     adaptive_brightness: bool | None = None
 
 
-SWITCH_SCREENS = {"dark_theme": "display", "adaptive_brightness": "display", "notification_history": "notification_history",
-                  "hide_silent": "notifications", "notification_dots": "notifications"}
+SWITCH_SCREENS = {
+    "dark_theme": "display",
+    "adaptive_brightness": "display",
+    "notification_history": "notification_history",
+    "hide_silent": "notifications",
+    "notification_dots": "notifications",
+}
 """The screen whose toggle flips each switch."""
 
 

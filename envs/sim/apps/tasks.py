@@ -21,9 +21,15 @@ FIRST_DAY = 19
 """Day 0 of the due-day picker is Monday, November 19 (today is Wednesday the 21st, as on the phone's clock)."""
 SEED_LISTS = ("My Tasks", "Work")
 SEED_TASKS = (
-    ("My Tasks", "Call the bank"), ("My Tasks", "Buy birthday card"), ("My Tasks", "Book dentist appointment"),
-    ("My Tasks", "Return library books"), ("My Tasks", "Water the plants"),
-    ("Work", "Send weekly update"), ("Work", "Review pull request"), ("Work", "Prepare slides"), ("Work", "Expense report"),
+    ("My Tasks", "Call the bank"),
+    ("My Tasks", "Buy birthday card"),
+    ("My Tasks", "Book dentist appointment"),
+    ("My Tasks", "Return library books"),
+    ("My Tasks", "Water the plants"),
+    ("Work", "Send weekly update"),
+    ("Work", "Review pull request"),
+    ("Work", "Prepare slides"),
+    ("Work", "Expense report"),
 )
 """Tasks a phone's lists are drawn from (templates add tasks with other titles)."""
 TITLE, NEW_TITLE, LIST_NAME = "tasks.title", "tasks.new_title", "tasks.list_name"
@@ -53,9 +59,17 @@ class TasksApp(SimApp):
         for list_name, title in SEED_TASKS:
             if rng.random() < 0.3:
                 continue
-            tasks.append({"id": len(tasks) + 1, "list": SEED_LISTS.index(list_name) + 1, "title": title,
-                          "due": rng.choice((None, None, 0, 3, 4, 6)), "starred": rng.random() < 0.2,
-                          "done": rng.random() < 0.25, "parent": None})
+            tasks.append(
+                {
+                    "id": len(tasks) + 1,
+                    "list": SEED_LISTS.index(list_name) + 1,
+                    "title": title,
+                    "due": rng.choice((None, None, 0, 3, 4, 6)),
+                    "starred": rng.random() < 0.2,
+                    "done": rng.random() < 0.25,
+                    "parent": None,
+                }
+            )
         return {"lists": lists, "tasks": tasks}
 
     def popup(self) -> None:
@@ -73,14 +87,25 @@ class TasksApp(SimApp):
             ui.app_bar("New subtask" if s.get("parent") else "New task", on_back=ctx.popper())
             ctx.text_field(ui, NEW_TITLE, "Title", on_submit=lambda _text: _add_task(ctx))
             ui.title("Due date", size="small")
-            ui.buttons_row([(f"tasks.new.due.{i}", DAY_SHORT[i], _screen_toggle(ctx, "due", i), s.get("due") == i) for i in range(7)], h=112)
+            ui.buttons_row(
+                [
+                    (f"tasks.new.due.{i}", DAY_SHORT[i], _screen_toggle(ctx, "due", i), s.get("due") == i)
+                    for i in range(7)
+                ],
+                h=112,
+            )
             ui.button("tasks.new.save", "Save", lambda: _add_task(ctx))
         elif name == "due":
             t = _find(d, ctx.screen["task"])
             ui.app_bar("Due date", on_back=ctx.popper())
             for i in range(7):
-                ui.row(f"tasks.due.{i}", due_text(i), checked=None, on_tap=_set_due(ctx, t, i),
-                       glyph="✓" if t is not None and t["due"] == i else "")
+                ui.row(
+                    f"tasks.due.{i}",
+                    due_text(i),
+                    checked=None,
+                    on_tap=_set_due(ctx, t, i),
+                    glyph="✓" if t is not None and t["due"] == i else "",
+                )
             ui.row("tasks.due.none", "No date", on_tap=_set_due(ctx, t, None))
         elif name == "new_list":
             ui.app_bar("New list", on_back=ctx.popper())
@@ -98,15 +123,26 @@ class TasksApp(SimApp):
         tabs = [(f"tasks.list.{lst['id']}", lst["name"], _list_tab(ctx, lst["id"])) for lst in d["lists"][:4]]
         ui.tabs(tabs, f"tasks.list.{current['id']}" if current else "")
         if len(d["lists"]) > 4:  # more lists than tabs: chips for the rest
-            ui.buttons_row([(f"tasks.list.{lst['id']}", lst["name"], _list_tab(ctx, lst["id"]), current is lst) for lst in d["lists"][4:8]], h=100)
+            ui.buttons_row(
+                [
+                    (f"tasks.list.{lst['id']}", lst["name"], _list_tab(ctx, lst["id"]), current is lst)
+                    for lst in d["lists"][4:8]
+                ],
+                h=100,
+            )
         mine = [t for t in d["tasks"] if current is not None and t["list"] == current["id"] and t["parent"] is None]
         open_tasks = ctx.shuffled([t for t in mine if not t["done"]], f"open.{current['id'] if current else 0}")
         done = [t for t in mine if t["done"]]
         rows = [_row(ctx, t) for t in open_tasks]
         if done:
             shown = bool(s.get("show_done"))
-            rows.append(Row("tasks.completed", "Hide completed" if shown else f"Completed ({len(done)})",
-                            on_tap=lambda: s.__setitem__("show_done", not shown)))
+            rows.append(
+                Row(
+                    "tasks.completed",
+                    "Hide completed" if shown else f"Completed ({len(done)})",
+                    on_tap=lambda: s.__setitem__("show_done", not shown),
+                )
+            )
             if shown:
                 rows += [_row(ctx, t) for t in done]
         if not mine:
@@ -121,19 +157,31 @@ class TasksApp(SimApp):
             ui.app_bar("Tasks", on_back=ctx.popper())
             ui.label("tasks.gone", "This task was deleted")
             return
-        ui.app_bar("", on_back=self._close(ctx), actions=[
-            ("tasks.star", "★" if t["starred"] else "☆", _flip(t, "starred")),
-            ("tasks.delete", "✕", _deleter(ctx, t["id"])),
-        ])
+        ui.app_bar(
+            "",
+            on_back=self._close(ctx),
+            actions=[
+                ("tasks.star", "★" if t["starred"] else "☆", _flip(t, "starred")),
+                ("tasks.delete", "✕", _deleter(ctx, t["id"])),
+            ],
+        )
         ctx.text_field(ui, TITLE, "Title", on_submit=lambda _text: _save_title(ctx))
-        ui.row("tasks.detail.due", f"Due {due_text(t['due'])}" if t["due"] is not None else "Add due date",
-               on_tap=ctx.pusher("due", task=t["id"]))
+        ui.row(
+            "tasks.detail.due",
+            f"Due {due_text(t['due'])}" if t["due"] is not None else "Add due date",
+            on_tap=ctx.pusher("due", task=t["id"]),
+        )
         subs = [x for x in d["tasks"] if x["parent"] == t["id"]]
         if t["parent"] is None:
             ui.title("Subtasks", size="small")
             for x in subs:
-                ui.row(f"tasks.sub.{x['id']}", x["title"], "Completed" if x["done"] else "", on_tap=ctx.pusher("task", task=x["id"], fields={TITLE: x["title"]}),
-                       glyph="✓" if x["done"] else "")
+                ui.row(
+                    f"tasks.sub.{x['id']}",
+                    x["title"],
+                    "Completed" if x["done"] else "",
+                    on_tap=ctx.pusher("task", task=x["id"], fields={TITLE: x["title"]}),
+                    glyph="✓" if x["done"] else "",
+                )
             ui.button("tasks.add_subtask", "Add subtask", _new_task(ctx, t["list"], t["id"]), role="secondary")
         ui.button("tasks.complete", "Mark uncompleted" if t["done"] else "Mark completed", _completer(ctx, t))
 
@@ -166,12 +214,21 @@ def _current_list(d: dict[str, Any], screen: dict[str, Any]) -> dict[str, Any] |
 
 def _row(ctx: AppContext, t: dict[str, Any]) -> Row:
     n_subs = sum(1 for x in ctx.data["tasks"] if x["parent"] == t["id"] and not x["done"])
-    parts = [f"Due {due_text(t['due'])}" if t["due"] is not None else "", "Starred" if t["starred"] else "",
-             ("1 subtask" if n_subs == 1 else f"{n_subs} subtasks") if n_subs else ""]
+    parts = [
+        f"Due {due_text(t['due'])}" if t["due"] is not None else "",
+        "Starred" if t["starred"] else "",
+        ("1 subtask" if n_subs == 1 else f"{n_subs} subtasks") if n_subs else "",
+    ]
     subtitle = " · ".join(p for p in parts if p)
-    return Row(f"tasks.task.{t['id']}", t["title"], subtitle, glyph="✓" if t["done"] else ("★" if t["starred"] else ""),
-               on_tap=ctx.pusher("task", task=t["id"], fields={TITLE: t["title"]}),
-               trailing="" if t["done"] else "Done", on_trailing=None if t["done"] else _completer(ctx, t, pop=False))
+    return Row(
+        f"tasks.task.{t['id']}",
+        t["title"],
+        subtitle,
+        glyph="✓" if t["done"] else ("★" if t["starred"] else ""),
+        on_tap=ctx.pusher("task", task=t["id"], fields={TITLE: t["title"]}),
+        trailing="" if t["done"] else "Done",
+        on_trailing=None if t["done"] else _completer(ctx, t, pop=False),
+    )
 
 
 def _list_tab(ctx: AppContext, list_id: int) -> Callable[[], None]:
@@ -211,8 +268,17 @@ def _add_task(ctx: AppContext) -> None:
         return
     d = ctx.data
     new_id = max((t["id"] for t in d["tasks"]), default=0) + 1
-    d["tasks"].append({"id": new_id, "list": s["list"], "title": title, "due": s.get("due"), "starred": False,
-                       "done": False, "parent": s.get("parent")})
+    d["tasks"].append(
+        {
+            "id": new_id,
+            "list": s["list"],
+            "title": title,
+            "due": s.get("due"),
+            "starred": False,
+            "done": False,
+            "parent": s.get("parent"),
+        }
+    )
     ctx.pop()
 
 
@@ -318,8 +384,9 @@ def task(state: dict[str, Any], p: TaskSpec) -> Check:
     parents = [t for t in d["tasks"] if p.parent is not None and same(t["title"], p.parent)]
 
     def fits_place(t: dict[str, Any]) -> bool:
-        return ((p.list_name is None or (lst is not None and t["list"] == lst["id"]))
-                and (p.parent is None or t["parent"] in {x["id"] for x in parents}))
+        return (p.list_name is None or (lst is not None and t["list"] == lst["id"])) and (
+            p.parent is None or t["parent"] in {x["id"] for x in parents}
+        )
 
     named = [t for t in d["tasks"] if same(t["title"], p.title) and not t["done"] and fits_place(t)]
     if any(p.due is None or t["due"] == p.due for t in named):
@@ -339,8 +406,12 @@ def task(state: dict[str, Any], p: TaskSpec) -> Check:
     else:
         for parent in parents or [None]:
             if p.parent is None:
-                on_other = (_fg(state) == 0 and s["name"] == "home" and lst is not None
-                            and (_current_list(d, s) or {}).get("id") != lst["id"])
+                on_other = (
+                    _fg(state) == 0
+                    and s["name"] == "home"
+                    and lst is not None
+                    and (_current_list(d, s) or {}).get("id") != lst["id"]
+                )
                 best = min(best, _create_cost(state, p.title, p.due, None) + int(on_other))
             else:
                 best = min(best, _create_cost(state, p.title, p.due, parent))
@@ -436,7 +507,17 @@ def _add_tasks(state: dict[str, Any], p: AddTasks) -> None:
         old = [t["id"] for t in d["tasks"] if same(t["title"], title)]
         d["tasks"] = [t for t in d["tasks"] if not same(t["title"], title) and t["parent"] not in old]
         new_id = old[0] if old else max((t["id"] for t in d["tasks"]), default=0) + 1
-        d["tasks"].append({"id": new_id, "list": lst, "title": title, "due": due, "starred": starred, "done": is_done, "parent": parent})
+        d["tasks"].append(
+            {
+                "id": new_id,
+                "list": lst,
+                "title": title,
+                "due": due,
+                "starred": starred,
+                "done": is_done,
+                "parent": parent,
+            }
+        )
         return new_id
 
     for spec in p.tasks:

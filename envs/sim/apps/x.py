@@ -14,17 +14,29 @@ from darwin.envs.sim.ui import UI, Row
 from darwin.predicates import Check, PredicateParams, data, nav_cost, norm, predicate, top
 
 ACCOUNTS = (
-    ("Mayday_EN", "Mayday"), ("Nintendo", "Nintendo of America"), ("animalcrossing", "Animal Crossing"),
-    ("NASA", "NASA"), ("BBCWorld", "BBC News (World)"), ("Mayday_Parade", "Mayday Parade"), ("elonmusk", "Elon Musk"),
+    ("Mayday_EN", "Mayday"),
+    ("Nintendo", "Nintendo of America"),
+    ("animalcrossing", "Animal Crossing"),
+    ("NASA", "NASA"),
+    ("BBCWorld", "BBC News (World)"),
+    ("Mayday_Parade", "Mayday Parade"),
+    ("elonmusk", "Elon Musk"),
 )
 FOLLOWERS = {
-    "Mayday_EN": "1.2M", "Nintendo": "14.1M", "animalcrossing": "2.3M", "NASA": "88.4M",
-    "BBCWorld": "40.1M", "Mayday_Parade": "312K", "elonmusk": "219.5M",
+    "Mayday_EN": "1.2M",
+    "Nintendo": "14.1M",
+    "animalcrossing": "2.3M",
+    "NASA": "88.4M",
+    "BBCWorld": "40.1M",
+    "Mayday_Parade": "312K",
+    "elonmusk": "219.5M",
 }
 """Follower counts as profiles show them."""
 TIMELINE = (
-    ("NASA", "A new image from the James Webb telescope"), ("BBCWorld", "Markets rally as inflation eases"),
-    ("Nintendo", "New Switch games this week"), ("animalcrossing", "Timmy and Tommy have a new shop"),
+    ("NASA", "A new image from the James Webb telescope"),
+    ("BBCWorld", "Markets rally as inflation eases"),
+    ("Nintendo", "New Switch games this week"),
+    ("animalcrossing", "Timmy and Tommy have a new shop"),
     ("Mayday_EN", "World tour 2026 dates announced"),
 )
 
@@ -56,18 +68,27 @@ class XApp(SimApp):
             ui.bottom_nav(tabs, f"x.tab.{name}")
         if name == "home":
             ui.app_bar("X")
-            posts = [(f"@{p['author']}", p["text"]) for p in reversed(d["posts"])] + [(f"@{a}", t) for a, t in ctx.shuffled(TIMELINE, "timeline")]
+            posts = [(f"@{p['author']}", p["text"]) for p in reversed(d["posts"])] + [
+                (f"@{a}", t) for a, t in ctx.shuffled(TIMELINE, "timeline")
+            ]
             rows = [Row(f"x.post.{i}", text, author) for i, (author, text) in enumerate(posts)]
             ui.list("timeline", ctx.scroll_offset("timeline"), rows, reserve_bottom=240)
             ui.fab("x.compose", "+", self._compose(ctx))
         elif name == "compose":
-            ui.app_bar("New post", on_back=self._close_compose(ctx), actions=[("x.post_button", "Post", self._post(ctx))])
+            ui.app_bar(
+                "New post", on_back=self._close_compose(ctx), actions=[("x.post_button", "Post", self._post(ctx))]
+            )
             ctx.text_field(ui, "x.compose_text", "What's happening?", multiline=True, h=400)
             if ctx.screen.get("confirm"):
-                ui.dialog("x.save_dialog", "Save post?", "You can save this to send later from your drafts.", [
-                    ("x.discard", "Discard", ctx.popper()),
-                    ("x.save_draft", "Save", self._save_draft(ctx)),
-                ])
+                ui.dialog(
+                    "x.save_dialog",
+                    "Save post?",
+                    "You can save this to send later from your drafts.",
+                    [
+                        ("x.discard", "Discard", ctx.popper()),
+                        ("x.save_draft", "Save", self._save_draft(ctx)),
+                    ],
+                )
         elif name == "search":
             ui.app_bar("Search")
             ctx.text_field(ui, "x.search", "Search X", on_submit=self._search(ctx))
@@ -75,20 +96,42 @@ class XApp(SimApp):
             if query is not None:
                 q = norm(query).lstrip("@")
                 hits = [(h, n) for h, n in ACCOUNTS if q and (q in norm(h) or q in norm(n))]
-                ui.label("x.people_label", f"People matching '{query}'" if hits else f"No results for '{query}'", role="text")
-                rows = [Row(f"x.account.{h}", n, f"@{h}", on_tap=ctx.pusher("profile", handle=h), trailing="Following" if h in d["following"] else "Follow",
-                            on_trailing=_follow_toggler(d, h)) for h, n in hits]
+                ui.label(
+                    "x.people_label", f"People matching '{query}'" if hits else f"No results for '{query}'", role="text"
+                )
+                rows = [
+                    Row(
+                        f"x.account.{h}",
+                        n,
+                        f"@{h}",
+                        on_tap=ctx.pusher("profile", handle=h),
+                        trailing="Following" if h in d["following"] else "Follow",
+                        on_trailing=_follow_toggler(d, h),
+                    )
+                    for h, n in hits
+                ]
                 ui.list("people", ctx.scroll_offset("people"), rows)
         elif name == "profile":
             handle = ctx.screen["handle"]
             ui.app_bar(dict(ACCOUNTS)[handle], on_back=ctx.popper())
             ui.card("x.profile", f"@{handle}", f"{FOLLOWERS[handle]} followers", h=220)
-            ui.button("x.profile.follow", "Following" if handle in d["following"] else "Follow", _follow_toggler(d, handle))
+            ui.button(
+                "x.profile.follow", "Following" if handle in d["following"] else "Follow", _follow_toggler(d, handle)
+            )
         elif name == "drafts":
             ui.app_bar("Drafts")
             if not d["drafts"]:
                 ui.label("x.no_drafts", "You don't have any drafts")
-            rows = [Row(f"x.draft.{i}", text.replace("\n", " "), "Draft", trailing="Delete", on_trailing=_remover(d["drafts"], i)) for i, text in enumerate(d["drafts"])]
+            rows = [
+                Row(
+                    f"x.draft.{i}",
+                    text.replace("\n", " "),
+                    "Draft",
+                    trailing="Delete",
+                    on_trailing=_remover(d["drafts"], i),
+                )
+                for i, text in enumerate(d["drafts"])
+            ]
             ui.list("drafts", ctx.scroll_offset("drafts"), rows)
         else:
             raise ValueError(f"x: unknown screen {name!r}")
@@ -209,8 +252,12 @@ def _follow_cost(state: dict[str, Any], handles: list[str]) -> int:
     On the profile of one of them, its own button is one tap away.
     """
     screen = top(state, "x")
-    on_profile = state["foreground"] == "x" and state["popup"] is None and screen["name"] == "profile" \
+    on_profile = (
+        state["foreground"] == "x"
+        and state["popup"] is None
+        and screen["name"] == "profile"
         and norm(screen["handle"]) in {norm(h).lstrip("@") for h in handles}
+    )
     return len(handles) + (0 if on_profile else nav_cost(state, "x", ("search",)))
 
 
@@ -298,7 +345,9 @@ class Follows(PredicateParams):
 def _follows(state: dict[str, Any], p: Follows) -> None:
     """Follow and unfollow the given handles."""
     d = data(state, "x")
-    d["following"] = [h for h in d["following"] if h not in p.unfollow] + [h for h in p.follow if h not in d["following"]]
+    d["following"] = [h for h in d["following"] if h not in p.unfollow] + [
+        h for h in p.follow if h not in d["following"]
+    ]
 
 
 class Drafts(PredicateParams):

@@ -123,7 +123,9 @@ def test_the_side_effect_check_sees_app_data_only() -> None:
     before = _state()["apps"]
     after = copy.deepcopy(before)
     after["chrome"]["data"]["history"] = ["x"]
-    after["settings"]["data"]["toggles"]["devices:Bluetooth"] = not after["settings"]["data"]["toggles"]["devices:Bluetooth"]
+    after["settings"]["data"]["toggles"]["devices:Bluetooth"] = not after["settings"]["data"]["toggles"][
+        "devices:Bluetooth"
+    ]
     after["x"]["stack"].append({"name": "search"})  # navigation is no side effect
     assert _changed(before, after) == ["apps.chrome.data.history", "apps.settings.data.toggles.devices:Bluetooth"]
     assert _allowed("apps.settings.data.toggles.devices:Bluetooth", ("apps.settings.data.toggles",))
@@ -170,7 +172,10 @@ def test_amazon_cart_predicates() -> None:
     assert _check("amazon.in_cart", full, **spec) == (True, 0)
     assert full["apps"]["amazon"]["data"]["cart"] == ["Kindle Paperwhite", "Sport Umbrella"]
     assert _check("amazon.not_in_cart", full, titles=["Kindle Paperwhite"]) == (False, 2)
-    assert _check("amazon.not_in_cart", _show(full, "amazon", {"name": "cart"}), titles=["Kindle Paperwhite"]) == (False, 1)
+    assert _check("amazon.not_in_cart", _show(full, "amazon", {"name": "cart"}), titles=["Kindle Paperwhite"]) == (
+        False,
+        1,
+    )
     assert _check("amazon.not_in_cart", base, titles=["Kindle Paperwhite"]) == (True, 0)
 
 
@@ -182,7 +187,9 @@ def test_booking_predicates() -> None:
     assert filled["apps"]["booking"]["data"]["search"]["destination"] == "Rome"
     assert _check("booking.search", filled, **stay) == (False, 1)
     assert _check("booking.search", filled, **stay, rooms=2, children=1) == (False, 1 + 2 + 2)
-    results = _show(filled, "booking", {"name": "search"}, {"name": "results", **stay, "guests": "1 room - 2 adults - 0 children"})
+    results = _show(
+        filled, "booking", {"name": "search"}, {"name": "results", **stay, "guests": "1 room - 2 adults - 0 children"}
+    )
     assert _check("booking.search", results, **stay) == (True, 0)
     assert _check("booking.search", results, **stay, adults=2) == (True, 0)
     assert _check("booking.search", results, **stay, adults=3)[0] is False
@@ -190,18 +197,31 @@ def test_booking_predicates() -> None:
     with pytest.raises(TaskDefinitionError, match="not a day of the date picker"):
         _check("booking.search", base, destination="Rome", checkin="1 Jan", checkout="2 Jan")
 
-    assert _check("booking.guests", base, rooms=2, adults=3, children=0) == (False, 1 + 2 + 1)  # open app, editor, 2 taps
-    assert _check("booking.guests", _setup(base, "booking.search", rooms=2, adults=3), rooms=2, adults=3, children=0) == (True, 0)
+    assert _check("booking.guests", base, rooms=2, adults=3, children=0) == (
+        False,
+        1 + 2 + 1,
+    )  # open app, editor, 2 taps
+    assert _check(
+        "booking.guests", _setup(base, "booking.search", rooms=2, adults=3), rooms=2, adults=3, children=0
+    ) == (True, 0)
 
     assert _check("booking.saved", filled, property="Hilton, Rome") == (False, 1 + 1 + 2)  # open, search, tap, save
-    hotel = _show(filled, "booking", {"name": "search"}, {"name": "results", **stay, "guests": ""},
-                  {"name": "hotel", "title": "Hilton", "destination": "Rome"})
+    hotel = _show(
+        filled,
+        "booking",
+        {"name": "search"},
+        {"name": "results", **stay, "guests": ""},
+        {"name": "hotel", "title": "Hilton", "destination": "Rome"},
+    )
     assert _check("booking.saved", hotel, property="Hilton, Rome") == (False, 1)
     saved = _setup(base, "booking.saved", properties=["Hilton, Rome", "Park Inn, Paris"])
     assert _check("booking.saved", saved, property="hilton, rome") == (True, 0)
     assert _check("booking.not_saved", saved, property="Hilton, Rome") == (False, 1 + 1 + 1)  # open, Saved tab, remove
     assert _check("booking.not_saved", base, property="Hilton, Rome") == (True, 0)
-    assert _setup(base, "booking.settings", currency="Swiss Franc")["apps"]["booking"]["data"]["settings"]["currency"] == "Swiss Franc"
+    assert (
+        _setup(base, "booking.settings", currency="Swiss Franc")["apps"]["booking"]["data"]["settings"]["currency"]
+        == "Swiss Franc"
+    )
     with pytest.raises(TaskDefinitionError, match="unknown currency"):
         _setup(base, "booking.settings", currency="Bitcoin")
 
@@ -213,7 +233,9 @@ def test_chrome_predicates() -> None:
     assert _check("chrome.no_tab_with_query", base, query="news") == (False, 2)
     switcher = _show(base, "chrome", {"name": "tabs"})
     assert _check("chrome.no_tab_with_query", switcher, query="news") == (False, 2)  # two 'Close' taps
-    assert _check("chrome.no_tab_with_query", _show(base, "chrome", {"name": "tabs", "confirm": True}), query="news") == (False, 1)
+    assert _check(
+        "chrome.no_tab_with_query", _show(base, "chrome", {"name": "tabs", "confirm": True}), query="news"
+    ) == (False, 1)
     assert _check("chrome.no_tab_with_query", base, query="weather") == (True, 0)
 
     # One surplus tab to close; 'maps' to search in a new tab: open, new tab, focus, type, close.
@@ -221,8 +243,13 @@ def test_chrome_predicates() -> None:
     assert _check("chrome.open_tabs", base, queries=["maps", "news", "news"]) == (True, 0)
     browser = _show(base, "chrome", {"name": "browser"})
     assert _check("chrome.open_tabs", browser, queries=["news", "maps", "news"], current="news") == (True, 0)
-    assert _check("chrome.open_tabs", browser, queries=["news", "maps", "news"], current="maps") == (False, 2)  # switcher, tap
-    assert _check("chrome.open_tabs", _show(base, "chrome", {"name": "tabs"}), queries=["news", "maps", "news"], current="news") == (False, 1)
+    assert _check("chrome.open_tabs", browser, queries=["news", "maps", "news"], current="maps") == (
+        False,
+        2,
+    )  # switcher, tap
+    assert _check(
+        "chrome.open_tabs", _show(base, "chrome", {"name": "tabs"}), queries=["news", "maps", "news"], current="news"
+    ) == (False, 1)
     assert _check("chrome.open_tabs", browser, queries=["news", "maps", "news", "jazz"]) == (False, 2 + 1)
     assert _check("chrome.open_tabs", browser, queries=["maps"]) == (False, 2)
 
@@ -233,26 +260,48 @@ def test_chrome_predicates() -> None:
 
 
 def test_settings_predicates_and_values() -> None:
-    base = _setup(_state(), "settings.values", toggles={"devices:Bluetooth": False}, screen_timeout="2 minutes",
-                  app_notifications={"Chrome": False}, hide_silent=True)
+    base = _setup(
+        _state(),
+        "settings.values",
+        toggles={"devices:Bluetooth": False},
+        screen_timeout="2 minutes",
+        app_notifications={"Chrome": False},
+        hide_silent=True,
+    )
     d = base["apps"]["settings"]["data"]
-    assert (d["toggles"]["devices:Bluetooth"], d["screen_timeout"], d["app_notifications"]["Chrome"], d["hide_silent"]) == (False, "2 minutes", False, True)
+    assert (
+        d["toggles"]["devices:Bluetooth"],
+        d["screen_timeout"],
+        d["app_notifications"]["Chrome"],
+        d["hide_silent"],
+    ) == (False, "2 minutes", False, True)
     assert d["app_notifications"]["X"] is True  # only the given apps change
     assert _check("settings.toggle", base, key="devices:Bluetooth", enabled=False) == (True, 0)
     assert _check("settings.toggle", base, key="devices:Bluetooth") == (False, 3)
     devices = _show(base, "settings", {"name": "home"}, {"name": "generic", "section": "devices"})
     assert _check("settings.toggle", devices, key="devices:Bluetooth") == (False, 1)
-    assert _check("settings.toggle", _show(base, "settings", {"name": "home"}, {"name": "generic", "section": "network"}), key="devices:Bluetooth") == (False, 2)
+    assert _check(
+        "settings.toggle",
+        _show(base, "settings", {"name": "home"}, {"name": "generic", "section": "network"}),
+        key="devices:Bluetooth",
+    ) == (False, 2)
     assert _check("settings.screen_timeout", base, value="2 minutes") == (True, 0)
     assert _check("settings.screen_timeout", base, value="5 minutes") == (False, 3 + 1)
     assert _check("settings.app_notifications", base, app="Chrome") == (False, 3 + 1)
     assert _check("settings.app_notifications", base, app="X") == (True, 0)
     # Dark theme (display) and dots (notifications): two taps, two screens, open the app.
-    assert _check("settings.switches", base, dark_theme=True, notification_dots=False, hide_silent=True) == (False, 2 + 2 + 1)
+    assert _check("settings.switches", base, dark_theme=True, notification_dots=False, hide_silent=True) == (
+        False,
+        2 + 2 + 1,
+    )
     display = _show(base, "settings", {"name": "home"}, {"name": "display"})
     assert _check("settings.switches", display, dark_theme=True, notification_dots=False) == (False, 2 + 1)
     assert _check("settings.switches", base, hide_silent=True, dark_theme=False) == (True, 0)
-    for bad in ({"toggles": {"devices:Teleport": True}}, {"screen_timeout": "1 hour"}, {"app_notifications": {"Skype": True}}):
+    for bad in (
+        {"toggles": {"devices:Teleport": True}},
+        {"screen_timeout": "1 hour"},
+        {"app_notifications": {"Skype": True}},
+    ):
         with pytest.raises(TaskDefinitionError):
             _setup(base, "settings.values", **bad)
     with pytest.raises(TaskDefinitionError, match="unknown toggle"):
@@ -267,7 +316,9 @@ def test_dictionary_predicates() -> None:
     saved = _setup(base, "dictionary.favorites", words=["candid", "agent"])
     assert _check("dictionary.favorite", saved, word="Candid") == (True, 0)
     assert _check("dictionary.not_favorite", saved, word="candid") == (False, 1 + 1 + 1)  # open, favorites, remove
-    assert _check("dictionary.not_favorite", _show(saved, "dictionary", {"name": "home"}, {"name": "favorites"}), word="candid") == (False, 1)
+    assert _check(
+        "dictionary.not_favorite", _show(saved, "dictionary", {"name": "home"}, {"name": "favorites"}), word="candid"
+    ) == (False, 1)
     assert _check("dictionary.not_favorite", base, word="candid") == (True, 0)
     recents = copy.deepcopy(base)
     recents["apps"]["dictionary"]["data"]["recents"] = ["Agent", "learn"]
@@ -291,7 +342,10 @@ def test_play_predicates() -> None:
     assert _check("play.not_installed", base, app="Uber") == (True, 0)
     themed = _setup(base, "play.theme", theme="Dark")
     assert _check("play.theme", themed, theme="Dark") == (True, 0)
-    assert _check("play.theme", themed, theme="Light") == (False, 1 + 3 + 1 + 1)  # open, account/settings/theme, expand, pick
+    assert _check("play.theme", themed, theme="Light") == (
+        False,
+        1 + 3 + 1 + 1,
+    )  # open, account/settings/theme, expand, pick
     settings = _show(themed, "play", {"name": "home"}, {"name": "account"}, {"name": "settings", "expanded": "general"})
     assert _check("play.theme", settings, theme="Light") == (False, 2)
     with pytest.raises(TaskDefinitionError, match="unknown theme"):
@@ -316,7 +370,9 @@ def test_x_predicates() -> None:
     assert _check("x.no_draft", drafts, content="hello there") == (False, 1 + 1 + 2)  # open, Drafts tab, two deletes
     assert _check("x.no_draft", base, content="hello there") == (True, 0)
     assert _check("x.posted", base, content="hi all") == (False, 3)
-    compose = _show(base, "x", {"name": "home"}, {"name": "compose", "fields": {"x.compose_text": "Hi all"}}, focus="x.compose_text")
+    compose = _show(
+        base, "x", {"name": "home"}, {"name": "compose", "fields": {"x.compose_text": "Hi all"}}, focus="x.compose_text"
+    )
     assert _check("x.posted", compose, content="hi all") == (False, 1)
     posted = copy.deepcopy(base)
     posted["apps"]["x"]["data"]["posts"].append({"author": "me", "text": "Hi  all"})
@@ -344,11 +400,16 @@ def test_new_screens_do_what_they_show() -> None:
         phone.execute(Click(x=widget.center[0], y=widget.center[1]))
 
     phone = SimPhone(seed=2, perturbation=PerturbationConfig(enabled=False))
-    phone.restore(apply_setup(phone.snapshot(), [
-        StateSetup(step="amazon.cart", params={"titles": ["Yoga mat", "Backpack"]}),
-        StateSetup(step="x.drafts", params={"drafts": ["first", "second"]}),
-        StateSetup(step="play.apps", params={"install": ["Zoom"]}),
-    ]))
+    phone.restore(
+        apply_setup(
+            phone.snapshot(),
+            [
+                StateSetup(step="amazon.cart", params={"titles": ["Yoga mat", "Backpack"]}),
+                StateSetup(step="x.drafts", params={"drafts": ["first", "second"]}),
+                StateSetup(step="play.apps", params={"install": ["Zoom"]}),
+            ],
+        )
+    )
     phone.restore(_show(phone.snapshot(), "amazon", {"name": "cart"}))
     tap(phone, "amazon.cart.0.action")
     assert phone.state["apps"]["amazon"]["data"]["cart"] == ["Backpack"]

@@ -113,17 +113,32 @@ def test_changing_the_source_app_fails_the_goal() -> None:
 
 
 def test_all_of_and_data_has_validate_and_combine() -> None:
-    spec = VerifierSpec(predicate="all.of", params={"checks": [
-        {"predicate": "x.draft", "params": {"content": "hello"}},
-        {"predicate": "data.has", "params": {"app": "contacts", "key": "contacts", "match": {"first": "Nobody"}}}]})
+    spec = VerifierSpec(
+        predicate="all.of",
+        params={
+            "checks": [
+                {"predicate": "x.draft", "params": {"content": "hello"}},
+                {
+                    "predicate": "data.has",
+                    "params": {"app": "contacts", "key": "contacts", "match": {"first": "Nobody"}},
+                },
+            ]
+        },
+    )
     _, params = resolve(spec)
     assert params.texts() == ["hello"]
     check = evaluate(spec, SimPhone(seed=0).state)
     assert not check.success and check.unmet >= 2
     with pytest.raises(TaskDefinitionError, match="'checks.0.predicate' = 'x.drafts' is not a registered predicate"):
-        resolve(VerifierSpec(predicate="all.of", params={"checks": [{"predicate": "x.drafts"}, {"predicate": "chrome.no_tabs"}]}))
+        resolve(
+            VerifierSpec(
+                predicate="all.of", params={"checks": [{"predicate": "x.drafts"}, {"predicate": "chrome.no_tabs"}]}
+            )
+        )
     with pytest.raises(TaskDefinitionError, match="nest no 'all.of'"):
-        resolve(VerifierSpec(predicate="all.of", params={"checks": [spec.model_dump(), {"predicate": "chrome.no_tabs"}]}))
+        resolve(
+            VerifierSpec(predicate="all.of", params={"checks": [spec.model_dump(), {"predicate": "chrome.no_tabs"}]})
+        )
     with pytest.raises(TaskDefinitionError, match="at least 2 items"):
         resolve(VerifierSpec(predicate="all.of", params={"checks": [{"predicate": "chrome.no_tabs"}]}))
 
@@ -148,7 +163,9 @@ def test_a_held_out_app_takes_every_cross_app_template_that_needs_it_out_of_trai
 def test_cross_app_templates_leave_the_single_app_split_as_it_was() -> None:
     """They are drawn after the single-app templates, from their own stream: the single-app part is unchanged.
     The default leaves them out, so the recorded splits (gen.*, examples/generalization.py) are as they were."""
-    assert not any(templates()[t.template].cross_app for name in ("gen.train", "gen.unseen_apps") for t in task_set(name))
+    assert not any(
+        templates()[t.template].cross_app for name in ("gen.train", "gen.unseen_apps") for t in task_set(name)
+    )
     for seed in (0, 3):
         with_cross = split_templates(SplitConfig(seed=seed, train_instances=1, eval_instances=1, cross_app=True))
         without = split_templates(SplitConfig(seed=seed, train_instances=1, eval_instances=1))

@@ -28,21 +28,51 @@ from darwin.predicates import evaluate
 from darwin.templates import templates
 from darwin.workflows.step import LifecycleWorkflow
 
-ORIGINAL_APPS = ("amazon", "booking", "chrome", "clock", "settings", "dictionary", "play", "x", "contacts", "calendar", "messages", "notes")
+ORIGINAL_APPS = (
+    "amazon",
+    "booking",
+    "chrome",
+    "clock",
+    "settings",
+    "dictionary",
+    "play",
+    "x",
+    "contacts",
+    "calendar",
+    "messages",
+    "notes",
+)
 CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
 
 # sha256[:16] of English screens recorded before the locale existed (phones with the twelve
 # original apps): root screens after a dismissed pop-up, at 1080x2400.
 EN_ROOTS = {
-    "launcher:0": "9502a6f624995727", "amazon:0": "8a96726677252f4e", "booking:0": "687abdebf8ff56d6",
-    "chrome:0": "043a32390f12dfa8", "clock:0": "4cf5fbcccdbf0b9f", "settings:0": "69f83416c1c78146",
-    "dictionary:0": "5303c2423ee585d1", "play:0": "7d0c24fc0bc8369a", "x:0": "0121d2edac9eb525",
-    "contacts:0": "c206af1b6b36a9e8", "calendar:0": "ccd120d09a7339cb", "messages:0": "21166864b8f6e1e5",
-    "notes:0": "5085b096ecf1b8af", "launcher:3": "ae22bb5705dade31", "amazon:3": "c8d0928136d6f65e",
-    "booking:3": "4dd2c87f12a4bfc3", "chrome:3": "680fb140f15ff96e", "clock:3": "cbe175cf2c388aad",
-    "settings:3": "d1f47143ff050da0", "dictionary:3": "3ce5d61cb305a98b", "play:3": "cffa46ea2139643e",
-    "x:3": "c793c3918131688d", "contacts:3": "47921244ccda1cf7", "calendar:3": "a11457c6a6aa6612",
-    "messages:3": "95aa16baeef306eb", "notes:3": "78634725870b2d30",
+    "launcher:0": "9502a6f624995727",
+    "amazon:0": "8a96726677252f4e",
+    "booking:0": "687abdebf8ff56d6",
+    "chrome:0": "043a32390f12dfa8",
+    "clock:0": "4cf5fbcccdbf0b9f",
+    "settings:0": "69f83416c1c78146",
+    "dictionary:0": "5303c2423ee585d1",
+    "play:0": "7d0c24fc0bc8369a",
+    "x:0": "0121d2edac9eb525",
+    "contacts:0": "c206af1b6b36a9e8",
+    "calendar:0": "ccd120d09a7339cb",
+    "messages:0": "21166864b8f6e1e5",
+    "notes:0": "5085b096ecf1b8af",
+    "launcher:3": "ae22bb5705dade31",
+    "amazon:3": "c8d0928136d6f65e",
+    "booking:3": "4dd2c87f12a4bfc3",
+    "chrome:3": "680fb140f15ff96e",
+    "clock:3": "cbe175cf2c388aad",
+    "settings:3": "d1f47143ff050da0",
+    "dictionary:3": "3ce5d61cb305a98b",
+    "play:3": "cffa46ea2139643e",
+    "x:3": "c793c3918131688d",
+    "contacts:3": "47921244ccda1cf7",
+    "calendar:3": "a11457c6a6aa6612",
+    "messages:3": "95aa16baeef306eb",
+    "notes:3": "78634725870b2d30",
 }
 # Every screen of the oracle's plan for each template's English instance 7 (seed 7, no
 # perturbation, 270x600), hashed together; recorded before the locale existed.
@@ -151,7 +181,11 @@ def test_every_root_screen_is_translated(app_id: str) -> None:
     left = [s for s in shown if s in keys]
     assert not left, f"{app_id} shows untranslated dictionary strings: {left}"
     assert any(CJK.search(s) for s in shown), f"{app_id}: no Chinese on its root screen: {shown}"
-    assert phone.layout().find("appbar") is None or CJK.search(phone.layout().find("appbar").text) or app.zh.get(app.label) == app.label
+    assert (
+        phone.layout().find("appbar") is None
+        or CJK.search(phone.layout().find("appbar").text)
+        or app.zh.get(app.label) == app.label
+    )
 
 
 def test_every_app_with_a_dictionary_shows_chinese_and_keeps_ids() -> None:

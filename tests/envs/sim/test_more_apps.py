@@ -82,8 +82,14 @@ def test_files_predicates():
     assert check(on_file, "files.file", name="report.pdf", folder="Documents") == (False, 2)
     moving = at(state, "files", {"name": "home"}, {"name": "file", "file": 1}, {"name": "move", "file": 1})
     assert check(moving, "files.file", name="report.pdf", folder="Documents") == (False, 1)
-    renaming = at(state, "files", {"name": "home"}, {"name": "file", "file": 1},
-                  {"name": "rename", "file": 1, "fields": {"files.name": ""}}, focus="files.name")
+    renaming = at(
+        state,
+        "files",
+        {"name": "home"},
+        {"name": "file", "file": 1},
+        {"name": "rename", "file": 1, "fields": {"files.name": ""}},
+        focus="files.name",
+    )
     assert check(renaming, "files.file", name="q3.pdf", replaces="report.pdf") == (False, 1)
     assert check(state, "files.no_file", name="old.pdf") == (True, 0)
     assert check(state, "files.no_file", name="menu.pdf") == (False, 5)  # open, folder, file, Delete, confirm
@@ -112,9 +118,16 @@ def test_files_setup_creates_folders_and_replaces_by_name():
 
 def test_files_screens():
     phone = SimPhone(seed=1, perturbation=CANONICAL)
-    phone.restore(_setup(phone.snapshot(), "files.add", files=[
-        {"name": "a_small.pdf", "folder": "Download", "kb": 20, "day": 21},
-        {"name": "zz_big.pdf", "folder": "Download", "kb": 9999, "day": 1}]))
+    phone.restore(
+        _setup(
+            phone.snapshot(),
+            "files.add",
+            files=[
+                {"name": "a_small.pdf", "folder": "Download", "kb": 20, "day": 21},
+                {"name": "zz_big.pdf", "folder": "Download", "kb": 9999, "day": 1},
+            ],
+        )
+    )
     phone.execute(OpenApp(app="Files"))
     tap(phone, "files.folder.1")
     names = lambda: [w.text for w in phone.layout().widgets if w.id.startswith("files.file.")]  # noqa: E731
@@ -156,12 +169,28 @@ def test_files_screens():
 
 # -- Mail ----------------------------------------------------------------------------------
 def _mail(mid: int, subject: str, box: str = "inbox", **extra) -> dict:
-    return {"id": mid, "box": box, "from": "Ana Lopez", "address": "ana@mail.com", "to": "me@simphone.com", "subject": subject,
-            "body": "Hi", "time": "9:00 AM", "order": mid, "starred": False, "unread": True, "labels": [], **extra}
+    return {
+        "id": mid,
+        "box": box,
+        "from": "Ana Lopez",
+        "address": "ana@mail.com",
+        "to": "me@simphone.com",
+        "subject": subject,
+        "body": "Hi",
+        "time": "9:00 AM",
+        "order": mid,
+        "starred": False,
+        "unread": True,
+        "labels": [],
+        **extra,
+    }
 
 
-MAIL = {"emails": [_mail(1, "Lunch"), _mail(2, "Hello", box="sent", to="ben@mail.com", body="Hi Ben")],
-        "labels": ["Work", "Travel"], "next_id": 3}
+MAIL = {
+    "emails": [_mail(1, "Lunch"), _mail(2, "Hello", box="sent", to="ben@mail.com", body="Hi Ben")],
+    "labels": ["Work", "Travel"],
+    "next_id": 3,
+}
 
 
 def test_mail_send_and_draft_predicates():
@@ -172,8 +201,13 @@ def test_mail_send_and_draft_predicates():
     assert check(state, "mail.sent", to="wei@mail.com", subject="Hi", body="See you") == (False, 6)
     # A reply: open, her message, Reply (To and subject filled), type the text, send.
     assert check(state, "mail.sent", to="ana@mail.com", subject="Re: Lunch", body="Yes") == (False, 5)
-    composing = at(state, "mail", {"name": "inbox"}, {"name": "compose", "draft": None, "fields": {
-        "mail.to": "wei@mail.com", "mail.subject": "Hi"}}, focus="mail.body")
+    composing = at(
+        state,
+        "mail",
+        {"name": "inbox"},
+        {"name": "compose", "draft": None, "fields": {"mail.to": "wei@mail.com", "mail.subject": "Hi"}},
+        focus="mail.body",
+    )
     assert check(composing, "mail.sent", to="wei@mail.com", subject="Hi", body="See you") == (False, 2)
     assert check(state, "mail.draft", to="wei@mail.com", subject="Hi") == (False, 5)
     drafted = blank(mail={**MAIL, "emails": [*MAIL["emails"], _mail(3, "Hi", box="drafts", to="wei@mail.com")]})
@@ -211,8 +245,13 @@ def test_mail_setup_adds_newest_and_replaces_by_subject():
 
 def test_mail_screens():
     phone = SimPhone(seed=1, perturbation=CANONICAL)
-    phone.restore(_setup(phone.snapshot(), "mail.add", emails=[
-        {"sender": "Wei Chen", "address": "wei@mail.com", "subject": "Dinner", "body": "At 8?"}]))
+    phone.restore(
+        _setup(
+            phone.snapshot(),
+            "mail.add",
+            emails=[{"sender": "Wei Chen", "address": "wei@mail.com", "subject": "Dinner", "body": "At 8?"}],
+        )
+    )
     phone.execute(OpenApp(app="Mail"))
     dinner = next(m for m in phone.app_data("mail")["emails"] if m["subject"] == "Dinner")
     rows = [w for w in phone.layout().widgets if w.id.startswith("mail.email.")]
@@ -281,7 +320,9 @@ def test_calculator_predicates():
     assert check(typed, "calculator.computed", expr="12×3") == (False, 1)  # '='
     half = at(state, "calculator", {"name": "home", "fields": {"calculator.display": "12"}}, focus="calculator.display")
     assert check(half, "calculator.computed", expr="12×3") == (False, 1)  # type the rest with Enter
-    wrong = at(state, "calculator", {"name": "home", "fields": {"calculator.display": "19"}}, focus="calculator.display")
+    wrong = at(
+        state, "calculator", {"name": "home", "fields": {"calculator.display": "19"}}, focus="calculator.display"
+    )
     assert check(wrong, "calculator.computed", expr="12×3") == (False, 2)
     assert check(state, "calculator.history_empty") == (False, 3)  # open, History, clear
     assert check(blank(calculator={"history": []}), "calculator.history_empty") == (True, 0)
@@ -329,8 +370,10 @@ def _task(tid: int, title: str, **extra) -> dict:
     return {"id": tid, "list": 1, "title": title, "due": None, "starred": False, "done": False, "parent": None, **extra}
 
 
-TASKS = {"lists": [{"id": 1, "name": "My Tasks"}, {"id": 2, "name": "Work"}],
-         "tasks": [_task(1, "Call Ana", due=4), _task(2, "Slides", list=2), _task(3, "Old", done=True)]}
+TASKS = {
+    "lists": [{"id": 1, "name": "My Tasks"}, {"id": 2, "name": "Work"}],
+    "tasks": [_task(1, "Call Ana", due=4), _task(2, "Slides", list=2), _task(3, "Old", done=True)],
+}
 
 
 def test_tasks_predicates():
@@ -348,8 +391,12 @@ def test_tasks_predicates():
     assert check(state, "tasks.task", title="Milk", list_name="Shop") == (False, 5)
     assert check(state, "tasks.task", title="Step", parent="Call Ana") == (False, 4)  # open, row, Add subtask, type
     assert not check(state, "tasks.task", title="Step", parent="Nobody")[0]
-    form = at(state, "tasks", {"name": "home"}, {"name": "new", "list": 1, "parent": None, "due": None,
-                                                 "fields": {"tasks.new_title": "Milk"}})
+    form = at(
+        state,
+        "tasks",
+        {"name": "home"},
+        {"name": "new", "list": 1, "parent": None, "due": None, "fields": {"tasks.new_title": "Milk"}},
+    )
     assert check(form, "tasks.task", title="Milk") == (False, 1)  # Save
     assert check(form, "tasks.task", title="Milk", due=3) == (False, 2)  # the chip, Save
     assert check(state, "tasks.done", title="Call Ana") == (False, 2)  # open, the row's Done pill
@@ -455,8 +502,9 @@ def test_the_first_launcher_page_is_what_twelve_apps_showed(monkeypatch, seed):
     old = SimPhone(seed=seed)
     assert list(old.apps) == [a.id for a in default_apps()[:12]]
     assert {k: old.state["apps"][k] for k in old.apps} == {k: new.state["apps"][k] for k in old.apps}
-    assert {k: v for k, v in old.state["perturb"].items() if k != "icon_order"} == \
-        {k: v for k, v in new.state["perturb"].items() if k != "icon_order"}
+    assert {k: v for k, v in old.state["perturb"].items() if k != "icon_order"} == {
+        k: v for k, v in new.state["perturb"].items() if k != "icon_order"
+    }
     assert new.state["perturb"]["icon_order"][:12] == old.state["perturb"]["icon_order"]
     assert (new.screenshot((168, 364)) == old.screenshot((168, 364))).all()
 
@@ -478,7 +526,9 @@ def test_a_swipe_shows_the_second_launcher_page():
     phone.execute(Drag(x1=900, y1=1200, x2=100, y2=1250))  # drag the page leftwards: the next one
     assert "launcher_page" in phone.state
     phone.execute(Drag(x1=100, y1=1200, x2=900, y2=1200))
-    assert [w.text for w in phone.layout().widgets if w.kind == "app_icon"] == first and "launcher_page" not in phone.state
+    assert [
+        w.text for w in phone.layout().widgets if w.kind == "app_icon"
+    ] == first and "launcher_page" not in phone.state
     for app in NEW_APPS:
         phone.execute(OpenApp(app=app))
         assert phone.foreground == app.lower()
@@ -491,7 +541,8 @@ def test_the_default_split_keeps_the_original_apps_templates():
     assert not {t for t in chosen if templates()[t].app in NEW_APPS} and not set(split.held_out_apps) & set(NEW_APPS)
     everything = split_templates(split.config.model_copy(update={"exclude_apps": ()}))
     assert set(NEW_TEMPLATES) <= set(everything.train_templates) | set(everything.held_out_templates) | {
-        t.template for t in everything.sets["unseen_apps"]}
+        t.template for t in everything.sets["unseen_apps"]
+    }
 
 
 def test_new_apps_are_known_everywhere():

@@ -72,8 +72,13 @@ def test_contacts_contact_predicate():
     # Ana with another number: open, her row, pencil, clear, type, save.
     assert check(state, "contacts.contact", name="Ana Lopez", phone="+1 555-0299") == (False, 6)
     # On a create form with the names typed and the phone field focused: type the number, save.
-    form = at(state, "contacts", {"name": "home"}, {"name": "edit", "contact": None, "fields": {
-        "contacts.edit.first": "Wei", "contacts.edit.last": "Chen"}}, focus="contacts.edit.phone")
+    form = at(
+        state,
+        "contacts",
+        {"name": "home"},
+        {"name": "edit", "contact": None, "fields": {"contacts.edit.first": "Wei", "contacts.edit.last": "Chen"}},
+        focus="contacts.edit.phone",
+    )
     assert check(form, "contacts.contact", name="Wei Chen", phone="+1 555-0222") == (False, 2)
 
 
@@ -118,9 +123,13 @@ def test_calendar_event_predicate():
     assert check(two, "calendar.event", title="Gym", day=1) == (True, 0)
     assert check(two, "calendar.event", title="Gym", day=1, exclusive=True) == (False, 2)
     # On the time picker over a filled form: pick 2 PM (hour, PM), OK, save.
-    picker = at(state, "calendar", {"name": "home"},
-                {"name": "edit", "event": None, "day": 2, "start": 600, "duration": 60, "fields": {"calendar.title": "Vet"}},
-                {"name": "time", "hour": 10, "minute": 0, "pm": False})
+    picker = at(
+        state,
+        "calendar",
+        {"name": "home"},
+        {"name": "edit", "event": None, "day": 2, "start": 600, "duration": 60, "fields": {"calendar.title": "Vet"}},
+        {"name": "time", "hour": 10, "minute": 0, "pm": False},
+    )
     assert check(picker, "calendar.event", title="Vet", day=2, hour=14, minute=0) == (False, 4)
     with pytest.raises(ValueError, match="minute"):
         check(state, "calendar.event", title="Vet", hour=9, minute=10)  # the picker has no :10
@@ -137,11 +146,18 @@ def test_calendar_no_event_predicate():
 
 # -- Messages predicates -------------------------------------------------------------------
 def _thread(tid: int, name: str, *texts: str, from_me: bool = False, unread: bool = False) -> dict:
-    return {"id": tid, "name": name, "messages": [{"from_me": from_me, "text": t, "time": "8:00 AM"} for t in texts],
-            "unread": unread, "updated": tid}
+    return {
+        "id": tid,
+        "name": name,
+        "messages": [{"from_me": from_me, "text": t, "time": "8:00 AM"} for t in texts],
+        "unread": unread,
+        "updated": tid,
+    }
 
 
-THREADS = {"threads": [_thread(1, "Ana Lopez", "Dinner?", unread=True), _thread(2, "+1 555-0250", "On my way", from_me=True)]}
+THREADS = {
+    "threads": [_thread(1, "Ana Lopez", "Dinner?", unread=True), _thread(2, "+1 555-0250", "On my way", from_me=True)]
+}
 
 
 def test_messages_sent_predicate():
@@ -151,7 +167,9 @@ def test_messages_sent_predicate():
     assert not check(state, "messages.sent", to="Ana Lopez", text="Dinner?")[0]  # hers, not mine
     # open, her row, the composer, type with a newline
     assert check(state, "messages.sent", to="Ana Lopez", text="Yes") == (False, 4)
-    thread = at(state, "messages", {"name": "home"}, {"name": "thread", "thread": 1, "fields": {"messages.compose": "Yes"}})
+    thread = at(
+        state, "messages", {"name": "home"}, {"name": "thread", "thread": 1, "fields": {"messages.compose": "Yes"}}
+    )
     assert check(thread, "messages.sent", to="Ana Lopez", text="Yes") == (False, 1)  # only Send
     new = at(state, "messages", {"name": "home"}, {"name": "new"}, focus="messages.to")
     assert check(new, "messages.sent", to="Wei Chen", text="Hi") == (False, 2)
@@ -171,25 +189,43 @@ def test_messages_no_thread_and_all_read_predicates():
 
 
 # -- Notes predicates ----------------------------------------------------------------------
-NOTES = {"notes": [{"id": 1, "title": "Door code", "body": "Front door 4172", "pinned": False},
-                   {"id": 2, "title": "Groceries", "body": "Milk", "pinned": True}]}
+NOTES = {
+    "notes": [
+        {"id": 1, "title": "Door code", "body": "Front door 4172", "pinned": False},
+        {"id": 2, "title": "Groceries", "body": "Milk", "pinned": True},
+    ]
+}
 
 
 def test_notes_predicates():
     state = blank(notes=NOTES)
     assert check(state, "notes.note", title="door CODE") == (True, 0)
     assert check(state, "notes.note", title="Door code", body="Front door 4172") == (True, 0)
-    assert check(state, "notes.note", title="Door code", body="Back door") == (False, 5)  # open, row, clear, type, close
-    assert check(state, "notes.note", title="Trip", body="Pack") == (False, 5)  # open, '+', type title, type text, close
+    assert check(state, "notes.note", title="Door code", body="Back door") == (
+        False,
+        5,
+    )  # open, row, clear, type, close
+    assert check(state, "notes.note", title="Trip", body="Pack") == (
+        False,
+        5,
+    )  # open, '+', type title, type text, close
     assert check(state, "notes.note", title="Codes", body="Front door 4172", replaces="Door code") == (False, 5)
-    assert check(state, "notes.note", title="Groceries", replaces="Door code") == (False, 3)  # found; the old title must go
+    assert check(state, "notes.note", title="Groceries", replaces="Door code") == (
+        False,
+        3,
+    )  # found; the old title must go
     assert check(state, "notes.has_note", text="milk") == (True, 0)  # a note's text counts
     assert check(state, "notes.has_note", text="Buy stamps") == (False, 4)  # open, '+', type, close
     assert check(state, "notes.no_note", text="Call Joe") == (True, 0)
     assert check(state, "notes.no_note", text="Milk") == (False, 4)  # open, row, delete, confirm
     assert check(state, "notes.pinned", title="Groceries") == (True, 0)
     assert check(state, "notes.pinned", title="Door code") == (False, 3)
-    editing = at(state, "notes", {"name": "home"}, {"name": "edit", "note": 1, "fields": {"notes.title": "Door code", "notes.body": "x"}})
+    editing = at(
+        state,
+        "notes",
+        {"name": "home"},
+        {"name": "edit", "note": 1, "fields": {"notes.title": "Door code", "notes.body": "x"}},
+    )
     assert check(editing, "notes.pinned", title="Door code") == (False, 1)
     assert check(editing, "notes.note", title="Door code", body="Back door") == (False, 3)  # clear, type, close
 
@@ -202,11 +238,17 @@ def _setup(state: dict, step: str, **params) -> dict:
 def test_contacts_setup_replaces_by_name_and_sets_favorites():
     state = blank(contacts=CONTACTS)
     once = _setup(state, "contacts.add", contacts=[{"first": "Ana", "last": "Lopez", "phone": "+1 555-0233"}])
-    assert _setup(once, "contacts.add", contacts=[{"first": "Ana", "last": "Lopez", "phone": "+1 555-0233"}]) == once  # idempotent
+    assert (
+        _setup(once, "contacts.add", contacts=[{"first": "Ana", "last": "Lopez", "phone": "+1 555-0233"}]) == once
+    )  # idempotent
     people = once["apps"]["contacts"]["data"]["contacts"]
     assert [(c["id"], c["phone"]) for c in people if c["first"] == "Ana"] == [(1, "+1 555-0233")]
-    fav = _setup(state, "contacts.add", contacts=[{"first": "Wei", "last": "Chen", "phone": "+1 555-0310", "starred": True}],
-                 only_favorites=True)
+    fav = _setup(
+        state,
+        "contacts.add",
+        contacts=[{"first": "Wei", "last": "Chen", "phone": "+1 555-0310", "starred": True}],
+        only_favorites=True,
+    )
     assert {c["first"] for c in fav["apps"]["contacts"]["data"]["contacts"] if c["starred"]} == {"Wei"}
     assert fav["foreground"] is None and fav["apps"]["contacts"]["stack"] == [{"name": "home"}]  # data only
 
@@ -214,7 +256,10 @@ def test_contacts_setup_replaces_by_name_and_sets_favorites():
 def test_calendar_setup_clears_days_and_replaces_by_title():
     state = blank(calendar=EVENTS)
     out = _setup(state, "calendar.events", events=[{"title": "Vet", "day": 1, "hour": 9, "minute": 15}], clear_days=[1])
-    assert _setup(out, "calendar.events", events=[{"title": "Vet", "day": 1, "hour": 9, "minute": 15}], clear_days=[1]) == out
+    assert (
+        _setup(out, "calendar.events", events=[{"title": "Vet", "day": 1, "hour": 9, "minute": 15}], clear_days=[1])
+        == out
+    )
     events = out["apps"]["calendar"]["data"]["events"]
     assert sorted(e["title"] for e in events) == ["Dentist", "Vet"]  # Tuesday's gym went
     vet = next(e for e in events if e["title"] == "Vet")
@@ -223,8 +268,15 @@ def test_calendar_setup_clears_days_and_replaces_by_title():
 
 def test_messages_setup_adds_newest_threads_and_marks_others_read():
     state = blank(messages=THREADS)
-    out = _setup(state, "messages.threads", threads=[{"name": "Wei Chen", "messages": [{"text": "Hi"}]}], mark_others_read=True)
-    assert _setup(out, "messages.threads", threads=[{"name": "Wei Chen", "messages": [{"text": "Hi"}]}], mark_others_read=True) == out
+    out = _setup(
+        state, "messages.threads", threads=[{"name": "Wei Chen", "messages": [{"text": "Hi"}]}], mark_others_read=True
+    )
+    assert (
+        _setup(
+            out, "messages.threads", threads=[{"name": "Wei Chen", "messages": [{"text": "Hi"}]}], mark_others_read=True
+        )
+        == out
+    )
     threads = out["apps"]["messages"]["data"]["threads"]
     assert [t["name"] for t in threads if t["unread"]] == ["Wei Chen"]
     assert max(threads, key=lambda t: t["updated"])["name"] == "Wei Chen"  # top of the list
@@ -233,9 +285,16 @@ def test_messages_setup_adds_newest_threads_and_marks_others_read():
 def test_notes_setup_replaces_by_title():
     state = blank(notes=NOTES)
     out = _setup(state, "notes.add", notes=[{"title": "Door code", "body": "0000"}, {"title": "Trip", "body": "Pack"}])
-    assert _setup(out, "notes.add", notes=[{"title": "Door code", "body": "0000"}, {"title": "Trip", "body": "Pack"}]) == out
+    assert (
+        _setup(out, "notes.add", notes=[{"title": "Door code", "body": "0000"}, {"title": "Trip", "body": "Pack"}])
+        == out
+    )
     notes = {n["title"]: n for n in out["apps"]["notes"]["data"]["notes"]}
-    assert notes["Door code"]["body"] == "0000" and notes["Door code"]["id"] == 1 and set(notes) == {"Door code", "Groceries", "Trip"}
+    assert (
+        notes["Door code"]["body"] == "0000"
+        and notes["Door code"]["id"] == 1
+        and set(notes) == {"Door code", "Groceries", "Trip"}
+    )
 
 
 def test_setup_steps_reject_bad_params():
@@ -312,7 +371,9 @@ def test_calendar_screens():
 
 def test_messages_screens():
     phone = SimPhone(seed=1, perturbation=CANONICAL)
-    phone.restore(_setup(phone.snapshot(), "contacts.add", contacts=[{"first": "Wei", "last": "Chen", "phone": "+1 555-0222"}]))
+    phone.restore(
+        _setup(phone.snapshot(), "contacts.add", contacts=[{"first": "Wei", "last": "Chen", "phone": "+1 555-0222"}])
+    )
     phone.execute(OpenApp(app="Messages"))
     tap(phone, "messages.new")
     phone.execute(Type(content="wei"))
@@ -326,7 +387,9 @@ def test_messages_screens():
     tap(phone, "messages.thread_menu")
     tap(phone, "messages.thread_menu.delete")
     tap(phone, "messages.delete.confirm")
-    assert screen(phone, "messages") == "home" and all(t["name"] != "Wei Chen" for t in phone.app_data("messages")["threads"])
+    assert screen(phone, "messages") == "home" and all(
+        t["name"] != "Wei Chen" for t in phone.app_data("messages")["threads"]
+    )
     unread = [t for t in phone.app_data("messages")["threads"] if t["unread"]]
     label = phone.layout().find("messages.unread_count").text
     assert label == (f"{len(unread)} unread" if unread else "No unread messages")
@@ -416,7 +479,10 @@ def test_launcher_shows_all_twelve_apps_legibly():
     for i, a in enumerate(icons):
         x0, y0, x1, y1 = a.box
         assert 0 <= x0 < x1 <= WIDTH and 0 <= y0 < y1 <= HEIGHT - 120  # above the navigation bar
-        assert all(a.box[2] <= b.box[0] or b.box[2] <= a.box[0] or a.box[3] <= b.box[1] or b.box[3] <= a.box[1] for b in icons[i + 1:])
+        assert all(
+            a.box[2] <= b.box[0] or b.box[2] <= a.box[0] or a.box[3] <= b.box[1] or b.box[3] <= a.box[1]
+            for b in icons[i + 1 :]
+        )
     # At 252x560 a cell is ~63x70 px: the new labels fit their cell uncut (the renderer cuts at 12 characters).
     assert all(len(label) <= 12 for label in NEW_APPS)
     shot = phone.screenshot((252, 560))

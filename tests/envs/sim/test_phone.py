@@ -154,7 +154,9 @@ def test_open_unknown_app_names_installed_apps():
 
 
 def test_popup_is_modal_and_dismissable():
-    phone = next(p for p in (SimPhone(seed=s) for s in range(50)) if (p.execute(OpenApp(app="Amazon")) or p.state["popup"]))
+    phone = next(
+        p for p in (SimPhone(seed=s) for s in range(50)) if (p.execute(OpenApp(app="Amazon")) or p.state["popup"])
+    )
     search = next(w for w in phone.layout().widgets if w.id == "amazon.search")
     phone.execute(Click(x=search.center[0], y=search.center[1]))
     assert phone.state["focus"] is None  # blocked by the dialog

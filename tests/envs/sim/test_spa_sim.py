@@ -60,7 +60,9 @@ def test_every_mapped_row_resolves_to_a_valid_task() -> None:
         assert task.source == "spa-bench-sim"
     assert [t.language for t in task_set("spa.zh")] == ["CHN"] * len(task_set("spa.zh"))
     assert {"spa.en", "spa.zh", "spa.cross"} <= set(task_set_names())
-    assert [t.id for t in resolve_tasks(["spa.cross", "spa.zh"])] == [t.id for t in spa_tasks("spa.cross") + spa_tasks("spa.zh")]
+    assert [t.id for t in resolve_tasks(["spa.cross", "spa.zh"])] == [
+        t.id for t in spa_tasks("spa.cross") + spa_tasks("spa.zh")
+    ]
     assert all(len(task_apps(t)) >= 2 for t in spa_tasks("spa.cross"))
     # The rows behind the paper's tasks (darwin.tasks) keep those tasks' checks.
     builtin = registry()
@@ -80,11 +82,16 @@ def test_the_oracle_solves_every_mapped_row(task_id: str) -> None:
 
 def test_darwin_eval_runs_the_chinese_and_cross_app_sets(tmp_path) -> None:
     run_dir = tmp_path / "run"
-    result = CliRunner().invoke(main, ["eval", "--agent", "oracle", "--phones", "2", "--tasks", "spa.zh,spa.cross", "--run-dir", str(run_dir)])
+    result = CliRunner().invoke(
+        main, ["eval", "--agent", "oracle", "--phones", "2", "--tasks", "spa.zh,spa.cross", "--run-dir", str(run_dir)]
+    )
     assert result.exit_code == 0, result.output
     assert "overall" in result.output and "100.0%" in result.output
     n = len(spa_tasks("spa.zh")) + len(spa_tasks("spa.cross"))
-    assert sqlite3.connect(run_dir / "run.db").execute("select count(*) from episodes where success = 1").fetchone()[0] == n
+    assert (
+        sqlite3.connect(run_dir / "run.db").execute("select count(*) from episodes where success = 1").fetchone()[0]
+        == n
+    )
 
 
 def test_darwin_tasks_spa_prints_the_coverage() -> None:

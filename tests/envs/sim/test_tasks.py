@@ -38,7 +38,11 @@ def test_fresh_phones_do_not_satisfy_any_goal():
 def test_oracle_solves_every_task_and_lifecycle_on_every_seed(seed):
     env = SimPhoneEnv(seed=seed, reset_between_episodes=True)  # every task from the initial state
     report = asyncio.run(run_eval(ALL_TASKS, [env], lambda i: OracleActor()))
-    failed = {t.task.id: (t.termination, t.phase_success) for t in report.trajectories if not all(v is True for v in t.phase_success.values()) or len(t.phase_success) != len(t.task.phases())}
+    failed = {
+        t.task.id: (t.termination, t.phase_success)
+        for t in report.trajectories
+        if not all(v is True for v in t.phase_success.values()) or len(t.phase_success) != len(t.task.phases())
+    }
     assert not failed
     assert report.overall.successes == len(ALL_TASKS)
 
@@ -53,7 +57,12 @@ def test_oracle_plans_are_shortest_against_breadth_first_search():
         astar = shortest_plan(phone, task.verifier, apps=[task.app])
         pred, _ = resolve(task.verifier)
         original = pred.fn
-        predicates.PREDICATES[task.verifier.predicate] = predicates.Predicate(pred.name, pred.params_model, lambda s, p, f=original: predicates.Check.of(0 if f(s, p).success else 1), pred.doc)
+        predicates.PREDICATES[task.verifier.predicate] = predicates.Predicate(
+            pred.name,
+            pred.params_model,
+            lambda s, p, f=original: predicates.Check.of(0 if f(s, p).success else 1),
+            pred.doc,
+        )
         try:
             bfs = shortest_plan(phone, task.verifier, apps=[task.app], max_expansions=200_000)
         finally:
@@ -87,7 +96,12 @@ def test_bad_predicate_params_name_the_fields_to_give():
     from darwin.tasks import validate_task
     from darwin.types import Task
 
-    bad = Task(id="alarm_task", instruction="x", app="Clock", verifier=VerifierSpec(predicate="clock.alarm", params={"hour": 25, "colour": "red"}))
+    bad = Task(
+        id="alarm_task",
+        instruction="x",
+        app="Clock",
+        verifier=VerifierSpec(predicate="clock.alarm", params={"hour": 25, "colour": "red"}),
+    )
     with pytest.raises(TaskDefinitionError) as info:
         validate_task(bad)
     msg = str(info.value)
@@ -96,7 +110,8 @@ def test_bad_predicate_params_name_the_fields_to_give():
 
 def test_task_file_errors_name_file_line_and_field(tmp_path):
     path = tmp_path / "tasks.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         - id: good_task
           instruction: Turn on dark theme.
           app: Settings
@@ -106,7 +121,8 @@ def test_task_file_errors_name_file_line_and_field(tmp_path):
           app: Settings
           difficulty: 7
           verifier: {predicate: settings.dark_theme}
-        """))
+        """)
+    )
     with pytest.raises(TaskDefinitionError) as info:
         load_task_file(path)
     assert f"{path}:8: task 'bad_task': field 'difficulty'" in str(info.value)
@@ -120,7 +136,9 @@ def test_task_file_errors_name_file_line_and_field(tmp_path):
 
 def test_task_files_load_and_resolve(tmp_path):
     path = tmp_path / "mine.json"
-    path.write_text('[{"id": "mine", "instruction": "Search for shoes.", "app": "Amazon", "verifier": {"predicate": "amazon.search_results", "params": {"query": "shoes"}}}]')
+    path.write_text(
+        '[{"id": "mine", "instruction": "Search for shoes.", "app": "Amazon", "verifier": {"predicate": "amazon.search_results", "params": {"query": "shoes"}}}]'
+    )
     tasks = resolve_tasks(["base8", str(path), "amazon_0"])
     assert [t.id for t in tasks] == [*TASK_SETS["base8"], "mine"]
     plan = shortest_plan(SimPhone(seed=1), tasks[-1].verifier, apps=["Amazon"])
