@@ -192,8 +192,8 @@ class TrainingRecipe:
         finally:
             await recipe.cleanup()
 
-    (:func:`darwin.experiment.run_experiment`). Every component comes from the config's
-    builders, so a user's curriculum, verifier, memory or workflow named there runs here.
+    (:func:`darwin.experiment.run_experiment`). Every component comes from :mod:`darwin.builders`,
+    so a user's curriculum, verifier, memory or workflow named in the config runs here.
     """
 
     def __init__(
