@@ -45,19 +45,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import os
-import re
 import shutil
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -72,240 +68,22 @@ from darwin.models.factory import VLM
 from darwin.models.scoring import forbidden_mask, prompt_to_messages
 from darwin.policies.base import Policy, Prompt, WeightSyncUnsupported
 from darwin.policies.litellm import PolicyAuthError, PolicyRequestError, prompt_to_openai_messages
+from darwin.policies.server_config import ServerPolicyConfig
+from darwin.policies.server_protocol import (
+    ServerCompletion,
+    _error_message,
+    _HTTPStatusError,
+    _is_transient,
+    _prompt_mismatch,
+    parse_chat_completion,
+)
 from darwin.types import Generation
 
 logger = logging.getLogger(__name__)
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_TOKEN_ID = re.compile(r"^token_id:(\d+)$")
 _SEED_BOUND = 2**62
-_VLLM_LOGPROB_FLOOR = -9999.0
-"""vLLM clamps every reported log-prob to at least this value (and uses it when it has none)."""
 _LOGIT_BAN = -100.0
 """The OpenAI protocol's (and vLLM's clamped) lowest logit bias: exp(-100) ~ 4e-44, a ban."""
-
-DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
-class ServerPolicyConfig(BaseModel):
-    """Where the server is, how to sample, and how learner weights reach it (frozen; no secrets).
-
-    >>> ServerPolicyConfig(base_url="http://gpu:8000", model="m", weight_sync="lora", weights_dir="/shared/w").weight_sync
-    'lora'
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
-
-    base_url: str = Field(description="the server's root URL, e.g. http://gpu-box:8000 (a trailing /v1 is dropped)")
-    model: str = Field(min_length=1, description="the served model name (vLLM --served-model-name)")
-    api_key_env: str | None = Field(
-        default=None, description="name of the environment variable holding the server's API key (vLLM --api-key)"
-    )
-    max_tokens: int = Field(default=64, ge=1, le=65_536, description="response length cap")
-    temperature: float = Field(default=1.0, ge=0.0, le=100.0, description="sampling temperature; 0 = greedy")
-    seed: int = Field(default=0, ge=0, description="seeds the generator that draws a seed for each request without one")
-    timeout_s: float = Field(default=120.0, gt=0.0, le=3600.0, description="per-attempt timeout of a generation")
-    max_attempts: int = Field(default=4, ge=1, le=20, description="attempts per request (1 = no retry)")
-    backoff_initial_s: float = Field(default=0.5, ge=0.0, le=600.0)
-    backoff_max_s: float = Field(default=10.0, ge=0.0, le=3600.0)
-    max_concurrency: int = Field(default=64, ge=1, le=4096, description="requests in flight per policy")
-    verify_prompt_ids: bool = Field(
-        default=True,
-        description="compare the server's prompt_token_ids with the local chat-template rendering "
-        "(fails at once when the server's template or image processing differ from the learner's)",
-    )
-    mask_forbidden: bool = Field(
-        default=True, description="send logit_bias -100 on the forbidden token ids (the learner masks them)"
-    )
-    png_compress_level: int = Field(default=1, ge=0, le=9, description="zlib level of the PNG screenshots")
-    weight_sync: Literal["none", "lora", "disk"] = Field(
-        default="none",
-        description="'lora': PEFT adapter + vLLM /v1/load_lora_adapter; 'disk': full checkpoint + "
-        "SGLang /update_weights_from_disk; 'none': fixed server weights",
-    )
-    weights_dir: str | None = Field(
-        default=None,
-        description="a directory the server can read (same path on both machines) for adapters / checkpoints",
-    )
-    lora_rank: int = Field(default=8, ge=1, le=1024, description="'lora': adapter rank (the learner's LoraConfig.rank)")
-    lora_target_modules: tuple[str, ...] = Field(
-        default=DEFAULT_LORA_TARGETS, min_length=1, description="'lora': adapted module names (the learner's)"
-    )
-    lora_name_prefix: str = Field(
-        default="darwin", pattern=r"^[A-Za-z0-9_.\-]+$", description="adapter names: <prefix>-v<version>"
-    )
-    keep_versions: int = Field(
-        default=2,
-        ge=1,
-        le=100,
-        description="adapters kept loaded / checkpoints kept on disk (in-flight requests may still name the previous one)",
-    )
-    weight_sync_timeout_s: float = Field(
-        default=600.0, gt=0.0, le=36_000.0, description="timeout of one weight-update call"
-    )
-
-    @field_validator("base_url")
-    @classmethod
-    def _root_url(cls, v: str) -> str:
-        if not re.match(r"^https?://[^/\s]+", v):
-            raise ValueError("base_url must be an http(s) URL such as http://127.0.0.1:8000")
-        v = v.rstrip("/")
-        return v[: -len("/v1")] if v.endswith("/v1") else v
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name(cls, v: str | None) -> str | None:
-        if v is not None and not _ENV_NAME.match(v):
-            raise ValueError(
-                f"api_key_env must be the *name* of an environment variable (letters, digits, underscores), "
-                f"e.g. 'VLLM_API_KEY'; got a value of {len(v)} characters"
-            )
-        return v
-
-    @model_validator(mode="after")
-    def _check(self) -> ServerPolicyConfig:
-        problems = []
-        if self.weight_sync != "none" and not self.weights_dir:
-            problems.append(
-                f"weight_sync={self.weight_sync!r} needs weights_dir: a directory both this process and the "
-                "server can read (e.g. a shared volume), where adapters / checkpoints are written"
-            )
-        if self.backoff_max_s < self.backoff_initial_s:
-            problems.append("backoff_max_s must be at least backoff_initial_s")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-    @property
-    def logprob_temperature(self) -> float:
-        """Temperature of the recorded log-probs: the sampling temperature (1.0 when greedy)."""
-        return self.temperature if self.temperature > 0 else 1.0
-
-
-@dataclass(frozen=True)
-class ServerCompletion:
-    """The parts of one chat-completion answer a policy records."""
-
-    prompt_ids: tuple[int, ...] | None
-    response_ids: tuple[int, ...]
-    response_logprobs: tuple[float, ...]
-    finish_reason: str | None
-    model: str | None
-
-
-def parse_chat_completion(payload: object) -> ServerCompletion:
-    """Token ids and log-probs of a vLLM / SGLang chat-completion JSON body.
-
-    Sampled ids come from ``choices[0].token_ids`` (``return_token_ids``) or, failing that,
-    from the ``"token_id:<id>"`` tokens of ``choices[0].logprobs.content``
-    (``return_tokens_as_token_ids``); log-probs from ``logprobs.content[k].logprob``; the
-    prompt ids from ``prompt_token_ids`` (vLLM: top level; SGLang: on the choice).
-    Raises :class:`PolicyRequestError` naming the missing field and the server option.
-
-    >>> body = {"model": "m", "prompt_token_ids": [1, 2], "choices": [{"index": 0, "finish_reason": "stop",
-    ...     "message": {"role": "assistant", "content": "hi"}, "token_ids": [7, 9],
-    ...     "logprobs": {"content": [{"token": "token_id:7", "logprob": -0.5, "top_logprobs": []},
-    ...                              {"token": "token_id:9", "logprob": -1.0, "top_logprobs": []}]}}]}
-    >>> c = parse_chat_completion(body)
-    >>> c.prompt_ids, c.response_ids, c.response_logprobs
-    ((1, 2), (7, 9), (-0.5, -1.0))
-    """
-    if not isinstance(payload, Mapping):
-        raise PolicyRequestError(f"malformed completion: expected a JSON object, got {type(payload).__name__}")
-    choices = payload.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        raise PolicyRequestError("malformed completion: no choices[0] object in the response")
-    choice = choices[0]
-    logprobs = choice.get("logprobs")
-    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
-    if not isinstance(content, list):
-        raise PolicyRequestError(
-            "the server returned no log-probs (choices[0].logprobs.content is missing); the request asked "
-            "logprobs=true, top_logprobs=0: check that the server supports log-probs (vLLM --max-logprobs >= 0)"
-        )
-    values: list[float] = []
-    tokens: list[int | None] = []
-    for k, entry in enumerate(content):
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("logprob"), (int, float)):
-            raise PolicyRequestError(f"malformed completion: logprobs.content[{k}] has no numeric logprob")
-        value = float(entry["logprob"])
-        if not math.isfinite(value) or value <= _VLLM_LOGPROB_FLOOR:
-            raise PolicyRequestError(
-                f"logprobs.content[{k}].logprob = {value}: the server has no log-prob for the sampled token "
-                f"(vLLM reports {_VLLM_LOGPROB_FLOOR} then); was a forbidden token sampled?"
-            )
-        values.append(value)
-        match = _TOKEN_ID.match(str(entry.get("token", "")))
-        tokens.append(int(match.group(1)) if match else None)
-    raw_ids = choice.get("token_ids")
-    if raw_ids is not None:
-        if not isinstance(raw_ids, list) or not all(isinstance(t, int) and t >= 0 for t in raw_ids):
-            raise PolicyRequestError("malformed completion: choices[0].token_ids is not a list of token ids")
-        ids = [int(t) for t in raw_ids]
-        parsed = [t for t in tokens if t is not None]
-        if len(parsed) == len(tokens) and parsed != ids:
-            raise PolicyRequestError(
-                "choices[0].token_ids disagree with the 'token_id:<id>' tokens of logprobs.content"
-            )
-    elif all(t is not None for t in tokens):
-        ids = [int(t) for t in tokens if t is not None]
-    else:
-        raise PolicyRequestError(
-            "the server returned no sampled token ids: neither choices[0].token_ids (request field "
-            "return_token_ids; vLLM 0.10.2+, SGLang) nor 'token_id:<id>' log-prob tokens (request field "
-            "return_tokens_as_token_ids, or vLLM's --return-tokens-as-token-ids flag); upgrade the server"
-        )
-    if len(ids) != len(values):
-        raise PolicyRequestError(f"the server returned {len(ids)} token ids but {len(values)} log-probs")
-    prompt_raw = payload.get("prompt_token_ids")
-    if prompt_raw is None:
-        prompt_raw = choice.get("prompt_token_ids")
-    prompt_ids: tuple[int, ...] | None = None
-    if prompt_raw is not None:
-        if not isinstance(prompt_raw, list) or not all(isinstance(t, int) for t in prompt_raw):
-            raise PolicyRequestError("malformed completion: prompt_token_ids is not a list of token ids")
-        prompt_ids = tuple(int(t) for t in prompt_raw)
-    finish = choice.get("finish_reason")
-    model = payload.get("model")
-    return ServerCompletion(
-        prompt_ids=prompt_ids,
-        response_ids=tuple(ids),
-        response_logprobs=tuple(values),
-        finish_reason=finish if isinstance(finish, str) else None,
-        model=model if isinstance(model, str) else None,
-    )
-
-
-class _HTTPStatusError(RuntimeError):
-    """A non-2xx answer, with the server's own error message."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-        self.message = message
-
-
-def _error_message(response: httpx.Response) -> str:
-    """The server's error text: vLLM's ``{"error": {"message"}}`` / ``{"message"}``, FastAPI's ``{"detail"}``."""
-    try:
-        body = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return response.text[:500]
-    if isinstance(body, Mapping):
-        error = body.get("error")
-        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
-            return error["message"][:500]
-        for key in ("message", "detail", "error"):
-            if isinstance(body.get(key), str):
-                return body[key][:500]
-    return response.text[:500]
-
-
-def _is_transient(exc: BaseException) -> bool:
-    """Timeouts, connection errors, HTTP 408/409/429 and 5xx: worth another attempt."""
-    if isinstance(exc, (httpx.TransportError, asyncio.TimeoutError, TimeoutError, ConnectionError)):
-        return True
-    return isinstance(exc, _HTTPStatusError) and (exc.status in (408, 409, 429) or exc.status >= 500)
 
 
 def _model_eos_ids(vlm: VLM) -> frozenset[int]:
@@ -788,21 +566,6 @@ def _low_rank(delta: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tenso
         b = torch.cat([b, b.new_zeros(b.shape[0], rank - k)], dim=1)
         a = torch.cat([a, a.new_zeros(rank - k, a.shape[1])], dim=0)
     return b, a
-
-
-def _prompt_mismatch(local: tuple[int, ...], server: tuple[int, ...], vlm: VLM) -> str:
-    first = next(
-        (i for i, (x, y) in enumerate(zip(local, server, strict=False)) if x != y), min(len(local), len(server))
-    )
-    tok = vlm.tokenizer
-    return (
-        f"the server rendered the prompt as {len(server)} tokens, the local processor as {len(local)}; first "
-        f"difference at token {first} (server {tok.decode(list(server[first : first + 8]))!r} vs local "
-        f"{tok.decode(list(local[first : first + 8]))!r}). The server's chat template or image processing "
-        "(min/max pixels) differ from the checkpoint the learner uses: start the server from the same "
-        "checkpoint directory (vLLM: same --chat-template, --mm-processor-kwargs max_pixels), or set "
-        "verify_prompt_ids=False to let the learner reject the rows later"
-    )
 
 
 __all__ = ["ServerCompletion", "ServerPolicy", "ServerPolicyConfig", "parse_chat_completion"]
