@@ -218,7 +218,8 @@ def bench_policy(family: str, preset: str, batches: str, new_tokens: int, repeat
     "variants",
     default="plain,frozen",
     show_default=True,
-    help="--profile: comma-separated: plain (vision tower trained), frozen (learner.freeze_vision)",
+    help="--profile: comma-separated: plain (vision tower trained), frozen (learner.freeze_vision), "
+    "shared and frozen-shared (the same with learner.critic=shared)",
 )
 @click.option(
     "--repeats", default=3, show_default=True, type=click.IntRange(1), help="--profile: updates per variant (median)"

@@ -189,8 +189,14 @@ class ProfileResult:
     total_s: float
 
 
-VARIANTS = {"plain": {"freeze_vision": False}, "frozen": {"freeze_vision": True}}
-"""``--variant`` names: the default's learner with the vision tower trained, or frozen."""
+VARIANTS = {
+    "plain": {"freeze_vision": False},
+    "frozen": {"freeze_vision": True},
+    "shared": {"freeze_vision": False, "critic": "shared"},
+    "frozen-shared": {"freeze_vision": True, "critic": "shared"},
+}
+"""``--variant`` names: the default's learner with the vision tower trained or frozen, and each
+with the value head on the actor's backbone (``critic='shared'``: no separate critic pass)."""
 
 
 def recorded_trajectories(steps: int = 256, seed: int = 0) -> tuple[list[Trajectory], TinyVLMConfig]:
