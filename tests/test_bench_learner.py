@@ -1,0 +1,27 @@
+"""``darwin bench learner --profile``: one update of an experiment's learner on a recorded batch,
+phase by phase, per variant."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from darwin.bench.learner import VARIANTS, profile
+from darwin.cli import main
+from darwin.learner import LearnerConfig
+
+
+def test_every_variant_times_one_update_phase_by_phase() -> None:
+    config = LearnerConfig(critic_warmup_updates=0, mini_batch_size=8, micro_batch_size=4, ppo_epochs=1, kl_coef=0.1)
+    results = profile(config, variants=tuple(VARIANTS), steps=12, repeats=1)
+    assert [r.variant for r in results] == list(VARIANTS)
+    for r in results:
+        phases = r.images_s + r.values_s + r.reference_s + r.proximal_s + r.forward_backward_s + r.optimizer_s
+        assert r.steps == 12 and r.repeats == 1 and r.response_tokens > 0
+        assert r.forward_backward_s > 0 and r.values_s > 0 and r.reference_s > 0  # critic and KL scored
+        assert abs(phases + r.other_s - r.total_s) < 0.05
+    assert VARIANTS["shared"]["critic"] == "shared" and VARIANTS["frozen-shared"]["freeze_vision"] is True
+
+
+def test_an_unknown_variant_is_named_with_the_choices() -> None:
+    result = CliRunner().invoke(main, ["bench", "learner", "--profile", "--variant", "plain,tiny"])
+    assert result.exit_code == 2 and "unknown variant(s) ['tiny']" in result.output and "frozen-shared" in result.output
