@@ -34,6 +34,16 @@ def _setup_logging(level: str) -> None:
     )
 
 
+experiment_overrides = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="with --experiment: override a config field, as in darwin run",
+)
+"""The ``--set`` of the commands that read an experiment file with ``--experiment`` (eval, sft)."""
+
+
 @click.group()
 @click.option(
     "--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]), show_default=True
@@ -425,13 +435,7 @@ def _actor_factory(
     type=click.Path(dir_okay=False, exists=True),
     help="an experiment file: its tasks, workflow, verifier, memory and (without --agent) warm start",
 )
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="with --experiment: override a config field, as in darwin run",
-)
+@experiment_overrides
 @click.option(
     "--phones",
     default=None,
@@ -733,13 +737,7 @@ def _metrics_table(report: EvalReport) -> Table:
     type=click.Path(exists=True, dir_okay=False),
     help="an experiment file: train its warm start (its `sft` config; the flags below override it)",
 )
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="with --experiment: override a config field, as in darwin run",
-)
+@experiment_overrides
 @click.option("--steps", default=None, type=click.IntRange(1), help="optimizer steps  [default: 225]")
 @click.option("--episodes", default=None, type=click.IntRange(1), help="demonstration episodes in all  [default: 256]")
 @click.option(
