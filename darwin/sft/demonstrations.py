@@ -244,7 +244,7 @@ def export_oracle_demonstrations(
     Actions are the oracle's in device pixels (launcher taps as ``open_app`` with
     ``launch_by_name``, as the SFT warm start demonstrates them). Deterministic.
     """
-    from darwin.envs.sim.env import SimPhoneEnv
+    from darwin.evaluate import evaluation_phones
     from darwin.sft.records import EpisodeRecord, StepRecord, write_records
     from darwin.tasks import goal_text
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
@@ -256,13 +256,8 @@ def export_oracle_demonstrations(
 
     async def play() -> None:
         for seed in phone_seeds:
-            env = SimPhoneEnv(
-                seed=seed,
-                perturbation=perturbation or PerturbationConfig(),
-                name=f"demo-{seed}",
-                reset_between_episodes=True,
-                locale=locale,
-            )
+            # each episode from the phone's initial state: the evaluation phones' rule
+            (env,) = evaluation_phones(seed, 1, perturbation=perturbation, locale=locale, prefix="demo")
             for task in tasks:
                 sink: list[Demonstration] = []
                 actor = _RecordingOracle(agent, seed, sink, launch_by_name)
