@@ -27,6 +27,7 @@ the metrics in :mod:`darwin.learner.metrics` and checkpoint files in
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
@@ -108,7 +109,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["LocalLearner"]
 
-_Scorer = Callable[[Mapping[str, torch.Tensor], Sequence[Sequence[int]]], torch.Tensor]
+_Scorer = Callable[[Mapping[str, torch.Tensor], Sequence[Sequence[int]]], tuple[torch.Tensor, ...]]
 """(collated batch, responses) -> (B, R) per-token scores (values or log-probs)."""
 
 
@@ -283,28 +284,32 @@ class LocalLearner:
 
         # Scores under the learner's models (no grad): old values, reference log-probs, and
         # with old_logprobs='recompute' the proximal log-probs of the current actor.
-        values = ref = None
+        values = ref = proximal = None
         behaviour = old
         recompute = cfg.old_logprobs == "recompute" and not self.in_warmup
+        # Decoupled PPO: the clip window is centred on the current actor (the proximal policy),
+        # not on the older policy that sampled the rows. Rows the current weights sampled
+        # already hold the proximal log-probs: only stale rows need the current actor's.
+        stale = [i for i, r in enumerate(rows) if r.policy_version != self.policy_version] if recompute else []
         with torch.no_grad():
-            if self.critic is not None:
-                values = self._score(rows, inputs, longest, self._critic_values)
+            if self.critic is not None and self.critic.shared and stale:
+                # A shared critic's values and the actor's log-probs come out of one forward.
+                values, proximal = self._score(rows, inputs, longest, self._values_and_actor_logprobs)
+                proximal = proximal[torch.tensor(stale, device=dev)]
+            elif self.critic is not None:
+                (values,) = self._score(rows, inputs, longest, self._critic_values)
             t_reference = time.perf_counter()
             if cfg.kl_coef > 0:
-                ref = self._score(rows, inputs, longest, self._reference_logprobs)
+                (ref,) = self._score(rows, inputs, longest, self._reference_logprobs)
             t_proximal = time.perf_counter()
-            if recompute:
-                # Decoupled PPO: the clip window is centred on the current actor (the proximal
-                # policy), not on the older policy that sampled the rows. Rows the current
-                # weights sampled already hold the proximal log-probs: only stale rows are scored.
-                stale = [i for i, r in enumerate(rows) if r.policy_version != self.policy_version]
-                if stale:
-                    proximal = self._score(
+            if stale:
+                if proximal is None:
+                    (proximal,) = self._score(
                         [rows[i] for i in stale], [inputs[i] for i in stale], longest, self._actor_logprobs
                     )
-                    old = old.clone()
-                    old[torch.tensor(stale, device=dev)] = proximal
-                    old = old.masked_fill(~mask, 0.0)
+                old = old.clone()
+                old[torch.tensor(stale, device=dev)] = proximal
+                old = old.masked_fill(~mask, 0.0)
             t_scored = time.perf_counter()
 
         next_values, from_next, from_last = None, 0, 0
@@ -393,43 +398,65 @@ class LocalLearner:
             out[torch.tensor([i for i, _ in part], device=self.device)] = values[:, 0].float()
         return out, len(found), from_last
 
-    def _score(self, rows: list[StepRow], inputs: list[RowInputs], longest: int, fn: _Scorer) -> torch.Tensor:
+    def _score(
+        self, rows: list[StepRow], inputs: list[RowInputs], longest: int, fn: _Scorer
+    ) -> tuple[torch.Tensor, ...]:
         """``fn`` over the rows in micro-batches of rows of similar length (less padding; the
-        scores do not depend on the order), scattered back to row order."""
-        out = torch.zeros(len(rows), longest, dtype=torch.float32, device=self.device)
+        scores do not depend on the order), each of its ``(B, R)`` outputs scattered back to
+        row order as ``(N, longest)``."""
+        outs: list[torch.Tensor] = []
         size = self.config.micro_batch_size
         order = sorted(range(len(rows)), key=lambda i: inputs[i].input_ids.numel() + len(rows[i].response_ids))
         for start in range(0, len(rows), size):
             part = order[start : start + size]
             responses = [rows[i].response_ids for i in part]
             scores = fn(self._collate([inputs[i] for i in part]), responses)
-            out[torch.tensor(part, device=self.device), : scores.shape[1]] = scores.float()
-        return out
+            if not outs:
+                outs = [torch.zeros(len(rows), longest, dtype=torch.float32, device=self.device) for _ in scores]
+            where = torch.tensor(part, device=self.device)
+            for out, score in zip(outs, scores, strict=True):
+                out[where, : score.shape[1]] = score.float()
+        return tuple(outs)
 
-    def _actor_logprobs(self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]) -> torch.Tensor:
+    def _actor_logprobs(
+        self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor]:
         lp, _ = compute_response_logprobs(
             self.actor, batch, responses, forbidden=self._forbidden, temperature=self._temperature
         )
-        return lp
+        return (lp,)
 
-    def _critic_values(self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]) -> torch.Tensor:
+    def _critic_values(
+        self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor]:
         assert self.critic is not None
         values, _ = self.critic(batch, responses, backbone_grad=False)
-        return values
+        return (values,)
+
+    def _values_and_actor_logprobs(
+        self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A shared critic's values and the actor's log-probs from the actor's one forward."""
+        assert self.critic is not None and self.critic.shared
+        with capture_outputs(self._actor_backbone, None) as captured:
+            lp, mask = compute_response_logprobs(
+                self.actor, batch, responses, forbidden=self._forbidden, temperature=self._temperature
+            )
+        if "hidden" not in captured:  # every response empty: no forward ran
+            return lp.clone(), lp
+        values = self.critic.head_values(captured["hidden"], batch["input_ids"].shape[1], mask.shape[1])
+        return values.masked_fill(~mask, 0.0), lp
 
     def _reference_logprobs(
         self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
-    ) -> torch.Tensor:
-        if self.reference is not None:
+    ) -> tuple[torch.Tensor]:
+        model = self.reference if self.reference is not None else self.actor
+        adapters = contextlib.nullcontext() if self.reference is not None else set_adapters_enabled(self.actor, False)
+        with adapters:
             lp, _ = compute_response_logprobs(
-                self.reference, batch, responses, forbidden=self._forbidden, temperature=self._temperature
+                model, batch, responses, forbidden=self._forbidden, temperature=self._temperature
             )
-            return lp
-        with set_adapters_enabled(self.actor, False):
-            lp, _ = compute_response_logprobs(
-                self.actor, batch, responses, forbidden=self._forbidden, temperature=self._temperature
-            )
-        return lp
+        return (lp,)
 
     # ------------------------------------------------------------------ the update
     def update(

@@ -106,11 +106,13 @@ class UpdateMetrics:
     images_s: float = 0.0
     """Part of ``prepare_s``: screenshots to pixels, M-RoPE positions and (frozen tower) image features."""
     values_s: float = 0.0
-    """Part of ``scoring_s``: the critic's old values."""
+    """Part of ``scoring_s``: the critic's old values (with a shared critic and stale rows, the one
+    forward that also gives the proximal log-probs)."""
     reference_s: float = 0.0
     """Part of ``scoring_s``: the reference model's log-probs (KL penalty)."""
     proximal_s: float = 0.0
-    """Part of ``scoring_s``: the current actor's log-probs of stale rows (``old_logprobs='recompute'``)."""
+    """Part of ``scoring_s``: the current actor's log-probs of stale rows (``old_logprobs='recompute'``;
+    0 with a shared critic, whose values pass computes them)."""
     forward_backward_s: float = 0.0
     """Part of ``train_s``: the actor's and critic's forward and backward passes."""
     optimizer_s: float = 0.0

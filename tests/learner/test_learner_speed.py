@@ -183,3 +183,24 @@ def _behaviour(batch) -> torch.Tensor:
 def test_verl_refuses_a_frozen_tower():
     with pytest.raises(ValueError, match="freeze_vision"):
         LearnerConfig(backend="verl", freeze_vision=True, verl={"model_path": "/tmp/x"})
+
+
+def test_a_shared_critic_scores_values_and_proximal_logprobs_in_one_pass(policy, trajectories, kit):
+    learner = LocalLearner(policy, kit.small_config(critic="shared", old_logprobs="recompute", actor_lr=1e-2))
+    learner.update(trajectories)  # the actor moves on: the rows are stale
+    calls: list[str] = []
+    real_forward = learner.actor.forward
+    learner.actor.forward = lambda *a, **k: calls.append("actor") or real_forward(*a, **k)
+    merged = learner.prepare(trajectories)
+    learner.actor.forward = real_forward
+    with torch.no_grad():
+        plain = collate(merged.inputs, learner._pad_id)
+        responses = [r.response_ids for r in merged.rows]
+        current, mask = compute_response_logprobs(learner.actor, plain, responses, forbidden=policy.forbidden_mask)
+        values, _ = learner.critic(plain, responses, backbone_grad=False)
+    micro_batches = -(-len(merged.rows) // learner.config.micro_batch_size)
+    reference_passes = micro_batches if learner.config.kl_coef > 0 and learner.reference is None else 0
+    assert len(calls) == micro_batches + reference_passes  # values and log-probs share a forward
+    assert torch.allclose(merged.old_logprobs[mask], current[mask], atol=1e-5)
+    assert torch.allclose(merged.values[mask], values[mask], atol=1e-5)
+    assert not torch.allclose(merged.old_logprobs[mask], _behaviour(merged), atol=1e-4)
