@@ -173,7 +173,6 @@ def build_workflow(
     verifier = build_component("verifier", spec)
     step_config = StepConfig(
         observation_size=observation_size,
-        parse_error_penalty=config.parse_error_penalty,
         # Training episodes only: a bootstrapped truncation reads V(s') at the next screen.
         record_next_prompt=not evaluation and config.learner.truncation == "bootstrap",
     )

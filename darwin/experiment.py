@@ -288,6 +288,10 @@ class EvaluationConfig(BaseModel):
     )
 
 
+#: Experiment fields that moved, and where each lives now (a config naming one gets the fix).
+MOVED_FIELDS = {"parse_error_penalty": "learner.parse_error_penalty (reward shaping lives in the learner)"}
+
+
 class ExperimentConfig(BaseModel):
     """Everything a training run needs; validated when built (every problem at once)."""
 
@@ -359,7 +363,6 @@ class ExperimentConfig(BaseModel):
         default_factory=EvaluationConfig, description="sampled evaluation before and after RL"
     )
     mode: Literal["async", "sync"] = Field("async", description="rollout mode")
-    parse_error_penalty: float = Field(0.0, ge=0.0, description="reward subtracted for unparseable output")
     run_dir: str | None = Field(None, description="default runs/<name>-<UTC time>")
     store: StoreConfig = Field(default_factory=StoreConfig, description="the run database")
     verification_watch: VerificationWatchConfig = Field(
@@ -368,6 +371,15 @@ class ExperimentConfig(BaseModel):
         "one (an update without a verdict never moves the actor: learner.infra_only_updates)",
     )
     notes: str = Field("", description="free text shown by --dry-run (e.g. how the paper's schedule was scaled)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: object) -> object:
+        if isinstance(data, dict):
+            moved = [f"{key} moved to {MOVED_FIELDS[key]}" for key in data if key in MOVED_FIELDS]
+            if moved:
+                raise ValueError("; ".join(moved))
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> ExperimentConfig:
@@ -408,11 +420,6 @@ class ExperimentConfig(BaseModel):
         if self.max_backlog_steps is not None and self.max_backlog_steps < self.rollout_steps:
             problems.append(
                 f"max_backlog_steps = {self.max_backlog_steps} is below rollout_steps = {self.rollout_steps}: the learner would never get a batch; raise it or leave it None"
-            )
-        if self.learner.format_penalty_advantage > 0 and self.parse_error_penalty > 0:
-            problems.append(
-                f"learner.format_penalty_advantage = {self.learner.format_penalty_advantage} charges slips locally and "
-                f"parse_error_penalty = {self.parse_error_penalty} charges them again through the return; set parse_error_penalty=0"
             )
         if self.agent.format != "checkpoint" and self.checkpoint is None:
             problems.append(
@@ -596,6 +603,8 @@ def _apply_override(data: dict, item: str) -> str | None:
             continue
         if model is None:
             return f"--set {item}: {where} is a value, not a section with fields"
+        if model is ExperimentConfig and name in MOVED_FIELDS:
+            return f"--set {item}: {name} moved to {MOVED_FIELDS[name]}"
         if name not in model.model_fields:
             choices = sorted(model.model_fields)
             close = difflib.get_close_matches(name, choices, n=1)

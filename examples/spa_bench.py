@@ -92,7 +92,6 @@ def build(preset: str) -> ExperimentConfig:
                 trajectory_weighting=True,
             ),
             rollout_steps=256,
-            parse_error_penalty=0.0,
             updates=120,
             time_budget_s=14 * 60,
             evaluation=EvaluationConfig(episodes_per_task=12, phones=16),

@@ -151,6 +151,18 @@ def test_set_overrides_report_every_problem_with_a_fix():
         apply_overrides(base, ["updates=2"])
 
 
+def test_a_moved_field_names_where_it_lives_now():
+    base = load_experiment(ROOT / "examples" / "spa_bench.py")
+    with pytest.raises(ExperimentError, match=r"parse_error_penalty moved to learner\.parse_error_penalty"):
+        apply_overrides(base, ["parse_error_penalty=0.5"])
+    with pytest.raises(ValueError, match=r"parse_error_penalty moved to learner\.parse_error_penalty"):
+        base.model_validate({**base.model_dump(), "parse_error_penalty": 0.5})
+    shaped = apply_overrides(base, ["learner.parse_error_penalty=0.5", "learner.format_penalty_advantage=0"])
+    assert shaped.learner.parse_error_penalty == 0.5
+    with pytest.raises(ExperimentError, match="charges them again through the return"):
+        apply_overrides(base, ["learner.parse_error_penalty=0.5"])  # the default's local format penalty is on
+
+
 def test_run_cli_applies_set_overrides():
     spa = str(ROOT / "examples" / "spa_bench.py")
     result = CliRunner().invoke(main, ["run", spa, "--dry-run", "--set", "horizon=16", "--set", "updates=7"])

@@ -81,14 +81,16 @@ def test_infra_failure_truncates_with_cause_and_no_reward():
     assert all(t.reward == 0.0 for t in emitted)
 
 
-def test_parse_errors_are_no_ops_with_the_configured_penalty():
+def test_parse_errors_are_no_ops_and_the_workflow_shapes_no_reward():
     env = SimPhoneEnv(seed=0)
     before = env.phone.snapshot()
     bad = Decision(action=None, parse_error=ParseError(reason="no action", text="blah"))
-    wf = StepWorkflow(config=StepConfig(parse_error_penalty=0.1))
+    wf = StepWorkflow(config=StepConfig())
     traj = asyncio.run(wf.run(env, get_task("amazon_0"), Scripted([bad, Decision(action=Finished())])))
     assert env.phone.snapshot()["apps"] == before["apps"]
-    assert [t.reward for t in traj.transitions] == [-0.1, 0.0]
+    assert [t.reward for t in traj.transitions] == [0.0, 0.0]  # the learner's parse_error_penalty shapes it
+    with pytest.raises(ValueError, match=r"moved to LearnerConfig\.parse_error_penalty"):
+        StepConfig(parse_error_penalty=0.1)
 
 
 def test_actor_errors_end_the_episode_as_error_and_are_logged(caplog):

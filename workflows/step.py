@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from darwin.actions import is_terminal
 from darwin.agents.base import Actor
@@ -38,18 +38,25 @@ logger = logging.getLogger(__name__)
 
 
 class StepConfig(BaseModel):
-    """Settings of the step loop."""
+    """Settings of the step loop. Its rewards are the verifier's alone: a parse error is a no-op
+    step with reward 0, and the learner shapes rewards (``LearnerConfig.parse_error_penalty``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: object) -> object:
+        if isinstance(data, dict) and "parse_error_penalty" in data:
+            raise ValueError(
+                "parse_error_penalty moved to LearnerConfig.parse_error_penalty (reward shaping lives in the learner)"
+            )
+        return data
 
     observation_size: tuple[int, int] = Field(
         default=(252, 560), description="(W, H) of screenshots given to the actor"
     )
     end_on_success: bool = Field(
         default=True, description="end a phase as soon as a cheap (rule) verifier confirms the goal"
-    )
-    parse_error_penalty: float = Field(
-        default=0.0, ge=0.0, description="reward subtracted for unparseable model output (the step is a no-op)"
     )
     skip_already_done: bool = Field(
         default=True,
@@ -293,7 +300,7 @@ class StepWorkflow(Workflow):
             except Exception as exc:
                 logger.exception("actor failed on %s step %d", task.id, step)
                 return Termination(TerminationReason.ERROR, f"actor.act: {exc!r}"), None
-            reward = -self.config.parse_error_penalty if decision.parse_error is not None else 0.0
+            reward = 0.0  # the verdict's reward comes on the last step; shaping is the learner's
             action = decision.action
             if action is not None:
                 try:

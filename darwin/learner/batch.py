@@ -67,7 +67,8 @@ class StepRow:
             be empty for backends that do not record them).
         response_ids: ``(n,)`` sampled token ids, ``n >= 1``.
         old_logprobs: ``(n,)`` behaviour log-probs of ``response_ids``.
-        reward: the step reward ``r_t`` (format penalty on parse errors, verdict on the last step).
+        reward: the step reward ``r_t`` as the workflow gave it (the verdict's reward on the last
+            step); the learner shapes it (:func:`darwin.learner.update_batch.shaped_rewards`).
         truncated: the trajectory was cut short (step budget, infrastructure).
         policy_version: version of the weights that sampled the response.
         group: group of the trajectory (``Trajectory.group`` in group mode, else the task id,
@@ -178,7 +179,7 @@ def collect_step_rows(
     """Check completed trajectories and flatten them into step rows (time order per episode).
 
     Every step of ``agent`` in a kept trajectory becomes a row, parse errors included (their
-    generation exists; the step was a no-op with the format penalty as reward). Steps of
+    generation exists; the step was a no-op). Steps of
     other agents (a planner's sub-goals, a reflector's notes: :attr:`Transition.agent`) stay
     out of the loss; their rewards are credited to ``agent``'s latest step before them (its
     first step when none precedes), so the episode's return is unchanged. Rows are numbered

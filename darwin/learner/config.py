@@ -135,12 +135,18 @@ class LearnerConfig(BaseModel):
         "scaled by mean tokens per trajectory / its tokens); default: every token the same, so "
         "a 20-step failure weighs 3-4 times a success",
     )
+    parse_error_penalty: float = Field(
+        0.0,
+        ge=0.0,
+        description="reward subtracted at each unparseable step of the trained agent; it flows back "
+        "through the return like any reward (the workflow's rewards are the verifier's alone). 0 = off",
+    )
     format_penalty_advantage: float = Field(
         0.0,
         ge=0.0,
         description="local format penalty: the tokens of an unparseable step get "
         "advantage -x (after normalisation) instead of their GAE/GRPO advantage, and nothing "
-        "flows back to earlier steps; use with the experiment's parse_error_penalty=0. 0 = off",
+        "flows back to earlier steps; use with parse_error_penalty=0. 0 = off",
     )
     old_logprobs: Literal["behaviour", "recompute"] = Field(
         "behaviour",
@@ -340,6 +346,11 @@ class LearnerConfig(BaseModel):
                 f"mini_batch_size={self.mini_batch_size} is not a multiple of micro_batch_size="
                 f"{self.micro_batch_size}: e.g. micro_batch_size="
                 f"{_largest_divisor_at_most(self.mini_batch_size, self.micro_batch_size)}"
+            )
+        if self.format_penalty_advantage > 0 and self.parse_error_penalty > 0:
+            out.append(
+                f"format_penalty_advantage={self.format_penalty_advantage} charges unparseable steps locally and "
+                f"parse_error_penalty={self.parse_error_penalty} charges them again through the return: set one to 0"
             )
         if self.loss_agg_mode not in LOSS_AGG_MODES:
             out.append(f"loss_agg_mode={self.loss_agg_mode!r} is not one of {list(LOSS_AGG_MODES)}")

@@ -99,7 +99,7 @@ from darwin.learner.update_batch import (
     group_of,
     mean_advantage_per_trajectory,
     prune_negatives,
-    shortest_path_deltas,
+    shaped_rewards,
 )
 from darwin.models.pixels import PixelEncoder
 from darwin.models.scoring import compute_response_logprobs, masked_log_softmax, response_nll
@@ -278,7 +278,6 @@ class LocalLearner:
             mask[i, : len(r.response_ids)] = True
             old[i, : len(r.old_logprobs)] = torch.tensor(r.old_logprobs, dtype=torch.float32)
         mask, old = mask.to(dev), old.to(dev)
-        rewards = torch.tensor([r.reward for r in rows], dtype=torch.float32, device=dev)
         steps = torch.tensor([r.step for r in rows], dtype=torch.long)
         truncated = torch.tensor([r.truncated for r in rows], dtype=torch.bool)
 
@@ -317,8 +316,7 @@ class LocalLearner:
             next_values, from_next, from_last = self._next_state_values(rows, collected.trajectories)
         if lam is None:
             lam = cfg.critic_warmup_lam if self.in_warmup else cfg.lam
-        if cfg.shortest_path_adjustment:
-            rewards = rewards + shortest_path_deltas(rows, collected.trajectories, dev)
+        rewards = shaped_rewards(cfg, rows, collected.trajectories, dev)
         advantages, returns = estimate_advantages(
             cfg,
             rows,

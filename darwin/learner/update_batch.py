@@ -3,8 +3,8 @@ rows into its advantages.
 
 :meth:`LocalLearner.prepare <darwin.learner.LocalLearner.prepare>` scores the step rows
 with the learner's models (old values, reference and proximal log-probs) and then calls
-these functions, in this order: :func:`shortest_path_deltas` (MobileRL's reward
-adjustment), :func:`estimate_advantages` (the registered estimator, then per-task whitening,
+these functions, in this order: :func:`shaped_rewards` (the only place rewards are shaped:
+the parse-error penalty, then MobileRL's shortest-path adjustment), :func:`estimate_advantages` (the registered estimator, then per-task whitening,
 the format penalty and equal trajectory weights) and :func:`behaviour_correction` (decoupled
 PPO's behaviour weight). :func:`mean_advantage_per_trajectory` is positive replay's
 insertion score. The maths is in :mod:`darwin.algos`.
@@ -46,6 +46,7 @@ __all__ = [
     "mean_advantage_per_trajectory",
     "outside_clip_window",
     "prune_negatives",
+    "shaped_rewards",
     "shortest_path_deltas",
 ]
 
@@ -233,6 +234,28 @@ def prune_negatives(
 def group_of(trajectory: Trajectory) -> Hashable:
     """A trajectory's group: ``Trajectory.group``, else its task id."""
     return trajectory.group if trajectory.group is not None else trajectory.task.id
+
+
+def shaped_rewards(
+    cfg: LearnerConfig, rows: Sequence[StepRow], trajectories: Sequence[Trajectory], device: torch.device
+) -> torch.Tensor:
+    """``(N,)`` the reward each row trains on: the workflow's step reward, minus
+    ``cfg.parse_error_penalty`` on an unparseable step, plus the shortest-path delta
+    (:func:`shortest_path_deltas`) when ``cfg.shortest_path_adjustment`` is on.
+
+        >>> from types import SimpleNamespace as Row
+        >>> cfg = LearnerConfig(parse_error_penalty=0.1)
+        >>> rows = [Row(reward=0.0, parse_error=True), Row(reward=1.0, parse_error=False)]
+        >>> shaped_rewards(cfg, rows, [], torch.device("cpu")).tolist()
+        [-0.10000000149011612, 1.0]
+    """
+    rewards = torch.tensor([r.reward for r in rows], dtype=torch.float32, device=device)
+    if cfg.parse_error_penalty > 0:
+        slipped = torch.tensor([r.parse_error for r in rows], dtype=torch.bool, device=device)
+        rewards = rewards - cfg.parse_error_penalty * slipped.float()
+    if cfg.shortest_path_adjustment:
+        rewards = rewards + shortest_path_deltas(rows, trajectories, device)
+    return rewards
 
 
 def shortest_path_deltas(

@@ -77,7 +77,7 @@ from darwin.learner.checkpoint import (
 )
 from darwin.learner.config import LearnerConfig
 from darwin.learner.metrics import UpdateMetrics, skipped_update_metrics
-from darwin.learner.update_batch import estimate_advantages, prune_negatives, shortest_path_deltas
+from darwin.learner.update_batch import estimate_advantages, prune_negatives, shaped_rewards
 from darwin.learner.verl_batch import (
     VerlUpdateBatch,
     _no_padding,
@@ -429,9 +429,7 @@ class VerlLearner:
             data.batch["old_log_probs"] = _pad_rows(old.masked_fill(~mask, 0.0), data)
         if lam is None:
             lam = cfg.critic_warmup_lam if warmup else cfg.lam
-        rewards = torch.tensor([r.reward for r in rows], dtype=torch.float32)
-        if cfg.shortest_path_adjustment:
-            rewards = rewards + shortest_path_deltas(rows, collected.trajectories, rewards.device)
+        rewards = shaped_rewards(cfg, rows, collected.trajectories, torch.device("cpu"))
         # The same estimator, whitening, format penalty and trajectory weights as LocalLearner.
         advantages, returns = estimate_advantages(
             cfg,

@@ -236,7 +236,7 @@ def test_real_rollouts_from_a_sim_phone(kit):
     """ModelActor(TinyAgent, HFPolicy) on a SimPhone: parse errors and all, then warm-up and PPO."""
     policy = kit.tiny_policy(max_new_tokens=6)
     actor = ModelActor(TinyAgent(), policy)
-    workflow = StepWorkflow(config=StepConfig(observation_size=kit.SCREEN, parse_error_penalty=0.05))
+    workflow = StepWorkflow(config=StepConfig(observation_size=kit.SCREEN))
     tasks = [t.model_copy(update={"step_budget": 2}) for t in task_set("base8")[:2]]
 
     async def rollouts():
@@ -249,7 +249,11 @@ def test_real_rollouts_from_a_sim_phone(kit):
 
     trajectories = asyncio.run(rollouts())
     assert any(t.decision.parse_error is not None for tr in trajectories for t in tr.transitions)
-    learner = LocalLearner(policy, kit.small_config(critic_warmup_updates=1))
+    learner = LocalLearner(policy, kit.small_config(critic_warmup_updates=1, parse_error_penalty=0.05))
+    batch = learner.prepare(trajectories)
+    slipped = torch.tensor([r.parse_error for r in batch.rows])
+    given = torch.tensor([r.reward for r in batch.rows])
+    assert torch.allclose(batch.rewards, given - 0.05 * slipped.float())  # the learner shapes the reward
     m1, m2 = learner.update(trajectories), learner.update(trajectories)
     assert (m1.stage, m2.stage, policy.version) == ("critic_warmup", "ppo", 1)
     assert m1.steps == sum(len(t) for t in trajectories)
