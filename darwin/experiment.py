@@ -40,7 +40,7 @@ from darwin.envs.ray_phones import RayPhoneGroup, RayPhonesConfig
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.learner.config import LearnerConfig
 from darwin.policies.server import ServerPolicyConfig
-from darwin.problems import ExperimentError, validation_lines
+from darwin.problems import ExperimentError, refuse_fields, validation_lines
 from darwin.sft import SFTConfig
 from darwin.tasks import resolve_tasks as resolve_task_names
 from darwin.types import Task, TaskDefinitionError
@@ -375,11 +375,7 @@ class ExperimentConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _moved(cls, data: object) -> object:
-        if isinstance(data, dict):
-            moved = [f"{key} moved to {MOVED_FIELDS[key]}" for key in data if key in MOVED_FIELDS]
-            if moved:
-                raise ValueError("; ".join(moved))
-        return data
+        return refuse_fields(data, {key: f"{key} moved to {where}" for key, where in MOVED_FIELDS.items()})
 
     @model_validator(mode="after")
     def _check(self) -> ExperimentConfig:

@@ -17,7 +17,7 @@ naming the field and its fix.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import ValidationError
 
@@ -35,6 +35,23 @@ def validation_lines(exc: ValidationError, root: str = "(config)") -> list[str]:
 def validation_summary(exc: ValidationError, root: str = "(config)") -> str:
     """The problems of ``exc`` on one line, ``; ``-separated (for messages that name their input first)."""
     return "; ".join(validation_lines(exc, root))
+
+
+def refuse_fields(data: object, refused: Mapping[str, str]) -> object:
+    """A config's ``mode="before"`` check: ``data`` unchanged, or ``ValueError`` naming each key
+    of ``refused`` that ``data`` (a mapping) holds, with the fix ``refused`` gives for it.
+
+        >>> refuse_fields({"a": 1}, {"b": "b moved to c.b"})
+        {'a': 1}
+        >>> refuse_fields({"b": 1}, {"b": "b moved to c.b"})
+        Traceback (most recent call last):
+        ValueError: b moved to c.b
+    """
+    if isinstance(data, Mapping):
+        found = [fix for key, fix in refused.items() if key in data]
+        if found:
+            raise ValueError("; ".join(found))
+    return data
 
 
 def problems_message(what: str, problems: Sequence[str]) -> str:

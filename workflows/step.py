@@ -15,6 +15,7 @@ from darwin.agents.base import Actor
 from darwin.algos.task_metrics import measure_episode
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.predicates import evaluate
+from darwin.problems import refuse_fields
 from darwin.tasks import goal_text
 from darwin.types import (
     ACTOR,
@@ -46,11 +47,8 @@ class StepConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _moved(cls, data: object) -> object:
-        if isinstance(data, dict) and "parse_error_penalty" in data:
-            raise ValueError(
-                "parse_error_penalty moved to LearnerConfig.parse_error_penalty (reward shaping lives in the learner)"
-            )
-        return data
+        moved = "parse_error_penalty moved to LearnerConfig.parse_error_penalty (reward shaping lives in the learner)"
+        return refuse_fields(data, {"parse_error_penalty": moved})
 
     observation_size: tuple[int, int] = Field(
         default=(252, 560), description="(W, H) of screenshots given to the actor"

@@ -47,6 +47,7 @@ from tenacity import (
 )
 
 from darwin.policies.base import Policy, Prompt
+from darwin.problems import refuse_fields
 from darwin.types import Generation, RunAbort
 
 logger = logging.getLogger(__name__)
@@ -115,12 +116,13 @@ class LiteLLMPolicyConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_inline_secret(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "api_key" in data:
-            raise ValueError(
-                "API keys are never part of a config: put the key in an environment variable "
+        return refuse_fields(
+            data,
+            {
+                "api_key": "API keys are never part of a config: put the key in an environment variable "
                 "and pass its name, e.g. api_key_env='OPENAI_API_KEY'"
-            )
-        return data
+            },
+        )
 
     @field_validator("api_key_env")
     @classmethod
