@@ -110,7 +110,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["LocalLearner"]
 
 _Scorer = Callable[[Mapping[str, torch.Tensor], Sequence[Sequence[int]]], tuple[torch.Tensor, ...]]
-"""(collated batch, responses) -> (B, R) per-token scores (values or log-probs)."""
+"""(collated batch, responses) -> a tuple of (B, R) per-token scores (values and/or log-probs)."""
 
 
 class LocalLearner:

@@ -4,8 +4,9 @@ rows into its advantages.
 :meth:`LocalLearner.prepare <darwin.learner.LocalLearner.prepare>` scores the step rows
 with the learner's models (old values, reference and proximal log-probs) and then calls
 these functions, in this order: :func:`shaped_rewards` (the only place rewards are shaped:
-the parse-error penalty, then MobileRL's shortest-path adjustment), :func:`estimate_advantages` (the registered estimator, then per-task whitening,
-the format penalty and equal trajectory weights) and :func:`behaviour_correction` (decoupled
+the parse-error penalty, then MobileRL's shortest-path adjustment), :func:`estimate_advantages`
+(the registered estimator, then per-task whitening, the format penalty and equal trajectory
+weights) and :func:`behaviour_correction` (decoupled
 PPO's behaviour weight). :func:`mean_advantage_per_trajectory` is positive replay's
 insertion score. The maths is in :mod:`darwin.algos`.
 
