@@ -440,8 +440,6 @@ class LocalLearner:
             lp, mask = compute_response_logprobs(
                 self.actor, batch, responses, forbidden=self._forbidden, temperature=self._temperature
             )
-        if "hidden" not in captured:  # every response empty: no forward ran
-            return lp.clone(), lp
         values = self.critic.head_values(captured["hidden"], batch["input_ids"].shape[1], mask.shape[1])
         return values.masked_fill(~mask, 0.0), lp
 
