@@ -11,7 +11,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import click
 from rich.console import Console
@@ -20,9 +20,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from darwin.cli_args import parse_size
+from darwin.figures import FIGURE_METRICS
 
 if TYPE_CHECKING:
     from darwin.evaluate import EvalReport
+    from darwin.figures import FigureMetric
     from darwin.recipe import RunProgress
 
 console = Console()
@@ -1258,7 +1260,7 @@ class _ProgressLines:
     default="compare.png",
     show_default=True,
     type=click.Path(dir_okay=False),
-    help="PNG with every run's success curve",
+    help="PNG of the figure (--metric) over every run",
 )
 @click.option(
     "--window",
@@ -1267,13 +1269,32 @@ class _ProgressLines:
     type=click.IntRange(1),
     help="episodes in the sliding mean and in the first/last comparison",
 )
-def compare_cmd(run_dirs: tuple[str, ...], plot_path: str, window: int) -> None:
-    """Compare finished `darwin run` directories (e.g. seeds): a Markdown table and one plot."""
+@click.option(
+    "--metric",
+    default="success",
+    show_default=True,
+    type=click.Choice(FIGURE_METRICS),
+    help="the figure: success, steps of successful episodes, success per lifecycle phase, "
+    "or training steps against wall time (docs/results.md has one of each)",
+)
+@click.option(
+    "--pool-seeds",
+    is_flag=True,
+    help="one curve per variant: runs named <variant>-s<N> are pooled (their points sorted by training step)",
+)
+def compare_cmd(run_dirs: tuple[str, ...], plot_path: str, window: int, metric: str, pool_seeds: bool) -> None:
+    """Compare finished `darwin run` directories (e.g. seeds): a Markdown table and one figure."""
+    from darwin.figures import figure_table, plot_figure
     from darwin.report import compare_runs
 
+    own_figure = metric != "success" or pool_seeds
     try:
-        _, table = compare_runs(run_dirs, plot_path, window)
-    except FileNotFoundError as exc:
+        _, table = compare_runs(run_dirs, None if own_figure else plot_path, window)
+        if own_figure:
+            figure = cast("FigureMetric", metric)
+            plot_figure(run_dirs, plot_path, figure, window=window, pool_seeds=pool_seeds)
+            table += f"\n{metric}:\n\n" + figure_table(run_dirs, figure, window)
+    except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     console.print(table, highlight=False, markup=False, soft_wrap=True)
     console.print(f"plot: {plot_path}", highlight=False)

@@ -122,7 +122,7 @@ def plot_success(
     for i, (label, pts) in enumerate(series.items()):
         if not pts:
             continue
-        _draw_curve(ax, pts, window, f"C{i}", label)
+        draw_curve(ax, pts, window, f"C{i}", label)
     if warmup_until is not None and warmup_until > 0:
         ax.axvspan(0, warmup_until, color="grey", alpha=0.15, label="critic warm-up")
     for j, ev in enumerate(evaluations):
@@ -143,7 +143,7 @@ def plot_success(
     for i, (task, pts) in enumerate(tasks):
         tax = fig.add_subplot(grid[1 + i // columns, i % columns], sharex=ax)
         if pts:
-            _draw_curve(tax, pts, task_window, f"C{i % 10}", task)
+            draw_curve(tax, pts, task_window, f"C{i % 10}", task)
         if warmup_until is not None and warmup_until > 0:
             tax.axvspan(0, warmup_until, color="grey", alpha=0.15)
         _style(tax, f"{task} ({task_window}-episode mean)", small=True)
@@ -153,8 +153,8 @@ def plot_success(
     return path
 
 
-def _draw_curve(
-    ax: Any, pts: Sequence[tuple[int, float]], window: int, color: str, label: str, raw: bool = True
+def draw_curve(
+    ax: Any, pts: Sequence[tuple[float, float]], window: int, color: str, label: str, raw: bool = True
 ) -> None:
     """A bold sliding mean over the points and, faint, the mean of the points at each x as dots:
     joined by a line, a run of 0s and 1s would draw a vertical stroke per point over the curve."""
@@ -300,12 +300,14 @@ def metrics_markdown(per_task: Mapping[str, TaskMetrics]) -> str:
 
 
 def compare_runs(
-    run_dirs: Sequence[str | Path], plot_path: str | Path, window: int = 20
+    run_dirs: Sequence[str | Path], plot_path: str | Path | None, window: int = 20
 ) -> tuple[list[RunSummary], str]:
-    """Summaries of several runs (e.g. seeds), one success plot of all, and a Markdown table."""
+    """Summaries of several runs (e.g. seeds), one success plot of all (none when ``plot_path``
+    is ``None``: :func:`darwin.figures.plot_figure` draws the other figures), and a Markdown table."""
     summaries = [summarize_run(d, window) for d in run_dirs]
-    curves = {s.run_dir.name: s.points for s in summaries}
-    plot_success([], plot_path, window, title="success on the training phones", curves=curves)
+    if plot_path is not None:
+        curves = {s.run_dir.name: s.points for s in summaries}
+        plot_success([], plot_path, window, title="success on the training phones", curves=curves)
 
     def pct(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:.1f}%"

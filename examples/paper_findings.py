@@ -5,7 +5,7 @@ paper's figure and a variant; run two or three seeds of each and draw them with 
 
     darwin run examples/paper_findings.py --preset fig6a-random-init --seed 0
     darwin run examples/paper_findings.py --preset fig6a-bias-warmup --seed 0
-    darwin compare runs/paper_findings_fig6a-* --plot fig6a.png
+    darwin compare runs/paper_findings_fig6a_* --pool-seeds --plot fig6a.png
 
 - `fig2`: stability; the default itself (its success plot shades the critic warm-up).
 - `fig6a-random-init`, `fig6a-bias`, `fig6a-bias-warmup`: critic robustness; a value head with
@@ -25,6 +25,10 @@ paper's figure and a variant; run two or three seeds of each and draw them with 
   its own tasks' demonstrations).
 - `shortest-path-on`, `shortest-path-off`: MobileRL's shortest-path reward adjustment and the
   default without it (its effect shows in the mean steps of successful episodes).
+
+`darwin compare --metric` draws the other figures: `phase-success` for fig5 (success per phase),
+`wall` for fig3 (training steps against wall time, with over-collection and policy lag) and
+`success-steps` for the shortest paths (steps of successful episodes).
 
 Everything else (warm start, schedule, 14-minute budget, evaluation) is the default's, so one
 preset is one ~18-minute run on 2 cores; docs/results.md gives each figure next to the paper's.
