@@ -38,6 +38,7 @@ __all__ = [
     "FigureMetric",
     "TrainedEpisode",
     "figure_table",
+    "panel_window",
     "plot_figure",
     "pooled_label",
     "trained_episodes",
@@ -223,7 +224,7 @@ def plot_figure(
             if metric == "wall":
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, linewidth=2.0, marker=".", label=label)
             else:
-                draw_curve(ax, pts, window, color, label)
+                draw_curve(ax, pts, panel_window(len(pts), window), color, label)
         if metric in ("success", "phase-success"):
             ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
@@ -236,6 +237,17 @@ def plot_figure(
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def panel_window(points: int, window: int) -> int:
+    """The sliding mean's window for a curve of ``points`` points: ``window``, or a third of the
+    points (at least 3) when there are fewer than two windows of them (a setup phase that only
+    some tasks have), so a sparse curve is drawn rather than left out.
+
+    >>> panel_window(500, 20), panel_window(27, 20), panel_window(4, 20)
+    (20, 9, 3)
+    """
+    return window if points >= 2 * window else max(3, points // 3)
 
 
 def _phase_order(panel: str) -> int:
