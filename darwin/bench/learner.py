@@ -189,14 +189,20 @@ class ProfileResult:
     total_s: float
 
 
-VARIANTS = {
+_BASE_VARIANTS: dict[str, dict[str, object]] = {
     "plain": {"freeze_vision": False},
     "frozen": {"freeze_vision": True},
     "shared": {"freeze_vision": False, "critic": "shared"},
     "frozen-shared": {"freeze_vision": True, "critic": "shared"},
 }
+VARIANTS = {
+    **_BASE_VARIANTS,
+    **{f"{name}-unshared-prefix": {**v, "share_prompt_prefix": False} for name, v in _BASE_VARIANTS.items()},
+}
 """``--variant`` names: the default's learner with the vision tower trained or frozen, and each
-with the value head on the actor's backbone (``critic='shared'``: no separate critic pass)."""
+with the value head on the actor's backbone (``critic='shared'``: no separate critic pass);
+``<name>-unshared-prefix`` runs every prompt's system turn once per row, as before
+``share_prompt_prefix``."""
 
 
 def recorded_trajectories(steps: int = 256, seed: int = 0) -> tuple[list[Trajectory], TinyVLMConfig]:

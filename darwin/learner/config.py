@@ -295,6 +295,11 @@ class LearnerConfig(BaseModel):
         "image features are computed once per update and reused by every scoring and training pass "
         "(docs/learner.md, 'Speed')",
     )
+    share_prompt_prefix: bool = Field(
+        True,
+        description="run the text every prompt of a micro-batch starts with (the agent's system turn) once "
+        "per forward and reuse its keys and values for every row; the same scores (docs/learner.md, 'Speed')",
+    )
     device: str | None = Field(None, description="learner device; None = the policy's device")
     rft: RejectionFinetuneConfig = Field(
         default_factory=RejectionFinetuneConfig,

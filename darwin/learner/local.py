@@ -392,7 +392,12 @@ class LocalLearner:
             batch = {k: v.to(self.device) for k, v in self._build_inputs([p for _, p in part]).items()}
             with torch.no_grad():
                 # The value before a response's first token is the prompt's own: any token will do.
-                values, _ = self.critic(batch, [(self._pad_id,)] * len(part), backbone_grad=False)
+                values, _ = self.critic(
+                    batch,
+                    [(self._pad_id,)] * len(part),
+                    backbone_grad=False,
+                    share_prefix=self.config.share_prompt_prefix,
+                )
             out[torch.tensor([i for i, _ in part], device=self.device)] = values[:, 0].float()
         return out, len(found), from_last
 
@@ -420,7 +425,12 @@ class LocalLearner:
         self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
     ) -> tuple[torch.Tensor]:
         lp, _ = compute_response_logprobs(
-            self.actor, batch, responses, forbidden=self._forbidden, temperature=self._temperature
+            self.actor,
+            batch,
+            responses,
+            forbidden=self._forbidden,
+            temperature=self._temperature,
+            share_prefix=self.config.share_prompt_prefix,
         )
         return (lp,)
 
@@ -428,7 +438,7 @@ class LocalLearner:
         self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
     ) -> tuple[torch.Tensor]:
         assert self.critic is not None
-        values, _ = self.critic(batch, responses, backbone_grad=False)
+        values, _ = self.critic(batch, responses, backbone_grad=False, share_prefix=self.config.share_prompt_prefix)
         return (values,)
 
     def _values_and_actor_logprobs(
@@ -438,9 +448,15 @@ class LocalLearner:
         assert self.critic is not None and self.critic.shared
         with capture_outputs(self._actor_backbone, None) as captured:
             lp, mask = compute_response_logprobs(
-                self.actor, batch, responses, forbidden=self._forbidden, temperature=self._temperature
+                self.actor,
+                batch,
+                responses,
+                forbidden=self._forbidden,
+                temperature=self._temperature,
+                share_prefix=self.config.share_prompt_prefix,
             )
-        values = self.critic.head_values(captured["hidden"], batch["input_ids"].shape[1], mask.shape[1])
+        hidden = captured["hidden"]  # (B, P + R), P less a shared prefix
+        values = self.critic.head_values(hidden, hidden.shape[1] - mask.shape[1], mask.shape[1])
         return values.masked_fill(~mask, 0.0), lp
 
     def _reference_logprobs(
@@ -450,7 +466,12 @@ class LocalLearner:
         adapters = contextlib.nullcontext() if self.reference is not None else set_adapters_enabled(self.actor, False)
         with adapters:
             lp, _ = compute_response_logprobs(
-                model, batch, responses, forbidden=self._forbidden, temperature=self._temperature
+                model,
+                batch,
+                responses,
+                forbidden=self._forbidden,
+                temperature=self._temperature,
+                share_prefix=self.config.share_prompt_prefix,
             )
         return (lp,)
 
@@ -624,6 +645,7 @@ class LocalLearner:
                     [rows[i].response_ids for i in idx],
                     forbidden=self._forbidden,
                     temperature=1.0,
+                    share_prefix=cfg.share_prompt_prefix,
                 )
                 # every token of the batch weighs the same: the micro-batch's share of the mean
                 loss = response_nll(logprobs, mask) * (float(mask.sum()) / tokens)
@@ -753,7 +775,12 @@ class LocalLearner:
         agg = {"loss_agg_mode": cfg.loss_agg_mode, "batch_num_tokens": mb_tokens, "global_batch_size": mb_rows}
         with capture_outputs(self._actor_backbone if shared_critic else None, self._lm_head) as captured:
             logprob, lp_mask = compute_response_logprobs(
-                self.actor, inputs, responses, forbidden=self._forbidden, temperature=self._temperature
+                self.actor,
+                inputs,
+                responses,
+                forbidden=self._forbidden,
+                temperature=self._temperature,
+                share_prefix=self.config.share_prompt_prefix,
             )
         if not torch.equal(lp_mask, mask):
             raise RuntimeError("internal: response masks of the batch and the scorer differ")
@@ -786,7 +813,8 @@ class LocalLearner:
         value_part = 0.0
         if shared_critic:
             assert self.critic is not None and batch.values is not None and batch.returns is not None
-            values = self.critic.head_values(captured["hidden"], inputs["input_ids"].shape[1], width)
+            hidden = captured["hidden"]  # (B, P + R), P less a shared prefix
+            values = self.critic.head_values(hidden, hidden.shape[1] - width, width)
             vl = value_loss(
                 values.masked_fill(~mask, 0.0),
                 batch.values[sel, :width],
@@ -822,7 +850,7 @@ class LocalLearner:
         cfg = self.config
         assert self.critic is not None and batch.values is not None and batch.returns is not None
         width = mask.shape[1]
-        values, _ = self.critic(inputs, responses, backbone_grad=backbone_grad)
+        values, _ = self.critic(inputs, responses, backbone_grad=backbone_grad, share_prefix=cfg.share_prompt_prefix)
         vl = value_loss(
             values,
             batch.values[sel, :width],

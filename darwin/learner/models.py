@@ -29,7 +29,7 @@ from transformers import PreTrainedModel
 
 from darwin.learner.config import LearnerConfig, LoraConfig
 from darwin.models.anatomy import backbone_of, capture_outputs, hidden_size_of, vision_tower_of
-from darwin.models.scoring import response_batch
+from darwin.models.scoring import forward_batch, response_batch
 
 
 @runtime_checkable
@@ -125,12 +125,13 @@ class ValueModel(nn.Module):
         response_ids: Sequence[Sequence[int]],
         *,
         backbone_grad: bool = True,
+        share_prefix: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         trunk = self.trunk
-        seq = response_batch(trunk, inputs, response_ids)
+        seq = response_batch(trunk, inputs, response_ids, share_prefix=share_prefix)
         ctx = contextlib.nullcontext() if backbone_grad else torch.no_grad()
         with ctx:
-            out = trunk(**seq.model_inputs, use_cache=False)
+            out = forward_batch(trunk, seq)
         values = self.head_values(out.last_hidden_state, seq.prompt_length, seq.responses.shape[1])
         return values.masked_fill(~seq.response_mask, 0.0), seq.response_mask
 

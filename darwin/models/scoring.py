@@ -17,14 +17,18 @@ from transformers import PreTrainedModel
 from darwin.types import Prompt
 
 __all__ = [
+    "MIN_SHARED_PREFIX",
     "ResponseBatch",
+    "SharedPrefix",
     "compute_response_logprobs",
     "forbidden_mask",
+    "forward_batch",
     "masked_log_softmax",
     "prompt_to_messages",
     "response_batch",
     "response_nll",
     "rope_index",
+    "shared_prefix_length",
 ]
 
 
@@ -71,10 +75,32 @@ def rope_index(
     return positions, deltas.to(input_ids.device).view(-1, 1)
 
 
+MIN_SHARED_PREFIX = 8
+"""Shorter common prompt prefixes are not shared: their own forward would cost more than it saves."""
+
+
+@dataclass(frozen=True)
+class SharedPrefix:
+    """The text every prompt of a batch starts with (a system turn), run once for the whole
+    batch by :func:`forward_batch` and its keys and values repeated for every row.
+
+    Attributes:
+        input_ids: ``(1, S)`` its tokens.
+        position_ids: ``(3, 1, S)`` its M-RoPE positions (text: the three rows are equal).
+    """
+
+    input_ids: torch.Tensor
+    position_ids: torch.Tensor
+
+
 @dataclass(frozen=True)
 class ResponseBatch:
     """Prompt + response sequences ready for one forward (layout: ``[left-padded prompt |
     right-padded response]``; position ``P - 1 + k`` predicts response token ``k``).
+
+    With a shared prefix of ``S`` tokens, the rows hold what follows it (``[prefix (in the
+    cache) | pads | rest of the prompt | response]``), ``P`` is the padded prompt length less
+    ``S`` and ``attention_mask`` covers the prefix too (``S + P + R``).
 
     Attributes:
         model_inputs: keyword arguments of the model's forward: ``attention_mask``,
@@ -84,19 +110,49 @@ class ResponseBatch:
         responses: ``(B, R)`` response ids, 0 on padding.
         response_mask: ``(B, R)`` bool, True on response tokens.
         prompt_length: ``P``.
+        prefix: the shared prefix :func:`forward_batch` runs first (``None``: not shared).
     """
 
     model_inputs: dict[str, torch.Tensor | None]
     responses: torch.Tensor
     response_mask: torch.Tensor
     prompt_length: int
+    prefix: SharedPrefix | None = None
+
+
+def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor, mm_token_type_ids: torch.Tensor) -> int:
+    """How many leading text tokens all left-padded prompts ``(B, P)`` have in common, at most
+    each prompt's length less one (its last token predicts the first response token).
+
+    >>> ids = torch.tensor([[0, 5, 6, 7, 8], [5, 6, 7, 9, 9]])
+    >>> mask = torch.tensor([[0, 1, 1, 1, 1], [1, 1, 1, 1, 1]])
+    >>> shared_prefix_length(ids, mask, torch.zeros_like(ids))
+    3
+    """
+    lengths = attention_mask.sum(dim=1)
+    pads = input_ids.shape[1] - lengths
+    cols = torch.arange(int(lengths.min()) - 1, device=input_ids.device)
+    index = pads[:, None] + cols[None, :]
+    tokens = input_ids.gather(1, index)
+    text = (mm_token_type_ids.gather(1, index) == 0).all(dim=0)
+    same = (tokens == tokens[:1]).all(dim=0) & text
+    return int(same.long().cumprod(dim=0).sum())
 
 
 def response_batch(
-    model: nn.Module, inputs: Mapping[str, torch.Tensor], response_ids: Sequence[Sequence[int]]
+    model: nn.Module,
+    inputs: Mapping[str, torch.Tensor],
+    response_ids: Sequence[Sequence[int]],
+    *,
+    share_prefix: bool = False,
 ) -> ResponseBatch:
     """Append right-padded responses to the left-padded prompts ``inputs`` (responses are
     text: modality 0) and build the forward's inputs.
+
+    ``share_prefix``: when the prompts start with the same text of at least
+    :data:`MIN_SHARED_PREFIX` tokens (the agent's system turn), take it out of the rows as a
+    :class:`SharedPrefix`; :func:`forward_batch` then runs it once instead of once per row. The
+    rows' positions are those of the full prompts, so the scores are the same.
 
     Two optional keys of ``inputs`` skip work that does not change between forwards:
     ``position_ids`` ``(3, B, P)``, the prompts' M-RoPE positions (pads 1, as
@@ -131,7 +187,21 @@ def response_batch(
         positions = torch.cat([prompt_positions, resp_positions.unsqueeze(0).expand(3, -1, -1)], dim=2)
     else:
         positions, _ = rope_index(model, full_ids, full_mask, full_mm, inputs.get("image_grid_thw"))
-    model_inputs: dict[str, torch.Tensor | None] = {"attention_mask": full_mask, "position_ids": positions}
+    attention = full_mask
+    prefix = None
+    shared = shared_prefix_length(ids, inputs["attention_mask"], inputs["mm_token_type_ids"]) if share_prefix else 0
+    if batch > 1 and shared >= MIN_SHARED_PREFIX:
+        # Each row without its prefix: [pads | prefix | rest] -> [pads | rest], pads staying
+        # in front, so the prefix's keys and values can come first for every row.
+        pads = prompt_len - inputs["attention_mask"].sum(dim=1)
+        cols = torch.arange(full_ids.shape[1] - shared, device=ids.device)
+        index = cols[None, :] + shared * (cols[None, :] >= pads[:, None])
+        start = int(pads[0])
+        prefix = SharedPrefix(full_ids[:1, start : start + shared], positions[:, :1, start : start + shared])
+        full_ids, full_mask, full_mm = (t.gather(1, index) for t in (full_ids, full_mask, full_mm))
+        positions = positions.gather(2, index.unsqueeze(0).expand(positions.shape[0], -1, -1))
+        attention = torch.cat([full_mask.new_ones(batch, shared), full_mask], dim=1)
+    model_inputs: dict[str, torch.Tensor | None] = {"attention_mask": attention, "position_ids": positions}
     image_embeds = inputs.get("image_embeds")
     if image_embeds is not None:
         embeds = model.get_input_embeddings()(full_ids)
@@ -150,8 +220,31 @@ def response_batch(
             image_grid_thw=inputs.get("image_grid_thw"),
         )
     return ResponseBatch(
-        model_inputs=model_inputs, responses=resp, response_mask=resp_mask.bool(), prompt_length=prompt_len
+        model_inputs=model_inputs,
+        responses=resp,
+        response_mask=resp_mask.bool(),
+        prompt_length=prompt_len - (0 if prefix is None else shared),
+        prefix=prefix,
     )
+
+
+def forward_batch(model: nn.Module, seq: ResponseBatch, **kwargs: Any) -> Any:
+    """``model(**seq.model_inputs, use_cache=False, **kwargs)``; with a shared prefix, its
+    keys and values are computed first, once (gradients flow through them), and repeated for
+    every row. ``model`` is a ``*ForConditionalGeneration`` or its backbone."""
+    if seq.prefix is None:
+        return model(**seq.model_inputs, use_cache=False, **kwargs)
+    backbone = getattr(model, "model", model)
+    prefix_ids = seq.prefix.input_ids
+    out = backbone.language_model(
+        inputs_embeds=backbone.get_input_embeddings()(prefix_ids),
+        attention_mask=torch.ones_like(prefix_ids),
+        position_ids=seq.prefix.position_ids,
+        use_cache=True,
+    )
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(seq.responses.shape[0])
+    return model(**seq.model_inputs, past_key_values=cache, use_cache=False, **kwargs)
 
 
 def forbidden_mask(ids: Iterable[int], vocab_size: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -178,6 +271,7 @@ def compute_response_logprobs(
     *,
     forbidden: torch.Tensor,
     temperature: float = 1.0,
+    share_prefix: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Teacher-forced log-probs of ``response_ids`` after left-padded prompts ``inputs``.
 
@@ -191,7 +285,8 @@ def compute_response_logprobs(
     enabled: the learner calls this inside its training step with the same ``forbidden``
     mask and ``temperature`` the policy recorded with. A forbidden token in a response
     scores ``-inf``; vision placeholders (``<|image_pad|>``, ``<|video_pad|>``) cannot be
-    fed back to the model at all and raise ``ValueError``.
+    fed back to the model at all and raise ``ValueError``. ``share_prefix``: the prompts'
+    common system turn runs once for the batch (:func:`response_batch`).
     """
     ids = inputs["input_ids"]
     device = ids.device
@@ -214,8 +309,8 @@ def compute_response_logprobs(
     if longest == 0:
         empty = torch.zeros(batch, 0, device=device)
         return empty, empty.bool()
-    seq = response_batch(model, inputs, response_ids)
-    out = model(**seq.model_inputs, use_cache=False, logits_to_keep=longest + 1)
+    seq = response_batch(model, inputs, response_ids, share_prefix=share_prefix)
+    out = forward_batch(model, seq, logits_to_keep=longest + 1)
     logits = out.logits[:, :-1]  # position P-1+k predicts response token k
     logprobs = masked_log_softmax(logits, forbidden, temperature)
     picked = logprobs.gather(-1, seq.responses.unsqueeze(-1)).squeeze(-1)

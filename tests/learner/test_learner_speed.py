@@ -25,7 +25,13 @@ from darwin.learner.batch import (
 )
 from darwin.learner.models import vision_tower_of
 from darwin.models.pixels import PixelEncoder
-from darwin.models.scoring import compute_response_logprobs, response_batch, rope_index
+from darwin.models.scoring import (
+    MIN_SHARED_PREFIX,
+    compute_response_logprobs,
+    response_batch,
+    rope_index,
+    shared_prefix_length,
+)
 
 
 def _rows_and_inputs(policy, trajectories):
@@ -204,3 +210,44 @@ def test_a_shared_critic_scores_values_and_proximal_logprobs_in_one_pass(policy,
     assert torch.allclose(merged.old_logprobs[mask], current[mask], atol=1e-5)
     assert torch.allclose(merged.values[mask], values[mask], atol=1e-5)
     assert not torch.allclose(merged.old_logprobs[mask], _behaviour(merged), atol=1e-4)
+
+
+def test_a_shared_prompt_prefix_gives_the_same_logprobs_values_and_gradients(policy, trajectories, kit):
+    learner = LocalLearner(policy, kit.small_config())
+    rows, inputs = _rows_and_inputs(policy, trajectories)
+    batch = collate(attach_positions(learner.actor, inputs), learner._pad_id)
+    responses = [r.response_ids for r in rows]
+    seq = response_batch(learner.actor, batch, responses, share_prefix=True)
+    assert seq.prefix is not None  # the system turn, and the chat template's tokens around it
+    shared = seq.prefix.input_ids.shape[1]
+    assert shared >= MIN_SHARED_PREFIX and seq.prompt_length == batch["input_ids"].shape[1] - shared
+
+    def scores(share: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        learner.actor.zero_grad(set_to_none=True)
+        lp, mask = compute_response_logprobs(
+            learner.actor, batch, responses, forbidden=policy.forbidden_mask, share_prefix=share
+        )
+        lp.sum().backward()  # gradients flow through the prefix's keys and values too
+        grad = learner.actor.get_input_embeddings().weight.grad.clone()
+        with torch.no_grad():
+            values, _ = learner.critic(batch, responses, share_prefix=share)
+        return lp.detach(), mask, values, grad
+
+    want, mask, want_values, want_grad = scores(False)
+    got, got_mask, got_values, got_grad = scores(True)
+    assert torch.equal(mask, got_mask)
+    assert torch.allclose(got[mask], want[mask], atol=1e-5, rtol=0)
+    assert torch.allclose(got_values[mask], want_values[mask], atol=1e-5, rtol=0)
+    prefix_rows = seq.prefix.input_ids[0].unique()
+    assert want_grad[prefix_rows].abs().sum() > 0  # the prefix's tokens get a gradient
+    assert torch.allclose(got_grad, want_grad, atol=1e-5, rtol=1e-4)
+
+
+def test_prompts_without_a_common_prefix_are_not_split():
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    mask = torch.ones_like(ids)
+    assert shared_prefix_length(ids, mask, torch.zeros_like(ids)) == 0
+    # an image token ends the shared text even where the ids agree
+    same = torch.tensor([[7, 7, 7, 7], [7, 7, 7, 7]])
+    mm = torch.tensor([[0, 0, 1, 0], [0, 0, 1, 0]])
+    assert shared_prefix_length(same, torch.ones_like(same), mm) == 2
