@@ -12,6 +12,8 @@ from click.testing import CliRunner
 
 from darwin.cli import main
 from darwin.experiment import load_experiment
+from darwin.figures import trained_episodes
+from darwin.types import Phase
 
 ROOT = Path(__file__).resolve().parents[1]
 FINDINGS = ROOT / "examples" / "paper_findings.py"
@@ -65,6 +67,8 @@ def test_presets_change_only_what_they_name():
         "rollout_steps": 512,
         "learner.mini_batch_size": 64,
     }
+    assert _changed("fig5-cycle")["lifecycle"] is True  # the lifecycle workflow plays setup and teardown
+    assert "lifecycle" not in _changed("fig5-plain")
     assert _changed("fig5-cycle")["phones.reset_between_episodes"] is False
     assert _changed("fig5-cycle")["phones.hard_reset_every"] == _changed("fig5-plain")["phones.hard_reset_every"] == 8
     with pytest.raises(Exception, match="unknown preset 'fig9'"):
@@ -91,12 +95,20 @@ SMALL = [
 ]
 
 
-@pytest.mark.parametrize("preset", ["fig6a-random-init", "fig6b-bootstrap"])
+@pytest.mark.parametrize("preset", ["fig6a-random-init", "fig6b-bootstrap", "fig5-cycle"])
 def test_a_preset_trains_in_a_few_updates(preset, tmp_path_factory):
     cache = tmp_path_factory.getbasetemp() / "findings-warm-start"
     run_dir = tmp_path_factory.mktemp(preset)
-    # horizon 3: every episode is cut by the budget; one critic warm-up update, then the actor
-    extra = ["horizon=3", "learner.critic_warmup_updates=1"] if preset == "fig6b-bootstrap" else []
+    extra = {
+        # horizon 3: every episode is cut by the budget; one critic warm-up update, then the actor
+        "fig6b-bootstrap": ["horizon=3", "learner.critic_warmup_updates=1"],
+        # one lifecycle task (setup, execution, teardown), warm-started on its own demonstrations
+        "fig5-cycle": [
+            'tasks=["settings_dark_theme.cycle"]',
+            'sft.tasks=["settings_dark_theme.cycle"]',
+            "learner.critic_warmup_updates=1",
+        ],
+    }.get(preset, [])
     overrides = [*SMALL, *extra, f"cache_dir={json.dumps(str(cache))}"]
     args = ["run", str(FINDINGS), "--preset", preset, "--run-dir", str(run_dir)]
     result = CliRunner().invoke(main, args + [a for kv in overrides for a in ("--set", kv)])
@@ -108,5 +120,13 @@ def test_a_preset_trains_in_a_few_updates(preset, tmp_path_factory):
         # Every trained trajectory ran out of steps; the phones answered, so V(s') came from the next screen.
         assert sum(u["bootstrapped_from_next"] for u in updates) > 0
         assert all(u["bootstrapped_from_last"] == 0 for u in updates)
+    elif preset == "fig5-cycle":
+        # The task's phases are execution then teardown, each with its own verdict (Fig. 5's
+        # curves); the teardown is played only after a successful execution.
+        episodes = trained_episodes(run_dir)
+        assert episodes
+        for e in episodes:
+            assert Phase.EXECUTION in e.phase_success
+            assert (Phase.TEARDOWN in e.phase_success) == (e.phase_success[Phase.EXECUTION] is True)
     else:
         assert updates[0]["actor_updated"] == 1  # no critic warm-up: the first update trains the actor
