@@ -14,10 +14,11 @@ paper's figure and a variant; run two or three seeds of each and draw them with 
 - `fig6b-zero`, `fig6b-bootstrap`: truncation; V(s') = 0 against the critic's V(s') at the screen
   after the cut. The horizon is 6 instead of 12, so about half the episodes are cut by it (the
   oracle needs up to 8 steps on these tasks) and the choice matters.
-- `fig5-cycle`, `fig5-plain`: the lifecycle protocol; the `cycle8` tasks (setup, execution,
-  teardown, each verified; warm-started on their demonstrations) against the plain tasks, on 16 phones that only go home between
-  episodes (the paper's minimal cleanup: state persists), each hard-reset (a factory reset) every 8
-  episodes it plays, as the paper resets its phones on a schedule.
+- `fig5-cycle`, `fig5-plain`: the lifecycle protocol; the `cycle8` tasks through the lifecycle
+  workflow (setup, execution, teardown, each verified; warm-started on their demonstrations)
+  against the plain tasks, on 16 phones that only go home between episodes (the paper's minimal
+  cleanup: state persists), each hard-reset (a factory reset) every 8 episodes it plays, as the
+  paper resets its phones on a schedule.
 - `fig3-phones8`, `fig3-phones16`, `fig3-phones32`: phone scaling, with the rollout size fixed
   at 256 steps per update.
 - `fig4-tasks8`, `fig4-tasks16`: task scaling; 8 tasks on 16 phones against the 16 of `paper16`
