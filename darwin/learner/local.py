@@ -421,17 +421,24 @@ class LocalLearner:
                 out[where, : score.shape[1]] = score.float()
         return tuple(outs)
 
-    def _actor_logprobs(
-        self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
-    ) -> tuple[torch.Tensor]:
-        lp, _ = compute_response_logprobs(
-            self.actor,
+    def _response_logprobs(
+        self, model: nn.Module, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``model``'s log-probs of ``responses`` as the policy sampled them (its forbidden tokens
+        and temperature), the prompts' shared system turn run once when the config says so."""
+        return compute_response_logprobs(
+            model,
             batch,
             responses,
             forbidden=self._forbidden,
             temperature=self._temperature,
             share_prefix=self.config.share_prompt_prefix,
         )
+
+    def _actor_logprobs(
+        self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor]:
+        lp, _ = self._response_logprobs(self.actor, batch, responses)
         return (lp,)
 
     def _critic_values(
@@ -447,14 +454,7 @@ class LocalLearner:
         """A shared critic's values and the actor's log-probs from the actor's one forward."""
         assert self.critic is not None and self.critic.shared
         with capture_outputs(self._actor_backbone, None) as captured:
-            lp, mask = compute_response_logprobs(
-                self.actor,
-                batch,
-                responses,
-                forbidden=self._forbidden,
-                temperature=self._temperature,
-                share_prefix=self.config.share_prompt_prefix,
-            )
+            lp, mask = self._response_logprobs(self.actor, batch, responses)
         hidden = captured["hidden"]  # (B, P + R), P less a shared prefix
         values = self.critic.head_values(hidden, hidden.shape[1] - mask.shape[1], mask.shape[1])
         return values.masked_fill(~mask, 0.0), lp
@@ -465,14 +465,7 @@ class LocalLearner:
         model = self.reference if self.reference is not None else self.actor
         adapters = contextlib.nullcontext() if self.reference is not None else set_adapters_enabled(self.actor, False)
         with adapters:
-            lp, _ = compute_response_logprobs(
-                model,
-                batch,
-                responses,
-                forbidden=self._forbidden,
-                temperature=self._temperature,
-                share_prefix=self.config.share_prompt_prefix,
-            )
+            lp, _ = self._response_logprobs(model, batch, responses)
         return (lp,)
 
     # ------------------------------------------------------------------ the update
@@ -774,14 +767,7 @@ class LocalLearner:
         shared_critic = self.critic is not None and self.critic.shared
         agg = {"loss_agg_mode": cfg.loss_agg_mode, "batch_num_tokens": mb_tokens, "global_batch_size": mb_rows}
         with capture_outputs(self._actor_backbone if shared_critic else None, self._lm_head) as captured:
-            logprob, lp_mask = compute_response_logprobs(
-                self.actor,
-                inputs,
-                responses,
-                forbidden=self._forbidden,
-                temperature=self._temperature,
-                share_prefix=self.config.share_prompt_prefix,
-            )
+            logprob, lp_mask = self._response_logprobs(self.actor, inputs, responses)
         if not torch.equal(lp_mask, mask):
             raise RuntimeError("internal: response masks of the batch and the scorer differ")
         old = batch.old_logprobs[sel, :width]
