@@ -189,8 +189,10 @@ def response_batch(
         positions, _ = rope_index(model, full_ids, full_mask, full_mm, inputs.get("image_grid_thw"))
     attention = full_mask
     prefix = None
-    shared = shared_prefix_length(ids, inputs["attention_mask"], inputs["mm_token_type_ids"]) if share_prefix else 0
-    if batch > 1 and shared >= MIN_SHARED_PREFIX:
+    # One row has nobody to share with: its prefix would run once either way.
+    share = share_prefix and batch > 1
+    shared = shared_prefix_length(ids, inputs["attention_mask"], inputs["mm_token_type_ids"]) if share else 0
+    if shared >= MIN_SHARED_PREFIX:
         # Each row without its prefix: [pads | prefix | rest] -> [pads | rest], pads staying
         # in front, so the prefix's keys and values can come first for every row.
         pads = prompt_len - inputs["attention_mask"].sum(dim=1)
