@@ -1284,7 +1284,7 @@ class _ProgressLines:
 )
 def compare_cmd(run_dirs: tuple[str, ...], plot_path: str, window: int, metric: str, pool_seeds: bool) -> None:
     """Compare finished `darwin run` directories (e.g. seeds): a Markdown table and one figure."""
-    from darwin.figures import figure_table, plot_figure
+    from darwin.figures import figure_table, plot_figure, read_runs
     from darwin.report import compare_runs
 
     own_figure = metric != "success" or pool_seeds
@@ -1292,8 +1292,9 @@ def compare_cmd(run_dirs: tuple[str, ...], plot_path: str, window: int, metric: 
         _, table = compare_runs(run_dirs, None if own_figure else plot_path, window)
         if own_figure:
             figure = cast("FigureMetric", metric)
-            plot_figure(run_dirs, plot_path, figure, window=window, pool_seeds=pool_seeds)
-            table += f"\n{metric}:\n\n" + figure_table(run_dirs, figure, window)
+            runs = read_runs(run_dirs)  # once, for the figure and its table
+            plot_figure(runs, plot_path, figure, window=window, pool_seeds=pool_seeds)
+            table += f"\n{metric}:\n\n" + figure_table(runs, figure, window)
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     console.print(table, highlight=False, markup=False, soft_wrap=True)

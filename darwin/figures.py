@@ -36,11 +36,13 @@ from darwin.types import Phase
 __all__ = [
     "FIGURE_METRICS",
     "FigureMetric",
+    "FigureRun",
     "TrainedEpisode",
     "figure_table",
     "panel_window",
     "plot_figure",
     "pooled_label",
+    "read_runs",
     "trained_episodes",
 ]
 
@@ -70,6 +72,36 @@ class TrainedEpisode:
     num_steps: int
     phase_success: Mapping[Phase, bool | None]
     ended_s: float
+
+
+@dataclass(frozen=True)
+class FigureRun:
+    """One finished run as the figures see it, read once (:func:`read_runs`) and handed to
+    :func:`plot_figure` and :func:`figure_table` alike.
+
+    Attributes:
+        run_dir: the run directory.
+        episodes: its trained episodes, in the order its updates took them.
+        collected: the finished episodes its training collected, trained or not (the rest of
+            them is over-collection).
+    """
+
+    run_dir: Path
+    episodes: list[TrainedEpisode]
+    collected: int
+
+
+def read_runs(run_dirs: Sequence[str | Path | FigureRun]) -> list[FigureRun]:
+    """Each run directory's :class:`FigureRun` (runs already read are passed through), with
+    :func:`trained_episodes`'s errors for a directory that is not a finished run."""
+    out: list[FigureRun] = []
+    for run in run_dirs:
+        if isinstance(run, FigureRun):
+            out.append(run)
+        else:
+            episodes, collected = _read_run(run)
+            out.append(FigureRun(Path(run), episodes, collected))
+    return out
 
 
 def trained_episodes(run_dir: str | Path) -> list[TrainedEpisode]:
@@ -172,12 +204,12 @@ def _panels(episodes: Sequence[TrainedEpisode], metric: FigureMetric) -> dict[st
     raise ValueError(f"unknown figure metric {metric!r}; choose one of {', '.join(FIGURE_METRICS)}")
 
 
-def _curves(run_dirs: Sequence[str | Path], metric: FigureMetric, pool_seeds: bool) -> dict[str, dict[str, Points]]:
+def _curves(runs: Sequence[FigureRun], metric: FigureMetric, pool_seeds: bool) -> dict[str, dict[str, Points]]:
     """Panel -> label -> points; pooled runs' points sorted by x."""
     out: dict[str, dict[str, Points]] = {}
-    for run_dir in run_dirs:
-        label = pooled_label(run_dir) if pool_seeds else Path(run_dir).name
-        for panel, pts in _panels(trained_episodes(run_dir), metric).items():
+    for run in runs:
+        label = pooled_label(run.run_dir) if pool_seeds else run.run_dir.name
+        for panel, pts in _panels(run.episodes, metric).items():
             out.setdefault(panel, {}).setdefault(label, []).extend(pts)
     for panel in out.values():
         for pts in panel.values():
@@ -194,7 +226,7 @@ _AXES: dict[FigureMetric, tuple[str, str, str]] = {
 
 
 def plot_figure(
-    run_dirs: Sequence[str | Path],
+    run_dirs: Sequence[str | Path | FigureRun],
     path: str | Path,
     metric: FigureMetric = "success",
     *,
@@ -204,13 +236,15 @@ def plot_figure(
     """Draw ``metric``'s figure of ``run_dirs`` to the PNG ``path``: one panel (one per
     phase for ``phase-success``), one curve per run or, with ``pool_seeds``, per variant.
     ``wall`` draws one point per update joined by a line (its points are not noisy).
+    ``run_dirs`` may hold runs already read (:func:`read_runs`), so a caller that also wants
+    :func:`figure_table` reads each run once.
     """
     import matplotlib
 
     matplotlib.use("Agg")  # files only; never a window
     import matplotlib.pyplot as plt
 
-    curves = _curves(run_dirs, metric, pool_seeds)
+    curves = _curves(read_runs(run_dirs), metric, pool_seeds)
     if not curves:
         raise ValueError(f"the runs have no points for the {metric!r} figure (no trained episode has one)")
     path = Path(path)
@@ -255,7 +289,7 @@ def _phase_order(panel: str) -> int:
     return names.index(panel) if panel in names else -1
 
 
-def figure_table(run_dirs: Sequence[str | Path], metric: FigureMetric, window: int = 20) -> str:
+def figure_table(run_dirs: Sequence[str | Path | FigureRun], metric: FigureMetric, window: int = 20) -> str:
     """The figure's numbers per run as Markdown: the mean of the first and the last ``window``
     points of each panel, or, for ``wall``, the pace of training (updates, seconds per update,
     training steps per second)."""
@@ -265,17 +299,17 @@ def figure_table(run_dirs: Sequence[str | Path], metric: FigureMetric, window: i
             "| episodes collected | not trained (over-collection) | policy lag (mean versions) |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
-        for run_dir in run_dirs:
-            episodes, collected = _read_run(run_dir)
+        for run in read_runs(run_dirs):
+            episodes, collected = run.episodes, run.collected
             pts = _panels(episodes, "wall")[""]
             if not pts:
-                lines.append(f"| {Path(run_dir).name} | 0 | 0 | - | - | - | {collected} | - | - |")
+                lines.append(f"| {run.run_dir.name} | 0 | 0 | - | - | - | {collected} | - | - |")
                 continue
             seconds, steps = pts[-1]
             over = collected - len(episodes)
-            lag = _mean_update_metric(run_dir, "version_lag_mean")
+            lag = _mean_update_metric(run.run_dir, "version_lag_mean")
             lines.append(
-                f"| {Path(run_dir).name} | {len(pts)} | {steps:.0f} | {seconds:.0f} | {seconds / len(pts):.1f} | "
+                f"| {run.run_dir.name} | {len(pts)} | {steps:.0f} | {seconds:.0f} | {seconds / len(pts):.1f} | "
                 f"{steps / seconds if seconds else 0:.1f} | {collected} | {over} ({100 * over / max(collected, 1):.0f}%) | "
                 f"{'-' if lag is None else f'{lag:.2f}'} |"
             )
@@ -285,8 +319,8 @@ def figure_table(run_dirs: Sequence[str | Path], metric: FigureMetric, window: i
         f"| run directory | panel | points | first {window} ({unit}) | last {window} ({unit}) |",
         "| --- | --- | ---: | ---: | ---: |",
     ]
-    for run_dir in run_dirs:
-        for panel, pts in _panels(trained_episodes(run_dir), metric).items():
+    for run in read_runs(run_dirs):
+        for panel, pts in _panels(run.episodes, metric).items():
             ys = [y for _, y in pts]
             head, tail = ys[:window], ys[-window:]
 
@@ -296,7 +330,7 @@ def figure_table(run_dirs: Sequence[str | Path], metric: FigureMetric, window: i
                 mean = sum(v) / len(v)
                 return f"{100 * mean:.1f}%" if unit == "success" else f"{mean:.2f}"
 
-            lines.append(f"| {Path(run_dir).name} | {panel or metric} | {len(ys)} | {cell(head)} | {cell(tail)} |")
+            lines.append(f"| {run.run_dir.name} | {panel or metric} | {len(ys)} | {cell(head)} | {cell(tail)} |")
     return "\n".join(lines) + "\n"
 
 

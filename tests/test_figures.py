@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import darwin.figures as figures_module
 import darwin.store as store_module
 from darwin.actions import Click
 from darwin.cli import main
-from darwin.figures import figure_table, plot_figure, pooled_label, trained_episodes
+from darwin.figures import figure_table, plot_figure, pooled_label, read_runs, trained_episodes
 from darwin.store import RunStore
 from darwin.types import (
     Decision,
@@ -118,8 +119,11 @@ def test_each_figure_table_is_the_hand_computed_numbers(run_dir):
     assert f"| {run_dir.name} | 2 | 14 | 70 | 35.0 | 0.2 | 5 | 1 (20%) | - |" in wall
 
 
-def test_every_figure_draws_and_the_cli_prints_its_table(run_dir, tmp_path_factory):
+def test_every_figure_draws_and_the_cli_prints_its_table(run_dir, tmp_path_factory, monkeypatch):
     out = tmp_path_factory.mktemp("plots")
+    reads: list[Path] = []
+    read_run = figures_module._read_run
+    monkeypatch.setattr(figures_module, "_read_run", lambda d: reads.append(Path(d)) or read_run(d))
     for metric in ("success", "success-steps", "phase-success", "wall"):
         assert plot_figure([run_dir], out / f"{metric}.png", metric, window=2, pool_seeds=True).stat().st_size > 0
     result = CliRunner().invoke(
@@ -128,6 +132,11 @@ def test_every_figure_draws_and_the_cli_prints_its_table(run_dir, tmp_path_facto
     assert result.exit_code == 0, result.output
     assert "| teardown | 1 | 0.0% | 0.0% |" in result.output
     assert (out / "c.png").stat().st_size > 0
+    # the figure and its table come from one read of the run; a run already read is not read again
+    assert reads[-1:] == [run_dir] and len(reads) == 5
+    runs = read_runs([run_dir])
+    assert figure_table(runs, "wall") == figure_table([run_dir], "wall")
+    assert read_runs(runs) == runs and len(reads) == 7
 
 
 def test_a_run_without_its_update_record_or_with_another_runs_episodes_is_refused(run_dir, tmp_path):
