@@ -11,6 +11,8 @@ paper's figure and a variant; run two or three seeds of each and draw them with 
 - `fig6a-random-init`, `fig6a-bias`, `fig6a-bias-warmup`: critic robustness; a value head with
   torch's random init and no critic warm-up, the calibrated head (bias 0.1) without warm-up, and
   with it (the default's 2 warm-up updates, scaled down from the paper's 30).
+  `fig6a-random-init-paper-lr`, `fig6a-bias-paper-lr`: the first two at the paper's critic
+  learning rate (1e-5; the default's is 1e-3, at which one update repairs a random head).
 - `fig6b-zero`, `fig6b-bootstrap`: truncation; V(s') = 0 against the critic's V(s') at the screen
   after the cut. The horizon is 6 instead of 12, so about half the episodes are cut by it (the
   oracle needs up to 8 steps on these tasks) and the choice matters.
@@ -48,6 +50,17 @@ PRESETS: dict[str, list[str]] = {
         "learner.critic_warmup_updates=0",
     ],
     "fig6a-bias-warmup": ["learner.value_head_init=calibrated", "learner.value_head_bias=0.1"],
+    "fig6a-random-init-paper-lr": [
+        "learner.value_head_init=random",
+        "learner.critic_warmup_updates=0",
+        "learner.critic_lr=1e-5",
+    ],
+    "fig6a-bias-paper-lr": [
+        "learner.value_head_init=calibrated",
+        "learner.value_head_bias=0.1",
+        "learner.critic_warmup_updates=0",
+        "learner.critic_lr=1e-5",
+    ],
     "fig6b-zero": ["horizon=6", "learner.truncation=zero"],
     "fig6b-bootstrap": ["horizon=6", "learner.truncation=bootstrap"],
     "fig5-cycle": [

@@ -57,6 +57,8 @@ def test_presets_change_only_what_they_name():
     assert _changed("fig6a-random-init") == {"learner.value_head_init": "random", "learner.critic_warmup_updates": 0}
     assert _changed("fig6a-bias") == {"learner.critic_warmup_updates": 0}
     assert _changed("fig6a-bias-warmup") == {}
+    assert _changed("fig6a-random-init-paper-lr") == {**_changed("fig6a-random-init"), "learner.critic_lr": 1e-5}
+    assert _changed("fig6a-bias-paper-lr") == {**_changed("fig6a-bias"), "learner.critic_lr": 1e-5}
     assert _changed("fig6b-zero") == {"horizon": 6}
     assert _changed("fig6b-bootstrap") == {"horizon": 6, "learner.truncation": "bootstrap"}
     assert _changed("fig3-phones32") == {"phones.count": 32}
