@@ -20,6 +20,22 @@ def test_every_variant_times_one_update_phase_by_phase() -> None:
         assert r.forward_backward_s > 0 and r.values_s > 0 and r.reference_s > 0  # critic and KL scored
         assert abs(phases + r.other_s - r.total_s) < 0.05
     assert VARIANTS["shared"]["critic"] == "shared" and VARIANTS["frozen-shared"]["freeze_vision"] is True
+    assert all(r.cached_images == 0 for r in results)  # cold caches; a batch's repeats miss together
+
+
+def test_a_warm_cache_serves_every_frozen_towers_screenshots() -> None:
+    config = LearnerConfig(critic_warmup_updates=0, mini_batch_size=8, micro_batch_size=4, ppo_epochs=1, kl_coef=0.1)
+    results = {
+        r.variant: r
+        for r in profile(config, ("plain", "frozen", "critic-frozen"), steps=12, repeats=1, warm_cache=True)
+    }
+    # One tower's features per row (the actor's when frozen, else the reference's and a frozen critic's).
+    assert (
+        results["plain"].cached_images
+        == results["frozen"].cached_images
+        == results["critic-frozen"].cached_images
+        == 12
+    )
 
 
 def test_an_unknown_variant_is_named_with_the_choices() -> None:

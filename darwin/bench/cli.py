@@ -219,7 +219,13 @@ def bench_policy(family: str, preset: str, batches: str, new_tokens: int, repeat
     default="plain,frozen",
     show_default=True,
     help="--profile: comma-separated: plain (vision tower trained), frozen (learner.freeze_vision), "
-    "shared and frozen-shared (the same with learner.critic=shared)",
+    "shared and frozen-shared (the same with learner.critic=shared), critic-frozen "
+    "(learner.critic_freeze_vision); each also as <name>-unshared-prefix",
+)
+@click.option(
+    "--warm-cache",
+    is_flag=True,
+    help="--profile: the image-feature caches hold the batch's screenshots before the timed update, as in a run",
 )
 @click.option(
     "--repeats", default=3, show_default=True, type=click.IntRange(1), help="--profile: updates per variant (median)"
@@ -243,6 +249,7 @@ def bench_learner(
     experiment: str,
     preset: str,
     variants: str,
+    warm_cache: bool,
     repeats: int,
 ) -> None:
     """One learner update on sampled tiny-model steps: time per stage, peak memory (docs/learner.md); with
@@ -262,7 +269,7 @@ def bench_learner(
                 f"unknown variant(s) {unknown}; choose from {sorted(VARIANTS)}", param_hint="--variant"
             )
         config = load_experiment(experiment, preset)
-        _bench_lines(run_profile(config.learner, tuple(names), steps=steps, repeats=repeats))
+        _bench_lines(run_profile(config.learner, tuple(names), steps=steps, repeats=repeats, warm_cache=warm_cache))
         click.echo(f'{{"wall_s": {time.perf_counter() - started:.1f}}}')
         return
     if backend == "verl":

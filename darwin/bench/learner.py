@@ -178,7 +178,8 @@ class ProfileResult:
     response_tokens: int
     repeats: int
     images_s: float
-    """Screenshots to pixels, M-RoPE positions, and under a frozen tower its features."""
+    """Screenshots to pixels, M-RoPE positions, and the frozen towers' features (the actor's
+    under ``freeze_vision``; else the reference's and a frozen critic's)."""
     values_s: float
     reference_s: float
     proximal_s: float
@@ -187,6 +188,12 @@ class ProfileResult:
     other_s: float
     """Everything else: rows, advantages, loss bookkeeping, pushing the weights to the policy."""
     total_s: float
+    cached_images: int = 0
+    """Screenshot features the timed update read from a cache instead of a tower pass."""
+
+
+def _cache_hits(learner: LocalLearner) -> int:
+    return sum(c.hits for c in (learner.image_features, learner.base_image_features) if c is not None)
 
 
 _BASE_VARIANTS: dict[str, dict[str, object]] = {
@@ -194,6 +201,7 @@ _BASE_VARIANTS: dict[str, dict[str, object]] = {
     "frozen": {"freeze_vision": True},
     "shared": {"freeze_vision": False, "critic": "shared"},
     "frozen-shared": {"freeze_vision": True, "critic": "shared"},
+    "critic-frozen": {"freeze_vision": False, "critic_freeze_vision": True},
 }
 VARIANTS = {
     **_BASE_VARIANTS,
@@ -201,6 +209,8 @@ VARIANTS = {
 }
 """``--variant`` names: the default's learner with the vision tower trained or frozen, and each
 with the value head on the actor's backbone (``critic='shared'``: no separate critic pass);
+``critic-frozen`` trains the actor's tower and keeps the separate critic's frozen
+(``critic_freeze_vision``);
 ``<name>-unshared-prefix`` runs every prompt's system turn once per row, as before
 ``share_prompt_prefix``."""
 
@@ -279,12 +289,15 @@ def profile(
     variants: tuple[str, ...] = ("plain", "frozen"),
     steps: int = 256,
     repeats: int = 3,
+    warm_cache: bool = False,
 ) -> list[ProfileResult]:
     """Time one update of ``learner_config`` (critic warm-up over, as in most of a run) per
     variant on :func:`recorded_trajectories`, each on fresh models: the policy is one
     version ahead of the rows, so they are stale as in an asynchronous run (the proximal
-    pass runs) and the feature cache starts empty. Variants alternate between repeats,
-    so machine load drifts over all of them alike."""
+    pass runs) and the feature caches start empty, or with ``warm_cache`` hold the batch's
+    screenshots (an untimed :meth:`~darwin.learner.LocalLearner.prepare` first), as in a run
+    whose phones show screens seen before. Variants alternate between repeats, so machine
+    load drifts over all of them alike."""
     trajectories, model_cfg = recorded_trajectories(steps)
     config = learner_config.model_copy(update={"critic_warmup_updates": 0})
     samples: dict[str, list] = {v: [] for v in variants}
@@ -294,9 +307,13 @@ def profile(
             policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=24, seed=0))
             policy.load_weights(vlm.model.state_dict(), 1)  # the same weights, one version on
             learner = LocalLearner(policy, config.model_copy(update=VARIANTS[variant]))
-            samples[variant].append(learner.update(trajectories))
+            if warm_cache:
+                learner.prepare(trajectories)  # fills the caches; changes no weight
+            hits = _cache_hits(learner)
+            samples[variant].append((learner.update(trajectories), _cache_hits(learner) - hits))
     out = []
-    for variant, runs in samples.items():
+    for variant, timed in samples.items():
+        runs = [m for m, _ in timed]
 
         def median(field: str, runs: list = runs) -> float:
             return round(float(np.median([getattr(m, field) for m in runs])), 2)
@@ -312,6 +329,7 @@ def profile(
                 **{f: median(f) for f in phases},
                 other_s=round(other, 2),
                 total_s=median("total_s"),
+                cached_images=int(np.median([hits for _, hits in timed])),
             )
         )
     return out

@@ -295,6 +295,12 @@ class LearnerConfig(BaseModel):
         "image features are computed once per update and reused by every scoring and training pass "
         "(docs/learner.md, 'Speed')",
     )
+    critic_freeze_vision: bool = Field(
+        False,
+        description="keep the separate critic's vision tower at its initial weights while the actor's trains: "
+        "the critic then reads the features the reference model reads, computed once per screenshot "
+        "(docs/learner.md, 'Speed')",
+    )
     share_prompt_prefix: bool = Field(
         True,
         description="run the text every prompt of a micro-batch starts with (the agent's system turn) once "
@@ -385,6 +391,8 @@ class LearnerConfig(BaseModel):
                 out.append(f"whiten_by='task' applies to GAE; algorithm={name!r} normalises within groups already")
             if self.critic_mini_batch_size is not None:
                 out.append(f"critic_mini_batch_size with algorithm={name!r}: there is no critic; leave it None")
+            if self.critic_freeze_vision:
+                out.append(f"critic_freeze_vision with algorithm={name!r}: there is no critic; leave it False")
         if self.behaviour_weight_cap is not None and self.old_logprobs != "recompute":
             out.append("behaviour_weight_cap needs old_logprobs='recompute' (the proximal policy it weighs against)")
         if self.positive_replay_ratio > 0 and self.old_logprobs != "recompute":
@@ -393,6 +401,11 @@ class LearnerConfig(BaseModel):
             )
         if self.critic_mini_batch_size is not None and self.critic == "shared":
             out.append("critic_mini_batch_size needs critic='separate' (a shared critic steps with the actor)")
+        if self.critic_freeze_vision and self.critic == "shared":
+            out.append(
+                "critic_freeze_vision needs critic='separate' (a shared critic's tower is the actor's): "
+                "set freeze_vision=true to freeze every tower"
+            )
         if self.critic_mini_batch_size is not None and self.critic_mini_batch_size % self.micro_batch_size:
             out.append(
                 f"critic_mini_batch_size={self.critic_mini_batch_size} is not a multiple of "
@@ -435,6 +448,10 @@ class LearnerConfig(BaseModel):
             ),
             "behaviour_weight_cap": (self.behaviour_weight_cap is not None, "verl's ppo_loss has no behaviour weight"),
             "freeze_vision": (self.freeze_vision, "the image-feature cache lives in the local learner's passes"),
+            "critic_freeze_vision": (
+                self.critic_freeze_vision,
+                "the image-feature cache lives in the local learner's passes",
+            ),
             "rft.every > 0": (self.rft.every > 0, "the fine-tune trains the local learner's actor in place"),
         }
         for name, (used, why) in unsupported.items():

@@ -85,6 +85,7 @@ from darwin.learner.metrics import (
 from darwin.learner.models import (
     TrainablePolicy,
     ValueModel,
+    backbone_of,
     build_learner_models,
     capture_outputs,
     lora_merged_state_dict,
@@ -172,6 +173,11 @@ class LocalLearner:
         self.reference: nn.Module | None = models.reference
         self._actor_backbone = models.actor_backbone
         self._lm_head = models.lm_head
+        # While the actor's tower trains, the reference's (and under critic_freeze_vision the
+        # critic's) stays the base model's: its features of a screenshot never change, so they
+        # are computed once and read by those models' passes instead of running their towers.
+        self._base_backbone = self._frozen_base_backbone()
+        self.base_image_features = ImageFeatureCache() if self._base_backbone is not None else None
 
         self._actor_params = [p for p in self.actor.parameters() if p.requires_grad]
         self.actor_optimizer = torch.optim.AdamW(
@@ -213,6 +219,18 @@ class LocalLearner:
             else {k: v.detach() for k, v in self.actor.state_dict().items()}
         )
 
+    def _frozen_base_backbone(self) -> nn.Module | None:
+        """The backbone whose tower is the base model's and stays so, when some model reads it
+        while the actor's tower trains (``None``: every tower is frozen and the rows carry its
+        features already, or no such model)."""
+        if self.config.freeze_vision:
+            return None
+        if self.reference is not None:
+            return backbone_of(self.reference)
+        if self.config.critic_freeze_vision and self.critic is not None and not self.critic.shared:
+            return self.critic.trunk
+        return None
+
     def _pad_token_id(self) -> int:
         tok = self.policy.vlm.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -242,6 +260,16 @@ class LocalLearner:
             )
         return inputs
 
+    def _base_feature_inputs(self, rows: Sequence[StepRow], inputs: list[RowInputs]) -> list[RowInputs]:
+        """``inputs`` with the base model's image features in place of the pixels, for the
+        models whose tower stays the base's (the reference; the critic under
+        ``critic_freeze_vision``); ``inputs`` itself when there is no such tower to spare."""
+        if self._base_backbone is None:
+            return inputs
+        return attach_image_features(
+            self._base_backbone, inputs, images=[r.prompt.images for r in rows], cache=self.base_image_features
+        )
+
     def prepare(
         self,
         trajectories: Sequence[Trajectory],
@@ -269,6 +297,8 @@ class LocalLearner:
             )
         t_images = time.perf_counter()
         inputs = self._row_inputs(rows)
+        base_inputs = self._base_feature_inputs(rows, inputs)
+        critic_inputs = base_inputs if cfg.critic_freeze_vision else inputs
         t_scoring = time.perf_counter()
         n, longest = len(rows), max(len(r.response_ids) for r in rows)
         dev = self.device
@@ -296,10 +326,11 @@ class LocalLearner:
                 values, proximal = self._score(rows, inputs, longest, self._values_and_actor_logprobs)
                 proximal = proximal[torch.tensor(stale, device=dev)]
             elif self.critic is not None:
-                (values,) = self._score(rows, inputs, longest, self._critic_values)
+                (values,) = self._score(rows, critic_inputs, longest, self._critic_values)
             t_reference = time.perf_counter()
             if cfg.kl_coef > 0:
-                (ref,) = self._score(rows, inputs, longest, self._reference_logprobs)
+                reference_inputs = base_inputs if self.reference is not None else inputs
+                (ref,) = self._score(rows, reference_inputs, longest, self._reference_logprobs)
             t_proximal = time.perf_counter()
             if stale:
                 if proximal is None:
@@ -342,6 +373,7 @@ class LocalLearner:
         return UpdateBatch(
             rows=rows,
             inputs=inputs,
+            critic_inputs=critic_inputs if critic_inputs is not inputs else None,
             rewards=rewards,
             response_mask=mask,
             old_logprobs=old,
@@ -717,6 +749,11 @@ class LocalLearner:
                 for start in range(0, len(mb), micro):
                     idx = by_length[start : start + micro]
                     inputs = self._collate([batch.inputs[i] for i in idx])
+                    critic_inputs = (
+                        self._collate([batch.critic_inputs[i] for i in idx])
+                        if critic_pass and batch.critic_inputs is not None
+                        else inputs
+                    )
                     responses = [batch.rows[i].response_ids for i in idx]
                     width = max(len(r) for r in responses)
                     sel = torch.tensor(idx, device=self.device)
@@ -731,7 +768,7 @@ class LocalLearner:
                         value_loss_sum += self._critic_micro(
                             batch,
                             sel,
-                            inputs,
+                            critic_inputs,
                             responses,
                             mask,
                             mb_tokens,

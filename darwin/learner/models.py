@@ -296,6 +296,9 @@ def build_learner_models(
         for model in (actor_backbone, critic.trunk if critic is not None else None):
             if model is not None:
                 vision_tower_of(model).requires_grad_(False)
+    elif cfg.critic_freeze_vision and critic is not None and not critic.shared:
+        # The critic's tower stays the base model's, as the reference's does: one feature pass serves both.
+        vision_tower_of(critic.trunk).requires_grad_(False)
     return LearnerModels(
         actor=actor, actor_backbone=actor_backbone, lm_head=lm_head, critic=critic, reference=reference
     )

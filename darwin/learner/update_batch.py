@@ -60,6 +60,8 @@ class UpdateBatch:
     Attributes:
         rows: the ``N`` step rows, grouped by trajectory in time order.
         inputs: each row's prompt inputs (unpadded; :func:`darwin.learner.batch.collate`).
+        critic_inputs: the critic's, when they differ from ``inputs`` (its tower frozen while
+            the actor's trains: the base model's features in place of the pixels), else ``None``.
         rewards: ``(N,)`` step rewards.
         response_mask: ``(N, R)`` bool.
         old_logprobs: ``(N, R)`` behaviour log-probs (``Generation.response_logprobs``), 0 on padding.
@@ -90,6 +92,7 @@ class UpdateBatch:
     empty_trajectories: int
     dropped_infra: int
     dropped_unverified: int = 0
+    critic_inputs: list[RowInputs] | None = None
     preprocess_s: float = 0.0
     scoring_s: float = 0.0
     images_s: float = 0.0

@@ -53,6 +53,10 @@ def test_cross_field_problems_and_frozen():
         LearnerConfig(mini_batch_size=8, micro_batch_size=16)
     with pytest.raises(ValidationError, match="lora.critic=False"):
         LearnerConfig(critic="shared", lora=LoraConfig(critic=False))
+    with pytest.raises(ValidationError, match="critic_freeze_vision needs critic='separate'.*freeze_vision=true"):
+        LearnerConfig(critic="shared", critic_freeze_vision=True)
+    with pytest.raises(ValidationError, match="critic_freeze_vision with algorithm='grpo': there is no critic"):
+        LearnerConfig(algorithm="grpo", critic_warmup_updates=0, critic_freeze_vision=True)
     with pytest.raises(ValidationError, match="Extra inputs.*did you mean 'actor_lr'"):
         LearnerConfig(actor_lrr=1e-3)
     cfg = LearnerConfig(algorithm="grpo", critic_warmup_updates=0)

@@ -2,6 +2,8 @@
 
 - a frozen vision tower's features, computed once and scattered into the embeddings, give the
   log-probs and values of a forward that runs the tower (1e-5);
+- while the actor's tower trains, the reference (and a critic whose tower is frozen) read the
+  base model's cached features and score as if they ran their own towers (1e-5);
 - M-RoPE positions computed once per row and extended over the response equal the model's
   own ``get_rope_index`` over prompt + response;
 - rows rebuilt from the sampler's recorded prompt ids and screenshots equal the processor's;
@@ -94,6 +96,51 @@ def test_frozen_tower_stays_put_and_its_features_are_cached(policy, trajectories
     assert cache is not None and cache.misses == 7 and cache.hits == 0 and len(cache) == 7
     learner.update(trajectories[:1])
     assert cache.hits == 3 and cache.misses == 7  # the same screenshots: no tower pass
+
+
+def test_the_reference_and_a_frozen_critic_tower_read_the_base_models_cached_features(policy, trajectories, kit):
+    learner = LocalLearner(
+        policy, kit.small_config(kl_coef=0.1, critic_freeze_vision=True, actor_lr=1e-2, critic_lr=1e-2)
+    )
+    critic_tower, actor_tower = vision_tower_of(learner.critic.trunk), vision_tower_of(learner._actor_backbone)
+    assert all(not p.requires_grad for p in critic_tower.parameters())
+    assert all(p.requires_grad for p in actor_tower.parameters())
+    critic_before = {k: v.clone() for k, v in critic_tower.state_dict().items()}
+    actor_before = {k: v.clone() for k, v in actor_tower.state_dict().items()}
+
+    batch = learner.prepare(trajectories)
+    assert all(r.pixel_values is not None for r in batch.inputs)  # the actor's tower runs in its passes
+    assert batch.critic_inputs is not None
+    assert all(r.pixel_values is None and r.image_embeds is not None for r in batch.critic_inputs)
+    # The same scores as the critic and the reference running their own towers on the pixels.
+    longest, mask = batch.response_mask.shape[1], batch.response_mask
+    with torch.no_grad():
+        (want_values,) = learner._score(batch.rows, batch.inputs, longest, learner._critic_values)
+        (want_ref,) = learner._score(batch.rows, batch.inputs, longest, learner._reference_logprobs)
+    assert torch.allclose(batch.values[mask], want_values[mask], atol=1e-5, rtol=0)
+    assert torch.allclose(batch.ref_logprobs[mask], want_ref[mask], atol=1e-5, rtol=0)
+    cache = learner.base_image_features
+    assert cache is not None and cache.misses == 7 and cache.hits == 0
+
+    learner.update(trajectories)  # prepares again: every screenshot was seen
+    assert cache.misses == 7 and cache.hits == 7
+    assert kit.params_equal(critic_tower, critic_before)
+    assert not kit.params_equal(actor_tower, actor_before)
+    assert not kit.params_equal(vision_tower_of(learner.reference.model), actor_tower.state_dict())
+
+
+def test_the_reference_reads_cached_features_and_the_critic_its_own_tower_by_default(policy, trajectories, kit):
+    learner = LocalLearner(policy, kit.small_config(kl_coef=0.1))
+    assert all(p.requires_grad for p in vision_tower_of(learner.critic.trunk).parameters())
+    batch = learner.prepare(trajectories)
+    assert batch.critic_inputs is None
+    assert learner.base_image_features is not None and learner.base_image_features.misses == 7
+    longest, mask = batch.response_mask.shape[1], batch.response_mask
+    with torch.no_grad():
+        (want_ref,) = learner._score(batch.rows, batch.inputs, longest, learner._reference_logprobs)
+    assert torch.allclose(batch.ref_logprobs[mask], want_ref[mask], atol=1e-5, rtol=0)
+    without_reference = LocalLearner(policy, kit.small_config(kl_coef=0.0))
+    assert without_reference.base_image_features is None
 
 
 def test_unfrozen_tower_trains(policy, trajectories, kit):
