@@ -193,7 +193,7 @@ class ProfileResult:
 
 
 def _cache_hits(learner: LocalLearner) -> int:
-    return sum(c.hits for c in (learner.image_features, learner.base_image_features) if c is not None)
+    return learner.image_features.hits if learner.image_features is not None else 0
 
 
 _BASE_VARIANTS: dict[str, dict[str, object]] = {

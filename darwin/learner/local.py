@@ -164,8 +164,6 @@ class LocalLearner:
         image_processor = getattr(policy.vlm.processor, "image_processor", None)
         self._pixels = PixelEncoder(image_processor) if image_processor is not None else None
         self._image_token_id = getattr(policy.vlm.model.config, "image_token_id", None)
-        # A frozen tower gives a screenshot the same features in every update: computed once.
-        self.image_features = ImageFeatureCache() if cfg.freeze_vision else None
 
         models = build_learner_models(policy.vlm.model, cfg, self.device, self._generator)
         self.actor: nn.Module = models.actor
@@ -173,11 +171,11 @@ class LocalLearner:
         self.reference: nn.Module | None = models.reference
         self._actor_backbone = models.actor_backbone
         self._lm_head = models.lm_head
-        # While the actor's tower trains, the reference's (and under critic_freeze_vision the
-        # critic's) stays the base model's: its features of a screenshot never change, so they
-        # are computed once and read by those models' passes instead of running their towers.
+        # A tower that stays the base model's gives a screenshot the same features in every
+        # update: they are computed once and read by the passes of every model with that tower.
         self._base_backbone = self._frozen_base_backbone()
-        self.base_image_features = ImageFeatureCache() if self._base_backbone is not None else None
+        self.image_features = ImageFeatureCache() if self._base_backbone is not None else None
+        """The base model's features of each screenshot seen (``None``: every tower trains)."""
 
         self._actor_params = [p for p in self.actor.parameters() if p.requires_grad]
         self.actor_optimizer = torch.optim.AdamW(
@@ -220,11 +218,11 @@ class LocalLearner:
         )
 
     def _frozen_base_backbone(self) -> nn.Module | None:
-        """The backbone whose tower is the base model's and stays so, when some model reads it
-        while the actor's tower trains (``None``: every tower is frozen and the rows carry its
-        features already, or no such model)."""
+        """A backbone whose tower is the base model's and stays so: the actor's under
+        ``freeze_vision`` (every tower is then the base's), else the reference's, else a critic's
+        frozen under ``critic_freeze_vision`` (``None``: every model's tower trains)."""
         if self.config.freeze_vision:
-            return None
+            return self._actor_backbone
         if self.reference is not None:
             return backbone_of(self.reference)
         if self.config.critic_freeze_vision and self.critic is not None and not self.critic.shared:
@@ -254,20 +252,17 @@ class LocalLearner:
             image_token_id=self._image_token_id,
         )
         inputs = attach_positions(self._actor_backbone, inputs)
-        if self.config.freeze_vision:
-            inputs = attach_image_features(
-                self._actor_backbone, inputs, images=[r.prompt.images for r in rows], cache=self.image_features
-            )
-        return inputs
+        return self._base_feature_inputs(rows, inputs) if self.config.freeze_vision else inputs
 
     def _base_feature_inputs(self, rows: Sequence[StepRow], inputs: list[RowInputs]) -> list[RowInputs]:
         """``inputs`` with the base model's image features in place of the pixels, for the
-        models whose tower stays the base's (the reference; the critic under
-        ``critic_freeze_vision``); ``inputs`` itself when there is no such tower to spare."""
+        models whose tower stays the base's (every model under ``freeze_vision``; else the
+        reference, and the critic under ``critic_freeze_vision``); ``inputs`` itself when
+        every tower trains."""
         if self._base_backbone is None:
             return inputs
         return attach_image_features(
-            self._base_backbone, inputs, images=[r.prompt.images for r in rows], cache=self.base_image_features
+            self._base_backbone, inputs, images=[r.prompt.images for r in rows], cache=self.image_features
         )
 
     def prepare(
@@ -297,7 +292,8 @@ class LocalLearner:
             )
         t_images = time.perf_counter()
         inputs = self._row_inputs(rows)
-        base_inputs = self._base_feature_inputs(rows, inputs)
+        # Under freeze_vision the rows carry the base tower's features already.
+        base_inputs = inputs if cfg.freeze_vision else self._base_feature_inputs(rows, inputs)
         critic_inputs = base_inputs if cfg.critic_freeze_vision else inputs
         t_scoring = time.perf_counter()
         n, longest = len(rows), max(len(r.response_ids) for r in rows)

@@ -119,7 +119,7 @@ def test_the_reference_and_a_frozen_critic_tower_read_the_base_models_cached_fea
         (want_ref,) = learner._score(batch.rows, batch.inputs, longest, learner._reference_logprobs)
     assert torch.allclose(batch.values[mask], want_values[mask], atol=1e-5, rtol=0)
     assert torch.allclose(batch.ref_logprobs[mask], want_ref[mask], atol=1e-5, rtol=0)
-    cache = learner.base_image_features
+    cache = learner.image_features
     assert cache is not None and cache.misses == 7 and cache.hits == 0
 
     learner.update(trajectories)  # prepares again: every screenshot was seen
@@ -134,20 +134,20 @@ def test_the_reference_reads_cached_features_and_the_critic_its_own_tower_by_def
     assert all(p.requires_grad for p in vision_tower_of(learner.critic.trunk).parameters())
     batch = learner.prepare(trajectories)
     assert batch.critic_inputs is None
-    assert learner.base_image_features is not None and learner.base_image_features.misses == 7
+    assert learner.image_features is not None and learner.image_features.misses == 7
     longest, mask = batch.response_mask.shape[1], batch.response_mask
     with torch.no_grad():
         (want_ref,) = learner._score(batch.rows, batch.inputs, longest, learner._reference_logprobs)
     assert torch.allclose(batch.ref_logprobs[mask], want_ref[mask], atol=1e-5, rtol=0)
     without_reference = LocalLearner(policy, kit.small_config(kl_coef=0.0))
-    assert without_reference.base_image_features is None
+    assert without_reference.image_features is None
 
 
 def test_unfrozen_tower_trains(policy, trajectories, kit):
     learner = LocalLearner(policy, kit.small_config(actor_lr=1e-2))
     before = {k: v.clone() for k, v in vision_tower_of(learner._actor_backbone).state_dict().items()}
     learner.update(trajectories)
-    assert learner.image_features is None
+    assert learner.image_features is None  # no reference (kl_coef 0) and no frozen tower: nothing to cache
     assert not kit.params_equal(vision_tower_of(learner._actor_backbone), before)
 
 
