@@ -1,18 +1,22 @@
-"""The paper-finding presets: each is the default with its own change, validates, and the
-mechanisms new to the default (a random value head without warm-up, a bootstrapped truncation)
-train end to end in a few updates."""
+"""The paper-finding presets: each is the default with its own change, validates, and trains
+end to end in a few updates with that change acting (a random value head, a bootstrapped
+truncation, scheduled hard resets, more phones, other tasks, the shortest-path adjustment)."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from darwin.cli import main
 from darwin.experiment import load_experiment
 from darwin.figures import trained_episodes
+from darwin.store import RunStore
+from darwin.tasks import task_set
 from darwin.types import Phase
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,51 +81,107 @@ def test_presets_change_only_what_they_name():
         load_experiment(FINDINGS, "fig9")
 
 
-SMALL = [
-    'tasks=["settings_dark_theme","amazon_0"]',
-    "phones.count=2",
-    "sft.steps=3",
-    "sft.warmup_steps=1",
-    "sft.batch_size=4",
-    "sft.phones=2",
-    "sft.episodes=4",
-    "sft.heldout_episodes=0",
-    "policy.max_batch=2",
-    "policy.max_wait=0.01",
-    "learner.mini_batch_size=8",
-    "learner.micro_batch_size=4",
-    "rollout_steps=12",
-    "updates=2",
-    "evaluation.episodes_per_task=0",
-    "time_budget_s=null",
-]
+SMALL = {
+    "tasks": '["settings_dark_theme","amazon_0"]',
+    "phones.count": "2",
+    "sft.steps": "3",
+    "sft.warmup_steps": "1",
+    "sft.batch_size": "4",
+    "sft.phones": "2",
+    "sft.episodes": "4",
+    "sft.heldout_episodes": "0",
+    "policy.max_batch": "2",
+    "policy.max_wait": "0.01",
+    "learner.mini_batch_size": "8",
+    "learner.micro_batch_size": "4",
+    "rollout_steps": "12",
+    "updates": "2",
+    "learner.critic_warmup_updates": "1",
+    "evaluation.episodes_per_task": "0",
+    "time_budget_s": "null",
+}
+"""A few updates of two tasks on two phones: what every preset's short run starts from."""
+
+KEEP = None
+"""A value in :data:`PRESET_RUNS` that drops ``SMALL``'s setting, so the preset's own stands."""
+
+PRESET_RUNS: dict[str, dict[str, str | None]] = {
+    # the default's 2 critic warm-up updates, then the actor's first
+    "fig2": {"updates": "3", "learner.critic_warmup_updates": KEEP},
+    "fig6a-bias-warmup": {"updates": "3", "learner.critic_warmup_updates": KEEP},
+    # no warm-up: the first update trains the actor
+    "fig6a-random-init": {"learner.critic_warmup_updates": KEEP},
+    "fig6a-bias": {"learner.critic_warmup_updates": KEEP},
+    "fig6a-random-init-paper-lr": {"learner.critic_warmup_updates": KEEP},
+    "fig6a-bias-paper-lr": {"learner.critic_warmup_updates": KEEP},
+    # horizon 3: every episode is cut by the budget
+    "fig6b-zero": {"horizon": "3"},
+    "fig6b-bootstrap": {"horizon": "3"},
+    # one lifecycle task (setup, execution, teardown), warm-started on its own demonstrations
+    "fig5-cycle": {
+        "tasks": '["settings_dark_theme.cycle"]',
+        "sft.tasks": '["settings_dark_theme.cycle"]',
+    },
+    # one phone playing 2-step episodes, so that two updates reach the preset's hard reset after 8
+    "fig5-plain": {"phones.count": "1", "sft.phones": "1", "horizon": "2"},
+    "fig3-phones8": {"phones.count": KEEP},
+    "fig3-phones16": {"phones.count": KEEP},
+    "fig3-phones32": {"phones.count": KEEP},
+    "fig4-tasks8": {"phones.count": KEEP, "tasks": KEEP},
+    # the experience per update and the mini-batch doubled, as the preset doubles the default's
+    "fig4-tasks16": {"phones.count": KEEP, "tasks": KEEP, "rollout_steps": "24", "learner.mini_batch_size": "16"},
+    "shortest-path-on": {},
+    "shortest-path-off": {},
+}
+"""Preset -> how its short run differs from ``SMALL``: kept where the preset's change is the
+phones or the tasks, scaled where the preset's size does not fit a test."""
 
 
-@pytest.mark.parametrize("preset", ["fig6a-random-init", "fig6b-bootstrap", "fig5-cycle"])
-def test_a_preset_trains_in_a_few_updates(preset, tmp_path_factory):
+def test_every_preset_has_a_short_run():
+    assert set(PRESET_RUNS) == set(_presets())
+
+
+def _short_run(preset: str, tmp_path_factory) -> Path:
     cache = tmp_path_factory.getbasetemp() / "findings-warm-start"
     run_dir = tmp_path_factory.mktemp(preset)
-    extra = {
-        # horizon 3: every episode is cut by the budget; one critic warm-up update, then the actor
-        "fig6b-bootstrap": ["horizon=3", "learner.critic_warmup_updates=1"],
-        # one lifecycle task (setup, execution, teardown), warm-started on its own demonstrations
-        "fig5-cycle": [
-            'tasks=["settings_dark_theme.cycle"]',
-            'sft.tasks=["settings_dark_theme.cycle"]',
-            "learner.critic_warmup_updates=1",
-        ],
-    }.get(preset, [])
-    overrides = [*SMALL, *extra, f"cache_dir={json.dumps(str(cache))}"]
+    settings = {**SMALL, **PRESET_RUNS[preset], "cache_dir": json.dumps(str(cache))}
+    overrides = [f"{k}={v}" for k, v in settings.items() if v is not KEEP]
     args = ["run", str(FINDINGS), "--preset", preset, "--run-dir", str(run_dir)]
     result = CliRunner().invoke(main, args + [a for kv in overrides for a in ("--set", kv)])
     assert result.exit_code == 0, result.output
-    updates = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    updates = [u for u in updates if u["group"] == "update"]
-    assert len(updates) == 2
-    if preset == "fig6b-bootstrap":
+    return run_dir
+
+
+def _rows(run_dir: Path, group: str) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["group"] == group]
+
+
+@pytest.mark.parametrize("preset", _presets())
+def test_a_preset_trains_in_a_few_updates(preset, tmp_path_factory):
+    """Each preset's short run trains, and the one thing the preset changes acts in it."""
+    run_dir = _short_run(preset, tmp_path_factory)
+    updates = _rows(run_dir, "update")
+    assert len(updates) == int(PRESET_RUNS[preset].get("updates") or SMALL["updates"])
+    assert all(math.isfinite(u["value_loss"]) for u in updates)
+    # The critic warm-up trains only the critic (the default's 2 updates where the preset keeps
+    # them, 1 in the short runs of the others); without it the first update trains the actor.
+    warmup = 2 if preset in ("fig2", "fig6a-bias-warmup") else 0 if preset.startswith("fig6a") else 1
+    assert [u["actor_updated"] for u in updates] == [float(i >= warmup) for i in range(len(updates))]
+    if preset.startswith("fig6a"):
+        # The calibrated head's first values are its bias for every token; a random head's are not.
+        first = updates[0]["value_mean"]
+        assert (abs(first - 0.1) < 1e-4) == ("random-init" not in preset), first
+        critic_lr = torch.load(run_dir / "checkpoint" / "optimizers.pt")["critic"]["param_groups"][0]["lr"]
+        assert critic_lr == (1e-5 if preset.endswith("paper-lr") else 1e-3)
+    elif preset.startswith("fig6b"):
         # Every trained trajectory ran out of steps; the phones answered, so V(s') came from the next screen.
-        assert sum(u["bootstrapped_from_next"] for u in updates) > 0
-        assert all(u["bootstrapped_from_last"] == 0 for u in updates)
+        assert all(u["truncated_fraction"] == 1.0 for u in updates)
+        if preset == "fig6b-bootstrap":
+            assert sum(u["bootstrapped_from_next"] for u in updates) > 0
+            assert all(u["bootstrapped_from_last"] == 0 for u in updates)
+        else:
+            assert not any("bootstrapped_from_next" in u for u in updates)  # V(s') = 0: nothing read
     elif preset == "fig5-cycle":
         # The task's phases are execution then teardown, each with its own verdict (Fig. 5's
         # curves); the teardown is played only after a successful execution.
@@ -130,5 +190,25 @@ def test_a_preset_trains_in_a_few_updates(preset, tmp_path_factory):
         for e in episodes:
             assert Phase.EXECUTION in e.phase_success
             assert (Phase.TEARDOWN in e.phase_success) == (e.phase_success[Phase.EXECUTION] is True)
-    else:
-        assert updates[0]["actor_updated"] == 1  # no critic warm-up: the first update trains the actor
+    elif preset == "fig5-plain":
+        # Phones only go home between episodes; each is hard-reset on the preset's schedule.
+        store = RunStore.for_run_dir(run_dir)
+        resets = [e for e in store.phone_events(store.runs()[0].run_id) if e.kind == "hard_reset"]
+        assert resets and all(e.reason == "every 8 episodes" and e.episodes % 8 == 0 for e in resets), resets
+    elif preset.startswith("fig3") or preset.startswith("fig4"):
+        phones = {"fig3-phones8": 8, "fig3-phones16": 16, "fig3-phones32": 32, "fig4-tasks8": 16, "fig4-tasks16": 32}
+        assert {r["cost/phones"] for r in _rows(run_dir, "rollout")} == {phones[preset]}
+        if preset.startswith("fig4"):
+            store = RunStore.for_run_dir(run_dir)
+            played = {e.task_id for e in store.episodes(store.runs()[0].run_id)}
+            base8 = {t.id for t in task_set("base8")}
+            if preset == "fig4-tasks16":  # the 16 tasks, beyond the default's 8
+                assert played <= {t.id for t in task_set("paper16")} and played - base8, played
+            else:
+                assert played <= base8 and len(played) > 2, played
+            assert all(
+                u["steps"] >= int(PRESET_RUNS[preset].get("rollout_steps") or SMALL["rollout_steps"]) for u in updates
+            )
+    elif preset.startswith("shortest-path"):
+        # The adjustment is counted on every update where it is on, and nowhere else.
+        assert all(("shortest_path_adjusted" in u) == preset.endswith("-on") for u in updates)

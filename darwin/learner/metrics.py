@@ -26,7 +26,7 @@ import torch
 from darwin.algos import PolicyLossOutput, masked_mean
 from darwin.learner.batch import unverified
 from darwin.learner.config import LearnerConfig
-from darwin.learner.update_batch import UpdateBatch, outside_clip_window
+from darwin.learner.update_batch import UpdateBatch, outside_clip_window, shortest_path_adjusted
 from darwin.types import TerminationReason, Trajectory
 
 __all__ = ["LossTotals", "UpdateMetrics", "fmt_metric", "mean_finite", "skipped_update_metrics", "update_metrics"]
@@ -86,6 +86,9 @@ class UpdateMetrics:
     """``truncation='bootstrap'``: truncated trajectories whose ``V(s')`` was read at the screen after the cut."""
     bootstrapped_from_last: int | None = None
     """``truncation='bootstrap'``: truncated trajectories bootstrapped from their last observed state instead."""
+    shortest_path_adjusted: int | None = None
+    """``shortest_path_adjustment``: successes whose reward was cut for being longer than their
+    group's shortest success (``None`` when the adjustment is off)."""
     replay_size: int = 0
     entropy: float | None = None
     kl_to_reference: float | None = None
@@ -264,6 +267,7 @@ def update_metrics(
         replayed_trajectories=batch.replayed_trajectories,
         bootstrapped_from_next=batch.bootstrapped_from_next if config.truncation == "bootstrap" else None,
         bootstrapped_from_last=batch.bootstrapped_from_last if config.truncation == "bootstrap" else None,
+        shortest_path_adjusted=shortest_path_adjusted(batch.rows, trajs) if cfg.shortest_path_adjustment else None,
         replay_size=replay_size,
         entropy=totals.entropy / tok if actor else None,
         kl_to_reference=totals.kl_ref / tok if actor and cfg.kl_coef > 0 else None,

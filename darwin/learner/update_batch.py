@@ -48,6 +48,7 @@ __all__ = [
     "outside_clip_window",
     "prune_negatives",
     "shaped_rewards",
+    "shortest_path_adjusted",
     "shortest_path_deltas",
 ]
 
@@ -284,6 +285,12 @@ def shortest_path_deltas(
         if row.step == last_step[row.episode_id]:
             out[i] = delta_by_episode[row.episode_id]
     return out
+
+
+def shortest_path_adjusted(rows: Sequence[StepRow], trajectories: Sequence[Trajectory]) -> int:
+    """Successes whose reward the shortest-path adjustment cut: those longer than their
+    group's shortest success (each has one row with a non-zero :func:`shortest_path_deltas`)."""
+    return int((shortest_path_deltas(rows, trajectories, torch.device("cpu")) != 0).sum())
 
 
 def _row_groups(rows: Sequence[StepRow], trajectories: Sequence[Trajectory]) -> list[Hashable]:

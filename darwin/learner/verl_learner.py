@@ -77,7 +77,12 @@ from darwin.learner.checkpoint import (
 )
 from darwin.learner.config import LearnerConfig
 from darwin.learner.metrics import UpdateMetrics, skipped_update_metrics
-from darwin.learner.update_batch import estimate_advantages, prune_negatives, shaped_rewards
+from darwin.learner.update_batch import (
+    estimate_advantages,
+    prune_negatives,
+    shaped_rewards,
+    shortest_path_adjusted,
+)
 from darwin.learner.verl_batch import (
     VerlUpdateBatch,
     _no_padding,
@@ -649,6 +654,7 @@ class VerlLearner:
             value_mean=value_mean,
             return_mean=return_mean,
             explained_variance=explained,
+            shortest_path_adjusted=shortest_path_adjusted(batch.rows, trajs) if cfg.shortest_path_adjustment else None,
             prepare_s=prepare_s,
             scoring_s=batch.scoring_s,
             train_s=train_s,

@@ -142,6 +142,16 @@ def test_shortest_path_adjustment_lowers_the_longer_success_of_a_group(kit):
             assert math.isclose(float(batch.rewards[i]), t.transitions[-1].reward, rel_tol=1e-6)
 
 
+def test_the_update_counts_the_successes_the_shortest_path_adjustment_cut(kit):
+    policy = kit.tiny_policy()
+    cut = sum(1 for t in grouped(kit, policy) if len(t) == 3 and t.transitions[-1].reward > 0)
+    assert cut > 0  # successes of length 3 in groups whose shortest success has 2 steps
+    on = kit.small_config(algorithm="grpo", shortest_path_adjustment=True)
+    assert LocalLearner(policy, on).update(grouped(kit, policy)).shortest_path_adjusted == cut
+    off = LocalLearner(policy, kit.small_config(algorithm="grpo")).update(grouped(kit, policy))
+    assert off.shortest_path_adjusted is None
+
+
 def test_negative_pruning_mutes_all_failed_groups(kit):
     policy = kit.tiny_policy()
     data = grouped(kit, policy)

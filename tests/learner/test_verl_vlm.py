@@ -231,6 +231,7 @@ def test_ppo_with_critic_warmup_on_two_cpu_workers_and_resume(tmp_path: Path, ki
         ppo = learner.update(batch_of(kit, policy, seed=3))
         assert ppo.stage == "ppo" and ppo.actor_updated and ppo.policy_version == 1 and policy.version == 1
         assert ppo.value_loss is not None and ppo.policy_loss is not None and math.isfinite(ppo.policy_loss)
+        assert isinstance(ppo.shortest_path_adjusted, int)  # the adjustment is on, and counted
         after = policy.vlm.model.state_dict()
         assert any(not torch.equal(before[k], after[k]) for k in before), "PPO did not change the policy's weights"
         ckpt = learner.save(tmp_path / "ckpt")
