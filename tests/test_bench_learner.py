@@ -21,6 +21,8 @@ def test_every_variant_times_one_update_phase_by_phase() -> None:
         assert abs(phases + r.other_s - r.total_s) < 0.05
     assert VARIANTS["shared"]["critic"] == "shared" and VARIANTS["frozen-shared"]["freeze_vision"] is True
     assert all(r.cached_images == 0 for r in results)  # cold caches; a batch's repeats miss together
+    # the same rows and shuffles in every variant: the same micro-batches, the same padding
+    assert len({r.padding_share for r in results}) == 1 and 0 <= results[0].padding_share < 1
 
 
 def test_a_warm_cache_serves_every_frozen_towers_screenshots() -> None:

@@ -190,6 +190,8 @@ class ProfileResult:
     total_s: float
     cached_images: int = 0
     """Screenshot features the timed update read from a cache instead of a tower pass."""
+    padding_share: float | None = None
+    """Share of the training passes' token slots that were padding (``UpdateMetrics.padding_share``)."""
 
 
 def _cache_hits(learner: LocalLearner) -> int:
@@ -330,6 +332,7 @@ def profile(
                 other_s=round(other, 2),
                 total_s=median("total_s"),
                 cached_images=int(np.median([hits for _, hits in timed])),
+                padding_share=None if runs[0].padding_share is None else round(runs[0].padding_share, 4),
             )
         )
     return out

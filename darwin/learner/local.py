@@ -726,6 +726,7 @@ class LocalLearner:
         critic_optimizer = self.critic_optimizer if critic else None
         n = len(batch)
         micro = self.config.micro_batch_size
+        row_tokens = [batch.inputs[i].input_ids.numel() + len(batch.rows[i].response_ids) for i in range(n)]
         for epoch in range(epochs):
             perm = torch.randperm(n, generator=self._generator).tolist()
             for mb_index, mb_start in enumerate(range(0, n, mini)):
@@ -739,11 +740,10 @@ class LocalLearner:
                     critic_optimizer.zero_grad(set_to_none=True)
                 # Rows of similar length share a micro-batch (less padding); the mini-batch's
                 # gradient is the same sum whatever the split.
-                by_length = sorted(
-                    mb, key=lambda i: batch.inputs[i].input_ids.numel() + len(batch.rows[i].response_ids)
-                )
+                by_length = sorted(mb, key=row_tokens.__getitem__)
                 for start in range(0, len(mb), micro):
                     idx = by_length[start : start + micro]
+                    totals.add_micro_batch([row_tokens[i] for i in idx])
                     inputs = self._collate([batch.inputs[i] for i in idx])
                     critic_inputs = (
                         self._collate([batch.critic_inputs[i] for i in idx])

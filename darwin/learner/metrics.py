@@ -86,6 +86,9 @@ class UpdateMetrics:
     """``truncation='bootstrap'``: truncated trajectories whose ``V(s')`` was read at the screen after the cut."""
     bootstrapped_from_last: int | None = None
     """``truncation='bootstrap'``: truncated trajectories bootstrapped from their last observed state instead."""
+    padding_share: float | None = None
+    """Share of the training passes' token slots that were padding (rows padded to their
+    micro-batch's longest): what sequence packing could remove at most."""
     shortest_path_adjusted: int | None = None
     """``shortest_path_adjustment``: successes whose reward was cut for being longer than their
     group's shortest success (``None`` when the adjustment is off)."""
@@ -173,6 +176,15 @@ class LossTotals:
     initial_log_ratio_max: float | None = None
     initial_outside: float = 0.0
     initial_tokens: float = 0.0
+    row_tokens: float = 0.0
+    """Prompt and response tokens of the rows the training passes ran (every epoch)."""
+    slot_tokens: float = 0.0
+    """Token slots those passes ran: each micro-batch's rows padded to its longest row."""
+
+    def add_micro_batch(self, lengths: list[int]) -> None:
+        """One training micro-batch of rows of ``lengths`` tokens (prompt and response)."""
+        self.row_tokens += sum(lengths)
+        self.slot_tokens += max(lengths) * len(lengths)
 
     def add_policy(self, pg: PolicyLossOutput, entropy: float, tokens: float) -> None:
         """One actor micro-batch: its PPO statistics and masked mean ``entropy`` over ``tokens``."""
@@ -268,6 +280,7 @@ def update_metrics(
         bootstrapped_from_next=batch.bootstrapped_from_next if config.truncation == "bootstrap" else None,
         bootstrapped_from_last=batch.bootstrapped_from_last if config.truncation == "bootstrap" else None,
         shortest_path_adjusted=shortest_path_adjusted(batch.rows, trajs) if cfg.shortest_path_adjustment else None,
+        padding_share=1.0 - totals.row_tokens / totals.slot_tokens if totals.slot_tokens else None,
         replay_size=replay_size,
         entropy=totals.entropy / tok if actor else None,
         kl_to_reference=totals.kl_ref / tok if actor and cfg.kl_coef > 0 else None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -150,6 +151,25 @@ def test_the_update_counts_the_successes_the_shortest_path_adjustment_cut(kit):
     assert LocalLearner(policy, on).update(grouped(kit, policy)).shortest_path_adjusted == cut
     off = LocalLearner(policy, kit.small_config(algorithm="grpo")).update(grouped(kit, policy))
     assert off.shortest_path_adjusted is None
+
+
+def test_the_update_reports_the_padding_of_its_training_micro_batches(kit):
+    """One micro-batch of every row: the padding is each row's distance to the longest; one
+    row per micro-batch: none (what sequence packing could remove, measured)."""
+    policy = kit.tiny_policy()
+    rng = np.random.default_rng(0)
+    texts = ("tap", "tap the search box", "type a much longer text into the field", "go home")
+
+    def rows() -> list:
+        return [kit.canned_trajectory(policy, kit.prompt_for(0, rng), t, float(i % 2)) for i, t in enumerate(texts)]
+
+    batch = LocalLearner(policy, kit.small_config()).prepare(rows())
+    tokens = [i.input_ids.numel() + len(r.response_ids) for i, r in zip(batch.inputs, batch.rows, strict=True)]
+    assert len(set(tokens)) == 4  # rows of different lengths, so one micro-batch of them pads
+    whole = LocalLearner(policy, kit.small_config(mini_batch_size=4, micro_batch_size=4))
+    assert math.isclose(whole.update(rows()).padding_share, 1 - sum(tokens) / (4 * max(tokens)))
+    single = LocalLearner(policy, kit.small_config(mini_batch_size=4, micro_batch_size=1))
+    assert single.update(rows()).padding_share == 0.0
 
 
 def test_negative_pruning_mutes_all_failed_groups(kit):
