@@ -23,8 +23,8 @@ paper's figure and a variant; run two or three seeds of each and draw them with 
   paper resets its phones on a schedule.
 - `fig3-phones8`, `fig3-phones16`, `fig3-phones32`: phone scaling, with the rollout size fixed
   at 256 steps per update.
-- `fig4-tasks8`, `fig4-tasks16`: task scaling; 8 tasks on 16 phones against the 16 of `paper16`
-  on 32 phones, with the experience per update and the mini-batch doubled (each warm-started on
+- `fig4-tasks8`, `fig4-tasks16`: task scaling; 8 tasks on 16 phones against the paper's 16 of
+  `paper16` (15 distinct on SimPhone) on 32 phones, with the experience per update and the mini-batch doubled (each warm-started on
   its own tasks' demonstrations).
 - `shortest-path-on`, `shortest-path-off`: MobileRL's shortest-path reward adjustment and the
   default without it (its effect shows in the mean steps of successful episodes).
