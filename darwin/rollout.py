@@ -254,7 +254,10 @@ class RolloutEngine:
                 for w in done:
                     w.result()  # a crashed worker is a bug: surface it now
                 if len(done) == len(workers):
-                    raise RuntimeError("every phone is quarantined; reset them through their provider and resume")
+                    raise RuntimeError(
+                        "every phone is quarantined; reset them through their provider and resume"
+                        + _quarantine_reasons(self.envs)
+                    )
                 await asyncio.sleep(poll_interval)
         finally:
             stop.set()
@@ -293,6 +296,7 @@ class RolloutEngine:
             raise RuntimeError(
                 f"every phone is quarantined; {len(pending)} episode(s) did not run "
                 f"({len(finished)} did); reset the phones through their provider and rerun"
+                + _quarantine_reasons(self.envs)
             )
         return finished
 
@@ -449,3 +453,11 @@ class RolloutEngine:
         self.stats.env_steps += 1
         if self.store is not None:
             self.store.record_step(transition, transition.observation.screenshot)
+
+
+def _quarantine_reasons(envs: Sequence[PhoneEnv]) -> str:
+    """The distinct reasons the phones give for their quarantine, as the tail of an error message."""
+    reasons = Counter(r for env in envs if (r := env.quarantine_reason) is not None)
+    if not reasons:
+        return ""
+    return ". Why: " + "; ".join(f"{reason} ({n} phone{'s' * (n > 1)})" for reason, n in reasons.most_common())

@@ -59,7 +59,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 import orjson
@@ -110,6 +110,10 @@ KEYCODE_HOME = 3
 KEYCODE_BACK = 4
 LAUNCHER_CATEGORY = "android.intent.category.LAUNCHER"
 _NETWORK_SERIAL = re.compile(r"^[^\s:]+:\d{1,5}$")
+_SERVER_SUSPECT_CAUSES = frozenset({"disconnect", "not_found", "offline", "deadline", "adb_error"})
+"""Failures that a dead or restarted adb server also causes (checked by ``AdbPhoneEnv._server_fault``)."""
+_SERVER_ROUNDS = 3
+"""Reconnects a phone tries after waiting for a returning adb server before it gives up."""
 
 
 # ======================================================================================
@@ -173,6 +177,7 @@ class AdbPhoneEnv(PhoneEnv):
         self._reconnects = 0
         self._n_calls = 0
         self._last_error: str | None = None
+        self._last_cause: str | None = None
         self._ime_warned = False
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"adb-{serial}")
         if connect:
@@ -264,12 +269,86 @@ class AdbPhoneEnv(PhoneEnv):
         if ping.exit_code != 0 or ping.stdout != b"darwin-ping\n":
             raise InfraError("adb_error", f"ping after connecting returned {ping!r}")
 
+    def _server_fault(self, exc: InfraError, connected: bool = True) -> InfraError:
+        """``exc``, or the same failure blamed on the adb server (cause ``adb_server``) when the
+        server is down or, for a phone that was ``connected``, no longer knows it (the server
+        died and a new one started, which forgets every ``adb connect``; a reconnect drops the
+        phone itself, so there ``connected`` is False). Such a failure is not the phone's: it
+        never counts towards quarantine, and the phone reconnects once the server is back."""
+        if exc.cause == "adb_server" or exc.cause not in _SERVER_SUSPECT_CAUSES:
+            return exc
+        where = f"{self.config.adb_host}:{self.config.adb_port}"
+        try:
+            known = self.client.devices(time.monotonic() + self.config.adb_server_probe_s)
+        except InfraError as probe:
+            if probe.cause != "adb_server":
+                return exc
+            return InfraError("adb_server", f"{exc}; the adb server at {where} is down")
+        if connected and self.network and self.serial not in known:
+            return InfraError(
+                "adb_server", f"{exc}; the adb server at {where} no longer knows {self.serial} (restarted)"
+            )
+        return exc
+
+    def _wait_for_server(self) -> None:
+        """Wait up to ``adb_server_wait_s`` for the adb server to answer again; if it does not,
+        quarantine the phone with cause ``adb_server`` and a message that says what to do."""
+        cfg = self.config
+        start = time.monotonic()
+        deadline = start + cfg.adb_server_wait_s
+        logger.warning(
+            "%s: the adb server at %s:%d is unreachable; waiting up to %g s for it",
+            self.name,
+            cfg.adb_host,
+            cfg.adb_port,
+            cfg.adb_server_wait_s,
+        )
+        while time.monotonic() < deadline:
+            try:
+                self.client.host_request("host:version", min(deadline, time.monotonic() + cfg.adb_server_probe_s))
+            except InfraError:
+                time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+                continue
+            logger.info("%s: the adb server answers again after %.1f s", self.name, time.monotonic() - start)
+            return
+        self._quarantine_for_server(
+            f"the adb server at {cfg.adb_host}:{cfg.adb_port} did not answer for {cfg.adb_server_wait_s:g} s; "
+            f"start it (`adb -P {cfg.adb_port} start-server`) or point adb_server at a running one, then resume"
+        )
+
+    def _quarantine_for_server(self, message: str) -> NoReturn:
+        failure = InfraError("adb_server", message)
+        self._broken = True
+        self._failures[failure.cause] += 1
+        self._last_error = str(failure)
+        self._quarantined = True
+        logger.error("%s: quarantined: %s", self.name, failure)
+        raise failure
+
     def _recover(self, first: bool = False) -> None:
         """(Re)connect with bounded exponential backoff; raise ``InfraError`` if it fails.
 
         A reconnect first drops the old transport (``adb disconnect``) so the adb server
-        dials a fresh one; the whole thing is bounded by ``reconnect_timeout_s``.
+        dials a fresh one; the whole thing is bounded by ``reconnect_timeout_s``. When the
+        adb server itself is unreachable, the phone first waits for it (``adb_server_wait_s``),
+        then reconnects; a server that keeps going away quarantines the phone with cause
+        ``adb_server``.
         """
+        for _ in range(_SERVER_ROUNDS):
+            if self._last_cause == "adb_server":
+                self._wait_for_server()
+            try:
+                self._reconnect(first)
+                return
+            except InfraError as exc:
+                if exc.cause != "adb_server":
+                    raise
+        self._quarantine_for_server(
+            f"the adb server at {self.config.adb_host}:{self.config.adb_port} went away {_SERVER_ROUNDS} times "
+            f"while {self.name} reconnected; look at its log, then resume"
+        )
+
+    def _reconnect(self, first: bool) -> None:
         cfg = self.config
         op = "connect" if first else "reconnect"
         start = time.monotonic()
@@ -299,11 +378,14 @@ class AdbPhoneEnv(PhoneEnv):
                         min(deadline, time.monotonic() + cfg.connect_timeout_s + cfg.command_timeout_s),
                         disconnect=not first or tries > 1,
                     )
-        except InfraError as exc:
-            if first:
+        except InfraError as raw:
+            exc = self._server_fault(raw, connected=False)
+            if first or exc.cause == "adb_server":
                 cause = exc.cause
                 self._note_failure(exc)
-                raise
+                if exc is raw:
+                    raise
+                raise exc from raw
             cause = "reconnect_failed"
             failure = InfraError(
                 "reconnect_failed", f"{self.serial} did not come back within {cfg.reconnect_timeout_s:g} s: {exc}"
@@ -324,6 +406,10 @@ class AdbPhoneEnv(PhoneEnv):
         """True after ``quarantine_after`` consecutive failures: every call then fails
         with cause ``quarantined`` until :meth:`release_quarantine`."""
         return self._quarantined
+
+    @property
+    def quarantine_reason(self) -> str | None:
+        return self._last_error if self._quarantined else None
 
     def release_quarantine(self) -> None:
         """Put the phone back in service (e.g. after a provider's hard reset); the next
@@ -354,9 +440,12 @@ class AdbPhoneEnv(PhoneEnv):
 
     def _note_failure(self, exc: InfraError) -> None:
         self._broken = True
-        self._consecutive_failures += 1
         self._failures[exc.cause] += 1
         self._last_error = str(exc)
+        self._last_cause = exc.cause
+        if exc.cause == "adb_server":  # not the phone's fault: it waits for the server instead
+            return
+        self._consecutive_failures += 1
         if not self._quarantined and self._consecutive_failures >= self.config.quarantine_after:
             self._quarantined = True
             logger.error(
@@ -376,10 +465,13 @@ class AdbPhoneEnv(PhoneEnv):
         cause = None
         try:
             result = fn(start + timeout)
-        except InfraError as exc:
+        except InfraError as raw:
+            exc = self._server_fault(raw)
             cause = exc.cause
             self._note_failure(exc)
-            raise
+            if exc is raw:
+                raise
+            raise exc from raw
         finally:
             self._n_calls += 1
             self._record(CallRecord(op, start, time.monotonic() - start, timeout, cause))

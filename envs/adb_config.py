@@ -80,6 +80,15 @@ class AdbEnvConfig(BaseModel):
     reconnect_timeout_s: float = Field(
         default=60.0, gt=0, description="deadline of a whole reconnect (all tries and waits)"
     )
+    adb_server_wait_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="how long a phone waits for an unreachable adb server (restarting, or not started yet) "
+        "before it is quarantined with cause 'adb_server'",
+    )
+    adb_server_probe_s: float = Field(
+        default=1.0, gt=0, description="deadline of the check, after a failed call, whether the adb server is at fault"
+    )
     quarantine_after: int = Field(
         default=3, ge=1, description="consecutive failures (calls or reconnects) that quarantine the phone"
     )

@@ -79,6 +79,11 @@ class PhoneEnv(ABC):
         :attr:`recovers`, wait for it)."""
         return False
 
+    @property
+    def quarantine_reason(self) -> str | None:
+        """Why the phone is quarantined (the last failure), ``None`` when it is not or does not say."""
+        return None
+
     recovers: bool = False
     """A quarantined phone of this kind comes back by itself (a Ray phone whose node returns):
     the rollout engine's worker waits for it instead of stopping."""

@@ -9,15 +9,28 @@ with ``--import-mode=importlib``, so helpers travel on the fixture, not by impor
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import logging
+import os
+import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import psutil
 import pytest
+
+pytest_plugins = ["pytester"]  # tests/test_process_hygiene.py runs pytest on a test of its own
+
+# adbutils runs `adb start-server` (a server on the default port 5037, left running) whenever
+# the adb server it talks to refuses a connection. The tests never start a server they do not
+# own, so adbutils gets `false` as its adb binary and a dead server stays an error.
+os.environ["ADBUTILS_ADB_PATH"] = shutil.which("false") or "/bin/false"
 
 Reply = str | int
 """What the fake answers one request with: the assistant's text (HTTP 200) or an error status."""
@@ -153,3 +166,61 @@ def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
     yield state
     httpd.shutdown()
     httpd.server_close()
+
+
+_PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+@pytest.fixture
+def no_process_left_behind() -> Iterator[None]:
+    """Fails the test when a process it started outlives it, even one whose parent died first.
+
+    For the test's duration this test process is a child subreaper (Linux ``prctl``): an
+    orphan of anything the test started (an adb server of a killed run, a Ray worker)
+    becomes this process's child instead of init's, so it is found, killed and named.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        pytest.skip(f"prctl(PR_SET_CHILD_SUBREAPER) failed (errno {ctypes.get_errno()}): needs Linux")
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    try:
+        yield
+        deadline = time.monotonic() + 20  # processes told to stop get this long to exit
+        while True:
+            left = _alive_new_descendants(me, before)
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        named = []
+        for process in left:
+            try:
+                named.append(f"{process.pid} {' '.join(process.cmdline())[:200]}")
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
+        assert not named, "processes outlived the test that started them:\n" + "\n".join(named)
+    finally:
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        _reap_adopted(me, before)
+
+
+def _alive_new_descendants(me: psutil.Process, before: set[int]) -> list[psutil.Process]:
+    alive = []
+    for process in me.children(recursive=True):
+        try:
+            if process.pid not in before and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(process)
+        except psutil.NoSuchProcess:
+            pass
+    if not alive:
+        _reap_adopted(me, before)
+    return alive
+
+
+def _reap_adopted(me: psutil.Process, before: set[int]) -> None:
+    """Collect the exit status of adopted orphans that have exited (else they stay zombies)."""
+    for process in me.children():
+        if process.pid not in before:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(process.pid, os.WNOHANG)

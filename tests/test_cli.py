@@ -1,4 +1,6 @@
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -84,6 +86,12 @@ def test_eval_oracle_stores_everything(tmp_path):
     steps = db.execute("select count(*), count(screenshot_path) from steps").fetchone()
     assert steps[0] > 6 and steps[0] == steps[1]
     assert any((run_dir / "screenshots").rglob("*.png"))
+
+
+def test_eval_as_a_process_leaves_no_process_behind(tmp_path, no_process_left_behind):
+    argv = [sys.executable, "-m", "darwin.cli", "eval", "--agent", "oracle", "--phones", "2", "--tasks", "clock_1"]
+    done = subprocess.run([*argv, "--run-dir", str(tmp_path / "r")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
 def test_eval_random_runs(tmp_path):

@@ -63,7 +63,9 @@ def _updates(run_dir: Path) -> list[dict]:
     return [r for r in rows if r.get("group") == "update"]
 
 
-def test_paper_preset_in_miniature_trains_through_every_real_part_and_survives_kill_9(tmp_path: Path) -> None:
+def test_paper_preset_in_miniature_trains_through_every_real_part_and_survives_kill_9(
+    tmp_path: Path, no_process_left_behind: None
+) -> None:
     with PaperPathStandIns(tmp_path / "stand-ins", phones=2, judge_success_rate=0.3) as stand_ins:
         env = {**os.environ, **stand_ins.env(), "PYTHONUNBUFFERED": "1"}
         run_dir = tmp_path / "run"

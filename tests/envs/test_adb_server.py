@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -51,3 +54,47 @@ def test_bad_arguments_name_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(FileNotFoundError, match="apt-get install adb"):
         PrivateAdbServer()
+
+
+def _wait(predicate, timeout_s: float = 15.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_killed_server_is_restarted_on_its_port_and_its_death_recorded(tmp_path) -> None:  # noqa: ANN001
+    with PrivateAdbServer(log_dir=tmp_path) as server:
+        port, first_pid = server.port, server.pid
+        assert first_pid is not None
+        os.kill(first_pid, signal.SIGKILL)
+        _wait(lambda: server.restarts == 1 and server.running())
+        assert server.port == port and server.pid != first_pid
+        assert _devices(port).returncode == 0  # the new server answers on the same port
+        (death,) = server.deaths
+        assert (death.port, death.pid, death.returncode) == (port, first_pid, -signal.SIGKILL)
+        assert death.log_path.exists() and death.log_path != server.log_path
+    assert not server.running()
+    assert death.log_path.exists(), "a log_dir given by the caller is kept"
+
+
+def test_a_server_that_keeps_dying_is_given_up_on_loudly(caplog) -> None:  # noqa: ANN001
+    with PrivateAdbServer(max_restarts=1) as server:
+        for _ in range(2):
+            pid = server.pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            _wait(lambda pid=pid: server.pid not in (pid, None) or server.gave_up is not None)
+        _wait(lambda: server.gave_up is not None)
+        assert "died 2 times within 60 s" in (server.gave_up or "")
+        assert not server.running() and server.restarts == 1
+    assert "not restarting it" in caplog.text
+
+
+def test_an_unsupervised_server_stays_dead() -> None:
+    with PrivateAdbServer(supervise=False) as server:
+        assert server.pid is not None
+        os.kill(server.pid, signal.SIGKILL)
+        _wait(lambda: not server.running())
+        time.sleep(0.3)
+        assert not server.running() and server.restarts == 0 and not server.deaths
