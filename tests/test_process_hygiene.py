@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-LEAKY = '''
+LEAKY = """
 import subprocess
 
 
@@ -19,7 +19,7 @@ def test_cleans_up(no_process_left_behind):
     process = subprocess.Popen(["sleep", "300"])
     process.terminate()
     process.wait()
-'''
+"""
 
 
 def test_an_orphan_that_outlives_its_test_is_named_and_killed(pytester: pytest.Pytester) -> None:
