@@ -453,6 +453,11 @@ class LearnerConfig(BaseModel):
                 "the image-feature cache lives in the local learner's passes",
             ),
             "rft.every > 0": (self.rft.every > 0, "the fine-tune trains the local learner's actor in place"),
+            "truncation='bootstrap'": (
+                self.truncation == "bootstrap",
+                "V(s') at the screen a cut trajectory's last action led to needs a critic pass over that next "
+                "prompt, which only the local learner makes; verl would bootstrap from the last step instead",
+            ),
         }
         for name, (used, why) in unsupported.items():
             if used:

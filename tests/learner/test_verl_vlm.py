@@ -133,6 +133,13 @@ def test_driver_levers_validate_on_verl_and_the_others_are_refused_with_the_reas
     assert "positive_replay_ratio > 0 is not supported by backend='verl' (the replay buffer" in text
 
 
+def test_bootstrapped_truncation_is_refused_on_verl_with_the_reason(tmp_path: Path) -> None:
+    assert cpu_config(tmp_path, truncation="zero").truncation == "zero"
+    with pytest.raises(ValueError) as err:
+        cpu_config(tmp_path, truncation="bootstrap")
+    assert "truncation='bootstrap' is not supported by backend='verl' (V(s') at the screen" in str(err.value)
+
+
 # --------------------------------------------------------------------------------------
 # Screenshot rows -> verl's batch (always runs)
 # --------------------------------------------------------------------------------------
