@@ -1,0 +1,102 @@
+"""What an evaluation measures beyond a success rate: pass@k and paired differences.
+
+Pure functions of success arrays; no state, the bootstrap's generator is passed in.
+
+- :func:`pass_at_k`: the unbiased pass@k estimator (Chen et al. 2021, HumanEval): with ``n``
+  samples of one task instance of which ``c`` succeed, ``1 - C(n - c, k) / C(n, k)``. RL that
+  only sharpens a policy raises pass@1 and leaves pass@k at large k flat.
+- :func:`paired_difference`: the mean difference of two variants measured on the same
+  initial states, with a stratified percentile-bootstrap interval (strata: tasks, resampled
+  within each, as in rliable's stratified bootstrap), and whether it is separated from zero.
+
+    >>> round(pass_at_k(n=4, c=1, k=2), 3)
+    0.5
+    >>> import numpy as np
+    >>> d = paired_difference(np.array([1, 1, 0, 1]), np.array([0, 1, 0, 0]), np.random.default_rng(0))
+    >>> d.difference.value, d.separated
+    (0.5, False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import comb
+
+import numpy as np
+
+from darwin.algos.classification import Interval
+
+__all__ = ["PairedDifference", "paired_difference", "pass_at_k"]
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The probability that at least one of ``k`` samples, drawn without replacement from ``n``
+    samples of which ``c`` succeeded, succeeds: ``1 - C(n - c, k) / C(n, k)``.
+
+    Raises ``ValueError`` unless ``0 <= c <= n`` and ``1 <= k <= n``."""
+    if not 0 <= c <= n:
+        raise ValueError(f"successes c={c} must lie in 0..n={n}")
+    if not 1 <= k <= n:
+        raise ValueError(f"k={k} must lie in 1..n={n}: pass@{k} needs at least {k} samples per instance")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Variant A against variant B on the same initial states."""
+
+    mean_a: float
+    mean_b: float
+    difference: Interval
+    """``mean_a - mean_b`` and its bootstrap interval."""
+    pairs: int
+
+    @property
+    def separated(self) -> bool:
+        """The interval excludes zero."""
+        return self.difference.low > 0.0 or self.difference.high < 0.0
+
+
+def paired_difference(
+    a: np.ndarray,
+    b: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    strata: np.ndarray | None = None,
+    resamples: int = 2000,
+    level: float = 0.95,
+) -> PairedDifference:
+    """The mean of ``a - b`` over pairs, with a percentile-bootstrap interval.
+
+    Args:
+        a, b: ``(N,)`` outcomes (success 0/1, or a per-instance rate such as pass@k) of the two
+            variants; pair ``i`` is the same initial state (task, phone seed, sampling seed).
+        rng: the bootstrap's generator.
+        strata: ``(N,)`` labels (task ids): pairs are resampled within each stratum, so every
+            resample keeps each task's share of the pairs.
+        resamples: bootstrap resamples.
+        level: the interval's coverage.
+    """
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or x.size == 0:
+        raise ValueError(f"a {x.shape} and b {y.shape} must be equal, non-empty 1-D shapes (one entry per pair)")
+    diff = x - y
+    if strata is None:
+        labels = np.zeros(diff.size, dtype=int)
+    else:
+        s = np.asarray(strata)
+        if s.shape != diff.shape:
+            raise ValueError(f"strata {s.shape} must have the shape of a {x.shape}")
+        _, labels = np.unique(s, return_inverse=True)
+    totals = np.zeros(resamples)
+    for stratum in np.unique(labels):
+        members = diff[labels == stratum]
+        drawn = rng.integers(0, members.size, size=(resamples, members.size))
+        totals += members[drawn].sum(axis=1)
+    means = totals / diff.size
+    lo_q, hi_q = 100 * (1 - level) / 2, 100 * (1 + level) / 2
+    interval = Interval(float(diff.mean()), float(np.percentile(means, lo_q)), float(np.percentile(means, hi_q)))
+    return PairedDifference(float(x.mean()), float(y.mean()), interval, int(diff.size))

@@ -1,0 +1,57 @@
+"""pass@k and the paired bootstrap against hand-computed cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from darwin.algos.evaluation import paired_difference, pass_at_k
+
+
+def test_pass_at_k_hand_computed() -> None:
+    assert pass_at_k(n=4, c=1, k=2) == pytest.approx(1 - 3 / 6)  # 1 - C(3,2)/C(4,2)
+    assert pass_at_k(n=5, c=2, k=3) == pytest.approx(1 - 1 / 10)  # 1 - C(3,3)/C(5,3)
+    assert pass_at_k(n=8, c=3, k=1) == pytest.approx(3 / 8)  # pass@1 is the success rate
+    assert pass_at_k(n=8, c=1, k=8) == 1.0 and pass_at_k(n=8, c=0, k=8) == 0.0
+    assert pass_at_k(n=8, c=6, k=4) == 1.0  # fewer failures than k: some sample succeeds
+
+
+def test_pass_at_k_rises_with_k_and_refuses_bad_counts() -> None:
+    values = [pass_at_k(8, 2, k) for k in (1, 2, 4, 8)]
+    assert values == sorted(values) and values[0] == pytest.approx(0.25)
+    assert values[1] == pytest.approx(1 - 15 / 28)  # 1 - C(6,2)/C(8,2)
+    with pytest.raises(ValueError, match="k=9 must lie in 1..n=8"):
+        pass_at_k(8, 2, 9)
+    with pytest.raises(ValueError, match="successes c=9"):
+        pass_at_k(8, 9, 1)
+
+
+def test_paired_difference_hand_computed() -> None:
+    rng = np.random.default_rng(0)
+    same = paired_difference(np.array([1, 0, 1]), np.array([1, 0, 1]), rng)
+    assert (same.difference.value, same.difference.low, same.difference.high, same.separated) == (0.0, 0.0, 0.0, False)
+    better = paired_difference(np.ones(4), np.zeros(4), rng)
+    assert (better.difference.low, better.difference.high, better.separated) == (1.0, 1.0, True)
+    assert (better.mean_a, better.mean_b, better.pairs) == (1.0, 0.0, 4)
+    # differences [1, 0, 0, 0]: mean 0.25; a resample that draws no 1 has mean 0, and one of all
+    # four 1s is the upper bound, so the interval is [0, x] with x <= 1: not separated
+    one = paired_difference(np.array([1, 0, 0, 0]), np.zeros(4), rng)
+    assert one.difference.value == 0.25 and one.difference.low == 0.0 and one.difference.high <= 1.0
+    assert not one.separated
+
+
+def test_strata_keep_each_tasks_share() -> None:
+    # Task "x": A always wins by 1; task "y": no difference. Resampling within tasks keeps two
+    # pairs of x in every resample, so every resampled mean is exactly (1 + 1 + 0 + 0) / 4.
+    a, b = np.array([1, 1, 0, 0]), np.array([0, 0, 0, 0])
+    d = paired_difference(a, b, np.random.default_rng(1), strata=np.array(["x", "x", "y", "y"]))
+    assert (d.difference.value, d.difference.low, d.difference.high) == (0.5, 0.5, 0.5) and d.separated
+    unstratified = paired_difference(a, b, np.random.default_rng(1))
+    assert unstratified.difference.low < 0.5 < unstratified.difference.high
+
+
+def test_paired_difference_refuses_unpaired_input() -> None:
+    with pytest.raises(ValueError, match="one entry per pair"):
+        paired_difference(np.ones(3), np.ones(4), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="strata"):
+        paired_difference(np.ones(3), np.ones(3), np.random.default_rng(0), strata=np.array([1, 2]))
