@@ -1242,10 +1242,14 @@ class _ProgressLines:
         if key == self.last:
             return
         self.last = key
+        elapsed = f"[{time.perf_counter() - self.started:6.0f}s]"
+        if p.stage.startswith("warm start"):  # before RL: the warm start's own fields, no RL counters
+            console.print(f"{elapsed} {p.stage}{f' ({p.detail})' if p.detail else ''}", highlight=False, soft_wrap=True)
+            return
         rate = "-" if p.recent_success is None else f"{100 * p.recent_success:.0f}%"
         warm = " (critic warm-up)" if p.warmup else ""
         console.print(
-            f"[{time.perf_counter() - self.started:6.0f}s] {p.stage}: update {p.update}/{p.updates}{warm}, "
+            f"{elapsed} {p.stage}: update {p.update}/{p.updates}{warm}, "
             f"{p.env_steps} env steps ({p.steps_per_s:.1f}/s), {p.episodes} episodes, success (last 20) {rate}",
             highlight=False,
             soft_wrap=True,
