@@ -462,10 +462,12 @@ class AdbPhoneEnv(PhoneEnv):
         if recover and self._broken:
             self._recover()
         start = time.monotonic()
+        ended: float | None = None  # a failed call's own end: the server check after it is not part of it
         cause = None
         try:
             result = fn(start + timeout)
         except InfraError as raw:
+            ended = time.monotonic()
             exc = self._server_fault(raw)
             cause = exc.cause
             self._note_failure(exc)
@@ -474,7 +476,7 @@ class AdbPhoneEnv(PhoneEnv):
             raise exc from raw
         finally:
             self._n_calls += 1
-            self._record(CallRecord(op, start, time.monotonic() - start, timeout, cause))
+            self._record(CallRecord(op, start, (ended or time.monotonic()) - start, timeout, cause))
         self._consecutive_failures = 0
         return result
 
