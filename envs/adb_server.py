@@ -127,8 +127,11 @@ class PrivateAdbServer:
         self.gave_up: str | None = None
         """Why the watchdog stopped restarting the server (None while it supervises)."""
         self._process: subprocess.Popen[bytes] | None = None
-        self._temp_dir = None if log_dir is not None else tempfile.TemporaryDirectory(prefix="darwin-adb-server-")
-        self._log_dir = Path(log_dir) if log_dir is not None else Path(self._temp_dir.name)  # type: ignore[union-attr]
+        self._temp_dir: tempfile.TemporaryDirectory[str] | None = None
+        if log_dir is None:
+            self._temp_dir = tempfile.TemporaryDirectory(prefix="darwin-adb-server-")
+            log_dir = self._temp_dir.name
+        self._log_dir = Path(log_dir)
         self._log_dir.mkdir(parents=True, exist_ok=True)
         self._starts = 0
         self._restarts = 0
@@ -239,7 +242,7 @@ class PrivateAdbServer:
             # The port can stay taken for a moment (a client of the dead server on it): retry.
             if self._start_on(self.port):
                 self._restarts += 1
-                logger.warning("a new adb server (pid %d) serves port %d", self._process.pid, self.port)  # type: ignore[union-attr]
+                logger.warning("a new adb server (pid %s) serves port %d", self.pid, self.port)
                 return
             time.sleep(0.2)
         if not self._stopping.is_set():

@@ -177,6 +177,10 @@ class QuarantinedAfter(SimPhoneEnv):
     def quarantined(self):
         return self.n <= 0
 
+    @property
+    def quarantine_reason(self):
+        return "its action budget ran out" if self.quarantined else None
+
     def execute(self, action):
         self.n -= 1
         super().execute(action)
@@ -191,7 +195,7 @@ def test_quarantined_phones_stop_taking_work():
     with pytest.raises(RuntimeError, match="every phone is quarantined"):
         asyncio.run(evaluate(task_set("base8"), [QuarantinedAfter(3, seed=0)], lambda i: OracleActor()))
     eng, buffer = engine([QuarantinedAfter(5, seed=2)])
-    with pytest.raises(RuntimeError, match="every phone is quarantined"):
+    with pytest.raises(RuntimeError, match=r"every phone is quarantined.*Why: its action budget ran out \(1 phone\)"):
         asyncio.run(eng.run(until=lambda: False))
 
 
