@@ -451,10 +451,16 @@ def _actor_factory(
     help="comma-separated task ids, set names or task files  [default: the experiment's, else base8]",
 )
 @click.option(
-    "--episodes",
+    "--samples",
     default=None,
-    type=click.IntRange(1),
-    help="episodes per task  [default: the experiment's evaluation.episodes_per_task, else 1]",
+    type=click.IntRange(0),
+    help="sampled episodes of every task on each phone (one initial state each); pass@k up to k = samples  "
+    "[default: the experiment's evaluation.samples, else 8]",
+)
+@click.option(
+    "--greedy/--no-greedy",
+    default=None,
+    help="also one greedy episode of every task on each phone  [default: the experiment's evaluation.greedy, else yes]",
 )
 @click.option(
     "--seed",
@@ -521,7 +527,8 @@ def eval_cmd(
     overrides: tuple[str, ...],
     phones: int | None,
     task_names: str | None,
-    episodes: int | None,
+    samples: int | None,
+    greedy: bool | None,
     seed: int | None,
     run_dir: str | None,
     db: str | None,
@@ -535,11 +542,14 @@ def eval_cmd(
     end_on_success: bool,
     json_out: Path | None,
 ) -> None:
-    """Evaluate an agent on SimPhones; prints success per task and overall, then the episode
+    """Evaluate an agent on SimPhones, paired: on each phone (one initial state per task) a
+    greedy episode and --samples sampled ones of every task, each with its own sampling seed,
+    so two agents evaluated alike meet the same episodes (`darwin compare A.json B.json`).
+    Prints greedy success, sampled success and pass@k per task and overall, then the episode
     metrics per task (SR, PR, SE, FC, OT and the L1-L4 stratum; docs/evaluation.md)."""
     from darwin.builders import build_eval_phones, build_workflow, sim_eval_phones
     from darwin.envs.sim import PerturbationConfig
-    from darwin.evaluate import evaluate, evaluation_phones
+    from darwin.evaluate import EvalProtocol, evaluate_paired, evaluation_phones
     from darwin.store import RunStore
     from darwin.tasks import resolve_tasks
     from darwin.types import TaskDefinitionError
@@ -559,10 +569,13 @@ def eval_cmd(
             chosen = resolve_tasks([n.strip() for n in (task_names or "base8").split(",") if n.strip()])
     except (KeyError, TaskDefinitionError) as exc:
         raise click.BadParameter(str(exc).strip("'\""), param_hint="--tasks") from None
+    sampling_seed = 0
     if experiment is not None:  # its evaluation's phones and episodes, as `darwin run` evaluates
         evaluation = experiment.evaluation
         phones = phones or evaluation.phones
-        episodes = episodes or evaluation.episodes_per_task or 1
+        samples = evaluation.samples if samples is None else samples
+        greedy = evaluation.greedy if greedy is None else greedy
+        sampling_seed = evaluation.sampling_seed
         experiment = experiment.model_copy(
             update={
                 "evaluation": evaluation.model_copy(
@@ -570,7 +583,13 @@ def eval_cmd(
                 )
             }
         )
-    phones, episodes = phones or 4, episodes or 1
+    phones = phones or 4
+    try:
+        protocol = EvalProtocol(
+            samples=8 if samples is None else samples, greedy=True if greedy is None else greedy, seed=sampling_seed
+        )
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--samples/--greedy") from None
     if agent_spec is None:
         assert experiment is not None
         actors = _experiment_actors(experiment, seed, temperature)
@@ -606,9 +625,7 @@ def eval_cmd(
             )
         envs = build_eval_phones(experiment) if experiment.phones.kind == "sim" else sim_eval_phones(experiment, phones)
     else:  # Chinese task instances on a Chinese UI, as in an experiment's default
-        envs = evaluation_phones(
-            seed or 0, phones, perturbation=PerturbationConfig(enabled=not no_perturb), prefix="sim"
-        )
+        envs = evaluation_phones(seed or 0, phones, perturbation=PerturbationConfig(enabled=not no_perturb))
     if experiment is not None:  # the experiment's own workflow, verifier and reward settings
         workflow = build_workflow(experiment, observation_size, evaluation=True)
     else:
@@ -616,7 +633,7 @@ def eval_cmd(
             config=StepConfig(observation_size=observation_size, end_on_success=end_on_success)
         )
     run_id = store.start_run(f"eval {agent_spec}", config=None)
-    total = len(chosen) * episodes
+    total = len(chosen) * phones * protocol.episodes_per_instance
     started = time.perf_counter()
     with Progress(
         TextColumn("[bold]eval[/] {task.description}"),
@@ -630,16 +647,16 @@ def eval_cmd(
 
         async def run() -> EvalReport:
             try:
-                return await evaluate(
+                return await evaluate_paired(
                     chosen,
                     envs,
-                    actors.make,
-                    episodes,
+                    actors.make,  # type: ignore[arg-type]
+                    protocol,
                     workflow,
                     store,
                     run_id,
                     on_episode=lambda t: progress.advance(bar),
-                )  # type: ignore[arg-type]
+                )
             finally:
                 if actors.aclose is not None:
                     await actors.aclose()
@@ -647,17 +664,28 @@ def eval_cmd(
         with _credentials_fail_cleanly():
             report = asyncio.run(run())
     elapsed = time.perf_counter() - started
-    table = Table(title=f"{agent_spec}: success per task ({episodes} episode(s) each)")
+    ks = [k for k in (1, 2, 4, 8) if k <= protocol.samples]
+    table = Table(
+        title=f"{agent_spec}: success per task on {phones} phone(s), "
+        f"{'1 greedy + ' if protocol.greedy else ''}{protocol.samples} sampled episode(s) each"
+    )
     table.add_column("task", no_wrap=True)
-    table.add_column("success", justify="right", no_wrap=True, min_width=6)
-    for col in ("episodes", "done", "infra", "unverified", "errors", "mean steps"):
+    for col in ("greedy", "sampled", *(f"pass@{k}" for k in ks)):
+        table.add_column(col, justify="right", no_wrap=True, min_width=6)
+    for col in ("sampled episodes", "done", "infra", "unverified", "errors", "mean steps"):
         table.add_column(col, justify="right")
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:.1f}%"
+
     for task_id, score in [*report.per_task.items(), ("overall", report.overall)]:
-        rate = score.success_rate
+        summary = report.summary(None if task_id == "overall" else task_id)
         mean_steps = report.mean_steps(None if task_id == "overall" else task_id)
         table.add_row(
             task_id,
-            "-" if rate is None else f"{100 * rate:.1f}%",
+            pct(summary.greedy),
+            pct(summary.sampled),
+            *(pct(summary.pass_at.get(k)) for k in ks),
             str(score.episodes),
             str(score.already_done),
             str(score.infra_truncated),
@@ -670,14 +698,12 @@ def eval_cmd(
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(
-            json.dumps(
-                {"agent": agent_spec, "run_id": run_id, "episodes_per_task": episodes, **report.to_json()}, indent=2
-            )
-            + "\n"
+            json.dumps({"agent": agent_spec, "run_id": run_id, "phones": phones, **report.to_json()}, indent=2) + "\n"
         )
     steps = sum(len(t) for t in report.trajectories)
     console.print(
-        f"{steps} steps in {elapsed:.1f}s ({steps / max(elapsed, 1e-9):.1f} steps/s); run {run_id} stored in {store.url.render_as_string(hide_password=True)}"
+        f"{len(report.trajectories)} episodes, {steps} steps in {elapsed:.1f}s ({steps / max(elapsed, 1e-9):.1f} steps/s, "
+        f"{report.phone_s:.0f} phone-s); run {run_id} stored in {store.url.render_as_string(hide_password=True)}"
     )
     store.close()
 
@@ -785,10 +811,11 @@ def _metrics_table(report: EvalReport) -> Table:
 @click.option("--threads", default=None, type=click.IntRange(1), help="torch CPU threads  [default: 2]")
 @click.option(
     "--eval-episodes",
-    default=3,
+    default=1,
     show_default=True,
     type=click.IntRange(0),
-    help="episodes per task of the final evaluation on the demo tasks (0 skips it)",
+    help="the final evaluation on the demo tasks: sampled episodes of every task on each --eval-phones phone, "
+    "besides one greedy (0 skips it)",
 )
 @click.option(
     "--eval-phones",
@@ -923,6 +950,7 @@ def sft_cmd(
 
     from darwin.models import TinyVLMConfig
     from darwin.sft import SFT_FILE, SFTConfig, evaluate_warm_start, train_sft
+    from darwin.sft.evaluation import success_rows
 
     if experiment_file and config_file:
         raise click.BadParameter(
@@ -1033,39 +1061,19 @@ def sft_cmd(
     if eval_episodes == 0:
         return
     results: dict[str, object] = {}
+    started = time.perf_counter()
+    with console.status("evaluating"):
+        report = asyncio.run(evaluate_warm_start(out_path, config.tasks, phones=eval_phones, samples=eval_episodes))
+    columns, rows = success_rows(report)
     table = Table(
-        title=f"{out_path}: success on {', '.join(config.tasks)} ({eval_phones} phones, {eval_episodes} episode(s) per task)"
+        title=f"{out_path}: success on {', '.join(config.tasks)} ({eval_phones} phones, 1 greedy and {eval_episodes} sampled episode(s) of each task on each)"
     )
-    table.add_column("task", no_wrap=True)
-    table.add_column("sampled T=1", justify="right")
-    table.add_column("greedy", justify="right")
-    reports = {}
-    for label, temperature in (("sampled", 1.0), ("greedy", 0.0)):
-        started = time.perf_counter()
-        with console.status(f"evaluating ({label})"):
-            reports[label] = asyncio.run(
-                evaluate_warm_start(
-                    out_path, config.tasks, phones=eval_phones, episodes=eval_episodes, temperature=temperature
-                )
-            )
-        overall = reports[label].overall
-        results[label] = {
-            "temperature": temperature,
-            "phones": eval_phones,
-            "episodes_per_task": eval_episodes,
-            "success_rate": overall.success_rate,
-            "successes": overall.successes,
-            "episodes": overall.episodes,
-            "per_task": {k: v.success_rate for k, v in reports[label].per_task.items()},
-            "wall_s": round(time.perf_counter() - started, 1),
-        }
-    for task_id in [*reports["sampled"].per_task, "overall"]:
-        cells = []
-        for label in ("sampled", "greedy"):
-            score = reports[label].overall if task_id == "overall" else reports[label].per_task[task_id]
-            cells.append("-" if score.success_rate is None else f"{100 * score.success_rate:.1f}%")
-        table.add_row(task_id, *cells)
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
+    results = {**report.to_json(), "phones": eval_phones, "wall_s": round(time.perf_counter() - started, 1)}
     meta["eval"] = results
     (out_path / SFT_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -1190,16 +1198,23 @@ def run_cmd(
     console.print(f"{result.cost.describe()} (summary.json)", highlight=False)
     before, after = result.evaluations.get("warm_start"), result.evaluations.get("final")
     if before is not None and after is not None:
-        from darwin.report import gain_interval
+        import numpy as np
 
-        gain, half = gain_interval(before.successes, before.episodes, after.successes, after.episodes)
+        from darwin.evaluate import paired_comparison
+        from darwin.report import evaluation_line
+
         console.print(
-            f"sampled success on {_task_names(config.tasks)} (evaluation phones): warm start "
-            f"{100 * before.success_rate:.1f}% ({before.successes}/{before.episodes}) -> after {after.updates} updates "
-            f"{100 * after.success_rate:.1f}% ({after.successes}/{after.episodes}): "
-            f"gain {gain:+.1f} points (95% interval {gain - half:+.1f} to {gain + half:+.1f}; eval.json)",
-            highlight=False,
+            f"evaluation of {_task_names(config.tasks)} on the evaluation phones (eval.json):", highlight=False
         )
+        console.print(f"  warm start: {evaluation_line(before)}", highlight=False)
+        console.print(f"  after {after.updates} updates: {evaluation_line(after)}", highlight=False)
+        comparison = paired_comparison(after.records, before.records, np.random.default_rng(0), list(after.per_task))
+        for name, d in comparison.differences.items():
+            console.print(
+                f"  {name}: {100 * d.difference.value:+.1f} points (paired 95% interval {100 * d.difference.low:+.1f} "
+                f"to {100 * d.difference.high:+.1f}, {d.pairs} pairs{', separated from zero' if d.separated else ''})",
+                highlight=False,
+            )
         for name in after.per_set:
             if name != "train" and name in before.per_set:
                 console.print(
@@ -1257,7 +1272,7 @@ class _ProgressLines:
 
 
 @main.command("compare")
-@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option(
     "--plot",
     "plot_path",
@@ -1287,9 +1302,24 @@ class _ProgressLines:
     help="one curve per variant: runs named <variant>-s<N> are pooled (their points sorted by training step)",
 )
 def compare_cmd(run_dirs: tuple[str, ...], plot_path: str, window: int, metric: str, pool_seeds: bool) -> None:
-    """Compare finished `darwin run` directories (e.g. seeds): a Markdown table and one figure."""
+    """Compare finished `darwin run` directories (e.g. seeds): a Markdown table, the paired
+    differences of their evaluations (final against warm start in each run, every run's final
+    against the first's) and one figure. Given `darwin eval --json` files instead: each one's
+    greedy, sampled and pass@k success, and every later file against the first, paired."""
     from darwin.figures import figure_table, plot_figure, read_runs
-    from darwin.report import compare_runs
+    from darwin.report import compare_eval_files, compare_runs
+
+    files = [Path(p).is_file() for p in run_dirs]
+    if any(files):
+        if not all(files):
+            raise click.BadParameter(
+                "pass either run directories or `darwin eval --json` files, not both", param_hint="RUN_DIRS"
+            )
+        try:
+            console.print(compare_eval_files(run_dirs), highlight=False, markup=False, soft_wrap=True)
+        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+            raise click.ClickException(f"{exc}") from None
+        return
 
     own_figure = metric != "success" or pool_seeds
     try:

@@ -16,20 +16,29 @@ import dataclasses
 import logging
 import time
 import uuid
+import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
 from pydantic import JsonValue
 
 from darwin.agents.base import Actor
+from darwin.algos.evaluation import (
+    PairedDifference,
+    SuccessSummary,
+    paired_difference,
+    pass_at_k,
+    success_summary,
+)
 from darwin.algos.task_metrics import Stratum, TaskMetrics, strata, stratum_counts, summarize_task
 from darwin.envs.base import PhoneEnv
 from darwin.envs.sim.perturb import PerturbationConfig
-from darwin.rollout import RolloutEngine
+from darwin.rollout import EpisodeRequest, RolloutEngine
 from darwin.store import RunStore, SuccessStats
-from darwin.types import Outcome, Task, Trajectory
+from darwin.types import EpisodeSampling, Outcome, Task, Trajectory
 from darwin.workflows.base import Workflow
 
 if TYPE_CHECKING:
@@ -56,9 +65,153 @@ def summarize(trajectories: Sequence[Trajectory]) -> SuccessStats:
     return SuccessStats(episodes=len(trajectories), **counts)
 
 
+GREEDY = -1
+"""The ``sample`` index of an instance's greedy episode (sampled ones are ``0..n-1``)."""
+
+
+@dataclass(frozen=True)
+class EvalProtocol:
+    """Which episodes a paired evaluation plays.
+
+    Each evaluation phone is one *instance* of every task (the phone's seed decides the
+    initial state: theme, wallpaper, app order, pop-ups, data). On each instance the policy
+    plays one greedy episode (with ``greedy``) and ``samples`` sampled ones; sampled episode
+    ``j`` of an instance samples with a seed derived from ``(seed, task, phone, j)``
+    (:meth:`sampling`). Two evaluations with the same protocol on the same phones meet the
+    same initial states and the same random numbers, so their episodes pair one to one
+    (:func:`paired_comparison`).
+    """
+
+    samples: int
+    greedy: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.samples < 0:
+            raise ValueError(f"samples={self.samples} must be >= 0")
+        if self.samples == 0 and not self.greedy:
+            raise ValueError("an evaluation with samples=0 and greedy=False plays nothing; ask for one or both")
+
+    @property
+    def episodes_per_instance(self) -> int:
+        return self.samples + self.greedy
+
+    def sampling(self, task_id: str, phone: str, sample: int) -> EpisodeSampling:
+        """The sampling of episode ``sample`` (:data:`GREEDY` or ``0..samples-1``) of ``task_id`` on ``phone``."""
+        key = np.random.SeedSequence([self.seed, zlib.crc32(task_id.encode()), zlib.crc32(phone.encode()), sample + 1])
+        return EpisodeSampling(seed=int(key.generate_state(1)[0] >> 1), greedy=sample == GREEDY)
+
+
+@dataclass(frozen=True)
+class EvalEpisode:
+    """One episode of a paired evaluation: who it is (task, instance, sample) and how it ended.
+
+    ``success`` is ``None`` for an episode that was not verified either way (an
+    infrastructure truncation, an unverified verdict, an error): such pairs are left out of
+    every rate and every comparison."""
+
+    task_id: str
+    instance: str
+    """The phone that played it (its seed is the initial state)."""
+    sample: int
+    """:data:`GREEDY`, or ``0..samples-1``."""
+    success: bool | None
+    episode_id: str
+    steps: int
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.task_id, self.instance, self.sample)
+
+
+def summarize_episodes(episodes: Sequence[EvalEpisode], task_ids: Sequence[str] | None = None) -> SuccessSummary:
+    """Greedy success, sampled success and pass@k (:func:`darwin.algos.evaluation.success_summary`)
+    over the instances of ``task_ids`` (every task for ``None``)."""
+    chosen = [e for e in episodes if e.success is not None and (task_ids is None or e.task_id in task_ids)]
+    greedy = [bool(e.success) for e in chosen if e.sample == GREEDY]
+    counts: dict[tuple[str, str], list[int]] = {}
+    for e in chosen:
+        if e.sample != GREEDY:
+            n_c = counts.setdefault((e.task_id, e.instance), [0, 0])
+            n_c[0] += 1
+            n_c[1] += bool(e.success)
+    return success_summary(greedy, [(n, c) for n, c in counts.values()])
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Evaluation A against evaluation B on the same episodes, per measure: ``greedy`` and
+    ``sampled`` (pairs of episodes), ``pass@k`` (pairs of instances)."""
+
+    differences: dict[str, PairedDifference]
+
+
+def paired_comparison(
+    a: Sequence[EvalEpisode],
+    b: Sequence[EvalEpisode],
+    rng: np.random.Generator,
+    task_ids: Sequence[str] | None = None,
+    ks: Sequence[int] = (1, 2, 4, 8),
+) -> PairedComparison:
+    """A minus B on the episodes both verified, paired by (task, instance, sample), with a
+    task-stratified bootstrap interval per measure (:func:`darwin.algos.evaluation.paired_difference`).
+
+    Raises ``ValueError`` when the two share no episode (different protocols or phones)."""
+    keep = (
+        (lambda e: e.success is not None)
+        if task_ids is None
+        else (lambda e: e.success is not None and e.task_id in task_ids)
+    )
+    by_key_a = {e.key: bool(e.success) for e in a if keep(e)}
+    by_key_b = {e.key: bool(e.success) for e in b if keep(e)}
+    shared = sorted(by_key_a.keys() & by_key_b.keys())
+    if not shared:
+        raise ValueError(
+            "the two evaluations share no verified episode (task, phone, sample): compare evaluations run with the "
+            "same protocol on the same phones (evaluation.phones, phone_seed, samples, sampling_seed)"
+        )
+    differences: dict[str, PairedDifference] = {}
+    for name, chosen in (
+        ("greedy", [k for k in shared if k[2] == GREEDY]),
+        ("sampled", [k for k in shared if k[2] != GREEDY]),
+    ):
+        if chosen:
+            differences[name] = paired_difference(
+                np.array([by_key_a[k] for k in chosen]),
+                np.array([by_key_b[k] for k in chosen]),
+                rng,
+                strata=np.array([k[0] for k in chosen]),
+            )
+    instances: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
+    for k in shared:
+        if k[2] != GREEDY:
+            instances.setdefault((k[0], k[1]), []).append((by_key_a[k], by_key_b[k]))
+    for k in ks:
+        usable = {inst: pairs for inst, pairs in instances.items() if len(pairs) >= k}
+        if not usable:
+            continue
+        rates = {
+            inst: (
+                pass_at_k(len(pairs), sum(x for x, _ in pairs), k),
+                pass_at_k(len(pairs), sum(y for _, y in pairs), k),
+            )
+            for inst, pairs in usable.items()
+        }
+        order = sorted(rates)
+        differences[f"pass@{k}"] = paired_difference(
+            np.array([rates[i][0] for i in order]),
+            np.array([rates[i][1] for i in order]),
+            rng,
+            strata=np.array([i[0] for i in order]),
+        )
+    return PairedComparison(differences)
+
+
 @dataclass(frozen=True)
 class EvalResult:
-    """One sampled evaluation of the policy on the evaluation phones (``eval.json``)."""
+    """One paired evaluation of the policy on the evaluation phones (``eval.json``): the
+    training tasks' greedy and sampled success and pass@k, per task and overall, every
+    evaluated set's, and every episode's identity and outcome (so two evaluations pair)."""
 
     label: str
     """``warm_start`` (before RL) or ``final`` (after the last update)."""
@@ -66,37 +219,92 @@ class EvalResult:
     updates: int
     """Learner updates done when it ran (0 for the warm start)."""
     successes: int
+    """Sampled successes on the training tasks."""
     episodes: int
-    """Verified episodes (infrastructure truncations are not counted either way)."""
+    """Verified sampled episodes of the training tasks (infrastructure truncations are not counted either way)."""
     per_task: dict[str, float]
+    """Sampled success of each task."""
     wall_s: float
     per_set: dict[str, float] = field(default_factory=dict)
-    """Success rate of each evaluated set: ``train`` (the training tasks) and every
+    """Sampled success of each evaluated set: ``train`` (the training tasks) and every
     ``evaluation.task_sets`` entry (verified episodes only)."""
     task_metrics: dict[str, TaskMetrics] = field(default_factory=dict)
     """Per task: SR, PR, side effects, false completions, over-time and the L1-L4 stratum
     (:class:`darwin.algos.task_metrics.TaskMetrics`, as ``darwin eval`` prints them)."""
+    greedy: float | None = None
+    """Greedy success on the training tasks (share of instances)."""
+    pass_at_k: dict[int, float] = field(default_factory=dict)
+    """pass@k on the training tasks (mean over instances)."""
+    per_task_greedy: dict[str, float] = field(default_factory=dict)
+    per_task_pass_at_k: dict[str, dict[int, float]] = field(default_factory=dict)
+    per_set_greedy: dict[str, float] = field(default_factory=dict)
+    protocol: EvalProtocol | None = None
+    phone_s: float = 0.0
+    """Phone-seconds the evaluation's episodes took (its cost)."""
+    records: list[EvalEpisode] = field(default_factory=list)
+    """Every episode, to pair with another evaluation (:func:`paired_comparison`)."""
 
     @property
     def success_rate(self) -> float:
+        """Sampled success on the training tasks."""
         return self.successes / self.episodes if self.episodes else 0.0
+
+    def to_json(self) -> dict[str, JsonValue]:
+        data = dataclasses.asdict(self)
+        data["success_rate"] = self.success_rate
+        data["task_metrics"] = {t: m.to_json() for t, m in self.task_metrics.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, JsonValue]) -> EvalResult:
+        """The inverse of :meth:`to_json` (JSON keys of pass@k are strings; derived fields are dropped)."""
+        fields: dict[str, object] = {f: data[f] for f in cls.__dataclass_fields__ if f in data}
+        metrics = data.get("task_metrics") or {}
+        assert isinstance(metrics, dict)
+        fields["task_metrics"] = {t: TaskMetrics.from_json(m) for t, m in metrics.items()}  # type: ignore[arg-type]
+        fields["pass_at_k"] = {int(k): float(v) for k, v in (data.get("pass_at_k") or {}).items()}  # type: ignore[union-attr, arg-type]
+        fields["per_task_pass_at_k"] = {
+            t: {int(k): float(v) for k, v in rates.items()}  # type: ignore[union-attr, arg-type]
+            for t, rates in (data.get("per_task_pass_at_k") or {}).items()  # type: ignore[union-attr]
+        }
+        protocol = data.get("protocol")
+        fields["protocol"] = None if protocol is None else EvalProtocol(**protocol)  # type: ignore[arg-type]
+        fields["records"] = [EvalEpisode(**r) for r in (data.get("records") or [])]  # type: ignore[arg-type, union-attr]
+        return cls(**fields)  # type: ignore[arg-type]
 
 
 @dataclass
 class EvalReport:
-    """Every trajectory of an evaluation, with per-task and overall summaries."""
+    """Every trajectory of an evaluation, with per-task and overall summaries; a paired
+    evaluation (:func:`evaluate_paired`) also has each episode's identity in ``records``."""
 
     run_id: str
     task_ids: list[str]
     trajectories: list[Trajectory] = field(default_factory=list)
+    records: list[EvalEpisode] = field(default_factory=list)
+    protocol: EvalProtocol | None = None
+    phone_s: float = 0.0
+    """Phone-seconds its episodes took."""
 
     @property
     def per_task(self) -> dict[str, SuccessStats]:
-        return {tid: summarize([t for t in self.trajectories if t.task.id == tid]) for tid in self.task_ids}
+        """Outcome counts of each task's sampled episodes (every episode for an unpaired evaluation)."""
+        return {tid: summarize([t for t in self.sampled if t.task.id == tid]) for tid in self.task_ids}
 
     @property
     def overall(self) -> SuccessStats:
-        return summarize(self.trajectories)
+        return summarize(self.sampled)
+
+    @property
+    def sampled(self) -> list[Trajectory]:
+        """The sampled episodes (a paired evaluation's greedy ones left out)."""
+        if not self.records:
+            return self.trajectories
+        return [t for t, r in zip(self.trajectories, self.records, strict=True) if r.sample != GREEDY]
+
+    def summary(self, task_id: str | None = None) -> SuccessSummary:
+        """Greedy success, sampled success and pass@k of one task (every task for ``None``)."""
+        return summarize_episodes(self.records, None if task_id is None else [task_id])
 
     @property
     def task_metrics(self) -> dict[str, TaskMetrics]:
@@ -104,9 +312,10 @@ class EvalReport:
         return {tid: self.metrics_of(tid) for tid in self.task_ids}
 
     def metrics_of(self, task_id: str | None = None) -> TaskMetrics:
-        """One task's :class:`TaskMetrics` (all episodes together for ``None``); unscored episodes are left out."""
+        """One task's :class:`TaskMetrics` over its sampled episodes (all tasks together for
+        ``None``); unscored episodes are left out."""
         return summarize_task(
-            (t.outcome.scored, t.metrics) for t in self.trajectories if task_id is None or t.task.id == task_id
+            (t.outcome.scored, t.metrics) for t in self.sampled if task_id is None or t.task.id == task_id
         )
 
     @property
@@ -115,12 +324,17 @@ class EvalReport:
         return strata(self.task_metrics)
 
     def to_json(self) -> dict[str, JsonValue]:
-        """Per task and overall: outcome counts, success rate, mean steps and the episode metrics (``darwin eval --json``)."""
+        """Per task and overall: outcome counts, success rate, mean steps and the episode
+        metrics, greedy success and pass@k, and every episode's record (``darwin eval --json``)."""
 
         def entry(stats: SuccessStats, metrics: TaskMetrics, task_id: str | None) -> dict[str, JsonValue]:
+            paired = self.summary(task_id)
             return {
                 **dataclasses.asdict(stats),
                 "success_rate": stats.success_rate,
+                "greedy_success_rate": paired.greedy,
+                "sampled_success_rate": paired.sampled,
+                "pass_at_k": {str(k): v for k, v in paired.pass_at.items()},
                 "mean_steps": self.mean_steps(task_id),
                 "metrics": metrics.to_json(),
             }
@@ -131,10 +345,12 @@ class EvalReport:
             "overall": entry(self.overall, self.metrics_of(None), None),
             "strata": dict(self.strata),
             "strata_counts": dict(stratum_counts(self.strata)),
+            "protocol": None if self.protocol is None else dataclasses.asdict(self.protocol),
+            "records": [dataclasses.asdict(r) for r in self.records],
         }
 
     def mean_steps(self, task_id: str | None = None) -> float:
-        chosen = [len(t) for t in self.trajectories if task_id is None or t.task.id == task_id]
+        chosen = [len(t) for t in self.sampled if task_id is None or t.task.id == task_id]
         return sum(chosen) / len(chosen) if chosen else 0.0
 
 
@@ -196,6 +412,54 @@ async def evaluate(
         envs, make_actor, workflow=workflow, store=store, run_id=report.run_id if store else None, on_episode=on_episode
     )
     report.trajectories = await engine.run_episodes([t for _ in range(episodes_per_task) for t in tasks])
+    report.phone_s = engine.stats.episode_phone_s
+    return report
+
+
+async def evaluate_paired(
+    tasks: Sequence[Task],
+    envs: Sequence[PhoneEnv],
+    make_actor: Callable[[int], Actor],
+    protocol: EvalProtocol,
+    workflow: Workflow | None = None,
+    store: RunStore | None = None,
+    run_id: str | None = None,
+    on_episode: Callable[[Trajectory], None] | None = None,
+) -> EvalReport:
+    """A paired evaluation (:class:`EvalProtocol`): on every phone, each task's greedy episode
+    and its sampled ones, each with its own sampling seed; every episode is played by its own
+    phone (from that phone's initial state, :func:`evaluation_phones`), so the same protocol
+    on the same phones plays the same episodes for any checkpoint. ``report.records`` holds
+    each episode's identity and outcome.
+
+        >>> import asyncio
+        >>> from darwin.agents.scripted import OracleActor
+        >>> from darwin.tasks import task_set
+        >>> report = asyncio.run(evaluate_paired(task_set("base8")[:1], evaluation_phones(0, 2), lambda i: OracleActor(),
+        ...                                      EvalProtocol(samples=2)))
+        >>> [(r.instance, r.sample, r.success) for r in report.records]
+        [('eval-0', -1, True), ('eval-0', 0, True), ('eval-0', 1, True), ('eval-1', -1, True), ('eval-1', 0, True), ('eval-1', 1, True)]
+        >>> report.summary().pass_at
+        {1: 1.0, 2: 1.0}
+    """
+    if not envs:
+        raise ValueError("evaluate needs at least one phone")
+    report = EvalReport(run_id=run_id or uuid.uuid4().hex, task_ids=[t.id for t in tasks], protocol=protocol)
+    samples = ([GREEDY] if protocol.greedy else []) + list(range(protocol.samples))
+    keys = [(task, i, sample) for task in tasks for i in range(len(envs)) for sample in samples]
+    requests = [
+        EpisodeRequest(task, phone=i, sampling=protocol.sampling(task.id, envs[i].name, sample))
+        for task, i, sample in keys
+    ]
+    engine = RolloutEngine(
+        envs, make_actor, workflow=workflow, store=store, run_id=report.run_id if store else None, on_episode=on_episode
+    )
+    report.trajectories = await engine.run_episodes(requests)
+    report.phone_s = engine.stats.episode_phone_s
+    report.records = [
+        EvalEpisode(task.id, envs[i].name, sample, t.outcome.scored, t.episode_id, len(t))
+        for (task, i, sample), t in zip(keys, report.trajectories, strict=True)
+    ]
     return report
 
 
@@ -211,23 +475,28 @@ async def evaluate_experiment(
     store: RunStore | None = None,
     run_id: str | None = None,
 ) -> EvalResult:
-    """An experiment's sampled evaluation (``darwin run`` before RL and after the last
-    update): every training task and every ``evaluation.task_sets`` task
-    ``evaluation.episodes_per_task`` times, stored (with ``store``) like training episodes.
-    The headline success rate is the training tasks' (what the run trains on); each set's
-    rate is in ``per_set``."""
+    """An experiment's paired evaluation (``darwin run`` before RL and after the last update):
+    every training task and every ``evaluation.task_sets`` task under the protocol of
+    ``evaluation`` (:meth:`~darwin.experiment.EvaluationConfig.protocol`), stored (with
+    ``store``) like training episodes. The headline rates are the training tasks' (what the
+    run trains on); each set's are in ``per_set`` and ``per_set_greedy``."""
     started = time.perf_counter()
     groups = {"train": list(tasks), **config.resolve_eval_sets()}
     every = list({t.id: t for group in groups.values() for t in group}.values())
-    report = await evaluate(every, envs, make_actor, config.evaluation.episodes_per_task, workflow, store, run_id)
+    report = await evaluate_paired(every, envs, make_actor, config.evaluation.protocol, workflow, store, run_id)
     per_task_stats = report.per_task
     per_task = {tid: st.success_rate for tid, st in per_task_stats.items() if st.success_rate is not None}
-    per_set = {}
+    summaries = {tid: report.summary(tid) for tid in report.task_ids}
+    per_set, per_set_greedy = {}, {}
     for name, group in groups.items():
         verified = sum(per_task_stats[t.id].verified for t in group if t.id in per_task_stats)
         if verified:
             per_set[name] = sum(per_task_stats[t.id].successes for t in group if t.id in per_task_stats) / verified
-    train_ids = {t.id for t in tasks}
+        greedy = summarize_episodes(report.records, [t.id for t in group]).greedy
+        if greedy is not None:
+            per_set_greedy[name] = greedy
+    train_ids = [t.id for t in tasks]
+    train = summarize_episodes(report.records, train_ids)
     successes = sum(st.successes for tid, st in per_task_stats.items() if tid in train_ids)
     verified = sum(st.verified for tid, st in per_task_stats.items() if tid in train_ids)
     result = EvalResult(
@@ -240,13 +509,23 @@ async def evaluate_experiment(
         round(time.perf_counter() - started, 2),
         per_set,
         report.task_metrics,
+        greedy=train.greedy,
+        pass_at_k=train.pass_at,
+        per_task_greedy={tid: m.greedy for tid, m in summaries.items() if m.greedy is not None},
+        per_task_pass_at_k={tid: m.pass_at for tid, m in summaries.items() if m.pass_at},
+        per_set_greedy=per_set_greedy,
+        protocol=config.evaluation.protocol,
+        phone_s=round(report.phone_s, 2),
+        records=report.records,
     )
     logger.info(
-        "evaluation %s: %d/%d successes (%.1f%%); %s",
+        "evaluation %s: greedy %s, sampled %d/%d (%.1f%%), %s; %s",
         label,
+        "-" if result.greedy is None else f"{100 * result.greedy:.1f}%",
         result.successes,
         result.episodes,
         100 * result.success_rate,
+        ", ".join(f"pass@{k} {100 * v:.1f}%" for k, v in result.pass_at_k.items()),
         ", ".join(f"{k} {100 * v:.1f}%" for k, v in per_set.items()),
     )
     return result

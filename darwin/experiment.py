@@ -47,6 +47,7 @@ from darwin.types import Task, TaskDefinitionError
 from darwin.verification_watch import VerificationWatchConfig
 
 if TYPE_CHECKING:
+    from darwin.evaluate import EvalProtocol
     from darwin.recipe import RunProgress, RunResult
 
 logger = logging.getLogger(__name__)
@@ -259,19 +260,30 @@ class StoreConfig(BaseModel):
 
 
 class EvaluationConfig(BaseModel):
-    """A sampled evaluation before RL (the warm start) and after the last update, on phones
-    that never train, so a run reports its gain on equal terms."""
+    """A paired evaluation before RL (the warm start) and after the last update, on phones
+    that never train, so a run reports its gain on equal terms: on each evaluation phone (one
+    initial state per task) a greedy episode and ``samples`` sampled ones per task, each with
+    its own sampling seed (:class:`darwin.evaluate.EvalProtocol`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    episodes_per_task: int = Field(
-        0, ge=0, le=10_000, description="episodes of every task in each evaluation; 0 = no evaluation"
+    samples: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="sampled episodes of every task on each evaluation phone (pass@k up to k = samples); "
+        "0 = no evaluation",
+    )
+    greedy: bool = Field(True, description="also one greedy episode of every task on each evaluation phone")
+    sampling_seed: int = Field(
+        0, ge=0, description="the sampled episodes' seeds derive from it (the same in every run, so runs pair)"
     )
     phones: int = Field(
         8,
         ge=1,
         le=4096,
-        description="sim: evaluation SimPhones (adb: the training devices are used, before and after rollout)",
+        description="sim: evaluation SimPhones, one initial state of each task each (adb: the training devices are "
+        "used, before and after rollout)",
     )
     phone_seed: int = Field(
         10_000, ge=0, description="sim: evaluation phone i gets this seed + i (apart from training phones)"
@@ -286,6 +298,17 @@ class EvaluationConfig(BaseModel):
         description="held-out task sets evaluated besides the training tasks, by name (e.g. {'unseen_apps': "
         "('gen.unseen_apps',)}); each evaluation reports their success rates under `per_set`",
     )
+
+    @property
+    def enabled(self) -> bool:
+        return self.samples > 0
+
+    @property
+    def protocol(self) -> EvalProtocol:
+        """The episodes each evaluation plays (:class:`darwin.evaluate.EvalProtocol`)."""
+        from darwin.evaluate import EvalProtocol
+
+        return EvalProtocol(samples=self.samples, greedy=self.greedy, seed=self.sampling_seed)
 
 
 #: Experiment fields that moved, and where each lives now (a config naming one gets the fix).

@@ -478,7 +478,7 @@ class TrainingRecipe:
 
     @property
     def _evaluates(self) -> bool:
-        return self.config.evaluation.episodes_per_task > 0
+        return self.config.evaluation.enabled
 
     @property
     def _env_steps(self) -> int:

@@ -25,7 +25,7 @@ from darwin.cost import RunCost
 
 if TYPE_CHECKING:
     from darwin.algos.task_metrics import TaskMetrics
-    from darwin.evaluate import EvalResult
+    from darwin.evaluate import EvalResult, PairedComparison
 
 
 def sliding_mean(values: Sequence[float], window: int = 20) -> list[float]:
@@ -219,6 +219,8 @@ class RunSummary:
     cost: RunCost | None = None
     """Phone and learner time per successful training episode, and the shares of phone time
     lost to infrastructure and backpressure (``summary.json``'s ``cost``; ``None`` for older runs)."""
+    evaluations: dict[str, EvalResult] = field(default_factory=dict)
+    """``eval.json`` read back: each evaluation's greedy, sampled and pass@k, and its episodes."""
 
     def strata(self, label: str = "final") -> dict[str, int]:
         """How many tasks of an evaluation fall in each of MobileGym's strata L1-L4."""
@@ -247,6 +249,7 @@ def summarize_run(run_dir: str | Path, window: int = 20) -> RunSummary:
     points = [(int(x), float(v)) for x, v in json.loads(points_file.read_text())]
     values = [v for _, v in points]
     evals = json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").is_file() else {}
+    evaluations = load_evaluations(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
     head, tail = values[:window], values[-window:]
     return RunSummary(
@@ -262,6 +265,7 @@ def summarize_run(run_dir: str | Path, window: int = 20) -> RunSummary:
         timings={k: float(v) for k, v in summary.items() if k.endswith("_s")},
         eval_task_metrics=_eval_task_metrics(evals),
         cost=RunCost.from_json(summary["cost"]) if isinstance(summary.get("cost"), Mapping) else None,
+        evaluations=evaluations,
     )
 
 
@@ -313,14 +317,15 @@ def compare_runs(
         return "-" if v is None else f"{100 * v:.1f}%"
 
     lines = [
-        f"| run directory | warm start (eval) | final (eval) | gain | training, first {window} -> last {window} | updates | env steps | warm start s | RL s | total s "
+        f"| run directory | warm start (eval) | final (eval) | gain | greedy: warm start -> final | training, first {window} -> last {window} | updates | env steps | warm start s | RL s | total s "
         "| phone-s / success | learner-s / success | phone time: infra | phone time: backpressure |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for s in summaries:
         gain = "-" if s.gain is None else f"{s.gain:+.1f}"
+        greedy = [s.evaluations[k].greedy if k in s.evaluations else None for k in ("warm_start", "final")]
         lines.append(
-            f"| {s.run_dir.name} | {pct(s.warm_start_eval)} | {pct(s.final_eval)} | {gain} | "
+            f"| {s.run_dir.name} | {pct(s.warm_start_eval)} | {pct(s.final_eval)} | {gain} | {pct(greedy[0])} -> {pct(greedy[1])} | "
             f"{pct(s.first_window)} -> {pct(s.last_window)} | {s.updates} | {s.env_steps} | "
             f"{s.timings.get('warm_start_s', 0):.0f} | {s.timings.get('rl_s', 0):.0f} | {s.total_s:.0f} | {_cost_cells(s.cost)} |"
         )
@@ -329,6 +334,7 @@ def compare_runs(
         lines.append(
             f"\nMean gain over {len(gains)} run(s): {sum(gains) / len(gains):+.1f} points (evaluation, {summaries[0].eval_episodes} episodes each)."
         )
+    lines.extend(paired_lines(summaries))
     for s in summaries:
         if s.eval_task_metrics.get("final"):
             counts = ", ".join(f"{k} {n}" for k, n in s.strata("final").items())
@@ -336,6 +342,110 @@ def compare_runs(
                 f"\n{s.run_dir.name}, final evaluation per task (strata: {counts}):\n\n{metrics_markdown(s.eval_task_metrics['final'])}"
             )
     return summaries, "\n".join(lines) + "\n"
+
+
+def evaluation_line(result: EvalResult) -> str:
+    """One evaluation's greedy, sampled and pass@k success on the training tasks, in one line.
+
+    >>> from darwin.evaluate import EvalResult
+    >>> print(evaluation_line(EvalResult("final", 3, 3, 5, 10, {}, 1.0, greedy=0.75, pass_at_k={1: 0.5, 2: 0.7})))
+    greedy 75.0%, sampled 50.0% (5/10), pass@1 50.0%, pass@2 70.0%
+    """
+    greedy = "-" if result.greedy is None else f"{100 * result.greedy:.1f}%"
+    passes = "".join(f", pass@{k} {100 * v:.1f}%" for k, v in sorted(result.pass_at_k.items()))
+    return f"greedy {greedy}, sampled {100 * result.success_rate:.1f}% ({result.successes}/{result.episodes}){passes}"
+
+
+def paired_table(comparison: PairedComparison) -> list[str]:
+    """A paired comparison as Markdown rows: each measure's A, B, A - B, interval, pairs, separated."""
+    lines = [
+        "| measure | A | B | A - B | interval | pairs | separated |",
+        "| --- | ---: | ---: | ---: | --- | ---: | --- |",
+    ]
+    for name, d in comparison.differences.items():
+        lines.append(
+            f"| {name} | {100 * d.mean_a:.1f}% | {100 * d.mean_b:.1f}% | {100 * d.difference.value:+.1f} | "
+            f"[{100 * d.difference.low:+.1f}, {100 * d.difference.high:+.1f}] | {d.pairs} | "
+            f"{'yes' if d.separated else 'no'} |"
+        )
+    return lines
+
+
+def paired_lines(summaries: Sequence[RunSummary], seed: int = 0) -> list[str]:
+    """The paired comparisons ``darwin compare`` prints: within each run, final against warm
+    start; then every run's final against the first run's. Each measure (greedy, sampled,
+    pass@k) on the episodes both evaluations verified, with a task-stratified 95% bootstrap
+    interval, and whether it is separated from zero (:func:`darwin.evaluate.paired_comparison`).
+    Runs whose evaluations share no episode (other phones or protocol) say so."""
+    import numpy as np
+
+    from darwin.evaluate import paired_comparison
+
+    def section(title: str, a: EvalResult, b: EvalResult, train: Sequence[str]) -> list[str]:
+        try:
+            comparison = paired_comparison(a.records, b.records, np.random.default_rng(seed), task_ids=train)
+        except ValueError as exc:
+            return [f"\n{title}: not paired: {exc}"]
+        return [f"\n{title} (paired, 95% bootstrap interval, strata = tasks):\n", *paired_table(comparison)]
+
+    lines: list[str] = []
+    for s in summaries:
+        for label, result in s.evaluations.items():
+            lines.append(f"\n{s.run_dir.name}, {label.replace('_', ' ')} evaluation: {evaluation_line(result)}")
+    for s in summaries:
+        final, warm = s.evaluations.get("final"), s.evaluations.get("warm_start")
+        if final is not None and warm is not None and final.records:
+            lines += section(f"{s.run_dir.name}: final (A) against warm start (B)", final, warm, list(final.per_task))
+    first = summaries[0].evaluations.get("final") if summaries else None
+    for s in summaries[1:]:
+        final = s.evaluations.get("final")
+        if first is not None and final is not None and first.records and final.records:
+            lines += section(
+                f"{s.run_dir.name} (A) against {summaries[0].run_dir.name} (B), final evaluations",
+                final,
+                first,
+                list(first.per_task),
+            )
+    return lines
+
+
+def compare_eval_files(paths: Sequence[str | Path], seed: int = 0) -> str:
+    """``darwin compare A.json B.json ...`` on ``darwin eval --json`` files: each file's greedy,
+    sampled and pass@k success, then every later file against the first, paired."""
+    import numpy as np
+
+    from darwin.evaluate import EvalEpisode, paired_comparison
+
+    loaded = []
+    for path in map(Path, paths):
+        data = json.loads(path.read_text())
+        if "records" not in data or "overall" not in data:
+            raise ValueError(f"{path} is not a `darwin eval --json` file (no per-episode records)")
+        loaded.append((path, data, [EvalEpisode(**r) for r in data["records"]]))
+    lines = [
+        "| evaluation | agent | greedy | sampled | pass@k | episodes |",
+        "| --- | --- | ---: | ---: | --- | ---: |",
+    ]
+    for path, data, records in loaded:
+        overall = data["overall"]
+        greedy, sampled = overall.get("greedy_success_rate"), overall.get("sampled_success_rate")
+        passes = ", ".join(f"@{k} {100 * v:.1f}%" for k, v in overall.get("pass_at_k", {}).items())
+        lines.append(
+            f"| {path.name} | {data.get('agent', '?')} | {'-' if greedy is None else f'{100 * greedy:.1f}%'} | "
+            f"{'-' if sampled is None else f'{100 * sampled:.1f}%'} | {passes or '-'} | {len(records)} |"
+        )
+    base_path, _, base = loaded[0]
+    for path, _, records in loaded[1:]:
+        try:
+            comparison = paired_comparison(records, base, np.random.default_rng(seed))
+        except ValueError as exc:
+            lines.append(f"\n{path.name} against {base_path.name}: not paired: {exc}")
+            continue
+        lines.append(
+            f"\n{path.name} (A) against {base_path.name} (B) (paired, 95% bootstrap interval, strata = tasks):\n"
+        )
+        lines += paired_table(comparison)
+    return "\n".join(lines) + "\n"
 
 
 def _cost_cells(cost: RunCost | None) -> str:
@@ -402,30 +512,19 @@ class MetricsLogger:
 
 
 def save_evaluations(run_dir: Path, evaluations: Mapping[str, EvalResult]) -> None:
-    """Write ``eval.json``: each evaluation with its success rate and per-task metrics."""
-    data = {
-        k: {
-            **asdict(v),
-            "success_rate": v.success_rate,
-            "task_metrics": {t: m.to_json() for t, m in v.task_metrics.items()},
-        }
-        for k, v in evaluations.items()
-    }
+    """Write ``eval.json``: each evaluation's rates, per-task metrics and episode records."""
+    data = {k: v.to_json() for k, v in evaluations.items()}
     (run_dir / "eval.json").write_text(json.dumps(data, indent=2) + "\n")
 
 
 def load_evaluations(run_dir: Path) -> dict[str, EvalResult]:
     """Read ``eval.json`` back (empty when the run has none yet)."""
-    from darwin.algos.task_metrics import TaskMetrics
     from darwin.evaluate import EvalResult
 
     path = run_dir / "eval.json"
     if not path.exists():
         return {}
-    data = json.loads(path.read_text())
-    for v in data.values():  # eval.json keeps the metrics with their derived rates; the result keeps the counts
-        v["task_metrics"] = {t: TaskMetrics.from_json(m) for t, m in v.get("task_metrics", {}).items()}
-    return {k: EvalResult(**{f: v[f] for f in EvalResult.__dataclass_fields__ if f in v}) for k, v in data.items()}
+    return {k: EvalResult.from_json(v) for k, v in json.loads(path.read_text()).items()}
 
 
 WARM_START_FILE = "warm_start.json"

@@ -40,7 +40,7 @@ from darwin.curricula.base import Curriculum, EpisodeOutcome
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.envs.fleet import PhoneFleet
 from darwin.store import RunStore
-from darwin.types import Outcome, Task, TerminationReason, Trajectory, Transition
+from darwin.types import EpisodeSampling, Outcome, Task, TerminationReason, Trajectory, Transition
 from darwin.workflows.base import Workflow
 from darwin.workflows.step import LifecycleWorkflow
 
@@ -96,6 +96,17 @@ class RolloutStats:
                 self.infra_phone_s += phone_s
             elif trajectory.termination.reason == TerminationReason.ERROR:
                 self.error_causes[trajectory.termination.cause] += 1
+
+
+@dataclass(frozen=True)
+class EpisodeRequest:
+    """One episode an evaluation asks for (:meth:`RolloutEngine.run_episodes`): the task, the
+    phone that must play it (``None``: whichever is free), and how a model actor samples it
+    (``None``: the policy's own sampling)."""
+
+    task: Task
+    phone: int | None = None
+    sampling: EpisodeSampling | None = None
 
 
 class _Lockstep(PhoneEnv):
@@ -272,33 +283,54 @@ class RolloutEngine:
                 raise r
         return self.stats
 
-    async def run_episodes(self, tasks: Sequence[Task]) -> list[Trajectory]:
-        """Evaluation: play every task of ``tasks`` once (repeat a task to run it again), a free
-        phone taking the next pending one, with no learner; the trajectories in finishing order.
-        After each episode a phone only returns home, as in training."""
+    async def run_episodes(self, episodes: Sequence[Task | EpisodeRequest]) -> list[Trajectory]:
+        """Evaluation: play every episode of ``episodes`` once (repeat a task to run it again),
+        with no learner; the trajectories in the order of ``episodes``.
+
+        A :class:`Task` (or an :class:`EpisodeRequest` without ``phone``) goes to the next free
+        phone; a request with ``phone=i`` waits for phone ``i``, so its initial state is that
+        phone's (paired evaluations). A request's ``sampling`` fixes how a model actor samples
+        it. After each episode a phone follows its own reset rule, as in training."""
+        requests = [e if isinstance(e, EpisodeRequest) else EpisodeRequest(e) for e in episodes]
+        pinned = [r.phone for r in requests if r.phone is not None]
+        if pinned and not 0 <= min(pinned) <= max(pinned) < len(self.envs):
+            raise ValueError(f"an episode asks for phone {max(pinned)}, but there are {len(self.envs)} phones")
         self.stats = RolloutStats()
-        pending = list(reversed(tasks))
-        finished: list[Trajectory] = []
+        anyone = [i for i in reversed(range(len(requests))) if requests[i].phone is None]
+        own: dict[int, list[int]] = {i: [] for i in range(len(self.envs))}
+        for index in reversed(range(len(requests))):
+            phone = requests[index].phone
+            if phone is not None:
+                own[phone].append(index)
+        results: dict[int, Trajectory] = {}
 
         async def worker(i: int, env: PhoneEnv) -> None:
             actor = self.make_actor(i)
-            while pending:
+            while own[i] or anyone:
                 if env.quarantined:
                     logger.error("phone %s is quarantined; it takes no more episodes", env.name)
                     return
-                finished.append(await self._play(env, actor, pending.pop(), None))
+                index = own[i].pop() if own[i] else anyone.pop()
+                request = requests[index]
+                results[index] = await self._play(env, actor, request.task, None, request.sampling)
 
         try:
             await asyncio.gather(*(worker(i, env) for i, env in enumerate(self.envs)))
         finally:
             self.stats.finished = time.perf_counter()
-        if pending:
+        if len(results) < len(requests):
+            stranded = {self.envs[i].name for i, left in own.items() if left}
             raise RuntimeError(
-                f"every phone is quarantined; {len(pending)} episode(s) did not run "
-                f"({len(finished)} did); reset the phones through their provider and rerun"
+                f"{len(requests) - len(results)} episode(s) did not run ({len(results)} did): "
+                + (
+                    f"their phone is quarantined ({', '.join(sorted(stranded))})"
+                    if stranded and not anyone
+                    else "every phone is quarantined"
+                )
+                + "; reset the phones through their provider and rerun"
                 + _quarantine_reasons(self.envs)
             )
-        return finished
+        return [results[i] for i in range(len(requests))]
 
     async def _worker(self, i: int, env: PhoneEnv, stop: asyncio.Event) -> None:
         actor = self.make_actor(i)
@@ -367,10 +399,13 @@ class RolloutEngine:
         if not env.quarantined:
             logger.warning("phone %s is back; its worker takes episodes again", env.name)
 
-    async def _play(self, env: PhoneEnv, actor: Actor, task: Task, group: str | None) -> Trajectory:
+    async def _play(
+        self, env: PhoneEnv, actor: Actor, task: Task, group: str | None, sampling: EpisodeSampling | None = None
+    ) -> Trajectory:
         """One episode: the workflow on ``env``, every step streamed to the buffer (if any)
         and the store, then home; the trajectory, its verdicts and the outcome recorded."""
         episode_id = uuid.uuid4().hex
+        actor.use_sampling(sampling)
         clock = time.perf_counter()  # the episode's phone time (RolloutStats.episode_phone_s)
         if self.buffer is not None:
             self.buffer.start(episode_id, group=group)

@@ -257,14 +257,39 @@ class Prompt:
     ``seed`` optionally fixes this request's sampling randomness: backends that support it
     (:class:`~darwin.policies.hf.HFPolicy`) then give the same sample whatever batch the
     request lands in and whenever it arrives. Without it the backend draws a seed.
+    ``greedy`` asks for the most likely token at every step whatever the policy's temperature
+    (an evaluation's greedy episodes, :class:`EpisodeSampling`); the recorded log-probs stay
+    those of the policy's own distribution.
     """
 
     messages: tuple[ChatMessage, ...]
     seed: int | None = None
+    greedy: bool = False
 
     @property
     def images(self) -> list[np.ndarray]:
         return [img for m in self.messages for img in m.images]
+
+
+@dataclass(frozen=True)
+class EpisodeSampling:
+    """How a model actor samples one episode: its requests' seeds derive from ``seed`` (the
+    ``t``-th request of the episode gets :meth:`request_seed` ``(t)``), so the same episode
+    replayed by another checkpoint meets the same random numbers; ``greedy`` takes the most
+    likely token instead of sampling. Paired evaluations (:mod:`darwin.evaluate`) give each
+    episode one of these.
+
+        >>> s = EpisodeSampling(seed=7)
+        >>> s.request_seed(0) == EpisodeSampling(seed=7).request_seed(0) != s.request_seed(1)
+        True
+    """
+
+    seed: int
+    greedy: bool = False
+
+    def request_seed(self, turn: int) -> int:
+        """The seed of the episode's ``turn``-th request (a 31-bit non-negative int)."""
+        return int(np.random.SeedSequence([self.seed, turn]).generate_state(1)[0] >> 1)
 
 
 @dataclass(frozen=True)

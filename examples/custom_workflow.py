@@ -35,7 +35,7 @@ use the same budgets.
     darwin run examples/custom_workflow.py --dry-run                    # build and validate everything
     darwin run examples/custom_workflow.py                              # train (~20 min on 2 cores)
     darwin run examples/custom_workflow.py --set 'workflow.kwargs={"slack": 1.5}'
-    darwin run examples/custom_workflow.py --set time_budget_s=120 --set evaluation.episodes_per_task=0
+    darwin run examples/custom_workflow.py --set time_budget_s=120 --set evaluation.samples=0
 
 Pitfalls: :meth:`phases` of ``StepWorkflow`` yields only the execution phase; subclass
 ``LifecycleWorkflow`` to keep setup and teardown. The workflow is named by import path,

@@ -64,7 +64,7 @@ def build(preset: str) -> ExperimentConfig:
         rollout_steps=256,
         updates=40,
         time_budget_s=10 * 60,
-        evaluation=EvaluationConfig(episodes_per_task=1, phones=16, task_sets=held_out),
+        evaluation=EvaluationConfig(samples=1, phones=16, task_sets=held_out),
         notes=f"templates split with {SPLIT!r}: {len(train)} training instances of {len(split.train_templates)} templates; "
         f"held out: {len(split.held_out_templates)} templates, apps {', '.join(split.held_out_apps)}. "
         "PPO settings of examples/spa_bench.py; horizon 16; SFT 400 steps on training tasks only.",

@@ -94,7 +94,7 @@ def build(preset: str) -> ExperimentConfig:
             rollout_steps=256,
             updates=120,
             time_budget_s=14 * 60,
-            evaluation=EvaluationConfig(episodes_per_task=12, phones=16),
+            evaluation=EvaluationConfig(samples=8, phones=8),
             notes="CPU-scaled paper schedule: 200-step SFT warm start, horizon 12, lambda 1.0, 2 warm-up "
             "updates (paper: 30), 1 PPO epoch, raised learning rates, KL to the warm start 0.1; "
             "decoupled PPO anchor, local format penalty 0.5, per-task whitening, equal trajectory weight; "

@@ -1,3 +1,4 @@
+import json
 import sqlite3
 import subprocess
 import sys
@@ -73,8 +74,8 @@ def test_eval_oracle_stores_everything(tmp_path):
             "3",
             "--tasks",
             "amazon_0,settings_dark_theme.cycle,x_3",
-            "--episodes",
-            "2",
+            "--samples",
+            "1",
             "--run-dir",
             str(run_dir),
         ],
@@ -82,7 +83,7 @@ def test_eval_oracle_stores_everything(tmp_path):
     assert result.exit_code == 0, result.output
     assert "overall" in result.output and "100.0%" in result.output
     db = sqlite3.connect(run_dir / "run.db")
-    assert db.execute("select count(*) from episodes").fetchone()[0] == 6
+    assert db.execute("select count(*) from episodes").fetchone()[0] == 3 * 3 * 2  # tasks x phones x (greedy + 1)
     steps = db.execute("select count(*), count(screenshot_path) from steps").fetchone()
     assert steps[0] > 6 and steps[0] == steps[1]
     assert any((run_dir / "screenshots").rglob("*.png"))
@@ -92,6 +93,35 @@ def test_eval_as_a_process_leaves_no_process_behind(tmp_path, no_process_left_be
     argv = [sys.executable, "-m", "darwin.cli", "eval", "--agent", "oracle", "--phones", "2", "--tasks", "clock_1"]
     done = subprocess.run([*argv, "--run-dir", str(tmp_path / "r")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_eval_json_files_compare_paired(tmp_path):
+    """Two agents evaluated alike pair episode for episode; `darwin compare` prints the paired
+    difference per measure with its interval and whether it is separated from zero."""
+    common = ["eval", "--phones", "3", "--tasks", "clock_1,settings_dark_theme", "--samples", "2"]
+    for name, agent in (("oracle", "oracle"), ("random", "random")):
+        out = CliRunner().invoke(
+            main,
+            [*common, "--agent", agent, "--run-dir", str(tmp_path / name), "--json", str(tmp_path / f"{name}.json")],
+        )
+        assert out.exit_code == 0, out.output
+        assert "greedy" in out.output and "pass@2" in out.output
+    oracle = json.loads((tmp_path / "oracle.json").read_text())
+    assert len(oracle["records"]) == 2 * 3 * 3 and oracle["overall"]["greedy_success_rate"] == 1.0
+    assert oracle["overall"]["pass_at_k"] == {"1": 1.0, "2": 1.0}
+
+    result = CliRunner().invoke(main, ["compare", str(tmp_path / "oracle.json"), str(tmp_path / "random.json")])
+    assert result.exit_code == 0, result.output
+    rows = {line.split("|")[1].strip(): line for line in result.output.splitlines() if line.startswith("| ")}
+    # the random agent never sets an alarm or the theme in a few steps; the oracle always does
+    assert "| -100.0 |" in rows["greedy"] and rows["greedy"].rstrip().endswith("| yes |")
+    assert "| 12 |" in rows["sampled"] and "pass@2" in rows
+
+    same = CliRunner().invoke(main, ["compare", str(tmp_path / "oracle.json"), str(tmp_path / "oracle.json")])
+    assert same.exit_code == 0 and "| +0.0 | [+0.0, +0.0] |" in same.output
+
+    mixed = CliRunner().invoke(main, ["compare", str(tmp_path / "oracle.json"), str(tmp_path / "oracle")])
+    assert mixed.exit_code == 2 and "not both" in mixed.output
 
 
 def test_eval_random_runs(tmp_path):

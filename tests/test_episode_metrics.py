@@ -351,6 +351,9 @@ def test_darwin_eval_prints_the_metrics_in_80_columns_and_writes_json(tmp_path, 
                 "2",
                 "--tasks",
                 "settings_dark_theme,clock.set_alarm.s0",
+                "--samples",
+                "1",
+                "--no-greedy",
                 "--no-perturb",
                 "--play-until-finished",
                 "--run-dir",
@@ -366,11 +369,11 @@ def test_darwin_eval_prints_the_metrics_in_80_columns_and_writes_json(tmp_path, 
     rows = [line for line in table.splitlines() if line.strip()]
     assert max(len(line) for line in rows) <= 80, table
     (row,) = [line for line in rows if "clock.set_alarm.s0" in line]
-    assert row.split()[1:] == ["1", "100%", "100%", "0%", "0", "0", "L1"]
+    assert row.split()[1:] == ["2", "100%", "100%", "0%", "0", "0", "L1"]
     assert "Strata: L1 2, L2 0, L3 0, L4 0" in " ".join(table.split())
     data = json.loads(out.read_text())
     assert data["per_task"]["clock.set_alarm.s0"]["metrics"]["stratum"] == "L1"
-    assert data["overall"]["metrics"]["measured"] == 2 and data["strata"] == {
+    assert data["overall"]["metrics"]["measured"] == 4 and data["strata"] == {
         "settings_dark_theme": "L1",
         "clock.set_alarm.s0": "L1",
     }

@@ -27,7 +27,7 @@ from darwin.store import RunStore
 from darwin.types import Trajectory
 
 TASKS = ("settings_dark_theme", "clock_1")
-SEED, EPISODES = 5, 2
+SEED, SAMPLES = 5, 2
 
 
 def _played(store: RunStore, run_id: str) -> list[tuple[str, tuple[str | None, ...]]]:
@@ -71,11 +71,11 @@ def test_the_three_evaluations_play_the_same_episodes(tmp_path: Path, monkeypatc
         phones=PhonesConfig(count=1, seed=3),
         sft=SFTConfig(steps=30, warmup_steps=2, batch_size=8, phones=2, episodes=8, heldout_episodes=0),
         cache_dir=str(tmp_path / "cache"),
-        evaluation=EvaluationConfig(phones=1, phone_seed=SEED, episodes_per_task=EPISODES),
+        evaluation=EvaluationConfig(phones=1, phone_seed=SEED, samples=SAMPLES),
     )
     checkpoint = warm_start_checkpoint(config)
 
-    # darwin eval --agent tiny:CHECKPOINT (greedy, one phone seeded SEED)
+    # darwin eval --agent tiny:CHECKPOINT (one phone seeded SEED; a greedy episode and SAMPLES sampled ones per task)
     result = CliRunner().invoke(
         main,
         [
@@ -86,12 +86,10 @@ def test_the_three_evaluations_play_the_same_episodes(tmp_path: Path, monkeypatc
             ",".join(TASKS),
             "--phones",
             "1",
-            "--episodes",
-            str(EPISODES),
+            "--samples",
+            str(SAMPLES),
             "--seed",
             str(SEED),
-            "--temperature",
-            "0",
             "--run-dir",
             str(tmp_path / "eval"),
             "--json",
@@ -104,11 +102,11 @@ def test_the_three_evaluations_play_the_same_episodes(tmp_path: Path, monkeypatc
         cli_played = _played(store, cli["run_id"])
 
     # darwin sft's evaluation of the same checkpoint
-    sft = asyncio.run(evaluate_warm_start(checkpoint, TASKS, phones=1, episodes=EPISODES, temperature=0.0, seed=SEED))
+    sft = asyncio.run(evaluate_warm_start(checkpoint, TASKS, phones=1, samples=SAMPLES, seed=SEED))
 
     # darwin run's evaluation, on the experiment's evaluation phones
     async def run_evaluation() -> tuple[float, list]:
-        pool = build_policy_pool(config, checkpoint, temperature=0.0)
+        pool = build_policy_pool(config, checkpoint, temperature=1.0)
         workflow = build_workflow(config, pool.observation_size, evaluation=True)
         with RunStore.for_run_dir(tmp_path / "run") as store:
             run_id = store.start_run("rule evaluation", config=None)
@@ -132,7 +130,8 @@ def test_the_three_evaluations_play_the_same_episodes(tmp_path: Path, monkeypatc
     run_rate, run_played = asyncio.run(run_evaluation())
 
     sft_played = _played_trajectories(sft.trajectories)
-    assert len(cli_played) == len(TASKS) * EPISODES
-    assert cli_played == sft_played == run_played  # the same actions, episode for episode
+    assert len(cli_played) == len(TASKS) * (1 + SAMPLES)
+    assert cli_played == sft_played == run_played  # the same actions, episode for episode, sampled ones too
     assert cli["overall"]["success_rate"] == sft.overall.success_rate == run_rate
+    assert len({actions for _, actions in cli_played}) > len(TASKS)  # the sampled episodes did not all play alike
     assert len(built) == 3 and len(set(built)) == 1 and built[0][-1]  # the same phones, reset before every episode

@@ -66,7 +66,7 @@ SMALL = [
     "learner.micro_batch_size=4",
     "rollout_steps=12",
     "updates=2",
-    "evaluation.episodes_per_task=0",
+    "evaluation.samples=0",
 ]
 
 

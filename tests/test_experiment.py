@@ -37,7 +37,7 @@ def build(preset):
         cache_dir=CACHE,
         policy=PolicyConfig(max_batch=2, max_wait=0.01),
         learner=LearnerConfig(critic_warmup_updates=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
-        rollout_steps=12, updates=UPDATES, evaluation=EvaluationConfig(episodes_per_task=1, phones=2),
+        rollout_steps=12, updates=UPDATES, evaluation=EvaluationConfig(samples=1, phones=2),
     )
 """
 
@@ -227,11 +227,13 @@ def test_small_run_trains_logs_and_resumes(tmp_path):
         }
     manifest = json.loads((run_dir / "checkpoint" / "learner.json").read_text())
     assert manifest["updates"] == 2
-    # The warm start and the final policy are evaluated on their own phones, 1 episode per task.
+    # The warm start and the final policy are evaluated on their own 2 phones: per task and phone, a greedy and a sampled episode.
     evals = json.loads((run_dir / "eval.json").read_text())
     assert (evals["warm_start"]["updates"], evals["warm_start"]["policy_version"]) == (0, 0)
     assert (evals["final"]["updates"], evals["final"]["policy_version"]) == (2, manifest["policy_version"])
-    assert evals["final"]["episodes"] == 2 and set(evals["final"]["per_task"]) <= {"settings_dark_theme", "amazon_0"}
+    assert evals["final"]["episodes"] == 4 and set(evals["final"]["per_task"]) <= {"settings_dark_theme", "amazon_0"}
+    assert len(evals["final"]["records"]) == 8 and evals["final"]["greedy"] is not None
+    assert set(evals["final"]["pass_at_k"]) == {"1"}
     assert [r["step"] for r in rows if r["group"] == "eval"] == [0, 2]
     assert "warm start" in result.output and "points" in result.output
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -342,7 +344,7 @@ def test_eval_of_an_experiment_plays_the_runs_warm_start_evaluation(tmp_path):
     path.write_text(
         small_experiment(tmp_path, 2)
         .read_text()
-        .replace("EvaluationConfig(episodes_per_task=1, phones=2)", "EvaluationConfig(episodes_per_task=2, phones=1)")
+        .replace("EvaluationConfig(samples=1, phones=2)", "EvaluationConfig(samples=2, phones=1)")
     )
     run_dir = tmp_path / "run"
     trained = CliRunner().invoke(main, ["run", str(path), "--run-dir", str(run_dir)])
@@ -351,7 +353,7 @@ def test_eval_of_an_experiment_plays_the_runs_warm_start_evaluation(tmp_path):
     assert evaluated.exit_code == 0, evaluated.output
     in_run = _episodes_of(run_dir / "run.db", "small evaluation warm_start")
     alone = _episodes_of(tmp_path / "ev" / "run.db", "eval warm start of small")
-    assert len(in_run) == 4 and all(steps for *_, steps in in_run)  # 2 tasks x 2 episodes, each played
+    assert len(in_run) == 6 and all(steps for *_, steps in in_run)  # 2 tasks x (greedy + 2 sampled), each played
     assert alone == in_run
     with sqlite3.connect(run_dir / "run.db") as db:
         verdicts = db.execute(
@@ -389,7 +391,7 @@ def test_a_ui_tars_format_checkpoint_trains_in_the_loop(tmp_path):
         learner=LearnerConfig(critic_warmup_updates=0, ppo_epochs=1, mini_batch_size=4, micro_batch_size=2),
         rollout_steps=6,
         updates=1,
-        evaluation=EvaluationConfig(episodes_per_task=1, phones=1),
+        evaluation=EvaluationConfig(samples=1, phones=1),
     )
     pool = build_policy_pool(config, warm_start_checkpoint(config))
     try:

@@ -97,7 +97,7 @@ SMALL = {
     "rollout_steps": "12",
     "updates": "2",
     "learner.critic_warmup_updates": "1",
-    "evaluation.episodes_per_task": "0",
+    "evaluation.samples": "0",
     "time_budget_s": "null",
 }
 """A few updates of two tasks on two phones: what every preset's short run starts from."""

@@ -119,7 +119,18 @@ def test_short_run_and_eval_use_the_plugins(lab, tmp_path):
     (tmp_path / "events.txt").unlink()
     result = CliRunner().invoke(
         main,
-        ["eval", "--experiment", str(lab), "--phones", "2", "--episodes", "1", "--run-dir", str(tmp_path / "eval")],
+        [
+            "eval",
+            "--experiment",
+            str(lab),
+            "--phones",
+            "1",
+            "--samples",
+            "1",
+            "--no-greedy",
+            "--run-dir",
+            str(tmp_path / "eval"),
+        ],
     )
     assert result.exit_code == 0, result.output
     seen = events(lab)

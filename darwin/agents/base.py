@@ -20,6 +20,7 @@ Scripted actors (the simulator's oracle, a random agent) implement :meth:`Actor.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -28,6 +29,7 @@ from darwin.envs.base import PhoneEnv
 from darwin.policies.base import Policy, Prompt
 from darwin.types import (
     Decision,
+    EpisodeSampling,
     Observation,
     ParseError,
     Phase,
@@ -53,6 +55,11 @@ class Actor(ABC):
         self, env: PhoneEnv, task: Task, phase: Phase, instruction: str, verifier: VerifierSpec
     ) -> None:
         """Called when a task phase starts on ``env`` (scripted actors may plan here)."""
+
+    def use_sampling(self, sampling: EpisodeSampling | None) -> None:
+        """How the next episode samples (set by the rollout engine before it starts): a paired
+        evaluation's seed and greedy flag, or ``None`` for the policy's own sampling (training).
+        Actors without a model distribution to sample (scripted ones) have nothing to fix."""
 
     @abstractmethod
     async def act(self, observation: Observation, history: Sequence[Transition]) -> Decision:
@@ -93,8 +100,14 @@ class ModelActor(Actor):
     def __init__(self, agent: Agent, policy: Policy) -> None:
         self.agent = agent
         self.policy = policy
+        self.sampling: EpisodeSampling | None = None
+        self._requests = 0  # this episode's policy requests so far: the next one's turn
+
+    def use_sampling(self, sampling: EpisodeSampling | None) -> None:
+        self.sampling = sampling
 
     def start_episode(self, task: Task) -> None:
+        self._requests = 0
         self.agent.start_episode(task)
 
     async def end_episode(self, trajectory: Trajectory) -> None:
@@ -107,6 +120,10 @@ class ModelActor(Actor):
     async def act(self, observation: Observation, history: Sequence[Transition]) -> Decision:
         await self.agent.observe(history)
         prompt = self.agent.build_context(observation, history)
+        if self.sampling is not None:
+            seed = self.sampling.request_seed(self._requests)
+            prompt = dataclasses.replace(prompt, seed=seed, greedy=self.sampling.greedy)
+        self._requests += 1
         (generation,) = await self.policy.generate([prompt])
         projected = self.agent.project_action(generation.text, observation)
         if isinstance(projected, ParseError):

@@ -5,6 +5,7 @@ Pure functions of success arrays; no state, the bootstrap's generator is passed 
 - :func:`pass_at_k`: the unbiased pass@k estimator (Chen et al. 2021, HumanEval): with ``n``
   samples of one task instance of which ``c`` succeed, ``1 - C(n - c, k) / C(n, k)``. RL that
   only sharpens a policy raises pass@1 and leaves pass@k at large k flat.
+- :func:`success_summary`: greedy success, sampled success and pass@k over task instances.
 - :func:`paired_difference`: the mean difference of two variants measured on the same
   initial states, with a stratified percentile-bootstrap interval (strata: tasks, resampled
   within each, as in rliable's stratified bootstrap), and whether it is separated from zero.
@@ -19,6 +20,7 @@ Pure functions of success arrays; no state, the bootstrap's generator is passed 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import comb
 
@@ -26,7 +28,10 @@ import numpy as np
 
 from darwin.algos.classification import Interval
 
-__all__ = ["PairedDifference", "paired_difference", "pass_at_k"]
+__all__ = ["PairedDifference", "SuccessSummary", "paired_difference", "pass_at_k", "success_summary"]
+
+PASS_AT_K = (1, 2, 4, 8)
+"""The k of every reported pass@k (MobileRL reports pass@1/2/4/8)."""
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -100,3 +105,47 @@ def paired_difference(
     lo_q, hi_q = 100 * (1 - level) / 2, 100 * (1 + level) / 2
     interval = Interval(float(diff.mean()), float(np.percentile(means, lo_q)), float(np.percentile(means, hi_q)))
     return PairedDifference(float(x.mean()), float(y.mean()), interval, int(diff.size))
+
+
+@dataclass(frozen=True)
+class SuccessSummary:
+    """A policy's success over task instances (a task on one initial state).
+
+    ``greedy``: the share of instances whose greedy episode succeeded; ``sampled``: the mean
+    over instances of their sampled success rate (pass@1); ``pass_at[k]``: the mean over
+    instances with at least ``k`` verified samples of the unbiased pass@k. ``None`` (or a
+    missing k) where nothing was measured."""
+
+    greedy: float | None
+    sampled: float | None
+    pass_at: dict[int, float]
+    instances: int
+
+
+def success_summary(
+    greedy: Sequence[bool], samples: Sequence[tuple[int, int]], ks: Sequence[int] = PASS_AT_K
+) -> SuccessSummary:
+    """Greedy success, sampled success and pass@k.
+
+    Args:
+        greedy: one verified greedy outcome per instance that has one.
+        samples: ``(n, c)`` per instance: verified sampled episodes and their successes
+            (instances with ``n = 0`` are left out).
+        ks: the pass@k to report; a k is reported where some instance has ``n >= k``.
+
+    >>> s = success_summary([True, False], [(4, 1), (4, 4)])
+    >>> s.greedy, s.sampled, s.pass_at[2], 8 in s.pass_at
+    (0.5, 0.625, 0.75, False)
+    """
+    measured = [(n, c) for n, c in samples if n > 0]
+    pass_at = {}
+    for k in ks:
+        rates = [pass_at_k(n, c, k) for n, c in measured if n >= k]
+        if rates:
+            pass_at[k] = float(np.mean(rates))
+    return SuccessSummary(
+        greedy=float(np.mean(greedy)) if len(greedy) else None,
+        sampled=float(np.mean([c / n for n, c in measured])) if measured else None,
+        pass_at=pass_at,
+        instances=max(len(greedy), len(measured)),
+    )

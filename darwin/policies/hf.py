@@ -298,8 +298,9 @@ class HFPolicy(Policy):
             version = self.version
             resolved = [int(s) if s is not None else self._next_seed() for s in given]
             inputs = self.build_inputs(prompts)
+            greedy = torch.tensor([p.greedy for p in prompts], dtype=torch.bool, device=self._device)
             with torch.inference_mode():
-                tokens, logprobs = self._decode(self._to_device(inputs), resolved)
+                tokens, logprobs = self._decode(self._to_device(inputs), resolved, greedy)
         out = []
         ids, mask = inputs["input_ids"], inputs["attention_mask"].bool()
         for row, (toks, lps) in enumerate(zip(tokens, logprobs, strict=True)):
@@ -318,7 +319,9 @@ class HFPolicy(Policy):
     def _next_seed(self) -> int:
         return int(torch.randint(0, _SEED_BOUND, (1,), generator=self._seed_generator).item())
 
-    def _decode(self, inputs: dict[str, torch.Tensor], seeds: list[int]) -> tuple[list[list[int]], list[list[float]]]:
+    def _decode(
+        self, inputs: dict[str, torch.Tensor], seeds: list[int], greedy: torch.Tensor
+    ) -> tuple[list[list[int]], list[list[float]]]:
         cfg = self.config
         model = self.vlm.model
         steps = cfg.max_new_tokens
@@ -350,7 +353,7 @@ class HFPolicy(Policy):
         logprobs: list[list[float]] = [[] for _ in range(batch)]
         eos = torch.tensor(sorted(self.eos_token_ids), device=self._device)
         for step in range(steps):
-            tok, lp = self._sample(logits, uniforms[rows, step])
+            tok, lp = self._sample(logits, uniforms[rows, step], greedy[rows])
             for r, t, v in zip(rows.tolist(), tok.tolist(), lp.tolist(), strict=True):
                 tokens[r].append(t)
                 logprobs[r].append(v)
@@ -375,12 +378,13 @@ class HFPolicy(Policy):
             logits = out.logits[:, -1]
         return tokens, logprobs
 
-    def _sample(self, logits: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Tokens by inverse CDF of the (masked, tempered, truncated) distribution; their log-probs."""
+    def _sample(self, logits: torch.Tensor, u: torch.Tensor, greedy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tokens by inverse CDF of the (masked, tempered, truncated) distribution, the most
+        likely one for ``greedy`` rows (``(B,)`` bool); their log-probs."""
         cfg = self.config
         masked = logits.float().masked_fill(self._forbidden, float("-inf"))
         recorded = torch.log_softmax(masked / cfg.logprob_temperature_resolved, dim=-1)
-        if cfg.temperature == 0:
+        if cfg.temperature == 0 or bool(greedy.all()):
             tok = masked.argmax(dim=-1)
         else:
             scaled = masked / cfg.temperature
@@ -398,6 +402,7 @@ class HFPolicy(Policy):
             target = u.view(-1, 1) * cdf[:, -1:]
             tok = torch.searchsorted(cdf, target, right=True).squeeze(1)
             tok = tok.clamp_(max=probs.shape[-1] - 1)
+            tok = torch.where(greedy, masked.argmax(dim=-1), tok)
         return tok, recorded.gather(-1, tok.view(-1, 1)).squeeze(1)
 
     # -- scoring ----------------------------------------------------------------------

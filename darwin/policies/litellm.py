@@ -294,7 +294,9 @@ class LiteLLMPolicy(Policy):
             kwargs["api_base"] = cfg.api_base
         if key is not None:
             kwargs["api_key"] = key
-        if cfg.temperature is not None:
+        if prompt.greedy:
+            kwargs["temperature"] = 0.0
+        elif cfg.temperature is not None:
             kwargs["temperature"] = cfg.temperature
         if cfg.top_p is not None:
             kwargs["top_p"] = cfg.top_p

@@ -96,7 +96,7 @@ def _decode_image(url: str) -> np.ndarray:
         raise _RequestError(f"undecodable image: {exc}", param="messages") from None
 
 
-def _to_prompt(messages: object, seed: int | None) -> Prompt:
+def _to_prompt(messages: object, seed: int | None, greedy: bool = False) -> Prompt:
     """OpenAI chat messages -> a darwin Prompt (images before each message's text, as darwin renders)."""
     if not isinstance(messages, list) or not messages:
         raise _RequestError("messages must be a non-empty list", param="messages")
@@ -129,7 +129,7 @@ def _to_prompt(messages: object, seed: int | None) -> Prompt:
         if len(texts) > 1:
             raise _RequestError(f"messages[{i}]: at most one text part per message", param="messages")
         out.append(ChatMessage(role=message["role"], text=texts[0] if texts else "", images=tuple(images)))
-    return Prompt(messages=tuple(out), seed=seed)
+    return Prompt(messages=tuple(out), seed=seed, greedy=greedy)
 
 
 class LocalPolicyServer:
@@ -312,7 +312,7 @@ class LocalPolicyServer:
         try:
             body = await self._json(request)
             settings = self._check_request(body)
-            prompt = _to_prompt(body.get("messages"), settings["seed"])
+            prompt = _to_prompt(body.get("messages"), settings["seed"], settings["greedy"])
         except _RequestError as exc:
             return _error(exc)
         assert self._batcher is not None
@@ -399,9 +399,15 @@ class LocalPolicyServer:
         if body.get("add_generation_prompt", True) is not True or body.get("continue_final_message"):
             raise _RequestError("this server always adds the generation prompt", param="add_generation_prompt")
         temperature = body.get("temperature")
-        if temperature is not None and not math.isclose(float(temperature), self.temperature, abs_tol=1e-9):
+        greedy = temperature is not None and float(temperature) == 0.0  # vLLM's and SGLang's greedy
+        if (
+            temperature is not None
+            and not greedy
+            and not math.isclose(float(temperature), self.temperature, abs_tol=1e-9)
+        ):
             raise _RequestError(
-                f"this server samples at temperature {self.temperature} (its --temperature); the request asked {temperature}",
+                f"this server samples at temperature {self.temperature} (its --temperature) or greedily (0); "
+                f"the request asked {temperature}",
                 param="temperature",
             )
         fixed = {
@@ -449,6 +455,7 @@ class LocalPolicyServer:
         return {
             "model": model,
             "seed": seed,
+            "greedy": greedy,
             "max_tokens": limit,
             "logprobs": bool(body.get("logprobs")),
             "return_token_ids": bool(body.get("return_token_ids")),

@@ -191,7 +191,7 @@ class ServerPolicy(Policy):
             "model": self._served_model,
             "messages": prompt_to_openai_messages(prompt, compress_level=cfg.png_compress_level),
             "max_tokens": cfg.max_tokens,
-            "temperature": cfg.temperature,
+            "temperature": 0.0 if prompt.greedy else cfg.temperature,
             "top_p": 1.0,
             "top_k": -1,
             "min_p": 0.0,

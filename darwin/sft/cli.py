@@ -177,39 +177,21 @@ def finetune_command(
     if not sim_tasks:
         console.print("no SimPhone tasks among the demonstrations: task success not measured")
         return
-    from darwin.sft.evaluation import evaluate_warm_start
+    from darwin.sft.evaluation import evaluate_warm_start, success_rows
 
     task_ids = tuple(dict.fromkeys(t.id for t in sim_tasks))
-    results: dict[str, Any] = {}
+    started = time.perf_counter()
+    with console.status("evaluating"):
+        report = asyncio.run(evaluate_warm_start(out_path, task_ids, phones=eval_phones, samples=eval_episodes))
+    columns, rows = success_rows(report)
     table = Table(
-        title=f"{out_path}: success on {', '.join(task_ids)} ({eval_phones} phones, {eval_episodes} episode(s) per task)"
+        title=f"{out_path}: success on {', '.join(task_ids)} ({eval_phones} phones, 1 greedy and {eval_episodes} sampled episode(s) of each task on each)"
     )
-    table.add_column("task", no_wrap=True)
-    table.add_column("sampled T=1", justify="right")
-    table.add_column("greedy", justify="right")
-    reports = {}
-    for label, temperature in (("sampled", 1.0), ("greedy", 0.0)):
-        started = time.perf_counter()
-        with console.status(f"evaluating ({label})"):
-            reports[label] = asyncio.run(
-                evaluate_warm_start(
-                    out_path, task_ids, phones=eval_phones, episodes=eval_episodes, temperature=temperature
-                )
-            )
-        overall = reports[label].overall
-        results[label] = {
-            "temperature": temperature,
-            "success_rate": overall.success_rate,
-            "episodes": overall.episodes,
-            "per_task": {k: v.success_rate for k, v in reports[label].per_task.items()},
-            "wall_s": round(time.perf_counter() - started, 1),
-        }
-    for task_id in [*reports["sampled"].per_task, "overall"]:
-        cells = [
-            _pct((reports[lb].overall if task_id == "overall" else reports[lb].per_task[task_id]).success_rate)
-            for lb in ("sampled", "greedy")
-        ]
-        table.add_row(task_id, *cells)
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
+    results = {**report.to_json(), "phones": eval_phones, "wall_s": round(time.perf_counter() - started, 1)}
     meta["eval"] = results
     (out_path / SFT_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

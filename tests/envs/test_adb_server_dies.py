@@ -75,7 +75,7 @@ def test_kill_9_of_the_adb_server_mid_run(
             f"cache_dir={tmp_path / 'cache'}",
             'tasks=["clock_1","settings_dark_theme"]',
             "horizon=6",
-            "evaluation.episodes_per_task=0",
+            "evaluation.samples=0",
             "time_budget_s=null",
             "updates=4",
             "learner.critic_warmup_updates=1",

@@ -55,7 +55,7 @@ def test_chaos_through_darwin_run_with_a_provider_and_a_spare(
             f"cache_dir={tmp_path / 'cache'}",
             'tasks=["clock_1","settings_dark_theme"]',
             "horizon=6",
-            "evaluation.episodes_per_task=0",
+            "evaluation.samples=0",
             "time_budget_s=null",
             "updates=4",
             "learner.critic_warmup_updates=1",

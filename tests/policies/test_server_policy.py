@@ -587,7 +587,7 @@ def test_a_run_samples_from_the_server_and_pushes_every_update_to_it(tmp_path: P
             learner=LearnerConfig(critic_warmup_updates=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
             rollout_steps=8,
             updates=2,
-            evaluation=EvaluationConfig(episodes_per_task=0),
+            evaluation=EvaluationConfig(samples=0),
         )
         result = run_experiment(experiment, tmp_path / "run")
         assert result.updates == 2
