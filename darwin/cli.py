@@ -664,19 +664,26 @@ def eval_cmd(
         with _credentials_fail_cleanly():
             report = asyncio.run(run())
     elapsed = time.perf_counter() - started
+    from rich import box
+
     ks = [k for k in (1, 2, 4, 8) if k <= protocol.samples]
     table = Table(
         title=f"{agent_spec}: success per task on {phones} phone(s), "
-        f"{'1 greedy + ' if protocol.greedy else ''}{protocol.samples} sampled episode(s) each"
+        f"{'1 greedy + ' if protocol.greedy else ''}{protocol.samples} sampled episode(s) each",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+        caption_justify="left",
+        caption="pass@1 is the sampled success; n: sampled episodes; lost: not scored (goal held at the start, "
+        "infrastructure truncations, unverified, errors); steps: mean per sampled episode",
     )
-    table.add_column("task", no_wrap=True)
-    for col in ("greedy", "sampled", *(f"pass@{k}" for k in ks)):
-        table.add_column(col, justify="right", no_wrap=True, min_width=6)
-    for col in ("sampled episodes", "done", "infra", "unverified", "errors", "mean steps"):
-        table.add_column(col, justify="right")
+    table.add_column("task", overflow="fold")
+    for col in ("greedy", *(f"pass@{k}" for k in ks), "n", "lost", "steps"):
+        table.add_column(col, justify="right", no_wrap=True)
 
     def pct(value: float | None) -> str:
-        return "-" if value is None else f"{100 * value:.1f}%"
+        return "-" if value is None else f"{100 * value:.0f}%"
 
     for task_id, score in [*report.per_task.items(), ("overall", report.overall)]:
         summary = report.summary(None if task_id == "overall" else task_id)
@@ -684,13 +691,9 @@ def eval_cmd(
         table.add_row(
             task_id,
             pct(summary.greedy),
-            pct(summary.sampled),
             *(pct(summary.pass_at.get(k)) for k in ks),
             str(score.episodes),
-            str(score.already_done),
-            str(score.infra_truncated),
-            str(score.unverified),
-            str(score.errors),
+            str(score.already_done + score.infra_truncated + score.unverified + score.errors),
             f"{mean_steps:.1f}",
         )
     console.print(table)

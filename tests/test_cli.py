@@ -81,7 +81,7 @@ def test_eval_oracle_stores_everything(tmp_path):
         ],
     )
     assert result.exit_code == 0, result.output
-    assert "overall" in result.output and "100.0%" in result.output
+    assert "overall" in result.output and "100%" in result.output
     db = sqlite3.connect(run_dir / "run.db")
     assert db.execute("select count(*) from episodes").fetchone()[0] == 3 * 3 * 2  # tasks x phones x (greedy + 1)
     steps = db.execute("select count(*), count(screenshot_path) from steps").fetchone()

@@ -55,3 +55,14 @@ def test_paired_difference_refuses_unpaired_input() -> None:
         paired_difference(np.ones(3), np.ones(4), np.random.default_rng(0))
     with pytest.raises(ValueError, match="strata"):
         paired_difference(np.ones(3), np.ones(3), np.random.default_rng(0), strata=np.array([1, 2]))
+
+
+def test_success_summary_hand_computed() -> None:
+    from darwin.algos.evaluation import success_summary
+
+    # two instances: 1 of 4 and 4 of 4 sampled successes; greedy fails on the first
+    s = success_summary([False, True], [(4, 1), (4, 4), (0, 0)])
+    assert (s.greedy, s.sampled, s.instances) == (0.5, 0.625, 2)
+    assert s.pass_at == pytest.approx({1: 0.625, 2: (0.5 + 1) / 2, 4: 1.0})  # n = 4: no pass@8
+    empty = success_summary([], [])
+    assert (empty.greedy, empty.sampled, empty.pass_at) == (None, None, {})

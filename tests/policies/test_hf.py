@@ -394,3 +394,25 @@ def test_constructor_errors(vlm: VLM) -> None:
     policy.close()
     with pytest.raises(RuntimeError, match="closed"):
         asyncio.run(policy.generate(ragged_prompts()[:1]))
+
+
+def test_greedy_prompts_are_argmax_beside_sampled_ones_in_one_batch(both: VLM) -> None:
+    """``Prompt.greedy`` rows take the most likely token whatever the policy's temperature
+    (an evaluation's greedy episodes); the sampled rows of the same batch are unchanged, and the
+    recorded log-probs stay those of the policy's own distribution."""
+    from dataclasses import replace
+
+    prompts = [replace(p, seed=50 + i) for i, p in enumerate(ragged_prompts()[:4])]
+    mixed = [replace(p, greedy=i % 2 == 0) for i, p in enumerate(prompts)]
+    with HFPolicy(both, HFPolicyConfig(max_new_tokens=6, temperature=0)) as cold:
+        greedy = cold.generate_sync(prompts)
+    with HFPolicy(both, HFPolicyConfig(max_new_tokens=6, temperature=1.0)) as hot:
+        sampled = hot.generate_sync(prompts)
+        together = hot.generate_sync(mixed)
+        alone_greedy = hot.generate_sync(mixed[:1])
+    for i, g in enumerate(together):
+        expected = greedy[i] if i % 2 == 0 else sampled[i]
+        assert g.response_ids == expected.response_ids
+    assert together[1].response_logprobs == sampled[1].response_logprobs
+    assert alone_greedy[0].response_ids == greedy[0].response_ids
+    assert any(greedy[i].response_ids != sampled[i].response_ids for i in range(4))  # the check can fail
