@@ -42,23 +42,6 @@ def sliding_mean(values: Sequence[float], window: int = 20) -> list[float]:
     return out
 
 
-def gain_interval(
-    successes_before: int, episodes_before: int, successes_after: int, episodes_after: int
-) -> tuple[float, float]:
-    """The gain in points between two evaluations and the half-width of its 95% interval
-    (normal approximation to the difference of two independent proportions).
-
-        >>> gain, half = gain_interval(36, 96, 55, 96)
-        >>> round(gain, 1), round(half, 1)
-        (19.8, 13.8)
-    """
-    if episodes_before < 1 or episodes_after < 1:
-        raise ValueError("both evaluations need at least one episode")
-    p0, p1 = successes_before / episodes_before, successes_after / episodes_after
-    se = math.sqrt(p0 * (1 - p0) / episodes_before + p1 * (1 - p1) / episodes_after)
-    return 100 * (p1 - p0), 100 * 1.96 * se
-
-
 def wilson_interval(successes: int, episodes: int, z: float = 1.96) -> tuple[float, float]:
     """95% Wilson score interval of a success rate.
 

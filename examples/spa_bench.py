@@ -28,8 +28,9 @@ below was measured; docs/results.md):
 - a KL penalty to the warm start (coefficient 0.1, low-variance estimator): without it
   the policy collapsed (docs/results.md),
 - mini-batch 64 -> 32, micro-batch 16 -> 8 (CPU memory and speed),
-- at most 120 updates and 14 minutes of RL (the time budget ends it); a sampled evaluation of the warm start and of
-  the final policy on 16 phones that never train (12 episodes per task) reports the gain.
+- at most 120 updates and 14 minutes of RL (the time budget ends it); a paired evaluation of the warm start and of
+  the final policy on 8 phones that never train (per task and phone, 1 greedy and 8 sampled episodes: greedy success,
+  sampled success and pass@1/2/4/8, 576 episodes, about 2 minutes each) reports the gain with paired intervals.
 
 Paper preset (`--preset paper`): Table 1 hyperparameters on cloud phones listed in
 $DARWIN_DEVICES (comma-separated serials or host:port), with UI-TARS-1.5 as the agent: its

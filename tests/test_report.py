@@ -111,10 +111,3 @@ def test_plot_draws_raw_values_as_dots_one_per_x_not_vertical_strokes(tmp_path):
     raw = [ln for ln in main.get_lines() if "mean" not in ln.get_label()][0]
     assert list(raw.get_xdata()) == [100, 200, 300] and list(raw.get_ydata()) == [0.5, 0.5, 1.0]
     assert raw.get_linestyle() == "None"  # dots: no stroke from 0 to 1 between them
-
-
-def test_gain_interval_is_the_normal_interval_of_a_difference():
-    from darwin.report import gain_interval
-
-    gain, half = gain_interval(48, 96, 48, 96)
-    assert gain == 0.0 and abs(half - 100 * 1.96 * (2 * 0.25 / 96) ** 0.5) < 1e-9
