@@ -4,6 +4,7 @@ from darwin.curricula.base import Curriculum, EpisodeOutcome
 from darwin.curricula.failure_filter import FailureFilterCurriculum
 from darwin.curricula.learnability import LearnabilityCurriculum
 from darwin.curricula.proposer import LLMTaskProposer, ProposerConfig
+from darwin.curricula.reverse import ReverseCurriculum
 from darwin.curricula.staged import DifficultyStagedCurriculum, StagedConfig
 from darwin.curricula.static import StaticCurriculum
 from darwin.curricula.success_band import SuccessBandConfig, SuccessBandCurriculum
@@ -16,6 +17,7 @@ __all__ = [
     "LLMTaskProposer",
     "LearnabilityCurriculum",
     "ProposerConfig",
+    "ReverseCurriculum",
     "StagedConfig",
     "StaticCurriculum",
     "SuccessBandConfig",

@@ -28,6 +28,8 @@ class EpisodeOutcome:
     success: bool | None
     steps: int
     termination: TerminationReason
+    start_step: int = 0
+    """Demonstration steps played before the agent's first (``Trajectory.start_step``; 0: from the beginning)."""
 
 
 class Curriculum(ABC):

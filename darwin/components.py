@@ -56,6 +56,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "staged": "darwin.curricula.staged:DifficultyStagedCurriculum",
         "success_band": "darwin.curricula.success_band:SuccessBandCurriculum",
         "llm_proposer": "darwin.curricula.proposer:LLMTaskProposer",
+        "reverse": "darwin.curricula.reverse:ReverseCurriculum",
     },
     "workflow": {
         "step": "darwin.workflows.step:StepWorkflow",

@@ -429,7 +429,10 @@ class RolloutEngine:
         if self.curriculum is not None:
             assert trajectory.termination is not None
             self.curriculum.update(
-                task, EpisodeOutcome(task.id, trajectory.success, len(trajectory), trajectory.termination.reason)
+                task,
+                EpisodeOutcome(
+                    task.id, trajectory.success, len(trajectory), trajectory.termination.reason, trajectory.start_step
+                ),
             )
         if self.store is not None:
             for phase, verdict in trajectory.verdicts.items():

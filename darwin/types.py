@@ -80,6 +80,30 @@ class Lifecycle(BaseModel):
     teardown: PhaseSpec | None = None
 
 
+class DemoStart(BaseModel):
+    """Where an episode starts inside a demonstration (a reverse curriculum, Backplay): after
+    the task's setup the phone plays the demonstration's actions except its last
+    ``remaining``, then the agent takes over for the whole step budget. Those played actions
+    are not the agent's: they become no transition and no training row
+    (``Trajectory.start_step`` counts them).
+
+    ``actions`` is a demonstration recorded from this task's initial state (valid on a phone
+    that starts in that state); ``None`` asks the simulator for its shortest plan from the
+    phone's own state (phones with a SimPhone state probe), which is the demonstration whose
+    snapshot after each step is the state the phone is in.
+
+        >>> DemoStart(remaining=2).remaining
+        2
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    remaining: int = Field(ge=1, le=1024, description="demonstration steps left to the agent")
+    actions: tuple[Action, ...] | None = Field(
+        default=None, description="a recorded demonstration; None: the simulator's shortest plan from the phone's state"
+    )
+
+
 class Task(BaseModel):
     """A natural-language goal with the metadata needed to run and verify it.
 
@@ -114,6 +138,10 @@ class Task(BaseModel):
     subgoals: tuple[VerifierSpec, ...] = Field(
         default=(),
         description="checks whose share met at the end is the progress rate (empty: the verifier's own distance)",
+    )
+    start: DemoStart | None = Field(
+        default=None,
+        description="start the episode inside a demonstration (a reverse curriculum); None: from the beginning",
     )
 
     @field_validator("instruction")
@@ -454,6 +482,9 @@ class Trajectory:
     same start), set by the rollout engine in group mode; ``None`` outside group mode."""
     phone: str = ""
     """Name of the phone the episode ran on (set by the rollout engine)."""
+    start_step: int = 0
+    """Demonstration steps the phone played before the agent's first step (``Task.start``, a
+    reverse curriculum); 0: the episode started at the beginning."""
     metrics: EpisodeMetrics | None = None
     """Progress, side effects, false completion and over-time of the execution phase
     (:class:`EpisodeMetrics`); ``None`` when not measured (no state probe, a model judge,

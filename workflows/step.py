@@ -20,6 +20,7 @@ from darwin.tasks import goal_text
 from darwin.types import (
     ACTOR,
     Decision,
+    DemoStart,
     Observation,
     Phase,
     Prompt,
@@ -175,6 +176,12 @@ class StepWorkflow(Workflow):
             except InfraError as exc:
                 trajectory.termination = self._infra(env, task, exc)
                 return trajectory
+        if task.start is not None:
+            try:
+                trajectory.start_step = await self.play_start(env, task, task.start)
+            except InfraError as exc:
+                trajectory.termination = self._infra(env, task, exc)
+                return trajectory
         actor.start_episode(task)
         await self.play_phases(env, task, actor, trajectory, emit)
         try:
@@ -182,6 +189,46 @@ class StepWorkflow(Workflow):
         except Exception:  # the episode is complete and stays so; the failure is reported, not hidden
             logger.exception("actor.end_episode failed after %s (episode %s)", task.id, trajectory.episode_id)
         return trajectory
+
+    async def play_start(self, env: PhoneEnv, task: Task, start: DemoStart) -> int:
+        """Play the demonstration of ``start`` except its last ``start.remaining`` actions on
+        ``env`` (no transitions, nothing emitted); the number of actions played.
+
+        Without recorded actions the demonstration is the simulator's shortest plan from the
+        phone's probed state (a phone without a SimPhone state probe cannot start inside one:
+        a ``ValueError`` that says so)."""
+        lifecycle = task.lifecycle
+        if lifecycle is not None and lifecycle.setup is not None and self.phases(task)[0][0] == Phase.SETUP:
+            raise ValueError(
+                f"task {task.id} has a setup phase: its execution demonstration cannot be played before it; "
+                "start lifecycle tasks at the beginning (or run them under StepWorkflow, execution only)"
+            )
+        actions = start.actions
+        if actions is None:
+            from darwin.envs.sim.oracle import OracleError, shortest_plan
+            from darwin.envs.sim.phone import SimPhone
+            from darwin.templates import task_apps
+
+            state = await env.aprobe_state()
+            if state is None:
+                raise ValueError(
+                    f"task {task.id} starts inside a demonstration with no recorded actions, which needs a phone "
+                    f"with a SimPhone state probe to plan it; {env.name} has none (record the demonstration's "
+                    "actions in DemoStart.actions, or use SimPhones)"
+                )
+            planner = SimPhone(seed=0)
+            planner.restore(state)
+            try:
+                actions = tuple(shortest_plan(planner, task.verifier, apps=list(task_apps(task))))
+            except OracleError as exc:  # no plan within the search budget: the agent starts at the beginning
+                logger.warning(
+                    "%s on %s: no demonstration to start inside (%s); starting at the beginning", task.id, env.name, exc
+                )
+                return 0
+        played = max(0, len(actions) - start.remaining)
+        for action in actions[:played]:
+            await env.aexecute(action)
+        return played
 
     async def play_phases(
         self, env: PhoneEnv, task: Task, actor: Actor, trajectory: Trajectory, emit: Emit | None

@@ -1,0 +1,113 @@
+"""The reverse curriculum: episodes start inside the simulator's demonstration, the start moves
+back as the task's success from there rises, and only the agent's steps become training rows."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from darwin.agents.scripted import OracleActor
+from darwin.buffer import ReplayBuffer
+from darwin.curricula import EpisodeOutcome, ReverseCurriculum, StaticCurriculum
+from darwin.envs.sim.env import SimPhoneEnv
+from darwin.rollout import RolloutEngine
+from darwin.tasks import get_task
+from darwin.types import DemoStart, TerminationReason
+from darwin.workflows import LifecycleWorkflow
+
+
+def _outcome(task_id: str, success: bool | None, start_step: int = 3) -> EpisodeOutcome:
+    return EpisodeOutcome(task_id, success, 2, TerminationReason.SUCCESS, start_step=start_step)
+
+
+def test_the_start_moves_back_as_success_rises_per_task() -> None:
+    tasks = [get_task("booking.com_0"), get_task("clock_1")]
+    cur = ReverseCurriculum(tasks, window=3, advance_at=0.6, step=2)
+    assert cur.remaining() == {"booking.com_0": 1, "clock_1": 1}
+    booking = tasks[0].model_copy(update={"start": DemoStart(remaining=1)})
+    for success in (True, False):  # 1 of 2: the window is not full yet
+        cur.update(booking, _outcome("booking.com_0", success))
+    cur.update(booking, _outcome("booking.com_0", None))  # not scored: no evidence
+    assert cur.remaining()["booking.com_0"] == 1
+    cur.update(booking, _outcome("booking.com_0", True))  # 2 of 3 >= 0.6: two steps earlier
+    assert cur.remaining() == {"booking.com_0": 3, "clock_1": 1}
+    cur.update(booking, _outcome("booking.com_0", True))  # an episode from the old start says nothing now
+    cur.update(tasks[0], _outcome("booking.com_0", True, start_step=0))  # nor one from the beginning
+    later = tasks[0].model_copy(update={"start": DemoStart(remaining=3)})
+    for _ in range(3):
+        cur.update(later, _outcome("booking.com_0", False))
+    assert cur.remaining()["booking.com_0"] == 3  # failing from there: it stays
+    cur.update(later, _outcome("booking.com_0", True, start_step=0))  # the whole demonstration fit
+    assert cur.remaining()["booking.com_0"] is None
+
+    state = cur.state_dict()
+    again = ReverseCurriculum(tasks, window=3, advance_at=0.6, step=2)
+    again.load_state_dict(state)
+    assert again.remaining() == cur.remaining()
+    assert [again.next_task() for _ in range(5)] == [cur.next_task() for _ in range(5)]
+
+
+def test_setup_tasks_start_at_the_beginning_and_bad_settings_are_named() -> None:
+    cycle = get_task("chrome_clear_tabs.cycle")  # a setup phase comes first
+    cur = ReverseCurriculum([cycle])
+    assert cur.remaining() == {cycle.id: None} and cur.next_task() == cycle
+    with pytest.raises(ValueError, match="window must be an integer >= 1"):
+        ReverseCurriculum([cycle], window=0)
+    with pytest.raises(ValueError, match=r"advance_at must be a number in \[0, 1\]"):
+        ReverseCurriculum([cycle], advance_at=2)
+
+
+def test_a_started_episode_holds_only_the_agents_steps() -> None:
+    task = get_task("booking.com_0")
+    workflow = LifecycleWorkflow()
+    full = asyncio.run(workflow.run(SimPhoneEnv(seed=3), task, OracleActor()))
+    started = asyncio.run(
+        workflow.run(SimPhoneEnv(seed=3), task.model_copy(update={"start": DemoStart(remaining=2)}), OracleActor())
+    )
+    assert full.success and started.success
+    plan = len(full)  # the oracle's actions (the episode ends the moment the goal holds)
+    assert full.start_step == 0 and started.start_step == plan - 2 > 0
+    assert len(started) == 2  # the last two actions: the agent's steps only
+    assert [t.decision.action for t in started.transitions] == [t.decision.action for t in full.transitions][-2:]
+    longer = asyncio.run(
+        workflow.run(SimPhoneEnv(seed=3), task.model_copy(update={"start": DemoStart(remaining=50)}), OracleActor())
+    )
+    assert longer.start_step == 0 and len(longer) == len(full)  # a demonstration no longer than remaining
+
+
+def test_training_rows_of_a_reverse_curriculum_are_the_agents_steps() -> None:
+    tasks = [get_task("booking.com_0"), get_task("clock_1")]
+    buffer = ReplayBuffer(rollout_steps=30)
+    engine = RolloutEngine(
+        [SimPhoneEnv(seed=i) for i in range(2)],
+        lambda i: OracleActor(),
+        curriculum=ReverseCurriculum(tasks),
+        buffer=buffer,
+    )
+    asyncio.run(engine.run(until=lambda: buffer.completed_steps >= 30))
+    trajectories = buffer.take_completed()
+    started = [t for t in trajectories if t.task.start is not None and t.start_step > 0]
+    assert started
+    # the oracle plays exactly the demonstration's last `remaining` actions: those are the rows
+    assert all(len(t) == t.task.start.remaining for t in started)  # type: ignore[union-attr]
+    assert engine.stats.env_steps >= sum(
+        len(t) for t in trajectories
+    )  # the played prefix is no env step of the agent's
+
+    plain = ReplayBuffer(rollout_steps=30)
+    RolloutEngine([SimPhoneEnv(seed=0)], lambda i: OracleActor(), curriculum=StaticCurriculum(tasks), buffer=plain)
+    assert not any(t.task.start for t in plain.take_completed())
+
+
+def test_a_phone_without_a_state_probe_cannot_plan_a_start() -> None:
+    class NoProbe(SimPhoneEnv):
+        def probe_state(self):  # noqa: ANN201
+            return None
+
+        async def aprobe_state(self):  # noqa: ANN201
+            return None
+
+    task = get_task("clock_1").model_copy(update={"start": DemoStart(remaining=1)})
+    with pytest.raises(ValueError, match="needs a phone with a SimPhone state probe"):
+        asyncio.run(LifecycleWorkflow().run(NoProbe(seed=0), task, OracleActor()))
