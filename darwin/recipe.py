@@ -381,6 +381,7 @@ class TrainingRecipe:
                 "success": sum(bool(t.success) for t in batch) / len(batch),
                 "episodes": len(batch),
                 "success_by_task": _success_by_task(batch),
+                "started_inside_demonstration": sum(t.start_step > 0 for t in batch) / len(batch),
                 "env_steps": self._env_steps,
                 "steps_per_s": stats.steps_per_second,
                 "backpressure_phone_s": stats.backpressure_s,
@@ -393,6 +394,9 @@ class TrainingRecipe:
         weights = getattr(self.curriculum, "weights", None)
         if callable(weights):  # adaptive curricula: how they now share the phones among tasks
             self.report.metrics.log(update.update, "curriculum", weights())
+        remaining = getattr(self.curriculum, "remaining", None)
+        if callable(remaining):  # a reverse curriculum: demonstration steps left to the agent (0: from the beginning)
+            self.report.metrics.log(update.update, "curriculum_start", {k: v or 0 for k, v in remaining().items()})
 
     async def save(self) -> None:
         """Checkpoint the learner with the untrained trajectories and the run state."""

@@ -107,3 +107,46 @@ def test_a_phone_without_a_state_probe_cannot_plan_a_start() -> None:
     task = get_task("clock_1").model_copy(update={"start": DemoStart(remaining=1)})
     with pytest.raises(ValueError, match="needs a phone with a SimPhone state probe"):
         asyncio.run(LifecycleWorkflow().run(NoProbe(seed=0), task, OracleActor()))
+
+
+def test_a_run_with_the_reverse_curriculum_starts_inside_and_logs_where(tmp_path) -> None:
+    """`--set curriculum=reverse` on the embedded default: episodes start inside the
+    demonstration, the run logs the share that did and each task's start, and it trains."""
+    import json
+    from pathlib import Path
+
+    from darwin.experiment import apply_overrides, load_experiment, run_experiment
+
+    root = Path(__file__).resolve().parents[2]
+    small = {
+        "tasks": '["booking.com_0","clock_1"]',
+        "curriculum": "reverse",
+        "phones.count": "2",
+        "sft.steps": "3",
+        "sft.warmup_steps": "1",
+        "sft.batch_size": "4",
+        "sft.phones": "2",
+        "sft.episodes": "4",
+        "sft.heldout_episodes": "0",
+        "policy.max_batch": "2",
+        "policy.max_wait": "0.01",
+        "learner.mini_batch_size": "8",
+        "learner.micro_batch_size": "4",
+        "rollout_steps": "12",
+        "updates": "2",
+        "learner.critic_warmup_updates": "1",
+        "evaluation.samples": "0",
+        "time_budget_s": "null",
+        "cache_dir": str(tmp_path / "cache"),
+    }
+    config = apply_overrides(
+        load_experiment(root / "examples" / "spa_bench.py"), [f"{k}={v}" for k, v in small.items()]
+    )
+    run_experiment(config, tmp_path / "run")
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    started = [r["started_inside_demonstration"] for r in rows if r["group"] == "rollout"]
+    assert len(started) == 2 and started[0] > 0
+    starts = [
+        {k: v for k, v in r.items() if k not in ("step", "group")} for r in rows if r["group"] == "curriculum_start"
+    ]
+    assert starts and set(starts[0]) == {"booking.com_0", "clock_1"} and all(v >= 0 for v in starts[0].values())
