@@ -224,3 +224,32 @@ def _reap_adopted(me: psutil.Process, before: set[int]) -> None:
         if process.pid not in before:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(process.pid, os.WNOHANG)
+
+
+_SMALL_RUN = {
+    "tasks": '["settings_dark_theme","amazon_0"]',
+    "phones.count": "2",
+    "sft.steps": "3",
+    "sft.warmup_steps": "1",
+    "sft.batch_size": "4",
+    "sft.phones": "2",
+    "sft.episodes": "4",
+    "sft.heldout_episodes": "0",
+    "policy.max_batch": "2",
+    "policy.max_wait": "0.01",
+    "learner.mini_batch_size": "8",
+    "learner.micro_batch_size": "4",
+    "rollout_steps": "12",
+    "updates": "2",
+    "learner.critic_warmup_updates": "1",
+    "evaluation.samples": "0",
+    "time_budget_s": "null",
+}
+"""`--set` overrides for a run of a few updates of two tasks on two phones (`tests/test_paper_findings.py`,
+`tests/curricula/test_reverse.py`): what a short training test starts from."""
+
+
+@pytest.fixture
+def small_run() -> dict[str, str]:
+    """`--set` overrides (key -> value) for a short training run; a copy to change freely."""
+    return dict(_SMALL_RUN)

@@ -81,29 +81,8 @@ def test_presets_change_only_what_they_name():
         load_experiment(FINDINGS, "fig9")
 
 
-SMALL = {
-    "tasks": '["settings_dark_theme","amazon_0"]',
-    "phones.count": "2",
-    "sft.steps": "3",
-    "sft.warmup_steps": "1",
-    "sft.batch_size": "4",
-    "sft.phones": "2",
-    "sft.episodes": "4",
-    "sft.heldout_episodes": "0",
-    "policy.max_batch": "2",
-    "policy.max_wait": "0.01",
-    "learner.mini_batch_size": "8",
-    "learner.micro_batch_size": "4",
-    "rollout_steps": "12",
-    "updates": "2",
-    "learner.critic_warmup_updates": "1",
-    "evaluation.samples": "0",
-    "time_budget_s": "null",
-}
-"""A few updates of two tasks on two phones: what every preset's short run starts from."""
-
 KEEP = None
-"""A value in :data:`PRESET_RUNS` that drops ``SMALL``'s setting, so the preset's own stands."""
+"""A value in :data:`PRESET_RUNS` that drops ``small_run``'s setting, so the preset's own stands."""
 
 PRESET_RUNS: dict[str, dict[str, str | None]] = {
     # the default's 2 critic warm-up updates, then the actor's first
@@ -133,7 +112,7 @@ PRESET_RUNS: dict[str, dict[str, str | None]] = {
     "shortest-path-on": {},
     "shortest-path-off": {},
 }
-"""Preset -> how its short run differs from ``SMALL``: kept where the preset's change is the
+"""Preset -> how its short run differs from ``small_run`` (tests/conftest.py): kept where the preset's change is the
 phones or the tasks, scaled where the preset's size does not fit a test."""
 
 
@@ -141,10 +120,10 @@ def test_every_preset_has_a_short_run():
     assert set(PRESET_RUNS) == set(_presets())
 
 
-def _short_run(preset: str, tmp_path_factory) -> Path:
+def _short_run(preset: str, tmp_path_factory, small_run: dict[str, str]) -> Path:
     cache = tmp_path_factory.getbasetemp() / "findings-warm-start"
     run_dir = tmp_path_factory.mktemp(preset)
-    settings = {**SMALL, **PRESET_RUNS[preset], "cache_dir": json.dumps(str(cache))}
+    settings = {**small_run, **PRESET_RUNS[preset], "cache_dir": json.dumps(str(cache))}
     overrides = [f"{k}={v}" for k, v in settings.items() if v is not KEEP]
     args = ["run", str(FINDINGS), "--preset", preset, "--run-dir", str(run_dir)]
     result = CliRunner().invoke(main, args + [a for kv in overrides for a in ("--set", kv)])
@@ -158,11 +137,11 @@ def _rows(run_dir: Path, group: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("preset", _presets())
-def test_a_preset_trains_in_a_few_updates(preset, tmp_path_factory):
+def test_a_preset_trains_in_a_few_updates(preset, tmp_path_factory, small_run):
     """Each preset's short run trains, and the one thing the preset changes acts in it."""
-    run_dir = _short_run(preset, tmp_path_factory)
+    run_dir = _short_run(preset, tmp_path_factory, small_run)
     updates = _rows(run_dir, "update")
-    assert len(updates) == int(PRESET_RUNS[preset].get("updates") or SMALL["updates"])
+    assert len(updates) == int(PRESET_RUNS[preset].get("updates") or small_run["updates"])
     assert all(math.isfinite(u["value_loss"]) for u in updates)
     # The critic warm-up trains only the critic (the default's 2 updates where the preset keeps
     # them, 1 in the short runs of the others); without it the first update trains the actor.
@@ -207,7 +186,8 @@ def test_a_preset_trains_in_a_few_updates(preset, tmp_path_factory):
             else:
                 assert played <= base8 and len(played) > 2, played
             assert all(
-                u["steps"] >= int(PRESET_RUNS[preset].get("rollout_steps") or SMALL["rollout_steps"]) for u in updates
+                u["steps"] >= int(PRESET_RUNS[preset].get("rollout_steps") or small_run["rollout_steps"])
+                for u in updates
             )
     elif preset.startswith("shortest-path"):
         # The adjustment is counted on every update where it is on, and nowhere else.

@@ -109,7 +109,7 @@ def test_a_phone_without_a_state_probe_cannot_plan_a_start() -> None:
         asyncio.run(LifecycleWorkflow().run(NoProbe(seed=0), task, OracleActor()))
 
 
-def test_a_run_with_the_reverse_curriculum_starts_inside_and_logs_where(tmp_path) -> None:
+def test_a_run_with_the_reverse_curriculum_starts_inside_and_logs_where(tmp_path, small_run) -> None:
     """`--set curriculum=reverse` on the embedded default: episodes start inside the
     demonstration, the run logs the share that did and each task's start, and it trains."""
     import json
@@ -119,24 +119,9 @@ def test_a_run_with_the_reverse_curriculum_starts_inside_and_logs_where(tmp_path
 
     root = Path(__file__).resolve().parents[2]
     small = {
+        **small_run,
         "tasks": '["booking.com_0","clock_1"]',
         "curriculum": "reverse",
-        "phones.count": "2",
-        "sft.steps": "3",
-        "sft.warmup_steps": "1",
-        "sft.batch_size": "4",
-        "sft.phones": "2",
-        "sft.episodes": "4",
-        "sft.heldout_episodes": "0",
-        "policy.max_batch": "2",
-        "policy.max_wait": "0.01",
-        "learner.mini_batch_size": "8",
-        "learner.micro_batch_size": "4",
-        "rollout_steps": "12",
-        "updates": "2",
-        "learner.critic_warmup_updates": "1",
-        "evaluation.samples": "0",
-        "time_budget_s": "null",
         "cache_dir": str(tmp_path / "cache"),
     }
     config = apply_overrides(
