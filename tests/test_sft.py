@@ -289,9 +289,10 @@ def test_sft_cli_trains_saves_and_evaluates(tmp_path: Path) -> None:
     config_file.write_text("heldout_phones: 0\nwarmup_steps: 1\n")
     result = CliRunner().invoke(main, [*args, "--config", str(config_file)])
     assert result.exit_code == 0, result.output
-    assert "sampled T=1" in result.output and "greedy" in result.output and "overall" in result.output
+    assert "pass@1" in result.output and "greedy" in result.output and "overall" in result.output
     meta = json.loads((out / SFT_FILE).read_text())
-    assert set(meta["eval"]) == {"sampled", "greedy"} and meta["config"]["heldout_phones"] == 0
+    assert len(meta["eval"]["records"]) == 2 and meta["config"]["heldout_phones"] == 0  # 1 greedy + 1 sampled
+    assert {"greedy_success_rate", "sampled_success_rate", "pass_at_k"} <= set(meta["eval"]["overall"])
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2 and "--force" in result.output
 
@@ -387,8 +388,8 @@ def test_eval_litellm_agent_end_to_end(
             "--tasks",
             "settings_dark_theme,amazon_0",
             "--phones",
-            "2",
-            "--temperature",
+            "1",
+            "--samples",
             "0",
             "--run-dir",
             str(tmp_path / "run"),
@@ -396,7 +397,8 @@ def test_eval_litellm_agent_end_to_end(
     )
     assert result.exit_code == 0, result.output
     assert "overall" in result.output and SECRET not in result.output
-    assert len(seen) == 2  # one finished() step per episode
+    assert len(seen) == 2  # one finished() step per episode: each task's greedy episode
+    assert all(r["body"]["temperature"] == 0.0 for r in seen)  # greedy episodes ask for temperature 0
     assert all(r["authorization"] == f"Bearer {SECRET}" for r in seen)
     body = seen[0]["body"]
     assert body["model"] == "ui-tars-test" and body["temperature"] == 0.0
