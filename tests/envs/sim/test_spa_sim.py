@@ -83,14 +83,27 @@ def test_the_oracle_solves_every_mapped_row(task_id: str) -> None:
 def test_darwin_eval_runs_the_chinese_and_cross_app_sets(tmp_path) -> None:
     run_dir = tmp_path / "run"
     result = CliRunner().invoke(
-        main, ["eval", "--agent", "oracle", "--phones", "2", "--tasks", "spa.zh,spa.cross", "--run-dir", str(run_dir)]
+        main,
+        [
+            "eval",
+            "--agent",
+            "oracle",
+            "--phones",
+            "2",
+            "--samples",
+            "1",
+            "--tasks",
+            "spa.zh,spa.cross",
+            "--run-dir",
+            str(run_dir),
+        ],
     )
     assert result.exit_code == 0, result.output
     assert "overall" in result.output and "100%" in result.output
     n = len(spa_tasks("spa.zh")) + len(spa_tasks("spa.cross"))
     assert (
         sqlite3.connect(run_dir / "run.db").execute("select count(*) from episodes where success = 1").fetchone()[0]
-        == n
+        == n * 2 * 2  # 2 phones, each a greedy and a sampled episode of every task
     )
 
 
