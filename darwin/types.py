@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from darwin.actions import Action
 
 ACTOR = "actor"
+DEMONSTRATION = "demonstration"
+"""The agent of the demonstration steps an episode starts after (:class:`DemoStart`)."""
 """Role name of the agent that acts on the phone (the one trained by default)."""
 
 
@@ -83,9 +85,9 @@ class Lifecycle(BaseModel):
 class DemoStart(BaseModel):
     """Where an episode starts inside a demonstration (a reverse curriculum, Backplay): after
     the task's setup the phone plays the demonstration's actions except its last
-    ``remaining``, then the agent takes over for the whole step budget. Those played actions
-    are not the agent's: they become no transition and no training row
-    (``Trajectory.start_step`` counts them).
+    ``remaining``, then the agent takes over for the whole step budget. Those played steps
+    begin the agent's history (``Trajectory.demonstration``), as in the warm start's SFT data,
+    but they are not the agent's: no transition of the episode, no training row.
 
     ``actions`` is a demonstration recorded from this task's initial state (valid on a phone
     that starts in that state); ``None`` asks the simulator for its shortest plan from the
@@ -482,9 +484,17 @@ class Trajectory:
     same start), set by the rollout engine in group mode; ``None`` outside group mode."""
     phone: str = ""
     """Name of the phone the episode ran on (set by the rollout engine)."""
-    start_step: int = 0
-    """Demonstration steps the phone played before the agent's first step (``Task.start``, a
-    reverse curriculum); 0: the episode started at the beginning."""
+    demonstration: list[Transition] = field(default_factory=list)
+    """The demonstration steps the phone played before the agent's first step (``Task.start``,
+    a reverse curriculum; agent ``"demonstration"``): the start of the agent's history in the
+    execution phase, as in the warm start's SFT data, but never in :attr:`transitions`, never
+    streamed, never a training row."""
+
+    @property
+    def start_step(self) -> int:
+        """Demonstration steps played before the agent's first (0: from the beginning)."""
+        return len(self.demonstration)
+
     metrics: EpisodeMetrics | None = None
     """Progress, side effects, false completion and over-time of the execution phase
     (:class:`EpisodeMetrics`); ``None`` when not measured (no state probe, a model judge,

@@ -19,6 +19,7 @@ from darwin.problems import refuse_fields
 from darwin.tasks import goal_text
 from darwin.types import (
     ACTOR,
+    DEMONSTRATION,
     Decision,
     DemoStart,
     Observation,
@@ -68,6 +69,12 @@ class StepConfig(BaseModel):
         description="with a state probe and a cheap (rule) verifier, measure the execution phase's EpisodeMetrics "
         "(progress rate, side effects, false completion, over-time) into Trajectory.metrics; they never change "
         "rewards, verdicts or what the learner sees",
+    )
+    demonstration_in_history: bool = Field(
+        default=True,
+        description="an episode started inside a demonstration (Task.start) begins the agent's history with the "
+        "demonstration's steps, as the warm start saw them in SFT; False starts it empty (an ablation: the warm start "
+        "then succeeds far less from the same states, docs/results.md)",
     )
     record_next_prompt: bool = Field(
         default=False,
@@ -178,7 +185,7 @@ class StepWorkflow(Workflow):
                 return trajectory
         if task.start is not None:
             try:
-                trajectory.start_step = await self.play_start(env, task, task.start)
+                trajectory.demonstration = await self.play_start(env, task, task.start, trajectory.episode_id)
             except InfraError as exc:
                 trajectory.termination = self._infra(env, task, exc)
                 return trajectory
@@ -190,9 +197,10 @@ class StepWorkflow(Workflow):
             logger.exception("actor.end_episode failed after %s (episode %s)", task.id, trajectory.episode_id)
         return trajectory
 
-    async def play_start(self, env: PhoneEnv, task: Task, start: DemoStart) -> int:
+    async def play_start(self, env: PhoneEnv, task: Task, start: DemoStart, episode_id: str) -> list[Transition]:
         """Play the demonstration of ``start`` except its last ``start.remaining`` actions on
-        ``env`` (no transitions, nothing emitted); the number of actions played.
+        ``env``; the steps played, as transitions of agent ``"demonstration"`` (each with the
+        screen it acted on), for the agent's history. Nothing is emitted.
 
         Without recorded actions the demonstration is the simulator's shortest plan from the
         phone's probed state (a phone without a SimPhone state probe cannot start inside one:
@@ -224,9 +232,30 @@ class StepWorkflow(Workflow):
                 logger.warning(
                     "%s on %s: no demonstration to start inside (%s); starting at the beginning", task.id, env.name, exc
                 )
-                return 0
-        played = max(0, len(actions) - start.remaining)
-        for action in actions[:played]:
+                return []
+        goal = goal_text(task, task.instruction)
+        played: list[Transition] = []
+        for step, action in enumerate(actions[: max(0, len(actions) - start.remaining)]):
+            shot = await env.ascreenshot(self.config.observation_size)
+            observation = Observation(
+                screenshot=shot,
+                goal=goal,
+                device_size=env.device_size,
+                task_id=task.id,
+                phase=Phase.EXECUTION,
+                step=step,
+            )
+            played.append(
+                Transition(
+                    episode_id=episode_id,
+                    task_id=task.id,
+                    step=step,
+                    phase=Phase.EXECUTION,
+                    observation=observation,
+                    decision=Decision(action=action),
+                    agent=DEMONSTRATION,
+                )
+            )
             await env.aexecute(action)
         return played
 
@@ -298,6 +327,8 @@ class StepWorkflow(Workflow):
         goal = goal_text(task, instruction)
         turns = PhaseTurns(env=env, task=task, phase=phase, goal=goal, trajectory=trajectory, actor=actor, emit=emit)
         history = turns.actor_steps  # the actor's own steps of this phase (other agents' turns are not in it)
+        if phase == Phase.EXECUTION and self.config.demonstration_in_history:
+            history[:0] = trajectory.demonstration  # started inside a demonstration: its steps first, as in SFT
         checks_first = self.config.skip_already_done and self.verifier.cheap
         recorder: _MetricsRecorder | None = None
         start_state: dict[str, Any] | None = None

@@ -70,6 +70,9 @@ def test_a_started_episode_holds_only_the_agents_steps() -> None:
     assert full.start_step == 0 and started.start_step == plan - 2 > 0
     assert len(started) == 2  # the last two actions: the agent's steps only
     assert [t.decision.action for t in started.transitions] == [t.decision.action for t in full.transitions][-2:]
+    # the demonstration's steps are kept apart, each with the screen it acted on
+    assert [t.decision.action for t in started.demonstration] == [t.decision.action for t in full.transitions][:-2]
+    assert {t.agent for t in started.demonstration} == {"demonstration"}
     longer = asyncio.run(
         workflow.run(SimPhoneEnv(seed=3), task.model_copy(update={"start": DemoStart(remaining=50)}), OracleActor())
     )
@@ -135,3 +138,28 @@ def test_a_run_with_the_reverse_curriculum_starts_inside_and_logs_where(tmp_path
         {k: v for k, v in r.items() if k not in ("step", "group")} for r in rows if r["group"] == "curriculum_start"
     ]
     assert starts and set(starts[0]) == {"booking.com_0", "clock_1"} and all(v >= 0 for v in starts[0].values())
+
+
+class _SeesHistory(OracleActor):
+    """The oracle, recording the history length it is given at each step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lengths: list[int] = []
+
+    async def act(self, observation, history):  # noqa: ANN001, ANN201
+        self.lengths.append(len(history))
+        return await super().act(observation, history)
+
+
+@pytest.mark.parametrize("in_history", [True, False])
+def test_the_demonstration_begins_the_agents_history_unless_turned_off(in_history: bool) -> None:
+    from darwin.workflows import StepConfig
+
+    task = get_task("booking.com_0").model_copy(update={"start": DemoStart(remaining=2)})
+    actor = _SeesHistory()
+    workflow = LifecycleWorkflow(config=StepConfig(demonstration_in_history=in_history))
+    played = asyncio.run(workflow.run(SimPhoneEnv(seed=3), task, actor))
+    k = played.start_step
+    assert k > 0 and actor.lengths == ([k, k + 1] if in_history else [0, 1])
+    assert all(t.agent == "actor" for t in played.transitions)  # the rows: the agent's steps only
