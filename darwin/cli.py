@@ -945,15 +945,14 @@ def sft_cmd(
             force=force,
         )
         return
-    import json
 
     import yaml
     from pydantic import ValidationError
     from rich.progress import TimeRemainingColumn
 
     from darwin.models import TinyVLMConfig
-    from darwin.sft import SFT_FILE, SFTConfig, evaluate_warm_start, train_sft
-    from darwin.sft.evaluation import success_rows
+    from darwin.sft import SFT_FILE, SFTConfig, train_sft
+    from darwin.sft.cli import evaluate_and_record
 
     if experiment_file and config_file:
         raise click.BadParameter(
@@ -1063,22 +1062,7 @@ def sft_cmd(
     )
     if eval_episodes == 0:
         return
-    results: dict[str, object] = {}
-    started = time.perf_counter()
-    with console.status("evaluating"):
-        report = asyncio.run(evaluate_warm_start(out_path, config.tasks, phones=eval_phones, samples=eval_episodes))
-    columns, rows = success_rows(report)
-    table = Table(
-        title=f"{out_path}: success on {', '.join(config.tasks)} ({eval_phones} phones, 1 greedy and {eval_episodes} sampled episode(s) of each task on each)"
-    )
-    for i, column in enumerate(columns):
-        table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
-    results = {**report.to_json(), "phones": eval_phones, "wall_s": round(time.perf_counter() - started, 1)}
-    meta["eval"] = results
-    (out_path / SFT_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    evaluate_and_record(console, out_path, meta, config.tasks, eval_phones, eval_episodes)
 
 
 # ------------------------------------------------------------------------------------ run

@@ -177,21 +177,31 @@ def finetune_command(
     if not sim_tasks:
         console.print("no SimPhone tasks among the demonstrations: task success not measured")
         return
+    evaluate_and_record(
+        console, out_path, meta, tuple(dict.fromkeys(t.id for t in sim_tasks)), eval_phones, eval_episodes
+    )
+
+
+def evaluate_and_record(
+    console: Console, out_path: Path, meta: dict[str, Any], task_ids: Sequence[str], phones: int, samples: int
+) -> None:
+    """A new warm start's paired evaluation (``darwin sft``, with or without ``--model``): on
+    ``phones`` phones, per task one greedy and ``samples`` sampled episodes; the table printed,
+    the report written into the checkpoint's SFT file under ``eval``."""
     from darwin.sft.evaluation import evaluate_warm_start, success_rows
 
-    task_ids = tuple(dict.fromkeys(t.id for t in sim_tasks))
     started = time.perf_counter()
     with console.status("evaluating"):
-        report = asyncio.run(evaluate_warm_start(out_path, task_ids, phones=eval_phones, samples=eval_episodes))
+        report = asyncio.run(evaluate_warm_start(out_path, task_ids, phones=phones, samples=samples))
     columns, rows = success_rows(report)
     table = Table(
-        title=f"{out_path}: success on {', '.join(task_ids)} ({eval_phones} phones, 1 greedy and {eval_episodes} sampled episode(s) of each task on each)"
+        title=f"{out_path}: success on {', '.join(task_ids)} ({phones} phones, 1 greedy and {samples} sampled "
+        "episode(s) of each task on each)"
     )
     for i, column in enumerate(columns):
         table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for row in rows:
         table.add_row(*row)
     console.print(table)
-    results = {**report.to_json(), "phones": eval_phones, "wall_s": round(time.perf_counter() - started, 1)}
-    meta["eval"] = results
+    meta["eval"] = {**report.to_json(), "phones": phones, "wall_s": round(time.perf_counter() - started, 1)}
     (out_path / SFT_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
