@@ -231,8 +231,9 @@ def summarize_run(run_dir: str | Path, window: int = 20) -> RunSummary:
         raise FileNotFoundError(f"{run_dir} has no success_points.json: is it a finished `darwin run` directory?")
     points = [(int(x), float(v)) for x, v in json.loads(points_file.read_text())]
     values = [v for _, v in points]
-    evals = json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").is_file() else {}
     evaluations = load_evaluations(run_dir)
+    warm, final = evaluations.get("warm_start"), evaluations.get("final")
+    sized = final or warm
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
     head, tail = values[:window], values[-window:]
     return RunSummary(
@@ -242,23 +243,14 @@ def summarize_run(run_dir: str | Path, window: int = 20) -> RunSummary:
         points=points,
         first_window=sum(head) / len(head) if head else 0.0,
         last_window=sum(tail) / len(tail) if tail else 0.0,
-        warm_start_eval=evals["warm_start"]["success_rate"] if "warm_start" in evals else None,
-        final_eval=evals["final"]["success_rate"] if "final" in evals else None,
-        eval_episodes=int(evals.get("final", evals.get("warm_start", {})).get("episodes", 0)),
+        warm_start_eval=None if warm is None else warm.success_rate,
+        final_eval=None if final is None else final.success_rate,
+        eval_episodes=0 if sized is None else sized.episodes,
         timings={k: float(v) for k, v in summary.items() if k.endswith("_s")},
-        eval_task_metrics=_eval_task_metrics(evals),
+        eval_task_metrics={label: result.task_metrics for label, result in evaluations.items()},
         cost=RunCost.from_json(summary["cost"]) if isinstance(summary.get("cost"), Mapping) else None,
         evaluations=evaluations,
     )
-
-
-def _eval_task_metrics(evals: Mapping[str, Any]) -> dict[str, dict[str, TaskMetrics]]:
-    from darwin.algos.task_metrics import TaskMetrics
-
-    return {
-        label: {task: TaskMetrics.from_json(m) for task, m in ev.get("task_metrics", {}).items()}
-        for label, ev in evals.items()
-    }
 
 
 def metrics_markdown(per_task: Mapping[str, TaskMetrics]) -> str:
