@@ -157,11 +157,10 @@ def paired_comparison(
     task-stratified bootstrap interval per measure (:func:`darwin.algos.evaluation.paired_difference`).
 
     Raises ``ValueError`` when the two share no episode (different protocols or phones)."""
-    keep = (
-        (lambda e: e.success is not None)
-        if task_ids is None
-        else (lambda e: e.success is not None and e.task_id in task_ids)
-    )
+
+    def keep(e: EvalEpisode) -> bool:
+        return e.success is not None and (task_ids is None or e.task_id in task_ids)
+
     by_key_a = {e.key: bool(e.success) for e in a if keep(e)}
     by_key_b = {e.key: bool(e.success) for e in b if keep(e)}
     shared = sorted(by_key_a.keys() & by_key_b.keys())
