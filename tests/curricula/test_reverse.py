@@ -112,13 +112,27 @@ def test_a_phone_without_a_state_probe_cannot_plan_a_start() -> None:
         asyncio.run(LifecycleWorkflow().run(NoProbe(seed=0), task, OracleActor()))
 
 
-def test_a_run_with_the_reverse_curriculum_starts_inside_and_logs_where(tmp_path, small_run) -> None:
+def test_a_run_with_the_reverse_curriculum_starts_inside_and_logs_where(tmp_path, small_run, monkeypatch) -> None:
     """`--set curriculum=reverse` on the embedded default: episodes start inside the
-    demonstration, the run logs the share that did and each task's start, and it trains."""
+    demonstration, the run logs the share that did and each task's start, and it trains; its
+    evaluations start every episode at the beginning."""
     import json
     from pathlib import Path
 
+    import darwin.evaluate
     from darwin.experiment import apply_overrides, load_experiment, run_experiment
+
+    evaluated: list[
+        tuple[object, int]
+    ] = []  # (the task's start, demonstration steps played) of every evaluation episode
+    evaluate_paired = darwin.evaluate.evaluate_paired
+
+    async def spy(tasks, envs, make_actor, protocol, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        report = await evaluate_paired(tasks, envs, make_actor, protocol, *args, **kwargs)
+        evaluated.extend((t.task.start, t.start_step) for t in report.trajectories)
+        return report
+
+    monkeypatch.setattr(darwin.evaluate, "evaluate_paired", spy)
 
     root = Path(__file__).resolve().parents[2]
     small = {
@@ -126,6 +140,8 @@ def test_a_run_with_the_reverse_curriculum_starts_inside_and_logs_where(tmp_path
         "tasks": '["booking.com_0","clock_1"]',
         "curriculum": "reverse",
         "cache_dir": str(tmp_path / "cache"),
+        "evaluation.samples": "1",
+        "evaluation.phones": "1",
     }
     config = apply_overrides(
         load_experiment(root / "examples" / "spa_bench.py"), [f"{k}={v}" for k, v in small.items()]
@@ -138,6 +154,7 @@ def test_a_run_with_the_reverse_curriculum_starts_inside_and_logs_where(tmp_path
         {k: v for k, v in r.items() if k not in ("step", "group")} for r in rows if r["group"] == "curriculum_start"
     ]
     assert starts and set(starts[0]) == {"booking.com_0", "clock_1"} and all(v >= 0 for v in starts[0].values())
+    assert len(evaluated) == 2 * 2 * 2 and set(evaluated) == {(None, 0)}  # 2 evaluations x 2 tasks x (greedy + 1)
 
 
 class _SeesHistory(OracleActor):
