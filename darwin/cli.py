@@ -20,12 +20,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from darwin.cli_args import parse_size
-from darwin.figures import FIGURE_METRICS
+from darwin.run.figures import FIGURE_METRICS
 
 if TYPE_CHECKING:
     from darwin.evaluate import EvalReport
-    from darwin.figures import FigureMetric
-    from darwin.recipe import RunProgress
+    from darwin.run.figures import FigureMetric
+    from darwin.run.recipe import RunProgress
 
 console = Console()
 
@@ -329,7 +329,8 @@ class _Actors:
 
 
 def _load_for_eval(experiment_file: str, overrides: tuple[str, ...]):  # noqa: ANN202 - ExperimentConfig, imported lazily
-    from darwin.experiment import ExperimentError, apply_overrides, load_experiment
+    from darwin.problems import ExperimentError
+    from darwin.run.load import apply_overrides, load_experiment
 
     try:
         config = load_experiment(experiment_file)
@@ -341,7 +342,7 @@ def _load_for_eval(experiment_file: str, overrides: tuple[str, ...]):  # noqa: A
 def _experiment_actors(config, seed: int | None, temperature: float | None) -> _Actors:  # noqa: ANN001
     """The experiment's warm start (built and cached as `darwin run` does) with its memory,
     sampling as its run does (``policy``), unless ``--seed`` / ``--temperature`` say otherwise."""
-    from darwin.builders import build_policy_pool, warm_start_checkpoint
+    from darwin.run.build import build_policy_pool, warm_start_checkpoint
 
     pool = build_policy_pool(config, warm_start_checkpoint(config), seed=seed, temperature=temperature)
     return _Actors(pool, pool.aclose, pool.observation_size)
@@ -367,8 +368,8 @@ def _actor_factory(
         return _Actors(lambda i: RandomActor(seed=seed * 1000 + i))
     if kind == "tiny":
         from darwin.agents.pool import ActorPool
-        from darwin.builders import load_run_policy
-        from darwin.report import WARM_START_FILE
+        from darwin.run.build import load_run_policy
+        from darwin.run.report import WARM_START_FILE
         from darwin.sft import AGENT_FILE
 
         if not arg:
@@ -547,9 +548,9 @@ def eval_cmd(
     so two agents evaluated alike meet the same episodes (`darwin compare A.json B.json`).
     Prints greedy success, sampled success and pass@k per task and overall, then the episode
     metrics per task (SR, PR, SE, FC, OT and the L1-L4 stratum; docs/evaluation.md)."""
-    from darwin.builders import build_eval_phones, build_workflow, sim_eval_phones
     from darwin.envs.sim import PerturbationConfig
     from darwin.evaluate import EvalProtocol, evaluate_paired, evaluation_phones
+    from darwin.run.build import build_eval_phones, build_workflow, sim_eval_phones
     from darwin.store import RunStore
     from darwin.tasks import resolve_tasks
     from darwin.types import TaskDefinitionError
@@ -1106,15 +1107,10 @@ def run_cmd(
     """Train an agent as an experiment file describes (e.g. examples/spa_bench.py)."""
     from rich.live import Live
 
-    from darwin.experiment import (
-        ExperimentError,
-        apply_overrides,
-        default_run_dir,
-        load_experiment,
-        run_experiment,
-        use_ray_cluster,
-    )
-    from darwin.recipe import RunProgress
+    from darwin.problems import ExperimentError
+    from darwin.run.config import default_run_dir
+    from darwin.run.load import apply_overrides, load_experiment, use_ray_cluster
+    from darwin.run.recipe import RunProgress, run_experiment
 
     try:
         config = load_experiment(experiment_file, preset)
@@ -1124,7 +1120,7 @@ def run_cmd(
             config = use_ray_cluster(config, ray_address)
     except ExperimentError as exc:
         raise click.ClickException(str(exc)) from None
-    from darwin.preflight import preflight
+    from darwin.run.preflight import preflight
 
     # The distributed parts (policy server, Ray, devices, verl, judge key), before anything
     # slow and in --dry-run: every problem at once, each with its fix.
@@ -1188,7 +1184,7 @@ def run_cmd(
         import numpy as np
 
         from darwin.evaluate import paired_comparison
-        from darwin.report import evaluation_line
+        from darwin.run.report import evaluation_line
 
         console.print(
             f"evaluation of {_task_names(config.tasks)} on the evaluation phones (eval.json):", highlight=False
@@ -1293,8 +1289,8 @@ def compare_cmd(run_dirs: tuple[str, ...], plot_path: str, window: int, metric: 
     differences of their evaluations (final against warm start in each run, every run's final
     against the first's) and one figure. Given `darwin eval --json` files instead: each one's
     greedy, sampled and pass@k success, and every later file against the first, paired."""
-    from darwin.figures import figure_table, plot_figure, read_runs
-    from darwin.report import compare_eval_files, compare_runs
+    from darwin.run.figures import figure_table, plot_figure, read_runs
+    from darwin.run.report import compare_eval_files, compare_runs
 
     files = [Path(p).is_file() for p in run_dirs]
     if any(files):

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 import uuid
 import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import JsonValue
@@ -40,9 +38,6 @@ from darwin.rollout import EpisodeRequest, RolloutEngine
 from darwin.store import RunStore, SuccessStats
 from darwin.types import EpisodeSampling, Outcome, Task, Trajectory
 from darwin.workflows.base import Workflow
-
-if TYPE_CHECKING:
-    from darwin.experiment import ExperimentConfig
 
 logger = logging.getLogger(__name__)
 
@@ -460,71 +455,3 @@ async def evaluate_paired(
         for (task, i, sample), t in zip(keys, report.trajectories, strict=True)
     ]
     return report
-
-
-async def evaluate_experiment(
-    config: ExperimentConfig,
-    label: str,
-    tasks: Sequence[Task],
-    envs: Sequence[PhoneEnv],
-    make_actor: Callable[[int], Actor],
-    workflow: Workflow,
-    version: int,
-    updates: int,
-    store: RunStore | None = None,
-    run_id: str | None = None,
-) -> EvalResult:
-    """An experiment's paired evaluation (``darwin run`` before RL and after the last update):
-    every training task and every ``evaluation.task_sets`` task under the protocol of
-    ``evaluation`` (:meth:`~darwin.experiment.EvaluationConfig.protocol`), stored (with
-    ``store``) like training episodes. The headline rates are the training tasks' (what the
-    run trains on); each set's are in ``per_set`` and ``per_set_greedy``."""
-    started = time.perf_counter()
-    groups = {"train": list(tasks), **config.resolve_eval_sets()}
-    every = list({t.id: t for group in groups.values() for t in group}.values())
-    report = await evaluate_paired(every, envs, make_actor, config.evaluation.protocol, workflow, store, run_id)
-    per_task_stats = report.per_task
-    per_task = {tid: st.success_rate for tid, st in per_task_stats.items() if st.success_rate is not None}
-    summaries = {tid: report.summary(tid) for tid in report.task_ids}
-    per_set, per_set_greedy = {}, {}
-    for name, group in groups.items():
-        verified = sum(per_task_stats[t.id].verified for t in group if t.id in per_task_stats)
-        if verified:
-            per_set[name] = sum(per_task_stats[t.id].successes for t in group if t.id in per_task_stats) / verified
-        greedy = summarize_episodes(report.records, [t.id for t in group]).greedy
-        if greedy is not None:
-            per_set_greedy[name] = greedy
-    train_ids = [t.id for t in tasks]
-    train = summarize_episodes(report.records, train_ids)
-    successes = sum(st.successes for tid, st in per_task_stats.items() if tid in train_ids)
-    verified = sum(st.verified for tid, st in per_task_stats.items() if tid in train_ids)
-    result = EvalResult(
-        label,
-        version,
-        updates,
-        successes,
-        verified,
-        per_task,
-        round(time.perf_counter() - started, 2),
-        per_set,
-        report.task_metrics,
-        greedy=train.greedy,
-        pass_at_k=train.pass_at,
-        per_task_greedy={tid: m.greedy for tid, m in summaries.items() if m.greedy is not None},
-        per_task_pass_at_k={tid: m.pass_at for tid, m in summaries.items() if m.pass_at},
-        per_set_greedy=per_set_greedy,
-        protocol=config.evaluation.protocol,
-        phone_s=round(report.phone_s, 2),
-        records=report.records,
-    )
-    logger.info(
-        "evaluation %s: greedy %s, sampled %d/%d (%.1f%%), %s; %s",
-        label,
-        "-" if result.greedy is None else f"{100 * result.greedy:.1f}%",
-        result.successes,
-        result.episodes,
-        100 * result.success_rate,
-        ", ".join(f"pass@{k} {100 * v:.1f}%" for k, v in result.pass_at_k.items()),
-        ", ".join(f"{k} {100 * v:.1f}%" for k, v in per_set.items()),
-    )
-    return result

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 class ExperimentError(ValueError):
     """An experiment file or config is invalid, or a component cannot be built from it; the
-    message lists every problem and its fix (``darwin.experiment`` re-exports it)."""
+    message lists every problem and its fix (``darwin.run.config`` re-exports it)."""
 
 
 def validation_lines(exc: ValidationError, root: str = "(config)") -> list[str]:

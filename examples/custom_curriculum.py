@@ -55,7 +55,8 @@ from typing import Any
 
 from darwin.components import ComponentSpec
 from darwin.curricula import Curriculum, EpisodeOutcome
-from darwin.experiment import ExperimentConfig, load_experiment
+from darwin.run.config import ExperimentConfig
+from darwin.run.load import load_experiment
 from darwin.types import Task
 
 

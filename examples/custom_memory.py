@@ -42,8 +42,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from darwin.components import ComponentSpec
-from darwin.experiment import ExperimentConfig, load_experiment
 from darwin.memory import Memory
+from darwin.run.config import ExperimentConfig
+from darwin.run.load import load_experiment
 from darwin.types import Transition
 
 

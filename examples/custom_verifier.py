@@ -46,8 +46,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from darwin.components import ComponentSpec
-from darwin.experiment import ExperimentConfig, load_experiment
 from darwin.predicates import resolve
+from darwin.run.config import ExperimentConfig
+from darwin.run.load import load_experiment
 from darwin.verifiers import Verdict, VerificationRequest
 
 

@@ -50,7 +50,8 @@ import math
 from pathlib import Path
 
 from darwin.components import ComponentSpec
-from darwin.experiment import ExperimentConfig, load_experiment
+from darwin.run.config import ExperimentConfig
+from darwin.run.load import load_experiment
 from darwin.types import Phase, Task, VerifierSpec
 from darwin.verifiers import Verifier
 from darwin.workflows import StepConfig, StepWorkflow

@@ -19,8 +19,8 @@ points on unseen instances / templates / apps for a 7B model; docs/results.md ha
     darwin run examples/generalization.py
 """
 
-from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
+from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.sft import SFTConfig
 from darwin.templates import SplitConfig, split_templates
 

@@ -39,7 +39,8 @@ preset is one ~18-minute run on 2 cores; docs/results.md gives each figure next 
 
 from pathlib import Path
 
-from darwin.experiment import ExperimentConfig, apply_overrides, load_experiment
+from darwin.run.config import ExperimentConfig
+from darwin.run.load import apply_overrides, load_experiment
 
 PRESETS: dict[str, list[str]] = {
     "fig2": [],

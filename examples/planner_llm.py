@@ -33,7 +33,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from darwin.components import ComponentSpec
-from darwin.experiment import ExperimentConfig, load_experiment
+from darwin.run.config import ExperimentConfig
+from darwin.run.load import load_experiment
 
 
 def build(preset: str) -> ExperimentConfig:

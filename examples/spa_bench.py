@@ -51,16 +51,10 @@ reward, each step scored against the SimPhone oracle's demonstration of the task
 
 import os
 
-from darwin.experiment import (
-    AgentConfig,
-    EvaluationConfig,
-    ExperimentConfig,
-    PhonesConfig,
-    PolicyConfig,
-)
 from darwin.learner import VerlConfig
 from darwin.learner.config import LearnerConfig
 from darwin.policies.server import ServerPolicyConfig
+from darwin.run.config import AgentConfig, EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.sft import SFTConfig
 
 
@@ -199,7 +193,7 @@ def demo_steps(default: ExperimentConfig) -> ExperimentConfig:
     import json
     from pathlib import Path
 
-    from darwin.experiment import apply_overrides
+    from darwin.run.load import apply_overrides
     from darwin.sft.demonstrations import export_oracle_demonstrations
 
     seeds = list(range(default.phones.seed, default.phones.seed + default.phones.count))

@@ -17,9 +17,10 @@ import psutil
 import pytest
 
 from darwin.components import ComponentError, ComponentSpec, check_component
-from darwin.experiment import ExperimentConfig, ExperimentError, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
-from darwin.recipe import run_recipe
+from darwin.problems import ExperimentError
+from darwin.run.config import ExperimentConfig, PhonesConfig, PolicyConfig
+from darwin.run.recipe import run_recipe
 from darwin.sft import SFTConfig
 from darwin.verifiers.learned import model as learned_model
 

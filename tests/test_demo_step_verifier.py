@@ -157,7 +157,7 @@ class _LaunchByName(OracleActor):
 
 
 def test_the_demo_steps_preset_rewards_with_the_oracles_demonstrations(tmp_path: Path, monkeypatch) -> None:
-    from darwin.experiment import load_experiment
+    from darwin.run.load import load_experiment
 
     monkeypatch.chdir(tmp_path)  # the demonstrations go under the preset's cache directory
     config = load_experiment(Path(__file__).resolve().parents[1] / "examples" / "spa_bench.py", preset="demo-steps")

@@ -19,7 +19,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from darwin.experiment import apply_overrides, load_experiment, run_experiment
+from darwin.run.load import apply_overrides, load_experiment
+from darwin.run.recipe import run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "data" / "determinism.json"

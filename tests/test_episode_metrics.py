@@ -382,9 +382,9 @@ def test_darwin_eval_prints_the_metrics_in_80_columns_and_writes_json(tmp_path, 
 def test_a_runs_evaluation_and_report_carry_the_per_task_metrics(tmp_path):
     from darwin.algos.task_metrics import TaskMetrics
     from darwin.evaluate import EvalResult
-    from darwin.report import compare_runs, summarize_run
-    from darwin.report import load_evaluations as _load_evaluations
-    from darwin.report import save_evaluations as _save_evaluations
+    from darwin.run.report import compare_runs, summarize_run
+    from darwin.run.report import load_evaluations as _load_evaluations
+    from darwin.run.report import save_evaluations as _save_evaluations
 
     metrics = {
         "clock.set_alarm.s0": TaskMetrics(

@@ -11,16 +11,11 @@ from pathlib import Path
 from click.testing import CliRunner
 
 import darwin.evaluate
-from darwin.builders import (
-    build_eval_phones,
-    build_policy_pool,
-    build_workflow,
-    warm_start_checkpoint,
-)
 from darwin.cli import main
 from darwin.envs.sim.perturb import PerturbationConfig
-from darwin.evaluate import evaluate_experiment
-from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig
+from darwin.run.build import build_eval_phones, build_policy_pool, build_workflow, warm_start_checkpoint
+from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig
+from darwin.run.recipe import evaluate_experiment
 from darwin.sft import SFTConfig
 from darwin.sft.evaluation import evaluate_warm_start
 from darwin.store import RunStore

@@ -18,20 +18,16 @@ import pytest
 from click.testing import CliRunner, Result
 
 from darwin.agents.scripted import OracleActor
-from darwin.builders import build_workflow
 from darwin.cli import main
 from darwin.components import build_component
 from darwin.curricula import EpisodeOutcome
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.experiment import (
-    ExperimentConfig,
-    ExperimentError,
-    apply_overrides,
-    experiment_module_name,
-    load_experiment,
-)
 from darwin.memory import Memory, MemoryWindow
+from darwin.problems import ExperimentError
 from darwin.rollout import RolloutEngine
+from darwin.run.build import build_workflow
+from darwin.run.config import ExperimentConfig
+from darwin.run.load import apply_overrides, experiment_module_name, load_experiment
 from darwin.tasks import get_task
 from darwin.types import Phase, TerminationReason, Transition
 from darwin.verifiers import VerificationRequest
@@ -119,7 +115,7 @@ def test_bad_example_arguments_fail_before_the_run_with_the_fix():
 LAB = """
 from darwin.components import ComponentSpec
 from darwin.curricula import Curriculum
-from darwin.experiment import ExperimentConfig
+from darwin.run.config import ExperimentConfig
 
 
 class Pick(Curriculum):

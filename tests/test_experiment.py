@@ -12,20 +12,15 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from darwin.builders import (
-    build_policy_pool,
-    build_store,
-    build_workflow,
-    load_run_policy,
-    warm_start_checkpoint,
-)
 from darwin.cli import main
-from darwin.experiment import ExperimentError, apply_overrides, load_experiment
+from darwin.problems import ExperimentError
+from darwin.run.build import build_policy_pool, build_store, build_workflow, load_run_policy, warm_start_checkpoint
+from darwin.run.load import apply_overrides, load_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 
 SMALL = """
-from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
+from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
 from darwin.sft import SFTConfig
 
@@ -88,7 +83,7 @@ def test_paper_preset_dry_run_passes_each_part_it_can_reach(monkeypatch, tmp_pat
     monkeypatch.setenv("DARWIN_DEVICES", "cloud-1:5555,cloud-2:5555")
     monkeypatch.setenv("DARWIN_CHECKPOINT", str(tmp_path / "ckpt"))
     monkeypatch.setenv("GEMINI_API_KEY", "test-key")
-    from darwin.preflight import preflight
+    from darwin.run.preflight import preflight
 
     config = load_experiment(ROOT / "examples" / "spa_bench.py", "paper")
     problems = preflight(config)
@@ -180,7 +175,7 @@ def test_bad_experiment_files_say_what_and_how(tmp_path):
         load_experiment(tmp_path / "nobuild.py")
     (tmp_path / "bad.py").write_text(
         textwrap.dedent("""
-        from darwin.experiment import ExperimentConfig
+        from darwin.run.config import ExperimentConfig
         def build(preset):
             return ExperimentConfig(name="bad name", horizon=0, phones={"count": 0})
     """)
@@ -191,7 +186,7 @@ def test_bad_experiment_files_say_what_and_how(tmp_path):
     assert "3 problem(s)" in msg and "name" in msg and "horizon" in msg and "phones.count" in msg
     (tmp_path / "badtask.py").write_text(
         textwrap.dedent("""
-        from darwin.experiment import ExperimentConfig
+        from darwin.run.config import ExperimentConfig
         def build(preset):
             return ExperimentConfig(name="x", tasks=("clock1",))
     """)
@@ -368,16 +363,10 @@ def test_a_ui_tars_format_checkpoint_trains_in_the_loop(tmp_path):
     checkpoint; here a tiny random one saved in Hugging Face layout): the run samples with
     the UI-TARS prompt and parser and the learner updates that model."""
     from darwin.agents.uitars import UITarsAgent
-    from darwin.experiment import (
-        AgentConfig,
-        EvaluationConfig,
-        ExperimentConfig,
-        PhonesConfig,
-        PolicyConfig,
-        run_experiment,
-    )
     from darwin.learner.config import LearnerConfig
     from darwin.models.factory import build_tiny_vlm
+    from darwin.run.config import AgentConfig, EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
+    from darwin.run.recipe import run_experiment
 
     build_tiny_vlm(seed=0).save_pretrained(tmp_path / "ui-tars")
     config = ExperimentConfig(
@@ -411,24 +400,19 @@ def test_a_ui_tars_format_checkpoint_trains_in_the_loop(tmp_path):
 def test_a_run_whose_every_episode_errors_stops_and_names_the_cause(tmp_path, monkeypatch):
     """No batch can come when every episode ends in an error (a server refusing every request):
     the run stops with the cause instead of waiting out its time budget."""
-    import darwin.recipe
-    from darwin.experiment import (
-        AgentConfig,
-        ExperimentConfig,
-        PhonesConfig,
-        PolicyConfig,
-        run_experiment,
-    )
+    import darwin.run.recipe
     from darwin.learner.config import LearnerConfig
     from darwin.models.factory import build_tiny_vlm
     from darwin.policies.hf import HFPolicy
+    from darwin.run.config import AgentConfig, ExperimentConfig, PhonesConfig, PolicyConfig
+    from darwin.run.recipe import run_experiment
     from darwin.types import RunAbort
 
     async def refuse(self, prompts, **kwargs):
         raise RuntimeError("HTTP 400: max_tokens=256 exceeds this server's 24")
 
     monkeypatch.setattr(HFPolicy, "generate", refuse)
-    monkeypatch.setattr(darwin.recipe, "ERROR_STREAK", 6)
+    monkeypatch.setattr(darwin.run.recipe, "ERROR_STREAK", 6)
     build_tiny_vlm(seed=0).save_pretrained(tmp_path / "ui-tars")
     config = ExperimentConfig(
         name="refused",
@@ -448,7 +432,7 @@ def test_a_run_whose_every_episode_errors_stops_and_names_the_cause(tmp_path, mo
 
 
 def test_agent_format_needs_a_model_directory_and_a_screen_size():
-    from darwin.experiment import AgentConfig, ExperimentConfig
+    from darwin.run.config import AgentConfig, ExperimentConfig
 
     with pytest.raises(ValueError, match="needs agent.observation_size"):
         AgentConfig(format="uitars-1.5")
@@ -459,7 +443,8 @@ def test_agent_format_needs_a_model_directory_and_a_screen_size():
 
 
 def test_store_url_comes_from_the_environment(tmp_path, monkeypatch):
-    from darwin.experiment import ExperimentError, StoreConfig
+    from darwin.problems import ExperimentError
+    from darwin.run.config import StoreConfig
 
     store = StoreConfig(url_env="DARWIN_TEST_DB")
     with pytest.raises(ExperimentError, match=r"\$DARWIN_TEST_DB is not set"):
@@ -511,7 +496,7 @@ def test_a_run_says_what_its_warm_start_does_and_no_third_party_bar_leaks(tmp_pa
 
 
 def test_the_recipe_shows_sft_steps_every_two_seconds_and_the_last(tmp_path, monkeypatch):
-    from darwin.recipe import TrainingRecipe
+    from darwin.run.recipe import TrainingRecipe
     from darwin.sft.training import StepStats
 
     shown = []

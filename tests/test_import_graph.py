@@ -37,8 +37,7 @@ LAYERS: dict[str, set[str]] = {
         "curricula",
         "memory",
         "verifiers",
-        "recipe",
-        "experiment",
+        "run",
         "evaluate",
         "bench",
         "rollout",
@@ -51,20 +50,24 @@ LAYERS: dict[str, set[str]] = {
         "agents",
         "curricula",
         "memory",
-        "recipe",
-        "experiment",
+        "run",
         "evaluate",
         "sft",
         "policies.hf",
         "rollout",
         "verifiers",
     },
-    "policies": {"agents", "sft", "learner", "envs", "workflows", "experiment", "recipe", "rollout", "verifiers"},
-    "verifiers": {"learner", "recipe", "experiment", "rollout", "curricula"},
-    "evaluate": {"experiment", "report", "recipe"},
-    "rollout": {"learner", "experiment", "recipe", "sft"},
-    "experiment": {"builders"},  # the config is a schema; darwin.builders makes components from it
+    "policies": {"agents", "sft", "learner", "envs", "workflows", "run", "rollout", "verifiers"},
+    "verifiers": {"learner", "run", "rollout", "curricula"},
+    "evaluate": {"run"},
+    "rollout": {"learner", "run", "sft"},
+    "sft": {"run"},
+    # the config is a schema: darwin.run.build makes the components from it
+    "run.config": {"run.build", "run.recipe", "run.load"},
 }
+
+# Everything a run is made of lives below darwin.run; only darwin.run and the command line import it.
+RUN_IMPORTERS = ("darwin.run", "darwin.cli", "darwin.bench.cli")
 
 
 def _package_dir(package: str) -> Path:
@@ -196,14 +199,19 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def _layer(module: str) -> str:
-    return module.split(".", 2)[1] if "." in module else module
+def _forbidden(module: str) -> set[str]:
+    """What ``module`` must not import: the rules of every layer it sits in (``run`` and ``run.config``)."""
+    rest = module.split(".", 1)[1] if "." in module else module
+    rules = [f for layer, fs in LAYERS.items() if rest == layer or rest.startswith(layer + ".") for f in fs]
+    if not module.startswith(RUN_IMPORTERS):
+        rules.append("run")
+    return set(rules)
 
 
 def violations(edges: dict[str, set[str]]) -> list[str]:
     bad = []
     for module, targets in sorted(edges.items()):
-        forbidden = LAYERS.get(_layer(module), set())
+        forbidden = _forbidden(module)
         for target in sorted(targets):
             rest = target.split(".", 1)[1] if "." in target else target
             if any(rest == f or rest.startswith(f + ".") for f in forbidden):

@@ -13,8 +13,8 @@ import torch
 from click.testing import CliRunner
 
 from darwin.cli import main
-from darwin.experiment import load_experiment
-from darwin.figures import trained_episodes
+from darwin.run.figures import trained_episodes
+from darwin.run.load import load_experiment
 from darwin.store import RunStore
 from darwin.tasks import task_set
 from darwin.types import Phase

@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from darwin.cli import main
-from darwin.experiment import ExperimentError, apply_overrides, load_experiment
+from darwin.problems import ExperimentError
+from darwin.run.load import apply_overrides, load_experiment
 
 PLUGINS = """
 import os
@@ -52,7 +53,7 @@ class LoggingWorkflow(StepWorkflow):
 
 EXPERIMENT = """
 from darwin.components import ComponentSpec
-from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
+from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
 from darwin.sft import SFTConfig
 

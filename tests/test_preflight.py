@@ -9,8 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from darwin.cli import main
-from darwin.experiment import AgentConfig, ExperimentConfig, load_experiment
-from darwin.preflight import checkpoint_problems, preflight
+from darwin.run.config import AgentConfig, ExperimentConfig
+from darwin.run.load import load_experiment
+from darwin.run.preflight import checkpoint_problems, preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 SPA_BENCH = ROOT / "examples" / "spa_bench.py"

@@ -3,7 +3,7 @@ import json
 import pytest
 from PIL import Image
 
-from darwin.report import MetricsLogger, plot_success, sliding_mean
+from darwin.run.report import MetricsLogger, plot_success, sliding_mean
 
 
 def test_sliding_mean_by_hand():
@@ -32,7 +32,7 @@ def test_progress_lines_print_when_an_update_starts_and_when_the_rollout_goes_on
     from rich.console import Console
 
     import darwin.cli as cli
-    from darwin.recipe import RunProgress
+    from darwin.run.recipe import RunProgress
 
     console = Console(record=True, width=200, force_terminal=False)
     monkeypatch.setattr(cli, "console", console)
@@ -65,7 +65,7 @@ def _plotted_axes(*args, **kwargs):
     """``plot_success(*args, **kwargs)``, returning the axes of the figure it saved."""
     import matplotlib.pyplot as plt
 
-    from darwin.report import plot_success
+    from darwin.run.report import plot_success
 
     drawn = {}
     real_savefig = plt.Figure.savefig
@@ -83,7 +83,7 @@ def _plotted_axes(*args, **kwargs):
 
 
 def test_plot_has_no_mean_before_a_full_window_and_draws_evaluations(tmp_path):
-    from darwin.report import EvalPoint
+    from darwin.run.report import EvalPoint
 
     points = [(i * 5, float(i % 2)) for i in range(30)]
     main, *per_task = _plotted_axes(

@@ -1,5 +1,5 @@
 """The cost of a success: phone-seconds and learner-seconds per successful training episode,
-and the shares of phone time lost to infrastructure and to backpressure (``darwin.cost``),
+and the shares of phone time lost to infrastructure and to backpressure (``darwin.run.cost``),
 as the rollout counts them, the run summary reports them and ``darwin compare`` shows them.
 
 No test asserts a wall-clock duration: the hand-computed run sets its times, and the real
@@ -19,12 +19,12 @@ from click.testing import CliRunner
 from darwin.agents.scripted import OracleActor
 from darwin.buffer import ReplayBuffer
 from darwin.cli import main
-from darwin.cost import NO_SUCCESS, RunCost
 from darwin.curricula import StaticCurriculum
 from darwin.envs.faults import FaultSpec, FaultyEnv
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.report import compare_runs, summarize_run
 from darwin.rollout import RolloutEngine, RolloutStats
+from darwin.run.cost import NO_SUCCESS, RunCost
+from darwin.run.report import compare_runs, summarize_run
 from darwin.tasks import get_task, task_set
 from darwin.types import Phase, Termination, TerminationReason, Trajectory
 from darwin.verifiers.base import Verdict
@@ -138,7 +138,7 @@ SMALL = """
 import itertools
 
 from darwin.components import ComponentSpec
-from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
+from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
 from darwin.sft import SFTConfig
 from darwin.verifiers import Verdict

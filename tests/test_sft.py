@@ -19,11 +19,11 @@ from pydantic import ValidationError
 
 from darwin.actions import Click, Drag, LongPress, Scroll
 from darwin.agents import ModelActor
-from darwin.builders import warm_start_checkpoint
 from darwin.cli import main
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.models import build_tiny_vlm, load_tiny_vlm
 from darwin.policies import HFPolicy, Policy
+from darwin.run.build import warm_start_checkpoint
 from darwin.sft import (
     AGENT_FILE,
     SFT_FILE,
@@ -300,11 +300,11 @@ def test_sft_cli_trains_saves_and_evaluates(tmp_path: Path) -> None:
 def test_sft_cli_builds_an_experiments_warm_start_where_the_run_finds_it(tmp_path: Path) -> None:
     """`darwin sft --experiment F` trains F's `sft` config (flags and --set override it) into
     F's warm-start cache, so `darwin run F` starts from it without training again."""
-    from darwin.experiment import load_experiment
+    from darwin.run.load import load_experiment
 
     experiment = tmp_path / "exp.py"
     experiment.write_text(
-        "from darwin.experiment import ExperimentConfig\n"
+        "from darwin.run.config import ExperimentConfig\n"
         "from darwin.sft import SFTConfig\n"
         "def build(preset):\n"
         f"    return ExperimentConfig(name='e', tasks=('amazon_0',), cache_dir={str(tmp_path / 'cache')!r},\n"
@@ -314,7 +314,7 @@ def test_sft_cli_builds_an_experiments_warm_start_where_the_run_finds_it(tmp_pat
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     config = load_experiment(experiment)
-    from darwin.experiment import apply_overrides
+    from darwin.run.load import apply_overrides
 
     warm = warm_start_checkpoint(apply_overrides(config, ["sft.lr=0.001"]))  # cached: no training here
     assert warm.parent == tmp_path / "cache" and (warm / SFT_FILE).is_file()

@@ -17,7 +17,10 @@ import numpy as np
 import pytest
 
 from darwin.actions import Wait
-from darwin.experiment import ExperimentConfig, ExperimentError, apply_overrides
+from darwin.problems import ExperimentError
+from darwin.run.config import ExperimentConfig
+from darwin.run.load import apply_overrides
+from darwin.run.verification_watch import VerificationWatch, VerificationWatchConfig
 from darwin.types import (
     Decision,
     Observation,
@@ -29,7 +32,6 @@ from darwin.types import (
     Transition,
     VerifierSpec,
 )
-from darwin.verification_watch import VerificationWatch, VerificationWatchConfig
 from darwin.verifiers.base import Verdict
 
 TASK = Task(id="clock_1", instruction="Open the clock.", app="Clock", verifier=VerifierSpec(predicate="p"))
@@ -64,7 +66,7 @@ def cut(n: int, cause: str = "deadline") -> list[Trajectory]:
 # ------------------------------------------------------------------ threshold 1: the warning
 def test_few_verified_episodes_warn_once_with_the_cause(caplog):
     watch = VerificationWatch(VerificationWatchConfig(warn_below_verified_share=0.5, window_episodes=10))
-    with caplog.at_level(logging.WARNING, logger="darwin.verification_watch"):
+    with caplog.at_level(logging.WARNING, logger="darwin.run.verification_watch"):
         healthy = watch.observe([episode(True), episode(False), *unprobed(1), *cut(1)])
         assert healthy.verified_share == 0.5 and not caplog.records  # at the threshold: no warning
         # The user's adb run: most episodes unverified (no state probe), the rest cut by faults.
@@ -83,7 +85,7 @@ def test_few_verified_episodes_warn_once_with_the_cause(caplog):
 
 
 def test_a_failing_judge_and_errors_are_named_and_zero_never_warns(caplog):
-    with caplog.at_level(logging.WARNING, logger="darwin.verification_watch"):
+    with caplog.at_level(logging.WARNING, logger="darwin.run.verification_watch"):
         VerificationWatch(VerificationWatchConfig(warn_below_verified_share=0.0)).observe(unprobed(5))
         assert not caplog.records
         judged = VerificationWatch()
@@ -146,9 +148,9 @@ def test_the_settings_are_validated_and_set_with_set():
 # ------------------------------------------------------------------ the three together, through `darwin run`
 NEVER_SURE = """
 from darwin.components import ComponentSpec
-from darwin.experiment import AgentConfig, ExperimentConfig, PhonesConfig, PolicyConfig
+from darwin.run.config import AgentConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
-from darwin.verification_watch import VerificationWatchConfig
+from darwin.run.verification_watch import VerificationWatchConfig
 from darwin.verifiers import Verdict
 
 

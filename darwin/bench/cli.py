@@ -260,7 +260,7 @@ def bench_learner(
 
     started = time.perf_counter()
     if profile:
-        from darwin.experiment import load_experiment
+        from darwin.run.load import load_experiment
 
         names = [v.strip() for v in variants.split(",") if v.strip()]
         unknown = sorted(set(names) - set(VARIANTS))

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from darwin.builders import build_curriculum
 from darwin.components import ComponentSpec, build_component
 from darwin.curricula import EpisodeOutcome, LLMTaskProposer
 from darwin.curricula.proposer import ProposalStore, read_proposals
-from darwin.experiment import ExperimentConfig
+from darwin.run.build import build_curriculum
+from darwin.run.config import ExperimentConfig
 from darwin.store import DB_FILENAME, RunStore
 from darwin.templates import SplitConfig, get_template, schema_line, split_templates, templates
 from darwin.types import Phase, Task, Termination, TerminationReason, Trajectory

@@ -120,7 +120,8 @@ def test_a_run_with_the_reverse_curriculum_starts_inside_and_logs_where(tmp_path
     from pathlib import Path
 
     import darwin.evaluate
-    from darwin.experiment import apply_overrides, load_experiment, run_experiment
+    from darwin.run.load import apply_overrides, load_experiment
+    from darwin.run.recipe import run_experiment
 
     evaluated: list[
         tuple[object, int]

@@ -26,7 +26,8 @@ from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
 from darwin.envs.adb_server import PrivateAdbServer, free_port
 from darwin.envs.base import InfraError
 from darwin.envs.providers import SimFarm
-from darwin.experiment import apply_overrides, load_experiment, run_experiment
+from darwin.run.load import apply_overrides, load_experiment
+from darwin.run.recipe import run_experiment
 from darwin.store import RunStore
 from darwin.types import TerminationReason
 

@@ -11,7 +11,6 @@ import pytest
 
 from darwin.agents.scripted import OracleActor
 from darwin.buffer import ReplayBuffer
-from darwin.builders import build_eval_phones, build_fleet
 from darwin.curricula import StaticCurriculum
 from darwin.envs.adb import AdbEnvConfig
 from darwin.envs.base import InfraError
@@ -20,6 +19,7 @@ from darwin.envs.fleet import PhoneFleet, ResetSchedule
 from darwin.envs.providers import SimFarm
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.rollout import RolloutEngine
+from darwin.run.build import build_eval_phones, build_fleet
 from darwin.store import RunStore
 from darwin.tasks import task_set
 from darwin.types import Termination, TerminationReason, Trajectory
@@ -189,7 +189,7 @@ def test_a_group_whose_member_is_lost_never_waits(policy: str) -> None:
 
 
 def test_the_static_provider_builds_the_fleet_from_devices(farm: SimFarm, adb_server_port: int) -> None:
-    from darwin.experiment import apply_overrides, load_experiment
+    from darwin.run.load import apply_overrides, load_experiment
 
     config = apply_overrides(
         load_experiment(Path(__file__).resolve().parents[2] / "examples" / "spa_bench.py"),
@@ -215,7 +215,7 @@ def test_the_static_provider_builds_the_fleet_from_devices(farm: SimFarm, adb_se
 
 
 def test_in_process_simphones_as_a_provider_with_a_schedule() -> None:
-    from darwin.experiment import apply_overrides, load_experiment
+    from darwin.run.load import apply_overrides, load_experiment
 
     config = apply_overrides(
         load_experiment(Path(__file__).resolve().parents[2] / "examples" / "spa_bench.py"),

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from darwin.experiment import apply_overrides, load_experiment, run_experiment
+from darwin.run.load import apply_overrides, load_experiment
+from darwin.run.recipe import run_experiment
 from darwin.store import RunStore
 from darwin.types import TerminationReason
 

@@ -24,7 +24,6 @@ from darwin.actions import Click
 from darwin.agents.base import Actor
 from darwin.agents.scripted import OracleActor
 from darwin.buffer import ReplayBuffer
-from darwin.builders import build_phones
 from darwin.curricula import StaticCurriculum
 from darwin.envs.adb import AdbEnvConfig
 from darwin.envs.base import InfraError, PhoneEnv, SetupUnsupported
@@ -46,6 +45,7 @@ from darwin.envs.ray_phones import (
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
 from darwin.rollout import RolloutEngine
+from darwin.run.build import build_phones
 from darwin.tasks import task_set
 from darwin.types import (
     Decision,
@@ -290,12 +290,9 @@ def test_dry_run_checks_the_ray_address(cluster: LocalCluster) -> None:
 
 def test_experiment_phones_on_the_cluster(cluster: LocalCluster) -> None:
     """`darwin run --ray-address`: the experiment's SimPhones (same seeds) built as Ray phones."""
-    from darwin.experiment import (
-        ExperimentConfig,
-        ExperimentError,
-        PhonesConfig,
-        use_ray_cluster,
-    )
+    from darwin.problems import ExperimentError
+    from darwin.run.config import ExperimentConfig, PhonesConfig
+    from darwin.run.load import use_ray_cluster
 
     base = ExperimentConfig(name="t", phones=PhonesConfig(count=2, seed=7))
     config = use_ray_cluster(base, str(cluster.cluster.address))  # type: ignore[attr-defined]

@@ -19,7 +19,6 @@ from darwin.actions import Click, OpenApp, PressBack
 from darwin.agents import QwenVLAgent, TinyAgent, UITarsAgent
 from darwin.agents.base import ModelActor
 from darwin.agents.scripted import OracleActor
-from darwin.builders import memory_factory
 from darwin.components import ComponentSpec, build_component
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.memory import (
@@ -30,6 +29,7 @@ from darwin.memory import (
 )
 from darwin.memory.llm import parse_distillation, parse_summary
 from darwin.policies.base import Policy
+from darwin.run.build import memory_factory
 from darwin.store import DB_FILENAME, RunStore
 from darwin.tasks import get_task
 from darwin.types import (
@@ -463,7 +463,8 @@ def test_configuration_errors_are_clear(tmp_path, monkeypatch):
 
 
 def test_the_experiment_passes_its_run_directory(openai_server, tmp_path):
-    from darwin.experiment import ExperimentConfig, ExperimentError
+    from darwin.problems import ExperimentError
+    from darwin.run.config import ExperimentConfig
 
     spec = ComponentSpec(name="llm", kwargs={"llm": openai_server.litellm_config(), "max_knowledge_tokens": 256})
     config = ExperimentConfig(name="mem", memory=spec)

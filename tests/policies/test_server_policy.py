@@ -22,8 +22,6 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from darwin.builders import policy_factory
-from darwin.experiment import PolicyConfig
 from darwin.models import VLM, TinyVLMConfig, build_tiny_vlm
 from darwin.policies import (
     ChatMessage,
@@ -37,6 +35,8 @@ from darwin.policies import (
 )
 from darwin.policies.local_server import LocalPolicyServer
 from darwin.policies.server import ServerPolicy, ServerPolicyConfig, parse_chat_completion
+from darwin.run.build import policy_factory
+from darwin.run.config import PolicyConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
@@ -524,9 +524,9 @@ def test_local_server_refuses_what_it_cannot_honour(server: LocalPolicyServer, l
 def test_experiment_validates_and_builds_the_server_backend(
     tmp_path: Path, server: LocalPolicyServer, local: VLM
 ) -> None:
-    from darwin.experiment import ExperimentConfig
     from darwin.learner import LearnerConfig
     from darwin.learner.config import LoraConfig
+    from darwin.run.config import ExperimentConfig
 
     with pytest.raises(ValidationError, match="needs policy.server"):
         PolicyConfig(backend="server")
@@ -555,9 +555,10 @@ def test_experiment_validates_and_builds_the_server_backend(
 
 
 def test_a_run_samples_from_the_server_and_pushes_every_update_to_it(tmp_path: Path) -> None:
-    from darwin.experiment import EvaluationConfig, ExperimentConfig, PhonesConfig, run_experiment
     from darwin.learner import LearnerConfig
     from darwin.models.factory import load_vlm
+    from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig
+    from darwin.run.recipe import run_experiment
     from darwin.sft import SFTConfig, ensure_warm_start, load_warm_start
 
     sft = SFTConfig(steps=3, warmup_steps=1, batch_size=4, phones=2, episodes=4, heldout_episodes=0)

@@ -15,7 +15,6 @@ import pytest
 import darwin.envs.sim.phone as phone_module
 from darwin.actions import Click, OpenApp, Type
 from darwin.agents.scripted import OracleActor
-from darwin.builders import sim_phones
 from darwin.envs.sim import PerturbationConfig, SimPhone
 from darwin.envs.sim.apps import default_apps
 from darwin.envs.sim.env import SimPhoneEnv
@@ -25,6 +24,7 @@ from darwin.envs.sim.render import CJK_FONT, EMOJI_FONT, Renderer, _font_file, _
 from darwin.envs.sim.setups import apply_setup
 from darwin.envs.sim.ui import UI, Screen
 from darwin.predicates import evaluate
+from darwin.run.build import sim_phones
 from darwin.templates import templates
 from darwin.workflows.step import LifecycleWorkflow
 
@@ -261,7 +261,7 @@ def test_auto_locale_follows_each_episodes_task() -> None:
 
 
 def test_experiment_phones_locale_reaches_the_sim_phones() -> None:
-    from darwin.experiment import ExperimentConfig, PhonesConfig
+    from darwin.run.config import ExperimentConfig, PhonesConfig
 
     assert PhonesConfig().locale == "auto"
     config = ExperimentConfig(name="locale", phones=PhonesConfig(count=2, locale="zh"))

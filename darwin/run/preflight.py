@@ -12,7 +12,7 @@ a layout the agent format can use (``agent.format = 'checkpoint'`` only runs ``d
 warm starts; a UI-TARS directory needs ``agent.format = 'uitars-1.5'``). Every problem is
 reported at once::
 
-    >>> from darwin.experiment import ExperimentConfig
+    >>> from darwin.run.config import ExperimentConfig
     >>> preflight(ExperimentConfig(name="laptop"))     # sim phones, in-process policy and learner
     []
 """
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from darwin.models.tokens import Family
 
 if TYPE_CHECKING:
-    from darwin.experiment import ExperimentConfig
+    from darwin.run.config import ExperimentConfig
 
 
 @dataclass(frozen=True)

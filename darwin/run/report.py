@@ -4,7 +4,7 @@ Curves follow the paper's convention: a 20-point sliding mean drawn bold over th
 values drawn faint.
 
     >>> import tempfile, pathlib
-    >>> from darwin.report import plot_success, sliding_mean
+    >>> from darwin.run.report import plot_success, sliding_mean
     >>> sliding_mean([0, 1, 1, 0], window=2)
     [0.0, 0.5, 1.0, 0.5]
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "success.png"
@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from darwin.cost import RunCost
+from darwin.run.cost import RunCost
 
 if TYPE_CHECKING:
     from darwin.algos.task_metrics import TaskMetrics
@@ -282,7 +282,7 @@ def compare_runs(
     run_dirs: Sequence[str | Path], plot_path: str | Path | None, window: int = 20
 ) -> tuple[list[RunSummary], str]:
     """Summaries of several runs (e.g. seeds), one success plot of all (none when ``plot_path``
-    is ``None``: :func:`darwin.figures.plot_figure` draws the other figures), and a Markdown table."""
+    is ``None``: :func:`darwin.run.figures.plot_figure` draws the other figures), and a Markdown table."""
     summaries = [summarize_run(d, window) for d in run_dirs]
     if plot_path is not None:
         curves = {s.run_dir.name: s.points for s in summaries}

@@ -1,12 +1,12 @@
-"""Builders: every component of a run made from an :class:`~darwin.experiment.ExperimentConfig`.
+"""Builders: every component of a run made from an :class:`~darwin.run.config.ExperimentConfig`.
 
-The config classes of :mod:`darwin.experiment` are schemas (fields, validation, derived
+The config classes of :mod:`darwin.run.config` are schemas (fields, validation, derived
 settings); this module makes things from them, and every command assembles a run through it
 (``darwin run``'s recipe, ``darwin eval --experiment``, the tests), so all of them build
 phones, actor pools, workflows, curricula, learners and stores the same way::
 
-    >>> from darwin.experiment import ExperimentConfig
-    >>> from darwin.builders import build_workflow, sim_phones
+    >>> from darwin.run.config import ExperimentConfig
+    >>> from darwin.run.build import build_workflow, sim_phones
     >>> config = ExperimentConfig(name="demo")
     >>> [env.name for env in sim_phones(config, 0, 2, "sim")]
     ['sim-0', 'sim-1']
@@ -25,21 +25,21 @@ from typing import TYPE_CHECKING
 from darwin.components import ComponentError, build_component, resolve_component
 from darwin.envs.providers import ProviderError
 from darwin.problems import ExperimentError
-from darwin.report import WARM_START_FILE
+from darwin.run.report import WARM_START_FILE
 
 if TYPE_CHECKING:
-    # darwin.experiment only for annotations: it runs the recipe, which builds through this module
+    # darwin.run.config only for annotations: it runs the recipe, which builds through this module
     from darwin.agents.pool import ActorPool
     from darwin.curricula.base import Curriculum
     from darwin.envs.base import PhoneEnv
     from darwin.envs.fleet import PhoneEvent, PhoneFleet
     from darwin.envs.providers import PhoneProvider
-    from darwin.experiment import ExperimentConfig, PolicyConfig, StoreConfig
     from darwin.learner import LocalLearner
     from darwin.memory.base import Memory
     from darwin.models.factory import VLM
     from darwin.policies.base import Policy
     from darwin.policies.hf import HFPolicyConfig
+    from darwin.run.config import ExperimentConfig, PolicyConfig, StoreConfig
     from darwin.sft.training import StepStats
     from darwin.store import RunStore
     from darwin.types import Task

@@ -12,7 +12,7 @@ carries everything a curve needs, and a figure is a choice of x and y over those
   training steps, one panel per phase (Fig. 5);
 - ``wall``: training steps against wall-clock seconds of RL (Fig. 3b, phone scaling).
 
-Curves follow the paper's style (:func:`darwin.report.draw_curve`): a bold sliding mean over
+Curves follow the paper's style (:func:`darwin.run.report.draw_curve`): a bold sliding mean over
 faint raw values. ``pool_seeds`` draws one curve per variant: the runs named ``<variant>-s<N>``
 (or ``<name>-<UTC time>``, as ``darwin run`` names them) are pooled, their points sorted by x,
 so the sliding mean averages the seeds locally.
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from darwin.report import draw_curve
+from darwin.run.report import draw_curve
 from darwin.types import Phase
 
 __all__ = [

@@ -18,7 +18,7 @@ A :class:`TrainingRecipe` has torchtune's small lifecycle; each stage is one met
 
 The phones run all the time in the background (``RolloutEngine``, the paper's asynchronous
 rollout); the recipe only decides when the learner takes a batch. Everything the run writes
-goes through :class:`darwin.report.RunReport`.
+goes through :class:`darwin.run.report.RunReport`.
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import JsonValue
 
-from darwin.builders import (
+from darwin.evaluate import EvalResult, evaluate_paired, summarize_episodes
+from darwin.run.build import (
     build_curriculum,
     build_eval_phones,
     build_fleet,
@@ -44,22 +45,22 @@ from darwin.builders import (
     learner_class,
     warm_start_checkpoint,
 )
-from darwin.cost import RunCost
-from darwin.evaluate import EvalResult
-from darwin.report import RunReport
+from darwin.run.cost import RunCost
+from darwin.run.report import RunReport
+from darwin.run.verification_watch import VerificationWatch
 from darwin.types import RunAbort, TerminationReason, Trajectory
-from darwin.verification_watch import VerificationWatch
 
 if TYPE_CHECKING:
+    from darwin.agents.base import Actor
     from darwin.agents.pool import ActorPool
     from darwin.buffer import ReplayBuffer
     from darwin.curricula.base import Curriculum
     from darwin.envs.base import PhoneEnv
     from darwin.envs.fleet import PhoneEvent, PhoneFleet
-    from darwin.experiment import ExperimentConfig
     from darwin.learner import LocalLearner
     from darwin.learner.metrics import UpdateMetrics
     from darwin.rollout import RolloutEngine
+    from darwin.run.config import ExperimentConfig
     from darwin.sft.training import StepStats
     from darwin.store import RunStore
     from darwin.types import Task
@@ -182,7 +183,7 @@ class RunResult:
 
 
 class TrainingRecipe:
-    """One training run of an :class:`~darwin.experiment.ExperimentConfig` (module docstring:
+    """One training run of an :class:`~darwin.run.config.ExperimentConfig` (module docstring:
     the lifecycle). ``darwin run`` is::
 
         recipe = TrainingRecipe(config, run_dir)
@@ -192,7 +193,7 @@ class TrainingRecipe:
         finally:
             await recipe.cleanup()
 
-    (:func:`darwin.experiment.run_experiment`). Every component comes from :mod:`darwin.builders`,
+    (:func:`darwin.run.recipe.run_experiment`). Every component comes from :mod:`darwin.run.build`,
     so a user's curriculum, verifier, memory or workflow named in the config runs here.
     """
 
@@ -414,8 +415,6 @@ class TrainingRecipe:
     async def evaluate(self, label: Literal["warm_start", "final"]) -> EvalResult:
         """A sampled evaluation on the evaluation phones: its numbers in eval.json, its episodes
         and verdicts in the run database as the run ``<name> evaluation <label>``."""
-        from darwin.evaluate import evaluate_experiment
-
         assert (
             self.learner is not None
             and self.pool is not None
@@ -616,3 +615,84 @@ async def run_recipe(
         return await recipe.train()
     finally:
         await recipe.cleanup()
+
+
+async def evaluate_experiment(
+    config: ExperimentConfig,
+    label: str,
+    tasks: Sequence[Task],
+    envs: Sequence[PhoneEnv],
+    make_actor: Callable[[int], Actor],
+    workflow: Workflow,
+    version: int,
+    updates: int,
+    store: RunStore | None = None,
+    run_id: str | None = None,
+) -> EvalResult:
+    """An experiment's paired evaluation (``darwin run`` before RL and after the last update):
+    every training task and every ``evaluation.task_sets`` task under the protocol of
+    ``evaluation`` (:meth:`~darwin.run.config.EvaluationConfig.protocol`), stored (with
+    ``store``) like training episodes. The headline rates are the training tasks' (what the
+    run trains on); each set's are in ``per_set`` and ``per_set_greedy``."""
+    started = time.perf_counter()
+    groups = {"train": list(tasks), **config.resolve_eval_sets()}
+    every = list({t.id: t for group in groups.values() for t in group}.values())
+    report = await evaluate_paired(every, envs, make_actor, config.evaluation.protocol, workflow, store, run_id)
+    per_task_stats = report.per_task
+    per_task = {tid: st.success_rate for tid, st in per_task_stats.items() if st.success_rate is not None}
+    summaries = {tid: report.summary(tid) for tid in report.task_ids}
+    per_set, per_set_greedy = {}, {}
+    for name, group in groups.items():
+        verified = sum(per_task_stats[t.id].verified for t in group if t.id in per_task_stats)
+        if verified:
+            per_set[name] = sum(per_task_stats[t.id].successes for t in group if t.id in per_task_stats) / verified
+        greedy = summarize_episodes(report.records, [t.id for t in group]).greedy
+        if greedy is not None:
+            per_set_greedy[name] = greedy
+    train_ids = [t.id for t in tasks]
+    train = summarize_episodes(report.records, train_ids)
+    successes = sum(st.successes for tid, st in per_task_stats.items() if tid in train_ids)
+    verified = sum(st.verified for tid, st in per_task_stats.items() if tid in train_ids)
+    result = EvalResult(
+        label,
+        version,
+        updates,
+        successes,
+        verified,
+        per_task,
+        round(time.perf_counter() - started, 2),
+        per_set,
+        report.task_metrics,
+        greedy=train.greedy,
+        pass_at_k=train.pass_at,
+        per_task_greedy={tid: m.greedy for tid, m in summaries.items() if m.greedy is not None},
+        per_task_pass_at_k={tid: m.pass_at for tid, m in summaries.items() if m.pass_at},
+        per_set_greedy=per_set_greedy,
+        protocol=config.evaluation.protocol,
+        phone_s=round(report.phone_s, 2),
+        records=report.records,
+    )
+    logger.info(
+        "evaluation %s: greedy %s, sampled %d/%d (%.1f%%), %s; %s",
+        label,
+        "-" if result.greedy is None else f"{100 * result.greedy:.1f}%",
+        result.successes,
+        result.episodes,
+        100 * result.success_rate,
+        ", ".join(f"pass@{k} {100 * v:.1f}%" for k, v in result.pass_at_k.items()),
+        ", ".join(f"{k} {100 * v:.1f}%" for k, v in per_set.items()),
+    )
+    return result
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    run_dir: Path,
+    resume: bool = False,
+    on_progress: Callable[[RunProgress], None] | None = None,
+) -> RunResult:
+    """Train as ``config`` says, writing everything under ``run_dir`` (the
+    :class:`~darwin.run.recipe.TrainingRecipe`: setup, train, cleanup)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "experiment.json").write_text(config.model_dump_json(indent=2))
+    return asyncio.run(run_recipe(config, run_dir, resume, on_progress))
