@@ -6,7 +6,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from darwin.bench.learner import VARIANTS, profile
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.learner import LearnerConfig
 
 

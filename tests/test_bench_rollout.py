@@ -1,7 +1,7 @@
 from click.testing import CliRunner
 
 from darwin.bench.rollout import LatencyModel, bench_rollout
-from darwin.cli import main
+from darwin.cli.main import main
 
 
 def test_bench_rollout_measures_both_modes_with_real_batching():

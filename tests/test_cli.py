@@ -6,7 +6,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from darwin.cli import main
+from darwin.cli.main import main
 
 
 def test_tasks_list_shows_the_registry():
@@ -152,7 +152,7 @@ def test_bench_sim_reports_all_metrics(locale):
 def test_a_missing_judge_key_stops_eval_with_one_line_naming_the_variable(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from darwin.cli import main
+    from darwin.cli.main import main
 
     monkeypatch.delenv("DARWIN_MISSING_JUDGE_KEY", raising=False)
     judge = (
@@ -188,7 +188,7 @@ def test_model_policy_and_learner_benchmarks_are_darwin_bench_commands():
 
     from click.testing import CliRunner
 
-    from darwin.cli import main
+    from darwin.cli.main import main
 
     runner = CliRunner()
     model = runner.invoke(

@@ -173,7 +173,7 @@ def test_the_demo_steps_preset_rewards_with_the_oracles_demonstrations(tmp_path:
 def test_darwin_tasks_demos_writes_the_file_and_names_bad_options(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from darwin.cli import main
+    from darwin.cli.main import main
     from darwin.sft.records import load_records
 
     out = tmp_path / "d.jsonl"

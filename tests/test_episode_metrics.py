@@ -335,14 +335,15 @@ def test_eval_report_per_task_metrics():
 
 
 def test_darwin_eval_prints_the_metrics_in_80_columns_and_writes_json(tmp_path, monkeypatch):
-    import darwin.cli
+    import darwin.cli.eval
+    import darwin.cli.main
 
     wide = Console(width=200, force_terminal=False)  # so the table's own width is what is measured
-    monkeypatch.setattr(darwin.cli, "console", wide)
+    monkeypatch.setattr(darwin.cli.eval, "console", wide)
     out = tmp_path / "eval.json"
     with wide.capture() as captured:
         result = CliRunner().invoke(
-            darwin.cli.main,
+            darwin.cli.main.main,
             [
                 "eval",
                 "--agent",

@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 import darwin.evaluate
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.run.build import build_eval_phones, build_policy_pool, build_workflow, warm_start_checkpoint
 from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig

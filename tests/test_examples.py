@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from darwin.agents.scripted import OracleActor
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.components import build_component
 from darwin.curricula import EpisodeOutcome
 from darwin.envs.sim.env import SimPhoneEnv

@@ -12,7 +12,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.problems import ExperimentError
 from darwin.run.build import build_policy_pool, build_store, build_workflow, load_run_policy, warm_start_checkpoint
 from darwin.run.load import apply_overrides, load_experiment

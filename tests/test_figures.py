@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import darwin.run.figures as figures_module
 import darwin.store as store_module
 from darwin.actions import Click
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.run.figures import figure_table, plot_figure, pooled_label, read_runs, trained_episodes
 from darwin.store import RunStore
 from darwin.types import (

@@ -67,7 +67,7 @@ LAYERS: dict[str, set[str]] = {
 }
 
 # Everything a run is made of lives below darwin.run; only darwin.run and the command line import it.
-RUN_IMPORTERS = ("darwin.run", "darwin.cli", "darwin.bench.cli")
+RUN_IMPORTERS = ("darwin.run", "darwin.cli")
 
 
 def _package_dir(package: str) -> Path:

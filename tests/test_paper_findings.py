@@ -12,7 +12,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.run.figures import trained_episodes
 from darwin.run.load import load_experiment
 from darwin.store import RunStore

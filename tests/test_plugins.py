@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.problems import ExperimentError
 from darwin.run.load import apply_overrides, load_experiment
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.run.config import AgentConfig, ExperimentConfig
 from darwin.run.load import load_experiment
 from darwin.run.preflight import checkpoint_problems, preflight

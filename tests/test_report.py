@@ -31,7 +31,7 @@ def test_progress_lines_print_when_an_update_starts_and_when_the_rollout_goes_on
     """Non-TTY progress: a line per stage change, not per refresh."""
     from rich.console import Console
 
-    import darwin.cli as cli
+    import darwin.cli.run as cli
     from darwin.run.recipe import RunProgress
 
     console = Console(record=True, width=200, force_terminal=False)

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from darwin.agents.scripted import OracleActor
 from darwin.buffer import ReplayBuffer
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.curricula import StaticCurriculum
 from darwin.envs.faults import FaultSpec, FaultyEnv
 from darwin.envs.sim.env import SimPhoneEnv

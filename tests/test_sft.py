@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from darwin.actions import Click, Drag, LongPress, Scroll
 from darwin.agents import ModelActor
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.models import build_tiny_vlm, load_tiny_vlm
 from darwin.policies import HFPolicy, Policy

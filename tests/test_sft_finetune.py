@@ -22,7 +22,7 @@ from darwin.agents.base import ModelActor
 from darwin.agents.checkpoint import load_warm_start
 from darwin.agents.formats import AGENT_FORMATS, make_agent
 from darwin.agents.scripted import OracleActor
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.evaluate import evaluate

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +48,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "AGENT_KINDS",
+    "Actors",
+    "AgentChoiceError",
+    "build_actors",
+    "experiment_actors",
     "build_curriculum",
     "build_eval_phones",
     "build_fleet",
@@ -373,3 +378,111 @@ def _port_open(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+AGENT_KINDS = ("oracle", "random", "tiny:<checkpoint>", "litellm:<model>")
+"""The agents ``darwin eval --agent`` and ``darwin sft`` name by spec (:func:`build_actors`)."""
+
+
+class AgentChoiceError(ValueError):
+    """An agent spec or one of its settings that cannot be used; ``option`` names the command-line
+    option that gave it, so the message can point at it."""
+
+    def __init__(self, message: str, option: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+class Actors:
+    """The actors of an evaluation's phones (``make(i)`` for phone ``i``), their clean-up, and the
+    screenshot size they require (if any)."""
+
+    def __init__(
+        self,
+        make: Callable[[int], object],
+        aclose: Callable[[], Awaitable[None]] | None = None,
+        observation_size: tuple[int, int] | None = None,
+    ) -> None:
+        self.make = make
+        self.aclose = aclose
+        self.observation_size = observation_size
+
+
+def experiment_actors(config: ExperimentConfig, seed: int | None, temperature: float | None) -> Actors:
+    """The experiment's warm start (built and cached as `darwin run` does) with its memory,
+    sampling as its run does (``policy``), unless ``--seed`` / ``--temperature`` say otherwise."""
+    pool = build_policy_pool(config, warm_start_checkpoint(config), seed=seed, temperature=temperature)
+    return Actors(pool, pool.aclose, pool.observation_size)
+
+
+def build_actors(
+    spec: str,
+    seed: int,
+    *,
+    phones: int = 1,
+    temperature: float | None = None,
+    agent_format: str = "uitars-1.5",
+    api_base: str | None = None,
+    api_key_env: str | None = None,
+    max_new_tokens: int | None = None,
+) -> Actors:
+    """The actors an agent spec names (:data:`AGENT_KINDS`): the simulator's oracle, a random
+    agent, a ``darwin sft``/``darwin run`` checkpoint, or a model behind LiteLLM."""
+    from darwin.agents.scripted import OracleActor, RandomActor
+
+    kind, _, arg = spec.partition(":")
+    if kind == "oracle":
+        return Actors(lambda i: OracleActor())
+    if kind == "random":
+        return Actors(lambda i: RandomActor(seed=seed * 1000 + i))
+    if kind == "tiny":
+        from darwin.agents.pool import ActorPool
+        from darwin.sft import AGENT_FILE
+
+        if not arg:
+            raise AgentChoiceError("tiny:<checkpoint> needs a checkpoint directory, e.g. tiny:runs/sft", "--agent")
+        temp, batch = 1.0 if temperature is None else temperature, min(phones, 64)
+        if (Path(arg) / WARM_START_FILE).is_file():  # a `darwin run` directory: its last trained weights
+            try:
+                pool = load_run_policy(arg, temperature=temp, seed=seed, max_batch=batch, max_new_tokens=max_new_tokens)
+            except FileNotFoundError as exc:
+                raise AgentChoiceError(str(exc), "--agent") from None
+        elif (Path(arg) / AGENT_FILE).is_file():
+            pool = ActorPool(arg, temperature=temp, seed=seed, max_batch=batch, max_new_tokens=max_new_tokens)
+        else:
+            raise AgentChoiceError(
+                f"no checkpoint at {arg}; pass a `darwin sft --out` or `darwin run` directory", "--agent"
+            )
+        return Actors(pool, pool.aclose, pool.observation_size)
+    if kind == "litellm":
+        from darwin.agents import ModelActor
+        from darwin.agents.formats import make_agent
+        from darwin.policies import LiteLLMPolicy, LiteLLMPolicyConfig
+
+        if not arg:
+            raise AgentChoiceError(
+                "litellm:<model> needs a LiteLLM model name, e.g. litellm:openai/ui-tars-1.5-7b", "--agent"
+            )
+        fields: dict[str, object] = {
+            "model": arg,
+            "api_base": api_base,
+            "api_key_env": api_key_env,
+            "temperature": temperature,
+        }
+        if max_new_tokens is not None:
+            fields["max_tokens"] = max_new_tokens
+        try:
+            policy = LiteLLMPolicy(LiteLLMPolicyConfig(**fields))
+        except ValueError as exc:  # pydantic's ValidationError: names the bad field, never echoes values
+            raise AgentChoiceError(str(exc), "--agent/--api-base/--api-key-env/--temperature") from None
+        try:
+            make_agent(agent_format)  # an unknown format is named before anything starts
+        except ValueError as exc:
+            raise AgentChoiceError(str(exc), "--agent-format") from None
+        policy.check_credentials()  # a missing key stops here (RunAbort), before any phone starts
+
+        def make(i: int) -> object:
+            return ModelActor(make_agent(agent_format), policy)  # type: ignore[arg-type]
+
+        return Actors(make)
+    raise AgentChoiceError(f"unknown agent {spec!r}; available: {', '.join(AGENT_KINDS)}", "--agent")

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from darwin.actions import OpenApp, Type
 from darwin.bench.adb import run_adb_bench, update_benchmarks_md
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
 
 pytestmark = pytest.mark.timeout(180)

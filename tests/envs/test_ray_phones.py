@@ -277,7 +277,7 @@ def test_a_host_that_cannot_reach_its_phones_fails_with_their_error(
 
 
 def test_dry_run_checks_the_ray_address(cluster: LocalCluster) -> None:
-    from darwin.cli import main
+    from darwin.cli.main import main
 
     spa = "examples/spa_bench.py"
     bad = CliRunner().invoke(main, ["run", spa, "--dry-run", "--ray-address", "127.0.0.1:9"])

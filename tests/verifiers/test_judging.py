@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from darwin.agents.scripted import OracleActor, RandomActor
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
 from darwin.store import SCHEMA_VERSION, RunStore

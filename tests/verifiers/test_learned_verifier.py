@@ -104,7 +104,7 @@ def test_training_reports_every_split_and_the_verifier_serves_as_reward(
 
     from click.testing import CliRunner
 
-    from darwin.cli import main
+    from darwin.cli.main import main
 
     for rows_by, expected in (("split", set(splits)), ("task", {*TASKS, "all"})):
         result = CliRunner().invoke(
@@ -193,10 +193,10 @@ def test_the_verifier_may_read_the_screen_finer_than_the_agent(checkpoint: Path,
 def test_audit_reports_the_reward_verifier_against_its_auditor(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from darwin.cli import main
+    from darwin.cli.main import main
+    from darwin.cli.verifier import audit_pairs
     from darwin.store import RunStore
     from darwin.types import Phase
-    from darwin.verifiers.learned.cli import audit_pairs
 
     task = get_task("settings_dark_theme")
     rows = [  # (reward verdict, auditor's verdict): 2 true positives, 1 false positive, 1 false negative, 1 true negative

@@ -4,7 +4,7 @@
   multimodal model through LiteLLM whether a goal was met (presets, prompts, answers);
 - :mod:`~darwin.verifiers.judge.calibration`: labelled episodes, resumable judging of them,
   and the metrics with intervals (``darwin judge calibrate`` / ``review``);
-- :mod:`~darwin.verifiers.judge.cli`: the ``darwin judge`` command group.
+- :mod:`~darwin.cli.judge`: the ``darwin judge`` command group.
 
 ``from darwin.verifiers.judge import LLMJudge`` imports the verifier on first use (LiteLLM is
 heavy), as ``darwin.verifiers`` does.

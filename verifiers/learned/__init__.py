@@ -5,7 +5,7 @@
 - :mod:`~darwin.verifiers.learned.data`: labelled screens from run databases, the judge's
   results and the SimPhone oracle, with splits;
 - :mod:`~darwin.verifiers.learned.training`: fitting, the decision threshold, the metrics;
-- :mod:`~darwin.verifiers.learned.cli`: the ``darwin verifier`` command group.
+- :mod:`~darwin.cli.verifier`: the ``darwin verifier`` command group.
 
 The metrics' maths (intervals, bootstrap) is :mod:`darwin.algos.classification`, shared with
 the judge's calibration.

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from darwin.agents.scripted import OracleActor
-from darwin.cli import main
+from darwin.cli.main import main
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.spa import (

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from darwin.cli_args import parse_size
+from darwin.cli.common import parse_size
 
 __all__ = ["judge"]
 

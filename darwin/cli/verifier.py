@@ -18,7 +18,7 @@ import click
 import numpy as np
 
 from darwin.algos.classification import MetricsWithIntervals
-from darwin.cli_args import parse_size
+from darwin.cli.common import parse_size
 
 __all__ = ["verifier"]
 

@@ -3,7 +3,7 @@
     darwin bench sim | adb | ray | rollout | model | policy | learner --help
 
 Each command imports its benchmark module when it runs (torch, Ray and adb stay out of
-``darwin --help``); darwin/cli.py adds the group to ``darwin``.
+``darwin --help``); :mod:`darwin.cli.main` adds the group to ``darwin``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from darwin.cli_args import parse_int_list, parse_size
+from darwin.cli.common import parse_int_list, parse_size
 
 __all__ = ["bench"]
 

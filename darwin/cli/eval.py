@@ -1,0 +1,354 @@
+"""``darwin eval``: a paired evaluation of any agent on SimPhones or an experiment's phones."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from darwin.evaluate import EvalReport
+from darwin.cli.common import (
+    credentials_fail_cleanly,
+    experiment_overrides,
+    load_experiment_for_command,
+    parse_size,
+)
+from darwin.run.build import AgentChoiceError, build_actors, experiment_actors
+
+console = Console()
+
+
+@click.command("eval")
+@click.option(
+    "--agent",
+    "agent_spec",
+    default=None,
+    help="oracle | random | tiny:<checkpoint> (a `darwin sft` output directory) | litellm:<model> (any LiteLLM model, e.g. litellm:openai/ui-tars-1.5-7b with --api-base); with --experiment and no --agent: the experiment's warm start",
+)
+@click.option(
+    "--experiment",
+    "experiment_file",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help="an experiment file: its tasks, workflow, verifier, memory and (without --agent) warm start",
+)
+@experiment_overrides
+@click.option(
+    "--phones",
+    default=None,
+    type=click.IntRange(1, 512),
+    help="SimPhones run concurrently  [default: the experiment's evaluation.phones, else 4]",
+)
+@click.option(
+    "--tasks",
+    "task_names",
+    default=None,
+    help="comma-separated task ids, set names or task files  [default: the experiment's, else base8]",
+)
+@click.option(
+    "--samples",
+    default=None,
+    type=click.IntRange(0),
+    help="sampled episodes of every task on each phone (one initial state each); pass@k up to k = samples  "
+    "[default: the experiment's evaluation.samples, else 8]",
+)
+@click.option(
+    "--greedy/--no-greedy",
+    default=None,
+    help="also one greedy episode of every task on each phone  [default: the experiment's evaluation.greedy, else yes]",
+)
+@click.option(
+    "--seed",
+    default=None,
+    type=click.IntRange(0),
+    help="phone seeds are seed, seed+1, ...; also seeds tiny sampling  [default: 0; with --experiment its evaluation phones (evaluation.phone_seed) and its policy.seed, so the episodes are the run's warm-start evaluation's]",
+)
+@click.option(
+    "--run-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="where run.db and screenshots go (default runs/eval-<time>)",
+)
+@click.option("--db", default=None, help="SQLAlchemy URL instead of <run-dir>/run.db")
+@click.option(
+    "--observation-size",
+    default=None,
+    callback=lambda c, p, v: None if v is None else parse_size(v),
+    help="screenshot size given to the agent  [default: the checkpoint's for tiny:, else 252x560]",
+)
+@click.option("--no-perturb", is_flag=True, help="canonical look: no theme, wallpaper, order or pop-up perturbations")
+@click.option(
+    "--temperature",
+    default=None,
+    type=click.FloatRange(0.0, 2.0),
+    help="sampling temperature; tiny: default 1.0 (what RL samples, full masked distribution), 0 = greedy; litellm: the provider's default unless set",
+)
+@click.option(
+    "--agent-format",
+    default="uitars-1.5",
+    show_default=True,
+    help="litellm: the model's prompt/output format: uitars-1.5, uitars-1.0, qwen2.5, qwen3 or tiny (darwin.agents.formats)",
+)
+@click.option(
+    "--api-base", default=None, help="litellm: base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1"
+)
+@click.option(
+    "--api-key-env",
+    default=None,
+    help="litellm: name of the environment variable holding the API key (default: the provider's standard one)",
+)
+@click.option(
+    "--max-new-tokens",
+    default=None,
+    type=click.IntRange(1),
+    help="response cap  [default: the checkpoint's for tiny:, 512 for litellm:]",
+)
+@click.option(
+    "--end-on-success/--play-until-finished",
+    default=True,
+    show_default=True,
+    help="end an episode as soon as the rule check confirms the goal, or only when the agent says finished (or the budget ends): the over-time metric needs the latter (without --experiment)",
+)
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="also write the per-task results and metrics to this JSON file",
+)
+def eval_cmd(
+    agent_spec: str | None,
+    experiment_file: str | None,
+    overrides: tuple[str, ...],
+    phones: int | None,
+    task_names: str | None,
+    samples: int | None,
+    greedy: bool | None,
+    seed: int | None,
+    run_dir: str | None,
+    db: str | None,
+    observation_size: tuple[int, int] | None,
+    no_perturb: bool,
+    temperature: float | None,
+    agent_format: str,
+    api_base: str | None,
+    api_key_env: str | None,
+    max_new_tokens: int | None,
+    end_on_success: bool,
+    json_out: Path | None,
+) -> None:
+    """Evaluate an agent on SimPhones, paired: on each phone (one initial state per task) a
+    greedy episode and --samples sampled ones of every task, each with its own sampling seed,
+    so two agents evaluated alike meet the same episodes (`darwin compare A.json B.json`).
+    Prints greedy success, sampled success and pass@k per task and overall, then the episode
+    metrics per task (SR, PR, SE, FC, OT and the L1-L4 stratum; docs/evaluation.md)."""
+    from darwin.envs.sim import PerturbationConfig
+    from darwin.evaluate import EvalProtocol, evaluate_paired, evaluation_phones
+    from darwin.run.build import build_eval_phones, build_workflow, sim_eval_phones
+    from darwin.store import RunStore
+    from darwin.tasks import resolve_tasks
+    from darwin.types import TaskDefinitionError
+    from darwin.workflows import LifecycleWorkflow, StepConfig
+
+    experiment = load_experiment_for_command(experiment_file, overrides) if experiment_file else None
+    if experiment is None and overrides:
+        raise click.BadParameter("--set needs --experiment", param_hint="--set")
+    if agent_spec is None and experiment is None:
+        raise click.BadParameter(
+            "pass --agent, or --experiment to evaluate that experiment's warm start", param_hint="--agent"
+        )
+    try:
+        if task_names is None and experiment is not None:
+            chosen = experiment.resolve_tasks()
+        else:
+            chosen = resolve_tasks([n.strip() for n in (task_names or "base8").split(",") if n.strip()])
+    except (KeyError, TaskDefinitionError) as exc:
+        raise click.BadParameter(str(exc).strip("'\""), param_hint="--tasks") from None
+    sampling_seed = 0
+    if experiment is not None:  # its evaluation's phones and episodes, as `darwin run` evaluates
+        evaluation = experiment.evaluation
+        phones = phones or evaluation.phones
+        samples = evaluation.samples if samples is None else samples
+        greedy = evaluation.greedy if greedy is None else greedy
+        sampling_seed = evaluation.sampling_seed
+        experiment = experiment.model_copy(
+            update={
+                "evaluation": evaluation.model_copy(
+                    update={"phones": phones, "phone_seed": evaluation.phone_seed if seed is None else seed}
+                )
+            }
+        )
+    phones = phones or 4
+    try:
+        protocol = EvalProtocol(
+            samples=8 if samples is None else samples, greedy=True if greedy is None else greedy, seed=sampling_seed
+        )
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--samples/--greedy") from None
+    if agent_spec is None:
+        assert experiment is not None
+        actors = experiment_actors(experiment, seed, temperature)
+        agent_spec = f"warm start of {experiment.name}"
+    else:
+        seed = seed or 0
+        try:
+            with credentials_fail_cleanly():
+                actors = build_actors(
+                    agent_spec,
+                    seed,
+                    phones=phones,
+                    temperature=temperature,
+                    agent_format=agent_format,
+                    api_base=api_base,
+                    api_key_env=api_key_env,
+                    max_new_tokens=max_new_tokens,
+                )
+        except AgentChoiceError as exc:
+            raise click.BadParameter(str(exc), param_hint=exc.option) from None
+    required = actors.observation_size
+    if required is not None and observation_size is not None and observation_size != required:
+        raise click.BadParameter(
+            f"{agent_spec} was trained on {required[0]}x{required[1]} screenshots; pass --observation-size {required[0]}x{required[1]} or omit it",
+            param_hint="--observation-size",
+        )
+    observation_size = observation_size or required or (252, 560)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    run_path = Path(run_dir or f"runs/eval-{stamp}")
+    store = RunStore(db, screenshot_dir=run_path / "screenshots") if db else RunStore.for_run_dir(run_path)
+    if experiment is not None:  # the experiment's evaluation phones (perturbation, reset between episodes)
+        if no_perturb:
+            experiment = experiment.model_copy(
+                update={
+                    "phones": experiment.phones.model_copy(update={"perturbation": PerturbationConfig(enabled=False)})
+                }
+            )
+        envs = build_eval_phones(experiment) if experiment.phones.kind == "sim" else sim_eval_phones(experiment, phones)
+    else:  # Chinese task instances on a Chinese UI, as in an experiment's default
+        envs = evaluation_phones(seed or 0, phones, perturbation=PerturbationConfig(enabled=not no_perturb))
+    if experiment is not None:  # the experiment's own workflow, verifier and reward settings
+        workflow = build_workflow(experiment, observation_size, evaluation=True)
+    else:
+        workflow = LifecycleWorkflow(
+            config=StepConfig(observation_size=observation_size, end_on_success=end_on_success)
+        )
+    run_id = store.start_run(f"eval {agent_spec}", config=None)
+    total = len(chosen) * phones * protocol.episodes_per_instance
+    started = time.perf_counter()
+    with Progress(
+        TextColumn("[bold]eval[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        bar = progress.add_task(f"{agent_spec} on {phones} phones", total=total)
+
+        async def run() -> EvalReport:
+            try:
+                return await evaluate_paired(
+                    chosen,
+                    envs,
+                    actors.make,  # type: ignore[arg-type]
+                    protocol,
+                    workflow,
+                    store,
+                    run_id,
+                    on_episode=lambda t: progress.advance(bar),
+                )
+            finally:
+                if actors.aclose is not None:
+                    await actors.aclose()
+
+        with credentials_fail_cleanly():
+            report = asyncio.run(run())
+    elapsed = time.perf_counter() - started
+    from rich import box
+
+    ks = [k for k in (1, 2, 4, 8) if k <= protocol.samples]
+    table = Table(
+        title=f"{agent_spec}: success per task on {phones} phone(s), "
+        f"{'1 greedy + ' if protocol.greedy else ''}{protocol.samples} sampled episode(s) each",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+        caption_justify="left",
+        caption="pass@1 is the sampled success; n: sampled episodes; lost: not scored (goal held at the start, "
+        "infrastructure truncations, unverified, errors); steps: mean per sampled episode",
+    )
+    table.add_column("task", overflow="fold")
+    for col in ("greedy", *(f"pass@{k}" for k in ks), "n", "lost", "steps"):
+        table.add_column(col, justify="right", no_wrap=True)
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:.0f}%"
+
+    for task_id, score in [*report.per_task.items(), ("overall", report.overall)]:
+        summary = report.summary(None if task_id == "overall" else task_id)
+        mean_steps = report.mean_steps(None if task_id == "overall" else task_id)
+        table.add_row(
+            task_id,
+            pct(summary.greedy),
+            *(pct(summary.pass_at.get(k)) for k in ks),
+            str(score.episodes),
+            str(score.already_done + score.infra_truncated + score.unverified + score.errors),
+            f"{mean_steps:.1f}",
+        )
+    console.print(table)
+    console.print(_metrics_table(report))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(
+            json.dumps({"agent": agent_spec, "run_id": run_id, "phones": phones, **report.to_json()}, indent=2) + "\n"
+        )
+    steps = sum(len(t) for t in report.trajectories)
+    console.print(
+        f"{len(report.trajectories)} episodes, {steps} steps in {elapsed:.1f}s ({steps / max(elapsed, 1e-9):.1f} steps/s, "
+        f"{report.phone_s:.0f} phone-s); run {run_id} stored in {store.url.render_as_string(hide_password=True)}"
+    )
+    store.close()
+
+
+def _metrics_table(report: EvalReport) -> Table:
+    """The episode metrics per task in at most 80 columns (docs/evaluation.md, "Episode metrics")."""
+    from rich import box
+
+    from darwin.algos.task_metrics import stratum_counts
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:.0f}%"
+
+    table = Table(
+        title="episode metrics per task",
+        box=box.SIMPLE_HEAD,
+        caption_justify="left",
+        caption="n: measured episodes; SR success, PR progress, SE side effects (% of episodes); FC false "
+        "completions, OT over-time episodes (counts); L: MobileGym stratum. Strata: "
+        + ", ".join(f"{s} {n}" for s, n in stratum_counts(report.strata).items()),
+    )
+    table.add_column("task", overflow="fold")
+    for col in ("n", "SR", "PR", "SE", "FC", "OT", "L"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for task_id, m in [*report.task_metrics.items(), ("overall", report.metrics_of(None))]:
+        level = (m.stratum or "-") if task_id != "overall" else ""
+        table.add_row(
+            task_id,
+            str(m.measured),
+            pct(m.success_rate),
+            pct(m.progress_rate),
+            pct(m.side_effect_rate),
+            str(m.false_completions),
+            str(m.over_time),
+            level,
+        )
+    return table
