@@ -3,7 +3,8 @@
 from darwin.curricula.base import Curriculum, EpisodeOutcome
 from darwin.curricula.failure_filter import FailureFilterCurriculum
 from darwin.curricula.learnability import LearnabilityCurriculum
-from darwin.curricula.proposer import LLMTaskProposer, ProposerConfig
+from darwin.curricula.proposer import LLMTaskProposer
+from darwin.curricula.proposer_config import ProposerConfig
 from darwin.curricula.reverse import ReverseCurriculum
 from darwin.curricula.staged import DifficultyStagedCurriculum, StagedConfig
 from darwin.curricula.static import StaticCurriculum

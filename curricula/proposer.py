@@ -53,7 +53,7 @@ See ``docs/curricula.md`` for the settings and an experiment-file example.
 The module is split by job: the settings (:mod:`darwin.curricula.proposer_config`), results and
 proposals (:mod:`darwin.curricula.proposer_results`), validation
 (:mod:`darwin.curricula.proposer_validation`), storage and replay
-(:mod:`darwin.curricula.proposer_store`); this module is the curriculum, and re-exports the rest.
+(:mod:`darwin.curricula.proposer_store`); this module is the curriculum.
 """
 
 from __future__ import annotations
@@ -84,12 +84,11 @@ from darwin.curricula.proposer_store import (
     _STORE_FIX,
     ProposalStore,
     ProposerStoreError,
-    StoredCall,
     _allowed_templates,
     _checked_config,
     load_replay,
 )
-from darwin.curricula.proposer_validation import _json_text, read_proposals, validate_proposal
+from darwin.curricula.proposer_validation import _json_text, read_proposals
 from darwin.database import DB_FILENAME, StoreError, resolve_database_url
 from darwin.loop_thread import LoopThread
 from darwin.policies.base import Policy
@@ -533,17 +532,5 @@ class LLMTaskProposer(Curriculum):
 
 
 __all__ = [
-    "CallResult",
     "LLMTaskProposer",
-    "Proposal",
-    "ProposalStore",
-    "ProposerConfig",
-    "ProposerStats",
-    "ProposerStoreError",
-    "StoredCall",
-    "TemplateResults",
-    "load_replay",
-    "read_proposals",
-    "summarise_results",
-    "validate_proposal",
 ]

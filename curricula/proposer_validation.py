@@ -13,7 +13,7 @@ from pydantic import JsonValue
 
 from darwin.curricula.proposer_results import Proposal, RejectionKind
 from darwin.json_replies import parse_json_answer
-from darwin.memory.llm import clean_text
+from darwin.memory.llm_answers import clean_text
 from darwin.templates import Language, TaskTemplate, schema_line, templates
 from darwin.types import TaskDefinitionError
 

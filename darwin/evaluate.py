@@ -35,7 +35,8 @@ from darwin.algos.task_metrics import Stratum, TaskMetrics, strata, stratum_coun
 from darwin.envs.base import PhoneEnv
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.rollout import EpisodeRequest, RolloutEngine
-from darwin.store import RunStore, SuccessStats
+from darwin.store import RunStore
+from darwin.store_rows import SuccessStats
 from darwin.types import EpisodeSampling, Outcome, Task, Trajectory
 from darwin.workflows.base import Workflow
 

@@ -67,7 +67,8 @@ class StandInError(RuntimeError):
 def write_tiny_uitars_checkpoint(path: str | os.PathLike[str], *, seed: int = 0) -> Path:
     """A tiny random Qwen2.5-VL (UI-TARS-1.5's family) in plain Hugging Face layout: the
     model's ``config.json`` and weights, the processor's files, nothing of darwin's own."""
-    from darwin.models import TinyVLMConfig, build_tiny_vlm
+    from darwin.models.config import TinyVLMConfig
+    from darwin.models.factory import build_tiny_vlm
 
     out = Path(path)
     vlm = build_tiny_vlm(TinyVLMConfig(family="qwen2_5_vl", screen_width=112, screen_height=252), seed=seed)

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 class ExperimentError(ValueError):
     """An experiment file or config is invalid, or a component cannot be built from it; the
-    message lists every problem and its fix (``darwin.run.config`` re-exports it)."""
+    message lists every problem and its fix."""
 
 
 def validation_lines(exc: ValidationError, root: str = "(config)") -> list[str]:
@@ -41,11 +41,11 @@ def refuse_fields(data: object, refused: Mapping[str, str]) -> object:
     """A config's ``mode="before"`` check: ``data`` unchanged, or ``ValueError`` naming each key
     of ``refused`` that ``data`` (a mapping) holds, with the fix ``refused`` gives for it.
 
-        >>> refuse_fields({"a": 1}, {"b": "b moved to c.b"})
+        >>> refuse_fields({"a": 1}, {"b": "b is never part of a config"})
         {'a': 1}
-        >>> refuse_fields({"b": 1}, {"b": "b moved to c.b"})
+        >>> refuse_fields({"b": 1}, {"b": "b is never part of a config"})
         Traceback (most recent call last):
-        ValueError: b moved to c.b
+        ValueError: b is never part of a config
     """
     if isinstance(data, Mapping):
         found = [fix for key, fix in refused.items() if key in data]

@@ -19,8 +19,7 @@ See ``docs/store.md`` for the schema and SQL examples.
 
 The store is split by job: the tables and migrations (:mod:`darwin.store_schema`), the rows
 queries return (:mod:`darwin.store_rows`), the queries (:mod:`darwin.store_queries`), secret
-redaction (:mod:`darwin.store_secrets`); this module opens the database, writes to it and
-re-exports the rest.
+redaction (:mod:`darwin.store_secrets`); this module opens the database and writes to it.
 """
 
 from __future__ import annotations
@@ -50,20 +49,12 @@ from darwin.database import (
     DB_FILENAME,
     StoreError,
     StoreOpenError,
-    create_database_engine,
     describe_url,
-    resolve_database_url,
     utcnow,
 )
 from darwin.png import encode_png
 from darwin.store_queries import RunQueries
 from darwin.store_rows import (
-    EpisodeRow,
-    PhoneEventRow,
-    RunRow,
-    StoredStep,
-    SuccessStats,
-    VerdictRow,
     _clean_text,
 )
 from darwin.store_schema import (
@@ -79,7 +70,7 @@ from darwin.store_schema import (
     TaskModel,
     VerdictModel,
 )
-from darwin.store_secrets import _config_to_json, is_secret_name, is_secret_value, redact_secrets
+from darwin.store_secrets import _config_to_json, redact_secrets
 from darwin.types import Phase, Task, Trajectory, Transition
 
 if TYPE_CHECKING:
@@ -501,29 +492,5 @@ class RunStore(RunQueries):
 
 
 __all__ = [
-    "DB_FILENAME",
-    "Base",
-    "EpisodeModel",
-    "EpisodeRow",
-    "PhoneEventModel",
-    "PhoneEventRow",
-    "RunModel",
-    "RunRow",
     "RunStore",
-    "SCHEMA_VERSION",
-    "StepModel",
-    "StoredStep",
-    "StoreError",
-    "StoreMeta",
-    "StoreOpenError",
-    "SuccessStats",
-    "TaskModel",
-    "VerdictModel",
-    "VerdictRow",
-    "create_database_engine",
-    "encode_png",
-    "is_secret_name",
-    "is_secret_value",
-    "redact_secrets",
-    "resolve_database_url",
 ]

@@ -46,7 +46,7 @@ Example (a SimPhone served as an ADB device; needs the ``adb`` binary)::
 The module is split by job: the adb server protocol (:mod:`darwin.envs.adb_client`),
 screenshots (:mod:`darwin.envs.adb_screen`), app names to packages (:mod:`darwin.envs.adb_apps`),
 typing (:mod:`darwin.envs.adb_typing`), the settings and health records
-(:mod:`darwin.envs.adb_config`); this module is the environment, and re-exports the rest.
+(:mod:`darwin.envs.adb_config`); this module is the environment.
 """
 
 from __future__ import annotations
@@ -80,28 +80,16 @@ from darwin.actions import (
     Type,
     Wait,
 )
-from darwin.envs.adb_apps import AppMap, AppTarget, load_app_overrides
+from darwin.envs.adb_apps import AppMap
 from darwin.envs.adb_client import AdbServerClient, ShellOutput
-from darwin.envs.adb_config import ADB_KEYBOARD_IME as ADB_KEYBOARD_IME
 from darwin.envs.adb_config import AdbEnvConfig, CallRecord, PhoneHealth
-from darwin.envs.adb_screen import _Frame, decode_screenshot
-from darwin.envs.adb_typing import KEYCODE_ENTER as KEYCODE_ENTER
+from darwin.envs.adb_screen import _Frame
 from darwin.envs.adb_typing import type_commands
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.types import StateSetup
 
 __all__ = [
-    "AdbEnvConfig",
     "AdbPhoneEnv",
-    "AdbServerClient",
-    "AppMap",
-    "AppTarget",
-    "CallRecord",
-    "PhoneHealth",
-    "ShellOutput",
-    "decode_screenshot",
-    "load_app_overrides",
-    "type_commands",
 ]
 
 logger = logging.getLogger(__name__)

@@ -60,7 +60,8 @@ from darwin.actions import Action
 from darwin.envs.base import InfraError, PhoneEnv
 
 if TYPE_CHECKING:
-    from darwin.envs.sim.adbd import AdbdServer, ShellResult
+    from darwin.envs.sim.adbd import AdbdServer
+    from darwin.envs.sim.adbd_backend import ShellResult
     from darwin.envs.sim.device import SimDeviceBackend
     from darwin.types import Task
 
@@ -513,7 +514,7 @@ class ServedFaults:
             return False
 
     async def hook(self, service: str, command: str) -> None:
-        from darwin.envs.sim.adbd import DropConnection
+        from darwin.envs.sim.adbd_backend import DropConnection
 
         if not self.injector.spec.enabled:
             return
@@ -568,7 +569,7 @@ class _DropAfterBackend:
         self.serial_props = inner.serial_props
 
     def run(self, argv: list[str], raw_command: str) -> ShellResult:
-        from darwin.envs.sim.adbd import DropConnection
+        from darwin.envs.sim.adbd_backend import DropConnection
 
         result = self.inner.run(argv, raw_command)
         if self.faults.take_drop_after(raw_command):

@@ -32,7 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv, AdbServerClient, AppMap, PhoneHealth
+from darwin.envs.adb import AdbPhoneEnv
+from darwin.envs.adb_apps import AppMap
+from darwin.envs.adb_client import AdbServerClient
+from darwin.envs.adb_config import AdbEnvConfig, PhoneHealth
 from darwin.envs.base import InfraError
 from darwin.envs.faults import FaultSpec, ServedFaults
 

@@ -54,7 +54,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from darwin.actions import Action
-from darwin.envs.adb import AdbEnvConfig
+from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.base import InfraError, PhoneEnv, SetupUnsupported
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.types import StateSetup, Task

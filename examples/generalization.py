@@ -21,7 +21,7 @@ points on unseen instances / templates / apps for a 7B model; docs/results.md ha
 
 from darwin.learner.config import LearnerConfig
 from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
-from darwin.sft import SFTConfig
+from darwin.sft.config import SFTConfig
 from darwin.templates import SplitConfig, split_templates
 
 SPLIT = SplitConfig(seed=0, unseen_apps=2, train_instances=4, eval_instances=2)

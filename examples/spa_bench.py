@@ -53,9 +53,9 @@ import os
 
 from darwin.learner import VerlConfig
 from darwin.learner.config import LearnerConfig
-from darwin.policies.server import ServerPolicyConfig
+from darwin.policies.server_config import ServerPolicyConfig
 from darwin.run.config import AgentConfig, EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
-from darwin.sft import SFTConfig
+from darwin.sft.config import SFTConfig
 
 
 def build(preset: str) -> ExperimentConfig:

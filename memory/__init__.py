@@ -21,22 +21,11 @@ from darwin.memory.base import (
     default_render,
     format_notes,
 )
-from darwin.memory.sliding_window import (
-    SlidingWindowConfig,
-    SlidingWindowMemory,
-    TokenCounter,
-    tokenizer_counter,
-)
+from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemory, TokenCounter, tokenizer_counter
 
 if TYPE_CHECKING:
-    from darwin.memory.llm import (
-        KnowledgeEntry,
-        KnowledgeStore,
-        LLMMemoryConfig,
-        LLMMemoryManager,
-        LLMMemoryStats,
-        MemoryStoreError,
-    )
+    from darwin.memory.llm import LLMMemoryConfig, LLMMemoryManager, LLMMemoryStats
+    from darwin.memory.llm_store import KnowledgeEntry, KnowledgeStore, MemoryStoreError
 
 _LAZY = {
     name: "darwin.memory.llm"

@@ -4,7 +4,7 @@
 what a window cannot hold:
 
 * **after every episode** (:meth:`~LLMMemoryManager.end_episode`) a model (any
-  :class:`~darwin.policies.base.Policy`; a :class:`~darwin.policies.LiteLLMPolicy` from the
+  :class:`~darwin.policies.base.Policy`; a :class:`~darwin.policies.litellm.LiteLLMPolicy` from the
   ``llm`` setting) reads the trajectory (goal, app, outcome, the actions as text,
   optionally the last screenshots) and answers in JSON with an **episode summary** and
   **app knowledge** ("Dark theme is a switch under Display"). Both go to SQL tables of
@@ -58,8 +58,7 @@ See ``docs/memory.md`` for the options, the tables and an experiment-file exampl
 
 The module is split by job: reading the model's answers (:mod:`darwin.memory.llm_answers`), the
 knowledge's storage and ranking (:mod:`darwin.memory.llm_store`), the prompts
-(:mod:`darwin.memory.llm_prompts`); this module is the settings and the manager, and re-exports
-the rest.
+(:mod:`darwin.memory.llm_prompts`); this module is the settings and the manager.
 """
 
 from __future__ import annotations
@@ -75,7 +74,6 @@ from pydantic import ConfigDict, Field
 from sqlalchemy import exc as sa_exc
 
 from darwin.database import DB_FILENAME, resolve_database_url
-from darwin.json_replies import parse_json_answer
 from darwin.memory.base import (
     NOTES_OVERHEAD_TOKENS,
     Memory,
@@ -86,9 +84,6 @@ from darwin.memory.base import (
     format_notes,
 )
 from darwin.memory.llm_answers import (
-    Distillation,
-    KnowledgeItem,
-    clean_text,
     parse_distillation,
     parse_summary,
 )
@@ -97,22 +92,14 @@ from darwin.memory.llm_prompts import (
     SUMMARY_SYSTEM,
     _outcome,
     _step_lines,
-    action_text,
 )
 from darwin.memory.llm_store import (
     _MEMORY_FIX,
-    COUNT_WEIGHT,
     KINDS,
-    RECENCY_WEIGHT,
     EntryKind,
-    KnowledgeEntry,
     KnowledgeStore,
-    MemoryEntryModel,
     MemoryStoreError,
-    app_key,
     rank_entries,
-    text_hash,
-    words,
 )
 from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemory, TokenCounter
 from darwin.policies.base import Policy
@@ -585,24 +572,7 @@ def _short(exc: BaseException, limit: int = 300) -> str:
 
 
 __all__ = [
-    "COUNT_WEIGHT",
-    "RECENCY_WEIGHT",
-    "Distillation",
-    "KnowledgeEntry",
-    "KnowledgeItem",
-    "KnowledgeStore",
     "LLMMemoryConfig",
     "LLMMemoryManager",
     "LLMMemoryStats",
-    "MemoryEntryModel",
-    "MemoryStoreError",
-    "action_text",
-    "app_key",
-    "clean_text",
-    "parse_distillation",
-    "parse_json_answer",
-    "parse_summary",
-    "rank_entries",
-    "text_hash",
-    "words",
 ]

@@ -144,6 +144,5 @@ __all__ = [
     "SlidingWindowConfig",
     "SlidingWindowMemory",
     "TokenCounter",
-    "approx_token_count",
     "tokenizer_counter",
 ]

@@ -21,7 +21,7 @@ from darwin.learner.config import LearnerConfig
 from darwin.problems import ExperimentError
 from darwin.run.config import ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.run.recipe import run_recipe
-from darwin.sft import SFTConfig
+from darwin.sft.config import SFTConfig
 from darwin.verifiers.learned import model as learned_model
 
 ALARM, WORLD = "clock.set_alarm.s0", "clock.add_world_clock.s1"

@@ -19,7 +19,8 @@ from darwin.envs.sim import PerturbationConfig
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.oracle import shortest_plan
 from darwin.evaluate import evaluate
-from darwin.store import SCHEMA_VERSION, RunStore
+from darwin.store import RunStore
+from darwin.store_schema import SCHEMA_VERSION
 from darwin.tasks import validate_task
 from darwin.templates import get_template, templates
 from darwin.types import Decision, EpisodeMetrics, Task, TerminationReason, VerifierSpec
@@ -227,7 +228,8 @@ def test_no_probe_means_no_metrics_and_a_failing_probe_ends_the_episode_as_it_wo
 
 
 def test_a_model_judge_is_not_measured():
-    from darwin.verifiers.base import Verdict, as_verifier
+    from darwin.types import Verdict
+    from darwin.verifiers.base import as_verifier
 
     judge = as_verifier(lambda request: Verdict(success=True, reason="looks done"), kind="judge")
     traj = asyncio.run(StepWorkflow(verifier=judge).run(_env(), DARK_TASK, Scripted([])))

@@ -16,7 +16,7 @@ from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.run.build import build_eval_phones, build_policy_pool, build_workflow, warm_start_checkpoint
 from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig
 from darwin.run.recipe import evaluate_experiment
-from darwin.sft import SFTConfig
+from darwin.sft.config import SFTConfig
 from darwin.sft.evaluation import evaluate_warm_start
 from darwin.store import RunStore
 from darwin.types import Trajectory

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SMALL = """
 from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
-from darwin.sft import SFTConfig
+from darwin.sft.config import SFTConfig
 
 def build(preset):
     return ExperimentConfig(
@@ -146,12 +146,8 @@ def test_set_overrides_report_every_problem_with_a_fix():
         apply_overrides(base, ["updates=2"])
 
 
-def test_a_moved_field_names_where_it_lives_now():
+def test_reward_shaping_is_set_in_the_learner():
     base = load_experiment(ROOT / "examples" / "spa_bench.py")
-    with pytest.raises(ExperimentError, match=r"parse_error_penalty moved to learner\.parse_error_penalty"):
-        apply_overrides(base, ["parse_error_penalty=0.5"])
-    with pytest.raises(ValueError, match=r"parse_error_penalty moved to learner\.parse_error_penalty"):
-        base.model_validate({**base.model_dump(), "parse_error_penalty": 0.5})
     shaped = apply_overrides(base, ["learner.parse_error_penalty=0.5", "learner.format_penalty_advantage=0"])
     assert shaped.learner.parse_error_penalty == 0.5
     with pytest.raises(ExperimentError, match="charges them again through the return"):

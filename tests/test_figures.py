@@ -27,9 +27,9 @@ from darwin.types import (
     TerminationReason,
     Trajectory,
     Transition,
+    Verdict,
     VerifierSpec,
 )
-from darwin.verifiers.base import Verdict
 
 TASK = Task(
     id="settings_dark",

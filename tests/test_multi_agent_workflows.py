@@ -12,9 +12,12 @@ from darwin.agents import TinyAgent
 from darwin.agents.base import ModelActor
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.learner import collect_step_rows
-from darwin.models import TinyVLMConfig, build_tiny_vlm
-from darwin.policies import HFPolicy, HFPolicyConfig, LiteLLMPolicy, LiteLLMPolicyConfig
-from darwin.store import SCHEMA_VERSION, RunStore
+from darwin.models.config import TinyVLMConfig
+from darwin.models.factory import build_tiny_vlm
+from darwin.policies.hf import HFPolicy, HFPolicyConfig
+from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig
+from darwin.store import RunStore
+from darwin.store_schema import SCHEMA_VERSION
 from darwin.tasks import get_task
 from darwin.types import ACTOR, Phase, TerminationReason, Trajectory
 from darwin.workflows import (

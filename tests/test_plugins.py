@@ -55,7 +55,7 @@ EXPERIMENT = """
 from darwin.components import ComponentSpec
 from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
-from darwin.sft import SFTConfig
+from darwin.sft.config import SFTConfig
 
 def build(preset):
     return ExperimentConfig(

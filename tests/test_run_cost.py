@@ -26,8 +26,7 @@ from darwin.rollout import RolloutEngine, RolloutStats
 from darwin.run.cost import NO_SUCCESS, RunCost
 from darwin.run.report import compare_runs, summarize_run
 from darwin.tasks import get_task, task_set
-from darwin.types import Phase, Termination, TerminationReason, Trajectory
-from darwin.verifiers.base import Verdict
+from darwin.types import Phase, Termination, TerminationReason, Trajectory, Verdict
 
 COST_HEADER = "| phone-s / success | learner-s / success | phone time: infra | phone time: backpressure |"
 
@@ -140,7 +139,7 @@ import itertools
 from darwin.components import ComponentSpec
 from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
-from darwin.sft import SFTConfig
+from darwin.sft.config import SFTConfig
 from darwin.verifiers import Verdict
 
 CALLS = itertools.count()

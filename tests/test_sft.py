@@ -19,23 +19,18 @@ from pydantic import ValidationError
 
 from darwin.actions import Click, Drag, LongPress, Scroll
 from darwin.agents import ModelActor
+from darwin.agents.checkpoint import AGENT_FILE, SFT_FILE, load_warm_start
 from darwin.cli.main import main
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.models import build_tiny_vlm, load_tiny_vlm
-from darwin.policies import HFPolicy, Policy
+from darwin.models.factory import build_tiny_vlm, load_tiny_vlm
+from darwin.policies.base import Policy
+from darwin.policies.hf import HFPolicy
 from darwin.run.build import warm_start_checkpoint
-from darwin.sft import (
-    AGENT_FILE,
-    SFT_FILE,
-    HeldoutMetrics,
-    SFTConfig,
-    collect_demonstrations,
-    encode_demonstrations,
-    ensure_warm_start,
-    heldout_metrics,
-    load_warm_start,
-    train_sft,
-)
+from darwin.sft.cache import ensure_warm_start
+from darwin.sft.config import SFTConfig
+from darwin.sft.demonstrations import collect_demonstrations
+from darwin.sft.encoding import encode_demonstrations
+from darwin.sft.training import HeldoutMetrics, heldout_metrics, train_sft
 from darwin.tasks import get_task
 from darwin.types import Generation, Prompt
 from darwin.workflows import LifecycleWorkflow, StepConfig

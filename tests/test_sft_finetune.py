@@ -27,17 +27,17 @@ from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.evaluate import evaluate
 from darwin.miniature import write_tiny_uitars_checkpoint
-from darwin.models import load_vlm
+from darwin.models.factory import load_vlm
+from darwin.models.scoring import prompt_to_messages
 from darwin.policies.base import Policy
-from darwin.policies.hf import prompt_to_messages
 from darwin.sft.encoding import encode_demonstrations
 from darwin.sft.finetune import FinetuneConfig, finetune
 from darwin.sft.records import DemoFileError, load_records
 from darwin.sft.sources import build_examples, episodes_from_jsonl, episodes_from_run
 from darwin.store import RunStore
 from darwin.tasks import resolve_tasks
-from darwin.types import Generation, Prompt
-from darwin.verifiers.base import Verdict, VerificationRequest, Verifier
+from darwin.types import Generation, Prompt, Verdict
+from darwin.verifiers.base import VerificationRequest, Verifier
 from darwin.workflows import LifecycleWorkflow, StepConfig
 
 SCREEN = (112, 252)  # write_tiny_uitars_checkpoint's screen

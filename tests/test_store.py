@@ -15,14 +15,10 @@ import pytest
 from pydantic import BaseModel
 
 from darwin.actions import Click, Finished, Type
-from darwin.store import (
-    RunStore,
-    StoreError,
-    StoreOpenError,
-    SuccessStats,
-    is_secret_name,
-    redact_secrets,
-)
+from darwin.database import StoreError, StoreOpenError
+from darwin.store import RunStore
+from darwin.store_rows import SuccessStats
+from darwin.store_secrets import is_secret_name, redact_secrets
 from darwin.types import (
     Decision,
     Generation,
@@ -34,9 +30,9 @@ from darwin.types import (
     TerminationReason,
     Trajectory,
     Transition,
+    Verdict,
     VerifierSpec,
 )
-from darwin.verifiers.base import Verdict
 
 
 def _task(task_id: str = "settings_dark") -> Task:

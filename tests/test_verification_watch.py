@@ -30,9 +30,9 @@ from darwin.types import (
     TerminationReason,
     Trajectory,
     Transition,
+    Verdict,
     VerifierSpec,
 )
-from darwin.verifiers.base import Verdict
 
 TASK = Task(id="clock_1", instruction="Open the clock.", app="Clock", verifier=VerifierSpec(predicate="p"))
 NO_PROBE = "the phone has no state probe; use an LLM judge"

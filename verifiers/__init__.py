@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from darwin.verifiers.base import Verdict, VerdictUsage, VerificationRequest, Verifier, as_verifier
+from darwin.types import Verdict, VerdictUsage
+from darwin.verifiers.base import VerificationRequest, Verifier, as_verifier
 from darwin.verifiers.rule import RuleVerifier
 
 if TYPE_CHECKING:

@@ -19,9 +19,13 @@ from typing import Any
 import numpy as np
 
 # Verdict and VerdictUsage live with the trajectory that holds them (darwin.types).
-from darwin.types import Phase, Task, Transition, Verdict, VerdictUsage, VerifierSpec
+from darwin.types import Phase, Task, Transition, Verdict, VerifierSpec
 
-__all__ = ["Verdict", "VerdictUsage", "VerificationRequest", "Verifier", "as_verifier"]
+__all__ = [
+    "VerificationRequest",
+    "Verifier",
+    "as_verifier",
+]
 
 
 @dataclass(frozen=True)

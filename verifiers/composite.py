@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from PIL import Image
 
-from darwin.verifiers.base import Verdict, VerdictUsage, VerificationRequest, Verifier
+from darwin.types import Verdict, VerdictUsage
+from darwin.verifiers.base import VerificationRequest, Verifier
 
 if TYPE_CHECKING:
     from darwin.components import ComponentSpec

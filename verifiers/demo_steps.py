@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from darwin.actions import Action, Click, Drag, LongPress, OpenApp, Scroll, Type
-from darwin.types import ACTOR, Transition
-from darwin.verifiers.base import Verdict, VerificationRequest, Verifier
+from darwin.types import ACTOR, Transition, Verdict
+from darwin.verifiers.base import VerificationRequest, Verifier
 
 __all__ = ["DemoStep", "DemoStepConfig", "DemoStepVerifier", "score_step"]
 

@@ -7,7 +7,8 @@ judges SimPhones and ADB or Ray phones with a state probe alike.
 from __future__ import annotations
 
 from darwin.predicates import resolve
-from darwin.verifiers.base import Verdict, VerificationRequest, Verifier
+from darwin.types import Verdict
+from darwin.verifiers.base import VerificationRequest, Verifier
 
 
 class RuleVerifier(Verifier):

@@ -31,10 +31,10 @@ import numpy as np
 from pydantic import ValidationError
 
 from darwin.agents.base import Actor, ModelActor
-from darwin.policies.base import ChatMessage, Policy, Prompt
+from darwin.policies.base import Policy
 from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig, PolicyAuthError
 from darwin.problems import validation_summary
-from darwin.types import Decision, Observation, Termination, TerminationReason
+from darwin.types import ChatMessage, Decision, Observation, Prompt, Termination, TerminationReason
 from darwin.workflows.step import AdviserError, PhaseTurns
 
 logger = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ class Workflow(ABC):
        index in the episode. Turns of agents other than the one acting on the phone (a plan,
        a judgement) are transitions too, with their ``agent`` name and no reward.
     2. **Verdicts.** For every phase it played, ``verdicts[phase]`` holds the
-       :class:`~darwin.verifiers.base.Verdict`: the verifier's answer (True, False, or None
+       :class:`~darwin.types.Verdict`: the verifier's answer (True, False, or None
        when it could not decide: never a silent 0 or 1) with its explanation, or, where no
        verifier decided, ``Verdict(None, reason=<why>)``. ``phase_success`` and
        ``phase_reasons`` read it. The execution phase's answer is ``trajectory.success``;

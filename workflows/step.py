@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from darwin.actions import is_terminal
 from darwin.agents.base import Actor
 from darwin.algos.task_metrics import measure_episode
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.predicates import evaluate
-from darwin.problems import refuse_fields
 from darwin.tasks import goal_text
 from darwin.types import (
     ACTOR,
@@ -31,9 +30,10 @@ from darwin.types import (
     TerminationReason,
     Trajectory,
     Transition,
+    Verdict,
     VerifierSpec,
 )
-from darwin.verifiers.base import Verdict, VerificationRequest, Verifier
+from darwin.verifiers.base import VerificationRequest, Verifier
 from darwin.verifiers.rule import RuleVerifier
 from darwin.workflows.base import Emit, Workflow
 
@@ -45,12 +45,6 @@ class StepConfig(BaseModel):
     step with reward 0, and the learner shapes rewards (``LearnerConfig.parse_error_penalty``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _moved(cls, data: object) -> object:
-        moved = "parse_error_penalty moved to LearnerConfig.parse_error_penalty (reward shaping lives in the learner)"
-        return refuse_fields(data, {"parse_error_penalty": moved})
 
     observation_size: tuple[int, int] = Field(
         default=(252, 560), description="(W, H) of screenshots given to the actor"

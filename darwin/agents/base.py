@@ -26,13 +26,14 @@ from collections.abc import Sequence
 
 from darwin.actions import Action
 from darwin.envs.base import PhoneEnv
-from darwin.policies.base import Policy, Prompt
+from darwin.policies.base import Policy
 from darwin.types import (
     Decision,
     EpisodeSampling,
     Observation,
     ParseError,
     Phase,
+    Prompt,
     Task,
     Trajectory,
     Transition,

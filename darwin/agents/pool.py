@@ -36,7 +36,7 @@ class ActorPool:
 
     ``checkpoint`` is a darwin warm start (``darwin sft``), whose agent format it records. With
     ``agent_format`` (a :data:`darwin.agents.formats.AGENT_FORMATS` name, e.g. ``uitars-1.5``)
-    it is any Qwen2-VL-family checkpoint directory instead (``darwin.models.load_vlm``); then
+    it is any Qwen2-VL-family checkpoint directory instead (``darwin.models.factory.load_vlm``); then
     ``observation_size`` (the screenshot size the agent is given) is required and
     ``max_new_tokens`` defaults to 256.
     """

@@ -78,8 +78,7 @@ from darwin.agents.vlm import (
     scroll_as_swipe,
 )
 from darwin.memory.base import HistoryItem, Memory, format_notes
-from darwin.policies.base import ChatMessage, Prompt
-from darwin.types import Observation, ParseError, Transition
+from darwin.types import ChatMessage, Observation, ParseError, Prompt, Transition
 
 FN_CALL_TEMPLATE = (
     "# Tools\n\n"

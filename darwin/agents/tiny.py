@@ -71,8 +71,7 @@ from darwin.agents.vlm import (
     quote,
 )
 from darwin.memory.base import HistoryItem, Memory, format_notes
-from darwin.policies.base import ChatMessage, Prompt
-from darwin.types import Observation, ParseError, Transition
+from darwin.types import ChatMessage, Observation, ParseError, Prompt, Transition
 
 ACTION_SPACE = (
     "click(x,y) long_press(x,y) type('text') scroll(x,y,up|down|left|right) drag(x1,y1,x2,y2) "

@@ -72,8 +72,7 @@ from darwin.agents.vlm import (
     quote,
 )
 from darwin.memory.base import HistoryItem, Memory, format_notes
-from darwin.policies.base import ChatMessage, Prompt
-from darwin.types import Observation, ParseError, Transition
+from darwin.types import ChatMessage, Observation, ParseError, Prompt, Transition
 
 MOBILE_USE = (
     "You are a GUI agent. You are given a task and your action history, with screenshots. "

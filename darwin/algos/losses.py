@@ -213,7 +213,7 @@ def value_loss(
     Args:
         new_values: ``(batch, response_len)`` current critic predictions (carries grad).
         old_values: ``(batch, response_len)`` critic values at rollout time (the ones GAE used).
-        returns: ``(batch, response_len)`` value targets from :func:`darwin.algos.trajectory_gae`.
+        returns: ``(batch, response_len)`` value targets from :func:`darwin.algos.gae.trajectory_gae`.
         response_mask: ``(batch, response_len)`` 1 for response tokens, 0 for padding.
         clip_range_value: ``c`` above (verl's critic default 0.5; returns here lie in [0, 1]).
             ``float("inf")`` gives the plain squared error.

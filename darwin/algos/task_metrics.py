@@ -43,7 +43,6 @@ from darwin.types import EpisodeMetrics, Task
 
 __all__ = [
     "STRATA",
-    "EpisodeMetrics",
     "EpisodeResult",
     "Stratum",
     "TaskMetrics",

@@ -34,7 +34,9 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv, decode_screenshot
+from darwin.envs.adb import AdbPhoneEnv
+from darwin.envs.adb_config import AdbEnvConfig
+from darwin.envs.adb_screen import decode_screenshot
 from darwin.envs.adb_server import PrivateAdbServer
 
 __all__ = ["AdbBenchResult", "run_adb_bench", "update_benchmarks_md"]

@@ -25,13 +25,14 @@ from darwin.learner.config import LearnerConfig
 from darwin.learner.local import LocalLearner
 from darwin.models.config import TinyVLMConfig
 from darwin.models.factory import build_tiny_vlm
-from darwin.policies.base import ChatMessage, Prompt
 from darwin.policies.hf import HFPolicy, HFPolicyConfig
 from darwin.types import (
+    ChatMessage,
     Decision,
     Generation,
     Observation,
     Phase,
+    Prompt,
     Task,
     Termination,
     TerminationReason,
@@ -222,7 +223,7 @@ def recorded_trajectories(steps: int = 256, seed: int = 0) -> tuple[list[Traject
     workflow on the default's tasks and screen, as the default's TinyAgent prompts them;
     each step's response is the oracle's action text, scored by a tiny model (seed 0) as its
     behaviour log-probs; every other episode succeeds. The same rows every time."""
-    from darwin.sft import SFTConfig
+    from darwin.sft.config import SFTConfig
     from darwin.sft.demonstrations import collect_demonstrations
 
     sft = SFTConfig(episodes=max(16, steps // 3), phones=8, heldout_episodes=0, seed=seed)

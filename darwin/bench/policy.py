@@ -21,8 +21,8 @@ import torch
 
 from darwin.models.config import TinyVLMConfig
 from darwin.models.factory import build_tiny_vlm
-from darwin.policies.base import ChatMessage, Prompt
 from darwin.policies.hf import HFPolicy, HFPolicyConfig
+from darwin.types import ChatMessage, Prompt
 
 
 @dataclass(frozen=True)

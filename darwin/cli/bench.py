@@ -131,7 +131,7 @@ def _bench_lines(rows: list[object]) -> None:
 def bench_model(family: str, preset: str, batch: int, new_tokens: int, repeats: int, screen: tuple[int, int]) -> None:
     """The tiny VLM: build time, forward and generate latency, visual tokens (docs/models.md)."""
     from darwin.bench.model import benchmark
-    from darwin.models import TinyVLMConfig
+    from darwin.models.config import TinyVLMConfig
 
     families = ["qwen2_vl", "qwen2_5_vl"] if family == "both" else [family]
     _bench_lines(
@@ -157,7 +157,7 @@ def bench_model(family: str, preset: str, batch: int, new_tokens: int, repeats: 
 def bench_policy(family: str, preset: str, batches: str, new_tokens: int, repeats: int, device: str) -> None:
     """HFPolicy sampling speed on a tiny model per batch size (docs/policies.md)."""
     from darwin.bench.policy import benchmark
-    from darwin.models import TinyVLMConfig
+    from darwin.models.config import TinyVLMConfig
 
     sizes = parse_int_list(batches, "batch sizes")
     _bench_lines(

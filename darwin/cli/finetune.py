@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from darwin.sft.checkpoint import AGENT_FILE, SFT_FILE
+from darwin.agents.checkpoint import AGENT_FILE, SFT_FILE
 
 __all__ = ["checkpoint_defaults", "finetune_command"]
 
@@ -69,9 +69,9 @@ def finetune_command(
 ) -> None:
     """Fine-tune ``model``, print the held-out action match (before/after, per action type) and,
     for SimPhone tasks, the task success of the result (sampled at T=1 and greedy)."""
+    from darwin.database import StoreError
     from darwin.sft.finetune import FinetuneConfig, OracleSource, finetune
     from darwin.sft.records import DemoFileError
-    from darwin.store import StoreError
     from darwin.tasks import resolve_tasks
 
     out_path = Path(out or "runs/sft-finetune")

@@ -310,7 +310,7 @@ def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, **o:
 )
 def review(run_dir: str, configs: tuple[str, ...], out: str | None, record: bool, **o: Any) -> None:
     """Judge a finished run's episodes and report agreement with the verdicts stored there."""
-    from darwin.store import DB_FILENAME
+    from darwin.database import DB_FILENAME
     from darwin.verifiers.judge.calibration import (
         LabelSourceError,
         agreement_counts,

@@ -70,7 +70,7 @@ def phones_serve(
     import signal
     import threading
 
-    from darwin.envs.adb import AdbServerClient
+    from darwin.envs.adb_client import AdbServerClient
     from darwin.envs.base import InfraError
     from darwin.envs.faults import FaultSpec, FaultSpecError
     from darwin.envs.providers import SimFarm

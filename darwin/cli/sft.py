@@ -220,9 +220,11 @@ def sft_cmd(
     from pydantic import ValidationError
     from rich.progress import TimeRemainingColumn
 
+    from darwin.agents.checkpoint import SFT_FILE
     from darwin.cli.finetune import evaluate_and_record
-    from darwin.models import TinyVLMConfig
-    from darwin.sft import SFT_FILE, SFTConfig, train_sft
+    from darwin.models.config import TinyVLMConfig
+    from darwin.sft.config import SFTConfig
+    from darwin.sft.training import train_sft
 
     if experiment_file and config_file:
         raise click.BadParameter(

@@ -124,7 +124,7 @@ def data_cmd(
 
     size = (168, 364)
     if checkpoint is not None:
-        from darwin.sft import load_warm_start
+        from darwin.agents.checkpoint import load_warm_start
 
         size = load_warm_start(checkpoint).observation_size
     if screen_size is not None:
@@ -249,7 +249,8 @@ def train_cmd(
 def audit_pairs(run_dir: str | Path) -> list[tuple[str, bool, bool]]:
     """``(task_id, primary verdict, audit verdict)`` of every execution verdict a composite
     verifier in audit mode stored in a run (both members verified)."""
-    from darwin.store import DB_FILENAME, RunStore
+    from darwin.database import DB_FILENAME
+    from darwin.store import RunStore
     from darwin.verifiers.composite import parse_audit
 
     if not (Path(run_dir) / DB_FILENAME).is_file():

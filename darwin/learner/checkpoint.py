@@ -44,7 +44,7 @@ from darwin.learner.config import LearnerConfig
 from darwin.learner.models import TrainablePolicy
 from darwin.learner.replay import PositiveReplay
 from darwin.learner.rft import AcceptedEpisodes
-from darwin.types import Trajectory, Verdict
+from darwin.types import Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -286,39 +286,16 @@ def load_local_state(src: Path, state: LearnerState, device: torch.device) -> No
     if state.replay is not None and (src / "replay.pkl").is_file():
         with open(src / "replay.pkl", "rb") as fh:
             entries = pickle.load(fh)  # our own checkpoint: load only trusted ones
-        for entry in entries:
-            if isinstance(entry.item, Trajectory):
-                upgrade_trajectory(entry.item)
         state.replay.restore(entries)
     if state.accepted is not None and (src / "accepted.pkl").is_file():
         with open(src / "accepted.pkl", "rb") as fh:
-            state.accepted.restore([upgrade_trajectory(t) for t in pickle.load(fh)])
+            state.accepted.restore(pickle.load(fh))
 
 
 def read_pending(src: Path) -> list[Trajectory]:
     """The pending trajectories saved with the checkpoint at ``src``."""
     with open(src / "pending.pkl", "rb") as fh:
-        pending = pickle.load(fh)  # our own checkpoint: load only trusted ones (docs/learner.md)
-    return [upgrade_trajectory(t) for t in pending]
-
-
-def upgrade_trajectory(trajectory: Trajectory) -> Trajectory:
-    """A trajectory pickled before ``Trajectory.verdicts`` (with ``phase_success``,
-    ``phase_reasons`` and ``phase_verdicts`` fields) given its verdicts, in place; others
-    unchanged. Checkpoints written before the change resume."""
-    state = trajectory.__dict__
-    if "verdicts" in state:
-        return trajectory
-    success = state.pop("phase_success", {})
-    reasons = state.pop("phase_reasons", {})
-    judged = state.pop("phase_verdicts", {})
-    state["verdicts"] = {
-        phase: judged[phase]
-        if phase in judged and judged[phase].success == ok
-        else Verdict(ok, reason=reasons.get(phase, ""))
-        for phase, ok in success.items()
-    }
-    return trajectory
+        return pickle.load(fh)  # our own checkpoint: load only trusted ones (docs/learner.md)
 
 
 def sync_policy_to_checkpoint(

@@ -31,8 +31,8 @@ from pydantic import (
     model_validator,
 )
 
-from darwin.algos import KL_ESTIMATORS, LOSS_AGG_MODES
 from darwin.algos.estimators import get_estimator
+from darwin.algos.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from darwin.learner.verl_config import VerlConfig
 from darwin.problems import problems_message
 
@@ -113,9 +113,9 @@ class LearnerConfig(BaseModel):
 
     # --- algorithm ---------------------------------------------------------------------
     algorithm: str = Field(
-        "ppo",
+        "gae",
         description="advantage estimator by registered name (darwin.algos.estimators): "
-        "'ppo' or 'gae': critic + token-level GAE (paper); 'grpo': group-normalised trajectory "
+        "'gae': critic + token-level GAE (paper); 'grpo': group-normalised trajectory "
         "advantages, no critic; 'gigpo': GRPO's episode advantage + step advantage over "
         "anchor-state groups, no critic",
     )
@@ -327,11 +327,6 @@ class LearnerConfig(BaseModel):
         return cls(**{**PAPER_TABLE_1, **overrides})
 
     @property
-    def estimator(self) -> str:
-        """The registered advantage estimator's name ('ppo' is 'gae')."""
-        return "gae" if self.algorithm == "ppo" else self.algorithm
-
-    @property
     def uses_critic(self) -> bool:
         """Whether a critic exists (the estimator needs one: PPO's GAE)."""
         return get_estimator(self.estimator).needs_critic
@@ -372,7 +367,7 @@ class LearnerConfig(BaseModel):
         try:
             needs_critic = get_estimator(self.estimator).needs_critic
         except KeyError as exc:
-            out.append(f"algorithm: {exc.args[0]} (or 'ppo')")
+            out.append(f"algorithm: {exc.args[0]}")
             needs_critic = True
         if not needs_critic:
             name = self.algorithm
@@ -383,7 +378,7 @@ class LearnerConfig(BaseModel):
                 )
             if self.truncation == "bootstrap":
                 out.append(
-                    f"truncation='bootstrap' needs a critic: use algorithm='ppo' or truncation='zero' (algorithm={name!r})"
+                    f"truncation='bootstrap' needs a critic: use algorithm='gae' or truncation='zero' (algorithm={name!r})"
                 )
             if self.critic == "shared":
                 out.append(f"critic='shared' with algorithm={name!r}: it has no critic; leave critic='separate'")

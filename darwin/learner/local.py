@@ -2,8 +2,9 @@
 
     >>> import numpy as np
     >>> from darwin.learner import LearnerConfig, LocalLearner
-    >>> from darwin.models import TinyVLMConfig, build_tiny_vlm
-    >>> from darwin.policies import HFPolicy, HFPolicyConfig
+    >>> from darwin.models.config import TinyVLMConfig
+    >>> from darwin.models.factory import build_tiny_vlm
+    >>> from darwin.policies.hf import HFPolicy, HFPolicyConfig
     >>> policy = HFPolicy(build_tiny_vlm(TinyVLMConfig(screen_width=56, screen_height=112), seed=0),
     ...                   HFPolicyConfig(max_new_tokens=4))
     >>> learner = LocalLearner(policy, LearnerConfig(critic_warmup_updates=1, mini_batch_size=4,
@@ -42,7 +43,7 @@ import torch
 from pydantic import JsonValue
 from torch import nn
 
-from darwin.algos import (
+from darwin.algos.losses import (
     aggregate_loss,
     entropy_from_logits,
     kl_penalty,
@@ -85,9 +86,7 @@ from darwin.learner.metrics import (
 from darwin.learner.models import (
     TrainablePolicy,
     ValueModel,
-    backbone_of,
     build_learner_models,
-    capture_outputs,
     lora_merged_state_dict,
     set_adapters_enabled,
 )
@@ -102,6 +101,7 @@ from darwin.learner.update_batch import (
     prune_negatives,
     shaped_rewards,
 )
+from darwin.models.anatomy import backbone_of, capture_outputs
 from darwin.models.pixels import PixelEncoder
 from darwin.models.scoring import compute_response_logprobs, masked_log_softmax, response_nll
 from darwin.types import Prompt, Trajectory
@@ -115,7 +115,7 @@ _Scorer = Callable[[Mapping[str, torch.Tensor], Sequence[Sequence[int]]], tuple[
 
 
 class LocalLearner:
-    """PPO / GRPO learner for a :class:`~darwin.policies.HFPolicy`, in one process.
+    """PPO / GRPO learner for a :class:`~darwin.policies.hf.HFPolicy`, in one process.
 
     Models (all copies; the policy's model is never trained in place, so sampling can go
     on while the learner trains):

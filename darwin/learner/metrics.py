@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from darwin.algos import PolicyLossOutput, masked_mean
+from darwin.algos.losses import PolicyLossOutput, masked_mean
 from darwin.learner.batch import unverified
 from darwin.learner.config import LearnerConfig
 from darwin.learner.update_batch import UpdateBatch, outside_clip_window, shortest_path_adjusted
@@ -234,7 +234,7 @@ def update_metrics(
     verified = [t.success for t in trajs if t.success is not None]
     lags = [version_before - r.policy_version for r in batch.rows]
     mask = batch.response_mask
-    stage = "critic_warmup" if warmup else ("ppo" if cfg.estimator == "gae" else cfg.estimator)
+    stage = "critic_warmup" if warmup else ("ppo" if cfg.algorithm == "gae" else cfg.algorithm)
     value_mean = return_mean = explained = None
     if batch.values is not None and batch.returns is not None:
         value_mean = float(masked_mean(batch.values, mask))

@@ -10,7 +10,7 @@ length and ``R`` the longest response,
 The actor's log-prob of token ``k`` is read from the logits at that position, and the
 critic's value of token ``k``, ``V(s^k)`` with ``s^k`` = prompt plus tokens ``< k``, from the
 value head on the same hidden state: ``values = head(h[:, P-1 : P-1+R])``, verl's
-``values[:, -R-1:-1]``. This is the state-before-token convention :func:`darwin.algos.trajectory_gae`
+``values[:, -R-1:-1]``. This is the state-before-token convention :func:`darwin.algos.gae.trajectory_gae`
 expects (``delta^k = r^k + gamma V(s^{k+1}) - V(s^k)``).
 """
 
@@ -28,13 +28,13 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from darwin.learner.config import LearnerConfig, LoraConfig
-from darwin.models.anatomy import backbone_of, capture_outputs, hidden_size_of, vision_tower_of
+from darwin.models.anatomy import backbone_of, hidden_size_of, vision_tower_of
 from darwin.models.scoring import forward_batch, response_batch
 
 
 @runtime_checkable
 class TrainablePolicy(Protocol):
-    """What the learner needs of a sampling policy (:class:`~darwin.policies.HFPolicy`
+    """What the learner needs of a sampling policy (:class:`~darwin.policies.hf.HFPolicy`
     has it): the model and processor to copy and re-score with, the forbidden-token mask and
     log-prob temperature it sampled with, its version, and a way to receive new weights."""
 
@@ -54,14 +54,10 @@ __all__ = [
     "TrainablePolicy",
     "ValueModel",
     "apply_lora",
-    "backbone_of",
     "build_learner_models",
-    "capture_outputs",
     "copy_model",
-    "hidden_size_of",
     "lora_merged_state_dict",
     "set_adapters_enabled",
-    "vision_tower_of",
 ]
 
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 import torch
 
-from darwin.algos import trajectory_weights, whiten_within
 from darwin.algos.adagrpo import negative_pruning_keep, shortest_path_adjusted_rewards
 from darwin.algos.estimators import AdvantageInputs, EstimatorConfig, get_estimator
+from darwin.algos.weighting import trajectory_weights, whiten_within
 from darwin.learner.batch import RowInputs, StepRow
 from darwin.learner.config import LearnerConfig
 from darwin.types import Trajectory
@@ -135,7 +135,7 @@ def estimate_advantages(
     lam: float,
     next_values: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``(advantages, returns)``, both ``(N, R)``: the configured estimator (``config.estimator``)
+    """``(advantages, returns)``, both ``(N, R)``: the configured estimator (``config.algorithm``)
     on the step rows, then per-task whitening (``whiten_by='task'``, critic estimators), the
     format penalty on rows whose action did not parse, and equal trajectory weights.
     ``returns`` is ``None`` for critic-free estimators. Padding is not zeroed here.
@@ -143,7 +143,7 @@ def estimate_advantages(
     cfg = config
     mask = response_mask
     traj_ids = [r.episode_id for r in rows]
-    estimator = get_estimator(cfg.estimator)
+    estimator = get_estimator(cfg.algorithm)
     estimated = estimator.fn(
         AdvantageInputs(
             rewards=rewards,

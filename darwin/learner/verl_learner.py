@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 import torch
 from pydantic import JsonValue
 
-from darwin.algos import masked_mean
+from darwin.algos.losses import masked_mean
 from darwin.learner.batch import (
     LearnerDataError,
     actor_skip_reason,
@@ -106,13 +106,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "VerlBackendUnavailable",
     "VerlLearner",
-    "VerlUpdateBatch",
-    "WeightReceiver",
-    "check_verl_runtime",
-    "prepare_critic_checkpoint",
-    "to_verl_batch",
 ]
 
 CPU_PLUGIN = "darwin.learner.verl_cpu"
@@ -623,7 +617,7 @@ class VerlLearner:
         mini = cfg.mini_batch_size
         return UpdateMetrics(
             update=self.updates,
-            stage="critic_warmup" if warmup else ("ppo" if cfg.estimator == "gae" else cfg.estimator),
+            stage="critic_warmup" if warmup else ("ppo" if cfg.algorithm == "gae" else cfg.algorithm),
             policy_version=self.policy_version,
             actor_updated=not warmup,
             trajectories=len(trajs),

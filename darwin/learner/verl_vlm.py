@@ -6,7 +6,7 @@ verl builds its critic with ``verl.utils.model.load_valuehead_model``, which ask
 value-head wrapper. For the Qwen2-VL family neither exists: transformers 5.10 registers no
 token-classification class for ``Qwen2VLConfig`` / ``Qwen2_5_VLConfig``, and trl is not a
 dependency. Importing this module (the driver does it in :func:`prepare_critic_checkpoint
-<darwin.learner.verl_learner.prepare_critic_checkpoint>`, the workers through
+<darwin.learner.verl_runtime.prepare_critic_checkpoint>`, the workers through
 ``VERL_USE_EXTERNAL_MODULES``) registers darwin's value model for both configs:
 
 - :class:`Qwen2VLForTokenValue` / :class:`Qwen2_5_VLForTokenValue`: the vision-language

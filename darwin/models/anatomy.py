@@ -4,7 +4,8 @@ size, and a hook that captures the backbone's hidden states and the LM head's lo
 The learner's critic and the learned verifier both put a scalar head on the backbone's
 hidden states, so these helpers live with the models, not with either user.
 
-    >>> from darwin.models import TinyVLMConfig, build_tiny_vlm
+    >>> from darwin.models.config import TinyVLMConfig
+    >>> from darwin.models.factory import build_tiny_vlm
     >>> from darwin.models.anatomy import backbone_of, hidden_size_of
     >>> vlm = build_tiny_vlm(TinyVLMConfig(screen_width=56, screen_height=112), seed=0)
     >>> type(backbone_of(vlm.model)).__name__, hidden_size_of(vlm.model) > 0

@@ -1,11 +1,11 @@
 """Typed, validated configuration of a tiny randomly initialised Qwen2-VL / Qwen2.5-VL model.
 
-:class:`TinyVLMConfig` describes everything :func:`darwin.models.build_tiny_vlm` needs: the
+:class:`TinyVLMConfig` describes everything :func:`darwin.models.factory.build_tiny_vlm` needs: the
 transformers family, the text decoder and vision tower sizes, the tokenizer's vocabulary
 size and the agent's screenshot size (which fixes the image processor's pixel budget).
 Every problem is reported in one error naming the field and the fix::
 
-    >>> from darwin.models import TinyVLMConfig
+    >>> from darwin.models.config import TinyVLMConfig
     >>> cfg = TinyVLMConfig()                       # config A of the feasibility notes
     >>> cfg.visual_tokens, cfg.grid_thw
     (180, (1, 40, 18))

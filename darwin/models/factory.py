@@ -7,7 +7,8 @@ entirely locally; :func:`load_vlm` loads any Qwen2-VL / Qwen2.5-VL checkpoint di
 standard ``from_pretrained`` code paths::
 
     >>> import numpy as np
-    >>> from darwin.models import TinyVLMConfig, build_tiny_vlm
+    >>> from darwin.models.config import TinyVLMConfig
+    >>> from darwin.models.factory import build_tiny_vlm
     >>> vlm = build_tiny_vlm(TinyVLMConfig(), seed=0)
     >>> screen = np.zeros((560, 252, 3), dtype=np.uint8)
     >>> batch = vlm.build_inputs([[{"role": "user", "content": [
@@ -387,7 +388,7 @@ def load_tiny_vlm(path: str | os.PathLike[str]) -> VLM:
     if not (src / TINY_CONFIG_FILE).is_file():
         raise FileNotFoundError(
             f"{src} has no {TINY_CONFIG_FILE}, so it is not a tiny darwin model; "
-            "use darwin.models.load_vlm for a real checkpoint"
+            "use darwin.models.factory.load_vlm for a real checkpoint"
         )
     return load_vlm(src)
 

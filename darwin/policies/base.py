@@ -18,9 +18,12 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from darwin.types import ChatMessage, Generation, Prompt
+from darwin.types import Generation, Prompt
 
-__all__ = ["ChatMessage", "Policy", "Prompt", "WeightSyncUnsupported"]
+__all__ = [
+    "Policy",
+    "WeightSyncUnsupported",
+]
 
 
 class WeightSyncUnsupported(TypeError):

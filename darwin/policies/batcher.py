@@ -18,7 +18,9 @@ free*; time spent queued behind a running batch counts towards ``max_wait``. Req
 are served in arrival order; a batch never exceeds ``max_batch``.
 
     >>> import asyncio
-    >>> from darwin.policies import BatcherConfig, DynamicBatcher, Policy, ChatMessage, Prompt
+    >>> from darwin.policies.batcher import BatcherConfig, DynamicBatcher
+    >>> from darwin.policies.base import Policy
+    >>> from darwin.types import ChatMessage, Prompt
     >>> from darwin.types import Generation
     >>> class Echo(Policy):
     ...     async def generate(self, prompts):
@@ -46,8 +48,8 @@ from dataclasses import dataclass, field
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from darwin.policies.base import Policy, Prompt
-from darwin.types import Generation
+from darwin.policies.base import Policy
+from darwin.types import Generation, Prompt
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,9 @@ the same prompt with the same request seed gives the same tokens whether it is s
 alone or inside any batch.
 
     >>> import numpy as np
-    >>> from darwin.models import build_tiny_vlm
-    >>> from darwin.policies import ChatMessage, HFPolicy, HFPolicyConfig, Prompt
+    >>> from darwin.models.factory import build_tiny_vlm
+    >>> from darwin.types import ChatMessage, Prompt
+    >>> from darwin.policies.hf import HFPolicy, HFPolicyConfig
     >>> policy = HFPolicy(build_tiny_vlm(seed=0), HFPolicyConfig(max_new_tokens=8, seed=1))
     >>> screen = np.zeros((560, 252, 3), np.uint8)
     >>> prompt = Prompt(messages=(ChatMessage(role="user", text="Open Settings.", images=(screen,)),))
@@ -48,15 +49,14 @@ from transformers import BatchFeature, DynamicCache, PreTrainedModel
 from transformers.processing_utils import ProcessorMixin
 
 from darwin.models.factory import VLM, mm_token_type_ids
-from darwin.models.scoring import (  # the pure helpers the learner shares; re-exported here
+from darwin.models.scoring import (  # the pure helpers the learner shares
     compute_response_logprobs,
     forbidden_mask,
-    masked_log_softmax,
     prompt_to_messages,
     rope_index,
 )
-from darwin.policies.base import Policy, Prompt
-from darwin.types import Generation
+from darwin.policies.base import Policy
+from darwin.types import Generation, Prompt
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class HFPolicyConfig(BaseModel):
 class HFPolicy(Policy):
     """Samples from a transformers Qwen2-VL-family model; records ids, log-probs, version.
 
-    ``vlm`` is a :class:`darwin.models.VLM` (tiny or real; CPU or GPU); alternatively pass
+    ``vlm`` is a :class:`darwin.models.factory.VLM` (tiny or real; CPU or GPU); alternatively pass
     ``model=`` and ``processor=``. Generation runs on one dedicated worker thread and every
     use of the model (generation, :meth:`teacher_forced_logprobs`, :meth:`load_weights`)
     holds one lock, so the model is never used by two calls at once (``rope_deltas`` and
@@ -134,8 +134,9 @@ class HFPolicy(Policy):
     touched.
 
     >>> import asyncio
-    >>> from darwin.models import build_tiny_vlm
-    >>> from darwin.policies import ChatMessage, HFPolicy, HFPolicyConfig, Prompt
+    >>> from darwin.models.factory import build_tiny_vlm
+    >>> from darwin.types import ChatMessage, Prompt
+    >>> from darwin.policies.hf import HFPolicy, HFPolicyConfig
     >>> vlm = build_tiny_vlm(seed=0)
     >>> p = Prompt(messages=(ChatMessage(role="user", text="Open Clock."),))
     >>> with HFPolicy(vlm, HFPolicyConfig(max_new_tokens=4)) as a, HFPolicy(vlm, HFPolicyConfig(max_new_tokens=4)) as b:
@@ -493,9 +494,4 @@ def _tied_alias(model: PreTrainedModel, key: str) -> bool:
 __all__ = [
     "HFPolicy",
     "HFPolicyConfig",
-    "compute_response_logprobs",
-    "forbidden_mask",
-    "masked_log_softmax",
-    "prompt_to_messages",
-    "rope_index",
 ]

@@ -8,7 +8,7 @@ errors, HTTP 429 and 5xx) are retried with exponential backoff (tenacity) a boun
 of times; authentication failures raise :class:`PolicyAuthError` at once. Hosted models
 return no token ids or log-probs (empty tuples), so this policy cannot be trained.
 
-    >>> from darwin.policies import LiteLLMPolicy, LiteLLMPolicyConfig
+    >>> from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig
     >>> cfg = LiteLLMPolicyConfig(model="openai/ui-tars-7b", api_base="http://127.0.0.1:8000/v1",
     ...                           api_key_env="VLLM_API_KEY", max_tokens=256)
     >>> policy = LiteLLMPolicy(cfg)          # no request, no key needed yet
@@ -46,9 +46,9 @@ from tenacity import (
     wait_random,
 )
 
-from darwin.policies.base import Policy, Prompt
+from darwin.policies.base import Policy
 from darwin.problems import refuse_fields
-from darwin.types import Generation, RunAbort
+from darwin.types import Generation, Prompt, RunAbort
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ sampling with :class:`~darwin.policies.hf.HFPolicy` (so token ids and log-probs 
 model's own: what a vLLM started with ``--logprobs-mode processed_logprobs`` reports) behind a
 :class:`~darwin.policies.batcher.DynamicBatcher` (concurrent requests are batched).
 
-    >>> from darwin.models import build_tiny_vlm
+    >>> from darwin.models.factory import build_tiny_vlm
     >>> from darwin.policies.local_server import LocalPolicyServer
     >>> with LocalPolicyServer(build_tiny_vlm(seed=0), served_model_name="tiny") as server:
     ...     import httpx

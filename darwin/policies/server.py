@@ -9,7 +9,7 @@ local rendering (the same processor path as :meth:`HFPolicy.build_inputs
 <darwin.policies.hf.HFPolicy.build_inputs>` and the learner), so the learner scores exactly
 the tokens that were sampled from.
 
-    >>> from darwin.models import build_tiny_vlm
+    >>> from darwin.models.factory import build_tiny_vlm
     >>> from darwin.policies.server import ServerPolicy, ServerPolicyConfig
     >>> cfg = ServerPolicyConfig(base_url="http://127.0.0.1:8000/v1", model="ui-tars-7b", max_tokens=64)
     >>> cfg.base_url                                   # the server's root; /v1 is added per endpoint
@@ -66,18 +66,17 @@ from tenacity import (
 
 from darwin.models.factory import VLM
 from darwin.models.scoring import forbidden_mask, prompt_to_messages
-from darwin.policies.base import Policy, Prompt, WeightSyncUnsupported
+from darwin.policies.base import Policy, WeightSyncUnsupported
 from darwin.policies.litellm import PolicyAuthError, PolicyRequestError, prompt_to_openai_messages
 from darwin.policies.server_config import ServerPolicyConfig
 from darwin.policies.server_protocol import (
-    ServerCompletion,
     _error_message,
     _HTTPStatusError,
     _is_transient,
     _prompt_mismatch,
     parse_chat_completion,
 )
-from darwin.types import Generation
+from darwin.types import Generation, Prompt
 
 logger = logging.getLogger(__name__)
 
@@ -568,4 +567,6 @@ def _low_rank(delta: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tenso
     return b, a
 
 
-__all__ = ["ServerCompletion", "ServerPolicy", "ServerPolicyConfig", "parse_chat_completion"]
+__all__ = [
+    "ServerPolicy",
+]

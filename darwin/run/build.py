@@ -79,7 +79,8 @@ def policy_factory(policy: PolicyConfig) -> Callable[[VLM, HFPolicyConfig], Poli
     server = policy.server
 
     def make(vlm: VLM, sampling: HFPolicyConfig) -> Policy:
-        from darwin.policies.server import ServerPolicy, ServerPolicyConfig
+        from darwin.policies.server import ServerPolicy
+        from darwin.policies.server_config import ServerPolicyConfig
 
         update = {"temperature": sampling.temperature, "seed": sampling.seed, "max_tokens": sampling.max_new_tokens}
         return ServerPolicy(vlm, ServerPolicyConfig(**{**server.model_dump(), **update}))
@@ -114,8 +115,8 @@ def warm_start_checkpoint(
 ) -> Path:
     """The warm-start checkpoint: ``checkpoint``, or the SFT warm start for ``sft``
     (trained once, cached under ``cache_dir``; ``on_phase`` / ``on_step`` follow the
-    training as :func:`~darwin.sft.train_sft` reports it)."""
-    from darwin.sft import ensure_warm_start
+    training as :func:`~darwin.sft.training.train_sft` reports it)."""
+    from darwin.sft.cache import ensure_warm_start
 
     if config.checkpoint:
         return Path(config.checkpoint)
@@ -436,8 +437,8 @@ def build_actors(
     if kind == "random":
         return Actors(lambda i: RandomActor(seed=seed * 1000 + i))
     if kind == "tiny":
+        from darwin.agents.checkpoint import AGENT_FILE
         from darwin.agents.pool import ActorPool
-        from darwin.sft import AGENT_FILE
 
         if not arg:
             raise AgentChoiceError("tiny:<checkpoint> needs a checkpoint directory, e.g. tiny:runs/sft", "--agent")
@@ -457,7 +458,7 @@ def build_actors(
     if kind == "litellm":
         from darwin.agents import ModelActor
         from darwin.agents.formats import make_agent
-        from darwin.policies import LiteLLMPolicy, LiteLLMPolicyConfig
+        from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig
 
         if not arg:
             raise AgentChoiceError(

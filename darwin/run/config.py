@@ -26,13 +26,13 @@ from darwin.components import (
     check_component,
     resolve_component,
 )
-from darwin.envs.adb import AdbEnvConfig
+from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.fleet import ResetSchedule
 from darwin.envs.ray_phones import RayPhonesConfig
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.learner.config import LearnerConfig
-from darwin.policies.server import ServerPolicyConfig
-from darwin.problems import ExperimentError, refuse_fields
+from darwin.policies.server_config import ServerPolicyConfig
+from darwin.problems import ExperimentError
 from darwin.run.verification_watch import VerificationWatchConfig
 from darwin.sft.config import SFTConfig
 from darwin.tasks import resolve_tasks as resolve_task_names
@@ -302,10 +302,6 @@ class EvaluationConfig(BaseModel):
         return EvalProtocol(samples=self.samples, greedy=self.greedy, seed=self.sampling_seed)
 
 
-#: Experiment fields that moved, and where each lives now (a config naming one gets the fix).
-MOVED_FIELDS = {"parse_error_penalty": "learner.parse_error_penalty (reward shaping lives in the learner)"}
-
-
 class ExperimentConfig(BaseModel):
     """Everything a training run needs; validated when built (every problem at once)."""
 
@@ -385,11 +381,6 @@ class ExperimentConfig(BaseModel):
         "one (an update without a verdict never moves the actor: learner.infra_only_updates)",
     )
     notes: str = Field("", description="free text shown by --dry-run (e.g. how the paper's schedule was scaled)")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _moved(cls, data: object) -> object:
-        return refuse_fields(data, {key: f"{key} moved to {where}" for key, where in MOVED_FIELDS.items()})
 
     @model_validator(mode="after")
     def _check(self) -> ExperimentConfig:

@@ -117,7 +117,8 @@ def trained_episodes(run_dir: str | Path) -> list[TrainedEpisode]:
 def _read_run(run_dir: str | Path) -> tuple[list[TrainedEpisode], int]:
     """The trained episodes, and how many episodes the training run collected in all
     (finished ones; trained or not: the rest is over-collection)."""
-    from darwin.store import DB_FILENAME, RunStore
+    from darwin.database import DB_FILENAME
+    from darwin.store import RunStore
 
     root = Path(run_dir)
     updates_file, db_file = root / "updates.jsonl", root / DB_FILENAME

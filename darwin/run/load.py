@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from darwin.envs.ray_phones import RayPhoneGroup, RayPhonesConfig
 from darwin.problems import ExperimentError, validation_lines
-from darwin.run.config import MOVED_FIELDS, ExperimentConfig
+from darwin.run.config import ExperimentConfig
 
 
 def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConfig:
@@ -141,8 +141,6 @@ def _apply_override(data: dict, item: str) -> str | None:
             continue
         if model is None:
             return f"--set {item}: {where} is a value, not a section with fields"
-        if model is ExperimentConfig and name in MOVED_FIELDS:
-            return f"--set {item}: {name} moved to {MOVED_FIELDS[name]}"
         if name not in model.model_fields:
             choices = sorted(model.model_fields)
             close = difflib.get_close_matches(name, choices, n=1)

@@ -123,7 +123,7 @@ def _phones(config: ExperimentConfig, timeout_s: float) -> list[PreflightProblem
 def _learner(config: ExperimentConfig) -> list[PreflightProblem]:
     if config.learner.backend != "verl" or config.learner.verl is None:
         return []
-    from darwin.learner.verl_learner import VerlBackendUnavailable, check_verl_runtime
+    from darwin.learner.verl_runtime import VerlBackendUnavailable, check_verl_runtime
 
     problems = []
     settings = config.learner.verl
@@ -164,7 +164,7 @@ def _same_dir(a: str, b: str | None) -> bool:
 
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = get_args(Family)
-"""``config.json`` model types darwin's agents and policies run (``darwin.models.load_vlm``:
+"""``config.json`` model types darwin's agents and policies run (``darwin.models.factory.load_vlm``:
 Qwen2-VL, e.g. UI-TARS-1.0, and Qwen2.5-VL, e.g. UI-TARS-1.5)."""
 
 
@@ -278,8 +278,8 @@ def _format_problems(src: Path, where: str, agent_format: str) -> list[str]:
     start's records; a named format runs any Qwen2-VL-family directory (darwin's formats
     name a prompt and coordinate convention, not a model family: a tiny Qwen2-VL trained in
     UI-TARS-1.5's format is as valid as UI-TARS-1.5-7B, so no family is matched here)."""
+    from darwin.agents.checkpoint import AGENT_FILE
     from darwin.models.factory import TINY_CONFIG_FILE
-    from darwin.sft.checkpoint import AGENT_FILE
     from darwin.sft.config import SFT_FORMAT_VERSION
 
     if agent_format != "checkpoint":

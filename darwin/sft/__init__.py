@@ -6,7 +6,7 @@ through the real workflow on perturbed SimPhones (state persists between episode
 training), records every step's prompt exactly as :class:`~darwin.agents.TinyAgent`
 builds it at RL time, and fine-tunes a fresh tiny Qwen2-VL on ``prompt -> action text +
 EOS`` with the same masked log-probs the PPO learner uses
-(:func:`~darwin.policies.hf.compute_response_logprobs`). It stops *short of mastery* on
+(:func:`~darwin.models.scoring.compute_response_logprobs`). It stops *short of mastery* on
 purpose (a fixed step budget, optionally an earlier held-out threshold) so that RL has
 room to show gains, and writes a checkpoint directory that
 :func:`load_warm_start` (or ``darwin eval --agent tiny:<dir>``) turns back into the exact
@@ -25,7 +25,7 @@ One module per job:
 Acting with a checkpoint (one policy, an actor per phone) is
 :class:`darwin.agents.pool.ActorPool`.
 
-    >>> from darwin.sft import SFTConfig
+    >>> from darwin.sft.config import SFTConfig
     >>> cfg = SFTConfig(steps=100, episodes=8, phones=2)
     >>> cfg.resolved_model.screen_width, cfg.observation_size
     (168, (168, 364))
@@ -34,56 +34,3 @@ Acting with a checkpoint (one policy, an actor per phone) is
 
 See docs/sft.md.
 """
-
-from __future__ import annotations
-
-from darwin.sft.cache import ensure_warm_start
-from darwin.sft.checkpoint import (
-    AGENT_FILE,
-    SFT_FILE,
-    WarmStart,
-    load_warm_start,
-    recommended_max_new_tokens,
-    save_warm_start,
-)
-from darwin.sft.config import SFT_FORMAT_VERSION, SFTConfig, StopMetric
-from darwin.sft.demonstrations import Demonstration, DemoStats, collect_demonstrations
-from darwin.sft.encoding import EncodedDemos, PixelEncoder, encode_demonstrations
-from darwin.sft.evaluation import evaluate_warm_start, parse_failures
-from darwin.sft.training import (
-    HeldoutMetrics,
-    SFTResult,
-    StepStats,
-    greedy_outputs,
-    heldout_metrics,
-    lr_at,
-    train_sft,
-)
-
-__all__ = [
-    "AGENT_FILE",
-    "SFT_FILE",
-    "SFT_FORMAT_VERSION",
-    "DemoStats",
-    "Demonstration",
-    "EncodedDemos",
-    "HeldoutMetrics",
-    "PixelEncoder",
-    "SFTConfig",
-    "SFTResult",
-    "StepStats",
-    "StopMetric",
-    "WarmStart",
-    "collect_demonstrations",
-    "encode_demonstrations",
-    "ensure_warm_start",
-    "evaluate_warm_start",
-    "greedy_outputs",
-    "heldout_metrics",
-    "load_warm_start",
-    "lr_at",
-    "parse_failures",
-    "recommended_max_new_tokens",
-    "save_warm_start",
-    "train_sft",
-]

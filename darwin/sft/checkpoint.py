@@ -1,6 +1,6 @@
 """The warm-start checkpoint directory: writing it (:func:`save_warm_start`). Loading it back
 into the exact agent and model (:func:`load_warm_start` -> :class:`WarmStart`) is the agent's
-side, :mod:`darwin.agents.checkpoint`, re-exported here.
+side, :mod:`darwin.agents.checkpoint`.
 
 Besides the model's own files (``VLM.save_pretrained``) a checkpoint holds
 :data:`AGENT_FILE` (which agent, memory and screen size it was trained for) and
@@ -19,11 +19,12 @@ from darwin.agents.checkpoint import (
     AGENT_FILE,
     SFT_FILE,
     SFT_FORMAT_VERSION,
-    WarmStart,
-    load_warm_start,
 )
 
-__all__ = ["AGENT_FILE", "SFT_FILE", "WarmStart", "load_warm_start", "recommended_max_new_tokens", "save_warm_start"]
+__all__ = [
+    "recommended_max_new_tokens",
+    "save_warm_start",
+]
 
 if TYPE_CHECKING:
     from darwin.sft.training import SFTResult

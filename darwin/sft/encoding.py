@@ -52,7 +52,7 @@ class EncodedDemos:
 
     def batch(self, indices: Sequence[int]) -> tuple[dict[str, torch.Tensor], list[list[int]]]:
         """The left-padded model inputs of these prompts (as ``HFPolicy.build_inputs`` gives
-        them) and their target ids, for :func:`~darwin.policies.hf.compute_response_logprobs`."""
+        them) and their target ids, for :func:`~darwin.models.scoring.compute_response_logprobs`."""
         import torch
 
         from darwin.models.factory import mm_token_type_ids

@@ -8,8 +8,8 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from darwin.agents.checkpoint import WarmStart
 from darwin.envs.sim.perturb import PerturbationConfig
-from darwin.sft.checkpoint import WarmStart
 from darwin.types import ParseError, Transition
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Fine-tuning any Qwen2-VL-family checkpoint under a named agent format (``darwin sft --model``).
 
-:func:`finetune` loads a checkpoint in Hugging Face layout (``darwin.models.load_vlm``),
+:func:`finetune` loads a checkpoint in Hugging Face layout (``darwin.models.factory.load_vlm``),
 gathers demonstrations from the SimPhone oracle, run databases (verifier-accepted episodes:
 rejection sampling when the run is an RL run) and JSONL files
 (:mod:`darwin.sft.sources`), builds every training example with the agent that acts at run
@@ -8,7 +8,7 @@ time (:func:`~darwin.sft.sources.build_examples`), trains on ``prompt -> respons
 with the learner's masked log-probs (full fine-tune, or LoRA merged back into the weights),
 measures held-out action match per action type before and after (greedy, and sampled at
 temperature 1), and writes a checkpoint directory that ``darwin eval --agent tiny:<dir>``
-and an experiment's ``checkpoint`` load as they are (:data:`~darwin.sft.checkpoint.AGENT_FILE`
+and an experiment's ``checkpoint`` load as they are (:data:`~darwin.agents.checkpoint.AGENT_FILE`
 records ``kind: "format"``). The default warm start (:func:`~darwin.sft.training.train_sft`)
 is a separate path and unchanged. See docs/sft.md.
 """
@@ -328,7 +328,7 @@ def finetune(
     demonstrations; measure held-out loss and action match before and after; save to ``out``.
 
     The loss is the mean NLL of the response tokens (and EOS) under the masked distribution the
-    policy samples from (:func:`~darwin.policies.hf.compute_response_logprobs`), on inputs built
+    policy samples from (:func:`~darwin.models.scoring.compute_response_logprobs`), on inputs built
     as :class:`~darwin.policies.hf.HFPolicy` builds them. Global RNGs are never touched.
     """
     import torch

@@ -200,7 +200,8 @@ def episodes_from_jsonl(path: str | os.PathLike[str], observation_size: tuple[in
 def open_run_store(source: str | os.PathLike[str]) -> object:
     """A :class:`~darwin.store.RunStore` for a run directory (``run.db`` inside), a SQLite
     file or a SQLAlchemy URL."""
-    from darwin.store import DB_FILENAME, RunStore
+    from darwin.database import DB_FILENAME
+    from darwin.store import RunStore
 
     text = str(source)
     path = Path(text)

@@ -2,7 +2,7 @@
 
 :func:`train_sft` collects demonstrations (:mod:`darwin.sft.demonstrations`), encodes them
 (:mod:`darwin.sft.encoding`) and fine-tunes on ``prompt -> action text + EOS`` with the
-masked log-probs the PPO learner uses (:func:`~darwin.policies.hf.compute_response_logprobs`).
+masked log-probs the PPO learner uses (:func:`~darwin.models.scoring.compute_response_logprobs`).
 It stops *short of mastery* on purpose (a fixed step budget, optionally an earlier held-out
 threshold, scored by :func:`heldout_metrics`) and saves the checkpoint with
 :func:`~darwin.sft.checkpoint.save_warm_start`. See docs/sft.md.
@@ -202,7 +202,7 @@ def train_sft(
 
     The loss is the mean negative log-likelihood of the target tokens (the action text and
     EOS) under the *masked* distribution the policy samples from: log-probs come from
-    :func:`~darwin.policies.hf.compute_response_logprobs` with the policy's forbidden-token
+    :func:`~darwin.models.scoring.compute_response_logprobs` with the policy's forbidden-token
     mask at temperature 1, on inputs built exactly as :class:`~darwin.policies.hf.HFPolicy`
     builds them. Training stops after ``config.steps`` optimizer steps, or earlier when the
     held-out ``stop_metric`` reaches ``stop_threshold``. Deterministic for a given config

@@ -45,8 +45,7 @@ from darwin.envs.sim.adbd import AdbdFarm, ShellResult
 The module is split by job: the wire protocol's numbers (:mod:`darwin.envs.sim.adbd_wire`), the
 backend interface and records (:mod:`darwin.envs.sim.adbd_backend`), the ``sh`` subset
 (:mod:`darwin.envs.sim.adbd_shell`), one connection's framing and streams
-(:mod:`darwin.envs.sim.adbd_transport`); this module is the server and the farm, and re-exports
-the rest.
+(:mod:`darwin.envs.sim.adbd_transport`); this module is the server and the farm.
 """
 
 from __future__ import annotations
@@ -66,7 +65,6 @@ from darwin.envs.sim.adbd_backend import (
     DropConnection,
     ShellResult,
 )
-from darwin.envs.sim.adbd_shell import ShellSyntaxError, SimpleCommand, parse_command
 from darwin.envs.sim.adbd_transport import _Stream, _StreamClosed, _Transport
 from darwin.envs.sim.adbd_wire import (
     _DEFAULT_PROPS,
@@ -78,36 +76,11 @@ from darwin.envs.sim.adbd_wire import (
     SHELL_STDOUT,
     SYNTAX_ERROR_EXIT_CODE,
 )
-from darwin.envs.sim.adbd_wire import A_AUTH as A_AUTH
-from darwin.envs.sim.adbd_wire import A_CLSE as A_CLSE
-from darwin.envs.sim.adbd_wire import A_CNXN as A_CNXN
-from darwin.envs.sim.adbd_wire import A_OPEN as A_OPEN
-from darwin.envs.sim.adbd_wire import A_STLS as A_STLS
-from darwin.envs.sim.adbd_wire import A_VERSION as A_VERSION
-from darwin.envs.sim.adbd_wire import A_VERSION_MIN as A_VERSION_MIN
-from darwin.envs.sim.adbd_wire import A_VERSION_SKIP_CHECKSUM as A_VERSION_SKIP_CHECKSUM
-from darwin.envs.sim.adbd_wire import A_WRTE as A_WRTE
-from darwin.envs.sim.adbd_wire import MAX_PAYLOAD as MAX_PAYLOAD
-from darwin.envs.sim.adbd_wire import MAX_PAYLOAD_V1 as MAX_PAYLOAD_V1
-from darwin.envs.sim.adbd_wire import SHELL_CLOSE_STDIN as SHELL_CLOSE_STDIN
-from darwin.envs.sim.adbd_wire import SHELL_STDIN as SHELL_STDIN
-from darwin.envs.sim.adbd_wire import SHELL_WINDOW_SIZE_CHANGE as SHELL_WINDOW_SIZE_CHANGE
 from darwin.loop_thread import LoopThread
 
 __all__ = [
-    "BACKEND_ERROR_EXIT_CODE",
-    "SYNTAX_ERROR_EXIT_CODE",
     "AdbdFarm",
     "AdbdServer",
-    "BeforeCommandHook",
-    "CloseStream",
-    "CommandRecord",
-    "DeviceBackend",
-    "DropConnection",
-    "ShellResult",
-    "ShellSyntaxError",
-    "SimpleCommand",
-    "parse_command",
 ]
 
 logger = logging.getLogger(__name__)
@@ -156,7 +129,7 @@ class AdbdServer:
     ) -> None:
         if not callable(getattr(backend, "run", None)):
             raise TypeError(
-                f"backend {backend!r} has no run(argv, raw_command) method; see darwin.envs.sim.adbd.DeviceBackend"
+                f"backend {backend!r} has no run(argv, raw_command) method; see darwin.envs.sim.adbd_backend.DeviceBackend"
             )
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")

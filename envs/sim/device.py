@@ -1,6 +1,6 @@
 """A SimPhone behind an adbd shell: the device side of ``darwin phones serve``.
 
-:class:`SimDeviceBackend` implements :class:`darwin.envs.sim.adbd.DeviceBackend` over one
+:class:`SimDeviceBackend` implements :class:`darwin.envs.sim.adbd_backend.DeviceBackend` over one
 :class:`~darwin.envs.sim.phone.SimPhone`, so the real ``adb`` server, adbutils and
 :class:`darwin.envs.adb.AdbPhoneEnv` drive a simulated phone exactly as they drive a
 cloud phone. It understands the commands phone agents send (docs/phones.md has the
@@ -73,7 +73,7 @@ from darwin.actions import (
     PressHome,
     Scroll,
 )
-from darwin.envs.sim.adbd import ShellResult
+from darwin.envs.sim.adbd_backend import ShellResult
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.setups import apply_setup
@@ -249,7 +249,7 @@ def _coord(value: str, what: str) -> int:
 
 
 class SimDeviceBackend:
-    """One SimPhone served as an ADB device (a :class:`~darwin.envs.sim.adbd.DeviceBackend`).
+    """One SimPhone served as an ADB device (a :class:`~darwin.envs.sim.adbd_backend.DeviceBackend`).
 
     Args:
         phone: the phone to serve; a new ``SimPhone(seed, perturbation)`` if ``None``.

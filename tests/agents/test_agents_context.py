@@ -28,8 +28,8 @@ from darwin.actions import (
 from darwin.agents import ModelActor, QwenVLAgent, TinyAgent, UITarsAgent
 from darwin.agents.vlm import VLMAgent
 from darwin.memory import SlidingWindowMemory
-from darwin.policies.base import Policy, Prompt
-from darwin.types import Generation, Observation, ParseError
+from darwin.policies.base import Policy
+from darwin.types import Generation, Observation, ParseError, Prompt
 
 
 def agents(memory_factory=lambda: None) -> list[VLMAgent]:

@@ -9,7 +9,8 @@ import pytest
 import torch
 from verl.trainer.ppo.core_algos import compute_gae_advantage_return
 
-from darwin.algos import masked_whiten, trajectory_gae
+from darwin.algos.gae import trajectory_gae
+from darwin.algos.losses import masked_whiten
 
 # --------------------------------------------------------------------------------------------
 # Reference: paper Eq. 8 written out with loops, one trajectory at a time.

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from darwin.algos import group_normalize, grpo_advantages
+from darwin.algos.grpo import group_normalize, grpo_advantages
 
 # Group "task-1" has two trajectories:
 #   "long"  : 3 steps, step rewards 0, 0, 1  -> score 1

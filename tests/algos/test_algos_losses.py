@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from darwin.algos import (
+from darwin.algos.losses import (
     aggregate_loss,
     entropy_from_logits,
     kl_penalty,

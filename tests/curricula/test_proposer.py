@@ -22,13 +22,14 @@ import pytest
 
 from darwin.components import ComponentSpec, build_component
 from darwin.curricula import EpisodeOutcome, LLMTaskProposer
-from darwin.curricula.proposer import ProposalStore, read_proposals
+from darwin.curricula.proposer_store import ProposalStore
+from darwin.curricula.proposer_validation import read_proposals
+from darwin.database import DB_FILENAME
 from darwin.run.build import build_curriculum
 from darwin.run.config import ExperimentConfig
-from darwin.store import DB_FILENAME, RunStore
+from darwin.store import RunStore
 from darwin.templates import SplitConfig, get_template, schema_line, split_templates, templates
-from darwin.types import Phase, Task, Termination, TerminationReason, Trajectory
-from darwin.verifiers.base import Verdict
+from darwin.types import Phase, Task, Termination, TerminationReason, Trajectory, Verdict
 
 ALARM = "clock.set_alarm"
 WORLD = "clock.add_world_clock"

@@ -32,14 +32,11 @@ from darwin.actions import (
     Wait,
 )
 from darwin.agents.scripted import OracleActor
-from darwin.envs.adb import (
-    AdbEnvConfig,
-    AdbPhoneEnv,
-    AppMap,
-    AppTarget,
-    decode_screenshot,
-    type_commands,
-)
+from darwin.envs.adb import AdbPhoneEnv
+from darwin.envs.adb_apps import AppMap, AppTarget
+from darwin.envs.adb_config import AdbEnvConfig
+from darwin.envs.adb_screen import decode_screenshot
+from darwin.envs.adb_typing import type_commands
 from darwin.envs.base import InfraError
 from darwin.envs.providers import SimFarm
 from darwin.envs.sim.device import SimDeviceBackend, decode_input_text
@@ -245,7 +242,7 @@ def test_black_hole_device_times_out(adb_server_port: int) -> None:
             AdbPhoneEnv(address, config)
         assert time.monotonic() - start <= 1.5 + 0.3
         assert info.value.cause in ("offline", "deadline", "connect_failed")
-    from darwin.envs.adb import AdbServerClient
+    from darwin.envs.adb_client import AdbServerClient
 
     AdbServerClient(port=adb_server_port).disconnect_device(address, time.monotonic() + 5)
 
@@ -363,7 +360,7 @@ def test_open_app_fallback_and_unknown(farm: SimFarm) -> None:
 
 
 def test_screenshot_validation(env: AdbPhoneEnv, farm: SimFarm, monkeypatch: pytest.MonkeyPatch) -> None:
-    from darwin.envs.sim.adbd import ShellResult
+    from darwin.envs.sim.adbd_backend import ShellResult
 
     backend = backend_of(farm, env)
     env.config = env.config.model_copy(update={"quarantine_after": 10})  # four failures in a row below
@@ -386,7 +383,7 @@ def test_screenshot_validation(env: AdbPhoneEnv, farm: SimFarm, monkeypatch: pyt
 
 
 def test_settle_polls_until_two_screens_match(env: AdbPhoneEnv, farm: SimFarm, monkeypatch: pytest.MonkeyPatch) -> None:
-    from darwin.envs.sim.adbd import ShellResult
+    from darwin.envs.sim.adbd_backend import ShellResult
 
     backend, server = backend_of(farm, env), server_of(farm, env)
     frames = [encode_png(np.full((2400, 1080, 3), v, np.uint8)) for v in (10, 60, 110, 160)]

@@ -22,7 +22,8 @@ import psutil
 import pytest
 
 from darwin.actions import Action
-from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
+from darwin.envs.adb import AdbPhoneEnv
+from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.adb_server import PrivateAdbServer, free_port
 from darwin.envs.base import InfraError
 from darwin.envs.providers import SimFarm

@@ -27,10 +27,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from darwin.envs.adb_server import PrivateAdbServer, free_port
-from darwin.envs.sim.adbd import (
+from darwin.envs.sim.adbd import A_OKAY, SHELL_EXIT, SHELL_STDERR, SHELL_STDOUT, AdbdFarm, AdbdServer
+from darwin.envs.sim.adbd_backend import CloseStream, DeviceBackend, DropConnection, ShellResult
+from darwin.envs.sim.adbd_shell import ShellSyntaxError, parse_command
+from darwin.envs.sim.adbd_wire import (
     A_CLSE,
     A_CNXN,
-    A_OKAY,
     A_OPEN,
     A_VERSION,
     A_VERSION_MIN,
@@ -38,19 +40,8 @@ from darwin.envs.sim.adbd import (
     BACKEND_ERROR_EXIT_CODE,
     MAX_PAYLOAD,
     SHELL_CLOSE_STDIN,
-    SHELL_EXIT,
-    SHELL_STDERR,
     SHELL_STDIN,
-    SHELL_STDOUT,
     SYNTAX_ERROR_EXIT_CODE,
-    AdbdFarm,
-    AdbdServer,
-    CloseStream,
-    DeviceBackend,
-    DropConnection,
-    ShellResult,
-    ShellSyntaxError,
-    parse_command,
 )
 
 pytestmark = pytest.mark.timeout(60)

@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from darwin.agents.scripted import OracleActor
-from darwin.envs.adb import AdbEnvConfig
+from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.faults import FaultSpec, FaultyEnv
 from darwin.envs.providers import SimFarm
 from darwin.envs.sim.env import SimPhoneEnv

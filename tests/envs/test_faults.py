@@ -9,7 +9,8 @@ import time
 import pytest
 
 from darwin.actions import Click, OpenApp, PressHome
-from darwin.envs.adb import AdbEnvConfig, AdbServerClient
+from darwin.envs.adb_client import AdbServerClient
+from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.base import InfraError
 from darwin.envs.faults import FaultSpec, FaultSpecError, FaultyEnv
 from darwin.envs.providers import SimFarm

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from darwin.actions import OpenApp, Type
 from darwin.bench.adb import run_adb_bench, update_benchmarks_md
 from darwin.cli.main import main
-from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
+from darwin.envs.adb import AdbPhoneEnv
+from darwin.envs.adb_config import AdbEnvConfig
 
 pytestmark = pytest.mark.timeout(180)
 

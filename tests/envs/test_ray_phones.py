@@ -25,7 +25,7 @@ from darwin.agents.base import Actor
 from darwin.agents.scripted import OracleActor
 from darwin.buffer import ReplayBuffer
 from darwin.curricula import StaticCurriculum
-from darwin.envs.adb import AdbEnvConfig
+from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.base import InfraError, PhoneEnv, SetupUnsupported
 from darwin.envs.providers import SimFarm
 from darwin.envs.ray_phones import (

@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from darwin.agents.scripted import OracleActor
-from darwin.envs.adb import AdbEnvConfig, AdbPhoneEnv
+from darwin.envs.adb import AdbPhoneEnv
+from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.base import PhoneEnv, SetupUnsupported
 from darwin.envs.providers import SimFarm
 from darwin.envs.sim.device import SimDeviceBackend

@@ -15,7 +15,7 @@ from PIL import Image
 
 from darwin.actions import Click, Direction, Drag, LongPress, OpenApp, Scroll, Type
 from darwin.envs.sim import SimPhone
-from darwin.envs.sim.adbd import DeviceBackend
+from darwin.envs.sim.adbd_backend import DeviceBackend
 from darwin.envs.sim.device import (
     ADB_KEYBOARD_IME,
     SimDeviceBackend,
@@ -228,7 +228,8 @@ def test_adbutils_drives_a_served_simphone(adb_server_port: int) -> None:
 def test_adbd_additions_log_limit_restart_and_redial(adb_server_port: int) -> None:
     """The small adbd additions SimFarm relies on: a capped command log, a restart on the
     same port, a backend that cuts the connection after a command, and adb's own redial."""
-    from darwin.envs.adb import AdbEnvConfig, AdbServerClient
+    from darwin.envs.adb_client import AdbServerClient
+    from darwin.envs.adb_config import AdbEnvConfig
     from darwin.envs.providers import SimFarm
 
     config = AdbEnvConfig.for_sim(adb_port=adb_server_port, reconnect_timeout_s=5.0)

@@ -11,14 +11,17 @@ import torch
 
 from darwin.actions import Wait
 from darwin.learner import LearnerConfig
-from darwin.models import TinyVLMConfig, build_tiny_vlm
-from darwin.policies import ChatMessage, HFPolicy, HFPolicyConfig, Prompt
+from darwin.models.config import TinyVLMConfig
+from darwin.models.factory import build_tiny_vlm
+from darwin.policies.hf import HFPolicy, HFPolicyConfig
 from darwin.types import (
+    ChatMessage,
     Decision,
     Generation,
     Observation,
     ParseError,
     Phase,
+    Prompt,
     Task,
     Termination,
     TerminationReason,

@@ -7,8 +7,7 @@ import pytest
 
 from darwin.learner import LearnerConfig, LearnerDataError, LocalLearner
 from darwin.learner.batch import actor_skip_reason
-from darwin.types import Phase, TerminationReason
-from darwin.verifiers.base import Verdict
+from darwin.types import Phase, TerminationReason, Verdict
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 

@@ -10,9 +10,7 @@ import torch
 
 from darwin.actions import Wait
 from darwin.learner import LearnerDataError, StepRow, collate, collect_step_rows, preprocess_rows
-from darwin.policies import ChatMessage, Prompt
-from darwin.types import Decision, Generation, Termination, TerminationReason, Trajectory
-from darwin.verifiers.base import Verdict
+from darwin.types import ChatMessage, Decision, Generation, Prompt, Termination, TerminationReason, Trajectory, Verdict
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 

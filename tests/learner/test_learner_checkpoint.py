@@ -139,8 +139,10 @@ CHILD = textwrap.dedent(
     from darwin.actions import Wait
     from darwin.curricula import StaticCurriculum
     from darwin.learner import LearnerConfig, LocalLearner
-    from darwin.models import TinyVLMConfig, build_tiny_vlm
-    from darwin.policies import ChatMessage, HFPolicy, HFPolicyConfig, Prompt
+    from darwin.models.config import TinyVLMConfig
+    from darwin.models.factory import build_tiny_vlm
+    from darwin.types import ChatMessage, Prompt
+    from darwin.policies.hf import HFPolicy, HFPolicyConfig
     from darwin.tasks import task_set
     from darwin.types import *
 

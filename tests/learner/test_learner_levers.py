@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from darwin.learner import LocalLearner
-from darwin.types import Task, TerminationReason, VerifierSpec
-from darwin.verifiers.base import Verdict
+from darwin.types import Task, TerminationReason, Verdict, VerifierSpec
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 

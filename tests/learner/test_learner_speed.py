@@ -25,7 +25,7 @@ from darwin.learner.batch import (
     collect_step_rows,
     preprocess_rows,
 )
-from darwin.learner.models import vision_tower_of
+from darwin.models.anatomy import vision_tower_of
 from darwin.models.pixels import PixelEncoder
 from darwin.models.scoring import (
     MIN_SHARED_PREFIX,

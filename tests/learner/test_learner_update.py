@@ -12,12 +12,11 @@ import torch
 
 from darwin.agents import TinyAgent
 from darwin.agents.base import ModelActor
-from darwin.algos import trajectory_gae
+from darwin.algos.gae import trajectory_gae
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.learner import LearnerDataError, LocalLearner, LoraConfig
-from darwin.learner.models import capture_outputs
-from darwin.models.scoring import response_batch
-from darwin.policies import compute_response_logprobs
+from darwin.models.anatomy import capture_outputs
+from darwin.models.scoring import compute_response_logprobs, response_batch
 from darwin.tasks import task_set
 from darwin.types import Decision, TerminationReason
 from darwin.workflows.step import StepConfig, StepWorkflow

@@ -12,8 +12,7 @@ from darwin.learner import LearnerConfig, LocalLearner
 from darwin.learner.batch import collect_step_rows
 from darwin.learner.rft import AcceptedEpisodes
 from darwin.models.scoring import compute_response_logprobs, response_nll
-from darwin.types import Phase, TerminationReason, Trajectory
-from darwin.verifiers.base import Verdict
+from darwin.types import Phase, TerminationReason, Trajectory, Verdict
 
 
 def verdict(t: Trajectory, success: bool | None) -> Trajectory:

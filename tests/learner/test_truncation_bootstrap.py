@@ -91,7 +91,7 @@ def test_workflow_records_the_prompt_at_the_screen_after_a_truncation():
     from darwin.agents.base import ModelActor
     from darwin.agents.scripted import OracleActor
     from darwin.envs.sim.env import SimPhoneEnv
-    from darwin.sft import SFTConfig
+    from darwin.sft.config import SFTConfig
     from darwin.tasks import resolve_tasks
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
@@ -126,7 +126,7 @@ def test_workflow_records_the_prompt_at_the_screen_after_a_truncation():
 def _tapping_actor():
     from darwin.agents.base import ModelActor
     from darwin.policies.base import Policy
-    from darwin.sft import SFTConfig
+    from darwin.sft.config import SFTConfig
     from darwin.types import Generation
 
     class Fixed(Policy):

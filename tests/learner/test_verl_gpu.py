@@ -13,10 +13,12 @@ import torch
 
 from darwin.learner import LearnerConfig, VerlConfig
 from darwin.learner.batch import collect_step_rows, preprocess_rows
-from darwin.learner.verl_learner import VerlLearner, to_verl_batch
-from darwin.models import TinyVLMConfig, build_tiny_vlm
+from darwin.learner.verl_batch import to_verl_batch
+from darwin.learner.verl_learner import VerlLearner
+from darwin.models.config import TinyVLMConfig
+from darwin.models.factory import build_tiny_vlm
 from darwin.models.scoring import compute_response_logprobs
-from darwin.policies import HFPolicy, HFPolicyConfig
+from darwin.policies.hf import HFPolicy, HFPolicyConfig
 
 pytestmark = [
     pytest.mark.gpu,

@@ -16,13 +16,9 @@ import torch
 from darwin.actions import Wait
 from darwin.learner import LearnerConfig, LearnerDataError, VerlConfig
 from darwin.learner.batch import StepRow, collect_step_rows
-from darwin.learner.verl_learner import (
-    VerlBackendUnavailable,
-    VerlLearner,
-    check_verl_runtime,
-    prepare_critic_checkpoint,
-    to_verl_batch,
-)
+from darwin.learner.verl_batch import to_verl_batch
+from darwin.learner.verl_learner import VerlLearner
+from darwin.learner.verl_runtime import VerlBackendUnavailable, check_verl_runtime, prepare_critic_checkpoint
 from darwin.types import (
     ChatMessage,
     Decision,

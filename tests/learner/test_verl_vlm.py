@@ -13,15 +13,18 @@ import torch
 
 from darwin.learner import LearnerConfig, LearnerDataError, VerlConfig
 from darwin.learner.batch import collect_step_rows, preprocess_rows
-from darwin.learner.verl_learner import VerlLearner, prepare_critic_checkpoint, to_verl_batch
+from darwin.learner.verl_batch import to_verl_batch
+from darwin.learner.verl_learner import VerlLearner
+from darwin.learner.verl_runtime import prepare_critic_checkpoint
 from darwin.learner.verl_vlm import (
     Qwen2_5_VLForTokenValue,
     Qwen2VLForTokenValue,
     valuehead_loader_hardcodes_flash_attention,
 )
-from darwin.models import TinyVLMConfig, build_tiny_vlm
+from darwin.models.config import TinyVLMConfig
+from darwin.models.factory import build_tiny_vlm
 from darwin.models.scoring import compute_response_logprobs
-from darwin.policies import HFPolicy, HFPolicyConfig
+from darwin.policies.hf import HFPolicy, HFPolicyConfig
 from darwin.types import Trajectory
 
 HAS_SERVER_DEPS = all(importlib.util.find_spec(m) is not None for m in ("ray", "uvicorn", "fastapi"))
@@ -115,7 +118,7 @@ def test_critic_checkpoint_of_a_vl_actor_has_its_backbone_and_a_calibrated_head(
 
 
 def kit_prompt():
-    from darwin.policies import ChatMessage, Prompt
+    from darwin.types import ChatMessage, Prompt
 
     shot = np.random.default_rng(0).integers(0, 256, (SCREEN[1], SCREEN[0], 3), dtype=np.uint8)
     return Prompt(messages=(ChatMessage(role="user", text="Goal: open the clock.", images=(shot,)),))

@@ -20,6 +20,7 @@ from darwin.agents import QwenVLAgent, TinyAgent, UITarsAgent
 from darwin.agents.base import ModelActor
 from darwin.agents.scripted import OracleActor
 from darwin.components import ComponentSpec, build_component
+from darwin.database import DB_FILENAME
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.memory import (
     LLMMemoryManager,
@@ -27,10 +28,10 @@ from darwin.memory import (
     SlidingWindowMemory,
     format_notes,
 )
-from darwin.memory.llm import parse_distillation, parse_summary
+from darwin.memory.llm_answers import parse_distillation, parse_summary
 from darwin.policies.base import Policy
 from darwin.run.build import memory_factory
-from darwin.store import DB_FILENAME, RunStore
+from darwin.store import RunStore
 from darwin.tasks import get_task
 from darwin.types import (
     Decision,

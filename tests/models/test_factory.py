@@ -12,22 +12,18 @@ import torch
 from PIL import Image
 from pydantic import ValidationError
 
-from darwin.models import (
-    CHAT_TEMPLATE,
+from darwin.models.config import TinyVLMConfig
+from darwin.models.factory import (
     TINY_CONFIG_FILE,
-    VISION_SPECIAL_TOKENS,
     VLM,
-    TinyVLMConfig,
     build_tiny_vlm,
-    build_tokenizer,
     forbidden_token_ids,
     load_tiny_vlm,
     load_vlm,
     mm_token_type_ids,
-    special_tokens_for,
 )
-from darwin.models.tokenizer import _train_bpe
-from darwin.models.tokens import MAX_BASE_VOCAB
+from darwin.models.tokenizer import _train_bpe, build_tokenizer
+from darwin.models.tokens import CHAT_TEMPLATE, MAX_BASE_VOCAB, VISION_SPECIAL_TOKENS, special_tokens_for
 
 FAMILIES = ["qwen2_vl", "qwen2_5_vl"]
 

@@ -16,16 +16,9 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from darwin.policies import (
-    BatcherClosedError,
-    BatcherConfig,
-    ChatMessage,
-    DynamicBatcher,
-    Policy,
-    Prompt,
-    batch_decision,
-)
-from darwin.types import Generation
+from darwin.policies.base import Policy
+from darwin.policies.batcher import BatcherClosedError, BatcherConfig, DynamicBatcher, batch_decision
+from darwin.types import ChatMessage, Generation, Prompt
 
 LIMIT = 10.0  # generous bound for "eventually"
 

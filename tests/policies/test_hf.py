@@ -10,17 +10,12 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from darwin.models import VLM, TinyVLMConfig, build_tiny_vlm
-from darwin.policies import (
-    BatcherConfig,
-    ChatMessage,
-    DynamicBatcher,
-    HFPolicy,
-    HFPolicyConfig,
-    Prompt,
-    compute_response_logprobs,
-)
-from darwin.types import Generation
+from darwin.models.config import TinyVLMConfig
+from darwin.models.factory import VLM, build_tiny_vlm
+from darwin.models.scoring import compute_response_logprobs
+from darwin.policies.batcher import BatcherConfig, DynamicBatcher
+from darwin.policies.hf import HFPolicy, HFPolicyConfig
+from darwin.types import ChatMessage, Generation, Prompt
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
@@ -131,7 +126,7 @@ def test_prompt_ids_are_the_unpadded_model_inputs(vlm: VLM) -> None:
 
 
 def _messages(p: Prompt) -> list[dict]:
-    from darwin.policies import prompt_to_messages
+    from darwin.models.scoring import prompt_to_messages
 
     return prompt_to_messages(p)
 

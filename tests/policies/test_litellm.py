@@ -15,15 +15,9 @@ import pytest
 from PIL import Image
 from pydantic import ValidationError
 
-from darwin.policies import (
-    ChatMessage,
-    LiteLLMPolicy,
-    LiteLLMPolicyConfig,
-    PolicyAuthError,
-    PolicyRequestError,
-    Prompt,
-    WeightSyncUnsupported,
-)
+from darwin.policies.base import WeightSyncUnsupported
+from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig, PolicyAuthError, PolicyRequestError
+from darwin.types import ChatMessage, Prompt
 
 SECRET = "sk-darwin-test-7f3c9a1e5b"
 KEY_ENV = "DARWIN_TEST_LLM_KEY"

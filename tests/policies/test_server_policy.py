@@ -22,21 +22,19 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from darwin.models import VLM, TinyVLMConfig, build_tiny_vlm
-from darwin.policies import (
-    ChatMessage,
-    HFPolicy,
-    HFPolicyConfig,
-    PolicyAuthError,
-    PolicyRequestError,
-    Prompt,
-    WeightSyncUnsupported,
-    compute_response_logprobs,
-)
+from darwin.models.config import TinyVLMConfig
+from darwin.models.factory import VLM, build_tiny_vlm
+from darwin.models.scoring import compute_response_logprobs
+from darwin.policies.base import WeightSyncUnsupported
+from darwin.policies.hf import HFPolicy, HFPolicyConfig
+from darwin.policies.litellm import PolicyAuthError, PolicyRequestError
 from darwin.policies.local_server import LocalPolicyServer
-from darwin.policies.server import ServerPolicy, ServerPolicyConfig, parse_chat_completion
+from darwin.policies.server import ServerPolicy
+from darwin.policies.server_config import ServerPolicyConfig
+from darwin.policies.server_protocol import parse_chat_completion
 from darwin.run.build import policy_factory
 from darwin.run.config import PolicyConfig
+from darwin.types import ChatMessage, Prompt
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
@@ -555,11 +553,13 @@ def test_experiment_validates_and_builds_the_server_backend(
 
 
 def test_a_run_samples_from_the_server_and_pushes_every_update_to_it(tmp_path: Path) -> None:
+    from darwin.agents.checkpoint import load_warm_start
     from darwin.learner import LearnerConfig
     from darwin.models.factory import load_vlm
     from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig
     from darwin.run.recipe import run_experiment
-    from darwin.sft import SFTConfig, ensure_warm_start, load_warm_start
+    from darwin.sft.cache import ensure_warm_start
+    from darwin.sft.config import SFTConfig
 
     sft = SFTConfig(steps=3, warmup_steps=1, batch_size=4, phones=2, episodes=4, heldout_episodes=0)
     warm = ensure_warm_start(str(tmp_path / "cache"), sft)

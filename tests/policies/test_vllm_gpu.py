@@ -34,10 +34,11 @@ import numpy as np
 import pytest
 import torch
 
-from darwin.models import VLM, build_tiny_vlm
+from darwin.models.factory import VLM, build_tiny_vlm
 from darwin.models.scoring import compute_response_logprobs
-from darwin.policies import ChatMessage, Prompt
-from darwin.policies.server import ServerPolicy, ServerPolicyConfig
+from darwin.policies.server import ServerPolicy
+from darwin.policies.server_config import ServerPolicyConfig
+from darwin.types import ChatMessage, Prompt
 
 pytestmark = [
     pytest.mark.gpu,

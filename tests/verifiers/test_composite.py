@@ -14,8 +14,8 @@ from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
 from darwin.store import RunStore
 from darwin.tasks import get_task
-from darwin.types import Phase
-from darwin.verifiers.base import Verdict, VerdictUsage, VerificationRequest, Verifier, as_verifier
+from darwin.types import Phase, Verdict, VerdictUsage
+from darwin.verifiers.base import VerificationRequest, Verifier, as_verifier
 from darwin.verifiers.composite import CompositeVerifier
 from darwin.verifiers.judge.llm_judge import LLMJudge
 from darwin.verifiers.rule import RuleVerifier

@@ -21,7 +21,8 @@ from darwin.agents.scripted import OracleActor, RandomActor
 from darwin.cli.main import main
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
-from darwin.store import SCHEMA_VERSION, RunStore
+from darwin.store import RunStore
+from darwin.store_schema import SCHEMA_VERSION
 from darwin.tasks import get_task, goal_text
 from darwin.types import Phase
 from darwin.verifiers.judge.calibration import LabelSourceError, judge_metrics, load_cases
@@ -474,7 +475,8 @@ def test_each_phase_is_judged_on_the_screen_after_its_last_action(tmp_path):
     store.close()
 
     # a judge-scored run (the oracle says `finished`); its final screen rows cleared as before schema 3
-    from darwin.verifiers.base import Verdict, as_verifier
+    from darwin.types import Verdict
+    from darwin.verifiers.base import as_verifier
 
     store = RunStore.for_run_dir(tmp_path / "judged")
     run_id = store.start_run("finished")

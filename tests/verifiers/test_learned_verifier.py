@@ -13,11 +13,11 @@ import pytest
 
 from darwin.agents.scripted import OracleActor
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.models import TinyVLMConfig, build_tiny_vlm, load_tiny_vlm
+from darwin.models.config import TinyVLMConfig
+from darwin.models.factory import build_tiny_vlm, load_tiny_vlm
 from darwin.predicates import resolve
 from darwin.tasks import get_task
-from darwin.types import TerminationReason
-from darwin.verifiers.base import Verdict
+from darwin.types import TerminationReason, Verdict
 from darwin.verifiers.learned.data import (
     VerifierDataError,
     generate_verifier_data,

@@ -22,8 +22,8 @@ from darwin.envs.sim.oracle import shortest_plan
 from darwin.envs.sim.setups import apply_setup
 from darwin.tasks import get_task
 from darwin.templates import get_template
-from darwin.types import Phase, Task
-from darwin.verifiers.base import Verdict, VerificationRequest
+from darwin.types import Phase, Task, Verdict
+from darwin.verifiers.base import VerificationRequest
 from darwin.verifiers.rule import RuleVerifier
 
 # Built-in tasks and template instances covering app-state goals and an answer task.

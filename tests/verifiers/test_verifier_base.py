@@ -9,7 +9,8 @@ import pytest
 from darwin.agents.scripted import OracleActor
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.tasks import resolve_tasks
-from darwin.verifiers.base import Verdict, VerificationRequest, Verifier
+from darwin.types import Verdict
+from darwin.verifiers.base import VerificationRequest, Verifier
 from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
 

@@ -42,15 +42,9 @@ from pydantic import ValidationError
 
 from darwin.actions import Action, is_terminal, parse_action
 from darwin.algos.classification import Interval, bootstrap_metrics
-from darwin.store import (
-    DB_FILENAME,
-    SCREENSHOT_DIRNAME,
-    EpisodeRow,
-    RunStore,
-    StoredStep,
-    StoreError,
-    StoreOpenError,
-)
+from darwin.database import DB_FILENAME, StoreError, StoreOpenError
+from darwin.store import SCREENSHOT_DIRNAME, RunStore
+from darwin.store_rows import EpisodeRow, StoredStep
 from darwin.tasks import goal_text
 from darwin.types import ACTOR, Phase, TerminationReason
 from darwin.verifiers.judge.llm_judge import (

@@ -32,7 +32,7 @@ Failure behaviour (never a silent 0 or 1):
   the variable to set: a run or a ``darwin judge`` command stops at once instead of scoring
   every episode as unverified.
 
-Every verdict carries its cost (:class:`~darwin.verifiers.base.VerdictUsage`: tokens, US
+Every verdict carries its cost (:class:`~darwin.types.VerdictUsage`: tokens, US
 dollars from LiteLLM's bundled price map, ``None`` for unpriced models unless
 ``input_cost_per_mtok``/``output_cost_per_mtok`` are set) and the judge's settings; the
 rollout engine stores both with the verdict. Answers are cached by the exact request (model
@@ -79,7 +79,6 @@ from darwin.actions import (
     Wait,
 )
 from darwin.json_replies import json_values
-from darwin.policies.base import ChatMessage, Prompt
 from darwin.policies.litellm import (
     Completion,
     LiteLLMPolicy,
@@ -90,8 +89,8 @@ from darwin.policies.litellm import (
 )
 from darwin.problems import validation_summary
 from darwin.tasks import goal_text
-from darwin.types import ACTOR
-from darwin.verifiers.base import Verdict, VerdictUsage, VerificationRequest, Verifier
+from darwin.types import ACTOR, ChatMessage, Prompt, Verdict, VerdictUsage
+from darwin.verifiers.base import VerificationRequest, Verifier
 from darwin.verifiers.marks import draw_action
 
 logger = logging.getLogger(__name__)

@@ -62,7 +62,7 @@ from darwin.tasks import goal_text
 from darwin.types import ACTOR, Decision, Observation, Phase, Task, Transition, VerifierSpec
 
 if TYPE_CHECKING:
-    from darwin.store import StoredStep, VerdictRow
+    from darwin.store_rows import StoredStep, VerdictRow
 
 logger = logging.getLogger(__name__)
 
@@ -307,7 +307,8 @@ def examples_from_run(run_dir: str | Path, verifier_kind: str | None = None) -> 
     Unverified verdicts are skipped. Runs stored before schema 3 have no final screens and give
     nothing.
     """
-    from darwin.store import DB_FILENAME, RunStore
+    from darwin.database import DB_FILENAME
+    from darwin.store import RunStore
 
     root = Path(run_dir)
     if not (root / DB_FILENAME).is_file():

@@ -28,7 +28,8 @@ every step like a rule, ending the phase at the first screen it accepts (``every
 only when the phase ends); it reads the screen at the size it was trained on
 (:attr:`LearnedVerifier.screen_size`).
 
-    >>> from darwin.models import TinyVLMConfig, build_tiny_vlm
+    >>> from darwin.models.config import TinyVLMConfig
+    >>> from darwin.models.factory import build_tiny_vlm
     >>> vlm = build_tiny_vlm(TinyVLMConfig(screen_width=56, screen_height=112), seed=0)
     >>> model = SuccessClassifier(vlm)
     >>> import numpy as np
@@ -56,8 +57,8 @@ from darwin.models.anatomy import backbone_of, hidden_size_of
 from darwin.models.factory import VLM, load_tiny_vlm
 from darwin.models.scoring import prompt_to_messages, rope_index
 from darwin.tasks import goal_text
-from darwin.types import ChatMessage, Prompt, Transition
-from darwin.verifiers.base import Verdict, VerificationRequest, Verifier
+from darwin.types import ChatMessage, Prompt, Transition, Verdict
+from darwin.verifiers.base import VerificationRequest, Verifier
 from darwin.verifiers.marks import draw_action
 
 __all__ = [

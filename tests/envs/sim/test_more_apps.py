@@ -546,7 +546,7 @@ def test_the_default_split_keeps_the_original_apps_templates():
 
 
 def test_new_apps_are_known_everywhere():
-    from darwin.envs.adb import AppMap
+    from darwin.envs.adb_apps import AppMap
 
     assert set(RandomActor.APPS) >= set(NEW_APPS)
     apps = AppMap.sim_apps()

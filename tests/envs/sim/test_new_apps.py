@@ -14,7 +14,7 @@ from darwin.envs.sim.apps import default_apps
 from darwin.envs.sim.setups import apply_setup
 from darwin.envs.sim.ui import HEIGHT, WIDTH
 from darwin.predicates import evaluate
-from darwin.sft import SFTConfig
+from darwin.sft.config import SFTConfig
 from darwin.templates import templates
 from darwin.types import StateSetup, VerifierSpec
 
