@@ -20,13 +20,13 @@ below was measured; docs/results.md):
   and fits 63-68 updates in the budget instead of 35-41, but its final policies succeed as often
   as the default's (54.3% against 56.7% over 1,152 evaluation episodes each; docs/results.md),
 - actor / critic learning rates raised for a 0.8 M-parameter model trained from scratch,
-- the learning levers measured in the probe runs of docs/results-history.md ("2026-11-23: the learning levers, measured"):
+- the learning levers measured in the probe runs of docs/results-archive.md ("2026-11-23: the learning levers, measured"):
   decoupled PPO (old log-probs recomputed with the current actor at the start of each
   update: ~8% of tokens would otherwise start outside the clip window), a local format
   penalty (an unparseable step's own tokens get advantage -0.5; nothing flows back through
   GAE), advantages whitened per task, and equal weight per trajectory in the loss,
 - a KL penalty to the warm start (coefficient 0.1, low-variance estimator): without it
-  the policy collapsed (docs/results.md),
+  the policy collapsed (docs/results-archive.md, "2026-11-21 (a)"),
 - mini-batch 64 -> 32, micro-batch 16 -> 8 (CPU memory and speed),
 - at most 120 updates and 14 minutes of RL (the time budget ends it); a paired evaluation of the warm start and of
   the final policy on 8 phones that never train (per task and phone, 1 greedy and 8 sampled episodes: greedy success,
