@@ -7,7 +7,8 @@ with weight ``exp(-f)`` while ``f <= max_failures`` (MobileRL: 3) and weight 0 b
 keeps such a task out until it succeeds; here it comes back after a cool-down, so a task the
 policy could not solve early gets another chance once the policy has moved on.
 
-    >>> from darwin.curricula import EpisodeOutcome, FailureFilterCurriculum
+    >>> from darwin.curricula.base import EpisodeOutcome
+    >>> from darwin.curricula.failure_filter import FailureFilterCurriculum
     >>> from darwin.tasks import task_set
     >>> from darwin.types import TerminationReason
     >>> cur = FailureFilterCurriculum(task_set("base8")[:2], max_failures=1, cooldown_episodes=2)

@@ -7,7 +7,8 @@ scored episodes, shrunk towards a prior so that a task with few episodes is neit
 nor over-sampled, and the next task is drawn with probability proportional to its
 learnability, never below a floor.
 
-    >>> from darwin.curricula import EpisodeOutcome, LearnabilityCurriculum
+    >>> from darwin.curricula.base import EpisodeOutcome
+    >>> from darwin.curricula.learnability import LearnabilityCurriculum
     >>> from darwin.tasks import task_set
     >>> from darwin.types import TerminationReason
     >>> cur = LearnabilityCurriculum(task_set("base8")[:2], seed=0)

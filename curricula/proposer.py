@@ -30,7 +30,8 @@ Inside an event loop (training) a call runs on the proposer's own thread and the
 on with base tasks meanwhile; outside one (scripts, tests) :meth:`~LLMTaskProposer.next_task`
 waits for the answer, so the sequence of tasks is reproducible from the seed.
 
-    >>> from darwin.curricula import EpisodeOutcome, LLMTaskProposer
+    >>> from darwin.curricula.base import EpisodeOutcome
+    >>> from darwin.curricula.proposer import LLMTaskProposer
     >>> from darwin.policies.base import Policy
     >>> from darwin.templates import get_template
     >>> from darwin.types import Generation, TerminationReason

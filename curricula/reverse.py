@@ -11,7 +11,8 @@ simulator's shortest plan from the phone's own state (:class:`~darwin.types.Demo
 suits SimPhones, in process or served over ADB. Evaluations always start at the beginning (they
 never go through the curriculum). Tasks with a setup phase always start at the beginning.
 
-    >>> from darwin.curricula import EpisodeOutcome, ReverseCurriculum
+    >>> from darwin.curricula.base import EpisodeOutcome
+    >>> from darwin.curricula.reverse import ReverseCurriculum
     >>> from darwin.tasks import task_set
     >>> from darwin.types import TerminationReason
     >>> cur = ReverseCurriculum(task_set("base8")[:1], window=2, advance_at=0.5)

@@ -8,7 +8,8 @@ curriculum moves to the next stage when the stage's success rate over its last `
 scored episodes reaches ``advance_success``, or after ``advance_after`` finished episodes in
 the stage, whichever comes first.
 
-    >>> from darwin.curricula import DifficultyStagedCurriculum, EpisodeOutcome
+    >>> from darwin.curricula.staged import DifficultyStagedCurriculum
+    >>> from darwin.curricula.base import EpisodeOutcome
     >>> from darwin.types import Task, TerminationReason, VerifierSpec
     >>> tasks = [Task(id=f"t{d}", instruction="Do it.", app="App", difficulty=d,
     ...               verifier=VerifierSpec(predicate="p")) for d in (1, 2, 3)]

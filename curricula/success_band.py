@@ -8,13 +8,14 @@ with MobileRL's ``sigma = sqrt(0.25 / (2 ln 5))``, so a task at 0% or 100% keeps
 (As in MobileRL the weight steps down at the band's edge: from 1 to 0.56 at ``p`` just
 below 0.2.) Beyond MobileRL, ``p`` is estimated over a sliding window of recent scored
 episodes and shrunk towards a prior (:class:`~darwin.curricula._util.SuccessWindows`, as in
-:class:`~darwin.curricula.LearnabilityCurriculum`), and a floor keeps every task sampled.
+:class:`~darwin.curricula.learnability.LearnabilityCurriculum`), and a floor keeps every task sampled.
 
 With template instances (``group_by="template"``, the default) the instances of one template
 share one estimate and one weight, split evenly among them: a template with many instances
 is not drawn more often for it.
 
-    >>> from darwin.curricula import EpisodeOutcome, SuccessBandCurriculum
+    >>> from darwin.curricula.base import EpisodeOutcome
+    >>> from darwin.curricula.success_band import SuccessBandCurriculum
     >>> from darwin.tasks import task_set
     >>> from darwin.types import TerminationReason
     >>> cur = SuccessBandCurriculum(task_set("base8")[:2], prior_weight=0.0, seed=0)

@@ -69,7 +69,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "rule": "darwin.verifiers.rule:RuleVerifier",
         "llm_judge": "darwin.verifiers.judge.llm_judge:LLMJudge",
         "composite": "darwin.verifiers.composite:CompositeVerifier",
-        "learned": "darwin.verifiers.learned:LearnedVerifier",
+        "learned": "darwin.verifiers.learned.model:LearnedVerifier",
     },
     "memory": {
         "sliding_window": "darwin.memory.sliding_window:SlidingWindowMemory",

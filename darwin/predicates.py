@@ -12,7 +12,7 @@ agent's answer, lives here.
 
     >>> from darwin.predicates import evaluate
     >>> from darwin.types import VerifierSpec
-    >>> from darwin.envs.sim import SimPhone
+    >>> from darwin.envs.sim.phone import SimPhone
     >>> evaluate(VerifierSpec(predicate="settings.dark_theme", params={"enabled": True}), SimPhone().state).success
     False
 """

@@ -7,7 +7,7 @@ finishes its step before any phone takes the next one, as in a vectorised gym lo
     >>> import asyncio
     >>> from darwin.agents.scripted import OracleActor
     >>> from darwin.buffer import ReplayBuffer
-    >>> from darwin.curricula import StaticCurriculum
+    >>> from darwin.curricula.static import StaticCurriculum
     >>> from darwin.envs.sim.env import SimPhoneEnv
     >>> from darwin.rollout import RolloutEngine
     >>> from darwin.tasks import task_set

@@ -1,12 +1,12 @@
 """Extension point: the curriculum, which picks the task a free phone runs next.
 
-A curriculum is a :class:`darwin.curricula.Curriculum` subclass. Its contract:
+A curriculum is a :class:`darwin.curricula.base.Curriculum` subclass. Its contract:
 
 - ``next_task() -> Task``: called by every phone that becomes free (several phones share one
   curriculum, from one asyncio event loop: no locking needed, but ``next_task`` is called
   again before earlier episodes have finished);
 - ``update(task, outcome)``: called when an episode of ``task`` ends, with an
-  :class:`~darwin.curricula.EpisodeOutcome` (``success`` is ``None`` for unscored episodes:
+  :class:`~darwin.curricula.base.EpisodeOutcome` (``success`` is ``None`` for unscored episodes:
   infrastructure truncations, errors, goals that already held; do not count those);
 - ``state_dict()`` / ``load_state_dict(state)``: JSON-serialisable state, saved with every
   checkpoint, so ``darwin run --resume`` continues with what the curriculum had learnt;
@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from darwin.components import ComponentSpec
-from darwin.curricula import Curriculum, EpisodeOutcome
+from darwin.curricula.base import Curriculum, EpisodeOutcome
 from darwin.run.config import ExperimentConfig
 from darwin.run.load import load_experiment
 from darwin.types import Task

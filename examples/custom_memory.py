@@ -1,6 +1,6 @@
 """Extension point: the memory, which chooses what of the episode so far goes into the prompt.
 
-A memory is a :class:`darwin.memory.Memory` subclass. Its contract:
+A memory is a :class:`darwin.memory.base.Memory` subclass. Its contract:
 
 - ``select(history) -> list[Transition]`` (the one required method): the past transitions to
   show, oldest first, taken from ``history``, the actor's steps of the phase so far (the tiny
@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from darwin.components import ComponentSpec
-from darwin.memory import Memory
+from darwin.memory.base import Memory
 from darwin.run.config import ExperimentConfig
 from darwin.run.load import load_experiment
 from darwin.types import Transition

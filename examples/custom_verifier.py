@@ -1,13 +1,13 @@
 """Extension point: the verifier, which decides whether a phase succeeded (the reward).
 
-A verifier is a :class:`darwin.verifiers.Verifier` subclass or, as here, a plain function
+A verifier is a :class:`darwin.verifiers.base.Verifier` subclass or, as here, a plain function
 ``request -> Verdict`` (``async def`` works the same way). Its contract:
 
-- it gets a :class:`~darwin.verifiers.VerificationRequest`: the task, the phase, its
+- it gets a :class:`~darwin.verifiers.base.VerificationRequest`: the task, the phase, its
   instruction and ``spec`` (the task's rule: a predicate name and parameters), the actor's
   transitions of the phase, ``final_state`` (the phone's probed state; ``None`` on phones
   without a state probe) and ``final_screenshot``;
-- it returns a :class:`~darwin.verifiers.Verdict`: ``success`` True or False, or ``None``
+- it returns a :class:`~darwin.types.Verdict`: ``success`` True or False, or ``None``
   when it cannot decide (no state, an unreachable judge), never a silent 0 or 1;
   ``reward`` defaults to ``float(success)``; ``reason`` is stored with the verdict in the
   run database (``verdicts.reason``), with the function's name as ``verifier_kind``.
@@ -49,7 +49,8 @@ from darwin.components import ComponentSpec
 from darwin.predicates import resolve
 from darwin.run.config import ExperimentConfig
 from darwin.run.load import load_experiment
-from darwin.verifiers import Verdict, VerificationRequest
+from darwin.types import Verdict
+from darwin.verifiers.base import VerificationRequest
 
 
 def final_state_check(request: VerificationRequest) -> Verdict:

@@ -13,7 +13,7 @@ A workflow turns (phone, task, actor) into a trajectory. Its contract
 - the experiment builds it as ``cls(verifier=..., config=StepConfig(...), **kwargs)``,
   passing ``verifier`` and ``config`` only when ``__init__`` takes them.
 
-Subclassing :class:`~darwin.workflows.StepWorkflow` keeps all of that and changes one
+Subclassing :class:`~darwin.workflows.step.StepWorkflow` keeps all of that and changes one
 piece: :meth:`phases` (which phases run, with which step budgets), ``step_goal`` (what the
 actor is told at each step), ``confirm_finish`` (whether ``finished`` ends the phase) or
 ``run_phase`` (the whole step loop of a phase).
@@ -53,8 +53,8 @@ from darwin.components import ComponentSpec
 from darwin.run.config import ExperimentConfig
 from darwin.run.load import load_experiment
 from darwin.types import Phase, Task, VerifierSpec
-from darwin.verifiers import Verifier
-from darwin.workflows import StepConfig, StepWorkflow
+from darwin.verifiers.base import Verifier
+from darwin.workflows.step import StepConfig, StepWorkflow
 
 
 class GoldenBudgetWorkflow(StepWorkflow):

@@ -1,6 +1,6 @@
 """Two agents: an LLM planner (through LiteLLM) guides the tiny agent that RL trains.
 
-:class:`~darwin.workflows.PlannerWorkflow` puts a planner beside the acting agent: before the
+:class:`~darwin.workflows.planner.PlannerWorkflow` puts a planner beside the acting agent: before the
 first step and whenever a sub-goal stalls (the screen has not changed for ``stall_steps``
 steps) or has taken ``steps_per_subgoal`` steps, the planner sees the goal and the screen and
 writes the remaining sub-goals; the acting agent sees ``Sub-goal: <the first one>`` under the

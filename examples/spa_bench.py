@@ -51,8 +51,8 @@ reward, each step scored against the SimPhone oracle's demonstration of the task
 
 import os
 
-from darwin.learner import VerlConfig
 from darwin.learner.config import LearnerConfig
+from darwin.learner.verl_config import VerlConfig
 from darwin.policies.server_config import ServerPolicyConfig
 from darwin.run.config import AgentConfig, EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.sft.config import SFTConfig

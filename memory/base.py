@@ -12,10 +12,10 @@ An agent asks its memory which past interactions and images to put in the prompt
 Agents call :meth:`Memory.window`, which returns the selected interactions already
 rendered as text (by the agent's ``render`` callable: its own history format) and says
 which of them keep their screenshot. A memory that only implements :meth:`Memory.select`
-gets text-only history; :class:`darwin.memory.SlidingWindowMemory` adds an image depth and
+gets text-only history; :class:`darwin.memory.sliding_window.SlidingWindowMemory` adds an image depth and
 a prompt-token budget. A window may also carry *notes* (knowledge about the app, summaries
 of earlier episodes or of the older steps of this one, from
-:class:`darwin.memory.LLMMemoryManager`), which agents show before the history as a
+:class:`darwin.memory.llm.LLMMemoryManager`), which agents show before the history as a
 :func:`format_notes` block; memories without notes leave them empty and the prompt unchanged.
 """
 

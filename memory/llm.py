@@ -15,7 +15,7 @@ what a window cannot hold:
 * **when an episode starts** (:meth:`~LLMMemoryManager.start_episode`) the entries for the
   task's app are ranked by relevance to the goal (:func:`rank_entries`: word overlap,
   recency, how often an entry was learned) and the best ones that fit
-  ``max_knowledge_tokens`` become the window's :attr:`~darwin.memory.MemoryWindow.notes`,
+  ``max_knowledge_tokens`` become the window's :attr:`~darwin.memory.base.MemoryWindow.notes`,
   which agents show before the history.
 * optionally (``in_episode_summary``) the model keeps a running summary of the episode,
   updated every ``summary_every`` steps in :meth:`~LLMMemoryManager.observe`; the steps
@@ -28,7 +28,7 @@ logged once per kind of failure, and the agent goes on with the plain window.
     >>> import asyncio
     >>> import numpy as np
     >>> from darwin.actions import OpenApp
-    >>> from darwin.memory import LLMMemoryManager
+    >>> from darwin.memory.llm import LLMMemoryManager
     >>> from darwin.policies.base import Policy
     >>> from darwin.tasks import get_task
     >>> from darwin.types import Decision, Generation, Observation, Phase, Trajectory, Transition
@@ -117,7 +117,7 @@ class LLMMemoryConfig(SlidingWindowConfig):
 
     The window fields (``max_interactions``, ``image_depth``, ``use_summaries``,
     ``max_prompt_tokens``, ``entry_overhead_tokens``) are those of
-    :class:`~darwin.memory.SlidingWindowConfig` and configure the raw window.
+    :class:`~darwin.memory.sliding_window.SlidingWindowConfig` and configure the raw window.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
@@ -213,7 +213,7 @@ class LLMMemoryManager(Memory):
     ``llm`` setting describes (tests, local models, anything with ``generate``);
     ``run_dir`` (passed by experiments) puts the knowledge in ``<run_dir>/run.db`` unless
     ``url`` names another database; ``token_counter`` as in
-    :class:`~darwin.memory.SlidingWindowMemory`.
+    :class:`~darwin.memory.sliding_window.SlidingWindowMemory`.
 
     One manager serves one agent at a time (its episode state is per episode); managers
     of several agents share knowledge through the database.

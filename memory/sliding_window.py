@@ -6,7 +6,7 @@ keeps the screenshots of only the most recent ones: the *image depth* ``K`` coun
 screenshot in the prompt, the current one included (paper, Table 1: ``K = 1``, i.e. the
 current screen only). A prompt-token budget drops the oldest interactions first.
 
-    >>> from darwin.memory import SlidingWindowMemory
+    >>> from darwin.memory.sliding_window import SlidingWindowMemory
     >>> memory = SlidingWindowMemory(max_interactions=4, image_depth=2, max_prompt_tokens=8192)
     >>> memory.config.past_images
     1

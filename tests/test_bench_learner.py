@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from darwin.bench.learner import VARIANTS, profile
 from darwin.cli.main import main
-from darwin.learner import LearnerConfig
+from darwin.learner.config import LearnerConfig
 
 
 def test_every_variant_times_one_update_phase_by_phase() -> None:

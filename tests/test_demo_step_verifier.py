@@ -19,7 +19,7 @@ from darwin.tasks import get_task
 from darwin.types import Decision, Observation, Phase, Transition
 from darwin.verifiers.base import VerificationRequest
 from darwin.verifiers.demo_steps import DemoStepVerifier
-from darwin.workflows import LifecycleWorkflow, StepConfig
+from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
 TASK = get_task("settings_dark_theme")
 

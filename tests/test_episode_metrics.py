@@ -15,16 +15,16 @@ from darwin.actions import Finished, PressBack
 from darwin.agents.base import Actor
 from darwin.agents.scripted import OracleActor
 from darwin.envs.base import InfraError
-from darwin.envs.sim import PerturbationConfig
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.oracle import shortest_plan
+from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.evaluate import evaluate
 from darwin.store import RunStore
 from darwin.store_schema import SCHEMA_VERSION
 from darwin.tasks import validate_task
 from darwin.templates import get_template, templates
 from darwin.types import Decision, EpisodeMetrics, Task, TerminationReason, VerifierSpec
-from darwin.workflows import LifecycleWorkflow, StepConfig, StepWorkflow
+from darwin.workflows.step import LifecycleWorkflow, StepConfig, StepWorkflow
 
 DARK = VerifierSpec(predicate="settings.dark_theme", params={"enabled": True})
 HISTORY = VerifierSpec(predicate="settings.notification_history", params={"enabled": True})

@@ -20,9 +20,9 @@ from click.testing import CliRunner, Result
 from darwin.agents.scripted import OracleActor
 from darwin.cli.main import main
 from darwin.components import build_component
-from darwin.curricula import EpisodeOutcome
+from darwin.curricula.base import EpisodeOutcome
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.memory import Memory, MemoryWindow
+from darwin.memory.base import Memory, MemoryWindow
 from darwin.problems import ExperimentError
 from darwin.rollout import RolloutEngine
 from darwin.run.build import build_workflow
@@ -30,7 +30,7 @@ from darwin.run.config import ExperimentConfig
 from darwin.run.load import apply_overrides, experiment_module_name, load_experiment
 from darwin.tasks import get_task
 from darwin.types import Phase, TerminationReason, Transition
-from darwin.verifiers import VerificationRequest
+from darwin.verifiers.base import VerificationRequest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -114,7 +114,7 @@ def test_bad_example_arguments_fail_before_the_run_with_the_fix():
 
 LAB = """
 from darwin.components import ComponentSpec
-from darwin.curricula import Curriculum
+from darwin.curricula.base import Curriculum
 from darwin.run.config import ExperimentConfig
 
 

@@ -1,9 +1,10 @@
 """The package's import graph has no circles, and its layers point one way (docs/architecture.md).
 
 The graph is read from the source with ``ast``: every ``import`` and ``from ... import``
-statement of every module the project installs (module level and inside functions alike;
-``if TYPE_CHECKING:`` blocks excluded, they never run), plus the implicit edge from a module
-to the packages whose ``__init__`` runs when it is imported. Two plugin registries load their
+statement of every module the project installs (module level, inside functions and under
+``if TYPE_CHECKING:`` alike: an import for annotations is still a dependency the type checker
+follows), plus the implicit edge from a module to the packages whose ``__init__`` runs when it
+is imported. Two plugin registries load their
 plugins on first lookup from inside a function (:data:`REGISTRY_LOADS`); those loads are
 the one kind of back edge allowed.
 """
@@ -93,15 +94,9 @@ def modules() -> dict[str, Path]:
 
 
 def imported(source: str, name: str, is_package: bool) -> set[str]:
-    """Dotted names that the import statements of ``source`` (module ``name``) bind, outside
-    ``TYPE_CHECKING`` blocks; function-level loads of :data:`REGISTRY_LOADS` left out."""
+    """Dotted names that the import statements of ``source`` (module ``name``) bind, wherever
+    they are; function-level loads of :data:`REGISTRY_LOADS` left out."""
     tree = ast.parse(source)
-    skipped = {
-        id(n)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for n in ast.walk(node)
-    }
     registry = {
         id(n)
         for node in ast.walk(tree)
@@ -112,7 +107,7 @@ def imported(source: str, name: str, is_package: bool) -> set[str]:
     package = name if is_package else name.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skipped or id(node) in registry:
+        if id(node) in registry:
             continue
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
@@ -262,9 +257,20 @@ def test_a_circle_added_by_hand_is_found() -> None:
     assert any("darwin.actions" in c and "darwin.rollout" in c for c in found), found
 
 
-def test_type_checking_imports_and_registry_loads_do_not_count() -> None:
+def test_type_checking_imports_count_and_registry_loads_do_not() -> None:
     source = (
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from darwin.learner import LocalLearner\n"
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from darwin.learner.local import LocalLearner\n"
         "def load():\n    import darwin.envs.sim.apps  # noqa: F401\n"
     )
-    assert imported(source, "darwin.predicates", False) == {"typing", "typing.TYPE_CHECKING"}
+    assert imported(source, "darwin.predicates", False) == {
+        "typing",
+        "typing.TYPE_CHECKING",
+        "darwin.learner.local",
+        "darwin.learner.local.LocalLearner",
+    }
+
+
+def test_a_circle_through_an_annotation_import_is_found() -> None:
+    probe = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from darwin.envs.sim.phone import SimPhone\n"
+    found = cycles(graph({"darwin.envs.sim.render": probe}))
+    assert any("darwin.envs.sim.render" in c and "darwin.envs.sim.phone" in c for c in found), found

@@ -8,10 +8,10 @@ import sqlite3
 
 import pytest
 
-from darwin.agents import TinyAgent
 from darwin.agents.base import ModelActor
+from darwin.agents.tiny import TinyAgent
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.learner import collect_step_rows
+from darwin.learner.batch import collect_step_rows
 from darwin.models.config import TinyVLMConfig
 from darwin.models.factory import build_tiny_vlm
 from darwin.policies.hf import HFPolicy, HFPolicyConfig
@@ -20,15 +20,10 @@ from darwin.store import RunStore
 from darwin.store_schema import SCHEMA_VERSION
 from darwin.tasks import get_task
 from darwin.types import ACTOR, Phase, TerminationReason, Trajectory
-from darwin.workflows import (
-    PLANNER,
-    REFLECTOR,
-    VERIFIER,
-    PlannerWorkflow,
-    ReflectionWorkflow,
-    SelfVerifyWorkflow,
-    StepConfig,
-)
+from darwin.workflows.planner import PLANNER, PlannerWorkflow
+from darwin.workflows.reflection import REFLECTOR, ReflectionWorkflow
+from darwin.workflows.self_verify import VERIFIER, SelfVerifyWorkflow
+from darwin.workflows.step import StepConfig
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,10 +14,10 @@ from darwin.run.load import apply_overrides, load_experiment
 
 PLUGINS = """
 import os
-from darwin.curricula import Curriculum
-from darwin.memory import SlidingWindowMemory
-from darwin.verifiers import RuleVerifier
-from darwin.workflows import StepWorkflow
+from darwin.curricula.base import Curriculum
+from darwin.memory.sliding_window import SlidingWindowMemory
+from darwin.verifiers.rule import RuleVerifier
+from darwin.workflows.step import StepWorkflow
 
 
 def log(event):

@@ -4,12 +4,12 @@ import pytest
 
 from darwin.agents.scripted import OracleActor, RandomActor
 from darwin.buffer import ReplayBuffer
-from darwin.curricula import StaticCurriculum
+from darwin.curricula.static import StaticCurriculum
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.rollout import RolloutEngine
 from darwin.store import RunStore
 from darwin.tasks import task_set
-from darwin.workflows import LifecycleWorkflow
+from darwin.workflows.step import LifecycleWorkflow
 
 
 class SlowPhone(SimPhoneEnv):

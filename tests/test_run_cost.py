@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from darwin.agents.scripted import OracleActor
 from darwin.buffer import ReplayBuffer
 from darwin.cli.main import main
-from darwin.curricula import StaticCurriculum
+from darwin.curricula.static import StaticCurriculum
 from darwin.envs.faults import FaultSpec, FaultyEnv
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.rollout import RolloutEngine, RolloutStats
@@ -140,7 +140,7 @@ from darwin.components import ComponentSpec
 from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
 from darwin.sft.config import SFTConfig
-from darwin.verifiers import Verdict
+from darwin.types import Verdict
 
 CALLS = itertools.count()
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from darwin.actions import Click, Drag, LongPress, Scroll
-from darwin.agents import ModelActor
+from darwin.agents.base import ModelActor
 from darwin.agents.checkpoint import AGENT_FILE, SFT_FILE, load_warm_start
 from darwin.cli.main import main
 from darwin.envs.sim.env import SimPhoneEnv
@@ -33,7 +33,7 @@ from darwin.sft.encoding import encode_demonstrations
 from darwin.sft.training import HeldoutMetrics, heldout_metrics, train_sft
 from darwin.tasks import get_task
 from darwin.types import Generation, Prompt
-from darwin.workflows import LifecycleWorkflow, StepConfig
+from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
 TASKS = ("amazon_0", "settings_dark_theme", "clock_4")
 

@@ -38,7 +38,7 @@ from darwin.store import RunStore
 from darwin.tasks import resolve_tasks
 from darwin.types import Generation, Prompt, Verdict
 from darwin.verifiers.base import VerificationRequest, Verifier
-from darwin.workflows import LifecycleWorkflow, StepConfig
+from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
 SCREEN = (112, 252)  # write_tiny_uitars_checkpoint's screen
 TASKS = ("settings_dark_theme", "booking.com_3")

@@ -151,7 +151,7 @@ from darwin.components import ComponentSpec
 from darwin.run.config import AgentConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.learner.config import LearnerConfig
 from darwin.run.verification_watch import VerificationWatchConfig
-from darwin.verifiers import Verdict
+from darwin.types import Verdict
 
 
 def never_sure(request):

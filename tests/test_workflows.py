@@ -10,7 +10,7 @@ from darwin.envs.base import InfraError
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.tasks import get_task
 from darwin.types import Decision, ParseError, Phase, TerminationReason
-from darwin.workflows import LifecycleWorkflow, StepConfig, StepWorkflow
+from darwin.workflows.step import LifecycleWorkflow, StepConfig, StepWorkflow
 
 
 def run(workflow, env, task_id, actor, emitted=None):

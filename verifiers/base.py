@@ -62,9 +62,7 @@ class Verifier(ABC):
             if inspect.isawaitable(out):  # a plain def that returns a coroutine
                 out = await out
             if not isinstance(out, Verdict):
-                raise TypeError(
-                    f"{cls.__name__}.verify returned {type(out).__name__}; return a darwin.verifiers.Verdict"
-                )
+                raise TypeError(f"{cls.__name__}.verify returned {type(out).__name__}; return a darwin.types.Verdict")
             return out
 
         cls.verify = verify_async  # type: ignore[method-assign]
@@ -107,7 +105,7 @@ class _CallableVerifier(Verifier):
         if inspect.isawaitable(out):
             out = await out
         if not isinstance(out, Verdict):
-            raise TypeError(f"verifier {self.kind!r} returned {type(out).__name__}; return a darwin.verifiers.Verdict")
+            raise TypeError(f"verifier {self.kind!r} returned {type(out).__name__}; return a darwin.types.Verdict")
         return out
 
 

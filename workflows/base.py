@@ -58,7 +58,8 @@ class Workflow(ABC):
         >>> from darwin.envs.sim.env import SimPhoneEnv
         >>> from darwin.tasks import get_task
         >>> from darwin.types import Decision, Observation, Phase, Termination, TerminationReason, Trajectory, Transition
-        >>> from darwin.verifiers import RuleVerifier, VerificationRequest
+        >>> from darwin.verifiers.rule import RuleVerifier
+        >>> from darwin.verifiers.base import VerificationRequest
         >>> class AlwaysHome(Actor):
         ...     async def act(self, observation, history):
         ...         return Decision(action=PressHome())

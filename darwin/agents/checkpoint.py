@@ -1,6 +1,6 @@
 """A warm-start checkpoint as the agent reads it: the tiny model and how to run it.
 
-``darwin sft`` writes the directory (:func:`darwin.sft.checkpoint.save_warm_start`): the
+``darwin sft`` writes the directory (:func:`darwin.sft.training.save_warm_start`): the
 model in Hugging Face layout, :data:`AGENT_FILE` (the agent's prompt format, memory, screen
 size and response cap) and :data:`SFT_FILE` (how it was trained). Acting with one
 (:class:`~darwin.agents.pool.ActorPool`, ``darwin eval --agent tiny:<dir>``) needs only this

@@ -1,6 +1,6 @@
 """The RL run's policy pool: one sampling policy over the warm start, handing an actor per phone.
 
-:class:`ActorPool` loads a warm-start checkpoint (:mod:`darwin.sft.checkpoint`; or, with an
+:class:`ActorPool` loads a warm-start checkpoint (:mod:`darwin.sft.training`; or, with an
 ``agent_format``, any Qwen2-VL-family checkpoint directory such as UI-TARS), puts one
 :class:`~darwin.policies.hf.HFPolicy` (or another backend) behind one
 :class:`~darwin.policies.batcher.DynamicBatcher`, and gives each phone its own

@@ -21,7 +21,7 @@ needs: ``answer`` for Qwen2.5-VL (Qwen3-VL's wording) and ``open`` for Qwen3-VL 
 wording). The parser accepts the union of both versions' actions either way.
 
     >>> import numpy as np
-    >>> from darwin.agents import QwenVLAgent
+    >>> from darwin.agents.qwen import QwenVLAgent
     >>> from darwin.types import Observation
     >>> obs = Observation(screenshot=np.zeros((2400, 1080, 3), np.uint8), goal="Open Clock",
     ...                   device_size=(1080, 2400))

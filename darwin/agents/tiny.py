@@ -21,7 +21,7 @@ knowledge, summaries) adds a ``Notes:`` block between the goal and ``Done:``.
 
     >>> import numpy as np
     >>> from darwin.actions import Click
-    >>> from darwin.agents import TinyAgent
+    >>> from darwin.agents.tiny import TinyAgent
     >>> from darwin.types import Observation
     >>> obs = Observation(screenshot=np.zeros((560, 252, 3), np.uint8), goal="Open Clock",
     ...                   device_size=(1080, 2400))

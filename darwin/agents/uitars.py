@@ -18,7 +18,7 @@ UI-TARS-1.5 (Qwen2.5-VL) writes absolute pixels on the screenshot after ``smart_
 (factor 28, ``min_pixels=100*28*28``, ``max_pixels=16384*28*28``; README_coordinates.md).
 
     >>> import numpy as np
-    >>> from darwin.agents import UITarsAgent
+    >>> from darwin.agents.uitars import UITarsAgent
     >>> from darwin.types import Observation
     >>> obs = Observation(screenshot=np.zeros((2400, 1080, 3), np.uint8), goal="Open Clock",
     ...                   device_size=(1080, 2400))
@@ -176,7 +176,7 @@ class UITarsAgent(VLMAgent):
 
     ``UITarsAgent(config, memory)`` or ``UITarsAgent(version="1.0", ...)`` with config
     fields as keywords. History goes through ``memory`` (default: a
-    :class:`~darwin.memory.SlidingWindowMemory`); a past step reads ``Thought: ...\\nAction:
+    :class:`~darwin.memory.sliding_window.SlidingWindowMemory`); a past step reads ``Thought: ...\\nAction:
     ...`` when the memory uses summaries, ``Action: ...`` otherwise.
     """
 

@@ -9,7 +9,7 @@ error, as the :class:`Agent` contract says, and logs a warning when the model wr
 several actions; callers that need the flags call :meth:`~VLMAgent.parse` directly.
 
     >>> import numpy as np
-    >>> from darwin.agents import TinyAgent
+    >>> from darwin.agents.tiny import TinyAgent
     >>> from darwin.types import Observation
     >>> obs = Observation(screenshot=np.zeros((560, 252, 3), np.uint8), goal="Open Clock",
     ...                   device_size=(1080, 2400))

@@ -298,7 +298,7 @@ def profile(
     variant on :func:`recorded_trajectories`, each on fresh models: the policy is one
     version ahead of the rows, so they are stale as in an asynchronous run (the proximal
     pass runs) and the feature caches start empty, or with ``warm_cache`` hold the batch's
-    screenshots (an untimed :meth:`~darwin.learner.LocalLearner.prepare` first), as in a run
+    screenshots (an untimed :meth:`~darwin.learner.local.LocalLearner.prepare` first), as in a run
     whose phones show screens seen before. Variants alternate between repeats, so machine
     load drifts over all of them alike."""
     trajectories, model_cfg = recorded_trajectories(steps)

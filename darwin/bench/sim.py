@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import psutil
 
 from darwin.actions import Action, Click, OpenApp, PressBack, PressHome
-from darwin.envs.sim import SimPhone
+from darwin.envs.sim.phone import SimPhone
 
 
 @dataclass(frozen=True)

@@ -151,13 +151,13 @@ def eval_cmd(
     so two agents evaluated alike meet the same episodes (`darwin compare A.json B.json`).
     Prints greedy success, sampled success and pass@k per task and overall, then the episode
     metrics per task (SR, PR, SE, FC, OT and the L1-L4 stratum; docs/evaluation.md)."""
-    from darwin.envs.sim import PerturbationConfig
+    from darwin.envs.sim.perturb import PerturbationConfig
     from darwin.evaluate import EvalProtocol, evaluate_paired, evaluation_phones
     from darwin.run.build import build_eval_phones, build_workflow, sim_eval_phones
     from darwin.store import RunStore
     from darwin.tasks import resolve_tasks
     from darwin.types import TaskDefinitionError
-    from darwin.workflows import LifecycleWorkflow, StepConfig
+    from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
     experiment = load_experiment_for_command(experiment_file, overrides) if experiment_file else None
     if experiment is None and overrides:

@@ -74,7 +74,7 @@ def phones_serve(
     from darwin.envs.base import InfraError
     from darwin.envs.faults import FaultSpec, FaultSpecError
     from darwin.envs.providers import SimFarm
-    from darwin.envs.sim import PerturbationConfig
+    from darwin.envs.sim.perturb import PerturbationConfig
 
     try:
         spec = FaultSpec.parse(faults)

@@ -7,7 +7,7 @@ directory into place, so a directory with a manifest is always complete (``docs/
 "Checkpoints"). :func:`resolve_checkpoint` finds the checkpoint to resume from, also after a
 crash between the two renames.
 
-:class:`~darwin.learner.LocalLearner`'s own files (weights, optimizers, RNG, positive replay)
+:class:`~darwin.learner.local.LocalLearner`'s own files (weights, optimizers, RNG, positive replay)
 are written and read by :func:`save_local_checkpoint` and :func:`load_local_state` through a
 :class:`LearnerState` of live objects; :class:`~darwin.learner.verl_learner.VerlLearner`
 writes its workers' FSDP checkpoints instead and shares the rest.
@@ -78,7 +78,7 @@ class ResumeState:
     Attributes:
         path: the checkpoint directory.
         pending: completed trajectories that were not trained yet when the checkpoint was
-            written (put them back with :func:`darwin.learner.restore_pending`).
+            written (put them back with :func:`darwin.learner.checkpoint.restore_pending`).
         extra_state: the caller's JSON state (e.g. ``{"curriculum": curriculum.state_dict()}``).
     """
 
@@ -89,7 +89,7 @@ class ResumeState:
 
 @dataclass(frozen=True)
 class LearnerState:
-    """The live objects a :class:`~darwin.learner.LocalLearner` checkpoint holds; saving
+    """The live objects a :class:`~darwin.learner.local.LocalLearner` checkpoint holds; saving
     reads them, loading writes into them in place. ``None`` where the learner has none
     (no critic in GRPO, no reference without KL or with LoRA, no positive replay)."""
 
@@ -180,7 +180,7 @@ def save_local_checkpoint(
     pending: Sequence[Trajectory],
     extra_state: Mapping[str, JsonValue] | None,
 ) -> Path:
-    """Write a :class:`~darwin.learner.LocalLearner` checkpoint directory atomically (see
+    """Write a :class:`~darwin.learner.local.LocalLearner` checkpoint directory atomically (see
     :meth:`LocalLearner.save`); returns its path. On any error the temporary directory is
     removed and the previous checkpoint at ``path`` stays."""
     target = Path(path)
@@ -253,7 +253,7 @@ def read_manifest(src: Path) -> dict[str, Any]:
 
 
 def check_resume_config(src: Path, saved: LearnerConfig, config: LearnerConfig | None) -> LearnerConfig:
-    """The config to resume a :class:`~darwin.learner.LocalLearner` with: ``saved`` (the
+    """The config to resume a :class:`~darwin.learner.local.LocalLearner` with: ``saved`` (the
     checkpoint's) unless ``config`` is given, which may change hyperparameters but not the
     model structure (algorithm, critic, lora, KL on/off)."""
     if config is None:
@@ -270,7 +270,7 @@ def check_resume_config(src: Path, saved: LearnerConfig, config: LearnerConfig |
 
 
 def load_local_state(src: Path, state: LearnerState, device: torch.device) -> None:
-    """Load a :class:`~darwin.learner.LocalLearner` checkpoint's weights, optimizer states,
+    """Load a :class:`~darwin.learner.local.LocalLearner` checkpoint's weights, optimizer states,
     generator state and positive replay (if both the learner and the checkpoint have one)
     into ``state`` in place."""
     state.actor.load_state_dict(_load_torch(src / "actor.pt", device))

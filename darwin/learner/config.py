@@ -1,10 +1,10 @@
-"""Typed, validated configuration of the :class:`~darwin.learner.LocalLearner`.
+"""Typed, validated configuration of the :class:`~darwin.learner.local.LocalLearner`.
 
 Field defaults are the *embedded* values (tiny model, CPU, a run of minutes);
 :meth:`LearnerConfig.paper` gives the paper's Table 1 values. Every field's help names its
 paper value. Validation reports every problem at once::
 
-    >>> from darwin.learner import LearnerConfig
+    >>> from darwin.learner.config import LearnerConfig
     >>> LearnerConfig().critic_warmup_updates, LearnerConfig.paper().critic_warmup_updates
     (3, 30)
     >>> LearnerConfig(algorithm="grpo", critic_warmup_updates=0).uses_critic
@@ -102,7 +102,7 @@ max prompt 8192 and max response 512 live in the buffer, workflow and policy con
 
 
 class LearnerConfig(BaseModel):
-    """Everything :class:`~darwin.learner.LocalLearner` needs (validated when built; frozen).
+    """Everything :class:`~darwin.learner.local.LocalLearner` needs (validated when built; frozen).
 
     Defaults are the embedded (tiny model, CPU) values; ``LearnerConfig.paper()`` gives the
     paper's Table 1. An *update* is one call of ``LocalLearner.update(trajectories)``; an
@@ -329,7 +329,7 @@ class LearnerConfig(BaseModel):
     @property
     def uses_critic(self) -> bool:
         """Whether a critic exists (the estimator needs one: PPO's GAE)."""
-        return get_estimator(self.estimator).needs_critic
+        return get_estimator(self.algorithm).needs_critic
 
     @property
     def clip_low(self) -> float:
@@ -365,7 +365,7 @@ class LearnerConfig(BaseModel):
         if not all(0.0 <= b < 1.0 for b in self.adam_betas):
             out.append(f"adam_betas={self.adam_betas} must both lie in [0, 1)")
         try:
-            needs_critic = get_estimator(self.estimator).needs_critic
+            needs_critic = get_estimator(self.algorithm).needs_critic
         except KeyError as exc:
             out.append(f"algorithm: {exc.args[0]}")
             needs_critic = True

@@ -1,7 +1,8 @@
 """LocalLearner: PPO (with critic warm-up) or GRPO on one process, CPU or one GPU.
 
     >>> import numpy as np
-    >>> from darwin.learner import LearnerConfig, LocalLearner
+    >>> from darwin.learner.config import LearnerConfig
+    >>> from darwin.learner.local import LocalLearner
     >>> from darwin.models.config import TinyVLMConfig
     >>> from darwin.models.factory import build_tiny_vlm
     >>> from darwin.policies.hf import HFPolicy, HFPolicyConfig

@@ -231,7 +231,7 @@ def copy_model(model: nn.Module) -> nn.Module:
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LearnerModels:
-    """The models a :class:`~darwin.learner.LocalLearner` trains and scores with.
+    """The models a :class:`~darwin.learner.local.LocalLearner` trains and scores with.
 
     Attributes:
         actor: a copy of the policy's model (LoRA adapters if ``config.lora``).

@@ -4,7 +4,7 @@ the loss it minimises is :func:`darwin.models.scoring.response_nll`).
 ``LearnerConfig.rft`` interleaves RL with MobileRL's iterative SFT: the learner keeps the most
 recent training episodes whose verifier accepted the execution phase, and every
 ``rft.every`` actor updates fine-tunes the actor on their steps
-(:meth:`~darwin.learner.LocalLearner.rejection_finetune`).
+(:meth:`~darwin.learner.local.LocalLearner.rejection_finetune`).
 
     >>> from darwin.tasks import get_task
     >>> from darwin.types import Phase, Termination, TerminationReason, Trajectory

@@ -1,7 +1,7 @@
 """What one update trains on (:class:`UpdateBatch`) and the pure steps that turn scored step
 rows into its advantages.
 
-:meth:`LocalLearner.prepare <darwin.learner.LocalLearner.prepare>` scores the step rows
+:meth:`LocalLearner.prepare <darwin.learner.local.LocalLearner.prepare>` scores the step rows
 with the learner's models (old values, reference and proximal log-probs) and then calls
 these functions, in this order: :func:`shaped_rewards` (the only place rewards are shaped:
 the parse-error penalty, then MobileRL's shortest-path adjustment), :func:`estimate_advantages`

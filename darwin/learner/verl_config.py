@@ -1,7 +1,7 @@
 """Settings of the verl learner backend (``LearnerConfig(backend="verl", verl=VerlConfig(...))``).
 
 Only the distributed side lives here; the algorithm (GAE, clip, learning rates, warm-up,
-value-head bias) stays in :class:`~darwin.learner.LearnerConfig`, shared with the local
+value-head bias) stays in :class:`~darwin.learner.config.LearnerConfig`, shared with the local
 learner. Importing this module needs neither Ray nor verl, so experiments that name the
 verl backend validate (``darwin run --dry-run``) on any machine::
 

@@ -1,7 +1,7 @@
 """VerlLearner: darwin's PPO (critic warm-up, token-level GAE over whole trajectories,
 calibrated value head) on verl's FSDP workers on Ray.
 
-The run uses it like :class:`~darwin.learner.LocalLearner` (``update``, ``save``, ``load``,
+The run uses it like :class:`~darwin.learner.local.LocalLearner` (``update``, ``save``, ``load``,
 ``in_warmup``, ``updates``, ``policy_version``, ``actor_state_dict``), selected with
 ``LearnerConfig(backend="verl", verl=VerlConfig(...))``. What differs is where the models
 live: an actor group and a critic group of verl's ``TrainingWorker`` (FSDP/FSDP2, one
@@ -479,7 +479,7 @@ class VerlLearner:
     ) -> UpdateMetrics:
         """One update (critic only during warm-up); pushes the actor's weights after an actor update.
         A batch without a verdict trains nothing, on no worker, as in
-        :meth:`LocalLearner.update <darwin.learner.LocalLearner.update>` (``infra_only_updates``)."""
+        :meth:`LocalLearner.update <darwin.learner.local.LocalLearner.update>` (``infra_only_updates``)."""
         cfg = self.config
         t0 = time.perf_counter()
         skip = actor_skip_reason(trajectories) if cfg.infra_only_updates == "skip" else None

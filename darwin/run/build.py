@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from darwin.envs.base import PhoneEnv
     from darwin.envs.fleet import PhoneEvent, PhoneFleet
     from darwin.envs.providers import PhoneProvider
-    from darwin.learner import LocalLearner
+    from darwin.learner.local import LocalLearner
     from darwin.memory.base import Memory
     from darwin.models.factory import VLM
     from darwin.policies.base import Policy
@@ -173,7 +173,7 @@ def build_workflow(
 ) -> Workflow:
     """The workflow with the reward verifier, or with ``evaluation.verifier`` (when set) for
     ``evaluation=True``."""
-    from darwin.workflows import StepConfig
+    from darwin.workflows.step import StepConfig
 
     spec = config.evaluation.verifier if evaluation and config.evaluation.verifier is not None else config.verifier
     verifier = build_component("verifier", spec)
@@ -192,7 +192,7 @@ def learner_class(config: ExperimentConfig) -> type[LocalLearner]:
         from darwin.learner.verl_learner import VerlLearner
 
         return VerlLearner  # type: ignore[return-value]
-    from darwin.learner import LocalLearner
+    from darwin.learner.local import LocalLearner
 
     return LocalLearner
 
@@ -352,7 +352,7 @@ def load_run_policy(
     """A :class:`~darwin.agents.pool.ActorPool` with the actor weights of a run's last
     checkpoint (``darwin eval --agent tiny:<run dir>``): the run's warm start, then its trained weights."""
     from darwin.agents.pool import ActorPool
-    from darwin.learner import LocalLearner
+    from darwin.learner.local import LocalLearner
 
     run_dir = Path(run_dir)
     record = run_dir / WARM_START_FILE
@@ -456,7 +456,7 @@ def build_actors(
             )
         return Actors(pool, pool.aclose, pool.observation_size)
     if kind == "litellm":
-        from darwin.agents import ModelActor
+        from darwin.agents.base import ModelActor
         from darwin.agents.formats import make_agent
         from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig
 

@@ -326,22 +326,22 @@ class ExperimentConfig(BaseModel):
         default_factory=lambda: ComponentSpec(name="round_robin"),
         description="which task a free phone runs next: 'round_robin', 'uniform', 'learnability', 'failure_filter', "
         "'staged', 'success_band', 'llm_proposer' "
-        "or 'module:Class' (a darwin.curricula.Curriculum), built as cls(tasks=..., seed=phones.seed, **kwargs)",
+        "or 'module:Class' (a darwin.curricula.base.Curriculum), built as cls(tasks=..., seed=phones.seed, **kwargs)",
     )
     workflow: ComponentSpec | None = Field(
         None,
-        description="the interaction pattern: 'step', 'lifecycle' or 'module:Class' (a darwin.workflows.Workflow, "
+        description="the interaction pattern: 'step', 'lifecycle' or 'module:Class' (a darwin.workflows.base.Workflow, "
         "given verifier= and config= when it takes them); None = 'lifecycle' if lifecycle else 'step'",
     )
     verifier: ComponentSpec = Field(
         default_factory=lambda: ComponentSpec(name="rule"),
-        description="the reward: 'rule' or 'module:Class' (a darwin.verifiers.Verifier) or 'module:function' (request -> Verdict)",
+        description="the reward: 'rule' or 'module:Class' (a darwin.verifiers.base.Verifier) or 'module:function' (request -> Verdict)",
     )
     memory: ComponentSpec | None = Field(
         None,
         description="the agent's memory: None = the warm start's own (what it was trained with), 'sliding_window', "
         "'llm' (knowledge distilled by a model, kept in the run database; docs/memory.md) or 'module:Class' "
-        "(a darwin.memory.Memory)",
+        "(a darwin.memory.base.Memory)",
     )
     group_size: int | None = Field(
         None,

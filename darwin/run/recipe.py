@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from darwin.curricula.base import Curriculum
     from darwin.envs.base import PhoneEnv
     from darwin.envs.fleet import PhoneEvent, PhoneFleet
-    from darwin.learner import LocalLearner
+    from darwin.learner.local import LocalLearner
     from darwin.learner.metrics import UpdateMetrics
     from darwin.rollout import RolloutEngine
     from darwin.run.config import ExperimentConfig
@@ -277,7 +277,7 @@ class TrainingRecipe:
 
     def load(self) -> None:
         """The learner, its untrained trajectories and the run state from the checkpoint."""
-        from darwin.learner import restore_pending
+        from darwin.learner.checkpoint import restore_pending
 
         assert self.pool is not None and self.buffer is not None and self.curriculum is not None
         self.learner = learner_class(self.config).load(

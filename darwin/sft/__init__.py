@@ -3,7 +3,7 @@
 UI-TARS is an SFT model before anyone runs RL on it; the embedded default mirrors that.
 :func:`train_sft` runs the simulator's :class:`~darwin.agents.scripted.OracleActor`
 through the real workflow on perturbed SimPhones (state persists between episodes, as in
-training), records every step's prompt exactly as :class:`~darwin.agents.TinyAgent`
+training), records every step's prompt exactly as :class:`~darwin.agents.tiny.TinyAgent`
 builds it at RL time, and fine-tunes a fresh tiny Qwen2-VL on ``prompt -> action text +
 EOS`` with the same masked log-probs the PPO learner uses
 (:func:`~darwin.models.scoring.compute_response_logprobs`). It stops *short of mastery* on
@@ -18,7 +18,7 @@ One module per job:
 - :mod:`darwin.sft.demonstrations`: the oracle's recorded demonstrations;
 - :mod:`darwin.sft.encoding`: demonstrations as the policy's cached model inputs;
 - :mod:`darwin.sft.training`: :func:`train_sft` and its held-out metrics;
-- :mod:`darwin.sft.checkpoint`: the checkpoint directory (save, load);
+- :mod:`darwin.sft.training`: the checkpoint directory (save, load);
 - :mod:`darwin.sft.cache`: :func:`ensure_warm_start`, checkpoints cached by config hash;
 - :mod:`darwin.sft.evaluation`: :func:`evaluate_warm_start`.
 

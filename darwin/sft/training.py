@@ -5,12 +5,13 @@
 masked log-probs the PPO learner uses (:func:`~darwin.models.scoring.compute_response_logprobs`).
 It stops *short of mastery* on purpose (a fixed step budget, optionally an earlier held-out
 threshold, scored by :func:`heldout_metrics`) and saves the checkpoint with
-:func:`~darwin.sft.checkpoint.save_warm_start`. See docs/sft.md.
+:func:`save_warm_start`. See docs/sft.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -22,9 +23,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from darwin.agents.checkpoint import AGENT_FILE, SFT_FILE, SFT_FORMAT_VERSION
 from darwin.agents.tiny import TinyAgent
-from darwin.sft.checkpoint import save_warm_start
-from darwin.sft.config import SFT_FORMAT_VERSION, SFTConfig
+from darwin.sft.config import SFTConfig
 from darwin.sft.demonstrations import Demonstration, DemoStats, collect_demonstrations
 from darwin.sft.encoding import EncodedDemos, encode_demonstrations
 from darwin.types import Prompt
@@ -382,3 +383,33 @@ def _versions() -> dict[str, str]:
         "transformers": transformers.__version__,
         "python": platform.python_version(),
     }
+
+
+def recommended_max_new_tokens(max_target_tokens: int) -> int:
+    """A response cap for the trained model: twice the longest target, at least 32."""
+    return max(32, 2 * max_target_tokens)
+
+
+def save_warm_start(result: SFTResult, out: str | os.PathLike[str]) -> Path:
+    """Write the checkpoint directory (see docs/sft.md for the layout)."""
+    path = Path(out)
+    result.vlm.save_pretrained(path)
+    config = result.config
+    agent_record = {
+        "format_version": SFT_FORMAT_VERSION,
+        "kind": "tiny",
+        "agent": config.agent.model_dump(mode="json"),
+        "memory": config.memory.model_dump(mode="json"),
+        "observation_size": list(config.observation_size),
+        "max_new_tokens": recommended_max_new_tokens(result.metadata["data"]["train"]["max_target_tokens"]),
+    }
+    _write_json(path / AGENT_FILE, agent_record)
+    _write_json(path / SFT_FILE, result.metadata)
+    logger.info("saved warm-start checkpoint to %s", path)
+    return path
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -141,7 +141,7 @@ class AdbdServer:
         self.max_workers = max_workers
         self.banner = _make_banner(getattr(backend, "serial_props", None) or {})
         self._server: asyncio.Server | None = None
-        self._transports: set[_Transport] = set()
+        self.transports: set[_Transport] = set()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         if log_limit is not None and log_limit < 1:
             raise ValueError(f"log_limit must be >= 1 or None, got {log_limit}")
@@ -185,7 +185,7 @@ class AdbdServer:
     @property
     def connection_count(self) -> int:
         """Number of open TCP connections (adb servers attached)."""
-        return len(self._transports)
+        return len(self.transports)
 
     @property
     def running(self) -> bool:
@@ -213,7 +213,7 @@ class AdbdServer:
         if server is None:
             return
         server.close()
-        transports = list(self._transports)
+        transports = list(self.transports)
         for transport in transports:
             transport.abort()
         for transport in transports:
@@ -233,16 +233,16 @@ class AdbdServer:
 
     # -- internals -------------------------------------------------------------------
 
-    def _record(self, record: CommandRecord) -> None:
+    def record_command(self, record: CommandRecord) -> None:
         with self._log_lock:
             self._log.append(record)
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         transport = _Transport(self, reader, writer)
-        self._transports.add(transport)
+        self.transports.add(transport)
         await transport.serve()
 
-    async def _run_stream(self, transport: _Transport, stream: _Stream) -> None:
+    async def run_stream(self, transport: _Transport, stream: _Stream) -> None:
         record = stream.record
         hook_error: BaseException | None = None
         try:

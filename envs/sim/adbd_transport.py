@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from darwin.envs.sim.adbd_backend import CommandRecord, DropConnection
 from darwin.envs.sim.adbd_shell import ShellSyntaxError, SimpleCommand, parse_command
@@ -29,8 +29,22 @@ from darwin.envs.sim.adbd_wire import (
     _split_service,
 )
 
-if TYPE_CHECKING:
-    from darwin.envs.sim.adbd import AdbdServer
+
+class TransportHost(Protocol):
+    """What a connection needs from the server that accepted it (:class:`~darwin.envs.sim.adbd.AdbdServer`)."""
+
+    @property
+    def serial_name(self) -> str: ...
+
+    banner: str
+    transports: set[_Transport]
+
+    def record_command(self, record: CommandRecord) -> None:
+        """Keep one command's record in the server's log."""
+
+    async def run_stream(self, transport: _Transport, stream: _Stream) -> None:
+        """Run the service ``stream`` opened, answering on ``transport``."""
+
 
 logger = logging.getLogger("darwin.envs.sim.adbd")  # records keep the logger name of darwin.envs.sim.adbd
 
@@ -71,7 +85,7 @@ class _Transport:
 
     def __init__(
         self,
-        server: AdbdServer,
+        server: TransportHost,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
@@ -259,9 +273,9 @@ class _Transport:
         record = CommandRecord(service=service, command=command)
         stream = _Stream(self._allocate_id(), remote_id, record)
         self.streams[stream.local_id] = stream
-        self.server._record(record)
+        self.server.record_command(record)
         stream.task = asyncio.create_task(
-            self.server._run_stream(self, stream),
+            self.server.run_stream(self, stream),
             name=f"adbd-{self.server.serial_name}-{stream.local_id}",
         )
 
@@ -319,5 +333,5 @@ class _Transport:
         self.writer.close()
         with contextlib.suppress(ConnectionError, OSError):
             await self.writer.wait_closed()
-        self.server._transports.discard(self)
+        self.server.transports.discard(self)
         logger.debug("%s: connection from %s closed", self.server.serial_name, self.peer)

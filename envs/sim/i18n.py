@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Literal, get_args
 
 if TYPE_CHECKING:
-    from darwin.envs.sim.apps.base import SimApp
+    from darwin.envs.sim.phone_view import AppFace
     from darwin.envs.sim.ui import Screen
 
 Locale = Literal["en", "zh"]
@@ -231,13 +231,13 @@ def _has_cjk(text: str) -> bool:
     return any("\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" for c in text)
 
 
-def app_label(app: SimApp, locale: str) -> str:
+def app_label(app: AppFace, locale: str) -> str:
     """The app's launcher label in ``locale`` (its ``zh`` entry for its English label)."""
     return translate(app.label, app.zh, locale)
 
 
 def translate_screen(
-    screen: Screen, locale: str, apps: Mapping[str, SimApp], foreground: str | None, popup_app: str | None = None
+    screen: Screen, locale: str, apps: Mapping[str, AppFace], foreground: str | None, popup_app: str | None = None
 ) -> None:
     """Translate the displayed strings of a laid-out screen in place (ids, callbacks unchanged).
 

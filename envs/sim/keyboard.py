@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 from darwin.envs.sim.ui import HEIGHT, KEYBOARD_H, NAV_BAR_H, UI, WIDTH, Widget
 
 if TYPE_CHECKING:
-    from darwin.envs.sim.phone import SimPhone
+    from darwin.envs.sim.phone_view import PhoneView
 
 KEY_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
 
 
-def add_keyboard(phone: SimPhone, ui: UI, focused: Widget) -> None:
+def add_keyboard(phone: PhoneView, ui: UI, focused: Widget) -> None:
     """Append the keyboard widgets (base plate, letter keys, space, backspace, enter)."""
     top = HEIGHT - NAV_BAR_H - KEYBOARD_H
     ui.add(Widget(id="keyboard", kind="keyboard", box=(0, top, WIDTH, HEIGHT - NAV_BAR_H)))
@@ -57,5 +57,5 @@ def add_keyboard(phone: SimPhone, ui: UI, focused: Widget) -> None:
     )
 
 
-def _presser(phone: SimPhone, key: str):
+def _presser(phone: PhoneView, key: str):
     return lambda: phone.key_press(key)

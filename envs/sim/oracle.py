@@ -7,7 +7,7 @@ their canonical JSON; the predicate's ``unmet`` count is an admissible heuristic
 first plan found is a shortest one over that action set. Coordinates come from the
 current layout, so plans follow perturbations (icon order, list order, pop-ups).
 
-    >>> from darwin.envs.sim import SimPhone
+    >>> from darwin.envs.sim.phone import SimPhone
     >>> from darwin.envs.sim.oracle import shortest_plan
     >>> from darwin.types import VerifierSpec
     >>> phone = SimPhone(seed=0)

@@ -1,6 +1,6 @@
 """SimPhone: a simulated Android-like phone whose whole state is plain JSON.
 
->>> from darwin.envs.sim import SimPhone
+>>> from darwin.envs.sim.phone import SimPhone
 >>> from darwin.actions import OpenApp
 >>> phone = SimPhone(seed=3)
 >>> phone.execute(OpenApp(app="Settings"))

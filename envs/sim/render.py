@@ -18,7 +18,7 @@ from PIL import Image, ImageDraw, ImageFont
 from darwin.envs.sim.ui import HEIGHT, WIDTH, Screen, Widget
 
 if TYPE_CHECKING:
-    from darwin.envs.sim.phone import SimPhone
+    from darwin.envs.sim.phone_view import PhoneView
 
 RGB = tuple[int, int, int]
 
@@ -142,7 +142,7 @@ def _gradient(top: RGB, bottom: RGB, w: int, h: int) -> Image.Image:
 class Renderer:
     """Draws screens; stateless apart from font and wallpaper caches."""
 
-    def render(self, screen: Screen, phone: SimPhone, size: tuple[int, int]) -> np.ndarray:
+    def render(self, screen: Screen, phone: PhoneView, size: tuple[int, int]) -> np.ndarray:
         w, h = size
         sx, sy = w / WIDTH, h / HEIGHT
         pal = DARK if phone.dark else LIGHT
@@ -168,7 +168,7 @@ class _Ctx:
         sy: float,
         pal: dict[str, RGB],
         accent: RGB,
-        phone: SimPhone,
+        phone: PhoneView,
     ) -> None:
         self.img, self.d, self.sx, self.sy, self.pal, self.accent, self.phone = img, d, sx, sy, pal, accent, phone
         self.s = min(sx, sy)

@@ -5,7 +5,7 @@ task about a contact's phone number needs that contact. Each step is registered 
 its app, like the predicates, with a parameter model that validates at build time::
 
     >>> from darwin.envs.sim.setups import apply_setup
-    >>> from darwin.envs.sim import SimPhone
+    >>> from darwin.envs.sim.phone import SimPhone
     >>> from darwin.types import StateSetup
     >>> phone = SimPhone(seed=0)
     >>> state = apply_setup(phone.snapshot(), [StateSetup(step="settings.values", params={"dark_theme": True})])

@@ -25,9 +25,12 @@ from darwin.actions import (
     Type,
     Wait,
 )
-from darwin.agents import ModelActor, QwenVLAgent, TinyAgent, UITarsAgent
+from darwin.agents.base import ModelActor
+from darwin.agents.qwen import QwenVLAgent
+from darwin.agents.tiny import TinyAgent
+from darwin.agents.uitars import UITarsAgent
 from darwin.agents.vlm import VLMAgent
-from darwin.memory import SlidingWindowMemory
+from darwin.memory.sliding_window import SlidingWindowMemory
 from darwin.policies.base import Policy
 from darwin.types import Generation, Observation, ParseError, Prompt
 
@@ -270,7 +273,7 @@ def test_model_actor_chains_context_policy_and_projection(obs):
 
 def test_tiny_prompt_renders_through_the_qwen2_vl_chat_template(obs, make_transition):
     """Same chat-template path as real models: Prompt -> messages -> the tiny tokenizer's template."""
-    build_tokenizer = pytest.importorskip("darwin.models").build_tokenizer
+    build_tokenizer = pytest.importorskip("darwin.models.tokenizer").build_tokenizer
     tok = build_tokenizer("qwen2_vl", vocab_size=2000)
     agent = TinyAgent(memory=SlidingWindowMemory(max_interactions=4, image_depth=2))
     history = [make_transition(agent, i, text=f"click({i},{i})") for i in range(3)]
@@ -318,7 +321,7 @@ def test_each_response_is_parsed_once_per_episode_not_once_per_step():
     steps parses n responses, not n * (n + 1) / 2."""
     import numpy as np
 
-    from darwin.agents import TinyAgent
+    from darwin.agents.tiny import TinyAgent
     from darwin.types import Decision, Generation, Observation, Phase, Transition
 
     agent = TinyAgent()

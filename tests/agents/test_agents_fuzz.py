@@ -10,8 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from darwin.actions import Click, Drag, LongPress, Scroll
-from darwin.agents import QwenVLAgent, TinyAgent, UITarsAgent
 from darwin.agents.parsing import find_calls, parse_arguments, split_top_level, unquote
+from darwin.agents.qwen import QwenVLAgent
+from darwin.agents.tiny import TinyAgent
+from darwin.agents.uitars import UITarsAgent
 from darwin.agents.vlm import VLMAgent
 from darwin.types import Observation, ParseError
 

@@ -21,7 +21,7 @@ from darwin.actions import (
     Type,
     Wait,
 )
-from darwin.agents import QwenVLAgent, QwenVLConfig
+from darwin.agents.qwen import QwenVLAgent, QwenVLConfig
 from darwin.types import ParseError
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -8,8 +8,8 @@ import importlib
 import pytest
 
 from darwin.actions import Click, Direction, Drag, Finished, OpenApp, Scroll, Type
-from darwin.agents import TinyAgent, TinyAgentConfig
-from darwin.memory import SlidingWindowMemory
+from darwin.agents.tiny import TinyAgent, TinyAgentConfig
+from darwin.memory.sliding_window import SlidingWindowMemory
 from darwin.types import ParseError
 
 

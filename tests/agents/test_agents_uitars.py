@@ -20,8 +20,7 @@ from darwin.actions import (
     Type,
     Wait,
 )
-from darwin.agents import UITarsAgent, UITarsConfig
-from darwin.agents.uitars import ANSWER_LINE, WAIT_LINE
+from darwin.agents.uitars import ANSWER_LINE, WAIT_LINE, UITarsAgent, UITarsConfig
 from darwin.types import ParseError
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -18,7 +18,7 @@ from darwin.algos.task_metrics import (
     stratum_counts,
     summarize_task,
 )
-from darwin.envs.sim import SimPhone
+from darwin.envs.sim.phone import SimPhone
 from darwin.types import EpisodeMetrics, Task, VerifierSpec
 
 

@@ -10,7 +10,8 @@ from collections import Counter
 
 import pytest
 
-from darwin.curricula import EpisodeOutcome, FailureFilterCurriculum
+from darwin.curricula.base import EpisodeOutcome
+from darwin.curricula.failure_filter import FailureFilterCurriculum
 from darwin.types import Task, TerminationReason, VerifierSpec
 
 

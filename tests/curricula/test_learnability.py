@@ -10,7 +10,8 @@ from collections import Counter
 
 import pytest
 
-from darwin.curricula import EpisodeOutcome, LearnabilityCurriculum
+from darwin.curricula.base import EpisodeOutcome
+from darwin.curricula.learnability import LearnabilityCurriculum
 from darwin.types import Task, TerminationReason, VerifierSpec
 
 

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from darwin.components import ComponentSpec, build_component
-from darwin.curricula import EpisodeOutcome, LLMTaskProposer
+from darwin.curricula.base import EpisodeOutcome
+from darwin.curricula.proposer import LLMTaskProposer
 from darwin.curricula.proposer_store import ProposalStore
 from darwin.curricula.proposer_validation import read_proposals
 from darwin.database import DB_FILENAME

@@ -9,12 +9,13 @@ import pytest
 
 from darwin.agents.scripted import OracleActor
 from darwin.buffer import ReplayBuffer
-from darwin.curricula import EpisodeOutcome, ReverseCurriculum
+from darwin.curricula.base import EpisodeOutcome
+from darwin.curricula.reverse import ReverseCurriculum
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.rollout import RolloutEngine
 from darwin.tasks import get_task
 from darwin.types import DemoStart, TerminationReason
-from darwin.workflows import LifecycleWorkflow
+from darwin.workflows.step import LifecycleWorkflow
 
 
 def _outcome(task_id: str, success: bool | None, start_step: int = 3) -> EpisodeOutcome:
@@ -172,7 +173,7 @@ class _SeesHistory(OracleActor):
 
 @pytest.mark.parametrize("in_history", [True, False])
 def test_the_demonstration_begins_the_agents_history_unless_turned_off(in_history: bool) -> None:
-    from darwin.workflows import StepConfig
+    from darwin.workflows.step import StepConfig
 
     task = get_task("booking.com_0").model_copy(update={"start": DemoStart(remaining=2)})
     actor = _SeesHistory()

@@ -13,7 +13,8 @@ from collections import Counter
 import pytest
 
 from darwin.components import ComponentSpec, build_component
-from darwin.curricula import DifficultyStagedCurriculum, EpisodeOutcome, StagedConfig
+from darwin.curricula.base import EpisodeOutcome
+from darwin.curricula.staged import DifficultyStagedCurriculum, StagedConfig
 from darwin.templates import templates
 from darwin.types import Task, TerminationReason, VerifierSpec
 

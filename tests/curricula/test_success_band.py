@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 
 from darwin.components import ComponentSpec, build_component
-from darwin.curricula import EpisodeOutcome, SuccessBandConfig, SuccessBandCurriculum
-from darwin.curricula.success_band import MOBILERL_SIGMA, band_weight
+from darwin.curricula.base import EpisodeOutcome
+from darwin.curricula.success_band import MOBILERL_SIGMA, SuccessBandConfig, SuccessBandCurriculum, band_weight
 from darwin.templates import templates
 from darwin.types import Task, TerminationReason, VerifierSpec
 

@@ -11,7 +11,7 @@ import pytest
 
 from darwin.agents.scripted import OracleActor
 from darwin.buffer import ReplayBuffer
-from darwin.curricula import StaticCurriculum
+from darwin.curricula.static import StaticCurriculum
 from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.base import InfraError
 from darwin.envs.faults import FaultSpec, FaultyEnv

@@ -24,7 +24,7 @@ from darwin.actions import Click
 from darwin.agents.base import Actor
 from darwin.agents.scripted import OracleActor
 from darwin.buffer import ReplayBuffer
-from darwin.curricula import StaticCurriculum
+from darwin.curricula.static import StaticCurriculum
 from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.base import InfraError, PhoneEnv, SetupUnsupported
 from darwin.envs.providers import SimFarm

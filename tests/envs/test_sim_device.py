@@ -14,7 +14,6 @@ import pytest
 from PIL import Image
 
 from darwin.actions import Click, Direction, Drag, LongPress, OpenApp, Scroll, Type
-from darwin.envs.sim import SimPhone
 from darwin.envs.sim.adbd_backend import DeviceBackend
 from darwin.envs.sim.device import (
     ADB_KEYBOARD_IME,
@@ -22,6 +21,7 @@ from darwin.envs.sim.device import (
     decode_input_text,
     swipe_action,
 )
+from darwin.envs.sim.phone import SimPhone
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from darwin.actions import Wait
-from darwin.learner import LearnerConfig
+from darwin.learner.config import LearnerConfig
 from darwin.models.config import TinyVLMConfig
 from darwin.models.factory import build_tiny_vlm
 from darwin.policies.hf import HFPolicy, HFPolicyConfig

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from darwin.learner import LearnerConfig, LearnerDataError, LocalLearner
-from darwin.learner.batch import actor_skip_reason
+from darwin.learner.batch import LearnerDataError, actor_skip_reason
+from darwin.learner.config import LearnerConfig
+from darwin.learner.local import LocalLearner
 from darwin.types import Phase, TerminationReason, Verdict
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from darwin.buffer import ReplayBuffer
-from darwin.curricula import StaticCurriculum
-from darwin.learner import LocalLearner, resolve_checkpoint, restore_pending
+from darwin.curricula.static import StaticCurriculum
+from darwin.learner.checkpoint import resolve_checkpoint, restore_pending
+from darwin.learner.local import LocalLearner
 from darwin.tasks import task_set
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -137,8 +138,9 @@ CHILD = textwrap.dedent(
     import sys, uuid
     import numpy as np, torch
     from darwin.actions import Wait
-    from darwin.curricula import StaticCurriculum
-    from darwin.learner import LearnerConfig, LocalLearner
+    from darwin.curricula.static import StaticCurriculum
+    from darwin.learner.config import LearnerConfig
+    from darwin.learner.local import LocalLearner
     from darwin.models.config import TinyVLMConfig
     from darwin.models.factory import build_tiny_vlm
     from darwin.types import ChatMessage, Prompt

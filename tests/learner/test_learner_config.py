@@ -8,7 +8,7 @@ import importlib
 import pytest
 from pydantic import ValidationError
 
-from darwin.learner import PAPER_TABLE_1, LearnerConfig, LoraConfig
+from darwin.learner.config import PAPER_TABLE_1, LearnerConfig, LoraConfig
 
 
 def test_paper_preset_is_table_1():

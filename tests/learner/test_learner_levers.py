@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from darwin.learner import LocalLearner
+from darwin.learner.local import LocalLearner
 from darwin.types import Task, TerminationReason, Verdict, VerifierSpec
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")

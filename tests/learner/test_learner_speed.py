@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 import torch
 
-from darwin.learner import LearnerConfig, LocalLearner
 from darwin.learner.batch import (
     ImageFeatureCache,
     attach_image_features,
@@ -25,6 +24,8 @@ from darwin.learner.batch import (
     collect_step_rows,
     preprocess_rows,
 )
+from darwin.learner.config import LearnerConfig
+from darwin.learner.local import LocalLearner
 from darwin.models.anatomy import vision_tower_of
 from darwin.models.pixels import PixelEncoder
 from darwin.models.scoring import (

@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from darwin.agents import TinyAgent
 from darwin.agents.base import ModelActor
+from darwin.agents.tiny import TinyAgent
 from darwin.algos.gae import trajectory_gae
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.learner import LearnerDataError, LocalLearner, LoraConfig
+from darwin.learner.batch import LearnerDataError
+from darwin.learner.config import LoraConfig
+from darwin.learner.local import LocalLearner
 from darwin.models.anatomy import capture_outputs
 from darwin.models.scoring import compute_response_logprobs, response_batch
 from darwin.tasks import task_set

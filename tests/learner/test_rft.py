@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from darwin.learner import LearnerConfig, LocalLearner
 from darwin.learner.batch import collect_step_rows
+from darwin.learner.config import LearnerConfig
+from darwin.learner.local import LocalLearner
 from darwin.learner.rft import AcceptedEpisodes
 from darwin.models.scoring import compute_response_logprobs, response_nll
 from darwin.types import Phase, TerminationReason, Trajectory, Verdict
@@ -115,7 +116,7 @@ def test_the_accepted_episodes_survive_a_checkpoint(kit, policy, tmp_path: Path)
 
 
 def test_the_verl_backend_refuses_it_with_the_reason() -> None:
-    from darwin.learner import VerlConfig
+    from darwin.learner.verl_config import VerlConfig
 
     with pytest.raises(ValueError, match=r"rft.every > 0 is not supported by backend='verl'"):
         LearnerConfig(

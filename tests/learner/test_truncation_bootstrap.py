@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from darwin.algos.estimators import AdvantageInputs, EstimatorConfig, get_estimator
-from darwin.learner import LocalLearner
+from darwin.learner.local import LocalLearner
 from darwin.types import TerminationReason
 
 VALUES = torch.tensor([[0.2, 0.3], [0.4, 0.6]])

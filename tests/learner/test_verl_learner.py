@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from darwin.actions import Wait
-from darwin.learner import LearnerConfig, LearnerDataError, VerlConfig
-from darwin.learner.batch import StepRow, collect_step_rows
+from darwin.learner.batch import LearnerDataError, StepRow, collect_step_rows
+from darwin.learner.config import LearnerConfig
 from darwin.learner.verl_batch import to_verl_batch
+from darwin.learner.verl_config import VerlConfig
 from darwin.learner.verl_learner import VerlLearner
 from darwin.learner.verl_runtime import VerlBackendUnavailable, check_verl_runtime, prepare_critic_checkpoint
 from darwin.types import (

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from darwin.learner import LearnerConfig, LearnerDataError, VerlConfig
-from darwin.learner.batch import collect_step_rows, preprocess_rows
+from darwin.learner.batch import LearnerDataError, collect_step_rows, preprocess_rows
+from darwin.learner.config import LearnerConfig
 from darwin.learner.verl_batch import to_verl_batch
+from darwin.learner.verl_config import VerlConfig
 from darwin.learner.verl_learner import VerlLearner
 from darwin.learner.verl_runtime import prepare_critic_checkpoint
 from darwin.learner.verl_vlm import (

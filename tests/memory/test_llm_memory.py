@@ -16,19 +16,19 @@ import pytest
 from pydantic import ValidationError
 
 from darwin.actions import Click, OpenApp, PressBack
-from darwin.agents import QwenVLAgent, TinyAgent, UITarsAgent
 from darwin.agents.base import ModelActor
+from darwin.agents.qwen import QwenVLAgent
 from darwin.agents.scripted import OracleActor
+from darwin.agents.tiny import TinyAgent
+from darwin.agents.uitars import UITarsAgent
 from darwin.components import ComponentSpec, build_component
 from darwin.database import DB_FILENAME
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.memory import (
-    LLMMemoryManager,
-    MemoryStoreError,
-    SlidingWindowMemory,
-    format_notes,
-)
+from darwin.memory.base import format_notes
+from darwin.memory.llm import LLMMemoryManager
 from darwin.memory.llm_answers import parse_distillation, parse_summary
+from darwin.memory.llm_store import MemoryStoreError
+from darwin.memory.sliding_window import SlidingWindowMemory
 from darwin.policies.base import Policy
 from darwin.run.build import memory_factory
 from darwin.store import RunStore
@@ -43,7 +43,7 @@ from darwin.types import (
     Trajectory,
     Transition,
 )
-from darwin.workflows import StepWorkflow
+from darwin.workflows.step import StepWorkflow
 
 DISTILLED = {
     "summary": "Opened Settings, went to Display and switched Dark theme on.",

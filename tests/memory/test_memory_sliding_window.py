@@ -7,15 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from darwin.actions import Click, PressBack
-from darwin.memory import (
-    HistoryItem,
-    Memory,
-    SlidingWindowConfig,
-    SlidingWindowMemory,
-    approx_token_count,
-    default_render,
-    tokenizer_counter,
-)
+from darwin.memory.base import HistoryItem, Memory, approx_token_count, default_render
+from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemory, tokenizer_counter
 from darwin.types import Decision, Generation, Observation, Phase, Transition
 
 

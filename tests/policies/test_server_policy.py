@@ -294,8 +294,8 @@ def test_weight_sync_none_and_config_errors(local: VLM) -> None:
 
 
 def test_learner_trains_through_a_server_policy(server: LocalPolicyServer, tmp_path: Path) -> None:
-    from darwin.learner import LearnerConfig, LocalLearner
-    from darwin.learner.config import LoraConfig
+    from darwin.learner.config import LearnerConfig, LoraConfig
+    from darwin.learner.local import LocalLearner
 
     local = tiny()
     with LocalPolicyServer(tiny(), served_model_name="tiny", max_new_tokens=NEW_TOKENS) as srv:
@@ -522,8 +522,7 @@ def test_local_server_refuses_what_it_cannot_honour(server: LocalPolicyServer, l
 def test_experiment_validates_and_builds_the_server_backend(
     tmp_path: Path, server: LocalPolicyServer, local: VLM
 ) -> None:
-    from darwin.learner import LearnerConfig
-    from darwin.learner.config import LoraConfig
+    from darwin.learner.config import LearnerConfig, LoraConfig
     from darwin.run.config import ExperimentConfig
 
     with pytest.raises(ValidationError, match="needs policy.server"):
@@ -554,7 +553,7 @@ def test_experiment_validates_and_builds_the_server_backend(
 
 def test_a_run_samples_from_the_server_and_pushes_every_update_to_it(tmp_path: Path) -> None:
     from darwin.agents.checkpoint import load_warm_start
-    from darwin.learner import LearnerConfig
+    from darwin.learner.config import LearnerConfig
     from darwin.models.factory import load_vlm
     from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig
     from darwin.run.recipe import run_experiment

@@ -19,7 +19,7 @@ from darwin.verifiers.base import VerificationRequest, Verifier, as_verifier
 from darwin.verifiers.composite import CompositeVerifier
 from darwin.verifiers.judge.llm_judge import LLMJudge
 from darwin.verifiers.rule import RuleVerifier
-from darwin.workflows import LifecycleWorkflow, StepConfig
+from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
 TASK = get_task("amazon_0")
 

@@ -27,7 +27,7 @@ from darwin.tasks import get_task, goal_text
 from darwin.types import Phase
 from darwin.verifiers.judge.calibration import LabelSourceError, judge_metrics, load_cases
 from darwin.verifiers.judge.llm_judge import LLMJudge
-from darwin.workflows import LifecycleWorkflow, StepConfig
+from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
 TASKS = ("amazon_0", "booking.com_0", "booking.com_3")
 KEY = "sk-fake-test-key"

@@ -26,7 +26,7 @@ from darwin.verifiers.learned.data import (
 )
 from darwin.verifiers.learned.model import LearnedVerifier
 from darwin.verifiers.learned.training import VerifierTrainConfig, train_verifier
-from darwin.workflows import StepConfig, StepWorkflow
+from darwin.workflows.step import StepConfig, StepWorkflow
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -41,7 +41,7 @@ from darwin.verifiers.judge.llm_judge import (
     parse_answer,
 )
 from darwin.verifiers.marks import MARK_COLORS, scale_point
-from darwin.workflows import LifecycleWorkflow, StepConfig
+from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
 GOLDEN = Path(__file__).parent / "golden"
 DEVICE = (1080, 2400)

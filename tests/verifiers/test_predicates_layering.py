@@ -17,8 +17,9 @@ import pytest
 
 import darwin.predicates
 import darwin.verifiers.rule
-from darwin.envs.sim import PerturbationConfig, SimPhone
 from darwin.envs.sim.oracle import shortest_plan
+from darwin.envs.sim.perturb import PerturbationConfig
+from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.setups import apply_setup
 from darwin.tasks import get_task
 from darwin.templates import get_template

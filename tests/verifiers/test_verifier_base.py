@@ -40,7 +40,7 @@ def test_a_sync_verify_subclass_runs_in_the_workflow():
 
 
 def test_a_sync_verify_that_returns_no_verdict_names_the_class():
-    with pytest.raises(TypeError, match=r"WrongType.verify returned bool; return a darwin.verifiers.Verdict"):
+    with pytest.raises(TypeError, match=r"WrongType.verify returned bool; return a darwin.types.Verdict"):
         asyncio.run(WrongType().verify(None))
 
 

@@ -3,7 +3,7 @@
 ``darwin verifier train --data DIR --out DIR`` runs :func:`train_verifier`: it splits the
 dataset (:func:`darwin.verifiers.learned.data.split_of`: episodes of the training tasks 80/10/10 into
 train, validation and test; other tasks of the training apps are *unseen tasks*; tasks of
-other apps are *unseen apps*), trains a :class:`~darwin.verifiers.learned.SuccessClassifier`
+other apps are *unseen apps*), trains a :class:`~darwin.verifiers.learned.model.SuccessClassifier`
 (binary cross-entropy on batches where positives are drawn up to a fixed share; with
 ``history``, the default, each example's prompt also carries the screen before its last action
 with that action marked), keeps the epoch with the best validation F1, picks the decision

@@ -19,7 +19,7 @@ A complete app in a few lines (see docs/simphone.md for the full walkthrough)::
     ...         ui.field("groceries.new", value=ctx.field("groceries.new"), focused=ctx.is_focused("groceries.new"),
     ...                  placeholder="New item", on_focus=ctx.focuser("groceries.new"),
     ...                  on_submit=lambda text: ctx.data["items"].append(text), on_clear=None)
-    >>> from darwin.envs.sim import SimPhone
+    >>> from darwin.envs.sim.phone_view import PhoneView
     >>> phone = SimPhone(seed=0, extra_apps=[Groceries()])
     >>> from darwin.actions import OpenApp, Click, Type
     >>> phone.execute(OpenApp(app="Groceries"))
@@ -39,7 +39,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
-    from darwin.envs.sim.phone import SimPhone
+    from darwin.envs.sim.phone_view import PhoneView
     from darwin.envs.sim.ui import UI
 
 T = TypeVar("T")
@@ -93,7 +93,7 @@ class SimApp(ABC):
 class AppContext:
     """What an app's :meth:`SimApp.build` may read and change: its data and navigation."""
 
-    def __init__(self, phone: SimPhone, app: SimApp) -> None:
+    def __init__(self, phone: PhoneView, app: SimApp) -> None:
         self.phone = phone
         self.app = app
         self._app_state = phone.state["apps"][app.id]

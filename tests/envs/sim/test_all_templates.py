@@ -9,10 +9,10 @@ import random
 import pytest
 
 from darwin.agents.scripted import OracleActor, RandomActor
-from darwin.envs.sim import SimPhone
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.oracle import shortest_plan
 from darwin.envs.sim.perturb import PerturbationConfig
+from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.setups import apply_setup
 from darwin.predicates import evaluate
 from darwin.tasks import get_task, validate_task

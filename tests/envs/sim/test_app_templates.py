@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from darwin.agents.scripted import OracleActor
-from darwin.envs.sim import SimPhone
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.oracle import shortest_plan
 from darwin.envs.sim.perturb import PerturbationConfig
+from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.setups import apply_setup
 from darwin.predicates import evaluate, resolve
 from darwin.tasks import validate_task

@@ -15,11 +15,12 @@ import pytest
 import darwin.envs.sim.phone as phone_module
 from darwin.actions import Click, OpenApp, Type
 from darwin.agents.scripted import OracleActor
-from darwin.envs.sim import PerturbationConfig, SimPhone
 from darwin.envs.sim.apps import default_apps
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.i18n import COMMON_ZH, locale_for_task, translate
 from darwin.envs.sim.oracle import shortest_plan
+from darwin.envs.sim.perturb import PerturbationConfig
+from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.render import CJK_FONT, EMOJI_FONT, Renderer, _font_file, _has_glyph
 from darwin.envs.sim.setups import apply_setup
 from darwin.envs.sim.ui import UI, Screen

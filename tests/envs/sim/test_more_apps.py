@@ -10,10 +10,11 @@ import pytest
 
 from darwin.actions import Click, Direction, Drag, OpenApp, PressBack, Scroll, Type
 from darwin.agents.scripted import RandomActor
-from darwin.envs.sim import PerturbationConfig, SimPhone
 from darwin.envs.sim.apps import default_apps
 from darwin.envs.sim.apps.calculator import CalcError, format_value, result_text
 from darwin.envs.sim.apps.calculator import evaluate as calc
+from darwin.envs.sim.perturb import PerturbationConfig
+from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.setups import apply_setup
 from darwin.predicates import evaluate
 from darwin.templates import split_templates, templates

@@ -9,8 +9,9 @@ import pytest
 
 from darwin.actions import Click, OpenApp, PressBack, Type
 from darwin.agents.scripted import RandomActor
-from darwin.envs.sim import PerturbationConfig, SimPhone
 from darwin.envs.sim.apps import default_apps
+from darwin.envs.sim.perturb import PerturbationConfig
+from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.setups import apply_setup
 from darwin.envs.sim.ui import HEIGHT, WIDTH
 from darwin.predicates import evaluate

@@ -6,7 +6,8 @@ from PIL import Image
 
 from darwin.actions import Click, Drag, OpenApp, PressBack, PressHome, Scroll, Type
 from darwin.bench.sim import _exploring_actions
-from darwin.envs.sim import PerturbationConfig, SimPhone, UnknownAppError
+from darwin.envs.sim.perturb import PerturbationConfig
+from darwin.envs.sim.phone import SimPhone, UnknownAppError
 from darwin.png import encode_png
 
 

@@ -4,9 +4,9 @@ import textwrap
 import pytest
 
 from darwin.agents.scripted import OracleActor, RandomActor
-from darwin.envs.sim import SimPhone
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.oracle import OracleError, shortest_plan
+from darwin.envs.sim.phone import SimPhone
 from darwin.evaluate import evaluate as run_eval
 from darwin.predicates import evaluate, resolve
 from darwin.tasks import TASK_SETS, get_task, load_task_file, registry, resolve_tasks, task_set
