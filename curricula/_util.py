@@ -34,7 +34,7 @@ def _check_int(name: str, value: object, *, minimum: int | None, hint: str) -> i
 def _check_tasks(tasks: Sequence[Task], owner: str) -> list[Task]:
     tasks = list(tasks)
     if not tasks:
-        raise ValueError(f"{owner} needs at least one task; pass e.g. darwin.tasks.task_set('base8')")
+        raise ValueError(f"{owner} needs at least one task; pass e.g. darwin.task_registry.task_set('base8')")
     seen: set[str] = set()
     for t in tasks:
         if not isinstance(t, Task):

@@ -1,7 +1,7 @@
 """Curricula choose the next task and learn from outcomes.
 
 >>> from darwin.curricula.base import Curriculum
->>> from darwin.tasks import task_set
+>>> from darwin.task_registry import task_set
 >>> class First(Curriculum):
 ...     def __init__(self, tasks):
 ...         self.tasks = tasks

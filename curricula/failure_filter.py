@@ -9,7 +9,7 @@ policy could not solve early gets another chance once the policy has moved on.
 
     >>> from darwin.curricula.base import EpisodeOutcome
     >>> from darwin.curricula.failure_filter import FailureFilterCurriculum
-    >>> from darwin.tasks import task_set
+    >>> from darwin.task_registry import task_set
     >>> from darwin.types import TerminationReason
     >>> cur = FailureFilterCurriculum(task_set("base8")[:2], max_failures=1, cooldown_episodes=2)
     >>> fail = EpisodeOutcome("amazon_0", False, 32, TerminationReason.STEP_BUDGET)

@@ -9,7 +9,7 @@ learnability, never below a floor.
 
     >>> from darwin.curricula.base import EpisodeOutcome
     >>> from darwin.curricula.learnability import LearnabilityCurriculum
-    >>> from darwin.tasks import task_set
+    >>> from darwin.task_registry import task_set
     >>> from darwin.types import TerminationReason
     >>> cur = LearnabilityCurriculum(task_set("base8")[:2], seed=0)
     >>> cur.success_estimates()  # no episodes yet: the prior

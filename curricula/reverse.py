@@ -13,7 +13,7 @@ never go through the curriculum). Tasks with a setup phase always start at the b
 
     >>> from darwin.curricula.base import EpisodeOutcome
     >>> from darwin.curricula.reverse import ReverseCurriculum
-    >>> from darwin.tasks import task_set
+    >>> from darwin.task_registry import task_set
     >>> from darwin.types import TerminationReason
     >>> cur = ReverseCurriculum(task_set("base8")[:1], window=2, advance_at=0.5)
     >>> task = cur.next_task()

@@ -16,7 +16,7 @@ is not drawn more often for it.
 
     >>> from darwin.curricula.base import EpisodeOutcome
     >>> from darwin.curricula.success_band import SuccessBandCurriculum
-    >>> from darwin.tasks import task_set
+    >>> from darwin.task_registry import task_set
     >>> from darwin.types import TerminationReason
     >>> cur = SuccessBandCurriculum(task_set("base8")[:2], prior_weight=0.0, seed=0)
     >>> fail = EpisodeOutcome("amazon_0", False, 32, TerminationReason.STEP_BUDGET)

@@ -10,7 +10,7 @@ builds nothing: it binds the arguments to the class's ``__init__`` and calls the
 opens no database. The run builds each component once (:func:`build_component`)::
 
     >>> from darwin.components import ComponentSpec, build_component
-    >>> from darwin.tasks import task_set
+    >>> from darwin.task_registry import task_set
     >>> cur = build_component("curriculum", ComponentSpec(name="learnability"), tasks=task_set("base8"), seed=0)
     >>> type(cur).__name__
     'LearnabilityCurriculum'

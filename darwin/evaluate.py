@@ -4,7 +4,7 @@
 >>> from darwin.evaluate import evaluate
 >>> from darwin.envs.sim.env import SimPhoneEnv
 >>> from darwin.agents.scripted import OracleActor
->>> from darwin.tasks import task_set
+>>> from darwin.task_registry import task_set
 >>> report = asyncio.run(evaluate(task_set("base8")[:2], [SimPhoneEnv(seed=0)], lambda i: OracleActor()))
 >>> report.overall.successes, report.overall.episodes
 (2, 2)
@@ -429,7 +429,7 @@ async def evaluate_paired(
 
         >>> import asyncio
         >>> from darwin.agents.scripted import OracleActor
-        >>> from darwin.tasks import task_set
+        >>> from darwin.task_registry import task_set
         >>> report = asyncio.run(evaluate_paired(task_set("base8")[:1], evaluation_phones(0, 2), lambda i: OracleActor(),
         ...                                      EvalProtocol(samples=2)))
         >>> [(r.instance, r.sample, r.success) for r in report.records]

@@ -6,11 +6,11 @@ finishes its step before any phone takes the next one, as in a vectorised gym lo
 
     >>> import asyncio
     >>> from darwin.agents.scripted import OracleActor
-    >>> from darwin.buffer import ReplayBuffer
+    >>> from darwin.replay_buffer import ReplayBuffer
     >>> from darwin.curricula.static import StaticCurriculum
     >>> from darwin.envs.sim.env import SimPhoneEnv
     >>> from darwin.rollout import RolloutEngine
-    >>> from darwin.tasks import task_set
+    >>> from darwin.task_registry import task_set
     >>> buffer = ReplayBuffer(rollout_steps=20)
     >>> engine = RolloutEngine([SimPhoneEnv(seed=i) for i in range(2)], lambda i: OracleActor(),
     ...                        curriculum=StaticCurriculum(task_set("base8")), buffer=buffer)
@@ -35,10 +35,10 @@ import numpy as np
 
 from darwin.actions import Action
 from darwin.agents.base import Actor
-from darwin.buffer import ReplayBuffer
 from darwin.curricula.base import Curriculum, EpisodeOutcome
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.envs.fleet import PhoneFleet
+from darwin.replay_buffer import ReplayBuffer
 from darwin.store import RunStore
 from darwin.types import EpisodeSampling, Outcome, Task, TerminationReason, Trajectory, Transition
 from darwin.workflows.base import Workflow

@@ -15,7 +15,7 @@ apps in ``envs/sim/templates/`` and are registered by id::
     True
 
 Instance ids are ``<template>.s<seed>`` (English) or ``<template>.zh.s<seed>`` (Chinese), so
-:func:`darwin.tasks.get_task` rebuilds any sampled instance from its id alone. Instances a
+:func:`darwin.task_registry.get_task` rebuilds any sampled instance from its id alone. Instances a
 model proposes with explicit parameters (:meth:`TaskTemplate.task`) get
 ``<template>.p<hash>`` ids and are stored with their parameters.
 

@@ -38,7 +38,7 @@ class VerifierSpec(BaseModel):
     """Which check decides success: a named rule predicate over phone state, with its parameters.
 
     ``params`` is validated against the predicate's own parameter model when the task is
-    registered (see :mod:`darwin.tasks`), so a typo fails at build time, not mid-run.
+    registered (see :mod:`darwin.task_registry`), so a typo fails at build time, not mid-run.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -530,7 +530,7 @@ class Trajectory:
     def outcome(self) -> Outcome:
         """How this episode counts (:class:`Outcome`): by how it ended, then by its verdict.
 
-        >>> from darwin.tasks import get_task
+        >>> from darwin.task_registry import get_task
         >>> t = Trajectory("e0", get_task("amazon_0"), termination=Termination(TerminationReason.STEP_BUDGET))
         >>> from darwin.verifiers.base import Verdict
         >>> t.verdicts[Phase.EXECUTION] = Verdict(False)

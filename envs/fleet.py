@@ -20,7 +20,7 @@ records them per phone).
     >>> import asyncio
     >>> from darwin.envs.fleet import PhoneFleet, ResetSchedule
     >>> from darwin.envs.sim.env import SimPhoneEnv
-    >>> from darwin.tasks import task_set
+    >>> from darwin.task_registry import task_set
     >>> from darwin.types import Termination, TerminationReason, Trajectory
     >>> fleet = PhoneFleet([SimPhoneEnv(seed=0)], schedule=ResetSchedule(every_episodes=2))
     >>> def episode():

@@ -51,7 +51,7 @@ from darwin.actions import (
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.predicates import evaluate
-from darwin.tasks import get_task, goal_text
+from darwin.task_registry import get_task, goal_text
 from darwin.types import Task
 
 ACTION_NAMES = [cls.model_fields["type"].default for cls in ACTION_TYPES]
@@ -86,7 +86,7 @@ class PhoneGymEnv(gym.Env):
         end_on_success: bool = True,
         render_mode: str | None = None,
     ) -> None:
-        from darwin.tasks import task_set
+        from darwin.task_registry import task_set
 
         self.phone = env or SimPhoneEnv(seed=0)
         chosen = tasks if tasks is not None else task_set("base8")

@@ -53,7 +53,7 @@ import os
 
 from darwin.learner.config import LearnerConfig
 from darwin.learner.verl_config import VerlConfig
-from darwin.policies.server_config import ServerPolicyConfig
+from darwin.policies.server_client_config import ServerPolicyConfig
 from darwin.run.config import AgentConfig, EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig
 from darwin.sft.config import SFTConfig
 

@@ -30,7 +30,7 @@ logged once per kind of failure, and the agent goes on with the plain window.
     >>> from darwin.actions import OpenApp
     >>> from darwin.memory.llm import LLMMemoryManager
     >>> from darwin.policies.base import Policy
-    >>> from darwin.tasks import get_task
+    >>> from darwin.task_registry import get_task
     >>> from darwin.types import Decision, Generation, Observation, Phase, Trajectory, Transition
     >>> class Canned(Policy):  # stands in for a hosted model (LiteLLMPolicy)
     ...     async def generate(self, prompts):

@@ -31,9 +31,9 @@ from darwin.agents.scripted import OracleActor
 from darwin.envs.base import PhoneEnv
 from darwin.evaluate import EvalProtocol, evaluation_phones
 from darwin.rollout import EpisodeRequest, RolloutEngine
-from darwin.tasks import resolve_tasks
+from darwin.task_registry import resolve_tasks
 from darwin.types import Decision, DemoStart, Observation, Phase, Task, Transition, VerifierSpec
-from darwin.workflows import LifecycleWorkflow, StepConfig
+from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
 
 class OracleThenModel(Actor):

@@ -29,7 +29,7 @@ def test_tasks_list_is_legible_in_80_columns():
 
 
 def test_tasks_split_writes_task_files_that_load(tmp_path):
-    from darwin.tasks import load_task_file
+    from darwin.task_registry import load_task_file
 
     args = [
         "tasks",

@@ -15,7 +15,7 @@ from darwin.agents.scripted import OracleActor
 from darwin.components import ComponentSpec, build_component
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.perturb import PerturbationConfig
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.types import Decision, Observation, Phase, Transition
 from darwin.verifiers.base import VerificationRequest
 from darwin.verifiers.demo_steps import DemoStepVerifier

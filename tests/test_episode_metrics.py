@@ -21,7 +21,7 @@ from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.evaluate import evaluate
 from darwin.store import RunStore
 from darwin.store_schema import SCHEMA_VERSION
-from darwin.tasks import validate_task
+from darwin.task_registry import validate_task
 from darwin.templates import get_template, templates
 from darwin.types import Decision, EpisodeMetrics, Task, TerminationReason, VerifierSpec
 from darwin.workflows.step import LifecycleWorkflow, StepConfig, StepWorkflow

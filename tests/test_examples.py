@@ -28,7 +28,7 @@ from darwin.rollout import RolloutEngine
 from darwin.run.build import build_workflow
 from darwin.run.config import ExperimentConfig
 from darwin.run.load import apply_overrides, experiment_module_name, load_experiment
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.types import Phase, TerminationReason, Transition
 from darwin.verifiers.base import VerificationRequest
 

@@ -243,7 +243,7 @@ def test_the_layers_point_one_way() -> None:
     "probe",
     [
         "from darwin.learner.local import LocalLearner",
-        "def f():\n    import darwin.learner.batch",
+        "def f():\n    import darwin.learner.step_rows",
         "from darwin.learner import local",
     ],
 )

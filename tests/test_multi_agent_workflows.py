@@ -11,14 +11,14 @@ import pytest
 from darwin.agents.base import ModelActor
 from darwin.agents.tiny import TinyAgent
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.learner.batch import collect_step_rows
+from darwin.learner.step_rows import collect_step_rows
 from darwin.models.config import TinyVLMConfig
 from darwin.models.factory import build_tiny_vlm
 from darwin.policies.hf import HFPolicy, HFPolicyConfig
 from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig
 from darwin.store import RunStore
 from darwin.store_schema import SCHEMA_VERSION
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.types import ACTOR, Phase, TerminationReason, Trajectory
 from darwin.workflows.planner import PLANNER, PlannerWorkflow
 from darwin.workflows.reflection import REFLECTOR, ReflectionWorkflow

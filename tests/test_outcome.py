@@ -10,7 +10,7 @@ import pytest
 from darwin.evaluate import STATS_FIELD, summarize
 from darwin.rollout import RolloutStats
 from darwin.store import RunStore
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.types import Outcome, Phase, Termination, TerminationReason, Trajectory, Verdict
 
 TASK = get_task("amazon_0")

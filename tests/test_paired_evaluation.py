@@ -23,7 +23,7 @@ from darwin.evaluate import (
 )
 from darwin.policies.base import Policy
 from darwin.rollout import EpisodeRequest, RolloutEngine
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.types import Decision, EpisodeSampling, Generation, Prompt
 
 

@@ -16,7 +16,7 @@ from darwin.cli.main import main
 from darwin.run.figures import trained_episodes
 from darwin.run.load import load_experiment
 from darwin.store import RunStore
-from darwin.tasks import task_set
+from darwin.task_registry import task_set
 from darwin.types import Phase
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,7 +30,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from darwin.agents.checkpoint import AGENT_FILE
+    from darwin.agents.warm_start import AGENT_FILE
     from darwin.models.factory import build_tiny_vlm
     from darwin.sft.config import SFT_FORMAT_VERSION
 

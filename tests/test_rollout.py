@@ -3,12 +3,12 @@ import asyncio
 import pytest
 
 from darwin.agents.scripted import OracleActor, RandomActor
-from darwin.buffer import ReplayBuffer
 from darwin.curricula.static import StaticCurriculum
 from darwin.envs.sim.env import SimPhoneEnv
+from darwin.replay_buffer import ReplayBuffer
 from darwin.rollout import RolloutEngine
 from darwin.store import RunStore
-from darwin.tasks import task_set
+from darwin.task_registry import task_set
 from darwin.workflows.step import LifecycleWorkflow
 
 
@@ -136,7 +136,7 @@ def test_group_mode_runs_each_task_k_times():
 def test_group_members_start_from_the_same_phone_state():
     """Group mode: the k rollouts of a group run on one phone, each from its reset state, so
     they see the same first screen (GiGPO's anchor states repeat across the group)."""
-    from darwin.learner.batch import observation_anchor
+    from darwin.learner.step_rows import observation_anchor
 
     eng, buffer = engine(
         [SimPhoneEnv(seed=i, reset_between_episodes=True) for i in range(3)],

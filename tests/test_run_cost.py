@@ -17,15 +17,15 @@ import pytest
 from click.testing import CliRunner
 
 from darwin.agents.scripted import OracleActor
-from darwin.buffer import ReplayBuffer
 from darwin.cli.main import main
 from darwin.curricula.static import StaticCurriculum
 from darwin.envs.faults import FaultSpec, FaultyEnv
 from darwin.envs.sim.env import SimPhoneEnv
+from darwin.replay_buffer import ReplayBuffer
 from darwin.rollout import RolloutEngine, RolloutStats
 from darwin.run.cost import NO_SUCCESS, RunCost
 from darwin.run.report import compare_runs, summarize_run
-from darwin.tasks import get_task, task_set
+from darwin.task_registry import get_task, task_set
 from darwin.types import Phase, Termination, TerminationReason, Trajectory, Verdict
 
 COST_HEADER = "| phone-s / success | learner-s / success | phone time: infra | phone time: backpressure |"

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from darwin.actions import Click, Drag, LongPress, Scroll
 from darwin.agents.base import ModelActor
-from darwin.agents.checkpoint import AGENT_FILE, SFT_FILE, load_warm_start
+from darwin.agents.warm_start import AGENT_FILE, SFT_FILE, load_warm_start
 from darwin.cli.main import main
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.models.factory import build_tiny_vlm, load_tiny_vlm
@@ -31,7 +31,7 @@ from darwin.sft.config import SFTConfig
 from darwin.sft.demonstrations import collect_demonstrations
 from darwin.sft.encoding import encode_demonstrations
 from darwin.sft.training import HeldoutMetrics, heldout_metrics, train_sft
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.types import Generation, Prompt
 from darwin.workflows.step import LifecycleWorkflow, StepConfig
 

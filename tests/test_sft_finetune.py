@@ -19,9 +19,9 @@ from PIL import Image
 
 from darwin.actions import Finished, OpenApp, PressHome
 from darwin.agents.base import ModelActor
-from darwin.agents.checkpoint import load_warm_start
 from darwin.agents.formats import AGENT_FORMATS, make_agent
 from darwin.agents.scripted import OracleActor
+from darwin.agents.warm_start import load_warm_start
 from darwin.cli.main import main
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.perturb import PerturbationConfig
@@ -35,7 +35,7 @@ from darwin.sft.finetune import FinetuneConfig, finetune
 from darwin.sft.records import DemoFileError, load_records
 from darwin.sft.sources import build_examples, episodes_from_jsonl, episodes_from_run
 from darwin.store import RunStore
-from darwin.tasks import resolve_tasks
+from darwin.task_registry import resolve_tasks
 from darwin.types import Generation, Prompt, Verdict
 from darwin.verifiers.base import VerificationRequest, Verifier
 from darwin.workflows.step import LifecycleWorkflow, StepConfig

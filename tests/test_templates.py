@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 import darwin.templates as tm
-from darwin.tasks import get_task, resolve_tasks, task_set
+from darwin.task_registry import get_task, resolve_tasks, task_set
 from darwin.templates import (
     SplitConfig,
     get_template,

@@ -8,7 +8,7 @@ from darwin.agents.base import Actor
 from darwin.agents.scripted import OracleActor
 from darwin.envs.base import InfraError
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.types import Decision, ParseError, Phase, TerminationReason
 from darwin.workflows.step import LifecycleWorkflow, StepConfig, StepWorkflow
 

@@ -9,7 +9,7 @@ agents); :class:`~darwin.workflows.step.StepWorkflow` is the paper's plain step 
     >>> class DoNothing(Workflow):
     ...     async def run(self, env, task, actor, emit=None, episode_id=None):
     ...         return Trajectory(episode_id="e0", task=task)
-    >>> from darwin.tasks import get_task
+    >>> from darwin.task_registry import get_task
     >>> asyncio.run(DoNothing().run(None, get_task("amazon_0"), None)).task.id
     'amazon_0'
 """
@@ -56,7 +56,7 @@ class Workflow(ABC):
         >>> from darwin.actions import PressHome
         >>> from darwin.agents.base import Actor
         >>> from darwin.envs.sim.env import SimPhoneEnv
-        >>> from darwin.tasks import get_task
+        >>> from darwin.task_registry import get_task
         >>> from darwin.types import Decision, Observation, Phase, Termination, TerminationReason, Trajectory, Transition
         >>> from darwin.verifiers.rule import RuleVerifier
         >>> from darwin.verifiers.base import VerificationRequest

@@ -15,7 +15,7 @@ from darwin.agents.base import Actor
 from darwin.algos.task_metrics import measure_episode
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.predicates import evaluate
-from darwin.tasks import goal_text
+from darwin.task_registry import goal_text
 from darwin.types import (
     ACTOR,
     DEMONSTRATION,

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from darwin.agents.base import ModelActor
-from darwin.agents.checkpoint import WarmStart, load_warm_start
 from darwin.agents.vlm import VLMAgent
+from darwin.agents.warm_start import WarmStart, load_warm_start
 from darwin.memory.base import Memory
 
 if TYPE_CHECKING:

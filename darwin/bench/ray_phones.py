@@ -29,13 +29,13 @@ from typing import Any, Literal
 
 from darwin.actions import Wait
 from darwin.agents.scripted import RandomActor
-from darwin.buffer import ReplayBuffer
 from darwin.curricula.static import StaticCurriculum
 from darwin.envs.base import PhoneEnv
 from darwin.envs.ray_phones import RayPhoneGroup, RayPhonesConfig, build_ray_phones
 from darwin.envs.sim.env import SimPhoneEnv
+from darwin.replay_buffer import ReplayBuffer
 from darwin.rollout import RolloutEngine
-from darwin.tasks import task_set
+from darwin.task_registry import task_set
 from darwin.workflows.step import StepConfig, StepWorkflow
 
 logger = logging.getLogger(__name__)

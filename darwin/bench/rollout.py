@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from darwin.actions import Action
 from darwin.agents.base import Actor
 from darwin.agents.scripted import RandomActor
-from darwin.buffer import ReplayBuffer
 from darwin.curricula.static import StaticCurriculum
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.policies.base import Policy
 from darwin.policies.batcher import BatcherConfig, DynamicBatcher
+from darwin.replay_buffer import ReplayBuffer
 from darwin.rollout import RolloutEngine
-from darwin.tasks import task_set
+from darwin.task_registry import task_set
 from darwin.types import ChatMessage, Decision, Generation, Observation, Prompt, Transition
 from darwin.workflows.step import StepConfig, StepWorkflow
 

@@ -155,7 +155,7 @@ def eval_cmd(
     from darwin.evaluate import EvalProtocol, evaluate_paired, evaluation_phones
     from darwin.run.build import build_eval_phones, build_workflow, sim_eval_phones
     from darwin.store import RunStore
-    from darwin.tasks import resolve_tasks
+    from darwin.task_registry import resolve_tasks
     from darwin.types import TaskDefinitionError
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
 

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from darwin.agents.checkpoint import AGENT_FILE, SFT_FILE
+from darwin.agents.warm_start import AGENT_FILE, SFT_FILE
 
 __all__ = ["checkpoint_defaults", "finetune_command"]
 
@@ -72,7 +72,7 @@ def finetune_command(
     from darwin.database import StoreError
     from darwin.sft.finetune import FinetuneConfig, OracleSource, finetune
     from darwin.sft.records import DemoFileError
-    from darwin.tasks import resolve_tasks
+    from darwin.task_registry import resolve_tasks
 
     out_path = Path(out or "runs/sft-finetune")
     if (out_path / SFT_FILE).exists() and not force:

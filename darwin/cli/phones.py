@@ -163,7 +163,7 @@ def serve_policy(
     (docs/scale.md): a stand-in for vLLM when testing ServerPolicy without a GPU."""
 
     from darwin.models.factory import load_vlm
-    from darwin.policies.local_server import LocalPolicyServer, serve_forever
+    from darwin.policies.local_policy_server import LocalPolicyServer, serve_forever
 
     key = os.environ.get(api_key_env) if api_key_env else None
     if api_key_env and not key:

@@ -220,7 +220,7 @@ def sft_cmd(
     from pydantic import ValidationError
     from rich.progress import TimeRemainingColumn
 
-    from darwin.agents.checkpoint import SFT_FILE
+    from darwin.agents.warm_start import SFT_FILE
     from darwin.cli.finetune import evaluate_and_record
     from darwin.models.config import TinyVLMConfig
     from darwin.sft.config import SFTConfig

@@ -39,7 +39,7 @@ def tasks_list(set_name: str | None, app: str | None, show_templates: bool) -> N
     Each entry is a heading line (id and facts) and its instruction below, wrapped to the
     terminal, so an 80-column terminal never folds an instruction one word per line.
     """
-    from darwin.tasks import TASK_SETS, registry, task_set
+    from darwin.task_registry import TASK_SETS, registry, task_set
     from darwin.templates import default_split, schema_line, templates
 
     if show_templates:
@@ -144,7 +144,7 @@ def tasks_demos(
     one episode per task on each phone, from its initial state, each tap with the target
     element's box. For `darwin sft --from-jsonl` and the step-level reward (DemoStepVerifier)."""
     from darwin.sft.demonstrations import export_oracle_demonstrations
-    from darwin.tasks import resolve_tasks
+    from darwin.task_registry import resolve_tasks
 
     try:
         width, height = (int(v) for v in observation_size.lower().split("x"))

@@ -99,7 +99,7 @@ def data_cmd(
 ) -> None:
     """Play episodes on SimPhones and label every screen with the task's rule predicate, or
     take the labelled final screens of finished runs (``--from-run``)."""
-    from darwin.tasks import resolve_tasks
+    from darwin.task_registry import resolve_tasks
     from darwin.verifiers.learned.data import (
         DatasetWriter,
         examples_from_run,
@@ -124,7 +124,7 @@ def data_cmd(
 
     size = (168, 364)
     if checkpoint is not None:
-        from darwin.agents.checkpoint import load_warm_start
+        from darwin.agents.warm_start import load_warm_start
 
         size = load_warm_start(checkpoint).observation_size
     if screen_size is not None:
@@ -311,7 +311,7 @@ def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: floa
     """Measure a trained verifier on a dataset, split as in training or by task (with the previous
     screens and marked last actions when the model was trained with them)."""
     from darwin.algos.classification import bootstrap_metrics
-    from darwin.tasks import resolve_tasks
+    from darwin.task_registry import resolve_tasks
     from darwin.verifiers.learned.data import load_examples, load_image
     from darwin.verifiers.learned.model import load_classifier
     from darwin.verifiers.learned.training import (

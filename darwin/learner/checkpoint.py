@@ -39,11 +39,11 @@ import torch
 from pydantic import JsonValue
 from torch import nn
 
-from darwin.buffer import ReplayBuffer
 from darwin.learner.config import LearnerConfig
-from darwin.learner.models import TrainablePolicy
+from darwin.learner.networks import TrainablePolicy
 from darwin.learner.replay import PositiveReplay
 from darwin.learner.rft import AcceptedEpisodes
+from darwin.replay_buffer import ReplayBuffer
 from darwin.types import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -330,7 +330,7 @@ def sync_policy_to_checkpoint(
 
 
 def restore_pending(buffer: ReplayBuffer, trajectories: Sequence[Trajectory]) -> None:
-    """Put pending trajectories back into a fresh :class:`~darwin.buffer.ReplayBuffer` as
+    """Put pending trajectories back into a fresh :class:`~darwin.replay_buffer.ReplayBuffer` as
     completed episodes (through its public ``start``/``add``/``finish``), so the next
     ``take_completed()`` hands them out again. In group mode each trajectory goes back into
     its own group (``Trajectory.group``)."""

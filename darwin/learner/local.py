@@ -21,7 +21,7 @@ After an actor update the new weights go to the policy with ``version + 1``. The
 :mod:`darwin.algos`; the procedure with shapes is in ``docs/learner.md``.
 
 This module is the update itself. Around it: the models are built by
-:func:`darwin.learner.models.build_learner_models`, the advantage steps and
+:func:`darwin.learner.networks.build_learner_models`, the advantage steps and
 :class:`~darwin.learner.update_batch.UpdateBatch` are in :mod:`darwin.learner.update_batch`,
 the metrics in :mod:`darwin.learner.metrics` and checkpoint files in
 :mod:`darwin.learner.checkpoint`.
@@ -52,19 +52,6 @@ from darwin.algos.losses import (
     ppo_policy_loss,
     value_loss,
 )
-from darwin.learner.batch import (
-    ImageFeatureCache,
-    LearnerDataError,
-    RowInputs,
-    StepRow,
-    actor_skip_reason,
-    attach_image_features,
-    attach_positions,
-    collate,
-    collect_step_rows,
-    preprocess_rows,
-    processor_inputs,
-)
 from darwin.learner.checkpoint import (
     LearnerState,
     ResumeState,
@@ -84,7 +71,7 @@ from darwin.learner.metrics import (
     skipped_update_metrics,
     update_metrics,
 )
-from darwin.learner.models import (
+from darwin.learner.networks import (
     TrainablePolicy,
     ValueModel,
     build_learner_models,
@@ -93,6 +80,19 @@ from darwin.learner.models import (
 )
 from darwin.learner.replay import PositiveReplay
 from darwin.learner.rft import AcceptedEpisodes
+from darwin.learner.step_rows import (
+    ImageFeatureCache,
+    LearnerDataError,
+    RowInputs,
+    StepRow,
+    actor_skip_reason,
+    attach_image_features,
+    attach_positions,
+    collate,
+    collect_step_rows,
+    preprocess_rows,
+    processor_inputs,
+)
 from darwin.learner.update_batch import (
     UpdateBatch,
     behaviour_correction,
@@ -510,7 +510,7 @@ class LocalLearner:
         trajectory, default the task id. Blocking: from asyncio code run it in a thread.
 
         With ``infra_only_updates = 'skip'`` (the default), a batch that holds no verdict
-        (:func:`~darwin.learner.batch.actor_skip_reason`: unverified trajectories left out, the
+        (:func:`~darwin.learner.step_rows.actor_skip_reason`: unverified trajectories left out, the
         rest all infrastructure truncations, or nothing left) trains nothing: no actor step, no
         critic step, no positive replay; the update is counted and its metrics say
         ``actor_skipped_reason``. The actor must not move, since every reward of such a batch

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from darwin.algos.losses import PolicyLossOutput, masked_mean
-from darwin.learner.batch import unverified
 from darwin.learner.config import LearnerConfig
+from darwin.learner.step_rows import unverified
 from darwin.learner.update_batch import UpdateBatch, outside_clip_window, shortest_path_adjusted
 from darwin.types import TerminationReason, Trajectory
 
@@ -136,7 +136,7 @@ class UpdateMetrics:
     """Seconds the fine-tune took (not part of ``total_s``)."""
     actor_skipped_reason: str | None = None
     """Why this update trained nothing (``LearnerConfig.infra_only_updates = 'skip'``):
-    ``infra_truncations_only`` or ``no_verdict`` (:func:`darwin.learner.batch.actor_skip_reason`);
+    ``infra_truncations_only`` or ``no_verdict`` (:func:`darwin.learner.step_rows.actor_skip_reason`);
     None when it trained."""
 
     def as_dict(self) -> dict[str, float]:

@@ -6,7 +6,7 @@ recent training episodes whose verifier accepted the execution phase, and every
 ``rft.every`` actor updates fine-tunes the actor on their steps
 (:meth:`~darwin.learner.local.LocalLearner.rejection_finetune`).
 
-    >>> from darwin.tasks import get_task
+    >>> from darwin.task_registry import get_task
     >>> from darwin.types import Phase, Termination, TerminationReason, Trajectory
     >>> from darwin.verifiers.base import Verdict
     >>> def episode(eid, success):

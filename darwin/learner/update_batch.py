@@ -33,8 +33,8 @@ import torch
 from darwin.algos.adagrpo import negative_pruning_keep, shortest_path_adjusted_rewards
 from darwin.algos.estimators import AdvantageInputs, EstimatorConfig, get_estimator
 from darwin.algos.weighting import trajectory_weights, whiten_within
-from darwin.learner.batch import RowInputs, StepRow
 from darwin.learner.config import LearnerConfig
+from darwin.learner.step_rows import RowInputs, StepRow
 from darwin.types import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class UpdateBatch:
 
     Attributes:
         rows: the ``N`` step rows, grouped by trajectory in time order.
-        inputs: each row's prompt inputs (unpadded; :func:`darwin.learner.batch.collate`).
+        inputs: each row's prompt inputs (unpadded; :func:`darwin.learner.step_rows.collate`).
         critic_inputs: the critic's, when they differ from ``inputs`` (its tower frozen while
             the actor's trains: the base model's features in place of the pixels), else ``None``.
         rewards: ``(N,)`` step rewards.

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from verl import DataProto
 
-from darwin.learner.batch import LearnerDataError, RowInputs, StepRow
+from darwin.learner.step_rows import LearnerDataError, RowInputs, StepRow
 from darwin.models.scoring import rope_index
 from darwin.types import Trajectory
 
@@ -57,7 +57,7 @@ def to_verl_batch(
     no loss sees them (verl splits batches evenly over workers and mini-batches).
 
     Screenshot rows (Qwen2-VL family) need ``inputs``, each row's processor output
-    (:func:`~darwin.learner.batch.preprocess_rows`: image patches, grid, modality of each
+    (:func:`~darwin.learner.step_rows.preprocess_rows`: image patches, grid, modality of each
     prompt token), and ``rope_model``, a model with ``get_rope_index`` (the policy's). Then
     ``position_ids`` is ``(N', 4, P + R)``: the text positions above, stacked on the
     model's M-RoPE positions ``(3, N', P + R)`` of the whole sequence (verl's layout for
@@ -66,7 +66,7 @@ def to_verl_batch(
     which verl's FSDP engine passes to the model.
 
     >>> from darwin.learner.verl_learner import to_verl_batch
-    >>> from darwin.learner.batch import StepRow
+    >>> from darwin.learner.step_rows import StepRow
     >>> from darwin.types import ChatMessage, Prompt
     >>> p = Prompt(messages=(ChatMessage(role="user", text="hi"),))
     >>> rows = [StepRow("e", 0, p, (5, 6, 7), (8, 9), (-0.1, -0.2), 0.0, False, 0, "g"),

@@ -6,7 +6,7 @@ The run uses it like :class:`~darwin.learner.local.LocalLearner` (``update``, ``
 ``LearnerConfig(backend="verl", verl=VerlConfig(...))``. What differs is where the models
 live: an actor group and a critic group of verl's ``TrainingWorker`` (FSDP/FSDP2, one
 worker per GPU) instead of copies in the run's process. The maths stays darwin's: step
-rows (:func:`~darwin.learner.batch.collect_step_rows`), advantages from the registered
+rows (:func:`~darwin.learner.step_rows.collect_step_rows`), advantages from the registered
 estimator (``trajectory_gae`` for PPO) computed here on the driver, and verl's own
 ``ppo_loss`` / ``value_loss`` on the workers. One update:
 
@@ -57,13 +57,6 @@ import torch
 from pydantic import JsonValue
 
 from darwin.algos.losses import masked_mean
-from darwin.learner.batch import (
-    LearnerDataError,
-    actor_skip_reason,
-    collect_step_rows,
-    preprocess_rows,
-    processor_inputs,
-)
 from darwin.learner.checkpoint import (
     ResumeState,
     checkpoint_manifest,
@@ -77,6 +70,13 @@ from darwin.learner.checkpoint import (
 )
 from darwin.learner.config import LearnerConfig
 from darwin.learner.metrics import UpdateMetrics, skipped_update_metrics
+from darwin.learner.step_rows import (
+    LearnerDataError,
+    actor_skip_reason,
+    collect_step_rows,
+    preprocess_rows,
+    processor_inputs,
+)
 from darwin.learner.update_batch import (
     estimate_advantages,
     prune_negatives,

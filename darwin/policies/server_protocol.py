@@ -1,4 +1,4 @@
-"""The wire side of :class:`~darwin.policies.server.ServerPolicy`: reading a vLLM / SGLang
+"""The wire side of :class:`~darwin.policies.server_client.ServerPolicy`: reading a vLLM / SGLang
 chat-completion answer (:func:`parse_chat_completion`), the server's HTTP errors and which of
 them are worth another attempt, and the message for a prompt the server rendered differently."""
 

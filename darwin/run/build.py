@@ -73,14 +73,14 @@ __all__ = [
 
 def policy_factory(policy: PolicyConfig) -> Callable[[VLM, HFPolicyConfig], Policy] | None:
     """What builds the run's policy on the warm start's model: None for the in-process
-    HFPolicy, else a :class:`~darwin.policies.server.ServerPolicy` sampling like it would."""
+    HFPolicy, else a :class:`~darwin.policies.server_client.ServerPolicy` sampling like it would."""
     if policy.backend == "hf" or policy.server is None:
         return None
     server = policy.server
 
     def make(vlm: VLM, sampling: HFPolicyConfig) -> Policy:
-        from darwin.policies.server import ServerPolicy
-        from darwin.policies.server_config import ServerPolicyConfig
+        from darwin.policies.server_client import ServerPolicy
+        from darwin.policies.server_client_config import ServerPolicyConfig
 
         update = {"temperature": sampling.temperature, "seed": sampling.seed, "max_tokens": sampling.max_new_tokens}
         return ServerPolicy(vlm, ServerPolicyConfig(**{**server.model_dump(), **update}))
@@ -437,8 +437,8 @@ def build_actors(
     if kind == "random":
         return Actors(lambda i: RandomActor(seed=seed * 1000 + i))
     if kind == "tiny":
-        from darwin.agents.checkpoint import AGENT_FILE
         from darwin.agents.pool import ActorPool
+        from darwin.agents.warm_start import AGENT_FILE
 
         if not arg:
             raise AgentChoiceError("tiny:<checkpoint> needs a checkpoint directory, e.g. tiny:runs/sft", "--agent")

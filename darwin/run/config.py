@@ -31,11 +31,11 @@ from darwin.envs.fleet import ResetSchedule
 from darwin.envs.ray_phones import RayPhonesConfig
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.learner.config import LearnerConfig
-from darwin.policies.server_config import ServerPolicyConfig
+from darwin.policies.server_client_config import ServerPolicyConfig
 from darwin.problems import ExperimentError
 from darwin.run.verification_watch import VerificationWatchConfig
 from darwin.sft.config import SFTConfig
-from darwin.tasks import resolve_tasks as resolve_task_names
+from darwin.task_registry import resolve_tasks as resolve_task_names
 from darwin.types import Task, TaskDefinitionError
 
 if TYPE_CHECKING:
@@ -471,13 +471,13 @@ class ExperimentConfig(BaseModel):
                 raise ExperimentError(f"{label} {spec.name!r} with kwargs {dict(spec.kwargs)}: {exc}") from None
 
     def resolve_tasks(self) -> list[Task]:
-        from darwin.tasks import resolve_tasks
+        from darwin.task_registry import resolve_tasks
 
         return [t.model_copy(update={"step_budget": self.horizon}) for t in resolve_tasks(self.tasks)]
 
     def resolve_eval_sets(self) -> dict[str, list[Task]]:
         """``evaluation.task_sets`` resolved, with the same horizon as training."""
-        from darwin.tasks import resolve_tasks
+        from darwin.task_registry import resolve_tasks
 
         return {
             name: [t.model_copy(update={"step_budget": self.horizon}) for t in resolve_tasks(names)]

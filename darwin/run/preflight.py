@@ -278,7 +278,7 @@ def _format_problems(src: Path, where: str, agent_format: str) -> list[str]:
     start's records; a named format runs any Qwen2-VL-family directory (darwin's formats
     name a prompt and coordinate convention, not a model family: a tiny Qwen2-VL trained in
     UI-TARS-1.5's format is as valid as UI-TARS-1.5-7B, so no family is matched here)."""
-    from darwin.agents.checkpoint import AGENT_FILE
+    from darwin.agents.warm_start import AGENT_FILE
     from darwin.models.factory import TINY_CONFIG_FILE
     from darwin.sft.config import SFT_FORMAT_VERSION
 

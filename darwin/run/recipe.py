@@ -53,12 +53,12 @@ from darwin.types import RunAbort, TerminationReason, Trajectory
 if TYPE_CHECKING:
     from darwin.agents.base import Actor
     from darwin.agents.pool import ActorPool
-    from darwin.buffer import ReplayBuffer
     from darwin.curricula.base import Curriculum
     from darwin.envs.base import PhoneEnv
     from darwin.envs.fleet import PhoneEvent, PhoneFleet
     from darwin.learner.local import LocalLearner
     from darwin.learner.metrics import UpdateMetrics
+    from darwin.replay_buffer import ReplayBuffer
     from darwin.rollout import RolloutEngine
     from darwin.run.config import ExperimentConfig
     from darwin.sft.training import StepStats
@@ -238,7 +238,7 @@ class TrainingRecipe:
     # ---------------------------------------------------------------------------- setup
     async def setup(self, resume: bool = False) -> None:
         """Build every component; with ``resume``, continue from the run's checkpoint."""
-        from darwin.buffer import ReplayBuffer
+        from darwin.replay_buffer import ReplayBuffer
 
         config = self.config
         self._show("warm start")

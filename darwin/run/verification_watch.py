@@ -3,7 +3,7 @@ were, and a stop when updates keep coming without any.
 
 An episode is *verified* when its verifier gave its last played phase a verdict (success or
 failure). The others are *unverified* (the verifier could not decide:
-:func:`darwin.learner.batch.unverified`, e.g. a phone without a state probe under the rule
+:func:`darwin.learner.step_rows.unverified`, e.g. a phone without a state probe under the rule
 verifier, a judge that is unreachable), *errors* (a bug, a refusing model server) or
 *infrastructure truncations* (the phone failed). Only verified episodes teach the actor
 anything, so a run whose episodes mostly go unverified spends its phones on nothing.
@@ -38,7 +38,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from darwin.learner.batch import unverified
+from darwin.learner.step_rows import unverified
 from darwin.types import TerminationReason, Trajectory
 
 __all__ = ["BatchVerification", "VerificationWatch", "VerificationWatchConfig", "verification_status"]

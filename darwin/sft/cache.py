@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from darwin.agents.checkpoint import AGENT_FILE, SFT_FILE
+from darwin.agents.warm_start import AGENT_FILE, SFT_FILE
 from darwin.sft.config import SFTConfig
 from darwin.sft.training import train_sft
 

@@ -23,8 +23,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from darwin.agents.checkpoint import SFT_FORMAT_VERSION
 from darwin.agents.tiny import TinyAgent, TinyAgentConfig
+from darwin.agents.warm_start import SFT_FORMAT_VERSION
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import appearance_key
 from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemory

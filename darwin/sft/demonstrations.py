@@ -166,7 +166,7 @@ def collect_demonstrations(config: SFTConfig, *, heldout: bool = False) -> tuple
     phones do. Deterministic for a given config.
     """
     from darwin.envs.sim.env import SimPhoneEnv
-    from darwin.tasks import resolve_tasks
+    from darwin.task_registry import resolve_tasks
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
     tasks = resolve_tasks(config.tasks)
@@ -246,7 +246,7 @@ def export_oracle_demonstrations(
     """
     from darwin.evaluate import evaluation_phones
     from darwin.sft.records import EpisodeRecord, StepRecord, write_records
-    from darwin.tasks import goal_text
+    from darwin.task_registry import goal_text
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
     agent = TinyAgent()

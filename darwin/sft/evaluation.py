@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from darwin.agents.checkpoint import WarmStart
+from darwin.agents.warm_start import WarmStart
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.types import ParseError, Transition
 
@@ -40,7 +40,7 @@ async def evaluate_warm_start(
     # imported here, not at the top: darwin.agents.pool itself imports darwin.sft
     from darwin.agents.pool import ActorPool
     from darwin.evaluate import EvalProtocol, evaluate_paired, evaluation_phones
-    from darwin.tasks import resolve_tasks
+    from darwin.task_registry import resolve_tasks
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
     chosen = resolve_tasks(tasks)

@@ -8,7 +8,7 @@ time (:func:`~darwin.sft.sources.build_examples`), trains on ``prompt -> respons
 with the learner's masked log-probs (full fine-tune, or LoRA merged back into the weights),
 measures held-out action match per action type before and after (greedy, and sampled at
 temperature 1), and writes a checkpoint directory that ``darwin eval --agent tiny:<dir>``
-and an experiment's ``checkpoint`` load as they are (:data:`~darwin.agents.checkpoint.AGENT_FILE`
+and an experiment's ``checkpoint`` load as they are (:data:`~darwin.agents.warm_start.AGENT_FILE`
 records ``kind: "format"``). The default warm start (:func:`~darwin.sft.training.train_sft`)
 is a separate path and unchanged. See docs/sft.md.
 """
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from darwin.agents.checkpoint import AGENT_FILE, SFT_FILE, SFT_FORMAT_VERSION
+from darwin.agents.warm_start import AGENT_FILE, SFT_FILE, SFT_FORMAT_VERSION
 from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemory
 from darwin.problems import problems_message
 from darwin.sft.sources import DemoEpisode, Example

@@ -13,7 +13,7 @@ A line is one JSON object (:class:`EpisodeRecord`)::
        {"screenshot": "shots/ep0-2.png", "action": {"type": "finished"}}]}
 
 ``goal`` is the text the agent is given (for SimPhone tasks ``"<App>: <instruction>"``, as
-:func:`darwin.tasks.goal_text` writes it); ``steps[i].action`` is one of darwin's action
+:func:`darwin.task_registry.goal_text` writes it); ``steps[i].action`` is one of darwin's action
 types (:mod:`darwin.actions`, coordinates in device pixels of ``device_size``, which defaults
 to the first screenshot's size); ``screenshot`` is a PNG path relative to the JSONL file's
 folder, or an inline ``data:image/png;base64,...`` PNG; ``thought`` (optional) becomes the

@@ -228,12 +228,12 @@ def episodes_from_run(
     with the accepting verdict; the actor's steps of ``phase`` in order, with the model's own
     responses (rejection sampling when the run is an RL run).
 
-    The goal is rebuilt as :func:`darwin.tasks.goal_text` of the stored task (what the step
+    The goal is rebuilt as :func:`darwin.task_registry.goal_text` of the stored task (what the step
     workflow gives the agent; workflows whose advisers rewrite the goal are not replayed
     exactly). Episodes whose steps lack screenshots are skipped with a warning.
     """
     from darwin.store import RunStore
-    from darwin.tasks import goal_text
+    from darwin.task_registry import goal_text
 
     store = open_run_store(source)
     assert isinstance(store, RunStore)

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from darwin.agents.checkpoint import AGENT_FILE, SFT_FILE, SFT_FORMAT_VERSION
 from darwin.agents.tiny import TinyAgent
+from darwin.agents.warm_start import AGENT_FILE, SFT_FILE, SFT_FORMAT_VERSION
 from darwin.sft.config import SFTConfig
 from darwin.sft.demonstrations import Demonstration, DemoStats, collect_demonstrations
 from darwin.sft.encoding import EncodedDemos, encode_demonstrations

@@ -27,7 +27,7 @@ class SimPhoneEnv(PhoneEnv):
     ``locale`` is the UI language: ``"en"`` (default), ``"zh"``, or ``"auto"``: each episode's
     task sets it (:meth:`begin_task`; Chinese instances play on a Chinese UI)::
 
-        >>> from darwin.tasks import get_task
+        >>> from darwin.task_registry import get_task
         >>> env = SimPhoneEnv(seed=1, locale="auto")
         >>> env.begin_task(get_task("clock.set_alarm.zh.s0")); env.phone.locale
         'zh'

@@ -4,7 +4,7 @@ SPA-Bench (``darwin/data/spa-bench``) lists 340 tasks for real third-party apps,
 real phones by a model judge. Rows whose apps SimPhone models map to SimPhone task
 instances with rule predicates, kept as data in :data:`MAPPING` (``"<csv file>/<row id>"`` ->
 a template id and its parameters, or a rule check where no template fits; the rows of the
-paper's tasks in :mod:`darwin.tasks` keep their checks). A mapped task keeps the row's instruction, language, difficulty,
+paper's tasks in :mod:`darwin.task_registry` keep their checks). A mapped task keeps the row's instruction, language, difficulty,
 golden steps and key components; its id is ``spa.<en|zh|cross>.<row id>``.
 
 Some rows map only with an *adaptation*, said in the entry's ``adapted``: an app replaced by
@@ -19,7 +19,7 @@ modelled`` (:data:`FEATURE_GAPS` says which feature).
     >>> spa_tasks("spa.en")[0].id
     'spa.en.amazon_0'
 
-The named task sets ``spa.en``, ``spa.zh`` and ``spa.cross`` (:func:`darwin.tasks.task_set`)
+The named task sets ``spa.en``, ``spa.zh`` and ``spa.cross`` (:func:`darwin.task_registry.task_set`)
 hold the mapped rows of the English and Chinese single-app files and of both cross-app
 files; ``darwin tasks spa`` prints the coverage.
 """
@@ -333,7 +333,7 @@ def _key_components(row: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def _validate(task: Task) -> Task:
-    """Every check and setup step of ``task`` is registered, with valid parameters (as :func:`darwin.tasks.validate_task`)."""
+    """Every check and setup step of ``task`` is registered, with valid parameters (as :func:`darwin.task_registry.validate_task`)."""
     from darwin.envs.sim.setups import resolve_setup
     from darwin.predicates import resolve
 

@@ -458,8 +458,8 @@ def test_in_a_rollout_the_phones_never_wait_for_the_model(openai_server, tmp_pat
     """The real loop: SimPhones with the oracle, a slow model; base tasks run while a call is in
     flight, proposed instances run and are solved, and the next call reads them from the run database."""
     from darwin.agents.scripted import OracleActor
-    from darwin.buffer import ReplayBuffer
     from darwin.envs.sim.env import SimPhoneEnv
+    from darwin.replay_buffer import ReplayBuffer
     from darwin.rollout import RolloutEngine
 
     def slow(body: dict) -> str:

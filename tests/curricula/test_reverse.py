@@ -8,12 +8,12 @@ import asyncio
 import pytest
 
 from darwin.agents.scripted import OracleActor
-from darwin.buffer import ReplayBuffer
 from darwin.curricula.base import EpisodeOutcome
 from darwin.curricula.reverse import ReverseCurriculum
 from darwin.envs.sim.env import SimPhoneEnv
+from darwin.replay_buffer import ReplayBuffer
 from darwin.rollout import RolloutEngine
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.types import DemoStart, TerminationReason
 from darwin.workflows.step import LifecycleWorkflow
 

@@ -43,7 +43,7 @@ from darwin.envs.sim.device import SimDeviceBackend, decode_input_text
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
 from darwin.png import encode_png
-from darwin.tasks import task_set
+from darwin.task_registry import task_set
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -20,7 +20,7 @@ from darwin.envs.faults import FaultSpec, FaultyEnv
 from darwin.envs.providers import SimFarm
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
-from darwin.tasks import task_set
+from darwin.task_registry import task_set
 from darwin.types import TerminationReason
 
 # Per command. A step sends ~5 commands (screenshots, state probes, the action), so about

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from darwin.agents.scripted import OracleActor
-from darwin.buffer import ReplayBuffer
 from darwin.curricula.static import StaticCurriculum
 from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.base import InfraError
@@ -18,10 +17,11 @@ from darwin.envs.faults import FaultSpec, FaultyEnv
 from darwin.envs.fleet import PhoneFleet, ResetSchedule
 from darwin.envs.providers import SimFarm
 from darwin.envs.sim.env import SimPhoneEnv
+from darwin.replay_buffer import ReplayBuffer
 from darwin.rollout import RolloutEngine
 from darwin.run.build import build_eval_phones, build_fleet
 from darwin.store import RunStore
-from darwin.tasks import task_set
+from darwin.task_registry import task_set
 from darwin.types import Termination, TerminationReason, Trajectory
 
 TASK = task_set("base8")[0]

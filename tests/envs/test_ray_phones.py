@@ -23,7 +23,6 @@ from click.testing import CliRunner
 from darwin.actions import Click
 from darwin.agents.base import Actor
 from darwin.agents.scripted import OracleActor
-from darwin.buffer import ReplayBuffer
 from darwin.curricula.static import StaticCurriculum
 from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.base import InfraError, PhoneEnv, SetupUnsupported
@@ -44,9 +43,10 @@ from darwin.envs.ray_phones import (
 )
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
+from darwin.replay_buffer import ReplayBuffer
 from darwin.rollout import RolloutEngine
 from darwin.run.build import build_phones
-from darwin.tasks import task_set
+from darwin.task_registry import task_set
 from darwin.types import (
     Decision,
     Observation,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from darwin.learner.batch import LearnerDataError, actor_skip_reason
 from darwin.learner.config import LearnerConfig
 from darwin.learner.local import LocalLearner
+from darwin.learner.step_rows import LearnerDataError, actor_skip_reason
 from darwin.types import Phase, TerminationReason, Verdict
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")

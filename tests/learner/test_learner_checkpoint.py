@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from darwin.buffer import ReplayBuffer
 from darwin.curricula.static import StaticCurriculum
 from darwin.learner.checkpoint import resolve_checkpoint, restore_pending
 from darwin.learner.local import LocalLearner
-from darwin.tasks import task_set
+from darwin.replay_buffer import ReplayBuffer
+from darwin.task_registry import task_set
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
@@ -145,7 +145,7 @@ CHILD = textwrap.dedent(
     from darwin.models.factory import build_tiny_vlm
     from darwin.types import ChatMessage, Prompt
     from darwin.policies.hf import HFPolicy, HFPolicyConfig
-    from darwin.tasks import task_set
+    from darwin.task_registry import task_set
     from darwin.types import *
 
     ckpt, ref = sys.argv[1], sys.argv[2]
@@ -241,7 +241,7 @@ def test_pending_trajectories_pickled_before_the_one_verdict_field_still_resume(
     import pickle
 
     from darwin.learner.checkpoint import read_pending
-    from darwin.tasks import get_task
+    from darwin.task_registry import get_task
     from darwin.types import Outcome, Phase, Termination, TerminationReason, Trajectory
 
     old = Trajectory("e0", get_task("amazon_0"), termination=Termination(TerminationReason.AGENT_FINISHED))

@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from darwin.learner.batch import (
+from darwin.learner.config import LearnerConfig
+from darwin.learner.local import LocalLearner
+from darwin.learner.step_rows import (
     ImageFeatureCache,
     attach_image_features,
     attach_positions,
@@ -24,8 +26,6 @@ from darwin.learner.batch import (
     collect_step_rows,
     preprocess_rows,
 )
-from darwin.learner.config import LearnerConfig
-from darwin.learner.local import LocalLearner
 from darwin.models.anatomy import vision_tower_of
 from darwin.models.pixels import PixelEncoder
 from darwin.models.scoring import (

@@ -14,12 +14,12 @@ from darwin.agents.base import ModelActor
 from darwin.agents.tiny import TinyAgent
 from darwin.algos.gae import trajectory_gae
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.learner.batch import LearnerDataError
 from darwin.learner.config import LoraConfig
 from darwin.learner.local import LocalLearner
+from darwin.learner.step_rows import LearnerDataError
 from darwin.models.anatomy import capture_outputs
 from darwin.models.scoring import compute_response_logprobs, response_batch
-from darwin.tasks import task_set
+from darwin.task_registry import task_set
 from darwin.types import Decision, TerminationReason
 from darwin.workflows.step import StepConfig, StepWorkflow
 

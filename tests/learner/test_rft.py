@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from darwin.learner.batch import collect_step_rows
 from darwin.learner.config import LearnerConfig
 from darwin.learner.local import LocalLearner
 from darwin.learner.rft import AcceptedEpisodes
+from darwin.learner.step_rows import collect_step_rows
 from darwin.models.scoring import compute_response_logprobs, response_nll
 from darwin.types import Phase, TerminationReason, Trajectory, Verdict
 

@@ -92,7 +92,7 @@ def test_workflow_records_the_prompt_at_the_screen_after_a_truncation():
     from darwin.agents.scripted import OracleActor
     from darwin.envs.sim.env import SimPhoneEnv
     from darwin.sft.config import SFTConfig
-    from darwin.tasks import resolve_tasks
+    from darwin.task_registry import resolve_tasks
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
     class Taps(ModelActor):  # a model actor whose policy always answers the same tap
@@ -139,7 +139,7 @@ def _tapping_actor():
 def test_an_infrastructure_truncation_records_the_next_state_when_the_phone_still_answers():
     from darwin.envs.base import InfraError
     from darwin.envs.sim.env import SimPhoneEnv
-    from darwin.tasks import resolve_tasks
+    from darwin.task_registry import resolve_tasks
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
     class DropsOnSecondTap(SimPhoneEnv):

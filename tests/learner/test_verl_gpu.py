@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from darwin.learner.batch import collect_step_rows, preprocess_rows
 from darwin.learner.config import LearnerConfig
+from darwin.learner.step_rows import collect_step_rows, preprocess_rows
 from darwin.learner.verl_batch import to_verl_batch
 from darwin.learner.verl_config import VerlConfig
 from darwin.learner.verl_learner import VerlLearner

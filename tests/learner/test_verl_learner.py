@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from darwin.actions import Wait
-from darwin.learner.batch import LearnerDataError, StepRow, collect_step_rows
 from darwin.learner.config import LearnerConfig
+from darwin.learner.step_rows import LearnerDataError, StepRow, collect_step_rows
 from darwin.learner.verl_batch import to_verl_batch
 from darwin.learner.verl_config import VerlConfig
 from darwin.learner.verl_learner import VerlLearner

@@ -32,7 +32,7 @@ from darwin.memory.sliding_window import SlidingWindowMemory
 from darwin.policies.base import Policy
 from darwin.run.build import memory_factory
 from darwin.store import RunStore
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.types import (
     Decision,
     Generation,

@@ -28,9 +28,9 @@ from darwin.models.scoring import compute_response_logprobs
 from darwin.policies.base import WeightSyncUnsupported
 from darwin.policies.hf import HFPolicy, HFPolicyConfig
 from darwin.policies.litellm import PolicyAuthError, PolicyRequestError
-from darwin.policies.local_server import LocalPolicyServer
-from darwin.policies.server import ServerPolicy
-from darwin.policies.server_config import ServerPolicyConfig
+from darwin.policies.local_policy_server import LocalPolicyServer
+from darwin.policies.server_client import ServerPolicy
+from darwin.policies.server_client_config import ServerPolicyConfig
 from darwin.policies.server_protocol import parse_chat_completion
 from darwin.run.build import policy_factory
 from darwin.run.config import PolicyConfig
@@ -552,7 +552,7 @@ def test_experiment_validates_and_builds_the_server_backend(
 
 
 def test_a_run_samples_from_the_server_and_pushes_every_update_to_it(tmp_path: Path) -> None:
-    from darwin.agents.checkpoint import load_warm_start
+    from darwin.agents.warm_start import load_warm_start
     from darwin.learner.config import LearnerConfig
     from darwin.models.factory import load_vlm
     from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig

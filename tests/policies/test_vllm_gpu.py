@@ -36,8 +36,8 @@ import torch
 
 from darwin.models.factory import VLM, build_tiny_vlm
 from darwin.models.scoring import compute_response_logprobs
-from darwin.policies.server import ServerPolicy
-from darwin.policies.server_config import ServerPolicyConfig
+from darwin.policies.server_client import ServerPolicy
+from darwin.policies.server_client_config import ServerPolicyConfig
 from darwin.types import ChatMessage, Prompt
 
 pytestmark = [

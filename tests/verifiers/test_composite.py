@@ -13,7 +13,7 @@ from darwin.components import ComponentSpec, build_component
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
 from darwin.store import RunStore
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.types import Phase, Verdict, VerdictUsage
 from darwin.verifiers.base import VerificationRequest, Verifier, as_verifier
 from darwin.verifiers.composite import CompositeVerifier

@@ -23,7 +23,7 @@ from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
 from darwin.store import RunStore
 from darwin.store_schema import SCHEMA_VERSION
-from darwin.tasks import get_task, goal_text
+from darwin.task_registry import get_task, goal_text
 from darwin.types import Phase
 from darwin.verifiers.judge.calibration import LabelSourceError, judge_metrics, load_cases
 from darwin.verifiers.judge.llm_judge import LLMJudge

@@ -16,7 +16,7 @@ from darwin.envs.sim.env import SimPhoneEnv
 from darwin.models.config import TinyVLMConfig
 from darwin.models.factory import build_tiny_vlm, load_tiny_vlm
 from darwin.predicates import resolve
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.types import TerminationReason, Verdict
 from darwin.verifiers.learned.data import (
     VerifierDataError,

@@ -28,7 +28,7 @@ from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
 from darwin.policies.litellm import PolicyAuthError
 from darwin.store import RunStore
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.types import Decision, Generation, Observation, Phase, Task, Transition, VerifierSpec
 from darwin.verifiers.base import VerificationRequest
 from darwin.verifiers.judge.llm_judge import (

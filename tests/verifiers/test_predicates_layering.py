@@ -21,7 +21,7 @@ from darwin.envs.sim.oracle import shortest_plan
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.setups import apply_setup
-from darwin.tasks import get_task
+from darwin.task_registry import get_task
 from darwin.templates import get_template
 from darwin.types import Phase, Task, Verdict
 from darwin.verifiers.base import VerificationRequest

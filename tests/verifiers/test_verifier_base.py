@@ -8,7 +8,7 @@ import pytest
 
 from darwin.agents.scripted import OracleActor
 from darwin.envs.sim.env import SimPhoneEnv
-from darwin.tasks import resolve_tasks
+from darwin.task_registry import resolve_tasks
 from darwin.types import Verdict
 from darwin.verifiers.base import VerificationRequest, Verifier
 from darwin.workflows.step import LifecycleWorkflow, StepConfig

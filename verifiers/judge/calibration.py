@@ -45,7 +45,7 @@ from darwin.algos.classification import Interval, bootstrap_metrics
 from darwin.database import DB_FILENAME, StoreError, StoreOpenError
 from darwin.store import SCREENSHOT_DIRNAME, RunStore
 from darwin.store_rows import EpisodeRow, StoredStep
-from darwin.tasks import goal_text
+from darwin.task_registry import goal_text
 from darwin.types import ACTOR, Phase, TerminationReason
 from darwin.verifiers.judge.llm_judge import (
     JudgeCase,

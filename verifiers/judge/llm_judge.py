@@ -88,7 +88,7 @@ from darwin.policies.litellm import (
     _litellm,
 )
 from darwin.problems import validation_summary
-from darwin.tasks import goal_text
+from darwin.task_registry import goal_text
 from darwin.types import ACTOR, ChatMessage, Prompt, Verdict, VerdictUsage
 from darwin.verifiers.base import VerificationRequest, Verifier
 from darwin.verifiers.marks import draw_action

@@ -58,7 +58,7 @@ from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.png import encode_png
 from darwin.predicates import resolve
-from darwin.tasks import goal_text
+from darwin.task_registry import goal_text
 from darwin.types import ACTOR, Decision, Observation, Phase, Task, Transition, VerifierSpec
 
 if TYPE_CHECKING:

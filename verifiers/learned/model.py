@@ -56,7 +56,7 @@ from darwin.actions import Action, is_terminal
 from darwin.models.anatomy import backbone_of, hidden_size_of
 from darwin.models.factory import VLM, load_tiny_vlm
 from darwin.models.scoring import prompt_to_messages, rope_index
-from darwin.tasks import goal_text
+from darwin.task_registry import goal_text
 from darwin.types import ChatMessage, Prompt, Transition, Verdict
 from darwin.verifiers.base import VerificationRequest, Verifier
 from darwin.verifiers.marks import draw_action

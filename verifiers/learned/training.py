@@ -325,7 +325,7 @@ def train_verifier(
     on_epoch: Callable[[EpochLog], None] | None = None,
 ) -> VerifierReport:
     """Train, choose the threshold, evaluate every split, save model and ``report.json`` to ``out``."""
-    from darwin.tasks import resolve_tasks
+    from darwin.task_registry import resolve_tasks
 
     examples = load_examples(data)
     train_tasks = {t.id for t in resolve_tasks(config.train_tasks)}

@@ -16,7 +16,7 @@ from darwin.envs.sim.oracle import shortest_plan
 from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.setups import apply_setup
 from darwin.predicates import evaluate
-from darwin.tasks import validate_task
+from darwin.task_registry import validate_task
 from darwin.templates import templates
 from darwin.workflows.step import LifecycleWorkflow
 

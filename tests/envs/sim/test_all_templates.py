@@ -15,7 +15,7 @@ from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.setups import apply_setup
 from darwin.predicates import evaluate
-from darwin.tasks import get_task, validate_task
+from darwin.task_registry import get_task, validate_task
 from darwin.templates import TaskTemplate, task_apps, templates
 from darwin.types import Task
 from darwin.workflows.step import LifecycleWorkflow

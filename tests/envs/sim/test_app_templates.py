@@ -16,7 +16,7 @@ from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.setups import apply_setup
 from darwin.predicates import evaluate, resolve
-from darwin.tasks import validate_task
+from darwin.task_registry import validate_task
 from darwin.templates import templates
 from darwin.types import StateSetup, TaskDefinitionError, VerifierSpec
 from darwin.workflows.step import LifecycleWorkflow

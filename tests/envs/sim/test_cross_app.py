@@ -20,7 +20,7 @@ from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import SimPhone
 from darwin.envs.sim.setups import apply_setup
 from darwin.predicates import evaluate, resolve
-from darwin.tasks import get_task, task_set, validate_task
+from darwin.task_registry import get_task, task_set, validate_task
 from darwin.templates import SplitConfig, split_templates, task_apps, templates
 from darwin.types import TaskDefinitionError, VerifierSpec
 from darwin.workflows.step import LifecycleWorkflow

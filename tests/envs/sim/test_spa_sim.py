@@ -24,7 +24,7 @@ from darwin.envs.sim.spa import (
     spa_tasks,
     unmapped,
 )
-from darwin.tasks import get_task, registry, resolve_tasks, task_set, task_set_names
+from darwin.task_registry import get_task, registry, resolve_tasks, task_set, task_set_names
 from darwin.templates import task_apps
 from darwin.workflows.step import LifecycleWorkflow
 
@@ -64,7 +64,7 @@ def test_every_mapped_row_resolves_to_a_valid_task() -> None:
         t.id for t in spa_tasks("spa.cross") + spa_tasks("spa.zh")
     ]
     assert all(len(task_apps(t)) >= 2 for t in spa_tasks("spa.cross"))
-    # The rows behind the paper's tasks (darwin.tasks) keep those tasks' checks.
+    # The rows behind the paper's tasks (darwin.task_registry) keep those tasks' checks.
     builtin = registry()
     same = [t for t in spa_tasks("spa.en") if t.id.removeprefix("spa.en.") in builtin]
     assert len(same) == 13

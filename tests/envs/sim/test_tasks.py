@@ -9,7 +9,7 @@ from darwin.envs.sim.oracle import OracleError, shortest_plan
 from darwin.envs.sim.phone import SimPhone
 from darwin.evaluate import evaluate as run_eval
 from darwin.predicates import evaluate, resolve
-from darwin.tasks import TASK_SETS, get_task, load_task_file, registry, resolve_tasks, task_set
+from darwin.task_registry import TASK_SETS, get_task, load_task_file, registry, resolve_tasks, task_set
 from darwin.types import Phase, TaskDefinitionError, VerifierSpec
 
 ALL_TASKS = list(registry().values())
@@ -84,7 +84,7 @@ def test_oracle_raises_when_budget_is_too_small():
 
 
 def test_unknown_predicate_names_task_field_and_fix():
-    from darwin.tasks import validate_task
+    from darwin.task_registry import validate_task
     from darwin.types import Task
 
     bad = Task(id="my_task", instruction="x", app="Settings", verifier=VerifierSpec(predicate="settings.dark_thme"))
@@ -93,7 +93,7 @@ def test_unknown_predicate_names_task_field_and_fix():
 
 
 def test_bad_predicate_params_name_the_fields_to_give():
-    from darwin.tasks import validate_task
+    from darwin.task_registry import validate_task
     from darwin.types import Task
 
     bad = Task(

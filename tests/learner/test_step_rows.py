@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from darwin.actions import Wait
-from darwin.learner.batch import LearnerDataError, StepRow, collate, collect_step_rows, preprocess_rows
+from darwin.learner.step_rows import LearnerDataError, StepRow, collate, collect_step_rows, preprocess_rows
 from darwin.types import ChatMessage, Decision, Generation, Prompt, Termination, TerminationReason, Trajectory, Verdict
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")

@@ -4,7 +4,7 @@ Task ids follow SPA-Bench (``amazon_0``, ``clock_1`` ...; see ``darwin/data/spa-
 the two tasks the paper writes out itself are ``chrome_clear_tabs`` and
 ``settings_dark_theme``. Lifecycle ("cycle") variants carry the suffix ``.cycle``.
 
-    >>> from darwin.tasks import get_task, task_set
+    >>> from darwin.task_registry import get_task, task_set
     >>> get_task("clock_1").instruction
     'Set an alarm for 9am on weekdays.'
     >>> len(task_set("base8")), len(task_set("paper16")), len(task_set("cycle8"))

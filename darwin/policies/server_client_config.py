@@ -1,4 +1,4 @@
-"""Configuration of :class:`~darwin.policies.server.ServerPolicy`: where the server is, how to
+"""Configuration of :class:`~darwin.policies.server_client.ServerPolicy`: where the server is, how to
 sample, and how learner weights reach it (:class:`ServerPolicyConfig`)."""
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """A local inference server that speaks vLLM's OpenAI-compatible protocol, backed by darwin's HFPolicy.
 
-For tests and laptop runs of :class:`~darwin.policies.server.ServerPolicy` where no GPU
+For tests and laptop runs of :class:`~darwin.policies.server_client.ServerPolicy` where no GPU
 inference server exists: a real HTTP server (aiohttp) whose answers have vLLM's JSON shapes,
 sampling with :class:`~darwin.policies.hf.HFPolicy` (so token ids and log-probs are the
 model's own: what a vLLM started with ``--logprobs-mode processed_logprobs`` reports) behind a
 :class:`~darwin.policies.batcher.DynamicBatcher` (concurrent requests are batched).
 
     >>> from darwin.models.factory import build_tiny_vlm
-    >>> from darwin.policies.local_server import LocalPolicyServer
+    >>> from darwin.policies.local_policy_server import LocalPolicyServer
     >>> with LocalPolicyServer(build_tiny_vlm(seed=0), served_model_name="tiny") as server:
     ...     import httpx
     ...     httpx.get(server.base_url + "/v1/models").json()["data"][0]["id"]

@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from darwin.actions import Wait
-from darwin.buffer import ReplayBuffer, ReplayBufferError
-from darwin.tasks import get_task
+from darwin.replay_buffer import ReplayBuffer, ReplayBufferError
+from darwin.task_registry import get_task
 from darwin.types import (
     Decision,
     Observation,

@@ -10,7 +10,7 @@ local rendering (the same processor path as :meth:`HFPolicy.build_inputs
 the tokens that were sampled from.
 
     >>> from darwin.models.factory import build_tiny_vlm
-    >>> from darwin.policies.server import ServerPolicy, ServerPolicyConfig
+    >>> from darwin.policies.server_client import ServerPolicy, ServerPolicyConfig
     >>> cfg = ServerPolicyConfig(base_url="http://127.0.0.1:8000/v1", model="ui-tars-7b", max_tokens=64)
     >>> cfg.base_url                                   # the server's root; /v1 is added per endpoint
     'http://127.0.0.1:8000'
@@ -68,7 +68,7 @@ from darwin.models.factory import VLM
 from darwin.models.scoring import forbidden_mask, prompt_to_messages
 from darwin.policies.base import Policy, WeightSyncUnsupported
 from darwin.policies.litellm import PolicyAuthError, PolicyRequestError, prompt_to_openai_messages
-from darwin.policies.server_config import ServerPolicyConfig
+from darwin.policies.server_client_config import ServerPolicyConfig
 from darwin.policies.server_protocol import (
     _error_message,
     _HTTPStatusError,
@@ -106,7 +106,7 @@ class ServerPolicy(Policy):
     ``vlm`` is the local copy of the served checkpoint (its processor renders prompts, its
     tokenizer decodes responses; the learner copies its model to train): it must be the
     model the server started from. The policy satisfies the learner's
-    :class:`~darwin.learner.models.TrainablePolicy`, so ``LocalLearner(server_policy)``
+    :class:`~darwin.learner.networks.TrainablePolicy`, so ``LocalLearner(server_policy)``
     trains locally and pushes each update to the server through :meth:`load_weights`.
 
     Each prompt is one request (up to ``max_concurrency`` in flight; the server batches them);

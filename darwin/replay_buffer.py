@@ -9,7 +9,7 @@ completed ones beyond the threshold carry over to the next update (paper section
 In GRPO group mode (``group_size=k``) trajectories are released per group, once all ``k``
 rollouts of the group have completed.
 
-    >>> from darwin.buffer import ReplayBuffer
+    >>> from darwin.replay_buffer import ReplayBuffer
     >>> buf = ReplayBuffer(rollout_steps=4)
     >>> buf.take_completed() is None
     True
