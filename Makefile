@@ -33,4 +33,4 @@ bench: install
 	$(BIN)/darwin bench sim
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info runs .pytest_cache .ruff_cache .mypy_cache .mypy_tree
