@@ -67,7 +67,7 @@ PRESETS: dict[str, list[str]] = {
     "fig5-cycle": [
         'tasks=["cycle8"]',
         'sft.tasks=["cycle8"]',
-        "lifecycle=true",
+        "workflow.name=lifecycle",
         "phones.count=16",
         "phones.reset_between_episodes=false",
         "phones.hard_reset_every=8",

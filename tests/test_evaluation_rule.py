@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import darwin.evaluate
 from darwin.cli.main import main
+from darwin.components import ComponentSpec
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.run.build import build_eval_phones, build_policy_pool, build_workflow, warm_start_checkpoint
 from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig
@@ -62,7 +63,7 @@ def test_the_three_evaluations_play_the_same_episodes(tmp_path: Path, monkeypatc
     config = ExperimentConfig(
         name="rule",
         tasks=TASKS,
-        lifecycle=True,
+        workflow=ComponentSpec(name="lifecycle"),
         phones=PhonesConfig(count=1, seed=3),
         sft=SFTConfig(steps=30, warmup_steps=2, batch_size=8, phones=2, episodes=8, heldout_episodes=0),
         cache_dir=str(tmp_path / "cache"),

@@ -92,7 +92,7 @@ def test_example_validates_with_dry_run(example):
     assert result.exit_code == 0, result.output
     assert f"dry run: {example} (valid)" in result.output and attr in result.output
     config = load_experiment(EXAMPLES / f"{example}.py")
-    spec = config.workflow_spec() if kind == "workflow" else getattr(config, kind)
+    spec = getattr(config, kind)
     assert spec.name == f"darwin_experiment_{example}:{attr}"
     # Only the component differs from the experiment the examples build on.
     spa = load_experiment(EXAMPLES / "spa_bench.py").model_dump(exclude={"name", "notes", kind})
@@ -277,7 +277,7 @@ def test_planner_example_validates_without_a_key(monkeypatch):
     result = CliRunner().invoke(main, ["run", str(EXAMPLES / "planner_llm.py"), "--dry-run"])
     assert result.exit_code == 0, result.output
     config = load_experiment(EXAMPLES / "planner_llm.py")
-    assert config.workflow is not None and config.workflow.name == "planner"
+    assert config.workflow.name == "planner"
 
 
 def test_planner_example_trains_the_actor_beside_an_llm_planner(tmp_path, warm_cache, openai_server):

@@ -237,7 +237,7 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
         ("levers", _changed_learner_fields(config.learner)),
         (
             "components",
-            f"curriculum {config.curriculum.name}, workflow {config.workflow_spec().name}, verifier {config.verifier.name}, "
+            f"curriculum {config.curriculum.name}, workflow {config.workflow.name}, verifier {config.verifier.name}, "
             f"memory {config.memory.name if config.memory else '(the warm start)'}, group size {config.group_size or '-'}",
         ),
         ("updates", f"{config.updates}" + (f", at most {config.time_budget_s:.0f}s" if config.time_budget_s else "")),

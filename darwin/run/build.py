@@ -182,7 +182,7 @@ def build_workflow(
         # Training episodes only: a bootstrapped truncation reads V(s') at the next screen.
         record_next_prompt=not evaluation and config.learner.truncation == "bootstrap",
     )
-    return build_component("workflow", config.workflow_spec(), verifier=verifier, config=step_config)  # type: ignore[return-value]
+    return build_component("workflow", config.workflow, verifier=verifier, config=step_config)  # type: ignore[return-value]
 
 
 def learner_class(config: ExperimentConfig) -> type[LocalLearner]:

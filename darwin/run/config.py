@@ -310,7 +310,6 @@ class ExperimentConfig(BaseModel):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
     tasks: tuple[str, ...] = Field(("base8",), min_length=1, description="task ids, set names or task files")
     horizon: int = Field(32, ge=1, le=1024, description="step budget of the execution phase (paper: 32)")
-    lifecycle: bool = Field(False, description="run setup/teardown phases of lifecycle tasks")
     phones: PhonesConfig = Field(default_factory=PhonesConfig)
     checkpoint: str | None = Field(
         None, description="warm-start checkpoint directory; None: build it with `sft` (cached)"
@@ -328,10 +327,11 @@ class ExperimentConfig(BaseModel):
         "'staged', 'success_band', 'llm_proposer' "
         "or 'module:Class' (a darwin.curricula.base.Curriculum), built as cls(tasks=..., seed=phones.seed, **kwargs)",
     )
-    workflow: ComponentSpec | None = Field(
-        None,
-        description="the interaction pattern: 'step', 'lifecycle' or 'module:Class' (a darwin.workflows.base.Workflow, "
-        "given verifier= and config= when it takes them); None = 'lifecycle' if lifecycle else 'step'",
+    workflow: ComponentSpec = Field(
+        default_factory=lambda: ComponentSpec(name="step"),
+        description="the interaction pattern: 'step' (the execution phase), 'lifecycle' (also the setup and "
+        "teardown phases of lifecycle tasks) or 'module:Class' (a darwin.workflows.base.Workflow, given "
+        "verifier= and config= when it takes them)",
     )
     verifier: ComponentSpec = Field(
         default_factory=lambda: ComponentSpec(name="rule"),
@@ -435,10 +435,6 @@ class ExperimentConfig(BaseModel):
             raise ValueError("; ".join(problems))
         return self
 
-    def workflow_spec(self) -> ComponentSpec:
-        """The workflow to build (``lifecycle`` picks the default)."""
-        return self.workflow or ComponentSpec(name="lifecycle" if self.lifecycle else "step")
-
     def check_components(self) -> None:
         """Check every named component (tasks, curriculum, verifiers, workflow, memory) without
         building one: a bad name, import path or argument fails here with the fix, not mid-run,
@@ -457,7 +453,7 @@ class ExperimentConfig(BaseModel):
             ("verifier", "verifier", self.verifier, {}),
             ("verifier", "evaluation verifier", self.evaluation.verifier, {}),
             # The workflow's context values are not looked at: only that its __init__ takes them.
-            ("workflow", "workflow", self.workflow_spec(), {"verifier": None, "config": None}),
+            ("workflow", "workflow", self.workflow, {"verifier": None, "config": None}),
             ("memory", "memory", self.memory, {}),
         ]
         for kind, label, spec, context in checks:
