@@ -6,7 +6,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Container, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from darwin.curricula.base import EpisodeOutcome
 from darwin.types import Task
@@ -14,14 +14,14 @@ from darwin.types import Task
 T = TypeVar("T")
 
 
-def _is_real(x: object) -> bool:
+def _is_real(x: object) -> TypeGuard[int | float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _check_fraction(name: str, value: object, hint: str) -> float:
-    if not _is_real(value) or not 0.0 <= float(value) <= 1.0:  # type: ignore[arg-type]
+    if not _is_real(value) or not 0.0 <= float(value) <= 1.0:
         raise ValueError(f"{name} must be a number in [0, 1] ({hint}), got {value!r}")
-    return float(value)  # type: ignore[arg-type]
+    return float(value)
 
 
 def _check_int(name: str, value: object, *, minimum: int | None, hint: str) -> int:
@@ -76,11 +76,11 @@ def _rng_from_json(rng: random.Random, state: Sequence[Any]) -> None:
 def _check_prior(prior_success: object, prior_weight: object) -> tuple[float, float]:
     """The prior of a :class:`SuccessWindows` estimate, checked."""
     success = _check_fraction("prior_success", prior_success, "e.g. 0.5")
-    if not _is_real(prior_weight) or not math.isfinite(prior_weight) or prior_weight < 0:  # type: ignore[arg-type]
+    if not _is_real(prior_weight) or not math.isfinite(prior_weight) or prior_weight < 0:
         raise ValueError(
             f"prior_weight must be a finite number >= 0 (pseudo-episodes of the prior, e.g. 2.0), got {prior_weight!r}"
         )
-    return success, float(prior_weight)  # type: ignore[arg-type]
+    return success, float(prior_weight)
 
 
 class SuccessWindows:

@@ -9,8 +9,6 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 
-from pydantic import JsonValue
-
 from darwin.curricula.proposer_results import Proposal, RejectionKind
 from darwin.json_replies import parse_json_answer
 from darwin.memory.llm_answers import clean_text
@@ -20,12 +18,12 @@ from darwin.types import TaskDefinitionError
 # --------------------------------------------------------------------------- validation
 
 
-def _json_text(value: JsonValue) -> str:
+def _json_text(value: object) -> str:
     """Canonical JSON of a model's value (stdlib ``json``: integers of any size, unlike orjson)."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=True)
 
 
-def _phrasing(template: TaskTemplate, params: JsonValue, language: Language) -> int:
+def _phrasing(template: TaskTemplate, params: object, language: Language) -> int:
     """A phrasing picked by the proposal's content: varied across proposals, the same on replay."""
     digest = hashlib.blake2b(_json_text([template.id, params, language]).encode(), digest_size=4)
     return int(digest.hexdigest(), 16) % len(template.phrasings[language])
@@ -96,7 +94,7 @@ def validate_proposal(
             f"got {type(params).__name__}",
         )
     try:
-        task = template.task(dict(params), language, _phrasing(template, params, language))  # type: ignore[arg-type]
+        task = template.task(dict(params), language, _phrasing(template, params, language))
     except TaskDefinitionError as exc:
         return reject("invalid_params", str(exc))
     except (ValueError, LookupError, TypeError) as exc:

@@ -162,7 +162,7 @@ def _arguments(
                 f"verifier {spec.name!r} is a function; it takes no kwargs (got {sorted(spec.kwargs)})"
             )
         return None, target, {}
-    if not (isinstance(target, type) and issubclass(target, base)):  # type: ignore[arg-type]
+    if not (isinstance(target, type) and issubclass(target, base)):  # type: ignore[arg-type]  # base is the kind's class, resolved from its import path
         raise ComponentError(f"{kind} {spec.name!r} is not a subclass of {_BASES[kind].replace(':', '.')}")
     accepted = {
         k: v for k, v in _accepted(target, dict(context)).items() if k not in kwargs
@@ -190,7 +190,7 @@ def build_component(
     if cls is None:
         from darwin.verifiers.base import as_verifier
 
-        return as_verifier(target, kind=spec.name.rpartition(":")[2])  # type: ignore[arg-type]
+        return as_verifier(target, kind=spec.name.rpartition(":")[2])  # type: ignore[arg-type]  # a verifier component may be a plain function; as_verifier wraps it
     try:
         return cls(**arguments)
     except TypeError as exc:
@@ -226,7 +226,7 @@ def check_component(
 
 def _accepted(cls: type, context: dict[str, object]) -> dict[str, object]:
     """The context arguments ``cls.__init__`` takes by name (all of them if it takes ``**kwargs``)."""
-    params = inspect.signature(cls.__init__).parameters
+    params = inspect.signature(cls.__init__).parameters  # type: ignore[misc]  # the class's own __init__, never an instance's
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return dict(context)
     return {k: v for k, v in context.items() if k in params}

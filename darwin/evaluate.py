@@ -17,8 +17,9 @@ import logging
 import uuid
 import zlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from pydantic import JsonValue
@@ -178,9 +179,9 @@ def paired_comparison(
                 strata=np.array([k[0] for k in chosen]),
             )
     instances: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
-    for k in shared:
-        if k[2] != GREEDY:
-            instances.setdefault((k[0], k[1]), []).append((by_key_a[k], by_key_b[k]))
+    for key in shared:
+        if key[2] != GREEDY:
+            instances.setdefault((key[0], key[1]), []).append((by_key_a[key], by_key_b[key]))
     for k in ks:
         usable = {inst: pairs for inst, pairs in instances.items() if len(pairs) >= k}
         if not usable:
@@ -251,21 +252,21 @@ class EvalResult:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, JsonValue]) -> EvalResult:
+    def from_json(cls, data: Mapping[str, Any]) -> EvalResult:
         """The inverse of :meth:`to_json` (JSON keys of pass@k are strings; derived fields are dropped)."""
-        fields: dict[str, object] = {f: data[f] for f in cls.__dataclass_fields__ if f in data}
+        fields: dict[str, Any] = {f: data[f] for f in cls.__dataclass_fields__ if f in data}
         metrics = data.get("task_metrics") or {}
         assert isinstance(metrics, dict)
-        fields["task_metrics"] = {t: TaskMetrics.from_json(m) for t, m in metrics.items()}  # type: ignore[arg-type]
-        fields["pass_at_k"] = {int(k): float(v) for k, v in (data.get("pass_at_k") or {}).items()}  # type: ignore[union-attr, arg-type]
+        fields["task_metrics"] = {t: TaskMetrics.from_json(m) for t, m in metrics.items()}
+        fields["pass_at_k"] = {int(k): float(v) for k, v in (data.get("pass_at_k") or {}).items()}
         fields["per_task_pass_at_k"] = {
-            t: {int(k): float(v) for k, v in rates.items()}  # type: ignore[union-attr, arg-type]
-            for t, rates in (data.get("per_task_pass_at_k") or {}).items()  # type: ignore[union-attr]
+            t: {int(k): float(v) for k, v in rates.items()}
+            for t, rates in (data.get("per_task_pass_at_k") or {}).items()
         }
         protocol = data.get("protocol")
-        fields["protocol"] = None if protocol is None else EvalProtocol(**protocol)  # type: ignore[arg-type]
-        fields["records"] = [EvalEpisode(**r) for r in (data.get("records") or [])]  # type: ignore[arg-type, union-attr]
-        return cls(**fields)  # type: ignore[arg-type]
+        fields["protocol"] = None if protocol is None else EvalProtocol(**protocol)
+        fields["records"] = [EvalEpisode(**r) for r in (data.get("records") or [])]
+        return cls(**fields)
 
 
 @dataclass
@@ -334,12 +335,14 @@ class EvalReport:
                 "metrics": metrics.to_json(),
             }
 
-        per_task = {tid: entry(stats, self.metrics_of(tid), tid) for tid, stats in self.per_task.items()}
+        per_task: dict[str, JsonValue] = {
+            tid: entry(stats, self.metrics_of(tid), tid) for tid, stats in self.per_task.items()
+        }
         return {
             "per_task": per_task,
             "overall": entry(self.overall, self.metrics_of(None), None),
             "strata": dict(self.strata),
-            "strata_counts": dict(stratum_counts(self.strata)),
+            "strata_counts": {stratum: n for stratum, n in stratum_counts(self.strata).items()},
             "protocol": None if self.protocol is None else dataclasses.asdict(self.protocol),
             "records": [dataclasses.asdict(r) for r in self.records],
         }

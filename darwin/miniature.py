@@ -47,6 +47,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
+from typing import cast
 
 import httpx
 
@@ -132,7 +133,7 @@ class JudgeStandIn:
     @property
     def base_url(self) -> str:
         """The OpenAI base URL (``.../v1``), what LiteLLM's ``api_base`` takes."""
-        host, port = self._server.server_address[:2]
+        host, port = cast(tuple[str, int], self._server.server_address[:2])  # a TCP server: (host, port, ...)
         return f"http://{host}:{port}/v1"
 
     def answer(self, body: dict) -> dict:

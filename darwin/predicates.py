@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from pydantic import (
     BaseModel,
@@ -86,12 +86,22 @@ class Predicate(Generic[P]):
 PREDICATES: dict[str, Predicate] = {}
 
 
+@overload
+def predicate(name: str) -> Callable[[Callable[[State, NoParams], Check]], Callable[[State, NoParams], Check]]: ...
+
+
+@overload
 def predicate(
-    name: str, params_model: type[P] = NoParams
-) -> Callable[[Callable[[State, P], Check]], Callable[[State, P], Check]]:
+    name: str, params_model: type[P]
+) -> Callable[[Callable[[State, P], Check]], Callable[[State, P], Check]]: ...
+
+
+def predicate(
+    name: str, params_model: type[BaseModel] = NoParams
+) -> Callable[[Callable[[State, Any], Check]], Callable[[State, Any], Check]]:
     """Register ``fn(state, params) -> Check`` under ``name``."""
 
-    def register(fn: Callable[[State, P], Check]) -> Callable[[State, P], Check]:
+    def register(fn: Callable[[State, Any], Check]) -> Callable[[State, Any], Check]:
         if name in PREDICATES:
             raise ValueError(f"predicate {name!r} is registered twice")
         PREDICATES[name] = Predicate(name, params_model, fn, (fn.__doc__ or "").strip())

@@ -437,25 +437,18 @@ class RolloutEngine:
         if self.store is not None:
             for phase, verdict in trajectory.verdicts.items():
                 success, reason, usage = verdict.success, verdict.reason, verdict.usage
-                cost = (
-                    {}
-                    if usage is None
-                    else {
-                        "prompt_tokens": usage.prompt_tokens,
-                        "completion_tokens": usage.completion_tokens,
-                        "cost_usd": usage.cost_usd,
-                        "requests": usage.requests,
-                        "verifier_config": usage.config,
-                    }
-                )
-                self.store.record_verdict(
+                self.store.record_verdict(  # no usage: the cost columns stay at their None defaults
                     episode_id,
                     phase,
                     self.workflow.verifier_kind,
                     success,
                     None if success is None else float(success),
                     reason,
-                    **cost,
+                    prompt_tokens=None if usage is None else usage.prompt_tokens,
+                    completion_tokens=None if usage is None else usage.completion_tokens,
+                    cost_usd=None if usage is None else usage.cost_usd,
+                    requests=None if usage is None else usage.requests,
+                    verifier_config=None if usage is None else usage.config,
                 )
             self.store.finish_episode(trajectory, final_screen)
         if self.on_episode is not None:
@@ -476,10 +469,13 @@ class RolloutEngine:
             return None
 
     async def _wait_for_learner(self, stop: asyncio.Event) -> None:
+        buffer, max_backlog_steps = self.buffer, self.max_backlog_steps
+        if buffer is None or max_backlog_steps is None:
+            raise RuntimeError("waiting for the learner needs a replay buffer and max_backlog_steps")
         waited = time.perf_counter()
         self.stats.phones_waiting += 1
         try:
-            while self.buffer.backlog_steps() >= self.max_backlog_steps and not stop.is_set():  # type: ignore[operator]
+            while buffer.backlog_steps() >= max_backlog_steps and not stop.is_set():
                 await asyncio.sleep(0.01)
         finally:
             self.stats.phones_waiting -= 1

@@ -108,14 +108,14 @@ def redact_secrets(value: JsonValue) -> JsonValue:
                     continue
                 cleaned = walk(item)
                 if cleaned is not _DROP:
-                    out[str(k)] = cleaned  # type: ignore[assignment]
+                    out[str(k)] = cleaned  # type: ignore[assignment]  # walk returns a JsonValue once _DROP is ruled out
             return out
         if isinstance(v, list | tuple):
             return [c for c in (walk(item) for item in v) if c is not _DROP]
         return v
 
     result = walk(value)
-    return None if result is _DROP else result  # type: ignore[return-value]
+    return None if result is _DROP else result  # type: ignore[return-value]  # a JsonValue once _DROP is ruled out
 
 
 def _config_to_json(config: BaseModel | DataclassInstance) -> JsonValue:

@@ -590,8 +590,8 @@ class AdbPhoneEnv(PhoneEnv):
         if isinstance(action, Click):
             return [["input", "tap", str(action.x), str(action.y)]]
         if isinstance(action, LongPress):
-            x, y = str(action.x), str(action.y)
-            return [["input", "swipe", x, y, x, y, str(cfg.long_press_ms)]]
+            px, py = str(action.x), str(action.y)
+            return [["input", "swipe", px, py, px, py, str(cfg.long_press_ms)]]
         if isinstance(action, Scroll):
             x, y = action.x, action.y
             if action.direction in (Direction.UP, Direction.DOWN):
@@ -689,14 +689,16 @@ class AdbPhoneEnv(PhoneEnv):
 
     def apply_setup(self, setup: Sequence[StateSetup]) -> None:
         """Send the setup steps to the phone's ``setup_command`` (served SimPhones)."""
-        if self.config.setup_command is None:
+        command = self.config.setup_command
+        if command is None:
             super().apply_setup(setup)  # raises SetupUnsupported with the steps named
+            return
         payload = orjson.dumps([step.model_dump(mode="json") for step in setup]).decode()
         with self._lock:
             self._guard(
                 "setup",
                 self.config.command_timeout_s,
-                lambda d: self._shell_checked([*self.config.setup_command, payload], d),
+                lambda d: self._shell_checked([*command, payload], d),
             )
 
     def close(self) -> None:

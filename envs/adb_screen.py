@@ -43,7 +43,7 @@ def _decode_png_unfiltered(data: bytes) -> np.ndarray | None:
         pos += 12 + length
     try:
         raw = isal_zlib.decompress(b"".join(idat))
-    except isal_zlib.error:
+    except isal_zlib.error:  # type: ignore[misc]  # isal's stub types error as an instance; it is an exception class
         return None
     stride = width * channels + 1
     if len(raw) != stride * height:

@@ -107,9 +107,10 @@ class PrivateAdbServer:
         log_dir: str | Path | None = None,
         poll_s: float = 0.1,
     ) -> None:
-        self.adb = adb or shutil.which("adb")
-        if self.adb is None:
+        adb_path = adb or shutil.which("adb")
+        if adb_path is None:
             raise FileNotFoundError(_INSTALL_HINT)
+        self.adb: str = adb_path
         if port is not None and not 0 < port < 65536:
             raise ValueError(f"port must be in 1..65535, got {port}")
         if max_restarts < 0:

@@ -197,7 +197,7 @@ class PhoneFleet:
         env = state.env
         try:
             if self.provider is not None:
-                await asyncio.to_thread(self.provider.reset, env)  # type: ignore[arg-type]
+                await asyncio.to_thread(self.provider.reset, env)  # type: ignore[arg-type]  # a provider's fleet holds only the AdbPhoneEnvs it handed out
             else:
                 await asyncio.to_thread(env.hard_reset)
         except (ProviderError, InfraError, HardResetUnsupported, OSError, TimeoutError) as exc:
@@ -239,7 +239,7 @@ class PhoneFleet:
     async def _release(self, env: PhoneEnv) -> None:
         try:
             if self.provider is not None:
-                await asyncio.to_thread(self.provider.release, env)  # type: ignore[arg-type]
+                await asyncio.to_thread(self.provider.release, env)  # type: ignore[arg-type]  # a provider's fleet holds only the AdbPhoneEnvs it handed out
             else:
                 env.close()
         except (ProviderError, InfraError, OSError) as exc:  # a dead phone may not even go home
@@ -267,7 +267,7 @@ class PhoneFleet:
         for slot in self._slots:
             try:
                 if self.provider is not None:
-                    self.provider.release(slot.env)  # type: ignore[arg-type]
+                    self.provider.release(slot.env)  # type: ignore[arg-type]  # a provider's fleet holds only the AdbPhoneEnvs it handed out
                 else:
                     slot.env.close()
             except (ProviderError, InfraError, OSError) as exc:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import string
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -77,6 +77,7 @@ class PhoneGymEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 2}
+    observation_space: spaces.Dict
 
     def __init__(
         self,
@@ -130,7 +131,7 @@ class PhoneGymEnv(gym.Env):
         x, y = (int(v) for v in action["point"])
         x2, y2 = (int(v) for v in action["end_point"])
         text = str(action["text"])
-        return {
+        makers: dict[str, Callable[[], Action]] = {
             "click": lambda: Click(x=x, y=y),
             "long_press": lambda: LongPress(x=x, y=y),
             "type": lambda: Type(content=text),
@@ -142,7 +143,8 @@ class PhoneGymEnv(gym.Env):
             "wait": Wait,
             "finished": lambda: Finished(content=text),
             "answer": lambda: Answer(content=text),
-        }[name]()
+        }
+        return makers[name]()
 
     def _observation(self) -> dict[str, Any]:
         return {"screenshot": self.phone.screenshot(self.observation_size), "goal": goal_text(self.task)}
@@ -180,7 +182,8 @@ class PhoneGymEnv(gym.Env):
             state = self.phone.probe_state()
         except InfraError as exc:
             info["truncation_cause"] = exc.cause
-            blank = np.zeros(self.observation_space["screenshot"].shape, np.uint8)
+            screenshot_space = cast(spaces.Box, self.observation_space["screenshot"])  # a Box: see __init__
+            blank = np.zeros(screenshot_space.shape, np.uint8)
             return {"screenshot": blank, "goal": goal_text(self.task)}, 0.0, False, True, info
         success = evaluate(self.task.verifier, state).success if state is not None else None
         terminated = is_terminal(act) or (self.end_on_success and bool(success))
@@ -209,4 +212,4 @@ class PhoneGymEnv(gym.Env):
 
 GYM_ID = "darwin/SimPhone-v0"
 if GYM_ID not in gym.registry:
-    gym.register(id=GYM_ID, entry_point=PhoneGymEnv)
+    gym.register(id=GYM_ID, entry_point=PhoneGymEnv)  # type: ignore[arg-type]  # gymnasium's EnvCreator admits only (**kwargs) callables

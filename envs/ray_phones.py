@@ -48,7 +48,7 @@ import threading
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -373,8 +373,10 @@ class PhoneHost:
         import os
 
         return HostInfo(
-            node_id=node_id, pid=os.getpid(), phones=tuple((e.name, tuple(e.device_size)) for e in self.envs)
-        )  # type: ignore[misc]
+            node_id=node_id,
+            pid=os.getpid(),
+            phones=tuple((e.name, cast(tuple[int, int], tuple(e.device_size))) for e in self.envs),
+        )
 
     async def screenshot(
         self, index: int, size: tuple[int, int] | None, codec: Literal["zlib", "raw"]
@@ -751,6 +753,7 @@ class RayPhoneHost:
     def _recover(self) -> None:
         """Look for a matching live node with bounded exponential backoff; start a new actor there."""
         delay = self.config.recovery_backoff_s
+        not_back: tuple[type[BaseException], ...] = (RayPhonesError, *self._errors)
         while not self._closed.wait(delay):
             try:
                 if self._matching_nodes():
@@ -762,7 +765,7 @@ class RayPhoneHost:
                         "phone host %s is back on node %s: its phones serve again", self.name, self.node_id[:12]
                     )
                     return
-            except (RayPhonesError, *self._errors) as exc:
+            except not_back as exc:
                 logger.info("phone host %s: not back yet: %s", self.name, exc)
             delay = min(2 * delay, self.config.recovery_backoff_max_s)
 
@@ -770,9 +773,10 @@ class RayPhoneHost:
         if actor is None:
             return
         ray = _import_ray()
+        gone: tuple[type[BaseException], ...] = (ValueError, *self._errors)
         try:
             ray.kill(actor, no_restart=True)
-        except (ValueError, *self._errors) as exc:  # already gone
+        except gone as exc:  # already gone
             logger.debug("phone host %s: kill: %s", self.name, exc)
 
     # -- lifetime ----------------------------------------------------------------------------------

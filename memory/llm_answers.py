@@ -125,5 +125,5 @@ def parse_summary(text: str, limit: int = 800) -> str | None:
     if isinstance(value, dict):
         return clean_text(value.get("summary"), limit)
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return clean_text(" ".join(value), limit)  # type: ignore[arg-type]
+        return clean_text(" ".join(value), limit)
     return None

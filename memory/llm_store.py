@@ -159,7 +159,7 @@ def _entry(row: MemoryEntryModel) -> KnowledgeEntry:
     return KnowledgeEntry(
         id=row.id,
         app=row.app,
-        kind=row.kind,  # type: ignore[arg-type]
+        kind=row.kind,  # type: ignore[arg-type]  # the store writes only KnowledgeEntry kinds
         text=row.text,
         times_seen=row.times_seen,
         task_id=row.task_id,

@@ -62,7 +62,7 @@ def test_wheel_installs_into_a_fresh_venv(wheel, tmp_path):
         "import importlib.util, pathlib\n"
         f"assert str(pathlib.Path(darwin.__file__).resolve()).startswith(str(pathlib.Path(r'{venv}').resolve())), darwin.__file__\n"
         "assert importlib.util.find_spec('envs') is None and importlib.util.find_spec('memory') is None\n"
-        "from darwin.envs.sim import SimPhone\n"
+        "from darwin.envs.sim.phone import SimPhone\n"
         "assert SimPhone(seed=1).screenshot((54, 120)).shape == (120, 54, 3)\n"
     )
     subprocess.run([str(py), "-c", code], check=True, env=env, cwd=tmp_path)

@@ -300,7 +300,7 @@ def test_sft_cli_builds_an_experiments_warm_start_where_the_run_finds_it(tmp_pat
     experiment = tmp_path / "exp.py"
     experiment.write_text(
         "from darwin.run.config import ExperimentConfig\n"
-        "from darwin.sft import SFTConfig\n"
+        "from darwin.sft.config import SFTConfig\n"
         "def build(preset):\n"
         f"    return ExperimentConfig(name='e', tasks=('amazon_0',), cache_dir={str(tmp_path / 'cache')!r},\n"
         "        sft=SFTConfig(steps=2, warmup_steps=1, episodes=2, phones=1, batch_size=4, heldout_episodes=0, tasks=('amazon_0',)))\n"

@@ -65,7 +65,7 @@ class Verifier(ABC):
                 raise TypeError(f"{cls.__name__}.verify returned {type(out).__name__}; return a darwin.types.Verdict")
             return out
 
-        cls.verify = verify_async  # type: ignore[method-assign]
+        cls.verify = verify_async  # type: ignore[method-assign]  # a sync verify is wrapped as the async one the interface declares
 
     @abstractmethod
     async def verify(self, request: VerificationRequest) -> Verdict:
@@ -117,4 +117,4 @@ def as_verifier(
         return fn
     if not callable(fn):
         raise TypeError(f"a verifier must be a Verifier or a callable, got {type(fn).__name__}")
-    return _CallableVerifier(fn, kind or getattr(fn, "__name__", "callable"))
+    return _CallableVerifier(fn, kind or str(getattr(fn, "__name__", "callable")))

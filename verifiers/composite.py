@@ -167,7 +167,7 @@ class CompositeVerifier(Verifier):
         size = verifier.screen_size
         shot = None if request is None else request.final_screenshot
         if shot is not None and size is not None and (shot.shape[1], shot.shape[0]) != tuple(size):
-            resized = np.asarray(Image.fromarray(shot).resize(tuple(size), Image.Resampling.BILINEAR), dtype=np.uint8)
+            resized = np.asarray(Image.fromarray(shot).resize(size, Image.Resampling.BILINEAR), dtype=np.uint8)
             request = VerificationRequest(
                 task=request.task,
                 phase=request.phase,

@@ -191,6 +191,8 @@ def _banner(draw: ImageDraw.ImageDraw, size: tuple[int, int], text: str) -> None
     while shown and draw.textlength(label, font=font) > w - 4:  # shorten until it fits
         shown = shown[:-1]
         label = f'typed: "{shown}…"'
+    if not isinstance(font, ImageFont.FreeTypeFont):  # Pillow's bitmap fallback font has no size
+        raise RuntimeError("marking typed text needs Pillow built with FreeType support (pip install pillow)")
     draw.text((2, h - band + max(1, (band - font.size) // 2)), label, fill=MARK_COLORS["type_text"], font=font)
 
 

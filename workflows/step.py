@@ -332,6 +332,7 @@ class StepWorkflow(Workflow):
                 return self._probe_failed(env, task, failure), None
             if start_state is not None and "apps" in start_state:  # SimPhone's state: what the predicates read
                 recorder = _MetricsRecorder(start=start_state, every_step=self.config.metrics_every_step)
+        verdict: Verdict | None  # the check before the first step, then each step's
         if checks_first:
             try:
                 verdict = await self._verify(env, task, phase, instruction, spec, history, start_state)
@@ -398,7 +399,7 @@ class StepWorkflow(Workflow):
                     recorder = None  # an extra probe failed: this episode goes unmeasured and plays on as it would
                 elif recorder.every_step:
                     recorder.goal_met.append(evaluate(spec, state_after).success)
-            verdict: Verdict | None = None
+            verdict = None
             if verifies:
                 # The verifier sees this step's action too (a judge reads the agent's answer).
                 acted = Transition(

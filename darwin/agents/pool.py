@@ -73,7 +73,9 @@ class ActorPool:
                     f"agent_format {agent_format!r} needs observation_size (the screenshot size the model is given)"
                 )
             make_agent(agent_format)  # an unknown format fails before the model loads
-            vlm, self._observation_size, default_tokens = load_vlm(Path(checkpoint)), observation_size, 256  # type: ignore[arg-type]
+            if isinstance(checkpoint, WarmStart):
+                raise TypeError("agent_format applies to a checkpoint path; a WarmStart brings its own agent format")
+            vlm, self._observation_size, default_tokens = load_vlm(Path(checkpoint)), observation_size, 256
             self._make_agent = lambda memory: make_agent(agent_format, memory)
         sampling = HFPolicyConfig(
             temperature=temperature,

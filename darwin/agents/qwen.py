@@ -413,7 +413,7 @@ class QwenVLAgent(VLMAgent):
 
 def _tool_call_blocks(text: str) -> list[tuple[int, int]]:
     """Spans of the bodies of ``<tool_call>...</tool_call>`` (an unclosed one runs to the end)."""
-    spans = []
+    spans: list[tuple[int, int]] = []
     pos = 0
     while len(spans) < MAX_CALLS:
         m = _TOOL_CALL.search(text, pos)

@@ -78,7 +78,7 @@ class ParsedOutput:
 
     @property
     def result(self) -> Action | ParseError:
-        return self.action if self.action is not None else self.error  # type: ignore[return-value]
+        return self.action if self.action is not None else self.error  # type: ignore[return-value]  # __post_init__: exactly one is set
 
 
 class Reject(Exception):

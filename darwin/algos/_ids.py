@@ -8,12 +8,15 @@ object array of strings in ``DataProto.non_tensor_batch``) or any sequence of ha
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import TypeVar
 
 import numpy as np
 import torch
 
 IdArray = torch.Tensor | np.ndarray | Sequence[Hashable]
 """One hashable id per row: shape ``(n,)``."""
+
+H = TypeVar("H", bound=Hashable)
 
 
 def as_id_list(ids: IdArray, n: int, name: str) -> list[Hashable]:
@@ -45,13 +48,13 @@ def factorize(ids: list[Hashable], device: torch.device) -> tuple[torch.Tensor, 
 
 
 def check_constant_per_code(
-    codes: torch.Tensor, values: list[Hashable], uniques: list[Hashable], what: str, owner: str
-) -> list[Hashable]:
+    codes: torch.Tensor, values: Sequence[H], uniques: Sequence[Hashable], what: str, owner: str
+) -> list[H]:
     """Check that ``values`` is the same on every row sharing a code; return one value per code.
 
     Raises a ``ValueError`` naming the first ``owner`` (e.g. trajectory) whose rows disagree.
     """
-    per_code: dict[int, Hashable] = {}
+    per_code: dict[int, H] = {}
     for c, v in zip(codes.tolist(), values, strict=True):
         if per_code.setdefault(c, v) != v:
             raise ValueError(

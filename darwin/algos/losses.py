@@ -264,7 +264,7 @@ def kl_penalty(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, *, kind: str 
     """
     _check_same_shape(log_prob=log_prob, ref_log_prob=ref_log_prob)
     _check_choice(kind, KL_ESTIMATORS, "kind")
-    return core_algos.kl_penalty(log_prob, ref_log_prob, kind)
+    return core_algos.kl_penalty(log_prob, ref_log_prob, kind)  # type: ignore[arg-type]  # verl annotates torch.FloatTensor, the legacy name; it takes any float tensor
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:

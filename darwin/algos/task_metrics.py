@@ -247,8 +247,8 @@ def over_time(goal_met: Sequence[bool], agent_finished: bool) -> tuple[int | Non
 
 def measure_episode(
     task: Task,
-    start_state: State,
-    end_state: State,
+    start_state: dict[str, Any],
+    end_state: dict[str, Any],
     *,
     success: bool | None,
     agent_finished: bool,

@@ -128,7 +128,7 @@ def run(
     """Sample ``steps`` steps once, then time one fresh learner's update per (critic, phase, micro) combination."""
     cfg = TinyVLMConfig(family=family, screen_width=screen[0], screen_height=screen[1])
     vlm = build_tiny_vlm(cfg, seed=0)
-    vlm.model.to(device)
+    vlm.model.to(device)  # type: ignore[arg-type]  # transformers wraps PreTrainedModel.to with functools.wraps, whose stub loses the bound self
     policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
     trajectories = sample_trajectories(policy, cfg, steps, per_episode)
     results = []
@@ -418,12 +418,12 @@ def run_verl(
     vlm = build_tiny_vlm(cfg, seed=0)
     params = sum(p.numel() for p in vlm.model.parameters())
     if device == "cuda":
-        vlm.model.to("cuda")
+        vlm.model.to("cuda")  # type: ignore[arg-type]  # transformers wraps PreTrainedModel.to with functools.wraps, whose stub loses the bound self
     policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
     trajectories = sample_trajectories(policy, cfg, steps, per_episode)
     on_gpu = device == "cuda"
     if on_gpu:  # the learner's driver keeps its copy on the CPU (the GPUs are the workers')
-        vlm.model.to("cpu")
+        vlm.model.to("cpu")  # type: ignore[arg-type]  # transformers wraps PreTrainedModel.to with functools.wraps, whose stub loses the bound self
         policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
     attn = "flash_attention_2" if on_gpu and importlib.util.find_spec("flash_attn") else "sdpa"
     peak = peak_flops(device)

@@ -80,7 +80,7 @@ def benchmark(config: TinyVLMConfig, *, batch: int = 8, new_tokens: int = 16, re
         torch.manual_seed(0)
         forward_ms = _median_ms(lambda: vlm.model(**inputs), repeats)
         generate_ms = _median_ms(
-            lambda: vlm.model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens),
+            lambda: vlm.model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens),  # type: ignore[operator]  # PreTrainedModel's stub lacks generate; the Qwen2-VL class mixes in GenerationMixin
             repeats,
         )
     return ModelBenchResult(

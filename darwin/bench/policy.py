@@ -67,7 +67,7 @@ def benchmark(
 ) -> list[PolicyBenchResult]:
     """Time ``HFPolicy.generate_sync`` for each batch size (up to ``new_tokens`` steps)."""
     vlm = build_tiny_vlm(config, seed=0)
-    vlm.model.to(device)
+    vlm.model.to(device)  # type: ignore[arg-type]  # transformers wraps PreTrainedModel.to with functools.wraps, whose stub loses the bound self
     policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
     out = []
     for batch in batches:

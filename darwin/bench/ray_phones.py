@@ -19,6 +19,7 @@ is what the hop adds (Ray's task submission, serialisation, the screenshot codec
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import statistics
 import time
@@ -162,8 +163,8 @@ async def _hop_rows(direct: PhoneEnv, remote: PhoneEnv, calls: int) -> list[HopR
     ]
     rows = []
     for name, probe in probes:
-        direct_ms = await _mean_ms(lambda p=probe: p(direct), calls)
-        ray_ms = await _mean_ms(lambda p=probe: p(remote), calls)
+        direct_ms = await _mean_ms(functools.partial(probe, direct), calls)
+        ray_ms = await _mean_ms(functools.partial(probe, remote), calls)
         rows.append(HopRow(name, calls, direct_ms, ray_ms))
     return rows
 

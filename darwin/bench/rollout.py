@@ -16,6 +16,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from darwin.actions import Action
 from darwin.agents.base import Actor
@@ -116,7 +117,7 @@ class RolloutBenchRow:
 
 
 async def _run_one(
-    phones: int, mode: str, seconds: float, latency: LatencyModel, base_s: float, per_item_s: float
+    phones: int, mode: Literal["async", "sync"], seconds: float, latency: LatencyModel, base_s: float, per_item_s: float
 ) -> RolloutBenchRow:
     envs = [_SlowPhone(seed=i, latency=latency) for i in range(phones)]
     batcher = DynamicBatcher(
@@ -160,8 +161,9 @@ def bench_rollout(
     """Async vs sync at each of ``phones``, then async at each of ``scaling`` (one run)."""
     latency = latency or LatencyModel()
     rows: list[RolloutBenchRow] = []
+    modes: tuple[Literal["async", "sync"], ...] = ("async", "sync")
     for n in phones:
-        for mode in ("async", "sync"):
+        for mode in modes:
             rows.append(asyncio.run(_run_one(n, mode, seconds, latency, base_s, per_item_s)))
     for n in scaling:
         if n not in phones:

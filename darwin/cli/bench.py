@@ -9,12 +9,17 @@ Each command imports its benchmark module when it runs (torch, Ray and adb stay 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from darwin.cli.common import parse_int_list, parse_size
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["bench"]
 
@@ -106,13 +111,13 @@ def bench_ray_cmd(phone_counts: str, seconds: float, hop_calls: int, hosts_per_n
     _bench_lines([*rows, *hops])
 
 
-def _bench_lines(rows: list[object]) -> None:
+def _bench_lines(rows: Sequence[DataclassInstance]) -> None:
     """One JSON line per result (machine-readable; docs/benchmarks.md quotes them)."""
     import dataclasses
     import json
 
     for row in rows:
-        click.echo(json.dumps(dataclasses.asdict(row)))  # type: ignore[arg-type]
+        click.echo(json.dumps(dataclasses.asdict(row)))
 
 
 @bench.command("model")
@@ -137,7 +142,7 @@ def bench_model(family: str, preset: str, batch: int, new_tokens: int, repeats: 
     _bench_lines(
         [
             benchmark(
-                TinyVLMConfig.preset(preset, family=f, screen_width=screen[0], screen_height=screen[1]),  # type: ignore[arg-type]
+                TinyVLMConfig.preset(preset, family=f, screen_width=screen[0], screen_height=screen[1]),  # type: ignore[arg-type]  # click's Choice gives one of the presets
                 batch=batch,
                 new_tokens=new_tokens,
                 repeats=repeats,
@@ -154,7 +159,9 @@ def bench_model(family: str, preset: str, batch: int, new_tokens: int, repeats: 
 @click.option("--new-tokens", default=16, show_default=True, type=click.IntRange(1))
 @click.option("--repeats", default=5, show_default=True, type=click.IntRange(1))
 @click.option("--device", default="cpu", show_default=True)
-def bench_policy(family: str, preset: str, batches: str, new_tokens: int, repeats: int, device: str) -> None:
+def bench_policy(
+    family: str, preset: Literal["A", "B"], batches: str, new_tokens: int, repeats: int, device: str
+) -> None:
     """HFPolicy sampling speed on a tiny model per batch size (docs/policies.md)."""
     from darwin.bench.policy import benchmark
     from darwin.models.config import TinyVLMConfig
@@ -164,7 +171,7 @@ def bench_policy(family: str, preset: str, batches: str, new_tokens: int, repeat
         benchmark(
             TinyVLMConfig.preset(preset, family=family),
             sizes,
-            new_tokens=new_tokens,  # type: ignore[arg-type]
+            new_tokens=new_tokens,
             repeats=repeats,
             device=device,
         )

@@ -154,7 +154,7 @@ def finetune_command(
             table.add_column(col, justify="right")
         rows = [(t, v["steps"], result.before.per_type[t], v) for t, v in result.after.per_type.items()]
         for name, n, b, a in rows:
-            table.add_row(name, str(n), _pct(b["greedy"]), _pct(a["greedy"]), _pct(b["sampled"]), _pct(a["sampled"]))  # type: ignore[arg-type]
+            table.add_row(name, str(n), _pct(b["greedy"]), _pct(a["greedy"]), _pct(b["sampled"]), _pct(a["sampled"]))
         table.add_row(
             "overall",
             str(result.after.steps),

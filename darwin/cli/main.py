@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -19,10 +18,6 @@ from darwin.cli.run import run_cmd
 from darwin.cli.sft import sft_cmd
 from darwin.cli.tasks import tasks
 from darwin.cli.verifier import verifier
-
-if TYPE_CHECKING:
-    pass
-
 
 console = Console()
 

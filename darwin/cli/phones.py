@@ -7,15 +7,10 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.table import Table
-
-if TYPE_CHECKING:
-    pass
-
 
 console = Console()
 

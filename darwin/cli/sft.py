@@ -9,9 +9,10 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-if TYPE_CHECKING:
-    pass
 from darwin.cli.common import experiment_overrides, load_experiment_for_command, parse_size
+
+if TYPE_CHECKING:
+    from darwin.sft.training import HeldoutMetrics, StepStats
 
 console = Console()
 
@@ -264,8 +265,8 @@ def sft_cmd(
     if task_names:
         data["tasks"] = tuple(n.strip() for n in task_names.split(",") if n.strip())
     if preset is not None:
-        w, h = data.get("observation_size") or SFTConfig.model_fields["observation_size"].default  # type: ignore[misc]
-        data["model"] = TinyVLMConfig.preset(preset, screen_width=w, screen_height=h)  # type: ignore[arg-type]
+        w, h = data.get("observation_size") or SFTConfig.model_fields["observation_size"].default  # type: ignore[misc]  # observation_size is a (W, H) pair, validated by SFTConfig
+        data["model"] = TinyVLMConfig.preset(preset, screen_width=w, screen_height=h)  # type: ignore[arg-type]  # click's Choice gives one of the presets
     try:
         config = SFTConfig.model_validate(data)
     except ValidationError as exc:
@@ -301,12 +302,12 @@ def sft_cmd(
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task("demonstrations", total=config.steps, loss="-", tps="-")
 
-        def on_step(s: object) -> None:
+        def on_step(s: StepStats) -> None:
             progress.update(
                 bar, completed=s.step, description="training", loss=f"{s.loss:.4f}", tps=f"{s.tokens_per_s:,.0f}"
-            )  # type: ignore[attr-defined]
+            )
 
-        def on_heldout(m: object) -> None:
+        def on_heldout(m: HeldoutMetrics) -> None:
             progress.console.print(
                 f"held-out at step {m.step}: loss {m.loss:.4f}, sequence prob {m.sequence_prob:.3f}"
                 + (
@@ -314,7 +315,7 @@ def sft_cmd(
                     if m.greedy_match is None
                     else f", greedy exact {m.greedy_match:.3f}, greedy action {m.greedy_action_match:.3f}"
                 )
-            )  # type: ignore[attr-defined]
+            )
 
         result = train_sft(
             config,

@@ -226,7 +226,7 @@ def train_cmd(
         lr=lr,
         head_lr=head_lr,
         batch_size=batch_size,
-        seed=seed,  # type: ignore[arg-type]
+        seed=seed,
         train_tasks=tuple(t.strip() for t in train_tasks.split(",") if t.strip()),
         history=history,
         swapped_goals=swapped_goals,
@@ -322,8 +322,8 @@ def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: floa
 
     model, record = load_classifier(model_dir)
     config = record.get("config", {})
-    names = train_tasks.split(",") if train_tasks else list(config.get("train_tasks", ["base8"]))  # type: ignore[union-attr]
-    seed = int(config.get("seed", 0))  # type: ignore[union-attr]
+    names = train_tasks.split(",") if train_tasks else list(config.get("train_tasks", ["base8"]))
+    seed = int(config.get("seed", 0))
     examples = load_examples(data)
     if rows_by == "split":
         groups = sorted(assign_splits(examples, {t.id for t in resolve_tasks(names)}, seed).items())
@@ -332,7 +332,7 @@ def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: floa
         for i, e in enumerate(examples):
             by_task.setdefault(e.task_id, []).append(i)
         groups = [*sorted(by_task.items()), ("all", list(range(len(examples))))]
-    chosen = float(threshold if threshold is not None else record["threshold"])  # type: ignore[arg-type]
+    chosen = float(threshold if threshold is not None else record["threshold"])
     # every example scored once; each row resamples its own episodes
     probs = classifier_probabilities(
         model,

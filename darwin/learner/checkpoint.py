@@ -40,9 +40,9 @@ from pydantic import JsonValue
 from torch import nn
 
 from darwin.learner.config import LearnerConfig
-from darwin.learner.networks import TrainablePolicy
 from darwin.learner.replay import PositiveReplay
 from darwin.learner.rft import AcceptedEpisodes
+from darwin.learner.verl_runtime import WeightReceiver
 from darwin.replay_buffer import ReplayBuffer
 from darwin.types import Trajectory
 
@@ -299,7 +299,7 @@ def read_pending(src: Path) -> list[Trajectory]:
 
 
 def sync_policy_to_checkpoint(
-    policy: TrainablePolicy, weights: Mapping[str, torch.Tensor], saved_version: int, src: Path
+    policy: WeightReceiver, weights: Mapping[str, torch.Tensor], saved_version: int, src: Path
 ) -> None:
     """Bring ``policy`` to a resumed actor's ``weights``: pushed with ``saved_version`` if the
     policy is older; checked to be equal if it has that version (and, for a policy on an

@@ -39,10 +39,12 @@ import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypedDict
 
 import torch
 from pydantic import JsonValue
 from torch import nn
+from transformers import PreTrainedModel
 
 from darwin.algos.losses import (
     aggregate_loss,
@@ -79,7 +81,7 @@ from darwin.learner.networks import (
     set_adapters_enabled,
 )
 from darwin.learner.replay import PositiveReplay
-from darwin.learner.rft import AcceptedEpisodes
+from darwin.learner.rft import AcceptedEpisodes, RftMetrics
 from darwin.learner.step_rows import (
     ImageFeatureCache,
     LearnerDataError,
@@ -113,6 +115,16 @@ __all__ = ["LocalLearner"]
 
 _Scorer = Callable[[Mapping[str, torch.Tensor], Sequence[Sequence[int]]], tuple[torch.Tensor, ...]]
 """(collated batch, responses) -> a tuple of (B, R) per-token scores (values and/or log-probs)."""
+
+
+class LossAggregation(TypedDict):
+    """How a micro-batch's per-token losses aggregate: the keyword arguments
+    :func:`~darwin.algos.losses.ppo_policy_loss`, :func:`~darwin.algos.losses.value_loss` and
+    :func:`~darwin.algos.losses.aggregate_loss` share."""
+
+    loss_agg_mode: str
+    batch_num_tokens: int | None
+    global_batch_size: int | None
 
 
 class LocalLearner:
@@ -167,9 +179,9 @@ class LocalLearner:
         self._image_token_id = getattr(policy.vlm.model.config, "image_token_id", None)
 
         models = build_learner_models(policy.vlm.model, cfg, self.device, self._generator)
-        self.actor: nn.Module = models.actor
+        self.actor: PreTrainedModel = models.actor
         self.critic: ValueModel | None = models.critic
-        self.reference: nn.Module | None = models.reference
+        self.reference: PreTrainedModel | None = models.reference
         self._actor_backbone = models.actor_backbone
         self._lm_head = models.lm_head
         # A tower that stays the base model's gives a screenshot the same features in every
@@ -451,7 +463,7 @@ class LocalLearner:
         return tuple(outs)
 
     def _response_logprobs(
-        self, model: nn.Module, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
+        self, model: PreTrainedModel, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``model``'s log-probs of ``responses`` as the policy sampled them (its forbidden tokens
         and temperature), the prompts' shared system turn run once when the config says so."""
@@ -620,7 +632,7 @@ class LocalLearner:
         warmup = self.config.critic_warmup_updates if self.config.uses_critic else 0
         return (self.updates - warmup) % every == 0
 
-    def rejection_finetune(self) -> dict[str, float | int | None]:
+    def rejection_finetune(self) -> RftMetrics:
         """MobileRL's iterative SFT (``LearnerConfig.rft``): ``rft.steps`` supervised steps of the
         actor on its own responses in the accepted episodes (:attr:`accepted`; parse errors
         left out), each on ``rft.batch_size`` steps drawn without replacement, with a fresh
@@ -799,7 +811,7 @@ class LocalLearner:
         cfg = self.config
         width = mask.shape[1]
         shared_critic = self.critic is not None and self.critic.shared
-        agg = {"loss_agg_mode": cfg.loss_agg_mode, "batch_num_tokens": mb_tokens, "global_batch_size": mb_rows}
+        agg = LossAggregation(loss_agg_mode=cfg.loss_agg_mode, batch_num_tokens=mb_tokens, global_batch_size=mb_rows)
         with capture_outputs(self._actor_backbone if shared_critic else None, self._lm_head) as captured:
             logprob, lp_mask = self._response_logprobs(self.actor, inputs, responses)
         if not torch.equal(lp_mask, mask):

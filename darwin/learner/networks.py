@@ -21,7 +21,7 @@ import copy
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 from torch import nn
@@ -39,10 +39,15 @@ class TrainablePolicy(Protocol):
     log-prob temperature it sampled with, its version, and a way to receive new weights."""
 
     vlm: Any
-    device: torch.device
-    version: int
-    forbidden_mask: torch.Tensor
-    logprob_temperature: float
+
+    @property
+    def device(self) -> torch.device: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def forbidden_mask(self) -> torch.Tensor: ...
+    @property
+    def logprob_temperature(self) -> float: ...
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None: ...
 
@@ -219,10 +224,16 @@ def set_adapters_enabled(model: nn.Module, enabled: bool) -> Iterator[None]:
             m.enable_adapters(was)
 
 
-def copy_model(model: nn.Module) -> nn.Module:
-    """A deep copy with its own parameters (tied weights stay tied), in eval mode."""
+_M = TypeVar("_M", bound=nn.Module)
+
+
+def copy_model(model: _M, device: torch.device | None = None) -> _M:
+    """A deep copy with its own parameters (tied weights stay tied), in eval mode, on
+    ``device`` when one is given."""
     clone = copy.deepcopy(model)
     clone.eval()
+    if device is not None:
+        clone.to(device)  # in place (nn.Module.to returns the module itself)
     return clone
 
 
@@ -242,11 +253,11 @@ class LearnerModels:
             ``None`` (no KL, or LoRA: the base model is the actor with adapters disabled).
     """
 
-    actor: nn.Module
+    actor: PreTrainedModel
     actor_backbone: nn.Module
     lm_head: nn.Module
     critic: ValueModel | None
-    reference: nn.Module | None
+    reference: PreTrainedModel | None
 
 
 def build_learner_models(
@@ -256,7 +267,7 @@ def build_learner_models(
     on ``device`` (see ``docs/learner.md``, "Models"). Draws from ``generator`` in a fixed
     order (actor LoRA, critic LoRA, random value head), so a seeded learner is reproducible."""
     cfg = config
-    actor: nn.Module = copy_model(base).to(device)
+    actor = copy_model(base, device)
     if cfg.lora is not None:
         apply_lora(actor, cfg.lora, generator)
     else:
@@ -269,7 +280,7 @@ def build_learner_models(
         if cfg.critic == "shared":
             trunk = actor_backbone
         else:
-            trunk = copy_model(backbone_of(base)).to(device)
+            trunk = copy_model(backbone_of(base), device)
             if cfg.lora is not None and cfg.lora.critic:
                 apply_lora(trunk, cfg.lora, generator)
             else:
@@ -284,9 +295,9 @@ def build_learner_models(
         )
         critic.eval()  # no dropout anywhere: the models only ever run in eval mode
 
-    reference: nn.Module | None = None
+    reference: PreTrainedModel | None = None
     if cfg.kl_coef > 0 and cfg.lora is None:
-        reference = copy_model(base).to(device).requires_grad_(False)
+        reference = copy_model(base, device).requires_grad_(False)
     if cfg.freeze_vision:
         # Every model's tower is then the base model's, so one feature pass serves them all.
         for model in (actor_backbone, critic.trunk if critic is not None else None):

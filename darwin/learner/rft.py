@@ -23,10 +23,22 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from typing import TypedDict
 
 from darwin.types import Outcome, Trajectory
 
-__all__ = ["AcceptedEpisodes"]
+__all__ = ["AcceptedEpisodes", "RftMetrics"]
+
+
+class RftMetrics(TypedDict, total=False):
+    """What a rejection-sampling fine-tune reports: the ``rft_*`` fields of
+    :class:`~darwin.learner.metrics.UpdateMetrics` (the losses only when it trained)."""
+
+    rft_steps: int
+    rft_episodes: int
+    rft_loss_first: float
+    rft_loss_last: float
+    rft_s: float
 
 
 class AcceptedEpisodes:

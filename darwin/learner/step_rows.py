@@ -22,6 +22,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -34,6 +35,7 @@ from darwin.types import ACTOR, Prompt, TerminationReason, Trajectory, Transitio
 
 __all__ = [
     "BuildInputs",
+    "HasBuildInputs",
     "LearnerDataError",
     "RowInputs",
     "StepRow",
@@ -343,6 +345,13 @@ BuildInputs = Callable[[Sequence[Prompt]], Mapping[str, torch.Tensor]]
 """Prompts -> a left-padded model batch, e.g. :meth:`HFPolicy.build_inputs`."""
 
 
+@runtime_checkable
+class HasBuildInputs(Protocol):
+    """An object with a :data:`BuildInputs` method, e.g. an :class:`~darwin.policies.hf.HFPolicy`."""
+
+    def build_inputs(self, prompts: Sequence[Prompt]) -> Mapping[str, torch.Tensor]: ...
+
+
 def processor_inputs(processor: ProcessorMixin) -> BuildInputs:
     """:meth:`HFPolicy.build_inputs` on another processor object (the same code path).
 
@@ -360,7 +369,7 @@ def processor_inputs(processor: ProcessorMixin) -> BuildInputs:
 
 
 def preprocess_rows(
-    build: BuildInputs | object,
+    build: BuildInputs | HasBuildInputs,
     rows: Sequence[StepRow],
     *,
     chunk: int = 16,
@@ -382,7 +391,7 @@ def preprocess_rows(
     sampling time: the learner would train on a different context than the one the
     response was sampled from (another processor or template).
     """
-    make = getattr(build, "build_inputs", build)  # a policy, or a BuildInputs function
+    make = build.build_inputs if isinstance(build, HasBuildInputs) else build  # a policy, or a BuildInputs function
     out = _processor_rows(make, rows[:chunk])
     rest = rows[chunk:]
     if not rest:
@@ -567,6 +576,7 @@ def attach_image_features(
     if cache is not None and images is None:
         raise ValueError("attach_image_features: a cache needs the rows' screenshots to key them")
     param = next(backbone.parameters())
+    vision_language: Any = backbone  # a Qwen2-VL-family backbone: get_image_features is its own, not nn.Module's
     keys = (
         [[ImageFeatureCache.key(im) for im in row_images] for row_images in images]
         if cache is not None and images is not None
@@ -590,11 +600,12 @@ def attach_image_features(
     with torch.no_grad():
         for start in range(0, len(todo), chunk):
             part = todo[start : start + chunk]
-            grid = torch.cat([inputs[i].image_grid_thw for i in part]).to(param.device)  # type: ignore[misc]
-            pixels = torch.cat([inputs[i].pixel_values for i in part]).to(param.device, param.dtype)  # type: ignore[misc]
-            features = list(backbone.get_image_features(pixels, grid).pooler_output)
+            part_images = [_images_of(inputs[i]) for i in part]
+            grid = torch.cat([g for _, g in part_images]).to(param.device)
+            pixels = torch.cat([v for v, _ in part_images]).to(param.device, param.dtype)
+            features = list(vision_language.get_image_features(pixels, grid).pooler_output)
             for i in part:
-                n = inputs[i].image_grid_thw.shape[0]  # type: ignore[union-attr]
+                n = _images_of(inputs[i])[1].shape[0]
                 found[i] = [f.cpu() for f in features[:n]]
                 del features[:n]
                 if cache is not None and keys is not None:
@@ -604,6 +615,13 @@ def attach_image_features(
         replace(row, pixel_values=None, image_embeds=torch.cat(found[i])) if i in found else row
         for i, row in enumerate(inputs)
     ]
+
+
+def _images_of(row: RowInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """A row's ``(pixel_values, image_grid_thw)``; only rows with images are passed."""
+    if row.pixel_values is None or row.image_grid_thw is None:
+        raise ValueError("internal: attach_image_features ran the vision tower on a row without images")
+    return row.pixel_values, row.image_grid_thw
 
 
 def collate(

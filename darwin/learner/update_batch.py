@@ -209,7 +209,7 @@ def prune_negatives(
     trajectories: Sequence[Trajectory],
     group_ids: Sequence[Hashable] | None,
     *,
-    max_negatives_per_positive: int,
+    max_negatives_per_positive: float,
     rng: random.Random,
 ) -> tuple[list[Trajectory], list[Hashable] | None, int]:
     """MobileRL's negative pruning: ``(kept trajectories, their group ids or None, muted count)``.

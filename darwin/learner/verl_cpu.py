@@ -36,8 +36,9 @@ def _nothing(*_args: object, **_kwargs: object) -> None:
     return None
 
 
-cpu_device_module = types.SimpleNamespace(
-    **{name: getattr(torch.cpu, name) for name in dir(torch.cpu) if not name.startswith("_")},
+cpu_device_module = types.ModuleType("darwin.learner.verl_cpu.device_module")
+vars(cpu_device_module).update(
+    {name: getattr(torch.cpu, name) for name in dir(torch.cpu) if not name.startswith("_")},
     empty_cache=_nothing,
     ipc_collect=_nothing,
     manual_seed=torch.manual_seed,
@@ -70,7 +71,7 @@ class PlatformCPU(PlatformBase):
         return "cpu"
 
     @property
-    def device_module(self) -> types.SimpleNamespace:
+    def device_module(self) -> types.ModuleType:
         return cpu_device_module
 
     def is_available(self) -> bool:
@@ -81,7 +82,7 @@ class PlatformCPU(PlatformBase):
         # (e.g. to read its docs) leaves verl's choice in that process unchanged.
         return False
 
-    def current_device(self) -> str:  # type: ignore[override]
+    def current_device(self) -> str:  # type: ignore[override]  # verl's PlatformBase says int (a device index); CPU needs "cpu"
         # verl only ever moves tensors with .to(get_device_id()) / torch.device(get_device_id()):
         # "cpu" is the device those calls need (an index would mean cuda:0).
         return "cpu"

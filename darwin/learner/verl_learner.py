@@ -51,7 +51,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 from pydantic import JsonValue
@@ -101,7 +101,8 @@ from darwin.types import Trajectory
 
 if TYPE_CHECKING:
     from verl import DataProto
-    from verl.single_controller.ray import RayWorkerGroup
+
+    from darwin.learner.verl_workers import TrainingWorkerGroup
 
 logger = logging.getLogger(__name__)
 
@@ -175,8 +176,8 @@ class VerlLearner:
         self._own_work_dir = work_dir is None
         self.work_dir = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="darwin-verl-"))
         self._started_ray = False
-        self.actor_group: RayWorkerGroup
-        self.critic_group: RayWorkerGroup | None = None
+        self.actor_group: TrainingWorkerGroup
+        self.critic_group: TrainingWorkerGroup | None = None
         self._start_workers()
 
     # ------------------------------------------------------------------ workers
@@ -260,7 +261,7 @@ class VerlLearner:
             else None
         )
 
-        def group(worker_config: TrainingWorkerConfig) -> RayWorkerGroup:
+        def group(worker_config: TrainingWorkerConfig) -> TrainingWorkerGroup:
             pool = (
                 gpu_pool
                 if gpu_pool is not None
@@ -268,11 +269,13 @@ class VerlLearner:
             )
             from verl.utils.device import get_device_name
 
-            return RayWorkerGroup(
+            workers = RayWorkerGroup(
                 resource_pool=pool,
                 ray_cls_with_init=RayClassWithInitArgs(cls=ray.remote(darwin_training_worker()), config=worker_config),
                 device_name=get_device_name(),
             )
+            # RayWorkerGroup binds the worker class's @register methods onto the group as it starts it.
+            return cast("TrainingWorkerGroup", workers)
 
         actor_config = TrainingWorkerConfig(
             model_type="language_model",
@@ -281,7 +284,6 @@ class VerlLearner:
             optimizer_config=FSDPOptimizerConfig(
                 lr=cfg.actor_lr, weight_decay=cfg.weight_decay, betas=cfg.adam_betas, clip_grad=cfg.grad_clip
             ),
-            checkpoint_config=None,
         )
         self.actor_group = group(actor_config)
         self.actor_group.reset()
@@ -320,7 +322,6 @@ class VerlLearner:
                 optimizer_config=FSDPOptimizerConfig(
                     lr=cfg.critic_lr, weight_decay=cfg.weight_decay, betas=cfg.adam_betas, clip_grad=cfg.grad_clip
                 ),
-                checkpoint_config=None,
             )
             self.critic_group = group(critic_config)
             self.critic_group.reset()
@@ -461,7 +462,7 @@ class VerlLearner:
             scoring_s=time.perf_counter() - t1,
         )
 
-    def _infer(self, group: RayWorkerGroup, data: DataProto, key: str) -> torch.Tensor:
+    def _infer(self, group: TrainingWorkerGroup, data: DataProto, key: str) -> torch.Tensor:
         """``(N', R)`` per-response-token output of ``infer_batch`` (``values`` or ``log_probs``)."""
         from verl.utils import tensordict_utils as tu
         from verl.workers.utils.padding import no_padding_2_padding
@@ -571,7 +572,7 @@ class VerlLearner:
         )
         return metrics
 
-    def _train(self, group: RayWorkerGroup, data: DataProto, *, mini: int, epochs: int, seed: int) -> dict:
+    def _train(self, group: TrainingWorkerGroup, data: DataProto, *, mini: int, epochs: int, seed: int) -> dict:
         from verl.utils import tensordict_utils as tu
 
         td = _no_padding(data)
@@ -698,11 +699,14 @@ class VerlLearner:
         policy: WeightReceiver,
         *,
         config: LearnerConfig | None = None,
-        **kwargs: object,
+        pad_token_id: int | None = None,
+        temperature: float | None = None,
+        work_dir: str | os.PathLike[str] | None = None,
     ) -> VerlLearner:
         """Start workers from the checkpoint's config (or ``config``: hyperparameters may
         change, not the structure), load their FSDP checkpoints, restore the counters and
-        bring ``policy`` to the saved actor weights when its version is older."""
+        bring ``policy`` to the saved actor weights when its version is older. ``pad_token_id``,
+        ``temperature`` and ``work_dir`` are the constructor's."""
         src = resolve_checkpoint(path).absolute()
         manifest = read_manifest(src)
         if manifest.get("backend") != "verl":
@@ -716,7 +720,7 @@ class VerlLearner:
             raise ValueError(
                 f"{src}: config changes the model structure (algorithm or verl.model_path) of the checkpoint"
             )
-        learner = cls(policy, config, **kwargs)  # type: ignore[arg-type]
+        learner = cls(policy, config, pad_token_id=pad_token_id, temperature=temperature, work_dir=work_dir)
         learner.actor_group.load_checkpoint(str(src / "actor"), None, False)
         if learner.critic_group is not None:
             learner.critic_group.load_checkpoint(str(src / "critic"), None, False)
@@ -724,7 +728,7 @@ class VerlLearner:
         learner.optimizer_steps = int(manifest["optimizer_steps"])
         saved_version = int(manifest["policy_version"])
         learner.policy_version = saved_version
-        sync_policy_to_checkpoint(policy, learner.actor_state_dict(), saved_version, src)  # type: ignore[arg-type]
+        sync_policy_to_checkpoint(policy, learner.actor_state_dict(), saved_version, src)
         pending = read_pending(src)
         learner.resume_state = ResumeState(path=src, pending=pending, extra_state=manifest["extra_state"])
         logger.info("verl learner resumed from %s: update %d, policy v%d", src, learner.updates, saved_version)
@@ -743,7 +747,7 @@ def _metric_mean(metrics: Mapping[str, object], key: str) -> float | None:
         if isinstance(inner, list | tuple):
             numbers.extend(float(x) for x in inner)
         else:
-            numbers.append(float(inner))  # type: ignore[arg-type]
+            numbers.append(float(inner))  # type: ignore[arg-type]  # a verl metric: a number or 0-d tensor (float() raises on anything else)
     finite = [x for x in numbers if math.isfinite(x)]
     return sum(finite) / len(finite) if finite else None
 

@@ -39,7 +39,7 @@ import os
 
 import torch
 from torch import nn
-from transformers import AutoModelForTokenClassification
+from transformers import AutoModelForTokenClassification, PreTrainedModel
 from transformers.conversion_mapping import (
     get_checkpoint_conversion_mapping,
     register_checkpoint_conversion_mapping,
@@ -69,15 +69,15 @@ __all__ = [
 class _TokenValueMixin:
     """``forward`` of a value model: backbone hidden states -> ``score`` -> ``logits (B, L, 1)``."""
 
-    model: nn.Module
+    model: PreTrainedModel
     score: nn.Linear
 
-    def _add_backbone_and_head(self, config: Qwen2VLConfig | Qwen2_5_VLConfig, backbone: type[nn.Module]) -> None:
+    def _add_backbone_and_head(self, config: Qwen2VLConfig | Qwen2_5_VLConfig, backbone: type[PreTrainedModel]) -> None:
         """``model`` (the policy's backbone class) and ``score`` (hidden size to ``num_labels``, with bias)."""
         self.num_labels = int(getattr(config, "num_labels", 1))
         self.model = backbone(config)
         self.score = nn.Linear(_hidden_size(config), self.num_labels, bias=True)
-        self.post_init()  # type: ignore[attr-defined]
+        self.post_init()  # type: ignore[attr-defined]  # a mixin: the classes using it are PreTrainedModels, whose post_init this is
 
     def get_input_embeddings(self) -> nn.Module:
         return self.model.get_input_embeddings()

@@ -25,11 +25,53 @@ import functools
 import os
 import signal
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["darwin_training_worker"]
+if TYPE_CHECKING:
+    from tensordict import TensorDict
+
+__all__ = ["TrainingWorkerGroup", "darwin_training_worker"]
+
+
+class PendingOutput(Protocol):
+    """What a non-blocking worker-group call returns (verl's ``DataProtoFuture``)."""
+
+    def get(self) -> TensorDict: ...
+
+
+class TrainingWorkerGroup(Protocol):
+    """A ``RayWorkerGroup`` of :func:`darwin_training_worker` as the verl learner drives it.
+
+    verl binds every ``@register`` method of the worker class onto the group when it starts
+    the workers, so these methods exist at run time but not on ``RayWorkerGroup``'s class.
+    A blocking call returns one result per worker; ``infer_batch`` and
+    ``train_mini_batch`` are non-blocking (``.get()`` waits for the collected output).
+    """
+
+    @property
+    def workers(self) -> list[Any]:
+        """The Ray actor handles of the workers."""
+        ...
+
+    def reset(self) -> list[None]: ...
+
+    def set_loss_fn(self, loss_fn: Callable[..., Any]) -> list[None]: ...
+
+    def full_state_dict(self) -> list[dict[str, torch.Tensor] | None]: ...
+
+    def infer_batch(self, data: TensorDict) -> PendingOutput: ...
+
+    def train_mini_batch(self, data: TensorDict) -> PendingOutput: ...
+
+    def save_checkpoint(
+        self, local_path: str, hdfs_path: str | None, global_step: int, max_ckpt_to_keep: int | None
+    ) -> list[Any]: ...
+
+    def load_checkpoint(self, local_path: str, hdfs_path: str | None, del_local_after_load: bool) -> list[Any]: ...
 
 
 @functools.cache
@@ -58,7 +100,9 @@ def darwin_training_worker() -> type:
             install_valuehead_loader()  # the critic with the configured attention, also on GPUs
             super().__init__(config)
 
-        @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+        # Dispatch's members are registered at import (Dispatch.ONE_TO_ALL is the same object),
+        # so only the lookup by name is one the type checker knows.
+        @register(dispatch_mode=Dispatch["ONE_TO_ALL"])
         def full_state_dict(self) -> dict[str, torch.Tensor] | None:
             """The model's full (unsharded) weights in HF key names on rank 0, ``None`` elsewhere.
 

@@ -49,7 +49,7 @@ def vision_tower_of(backbone: nn.Module) -> nn.Module:
 
 def hidden_size_of(model: nn.Module) -> int:
     """The text decoder's hidden size ``H`` of a (vision-)language model."""
-    config = model.config
+    config: Any = model.config  # a Hugging Face model's PretrainedConfig (nn.Module does not declare it)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     return int(text.hidden_size)
 

@@ -26,13 +26,14 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import (
     AutoModelForImageTextToText,
     BatchFeature,
     GenerationConfig,
+    PreTrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
     Qwen2_5_VLConfig,
@@ -114,20 +115,24 @@ def build_inputs(
     if not conversations:
         raise ValueError("build_inputs needs at least one conversation")
     batched = not isinstance(conversations[0], Mapping)
-    convs = conversations if batched else [conversations]
+    convs = cast(Sequence[Sequence[Message]], conversations if batched else [conversations])
     # apply_chat_template rewrites content blocks in place: give it copies.
-    copies = [[_copy_message(m) for m in conv] for conv in convs]  # type: ignore[union-attr]
-    batch = processor.apply_chat_template(
-        copies,
-        add_generation_prompt=add_generation_prompt,
-        tokenize=True,
-        return_dict=True,
-        return_tensors="pt",
-        processor_kwargs={"padding": True, "padding_side": "left"},
+    copies = [[_copy_message(m) for m in conv] for conv in convs]
+    batch = cast(  # tokenize=True, return_dict=True: a BatchFeature
+        BatchFeature,
+        processor.apply_chat_template(
+            copies,
+            add_generation_prompt=add_generation_prompt,
+            tokenize=True,
+            return_dict=True,
+            return_tensors="pt",
+            processor_kwargs={"padding": True, "padding_side": "left"},
+        ),
     )
     if "mm_token_type_ids" not in batch:
+        qwen_processor: Any = processor  # a Qwen2-VL processor: image_token_id is its own, not ProcessorMixin's
         batch["mm_token_type_ids"] = mm_token_type_ids(
-            batch["input_ids"], processor.image_token_id, getattr(processor, "video_token_id", None)
+            batch["input_ids"], qwen_processor.image_token_id, getattr(processor, "video_token_id", None)
         )
     return batch
 
@@ -166,7 +171,7 @@ class VLM:
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:
         """The processor's tokenizer."""
-        return self.processor.tokenizer  # type: ignore[no-any-return]
+        return self.processor.tokenizer
 
     @property
     def image_processor(self) -> Any:
@@ -176,7 +181,7 @@ class VLM:
     @property
     def vocab_size(self) -> int:
         """Rows of the model's input embedding (>= ``len(tokenizer)``)."""
-        return int(self.model.get_input_embeddings().weight.shape[0])
+        return int(cast(torch.Tensor, self.model.get_input_embeddings().weight).shape[0])  # an embedding's weight
 
     def num_parameters(self) -> int:
         """Distinct parameters (tied embeddings counted once)."""
@@ -266,7 +271,7 @@ def hf_config(config: TinyVLMConfig, tokenizer: PreTrainedTokenizerBase) -> Qwen
         "pad_token_id": pad,
         "tie_word_embeddings": config.tie_word_embeddings,
     }
-    common = {
+    common: dict[str, Any] = {
         "image_token_id": tid("<|image_pad|>"),
         "video_token_id": tid("<|video_pad|>"),
         "vision_start_token_id": tid("<|vision_start|>"),
@@ -302,6 +307,8 @@ def hf_config(config: TinyVLMConfig, tokenizer: PreTrainedTokenizerBase) -> Qwen
 
 def _generation_config(model_config: Qwen2VLConfig | Qwen2_5_VLConfig, forbidden: Iterable[int]) -> GenerationConfig:
     text = model_config.text_config
+    if not isinstance(text, PreTrainedConfig):  # the model config turns a dict into its text config
+        raise TypeError(f"{type(model_config).__name__}.text_config is {type(text).__name__}, not a config")
     return GenerationConfig(
         eos_token_id=[text.eos_token_id, text.pad_token_id],
         pad_token_id=text.pad_token_id,

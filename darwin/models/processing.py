@@ -36,12 +36,12 @@ class _ImageOnlyMixin:
     standard_class_name: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = super().to_dict()  # type: ignore[misc]
+        out: dict[str, Any] = super().to_dict()  # type: ignore[misc]  # a mixin: super() is the ProcessorMixin it joins
         out["processor_class"] = self.standard_class_name
         return out
 
-    def save_pretrained(self, save_directory: str | os.PathLike[str], **kwargs: Any) -> Any:
-        result = super().save_pretrained(save_directory, **kwargs)  # type: ignore[misc]
+    def save_pretrained(self, save_directory: str | os.PathLike[str], push_to_hub: bool = False, **kwargs: Any) -> Any:
+        result = super().save_pretrained(save_directory, push_to_hub=push_to_hub, **kwargs)  # type: ignore[misc]  # a mixin: super() is the ProcessorMixin it joins
         # ProcessorMixin writes our class name into tokenizer_config.json; put the standard one.
         path = Path(save_directory) / TOKENIZER_CONFIG_FILE
         if path.is_file():

@@ -51,7 +51,7 @@ def prompt_to_messages(prompt: Prompt) -> list[dict[str, Any]]:
 
 
 def rope_index(
-    model: PreTrainedModel,
+    model: nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     mm_token_type_ids: torch.Tensor,
@@ -206,8 +206,9 @@ def response_batch(
     model_inputs: dict[str, torch.Tensor | None] = {"attention_mask": attention, "position_ids": positions}
     image_embeds = inputs.get("image_embeds")
     if image_embeds is not None:
-        embeds = model.get_input_embeddings()(full_ids)
-        image_mask = full_ids == int(model.config.image_token_id)
+        hf: Any = model  # a Hugging Face model or backbone: get_input_embeddings and config are its own
+        embeds = hf.get_input_embeddings()(full_ids)
+        image_mask = full_ids == int(hf.config.image_token_id)
         if int(image_mask.sum()) != image_embeds.shape[0]:
             raise ValueError(
                 f"{int(image_mask.sum())} image placeholder tokens but {image_embeds.shape[0]} precomputed "
@@ -236,7 +237,7 @@ def forward_batch(model: nn.Module, seq: ResponseBatch, **kwargs: Any) -> Any:
     every row. ``model`` is a ``*ForConditionalGeneration`` or its backbone."""
     if seq.prefix is None:
         return model(**seq.model_inputs, use_cache=False, **kwargs)
-    backbone = getattr(model, "model", model)
+    backbone: Any = getattr(model, "model", model)  # a Hugging Face backbone: language_model and get_input_embeddings
     prefix_ids = seq.prefix.input_ids
     out = backbone.language_model(
         inputs_embeds=backbone.get_input_embeddings()(prefix_ids),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import cast
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import AddedToken, PreTrainedTokenizerBase
@@ -63,7 +64,7 @@ def _train_bpe(base_vocab_size: int) -> tuple[dict[str, int], list[tuple[str, st
             f"only {len(vocab)}: lower vocab_size"
         )
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
-    return vocab, merges  # type: ignore[return-value]
+    return vocab, merges
 
 
 def build_tokenizer(family: Family, vocab_size: int) -> Qwen2Tokenizer:
@@ -86,8 +87,8 @@ def build_tokenizer(family: Family, vocab_size: int) -> Qwen2Tokenizer:
     vocab, merges = _train_bpe(base)
     tok = Qwen2Tokenizer(
         vocab=vocab,
-        merges=merges,
-        unk_token=None,
+        merges=merges,  # type: ignore[arg-type]  # transformers annotates str | list[str]; it takes (a, b) pairs too
+        unk_token=None,  # type: ignore[arg-type]  # transformers annotates str; None (no unk token) is accepted
         eos_token="<|endoftext|>",
         pad_token="<|endoftext|>",
         padding_side="left",
@@ -109,7 +110,7 @@ def build_tokenizer(family: Family, vocab_size: int) -> Qwen2Tokenizer:
 def check_special_token_ids(tok: PreTrainedTokenizerBase, family: Family, first_id: int) -> None:
     """Raise if the special tokens do not sit at ``first_id, first_id+1, ...`` in Qwen order."""
     specials = special_tokens_for(family)
-    got = tok.convert_tokens_to_ids(list(specials))
+    got = cast(list[int], tok.convert_tokens_to_ids(list(specials)))  # a list in, a list out
     want = list(range(first_id, first_id + len(specials)))
     if got != want:
         raise RuntimeError(

@@ -1,7 +1,7 @@
 """The policy interface: prompts in, sampled text with token ids and log-probs out.
 
 >>> import asyncio
->>> from darwin.policies.base import Policy, Prompt, ChatMessage
+>>> from darwin.policies.base import Policy
 >>> from darwin.types import ChatMessage, Generation, Prompt
 >>> class Echo(Policy):
 ...     async def generate(self, prompts):

@@ -198,8 +198,8 @@ class DynamicBatcher(Policy):
         self._meter = _Meter(start=self._clock())
 
     # -- Policy interface -------------------------------------------------------------
-    @property  # type: ignore[override]
-    def version(self) -> int:
+    @property
+    def version(self) -> int:  # type: ignore[override]  # read-only here: the backend owns the version Policy declares as an attribute
         """The backend's policy version."""
         return self.backend.version
 

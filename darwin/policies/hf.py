@@ -42,6 +42,7 @@ import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -261,7 +262,7 @@ class HFPolicy(Policy):
             if isinstance(value, torch.Tensor):
                 out[key] = value.to(self._device)
         if "mm_token_type_ids" not in out:
-            proc = self.vlm.processor
+            proc: Any = self.vlm.processor  # a Qwen2-VL processor: image_token_id is its own, not ProcessorMixin's
             out["mm_token_type_ids"] = mm_token_type_ids(
                 out["input_ids"], proc.image_token_id, getattr(proc, "video_token_id", None)
             )
@@ -308,7 +309,7 @@ class HFPolicy(Policy):
             body = toks[:-1] if toks and toks[-1] in self.eos_token_ids else toks
             out.append(
                 Generation(
-                    text=self.vlm.tokenizer.decode(body, skip_special_tokens=False),
+                    text=cast(str, self.vlm.tokenizer.decode(body, skip_special_tokens=False)),  # one sequence: a str
                     prompt_ids=tuple(ids[row][mask[row]].tolist()),
                     response_ids=tuple(toks),
                     response_logprobs=tuple(lps),

@@ -168,7 +168,7 @@ def image_data_url(image: np.ndarray, *, compress_level: int = 1) -> str:
 def prompt_to_openai_messages(prompt: Prompt, *, compress_level: int = 1) -> list[dict[str, Any]]:
     """A :class:`Prompt` in OpenAI's chat format: images as ``image_url`` parts before the text.
 
-    >>> from darwin.policies.base import ChatMessage, Prompt
+    >>> from darwin.types import ChatMessage, Prompt
     >>> prompt_to_openai_messages(Prompt(messages=(ChatMessage(role="user", text="hi"),)))
     [{'role': 'user', 'content': 'hi'}]
     """

@@ -48,7 +48,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -346,7 +346,7 @@ class LocalPolicyServer:
         if settings["logprobs"]:
             content = []
             for t, lp in zip(ids, lps, strict=True):
-                token = f"token_id:{t}" if as_ids else self.vlm.tokenizer.decode([t])
+                token = f"token_id:{t}" if as_ids else cast(str, self.vlm.tokenizer.decode([t]))  # one sequence: a str
                 content.append(
                     {
                         "token": token,

@@ -50,7 +50,7 @@ import shutil
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import torch
@@ -289,7 +289,7 @@ class ServerPolicy(Policy):
             )
         body_ids = response[:-1] if response and response[-1] in self.eos_token_ids else response
         return Generation(
-            text=self.vlm.tokenizer.decode(list(body_ids), skip_special_tokens=False),
+            text=cast(str, self.vlm.tokenizer.decode(list(body_ids), skip_special_tokens=False)),  # one sequence: a str
             prompt_ids=completion.prompt_ids,
             response_ids=response,
             response_logprobs=completion.response_logprobs,

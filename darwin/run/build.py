@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from darwin.envs.base import PhoneEnv
     from darwin.envs.fleet import PhoneEvent, PhoneFleet
     from darwin.envs.providers import PhoneProvider
-    from darwin.learner.local import LocalLearner
+    from darwin.learner.base import Learner, LearnerClass
+    from darwin.learner.networks import TrainablePolicy
     from darwin.memory.base import Memory
     from darwin.models.factory import VLM
     from darwin.policies.base import Policy
@@ -158,14 +159,14 @@ def memory_factory(config: ExperimentConfig, run_dir: str | Path | None = None) 
         return None
     spec = config.memory
     named = {} if run_dir is None else {"run_dir": Path(run_dir)}
-    return lambda: build_component("memory", spec, named_context=named)  # type: ignore[return-value]
+    return lambda: build_component("memory", spec, named_context=named)  # type: ignore[return-value]  # build_component returns object; the "memory" kind checks it is a Memory
 
 
 def build_curriculum(config: ExperimentConfig, tasks: list[Task], run_dir: str | Path | None = None) -> Curriculum:
     """The curriculum; ``run_dir`` goes to curricula whose ``__init__`` names it (the LLM
     proposer reads the agent's results from the run database and stores its proposals there)."""
     named = {} if run_dir is None else {"run_dir": Path(run_dir)}
-    return build_component("curriculum", config.curriculum, named_context=named, tasks=tasks, seed=config.phones.seed)  # type: ignore[return-value]
+    return build_component("curriculum", config.curriculum, named_context=named, tasks=tasks, seed=config.phones.seed)  # type: ignore[return-value]  # build_component returns object; the "curriculum" kind checks it is a Curriculum
 
 
 def build_workflow(
@@ -182,22 +183,22 @@ def build_workflow(
         # Training episodes only: a bootstrapped truncation reads V(s') at the next screen.
         record_next_prompt=not evaluation and config.learner.truncation == "bootstrap",
     )
-    return build_component("workflow", config.workflow, verifier=verifier, config=step_config)  # type: ignore[return-value]
+    return build_component("workflow", config.workflow, verifier=verifier, config=step_config)  # type: ignore[return-value]  # build_component returns object; the "workflow" kind checks it is a Workflow
 
 
-def learner_class(config: ExperimentConfig) -> type[LocalLearner]:
+def learner_class(config: ExperimentConfig) -> LearnerClass:
     """LocalLearner, or VerlLearner for ``learner.backend == "verl"`` (same run contract;
     it checks for Ray and GPUs when built and names what is missing: docs/scale.md)."""
     if config.learner.backend == "verl":
         from darwin.learner.verl_learner import VerlLearner
 
-        return VerlLearner  # type: ignore[return-value]
+        return VerlLearner
     from darwin.learner.local import LocalLearner
 
     return LocalLearner
 
 
-def build_learner(config: ExperimentConfig, policy: Policy) -> LocalLearner:
+def build_learner(config: ExperimentConfig, policy: TrainablePolicy) -> Learner:
     """A new learner for ``policy`` (resuming: ``learner_class(config).load``)."""
     return learner_class(config)(policy, config.learner)
 
@@ -213,11 +214,13 @@ def build_phones(config: ExperimentConfig) -> list[PhoneEnv]:
 
         assert phones.ray is not None  # validated
         try:
-            return build_ray_phones(
-                phones.ray,
-                perturbation=phones.perturbation,
-                reset_between_episodes=phones.reset_between_episodes,
-                locale=phones.locale,
+            return list[PhoneEnv](
+                build_ray_phones(
+                    phones.ray,
+                    perturbation=phones.perturbation,
+                    reset_between_episodes=phones.reset_between_episodes,
+                    locale=phones.locale,
+                )
             )
         except RayPhonesError as exc:
             raise ExperimentError(str(exc)) from None
@@ -295,7 +298,7 @@ def _start_provider(config: ExperimentConfig, closers: list[Callable[[], None]])
     if phones.devices:
         context["devices"] = list(phones.devices)
     try:
-        provider = build_component("provider", phones.provider, **context)
+        provider = build_component("provider", phones.provider, named_context=None, **context)
     except ComponentError as exc:
         raise ExperimentError(str(exc)) from None
     assert isinstance(provider, PhoneProvider)
@@ -483,7 +486,7 @@ def build_actors(
         policy.check_credentials()  # a missing key stops here (RunAbort), before any phone starts
 
         def make(i: int) -> object:
-            return ModelActor(make_agent(agent_format), policy)  # type: ignore[arg-type]
+            return ModelActor(make_agent(agent_format), policy)
 
         return Actors(make)
     raise AgentChoiceError(f"unknown agent {spec!r}; available: {', '.join(AGENT_KINDS)}", "--agent")

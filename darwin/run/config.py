@@ -460,7 +460,7 @@ class ExperimentConfig(BaseModel):
             if spec is None:
                 continue
             try:
-                check_component(kind, spec, **context)
+                check_component(kind, spec, named_context=None, **context)
             except ComponentError as exc:
                 raise ExperimentError(str(exc)) from None
             except ValueError as exc:  # the component's own argument checks

@@ -137,7 +137,7 @@ class RunCost:
     @classmethod
     def from_json(cls, data: Mapping[str, JsonValue]) -> RunCost:
         """The totals from :meth:`to_json`'s output (the figures are recomputed from them)."""
-        return cls(**{f.name: (int if f.type == "int" else float)(data[f.name]) for f in fields(cls) if f.name in data})  # type: ignore[arg-type]
+        return cls(**{f.name: (int if f.type == "int" else float)(data[f.name]) for f in fields(cls) if f.name in data})  # type: ignore[arg-type]  # each field is an int or a float, converted by its declared type
 
     def describe(self) -> str:
         """One line for the end of ``darwin run``.

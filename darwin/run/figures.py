@@ -192,7 +192,9 @@ def _panels(episodes: Sequence[TrainedEpisode], metric: FigureMetric) -> dict[st
     if metric == "phase-success":
         panels: dict[str, Points] = {}
         for phase in Phase:
-            pts = [(e.training_step, float(ok)) for e in episodes if (ok := e.phase_success.get(phase)) is not None]
+            pts: Points = [
+                (float(e.training_step), float(ok)) for e in episodes if (ok := e.phase_success.get(phase)) is not None
+            ]
             if pts:
                 panels[phase.value] = pts
         return panels
@@ -212,8 +214,8 @@ def _curves(runs: Sequence[FigureRun], metric: FigureMetric, pool_seeds: bool) -
         label = pooled_label(run.run_dir) if pool_seeds else run.run_dir.name
         for panel, pts in _panels(run.episodes, metric).items():
             out.setdefault(panel, {}).setdefault(label, []).extend(pts)
-    for panel in out.values():
-        for pts in panel.values():
+    for curves in out.values():
+        for pts in curves.values():
             pts.sort(key=lambda p: p[0])
     return out
 

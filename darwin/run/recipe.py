@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import JsonValue
+from pydantic import JsonValue, TypeAdapter
 
 from darwin.evaluate import EvalResult, evaluate_paired, summarize_episodes
 from darwin.run.build import (
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from darwin.curricula.base import Curriculum
     from darwin.envs.base import PhoneEnv
     from darwin.envs.fleet import PhoneEvent, PhoneFleet
-    from darwin.learner.local import LocalLearner
+    from darwin.learner.base import Learner
     from darwin.learner.metrics import UpdateMetrics
     from darwin.replay_buffer import ReplayBuffer
     from darwin.rollout import RolloutEngine
@@ -74,6 +74,7 @@ in a workflow) after which a run stops instead of waiting for a batch that canno
 
 Point = tuple[int, float]
 """A point of the success curve: (training steps when the episode was trained on, success)."""
+_POINTS = TypeAdapter(list[Point])
 
 
 @dataclass
@@ -142,12 +143,12 @@ class RunState:
             )
         return cls(
             run_id=str(data["run_id"]),
-            env_steps=int(data["env_steps"]),  # type: ignore[arg-type]
-            curriculum=dict(data["curriculum"]),  # type: ignore[arg-type]
-            success_points=[(int(s), float(v)) for s, v in data["success_points"]],  # type: ignore[union-attr, misc]
-            task_points={k: [(int(s), float(v)) for s, v in pts] for k, pts in data.get("task_points", {}).items()},  # type: ignore[union-attr, misc]
-            warmup_until=int(data.get("warmup_until", 0)),  # type: ignore[arg-type]
-            cost=RunCost.from_json(data.get("cost") or {}),  # type: ignore[arg-type]
+            env_steps=TypeAdapter(int).validate_python(data["env_steps"]),
+            curriculum=TypeAdapter(dict[str, JsonValue]).validate_python(data["curriculum"]),
+            success_points=_POINTS.validate_python(data["success_points"]),
+            task_points=TypeAdapter(dict[str, list[Point]]).validate_python(data.get("task_points", {})),
+            warmup_until=TypeAdapter(int).validate_python(data.get("warmup_until", 0)),
+            cost=RunCost.from_json(TypeAdapter(dict[str, JsonValue]).validate_python(data.get("cost") or {})),
         )
 
     def record(self, batch: list[Trajectory]) -> None:
@@ -210,7 +211,7 @@ class TrainingRecipe:
         self.resumed = False
         # Built by setup():
         self.pool: ActorPool | None = None
-        self.learner: LocalLearner | None = None
+        self.learner: Learner | None = None
         self.state: RunState | None = None
         self.tasks: list[Task] = []
         self.curriculum: Curriculum | None = None
@@ -284,6 +285,8 @@ class TrainingRecipe:
             self.checkpoint_dir, self.pool.policy, config=self.config.learner
         )
         resumed = self.learner.resume_state
+        if resumed is None:  # load() always sets it
+            raise RuntimeError(f"{self.checkpoint_dir}: the learner loaded no resume state")
         restore_pending(self.buffer, resumed.pending)
         self.state = RunState.from_json(resumed.extra_state)
         self._cost_before = self.state.cost

@@ -144,7 +144,7 @@ def draw_curve(
     xs = [p[0] for p in pts]
     ys = [p[1] for p in pts]
     if raw:
-        at: dict[int, list[float]] = {}
+        at: dict[float, list[float]] = {}
         for x, y in pts:
             at.setdefault(x, []).append(y)
         ax.plot(
@@ -209,7 +209,7 @@ class RunSummary:
         """How many tasks of an evaluation fall in each of MobileGym's strata L1-L4."""
         from darwin.algos.task_metrics import strata, stratum_counts
 
-        return dict(stratum_counts(strata(self.eval_task_metrics.get(label, {}))))
+        return {str(k): v for k, v in stratum_counts(strata(self.eval_task_metrics.get(label, {}))).items()}
 
     @property
     def gain(self) -> float | None:

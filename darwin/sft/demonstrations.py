@@ -32,6 +32,7 @@ from darwin.types import (
     Prompt,
     Task,
     TerminationReason,
+    Trajectory,
     Transition,
     VerifierSpec,
 )
@@ -157,6 +158,13 @@ class DemoStats:
     mean_prompt_tokens: float = 0.0
 
 
+def _ended_by(trajectory: Trajectory) -> TerminationReason:
+    """Why a finished episode ended (a workflow's run always records it)."""
+    if trajectory.termination is None:
+        raise RuntimeError(f"episode {trajectory.episode_id} came back from its workflow without a termination")
+    return trajectory.termination.reason
+
+
 def collect_demonstrations(config: SFTConfig, *, heldout: bool = False) -> tuple[list[Demonstration], DemoStats]:
     """Run the oracle on perturbed SimPhones through the real workflow and record every step.
 
@@ -198,7 +206,7 @@ def collect_demonstrations(config: SFTConfig, *, heldout: bool = False) -> tuple
             counts["episodes"] += 1
             counts["successes"] += bool(trajectory.success)
             # The workflow ends an episode whose goal already holds before anyone acts.
-            if config.skip_done_episodes and trajectory.termination.reason == TerminationReason.ALREADY_DONE:
+            if config.skip_done_episodes and _ended_by(trajectory) == TerminationReason.ALREADY_DONE:
                 counts["skipped"] += 1
                 continue
             demos.extend(episode)

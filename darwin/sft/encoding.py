@@ -10,7 +10,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -140,7 +140,7 @@ def encode_demonstrations(
             patches.append(pixels.to_patches(torch.from_numpy(np.stack(screens[first_new:]))))
         logger.debug("encoded %d prompts (%d new screens)", len(part), len(screens) - first_new)
     targets = [tok.encode(d.target, add_special_tokens=False) + [int(eos)] for d in demos]
-    proc = vlm.processor
+    proc: Any = vlm.processor  # a Qwen2-VL processor: image_token_id is its own, not ProcessorMixin's
     screen_tensor = torch.cat(patches) if patches else torch.zeros((0, 0, 3, 0), dtype=torch.uint8)
     size = (int(screens[0].shape[1]), int(screens[0].shape[0])) if screens else (0, 0)
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -34,6 +34,8 @@ from darwin.problems import problems_message
 from darwin.sft.sources import DemoEpisode, Example
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
     from darwin.agents.vlm import VLMAgent
     from darwin.models.factory import VLM
     from darwin.sft.encoding import EncodedDemos
@@ -213,10 +215,10 @@ def gather_examples(config: FinetuneConfig) -> tuple[list[Example], list[Example
     stats: dict[str, Any] = {}
     if config.oracle is not None:
         demo_cfg = config.oracle_demo_config()
-        got, held = episodes_from_oracle(demo_cfg), episodes_from_oracle(demo_cfg, heldout=True)
+        got, oracle_held = episodes_from_oracle(demo_cfg), episodes_from_oracle(demo_cfg, heldout=True)
         train_eps += got
-        held_eps += held
-        stats["oracle"] = {"episodes": len(got), "heldout_episodes": len(held)}
+        held_eps += oracle_held
+        stats["oracle"] = {"episodes": len(got), "heldout_episodes": len(oracle_held)}
     pooled: list[DemoEpisode] = []
     for run in config.runs:
         got = episodes_from_run(run, config.observation_size)
@@ -367,12 +369,13 @@ def finetune(
                 model,
                 LoraConfig(
                     r=config.lora_rank,
-                    lora_alpha=config.lora_alpha,
+                    lora_alpha=config.lora_alpha,  # type: ignore[arg-type]  # peft annotates int; a float scales the same (alpha / r)
                     lora_dropout=0.0,
                     target_modules=list(config.lora_targets),
                 ),
             )
-            model = peft_model.get_base_model()  # the adapters sit inside it; darwin's scoring needs its own class
+            # the adapters sit inside it; darwin's scoring needs its own class (peft types it nn.Module)
+            model = cast("PreTrainedModel", peft_model.get_base_model())
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(
@@ -411,7 +414,7 @@ def finetune(
                 on_step(StepStats(step + 1, config.steps, value, lr, n_tokens / max(now - tick, 1e-9), now - started))
         training_s = time.perf_counter() - t
         if config.lora_rank:
-            vlm.model = peft_model.merge_and_unload()
+            vlm.model = cast("PreTrainedModel", peft_model.merge_and_unload())  # the base model, adapters merged
         vlm.model.eval()
         phase("held-out (after)")
         after_loss = heldout_loss(vlm, encoded_held) if encoded_held is not None else None

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from darwin.actions import ACTION_TYPES, Action
 
@@ -125,7 +126,7 @@ def _loc(parts: tuple[int | str, ...]) -> str:
     return out or "(line)"
 
 
-def _describe(err: dict) -> str:  # type: ignore[type-arg]  # pydantic's ErrorDetails
+def _describe(err: ErrorDetails) -> str:
     """One pydantic error as ``field: problem; fix``."""
     kind, loc, ctx = err["type"], tuple(err["loc"]), err.get("ctx") or {}
     kinds = ", ".join(ACTION_TYPE_NAMES)
@@ -191,7 +192,7 @@ def parse_record_line(text: str, name: str, line: int) -> EpisodeRecord:
     except ValidationError as exc:
         problems = [
             _describe(e)
-            for e in exc.errors()  # type: ignore[arg-type]
+            for e in exc.errors()
             if not (e["type"] == "too_short" and e["loc"] == ("steps",) and e.get("input"))  # follows item errors
         ]
         raise DemoFileError(f"{name} line {line}: " + "\n  ".join(problems)) from None

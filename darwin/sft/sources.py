@@ -270,7 +270,7 @@ def episodes_from_run(
                 steps = tuple(
                     DemoStep(
                         observation=Observation(
-                            screenshot=resize_screenshot(store.load_screenshot(s.screenshot_path), observation_size),  # type: ignore[arg-type]
+                            screenshot=resize_screenshot(store.load_screenshot(s.screenshot_path), observation_size),  # type: ignore[arg-type]  # steps without a screenshot were skipped above
                             goal=goal,
                             device_size=ep.device_size,
                             task_id=ep.task_id,

@@ -314,7 +314,7 @@ class AdbdServer:
                 continue
             argv = simple.argv(status)
             record.executed.append(tuple(argv))
-            result = _run_builtin(argv)
+            result: ShellResult | BaseException | None = _run_builtin(argv)
             if result is None:
                 result = await self._run_backend(argv, record.command)
             if isinstance(result, DropConnection):
@@ -489,7 +489,7 @@ class AdbdFarm:
         """Run a coroutine on the farm's loop from another thread and return its result."""
         if self._thread is None:
             raise RuntimeError("AdbdFarm is not started")
-        return self._thread.call(coro, timeout)  # type: ignore[arg-type]
+        return self._thread.call(coro, timeout)  # type: ignore[arg-type]  # LoopThread.call wants a Coroutine; callers pass coroutines
 
     def start(self) -> None:
         """Start the loop thread and every server; on failure nothing is left running."""

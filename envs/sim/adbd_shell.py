@@ -42,7 +42,7 @@ class SimpleCommand:
     def argv(self, last_status: int = 0) -> list[str]:
         """The argv with ``$?`` replaced by ``last_status``."""
         return [
-            "".join(str(last_status) if part is _STATUS else part for part in word)  # type: ignore[misc]
+            "".join(str(last_status) if part is _STATUS else part for part in word)  # type: ignore[misc]  # mypy does not narrow str | _LastStatus on `is _STATUS`
             for word in self.words
         ]
 
@@ -217,7 +217,7 @@ def _check_command_words(words: Sequence[tuple[_WordPart, ...]], quoted_flags: S
     first = words[0]
     if quoted_flags[0] or not all(isinstance(p, str) for p in first):
         return
-    text = "".join(first)  # type: ignore[arg-type]
+    text = "".join(first)  # type: ignore[arg-type]  # every part is a str: checked above (all() does not narrow)
     if text in _RESERVED_WORDS:
         raise ShellSyntaxError(f"shell keyword {text!r} in {command!r} is not supported by the darwin adbd shell")
     if _ASSIGNMENT.match(text):

@@ -395,7 +395,7 @@ class SimDeviceBackend:
                 f"Error: input text cannot type {''.join(bad)!r}: only printable ASCII has key "
                 "events; send other text through an IME (am broadcast -a ADB_INPUT_B64)"
             )
-        run = []
+        run: list[str] = []
         for ch in text:
             if ch == "\n":
                 self.phone.commit_text("".join(run))
@@ -531,7 +531,8 @@ class SimDeviceBackend:
         command, rest = args[0], args[1:]
         options, positional = self._parse_options(rest)
         if command in ("start", "start-activity"):
-            component = (options.get("-n") or [None])[-1]
+            named = options.get("-n")
+            component = named[-1] if named else None
             if component is None:
                 if "android.intent.category.HOME" in options.get("-c", []):
                     self._execute(PressHome())

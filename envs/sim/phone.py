@@ -272,7 +272,6 @@ class SimPhone:
     def _build_layout(self, translated: bool = True) -> Screen:
         ui = UI(top=STATUS_BAR_H, bottom=HEIGHT - NAV_BAR_H)
         fg = self.state["foreground"]
-        keyboard_shown = False
         if fg is None:
             self._build_launcher(ui)
         else:
@@ -283,8 +282,7 @@ class SimPhone:
             focused = ui.screen.focused_field()
             if focused is None and self.state["focus"] is not None:
                 self.state["focus"] = None  # focus on a field no longer on screen
-            keyboard_shown = focused is not None
-            if keyboard_shown:
+            if focused is not None:
                 add_keyboard(self, ui, focused)
         screen = ui.screen
         screen.widgets.insert(

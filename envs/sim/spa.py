@@ -351,7 +351,7 @@ def _build(key: str) -> Task:
     file, row_id = key.split("/", 1)
     row, entry = rows(file)[row_id], MAPPING[key]
     task_id = f"spa.{_TAG[file]}.{row_id}"
-    language = "CHN" if row["task_language"] == "CHN" else "ENG"
+    language: Literal["ENG", "CHN"] = "CHN" if row["task_language"] == "CHN" else "ENG"
     if entry.template is not None:
         base = get_template(entry.template).task(dict(entry.params), language)
     elif entry.verifier is not None and entry.app is not None:

@@ -120,21 +120,21 @@ def test_a_run_with_the_reverse_curriculum_starts_inside_and_logs_where(tmp_path
     import json
     from pathlib import Path
 
-    import darwin.evaluate
+    import darwin.run.recipe
     from darwin.run.load import apply_overrides, load_experiment
     from darwin.run.recipe import run_experiment
 
     evaluated: list[
         tuple[object, int]
     ] = []  # (the task's start, demonstration steps played) of every evaluation episode
-    evaluate_paired = darwin.evaluate.evaluate_paired
+    evaluate_paired = darwin.run.recipe.evaluate_paired
 
     async def spy(tasks, envs, make_actor, protocol, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         report = await evaluate_paired(tasks, envs, make_actor, protocol, *args, **kwargs)
         evaluated.extend((t.task.start, t.start_step) for t in report.trajectories)
         return report
 
-    monkeypatch.setattr(darwin.evaluate, "evaluate_paired", spy)
+    monkeypatch.setattr(darwin.run.recipe, "evaluate_paired", spy)  # where evaluate_experiment looks it up
 
     root = Path(__file__).resolve().parents[2]
     small = {

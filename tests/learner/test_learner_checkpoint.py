@@ -235,25 +235,3 @@ def test_kill_9_during_an_update_then_resume(kit, tmp_path):
     m = learner.update(state.pending)  # and training continues
     assert (m.update, m.policy_version, policy.version, m.stage) == (3, 2, 2, "ppo")
     assert m.version_lag_mean == 1.0  # the pending rows were sampled by version 0... of the child's run
-
-
-def test_pending_trajectories_pickled_before_the_one_verdict_field_still_resume(tmp_path: Path) -> None:
-    import pickle
-
-    from darwin.learner.checkpoint import read_pending
-    from darwin.task_registry import get_task
-    from darwin.types import Outcome, Phase, Termination, TerminationReason, Trajectory
-
-    old = Trajectory("e0", get_task("amazon_0"), termination=Termination(TerminationReason.AGENT_FINISHED))
-    state = old.__dict__  # the fields a trajectory had before Trajectory.verdicts
-    del state["verdicts"]
-    state.update(
-        phase_success={Phase.SETUP: True, Phase.EXECUTION: False},
-        phase_reasons={Phase.SETUP: "already held", Phase.EXECUTION: "not found"},
-        phase_verdicts={},
-    )
-    (tmp_path / "pending.pkl").write_bytes(pickle.dumps([old]))
-    (resumed,) = read_pending(tmp_path)
-    assert resumed.phase_success == {Phase.SETUP: True, Phase.EXECUTION: False}
-    assert resumed.phase_reasons[Phase.EXECUTION] == "not found"
-    assert resumed.success is False and resumed.outcome == Outcome.FAILURE

@@ -47,7 +47,7 @@ def _learner_modules() -> list[Path]:
 
 def test_the_walk_finds_the_learner_modules():
     names = {p.name for p in _learner_modules()}
-    assert {"__init__.py", "local.py", "checkpoint.py", "metrics.py", "models.py"} <= names
+    assert {"__init__.py", "local.py", "checkpoint.py", "metrics.py", "networks.py"} <= names
 
 
 @pytest.mark.parametrize("path", _learner_modules(), ids=lambda p: str(p.relative_to(LEARNER_DIR)))

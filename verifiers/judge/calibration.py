@@ -353,9 +353,10 @@ def _csv_case(path: Path, line: int, row: dict[str, str]) -> LabelledCase:
         raise fail(
             f"label {row['label']!r} is not a yes/no label", "write 1/0, yes/no, true/false, success/failure or 是/否"
         )
-    language = (row.get("language") or "ENG").upper()
-    if language not in ("ENG", "CHN"):
+    written_language = (row.get("language") or "ENG").upper()
+    if written_language not in ("ENG", "CHN"):
         raise fail(f"language {row.get('language')!r} is not ENG or CHN", "write ENG or CHN")
+    language: Literal["ENG", "CHN"] = "CHN" if written_language == "CHN" else "ENG"
     try:
         size = (
             int(row.get("device_width") or DEFAULT_DEVICE_SIZE[0]),
@@ -399,7 +400,7 @@ def _csv_case(path: Path, line: int, row: dict[str, str]) -> LabelledCase:
             goal=goal,
             language=language,
             steps=steps,
-            final_screenshot=_read_png(folder / "final.png"),  # type: ignore[arg-type]
+            final_screenshot=_read_png(folder / "final.png"),
             answer=answer or final_answer(actions),
         )
 
@@ -411,7 +412,7 @@ def _csv_case(path: Path, line: int, row: dict[str, str]) -> LabelledCase:
         label=raw in _YES,
         label_kind="human",
         load=load,
-    )  # type: ignore[arg-type]
+    )
 
 
 # --------------------------------------------------------------------------- judging

@@ -264,7 +264,9 @@ def _fit(image: np.ndarray, like: np.ndarray) -> np.ndarray:
     """``image`` at ``like``'s size (stored steps keep the agent's screen, the final screen may differ)."""
     if image.shape[:2] == like.shape[:2]:
         return image
-    return np.asarray(Image.fromarray(image).resize((like.shape[1], like.shape[0]), Image.BILINEAR), dtype=np.uint8)
+    return np.asarray(
+        Image.fromarray(image).resize((like.shape[1], like.shape[0]), Image.Resampling.BILINEAR), dtype=np.uint8
+    )
 
 
 def _last_move(steps: Sequence[StoredStep]) -> StoredStep | None:

@@ -46,6 +46,7 @@ import math
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -89,7 +90,7 @@ def _resized(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     w, h = size
     if image.shape[:2] == (h, w):
         return image
-    return np.asarray(Image.fromarray(image).resize((w, h), Image.BILINEAR), dtype=np.uint8)
+    return np.asarray(Image.fromarray(image).resize((w, h), Image.Resampling.BILINEAR), dtype=np.uint8)
 
 
 def verifier_prompt(
@@ -247,7 +248,7 @@ class SuccessClassifier(nn.Module):
         return out
 
 
-def load_classifier(path: str | Path) -> tuple[SuccessClassifier, dict[str, object]]:
+def load_classifier(path: str | Path) -> tuple[SuccessClassifier, dict[str, Any]]:
     """A saved classifier and its record (threshold, screen size, inputs, training metadata);
     a record without ``inputs`` (written before history existed) reads the screen only."""
     src = Path(path)
@@ -258,7 +259,7 @@ def load_classifier(path: str | Path) -> tuple[SuccessClassifier, dict[str, obje
     return model, record
 
 
-def read_classifier_record(path: str | Path) -> dict[str, object]:
+def read_classifier_record(path: str | Path) -> dict[str, Any]:
     """The record ``darwin verifier train`` wrote at ``path``, checked (format version, inputs),
     without loading the model."""
     src = Path(path)
@@ -276,8 +277,8 @@ def read_classifier_record(path: str | Path) -> dict[str, object]:
     return record
 
 
-def _checked_threshold(threshold: float | None, record: dict[str, object]) -> float:
-    chosen = float(threshold if threshold is not None else record["threshold"])  # type: ignore[arg-type]
+def _checked_threshold(threshold: float | None, record: dict[str, Any]) -> float:
+    chosen = float(threshold if threshold is not None else record["threshold"])
     if not 0.0 <= chosen <= 1.0 or math.isnan(chosen):
         raise ValueError(f"threshold must lie in [0, 1], got {chosen}")
     return chosen
@@ -302,7 +303,7 @@ class LearnedVerifier(Verifier):
         self.every_step = every_step
         self.model, self.record = load_classifier(path)
         self.threshold = _checked_threshold(threshold, self.record)
-        w, h = self.record["screen_size"]  # type: ignore[misc]
+        w, h = self.record["screen_size"]
         self._screen_size = (int(w), int(h))
         self._lock = threading.Lock()  # one forward at a time: phones share the model
 

@@ -167,7 +167,7 @@ class _History:
     @classmethod
     def of(cls, examples: Sequence[VerifierExample], previous: Sequence[np.ndarray | None] | None) -> _History:
         """``previous`` (``None``: no history at all) with the examples' actions and device sizes."""
-        prev = list(previous) if previous is not None else [None] * len(examples)
+        prev: list[np.ndarray | None] = list(previous) if previous is not None else [None] * len(examples)
         if len(prev) != len(examples):
             raise ValueError(f"{len(prev)} previous screens for {len(examples)} examples")
         return cls(

@@ -93,11 +93,12 @@ class AmazonApp(SimApp):
             title = ctx.screen["title"]
             ui.app_bar("amazon", on_back=ctx.popper())
             ui.card("amazon.product", title, "FREE delivery Tuesday\nIn stock\nShips from Amazon")
-            ui.button(
-                "amazon.add_to_cart",
-                "Add to Cart",
-                on_tap=lambda: (ctx.data["cart"].append(title), ctx.toast("Added to cart")),
-            )
+
+            def add_to_cart() -> None:
+                ctx.data["cart"].append(title)
+                ctx.toast("Added to cart")
+
+            ui.button("amazon.add_to_cart", "Add to Cart", on_tap=add_to_cart)
             ui.button("amazon.buy_now", "Buy Now", on_tap=lambda: ctx.toast("Sign in to buy"), role="secondary")
         elif name == "account":
             ui.app_bar("Your account")

@@ -19,7 +19,7 @@ A complete app in a few lines (see docs/simphone.md for the full walkthrough)::
     ...         ui.field("groceries.new", value=ctx.field("groceries.new"), focused=ctx.is_focused("groceries.new"),
     ...                  placeholder="New item", on_focus=ctx.focuser("groceries.new"),
     ...                  on_submit=lambda text: ctx.data["items"].append(text), on_clear=None)
-    >>> from darwin.envs.sim.phone_view import PhoneView
+    >>> from darwin.envs.sim.phone import SimPhone
     >>> phone = SimPhone(seed=0, extra_apps=[Groceries()])
     >>> from darwin.actions import OpenApp, Click, Type
     >>> phone.execute(OpenApp(app="Groceries"))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import random
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -115,7 +117,7 @@ class BookingApp(SimApp):
             ctx.text_field(ui, "booking.dest_field", "Where are you going?", on_submit=self._pick_destination(ctx))
             typed = norm(ctx.field("booking.dest_field"))
             rows = [
-                Row(f"booking.suggest.{c}", c, "City", on_tap=lambda c=c: self._pick_destination(ctx)(c))
+                Row(f"booking.suggest.{c}", c, "City", on_tap=functools.partial(self._pick_destination(ctx), c))
                 for c in DESTINATIONS
                 if typed in norm(c)
             ]
@@ -197,7 +199,7 @@ class BookingApp(SimApp):
         return save
 
     @staticmethod
-    def _pick_destination(ctx: AppContext):
+    def _pick_destination(ctx: AppContext) -> Callable[[str], None]:
         def pick(text: str) -> None:
             match = next((c for c in DESTINATIONS if norm(c) == norm(text)), text.strip().title())
             if match:

@@ -68,8 +68,8 @@ class FilesApp(SimApp):
     zh = ZH
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
-        folders = [{"id": i + 1, "name": name} for i, name in enumerate(FOLDERS)]
-        files = []
+        folders: list[dict[str, Any]] = [{"id": i + 1, "name": name} for i, name in enumerate(FOLDERS)]
+        files: list[dict[str, Any]] = []
         for folder in folders:
             pool = SEED_FILES[folder["name"]]
             for name in rng.sample(pool, k=rng.randint(2, len(pool) - 1)):

@@ -55,7 +55,7 @@ class TasksApp(SimApp):
 
     def initial_data(self, rng: random.Random) -> dict[str, Any]:
         lists = [{"id": i + 1, "name": name} for i, name in enumerate(SEED_LISTS)]
-        tasks = []
+        tasks: list[dict[str, Any]] = []
         for list_name, title in SEED_TASKS:
             if rng.random() < 0.3:
                 continue

@@ -102,7 +102,7 @@ def _sent(to: str, text: str) -> VerifierSpec:
     return _v("messages.sent", to=to, text=text)
 
 
-def _person(first_last: tuple[str, str], phone: str, email: str = "") -> dict[str, Any]:
+def _person(first_last: tuple[str, ...], phone: str, email: str = "") -> dict[str, Any]:
     first, last = first_last
     return {"first": first, "last": last, "phone": phone, "email": email}
 
@@ -112,7 +112,7 @@ def _contacts(*people: tuple[str, str, str]) -> StateSetup:
     return StateSetup(
         step="contacts.add",
         params={"contacts": [_person(tuple(name.split(" ", 1)), phone, email) for name, phone, email in people]},
-    )  # type: ignore[arg-type]
+    )
 
 
 def _names(rng: random.Random, k: int) -> list[str]:

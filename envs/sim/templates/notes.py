@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from pydantic import Field
 
@@ -58,7 +59,7 @@ class Value(NewNote):
     what: str = Field(min_length=1)
 
 
-def _fact(rng: random.Random, pool: list[tuple[str, ...]] | tuple[tuple[str, ...], ...] = FACTS) -> tuple[str, ...]:
+def _fact(rng: random.Random, pool: Sequence[tuple[str, ...]] = FACTS) -> tuple[str, ...]:
     return rng.choice(list(pool))
 
 
