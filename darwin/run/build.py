@@ -214,7 +214,7 @@ def build_phones(config: ExperimentConfig) -> list[PhoneEnv]:
 
         assert phones.ray is not None  # validated
         try:
-            return list[PhoneEnv](
+            on_ray: list[PhoneEnv] = list(
                 build_ray_phones(
                     phones.ray,
                     perturbation=phones.perturbation,
@@ -224,6 +224,7 @@ def build_phones(config: ExperimentConfig) -> list[PhoneEnv]:
             )
         except RayPhonesError as exc:
             raise ExperimentError(str(exc)) from None
+        return on_ray
     from darwin.envs.adb import AdbPhoneEnv
 
     if len(phones.devices) < phones.count:
