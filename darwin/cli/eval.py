@@ -258,7 +258,7 @@ def eval_cmd(
                 return await evaluate_paired(
                     chosen,
                     envs,
-                    actors.make,  # type: ignore[arg-type]  # the factories return Actor objects (typed object so that scripted and model actors mix)
+                    actors.make,
                     protocol,
                     workflow,
                     store,

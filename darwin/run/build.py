@@ -28,6 +28,8 @@ from darwin.problems import ExperimentError
 from darwin.run.report import WARM_START_FILE
 
 if TYPE_CHECKING:
+    from darwin.agents.base import Actor
+
     # darwin.run.config only for annotations: it runs the recipe, which builds through this module
     from darwin.agents.pool import ActorPool
     from darwin.curricula.base import Curriculum
@@ -404,7 +406,7 @@ class Actors:
 
     def __init__(
         self,
-        make: Callable[[int], object],
+        make: Callable[[int], Actor],
         aclose: Callable[[], Awaitable[None]] | None = None,
         observation_size: tuple[int, int] | None = None,
     ) -> None:
@@ -486,7 +488,7 @@ def build_actors(
             raise AgentChoiceError(str(exc), "--agent-format") from None
         policy.check_credentials()  # a missing key stops here (RunAbort), before any phone starts
 
-        def make(i: int) -> object:
+        def make(i: int) -> Actor:
             return ModelActor(make_agent(agent_format), policy)
 
         return Actors(make)

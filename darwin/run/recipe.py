@@ -75,6 +75,9 @@ in a workflow) after which a run stops instead of waiting for a batch that canno
 Point = tuple[int, float]
 """A point of the success curve: (training steps when the episode was trained on, success)."""
 _POINTS = TypeAdapter(list[Point])
+_TASK_POINTS = TypeAdapter(dict[str, list[Point]])
+_INT = TypeAdapter(int)
+_JSON_OBJECT = TypeAdapter(dict[str, JsonValue])
 
 
 @dataclass
@@ -143,12 +146,12 @@ class RunState:
             )
         return cls(
             run_id=str(data["run_id"]),
-            env_steps=TypeAdapter(int).validate_python(data["env_steps"]),
-            curriculum=TypeAdapter(dict[str, JsonValue]).validate_python(data["curriculum"]),
+            env_steps=_INT.validate_python(data["env_steps"]),
+            curriculum=_JSON_OBJECT.validate_python(data["curriculum"]),
             success_points=_POINTS.validate_python(data["success_points"]),
-            task_points=TypeAdapter(dict[str, list[Point]]).validate_python(data.get("task_points", {})),
-            warmup_until=TypeAdapter(int).validate_python(data.get("warmup_until", 0)),
-            cost=RunCost.from_json(TypeAdapter(dict[str, JsonValue]).validate_python(data.get("cost") or {})),
+            task_points=_TASK_POINTS.validate_python(data.get("task_points", {})),
+            warmup_until=_INT.validate_python(data.get("warmup_until", 0)),
+            cost=RunCost.from_json(_JSON_OBJECT.validate_python(data.get("cost") or {})),
         )
 
     def record(self, batch: list[Trajectory]) -> None:
