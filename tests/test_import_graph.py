@@ -274,3 +274,52 @@ def test_a_circle_through_an_annotation_import_is_found() -> None:
     probe = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from darwin.envs.sim.phone import SimPhone\n"
     found = cycles(graph({"darwin.envs.sim.render": probe}))
     assert any("darwin.envs.sim.render" in c and "darwin.envs.sim.phone" in c for c in found), found
+
+
+# Package __init__ files that run code: the SimPhone app and template registries.
+REGISTRY_PACKAGES = set(REGISTRY_LOADS)
+
+
+def re_exports(source: str, is_package: bool, name: str) -> list[str]:
+    """Names a module hands on from another darwin module: a package ``__init__``'s darwin
+    imports (registries excepted), or a module's ``__all__`` entries and ``import x as x``
+    that it imported rather than defined."""
+    tree = ast.parse(source)
+    imported = {
+        a.asname or a.name: a
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("darwin")
+        for a in node.names
+    }
+    if is_package:
+        return [] if name in REGISTRY_PACKAGES else sorted(imported)
+    listed = [
+        e.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets)
+        for e in getattr(node.value, "elts", [])
+        if isinstance(e, ast.Constant)
+    ]
+    return sorted({n for n in listed if n in imported} | {n for n, a in imported.items() if a.asname == a.name})
+
+
+def test_no_module_re_exports_a_name() -> None:
+    """Every name is imported from the module that holds it (issue 42: no second name for one thing)."""
+    found = {
+        name: names
+        for name, path in modules().items()
+        if (names := re_exports(path.read_text(encoding="utf-8"), path.name == "__init__.py", name))
+    }
+    assert not found, f"re-exported names (import them from where they live): {found}"
+
+
+@pytest.mark.parametrize(
+    ("source", "is_package"),
+    [
+        ("from darwin.types import Task\n__all__ = ['Task']\n", False),
+        ("from darwin.types import Task as Task\n", False),
+        ("from darwin.types import Task\n", True),
+    ],
+)
+def test_a_re_export_is_found(source: str, is_package: bool) -> None:
+    assert re_exports(source, is_package, "darwin.probe") == ["Task"]
