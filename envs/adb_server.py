@@ -275,6 +275,21 @@ class PrivateAdbServer:
         process = self._process
         return process is not None and process.poll() is None
 
+    def wait_serving(self, timeout_s: float | None = None) -> None:
+        """Return once a server serves the port: at once while it runs, or, after it died, when the
+        watchdog's new one accepts connections (a new server knows no devices: reconnect them).
+        Raises ``RuntimeError`` when the watchdog gave up, or when nothing serves within
+        ``timeout_s`` (default: one start's timeout plus the watchdog's poll)."""
+        limit = self.timeout_s + self.poll_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            if self.gave_up is not None:
+                raise RuntimeError(self.gave_up)
+            if self.running() and _accepts(self.port):
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"no adb server serves port {self.port} after {limit:g} s; logs in {self._log_dir}")
+
     def __enter__(self) -> PrivateAdbServer:
         return self.start()
 

@@ -78,6 +78,29 @@ def test_a_killed_server_is_restarted_on_its_port_and_its_death_recorded(tmp_pat
     assert death.log_path.exists(), "a log_dir given by the caller is kept"
 
 
+def test_wait_serving_returns_once_the_new_server_accepts() -> None:
+    with PrivateAdbServer() as server:
+        server.wait_serving()  # running: at once
+        first_pid = server.pid
+        assert first_pid is not None
+        os.kill(first_pid, signal.SIGKILL)
+        _wait(lambda: len(server.deaths) == 1)  # the watchdog saw it (a killed process is reaped a moment later)
+        server.wait_serving()
+        assert server.running() and server.pid != first_pid and len(server.deaths) == 1
+        assert _devices(server.port).returncode == 0
+
+
+def test_wait_serving_raises_when_the_watchdog_gave_up() -> None:
+    with PrivateAdbServer(max_restarts=0) as server:
+        pid = server.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        _wait(lambda: len(server.deaths) == 1)
+        with pytest.raises(RuntimeError, match="died 1 times"):
+            server.wait_serving()
+        assert server.gave_up is not None
+
+
 def test_a_server_that_keeps_dying_is_given_up_on_loudly(caplog) -> None:  # noqa: ANN001
     with PrivateAdbServer(max_restarts=1) as server:
         for _ in range(2):

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import shlex
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -423,12 +425,17 @@ def test_bad_serial_props_rejected() -> None:
 
 
 @pytest.fixture(scope="module")
-def adb_port() -> Iterator[int]:
-    """A private adb server on a free port, this process's own child; always stopped afterwards."""
+def private_adb() -> Iterator[PrivateAdbServer]:
+    """A private adb server on a free port, this process's own child (supervised); always stopped afterwards."""
     if shutil.which("adb") is None:
         pytest.skip("the `adb` binary is not installed (Debian/Ubuntu: apt-get install adb)")
     with PrivateAdbServer() as server:
-        yield server.port
+        yield server
+
+
+@pytest.fixture(scope="module")
+def adb_port(private_adb: PrivateAdbServer) -> int:
+    return private_adb.port
 
 
 @pytest.fixture(scope="module")
@@ -450,12 +457,35 @@ def _connect(adb_client, address: str, timeout: float = 10.0) -> None:
     raise AssertionError(f"{address} not online after {timeout} s: {states}")
 
 
+def _connect_all(adb_client, server: PrivateAdbServer, addresses: list[str], attempts: int = 3) -> None:
+    """``adb connect`` every address at once. Debian's adb server has crashed (SIGSEGV) under such a
+    burst; its supervisor starts a new one, which knows no devices: connect them all again. Any
+    failure while the server stayed up is the test's failure."""
+    import adbutils
+
+    for attempt in range(attempts):
+        deaths = len(server.deaths)
+        try:
+            with ThreadPoolExecutor(max_workers=len(addresses)) as pool:
+                list(pool.map(lambda a: _connect(adb_client, a), addresses))
+            return
+        except (adbutils.AdbError, OSError):  # refused, or reset by a server that is going down
+            # A dead server is reaped and recorded by the watchdog within a few polls.
+            seen = time.monotonic() + 10 * server.poll_s + 1.0
+            while len(server.deaths) == deaths and time.monotonic() < seen:
+                time.sleep(server.poll_s)
+            if len(server.deaths) == deaths or attempt == attempts - 1:
+                raise
+            server.wait_serving()
+
+
 @contextlib.contextmanager
-def connected_farm(adb_client, backends: list[RecordingBackend], **kwargs) -> Iterator[AdbdFarm]:
+def connected_farm(
+    adb_client, server: PrivateAdbServer, backends: list[RecordingBackend], **kwargs
+) -> Iterator[AdbdFarm]:
     with AdbdFarm(backends, **kwargs) as farm:
         try:
-            with ThreadPoolExecutor(max_workers=len(backends)) as pool:
-                list(pool.map(lambda a: _connect(adb_client, a), farm.addresses))
+            _connect_all(adb_client, server, farm.addresses)
             yield farm
         finally:
             for address in farm.addresses:
@@ -463,8 +493,8 @@ def connected_farm(adb_client, backends: list[RecordingBackend], **kwargs) -> It
 
 
 @pytest.fixture(scope="module")
-def farm(adb_client) -> Iterator[AdbdFarm]:
-    with connected_farm(adb_client, [RecordingBackend("a"), RecordingBackend("b")]) as f:
+def farm(adb_client, private_adb: PrivateAdbServer) -> Iterator[AdbdFarm]:
+    with connected_farm(adb_client, private_adb, [RecordingBackend("a"), RecordingBackend("b")]) as f:
         yield f
 
 
@@ -610,11 +640,9 @@ def test_hang_before_open_is_bounded_by_shell2_timeout(device, farm: AdbdFarm) -
     assert device.shell2("whoami", v2=True, timeout=10).stdout == "a\n"
 
 
-def test_sixteen_devices_in_parallel(adb_client) -> None:
+def test_sixteen_devices_in_parallel(adb_client, private_adb: PrivateAdbServer) -> None:
     backends = [RecordingBackend(f"d{i}") for i in range(16)]
-    start = time.monotonic()
-    with connected_farm(adb_client, backends) as farm16:
-        connect_s = time.monotonic() - start
+    with connected_farm(adb_client, private_adb, backends) as farm16:
         assert len(set(farm16.addresses)) == 16
 
         def ask(i: int) -> str:
@@ -625,7 +653,6 @@ def test_sixteen_devices_in_parallel(adb_client) -> None:
             assert list(pool.map(ask, range(16))) == [f"hello {i}" for i in range(16)]
         for i, server in enumerate(farm16.servers):
             assert [r.argv for r in server.command_log] == [("input", "text", f"hello {i}")]
-    assert connect_s < 15
 
 
 def test_farm_consecutive_ports_and_clean_failure() -> None:
@@ -649,3 +676,20 @@ def test_farm_consecutive_ports_and_clean_failure() -> None:
         farm.stop()
     with pytest.raises(ValueError, match="port_base"):
         AdbdFarm([RecordingBackend()], port_base=70000)
+
+
+def test_connecting_survives_an_adb_server_that_dies_and_is_restarted() -> None:
+    """The recovery the farm fixtures rely on: the server is dead when the connects start; its
+    supervisor's new one gets every device connected."""
+    import adbutils
+
+    if shutil.which("adb") is None:
+        pytest.skip("the `adb` binary is not installed (Debian/Ubuntu: apt-get install adb)")
+    with PrivateAdbServer() as server, AdbdFarm([RecordingBackend("x"), RecordingBackend("y")]) as farm:
+        client = adbutils.AdbClient(host="127.0.0.1", port=server.port, socket_timeout=20)
+        pid = server.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        _connect_all(client, server, farm.addresses)
+        assert len(server.deaths) == 1 and server.restarts == 1
+        assert {d.serial for d in client.list()} == set(farm.addresses)
