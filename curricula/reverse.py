@@ -57,6 +57,11 @@ class ReverseCurriculum(Curriculum):
         advance_at: the success rate over the window that moves the start back.
         from_start_fraction: the share of episodes that start at the beginning anyway (the task
             as evaluated), besides those of tasks that reached it.
+        inside_below: if set, every task starts at the beginning at first, and only a task whose
+            success over its first ``window`` scored episodes from the beginning is below this
+            starts inside the demonstration from then on; the others stay at the beginning. The
+            tasks the policy can already do then keep their whole budget (``None``: every task
+            starts inside at once).
     """
 
     def __init__(
@@ -68,6 +73,7 @@ class ReverseCurriculum(Curriculum):
         window: int = 6,
         advance_at: float = 0.5,
         from_start_fraction: float = 0.0,
+        inside_below: float | None = None,
     ) -> None:
         self.tasks = _check_tasks(tasks, "ReverseCurriculum")
         hint = "see docs/curricula.md, 'Reverse curriculum'"
@@ -76,10 +82,15 @@ class ReverseCurriculum(Curriculum):
         self.window = _check_int("window", window, minimum=1, hint=hint)
         self.advance_at = _check_fraction("advance_at", advance_at, hint)
         self.from_start_fraction = _check_fraction("from_start_fraction", from_start_fraction, hint)
+        self.inside_below = None if inside_below is None else _check_fraction("inside_below", inside_below, hint)
         self.rng = random.Random(seed)
-        # None: the task starts at the beginning (reached it, or has a setup phase)
+        # tasks still measured from the beginning before the curriculum decides where they start
+        self._probing: set[str] = (
+            set() if self.inside_below is None else {t.id for t in self.tasks if not _has_setup(t)}
+        )
+        # None: the task starts at the beginning (reached it, has a setup phase, or is probing)
         self._remaining: dict[str, int | None] = {
-            t.id: None if _has_setup(t) else self.first_remaining for t in self.tasks
+            t.id: None if _has_setup(t) or t.id in self._probing else self.first_remaining for t in self.tasks
         }
         self._recent: dict[str, deque[bool]] = {t.id: deque(maxlen=self.window) for t in self.tasks}
 
@@ -94,7 +105,14 @@ class ReverseCurriculum(Curriculum):
             return task
         return task.model_copy(update={"start": DemoStart(remaining=remaining)})
 
+    def probing(self) -> set[str]:
+        """The tasks whose first episodes from the beginning are still being scored (``inside_below``)."""
+        return set(self._probing)
+
     def update(self, task: Task, outcome: EpisodeOutcome) -> None:
+        if task.id in self._probing:
+            self._probe(task, outcome)
+            return
         remaining = self._remaining.get(task.id)
         if remaining is None or task.start is None or task.start.remaining != remaining or outcome.success is None:
             return  # from the beginning, from an older start, or not scored: says nothing about this start
@@ -107,14 +125,29 @@ class ReverseCurriculum(Curriculum):
             self._remaining[task.id] = remaining + self.step
             recent.clear()
 
+    def _probe(self, task: Task, outcome: EpisodeOutcome) -> None:
+        if task.start is not None or outcome.success is None:
+            return
+        recent = self._recent[task.id]
+        recent.append(outcome.success)
+        if len(recent) < self.window:
+            return
+        assert self.inside_below is not None  # only set when probing
+        self._probing.discard(task.id)
+        if sum(recent) / self.window < self.inside_below:
+            self._remaining[task.id] = self.first_remaining
+        recent.clear()
+
     def state_dict(self) -> dict[str, Any]:
         return {
+            "probing": sorted(self._probing),
             "remaining": dict(self._remaining),
             "recent": {k: list(v) for k, v in self._recent.items()},
             "rng": _rng_to_json(self.rng),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._probing = set(state["probing"])
         self._remaining.update({k: None if v is None else int(v) for k, v in state["remaining"].items()})
         for k, values in state["recent"].items():
             self._recent[k] = deque((bool(v) for v in values), maxlen=self.window)

@@ -49,6 +49,37 @@ def test_the_start_moves_back_as_success_rises_per_task() -> None:
     assert [again.next_task() for _ in range(5)] == [cur.next_task() for _ in range(5)]
 
 
+def test_inside_below_sends_inside_only_the_tasks_that_fail_from_the_beginning() -> None:
+    tasks = [get_task("booking.com_0"), get_task("clock_1")]
+    cur = ReverseCurriculum(tasks, window=2, inside_below=0.5)
+    assert cur.probing() == {"booking.com_0", "clock_1"}
+    assert cur.remaining() == {"booking.com_0": None, "clock_1": None}
+    assert all(cur.next_task().start is None for _ in range(10))  # probing: from the beginning
+    booking, clock = tasks
+    cur.update(booking, _outcome("booking.com_0", False, start_step=0))
+    cur.update(booking, _outcome("booking.com_0", None, start_step=0))  # not scored: no evidence
+    cur.update(clock, _outcome("clock_1", True, start_step=0))
+    assert cur.probing() == {"booking.com_0", "clock_1"}
+    cur.update(booking, _outcome("booking.com_0", True, start_step=0))  # 1 of 2 is not below 0.5
+    cur.update(clock, _outcome("clock_1", False, start_step=0))  # 1 of 2: clock_1 stays at the beginning
+    assert cur.probing() == set() and cur.remaining() == {"booking.com_0": None, "clock_1": None}
+
+    cur = ReverseCurriculum(tasks, window=2, inside_below=0.6)
+    for _ in range(2):
+        cur.update(booking, _outcome("booking.com_0", False, start_step=0))
+    assert cur.probing() == {"clock_1"} and cur.remaining()["booking.com_0"] == 1
+    inside = booking.model_copy(update={"start": DemoStart(remaining=1)})
+    for _ in range(2):  # from inside, the window starts empty: two wins move the start back
+        cur.update(inside, _outcome("booking.com_0", True))
+    assert cur.remaining()["booking.com_0"] == 2
+    cur.update(clock, _outcome("clock_1", True, start_step=0))
+    again = ReverseCurriculum(tasks, window=2, inside_below=0.6)
+    again.load_state_dict(cur.state_dict())
+    assert again.probing() == {"clock_1"} and again.remaining() == cur.remaining()
+    with pytest.raises(ValueError, match=r"inside_below must be a number in \[0, 1\]"):
+        ReverseCurriculum(tasks, inside_below=1.5)
+
+
 def test_setup_tasks_start_at_the_beginning_and_bad_settings_are_named() -> None:
     cycle = get_task("chrome_clear_tabs.cycle")  # a setup phase comes first
     cur = ReverseCurriculum([cycle])
