@@ -45,7 +45,7 @@ __all__ = [
     "resolve_component",
 ]
 
-ComponentKind = Literal["curriculum", "workflow", "verifier", "memory", "provider"]
+ComponentKind = Literal["curriculum", "workflow", "verifier", "memory", "provider", "guard"]
 
 BUILTINS: dict[str, dict[str, str]] = {
     "curriculum": {
@@ -80,6 +80,9 @@ BUILTINS: dict[str, dict[str, str]] = {
         "sim_farm": "darwin.envs.providers:SimFarm",
         "sim": "darwin.envs.providers:SimPhones",
     },
+    "guard": {
+        "rules": "darwin.envs.guard:RuleGuard",
+    },
 }
 """Built-in names of each kind and the class each stands for."""
 
@@ -89,6 +92,7 @@ _BASES: dict[str, str] = {
     "verifier": "darwin.verifiers.base:Verifier",
     "memory": "darwin.memory.base:Memory",
     "provider": "darwin.envs.providers:PhoneProvider",
+    "guard": "darwin.envs.guard:ActionGuard",
 }
 
 # Keyword arguments a built-in gets from its name (StaticCurriculum's two modes).

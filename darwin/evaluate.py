@@ -34,6 +34,7 @@ from darwin.algos.evaluation import (
 )
 from darwin.algos.task_metrics import Stratum, TaskMetrics, strata, stratum_counts, summarize_task
 from darwin.envs.base import PhoneEnv
+from darwin.envs.guard import ActionGuard
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.rollout import EpisodeRequest, RolloutEngine
 from darwin.store import RunStore
@@ -383,6 +384,22 @@ def evaluation_phones(
     ]
 
 
+def _engine(
+    envs: Sequence[PhoneEnv],
+    make_actor: Callable[[int], Actor],
+    workflow: Workflow | None,
+    store: RunStore | None,
+    report: EvalReport,
+    on_episode: Callable[[Trajectory], None] | None,
+    guard: ActionGuard | None,
+) -> RolloutEngine:
+    """The rollout engine an evaluation plays on: no curriculum, no buffer, no learner."""
+    run_id = report.run_id if store else None
+    return RolloutEngine(
+        envs, make_actor, workflow=workflow, store=store, run_id=run_id, on_episode=on_episode, guard=guard
+    )
+
+
 async def evaluate(
     tasks: Sequence[Task],
     envs: Sequence[PhoneEnv],
@@ -392,6 +409,7 @@ async def evaluate(
     store: RunStore | None = None,
     run_id: str | None = None,
     on_episode: Callable[[Trajectory], None] | None = None,
+    guard: ActionGuard | None = None,
 ) -> EvalReport:
     """Run every task ``episodes_per_task`` times, spread over ``envs`` (one worker each).
 
@@ -401,14 +419,13 @@ async def evaluate(
     keeps its state, paper section 3.2).
     ``make_actor(i)`` builds the actor for phone ``i``. This is the training engine
     (:meth:`darwin.rollout.RolloutEngine.run_episodes`) fed a fixed queue with no learner:
-    episodes are played, stored and verified exactly as in training.
+    episodes are played, stored and verified exactly as in training, and checked by ``guard``
+    (if any) before each action reaches a phone.
     """
     if not envs:
         raise ValueError("evaluate needs at least one phone")
     report = EvalReport(run_id=run_id or uuid.uuid4().hex, task_ids=[t.id for t in tasks])
-    engine = RolloutEngine(
-        envs, make_actor, workflow=workflow, store=store, run_id=report.run_id if store else None, on_episode=on_episode
-    )
+    engine = _engine(envs, make_actor, workflow, store, report, on_episode, guard)
     report.trajectories = await engine.run_episodes([t for _ in range(episodes_per_task) for t in tasks])
     report.phone_s = engine.stats.episode_phone_s
     return report
@@ -423,6 +440,7 @@ async def evaluate_paired(
     store: RunStore | None = None,
     run_id: str | None = None,
     on_episode: Callable[[Trajectory], None] | None = None,
+    guard: ActionGuard | None = None,
 ) -> EvalReport:
     """A paired evaluation (:class:`EvalProtocol`): on every phone, each task's greedy episode
     and its sampled ones, each with its own sampling seed; every episode is played by its own
@@ -449,9 +467,7 @@ async def evaluate_paired(
         EpisodeRequest(task, phone=i, sampling=protocol.sampling(task.id, envs[i].name, sample))
         for task, i, sample in keys
     ]
-    engine = RolloutEngine(
-        envs, make_actor, workflow=workflow, store=store, run_id=report.run_id if store else None, on_episode=on_episode
-    )
+    engine = _engine(envs, make_actor, workflow, store, report, on_episode, guard)
     report.trajectories = await engine.run_episodes(requests)
     report.phone_s = engine.stats.episode_phone_s
     report.records = [

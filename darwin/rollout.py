@@ -38,6 +38,7 @@ from darwin.agents.base import Actor
 from darwin.curricula.base import Curriculum, EpisodeOutcome
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.envs.fleet import PhoneFleet
+from darwin.envs.guard import ActionGuard, GuardedPhone
 from darwin.replay_buffer import ReplayBuffer
 from darwin.store import RunStore
 from darwin.types import EpisodeSampling, Outcome, Task, TerminationReason, Trajectory, Transition
@@ -174,6 +175,8 @@ class RolloutEngine:
             the group on the members it has (the lost one as ``learner.infra_truncation``
             says), ``"drop"`` leaves the whole group out. Either way nothing waits for a
             member that will never run.
+        guard: checks every action before it reaches a phone (:mod:`darwin.envs.guard`): each
+            episode plays on a :class:`~darwin.envs.guard.GuardedPhone`; ``None``: no checks.
 
     Training calls :meth:`run` (the curriculum picks tasks until told to stop); evaluation
     calls :meth:`run_episodes` with a fixed queue of tasks. Both play each episode the same
@@ -195,6 +198,7 @@ class RolloutEngine:
         on_episode: Callable[[Trajectory], None] | None = None,
         fleet: PhoneFleet | None = None,
         group_lost: Literal["train", "drop"] = "train",
+        guard: ActionGuard | None = None,
     ) -> None:
         if not envs:
             raise ValueError("RolloutEngine needs at least one phone")
@@ -228,6 +232,7 @@ class RolloutEngine:
         self.on_episode = on_episode
         self.fleet = fleet
         self.group_lost = group_lost
+        self.guard = guard
         self.stats = RolloutStats()
 
     def _next_group(self) -> list[tuple[Task, str | None]]:
@@ -414,7 +419,8 @@ class RolloutEngine:
             self.store.start_episode(self.run_id, episode_id, task, phone=env.name, device_size=env.device_size)
         final_screen: np.ndarray | None = None
         try:
-            trajectory = await self.workflow.run(env, task, actor, emit=self._emit, episode_id=episode_id)
+            played_on = env if self.guard is None else GuardedPhone(env, self.guard, task)
+            trajectory = await self.workflow.run(played_on, task, actor, emit=self._emit, episode_id=episode_id)
             final_screen = await self._final_screen(env, trajectory)
             await env.ago_home()
             phone_s = time.perf_counter() - clock

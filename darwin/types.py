@@ -187,6 +187,9 @@ class TerminationReason(str, enum.Enum):
     ALREADY_DONE = "already_done"
     """The goal already held before the agent acted (state persists between episodes):
     nothing was played, so the episode is neither scored nor trained on."""
+    BLOCKED = "blocked"
+    """The action guard refused an action before it reached the phone (a purchase, a post, a
+    message, a deletion: :mod:`darwin.envs.guard`); with the rule as the cause. A failure."""
 
 
 class Outcome(str, enum.Enum):
@@ -221,13 +224,16 @@ class Outcome(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Termination:
-    """How an episode ended; ``cause`` is required for infrastructure truncations and errors."""
+    """How an episode ended; ``cause`` is required for infrastructure truncations, errors and blocks."""
 
     reason: TerminationReason
     cause: str = ""
 
     def __post_init__(self) -> None:
-        if self.reason in (TerminationReason.INFRA_TRUNCATED, TerminationReason.ERROR) and not self.cause:
+        if (
+            self.reason in (TerminationReason.INFRA_TRUNCATED, TerminationReason.ERROR, TerminationReason.BLOCKED)
+            and not self.cause
+        ):
             raise ValueError(f"termination {self.reason.value!r} needs a cause")
 
     @property

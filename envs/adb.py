@@ -60,6 +60,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, NoReturn
+from xml.etree import ElementTree
 
 import numpy as np
 import orjson
@@ -86,6 +87,7 @@ from darwin.envs.adb_config import AdbEnvConfig, CallRecord, PhoneHealth
 from darwin.envs.adb_screen import _Frame
 from darwin.envs.adb_typing import type_commands
 from darwin.envs.base import InfraError, PhoneEnv
+from darwin.envs.screen_elements import ScreenElement, parse_uiautomator_dump
 from darwin.types import StateSetup
 
 __all__ = [
@@ -686,6 +688,22 @@ class AdbPhoneEnv(PhoneEnv):
                 return state
 
             return self._guard("probe", self.config.command_timeout_s, probe)
+
+    def screen_elements(self) -> list[ScreenElement] | None:
+        """The screen's view hierarchy through ``uiautomator dump /dev/tty``; ``None`` (logged)
+        where the device has no uiautomator or prints something else."""
+        with self._lock:
+
+            def dump(deadline: float) -> ShellOutput:
+                return self.client.shell(self.serial, ["uiautomator", "dump", "/dev/tty"], deadline)
+
+            out = self._guard("uiautomator", self.config.command_timeout_s, dump)
+        text = out.stdout.decode("utf-8", "replace")
+        try:
+            return parse_uiautomator_dump(text)
+        except (ValueError, ElementTree.ParseError) as exc:
+            logger.warning("%s: uiautomator dump gave no view hierarchy (%s)", self.name, exc)
+            return None
 
     def apply_setup(self, setup: Sequence[StateSetup]) -> None:
         """Send the setup steps to the phone's ``setup_command`` (served SimPhones)."""

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from darwin.actions import Action
+from darwin.envs.screen_elements import ScreenElement
 from darwin.types import StateSetup, Task
 
 
@@ -90,6 +91,11 @@ class PhoneEnv(ABC):
 
     def probe_state(self) -> dict[str, Any] | None:
         """Machine-readable phone state for rule verification, or ``None`` if unavailable."""
+        return None
+
+    def screen_elements(self) -> list[ScreenElement] | None:
+        """The screen's view hierarchy (``uiautomator dump`` on Android), or ``None`` where the
+        phone cannot list it; the action guard reads it (:mod:`darwin.envs.guard`)."""
         return None
 
     def begin_task(self, task: Task) -> None:

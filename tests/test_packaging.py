@@ -47,6 +47,7 @@ def test_wheel_contains_subpackages_and_data(wheel):
     ):
         assert f"darwin/envs/sim/fonts/{font}" in names, font  # the locale's fallback fonts and their licences
     assert "darwin/data/spa-bench/LICENSE" in names
+    assert "darwin/envs/guard_rules.yaml" in names  # the action guard's built-in rules
     assert "darwin/py.typed" in names  # PEP 561: type checkers read the annotations of the installed package
     assert not any(n.startswith(("envs/", "memory/", "workflows/")) for n in names)
 

@@ -45,8 +45,9 @@ class Workflow(ABC):
        ``phase_reasons`` read it. The execution phase's answer is ``trajectory.success``;
        :attr:`~darwin.types.Trajectory.outcome` is read from it.
     3. **Termination.** The returned trajectory has ``termination`` set: exactly one
-       :class:`~darwin.types.TerminationReason`, with a cause for infrastructure truncations
-       and errors. A phone failure (:class:`~darwin.envs.base.InfraError`) ends the episode as
+       :class:`~darwin.types.TerminationReason`, with a cause for infrastructure truncations,
+       errors and actions the guard blocked (``ActionBlocked`` from ``env.aexecute``). A phone
+       failure (:class:`~darwin.envs.base.InfraError`) ends the episode as
        ``infra_truncated``, never as a failure. The last actor transition has ``done=True``
        and carries the same termination.
 

@@ -14,6 +14,7 @@ from darwin.actions import is_terminal
 from darwin.agents.base import Actor
 from darwin.algos.task_metrics import measure_episode
 from darwin.envs.base import InfraError, PhoneEnv
+from darwin.envs.guard import ActionBlocked
 from darwin.predicates import evaluate
 from darwin.task_registry import goal_text
 from darwin.types import (
@@ -182,6 +183,12 @@ class StepWorkflow(Workflow):
                 trajectory.demonstration = await self.play_start(env, task, task.start, trajectory.episode_id)
             except InfraError as exc:
                 trajectory.termination = self._infra(env, task, exc)
+                return trajectory
+            except ActionBlocked as exc:  # the demonstration's own action: not the agent's, so not scored
+                trajectory.termination = Termination(TerminationReason.BLOCKED, exc.block.cause)
+                trajectory.verdicts[Phase.EXECUTION] = Verdict(
+                    None, reason=f"the action guard blocked the demonstration: {exc.block.cause}"
+                )
                 return trajectory
         actor.start_episode(task)
         await self.play_phases(env, task, actor, trajectory, emit)
@@ -379,6 +386,8 @@ class StepWorkflow(Workflow):
                     await env.aexecute(action)
                 except InfraError as exc:
                     return self._infra(env, task, exc), None
+                except ActionBlocked as exc:  # never reached the phone: the episode ends here, a failure
+                    return self._blocked(turns, obs, decision, exc)
             ended: TerminationReason | None = None
             if action is not None and is_terminal(action):
                 try:
@@ -445,6 +454,29 @@ class StepWorkflow(Workflow):
                     )
                 return termination, verdict
         raise AssertionError("unreachable: the last step always ends the phase")
+
+    @staticmethod
+    def _blocked(
+        turns: PhaseTurns, obs: Observation, decision: Decision, exc: ActionBlocked
+    ) -> tuple[Termination, Verdict]:
+        """End the phase on an action the guard blocked: its step gets the guard's reward
+        (``-penalty``), the verdict is a failure that says why."""
+        termination = Termination(TerminationReason.BLOCKED, exc.block.cause)
+        verdict = Verdict(False, reward=exc.reward, reason=f"the action guard blocked it: {exc.block.cause}")
+        turns.append(
+            Transition(
+                episode_id=turns.trajectory.episode_id,
+                task_id=turns.task.id,
+                step=len(turns.trajectory.transitions),
+                phase=turns.phase,
+                observation=obs,
+                decision=decision,
+                reward=exc.reward,
+                done=True,
+                termination=termination,
+            )
+        )
+        return termination, verdict
 
     async def step_goal(self, turns: PhaseTurns) -> str:
         """The goal text the actor sees at this step (default: the phase's goal).

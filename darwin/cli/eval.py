@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +16,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from darwin.envs.guard import ActionGuard
     from darwin.evaluate import EvalReport
+    from darwin.run.config import ExperimentConfig
 from darwin.cli.common import (
     credentials_fail_cleanly,
     experiment_overrides,
@@ -23,6 +26,7 @@ from darwin.cli.common import (
     parse_size,
 )
 from darwin.run.build import AgentChoiceError, build_actors, experiment_actors
+from darwin.types import TerminationReason
 
 console = Console()
 
@@ -119,6 +123,13 @@ console = Console()
     help="end an episode as soon as the rule check confirms the goal, or only when the agent says finished (or the budget ends): the over-time metric needs the latter (without --experiment)",
 )
 @click.option(
+    "--guard",
+    "guard_name",
+    default=None,
+    help="the action guard (docs/phones.md): 'rules' (the built-in rules), an import path 'module:Class', or 'off'  "
+    "[default: the experiment's phones.guard; none without --experiment (the evaluation phones are SimPhones)]",
+)
+@click.option(
     "--json",
     "json_out",
     default=None,
@@ -144,6 +155,7 @@ def eval_cmd(
     api_key_env: str | None,
     max_new_tokens: int | None,
     end_on_success: bool,
+    guard_name: str | None,
     json_out: Path | None,
 ) -> None:
     """Evaluate an agent on SimPhones, paired: on each phone (one initial state per task) a
@@ -240,6 +252,9 @@ def eval_cmd(
         workflow = LifecycleWorkflow(
             config=StepConfig(observation_size=observation_size, end_on_success=end_on_success)
         )
+    guard = _eval_guard(experiment, guard_name)
+    if guard is not None:
+        console.print(guard.describe(), highlight=False, soft_wrap=True)
     run_id = store.start_run(f"eval {agent_spec}", config=None)
     total = len(chosen) * phones * protocol.episodes_per_instance
     started = time.perf_counter()
@@ -264,6 +279,7 @@ def eval_cmd(
                     store,
                     run_id,
                     on_episode=lambda t: progress.advance(bar),
+                    guard=guard,
                 )
             finally:
                 if actors.aclose is not None:
@@ -305,6 +321,17 @@ def eval_cmd(
             f"{mean_steps:.1f}",
         )
     console.print(table)
+    blocked = Counter(
+        t.task.id
+        for t in report.trajectories
+        if t.termination is not None and t.termination.reason == TerminationReason.BLOCKED
+    )
+    if blocked:
+        console.print(
+            f"blocked by the action guard (counted as failures): {sum(blocked.values())} episode(s): "
+            + ", ".join(f"{task} {n}" for task, n in sorted(blocked.items())),
+            highlight=False,
+        )
     console.print(_metrics_table(report))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -317,6 +344,26 @@ def eval_cmd(
         f"{report.phone_s:.0f} phone-s); run {run_id} stored in {store.url.render_as_string(hide_password=True)}"
     )
     store.close()
+
+
+def _eval_guard(experiment: ExperimentConfig | None, guard_name: str | None) -> ActionGuard | None:
+    """The guard of ``--guard`` (``off``: none), else the experiment's ``phones.guard``; none
+    without either (the evaluation phones are SimPhones)."""
+    from darwin.components import ComponentError, ComponentSpec, build_component
+    from darwin.envs.guard import ActionGuard, GuardError
+    from darwin.problems import ExperimentError
+    from darwin.run.build import build_guard
+
+    try:
+        if guard_name == "off":
+            return None
+        if guard_name is not None:
+            guard = build_component("guard", ComponentSpec(name=guard_name))
+            assert isinstance(guard, ActionGuard)  # build_component checked the class
+            return guard
+        return None if experiment is None else build_guard(experiment)
+    except (ComponentError, ExperimentError, GuardError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--guard") from None
 
 
 def _metrics_table(report: EvalReport) -> Table:

@@ -59,6 +59,7 @@ def run_cmd(
     from rich.live import Live
 
     from darwin.problems import ExperimentError
+    from darwin.run.build import build_guard, guard_notice
     from darwin.run.config import default_run_dir
     from darwin.run.load import apply_overrides, load_experiment, use_ray_cluster
     from darwin.run.recipe import RunProgress, run_experiment
@@ -96,6 +97,7 @@ def run_cmd(
     if dry_run:
         _print_dry_run(config, path)
         return
+    console.print(guard_notice(config, build_guard(config)), highlight=False, soft_wrap=True)
 
     def table(p: RunProgress) -> Table:
         t = Table(title=f"darwin run {config.name}: {p.stage}{f' ({p.detail})' if p.detail else ''}")
@@ -196,6 +198,8 @@ def _changed_learner_fields(learner) -> str:  # noqa: ANN001 - LearnerConfig, im
 
 
 def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConfig, imported lazily
+    from darwin.run.build import build_guard, guard_notice
+
     tasks = config.resolve_tasks()
     table = Table(title=f"dry run: {config.name} (valid)")
     table.add_column("setting", no_wrap=True)
@@ -247,3 +251,4 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
+    console.print(guard_notice(config, build_guard(config)), highlight=False, soft_wrap=True)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from darwin.curricula.base import Curriculum
     from darwin.envs.base import PhoneEnv
     from darwin.envs.fleet import PhoneEvent, PhoneFleet
+    from darwin.envs.guard import ActionGuard
     from darwin.envs.providers import PhoneProvider
     from darwin.learner.base import Learner, LearnerClass
     from darwin.learner.networks import TrainablePolicy
@@ -59,6 +60,8 @@ __all__ = [
     "build_curriculum",
     "build_eval_phones",
     "build_fleet",
+    "build_guard",
+    "guard_notice",
     "build_learner",
     "build_phones",
     "build_policy_pool",
@@ -186,6 +189,35 @@ def build_workflow(
         record_next_prompt=not evaluation and config.learner.truncation == "bootstrap",
     )
     return build_component("workflow", config.workflow, verifier=verifier, config=step_config)  # type: ignore[return-value]  # build_component returns object; the "workflow" kind checks it is a Workflow
+
+
+def build_guard(config: ExperimentConfig) -> ActionGuard | None:
+    """The phones' action guard (:meth:`~darwin.run.config.PhonesConfig.guard_spec`), or None."""
+    from darwin.envs.guard import ActionGuard, GuardError
+
+    spec = config.phones.guard_spec()
+    if spec is None:
+        return None
+    try:
+        guard = build_component("guard", spec)
+    except GuardError as exc:
+        raise ExperimentError(f"phones.guard: {exc}") from None
+    if not isinstance(guard, ActionGuard):  # build_component checked the class; this tells the type checker
+        raise ExperimentError(f"phones.guard {spec.name!r} did not build an ActionGuard")
+    return guard
+
+
+def guard_notice(config: ExperimentConfig, guard: ActionGuard | None) -> str:
+    """What a run or an evaluation prints at its start about the guard: its rules, or why there
+    is none (loudly where the phones are not SimPhones)."""
+    if guard is not None:
+        return guard.describe()
+    if config.phones.simulated:
+        return "action guard: none (SimPhones; phones.guard=rules turns it on)"
+    return (
+        "WARNING: action guard OFF (phones.guard='off') on phones that are not SimPhones: purchases, posts, "
+        "messages and deletions reach the phones"
+    )
 
 
 def learner_class(config: ExperimentConfig) -> LearnerClass:

@@ -130,6 +130,13 @@ class PhonesConfig(BaseModel):
         le=3600.0,
         description="adb phones: how long a lost connection may take to come back (all tries) before the call fails",
     )
+    guard: ComponentSpec | Literal["off"] | None = Field(
+        None,
+        description="the guard against irreversible actions (docs/phones.md, 'The action guard'): a guard by "
+        "name ('rules': the built-in rules, or {'name': 'rules', 'kwargs': {'rules': FILE, 'penalty': 1.0}}) or "
+        "an import path 'module:Class' (an ActionGuard), on every phone; 'off': no guard. None: 'rules' on phones "
+        "that are not SimPhones (real devices, a custom provider's), none on SimPhones",
+    )
 
     def reset_schedule(self) -> ResetSchedule | None:
         """The hard-reset schedule, or None when nothing is scheduled (no provider, no settings)."""
@@ -140,6 +147,23 @@ class PhonesConfig(BaseModel):
             after_infra_failures=self.hard_reset_after_infra,
             on_failed_health=self.hard_reset_unhealthy,
         )
+
+    @property
+    def simulated(self) -> bool:
+        """True when every phone is a SimPhone: in process, on Ray nodes, or served over ADB by
+        ``darwin phones serve`` (provider 'sim' / 'sim_farm', or ``sim_state_probe``)."""
+        if self.provider is not None:
+            return self.provider.name in ("sim", "sim_farm") or self.sim_state_probe
+        return self.kind in ("sim", "ray") or self.sim_state_probe
+
+    def guard_spec(self) -> ComponentSpec | None:
+        """The guard the phones get (``guard``): as set, none for ``'off'``, and by default the
+        built-in rules guard unless every phone is a SimPhone (:attr:`simulated`)."""
+        if self.guard == "off":
+            return None
+        if self.guard is None:
+            return None if self.simulated else ComponentSpec(name="rules")
+        return self.guard
 
     def adb_config(self, for_sim: bool = False) -> AdbEnvConfig:
         """Settings of the adb phones: the adb server, the deadlines, and for served SimPhones
@@ -156,6 +180,8 @@ class PhonesConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_provider(self) -> PhonesConfig:
+        if isinstance(self.guard, ComponentSpec):
+            resolve_component("guard", self.guard.name)
         if self.provider is not None:
             if self.kind == "ray":
                 raise ValueError(
@@ -455,6 +481,7 @@ class ExperimentConfig(BaseModel):
             # The workflow's context values are not looked at: only that its __init__ takes them.
             ("workflow", "workflow", self.workflow, {"verifier": None, "config": None}),
             ("memory", "memory", self.memory, {}),
+            ("guard", "phones.guard", self.phones.guard_spec(), {}),
         ]
         for kind, label, spec, context in checks:
             if spec is None:

@@ -38,10 +38,12 @@ from darwin.run.build import (
     build_curriculum,
     build_eval_phones,
     build_fleet,
+    build_guard,
     build_learner,
     build_policy_pool,
     build_store,
     build_workflow,
+    guard_notice,
     learner_class,
     warm_start_checkpoint,
 )
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from darwin.curricula.base import Curriculum
     from darwin.envs.base import PhoneEnv
     from darwin.envs.fleet import PhoneEvent, PhoneFleet
+    from darwin.envs.guard import ActionGuard
     from darwin.learner.base import Learner
     from darwin.learner.metrics import UpdateMetrics
     from darwin.replay_buffer import ReplayBuffer
@@ -225,6 +228,7 @@ class TrainingRecipe:
         self.workflow: Workflow | None = None
         self.eval_workflow: Workflow | None = None
         self.engine: RolloutEngine | None = None
+        self.guard: ActionGuard | None = None
         self._stop_rollout = asyncio.Event()
         self._rollout: asyncio.Task | None = None
         self._env_offset = 0  # phone steps before this process (a resumed run's)
@@ -268,6 +272,8 @@ class TrainingRecipe:
                 logger.warning("no checkpoint in %s; starting from the warm start", self.checkpoint_dir)
             self.learner = build_learner(config, self.pool.policy)
             self.state = RunState(run_id=self.store.start_run(config.name, config=config))
+        self.guard = build_guard(config)
+        logger.info("%s", guard_notice(config, self.guard))
         self.fleet = build_fleet(config, on_event=self._phone_event)
         self.envs = self.fleet.envs
         self.workflow = build_workflow(config, self.pool.observation_size)
@@ -442,6 +448,7 @@ class TrainingRecipe:
             self.learner.updates,
             store=self.store,
             run_id=run_id,
+            guard=self.guard,
         )
         self.evaluations[label] = result
         self.report.save_evaluations(self.evaluations)
@@ -519,6 +526,7 @@ class TrainingRecipe:
             max_backlog_steps=config.max_backlog_steps or config.rollout_steps,
             fleet=self.fleet if self.fleet is not None and self.fleet.active else None,
             group_lost=config.group_lost,
+            guard=self.guard,
         )
         self._rollout = asyncio.create_task(self.engine.run(until=self._stop_rollout.is_set))
         self._show("rollout")
@@ -634,6 +642,7 @@ async def evaluate_experiment(
     updates: int,
     store: RunStore | None = None,
     run_id: str | None = None,
+    guard: ActionGuard | None = None,
 ) -> EvalResult:
     """An experiment's paired evaluation (``darwin run`` before RL and after the last update):
     every training task and every ``evaluation.task_sets`` task under the protocol of
@@ -643,7 +652,9 @@ async def evaluate_experiment(
     started = time.perf_counter()
     groups = {"train": list(tasks), **config.resolve_eval_sets()}
     every = list({t.id: t for group in groups.values() for t in group}.values())
-    report = await evaluate_paired(every, envs, make_actor, config.evaluation.protocol, workflow, store, run_id)
+    report = await evaluate_paired(
+        every, envs, make_actor, config.evaluation.protocol, workflow, store, run_id, guard=guard
+    )
     per_task_stats = report.per_task
     per_task = {tid: st.success_rate for tid, st in per_task_stats.items() if st.success_rate is not None}
     summaries = {tid: report.summary(tid) for tid in report.task_ids}

@@ -29,6 +29,7 @@ command                                            effect on the SimPhone
 ``wm size``, ``wm density``, ``dumpsys window``,   what adbutils parses (size, rotation 0,
 ``dumpsys display``, ``getprop [NAME]``,           focused activity, properties, packages,
 ``pm list packages``, ``ime ...``                  input methods)
+``uiautomator dump /dev/tty``                      the screen's view hierarchy (XML)
 ``darwin-state``                                   the phone's full JSON state (the state probe)
 ``darwin-answer TEXT``                             records an ``answer`` action's text
 ``darwin-setup JSON``                              applies a task's setup steps (a JSON list of
@@ -73,6 +74,7 @@ from darwin.actions import (
     PressHome,
     Scroll,
 )
+from darwin.envs.screen_elements import uiautomator_dump
 from darwin.envs.sim.adbd_backend import ShellResult
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import SimPhone
@@ -294,6 +296,7 @@ class SimDeviceBackend:
             "screencap": self._screencap,
             "wm": self._wm,
             "dumpsys": self._dumpsys,
+            "uiautomator": self._uiautomator,
             "getprop": self._getprop,
             "am": self._am,
             "monkey": self._monkey,
@@ -491,6 +494,11 @@ class SimDeviceBackend:
         if service == "activity":
             return _ok(f"  mResumedActivity: ActivityRecord{{4d5e6f u0 {self._focus_component()} t1}}\n")
         return _ok(f"Can't find service: {service}\n")
+
+    def _uiautomator(self, args: list[str]) -> ShellResult:
+        if args[:1] != ["dump"] or args[1:] not in ([], ["/dev/tty"]):
+            raise _Usage(f"Error: uiautomator: unsupported arguments {args!r} (use uiautomator dump /dev/tty)")
+        return _ok(uiautomator_dump(self.phone.screen_elements()))
 
     def _getprop(self, args: list[str]) -> ShellResult:
         props = self.props

@@ -9,6 +9,7 @@ import numpy as np
 
 from darwin.actions import Action, OpenApp
 from darwin.envs.base import PhoneEnv
+from darwin.envs.screen_elements import ScreenElement
 from darwin.envs.sim.i18n import check_locale, locale_for_task
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.envs.sim.phone import SimPhone, UnknownAppError
@@ -70,6 +71,9 @@ class SimPhoneEnv(PhoneEnv):
             # Like `am start` of a missing package: nothing happens on screen; keep the reason.
             assert isinstance(action, OpenApp)
             self.last_error = str(exc)
+
+    def screen_elements(self) -> list[ScreenElement]:
+        return self.phone.screen_elements()
 
     def begin_task(self, task: Task) -> None:
         """With ``locale="auto"``, show the UI in the task's language (``CHN``: Chinese)."""

@@ -42,6 +42,7 @@ from darwin.actions import (
     Type,
     Wait,
 )
+from darwin.envs.screen_elements import ScreenElement
 from darwin.envs.sim.apps import default_apps
 from darwin.envs.sim.apps.base import AppContext, SimApp
 from darwin.envs.sim.i18n import Locale, app_label, check_locale, translate_screen
@@ -54,6 +55,8 @@ from darwin.png import encode_png
 logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
+LAUNCHER_PACKAGE = "com.google.android.apps.nexuslauncher"
+"""The package the launcher's screen belongs to (as ``uiautomator dump`` names it)."""
 LAUNCHER_COLUMNS = 4
 LAUNCHER_PAGE_SIZE = 12
 """Icons on one launcher page (three rows of four). Apps past the first twelve, in
@@ -264,6 +267,24 @@ class SimPhone:
         if self._layout is None:
             self._layout = self._build_layout()
         return self._layout
+
+    def screen_elements(self) -> list[ScreenElement]:
+        """The current screen as view-hierarchy elements (what ``uiautomator dump`` lists), in
+        paint order; behind a dialog only the dialog's elements are clickable."""
+        screen = self.layout()
+        fg = self.foreground
+        package = self.apps[fg].package if fg is not None else LAUNCHER_PACKAGE
+        return [
+            ScreenElement(
+                text=" ".join(t for t in (w.text, w.subtitle) if t) or w.placeholder,  # an empty field shows its hint
+                description=w.glyph,  # an icon button's label, as Android's content description
+                package=package,
+                bounds=(w.box[0], w.box[1], w.box[2], w.box[3]),
+                clickable=w.interactive and (not screen.modal or screen.reacts_in_modal(w)),
+                focused=w.focused,
+            )
+            for w in screen.widgets
+        ]
 
     def untranslated_layout(self) -> Screen:
         """The current screen as built in English (the oracle reads its texts); not cached."""

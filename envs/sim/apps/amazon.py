@@ -1,4 +1,5 @@
-"""Amazon Shopping: search, results (price and stars per row), product pages, cart (remove items)."""
+"""Amazon Shopping: search, results (price and stars per row), product pages, cart (remove items),
+Buy Now and its checkout (placing an order adds it to ``orders``)."""
 
 from __future__ import annotations
 
@@ -99,7 +100,19 @@ class AmazonApp(SimApp):
                 ctx.toast("Added to cart")
 
             ui.button("amazon.add_to_cart", "Add to Cart", on_tap=add_to_cart)
-            ui.button("amazon.buy_now", "Buy Now", on_tap=lambda: ctx.toast("Sign in to buy"), role="secondary")
+            ui.button("amazon.buy_now", "Buy Now", on_tap=ctx.pusher("checkout", title=title), role="secondary")
+        elif name == "checkout":
+            title = ctx.screen["title"]
+            ui.app_bar("Checkout", on_back=ctx.popper())
+            ui.card("amazon.checkout", title, "Deliver to: Home\nPay with: Visa ending in 4242")
+
+            def place_order() -> None:
+                # Orders appear with the first one: phones in older states have no "orders" key.
+                ctx.data.setdefault("orders", []).append(title)
+                ctx.reset_to("home")
+                ctx.toast("Order placed")
+
+            ui.button("amazon.place_order", "Place your order", on_tap=place_order)
         elif name == "account":
             ui.app_bar("Your account")
             ui.bottom_nav(tab_items, "amazon.tab.account")
