@@ -47,6 +47,12 @@ def test_spa_bench_dry_run_validates_the_default():
     result = CliRunner().invoke(main, ["run", str(ROOT / "examples" / "spa_bench.py"), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "(valid)" in result.output and "clock_1" in result.output
+    assert "action guard: none (SimPhones" in result.output
+    guarded = CliRunner().invoke(
+        main, ["run", str(ROOT / "examples" / "spa_bench.py"), "--dry-run", "--set", "phones.guard=rules"]
+    )
+    assert guarded.exit_code == 0, guarded.output
+    assert "action guard: rules from" in guarded.output and "- delete (deletes data" in guarded.output
 
 
 def test_paper_preset_dry_run_names_every_missing_part(monkeypatch, tmp_path):
