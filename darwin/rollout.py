@@ -36,7 +36,7 @@ import numpy as np
 from darwin.actions import Action
 from darwin.agents.base import Actor
 from darwin.curricula.base import Curriculum, EpisodeOutcome
-from darwin.envs.base import InfraError, PhoneEnv
+from darwin.envs.base import InfraError, PhoneEnv, PhoneWrapper
 from darwin.envs.fleet import PhoneFleet
 from darwin.envs.guard import ActionGuard, GuardedPhone
 from darwin.replay_buffer import ReplayBuffer
@@ -110,39 +110,20 @@ class EpisodeRequest:
     sampling: EpisodeSampling | None = None
 
 
-class _Lockstep(PhoneEnv):
+class _Lockstep(PhoneWrapper):
     """Makes every phone wait for all the others after each action (synchronous mode)."""
 
     def __init__(self, env: PhoneEnv, barrier: asyncio.Barrier) -> None:
-        self.env = env
+        super().__init__(env)
         self.barrier = barrier
-        self.device_size = env.device_size
-        self.name = env.name
 
-    def screenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
-        return self.env.screenshot(size)
-
-    def execute(self, action: Action) -> None:
-        self.env.execute(action)
-
-    def go_home(self) -> None:
-        self.env.go_home()
-
-    def probe_state(self):  # noqa: ANN201 - same type as the wrapped env
-        return self.env.probe_state()
-
-    async def ascreenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
-        return await self.env.ascreenshot(size)
+    @property
+    def quarantined(self) -> bool:
+        return False  # a worker that stopped would leave the others waiting at the barrier for good
 
     async def aexecute(self, action: Action) -> None:
         await self.env.aexecute(action)
         await self.barrier.wait()
-
-    async def ago_home(self) -> None:
-        await self.env.ago_home()
-
-    async def aprobe_state(self):  # noqa: ANN201
-        return await self.env.aprobe_state()
 
 
 class RolloutEngine:

@@ -147,3 +147,82 @@ class PhoneEnv(ABC):
 
     async def aprobe_state(self) -> dict[str, Any] | None:
         return await asyncio.to_thread(self.probe_state)
+
+
+class PhoneWrapper(PhoneEnv):
+    """``env`` with some behaviour changed (Gymnasium's wrapper pattern): every call goes to
+    ``env`` unless a subclass overrides it, and ``env``'s own attributes (a SimPhone's
+    ``phone`` ...) read through. The rollout engine's lock-step mode and the action guard
+    (:class:`~darwin.envs.guard.GuardedPhone`) are wrappers.
+
+        >>> from darwin.envs.sim.env import SimPhoneEnv
+        >>> class CountingActions(PhoneWrapper):
+        ...     actions = 0
+        ...     async def aexecute(self, action):
+        ...         self.actions += 1
+        ...         await self.env.aexecute(action)
+        >>> wrapped = CountingActions(SimPhoneEnv(seed=1))
+        >>> wrapped.name, wrapped.phone.seed
+        ('sim-1', 1)
+    """
+
+    def __init__(self, env: PhoneEnv) -> None:
+        self.env = env
+        self.device_size = env.device_size
+        self.name = env.name
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+    def screenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
+        return self.env.screenshot(size)
+
+    def execute(self, action: Action) -> None:
+        self.env.execute(action)
+
+    def go_home(self) -> None:
+        self.env.go_home()
+
+    @property
+    def quarantined(self) -> bool:
+        return self.env.quarantined
+
+    @property
+    def quarantine_reason(self) -> str | None:
+        return self.env.quarantine_reason
+
+    def probe_state(self) -> dict[str, Any] | None:
+        return self.env.probe_state()
+
+    def screen_elements(self) -> list[ScreenElement] | None:
+        return self.env.screen_elements()
+
+    def begin_task(self, task: Task) -> None:
+        self.env.begin_task(task)
+
+    def apply_setup(self, setup: Sequence[StateSetup]) -> None:
+        self.env.apply_setup(setup)
+
+    def hard_reset(self) -> None:
+        self.env.hard_reset()
+
+    def close(self) -> None:
+        self.env.close()
+
+    async def ascreenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
+        return await self.env.ascreenshot(size)
+
+    async def aapply_setup(self, setup: Sequence[StateSetup]) -> None:
+        await self.env.aapply_setup(setup)
+
+    async def abegin_task(self, task: Task) -> None:
+        await self.env.abegin_task(task)
+
+    async def aexecute(self, action: Action) -> None:
+        await self.env.aexecute(action)
+
+    async def ago_home(self) -> None:
+        await self.env.ago_home()
+
+    async def aprobe_state(self) -> dict[str, Any] | None:
+        return await self.env.aprobe_state()

@@ -49,10 +49,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from darwin.actions import Action, Click, LongPress, Type
-from darwin.algos.task_metrics import side_effects, state_diff
-from darwin.envs.base import PhoneEnv
+from darwin.algos.task_metrics import path_allowed, side_effects, state_diff
+from darwin.envs.base import PhoneEnv, PhoneWrapper
 from darwin.envs.screen_elements import ScreenElement
-from darwin.types import StateSetup, Task
+from darwin.types import Task
 
 logger = logging.getLogger(__name__)
 
@@ -169,9 +169,7 @@ class GuardRule(BaseModel):
     def matches_screen(self, action: Action, target: Target | None, app_names: Sequence[str]) -> bool:
         """Whether this rule's app, text and action conditions hold (a rule with ``changes``
         only matches through :meth:`matches_changes`)."""
-        if self.changes or action.type not in self.actions:
-            return False
-        if self.apps and not {a.lower() for a in app_names} & {a.lower() for a in self.apps}:
+        if self.changes or not self._applies(action, app_names):
             return False
         if self.text:
             return target is not None and any(r.search(target.text) for r in self._regexes)
@@ -179,11 +177,15 @@ class GuardRule(BaseModel):
 
     def matches_changes(self, action: Action, changed: Sequence[str], app_names: Sequence[str]) -> tuple[str, ...]:
         """The changed paths under this rule's ``changes`` (empty: no match)."""
-        if not self.changes or action.type not in self.actions:
+        if not self.changes or not self._applies(action, app_names):
             return ()
-        if self.apps and not {a.lower() for a in app_names} & {a.lower() for a in self.apps}:
-            return ()
-        return tuple(p for p in changed if p not in side_effects((p,), self.changes))
+        return tuple(p for p in changed if path_allowed(p, self.changes))
+
+    def _applies(self, action: Action, app_names: Sequence[str]) -> bool:
+        """The action's type is one this rule names, and (where it names apps) so is the app in front."""
+        if action.type not in self.actions:
+            return False
+        return not self.apps or bool({a.lower() for a in app_names} & {a.lower() for a in self.apps})
 
     def describe(self) -> str:
         conditions = [
@@ -411,20 +413,15 @@ def _sim_app_names(phone: Any) -> tuple[str, ...]:
     return (app.id, app.package, app.label)
 
 
-class GuardedPhone(PhoneEnv):
-    """``env`` during one episode of ``task``, with every action checked by ``guard`` first
-    (Gymnasium's wrapper pattern). A blocked action raises :class:`ActionBlocked` and never
-    reaches ``env``; everything else is ``env``'s own."""
+class GuardedPhone(PhoneWrapper):
+    """``env`` during one episode of ``task``, with every action checked by ``guard`` first.
+    A blocked action raises :class:`ActionBlocked` and never reaches ``env``; everything else
+    is ``env``'s own."""
 
     def __init__(self, env: PhoneEnv, guard: ActionGuard, task: Task) -> None:
-        self.env = env
+        super().__init__(env)
         self.guard = guard
         self.task = task
-        self.device_size = env.device_size
-        self.name = env.name
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.env, name)  # the wrapped phone's own attributes (a SimPhone's `phone` ...)
 
     async def _checked(self, action: Action) -> None:
         block = await self.guard.check(self.env, self.task, action)
@@ -439,50 +436,3 @@ class GuardedPhone(PhoneEnv):
     async def aexecute(self, action: Action) -> None:
         await self._checked(action)
         await self.env.aexecute(action)
-
-    def screenshot(self, size: tuple[int, int] | None = None) -> Any:
-        return self.env.screenshot(size)
-
-    def go_home(self) -> None:
-        self.env.go_home()
-
-    @property
-    def quarantined(self) -> bool:
-        return self.env.quarantined
-
-    @property
-    def quarantine_reason(self) -> str | None:
-        return self.env.quarantine_reason
-
-    def probe_state(self) -> dict[str, Any] | None:
-        return self.env.probe_state()
-
-    def screen_elements(self) -> list[ScreenElement] | None:
-        return self.env.screen_elements()
-
-    def begin_task(self, task: Task) -> None:
-        self.env.begin_task(task)
-
-    def apply_setup(self, setup: Sequence[StateSetup]) -> None:
-        self.env.apply_setup(setup)
-
-    def hard_reset(self) -> None:
-        self.env.hard_reset()
-
-    def close(self) -> None:
-        self.env.close()
-
-    async def ascreenshot(self, size: tuple[int, int] | None = None) -> Any:
-        return await self.env.ascreenshot(size)
-
-    async def aapply_setup(self, setup: Sequence[StateSetup]) -> None:
-        await self.env.aapply_setup(setup)
-
-    async def abegin_task(self, task: Task) -> None:
-        await self.env.abegin_task(task)
-
-    async def ago_home(self) -> None:
-        await self.env.ago_home()
-
-    async def aprobe_state(self) -> dict[str, Any] | None:
-        return await self.env.aprobe_state()
