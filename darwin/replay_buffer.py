@@ -7,7 +7,9 @@ trajectories, oldest first, until that many steps are covered; active episodes s
 completed ones beyond the threshold carry over to the next update (paper section 3.4).
 
 In GRPO group mode (``group_size=k``) trajectories are released per group, once all ``k``
-rollouts of the group have completed.
+rollouts of the group have completed. A group can also be *held* (:meth:`hold`) until the
+producer says it is complete (:meth:`release`): branching rollouts hold an episode and its
+continuations together, so the learner compares them in one update.
 
     >>> from darwin.replay_buffer import ReplayBuffer
     >>> buf = ReplayBuffer(rollout_steps=4)
@@ -55,6 +57,7 @@ class ReplayBuffer:
         self._completed: OrderedDict[str, list[Trajectory]] = OrderedDict()
         self._completed_steps = 0
         self._released: set[str] = set()
+        self._held: set[str] = set()
         self.dropped_groups = 0
         """Groups discarded by :meth:`close_group` (``drop=True``): a member was lost."""
         self.dropped_trajectories = 0
@@ -102,6 +105,18 @@ class ReplayBuffer:
             self._completed.setdefault(key, []).append(trajectory)
             self._completed_steps += len(trajectory)
 
+    def hold(self, group: str) -> None:
+        """Keep ``group``'s completed members from the learner until :meth:`release` (a group
+        whose size the producer decides as it goes: an episode and its continuations)."""
+        with self._lock:
+            self._held.add(group)
+
+    def release(self, group: str) -> None:
+        """``group`` is complete: its members go to the learner together (:meth:`hold`)."""
+        with self._lock:
+            self._held.discard(group)
+            self._released.add(group)
+
     def abandon(self, episode_id: str) -> None:
         """Drop an active episode that will never finish (e.g. its worker was cancelled)."""
         with self._lock:
@@ -125,6 +140,8 @@ class ReplayBuffer:
 
     # -- consumer side --------------------------------------------------------------------
     def _ready(self, key: str) -> bool:
+        if key in self._held:
+            return False
         return self.group_size is None or key in self._released or len(self._completed[key]) >= self.group_size
 
     def release_partial_groups(self) -> int:

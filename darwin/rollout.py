@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 import uuid
 from collections import Counter
@@ -36,12 +37,23 @@ import numpy as np
 from darwin.actions import Action
 from darwin.agents.base import Actor
 from darwin.curricula.base import Curriculum, EpisodeOutcome
-from darwin.envs.base import InfraError, PhoneEnv, PhoneWrapper
+from darwin.envs.base import ForkUnsupported, InfraError, PhoneEnv, PhoneWrapper
 from darwin.envs.fleet import PhoneFleet
 from darwin.envs.guard import ActionGuard, GuardedPhone
 from darwin.replay_buffer import ReplayBuffer
 from darwin.store import RunStore
-from darwin.types import EpisodeSampling, Outcome, Task, TerminationReason, Trajectory, Transition
+from darwin.types import (
+    ACTOR,
+    Branch,
+    DemoStart,
+    EpisodeSampling,
+    Outcome,
+    Phase,
+    Task,
+    TerminationReason,
+    Trajectory,
+    Transition,
+)
 from darwin.workflows.base import Workflow
 from darwin.workflows.step import LifecycleWorkflow
 
@@ -75,6 +87,10 @@ class RolloutStats:
     """Phone-seconds in the recorded episodes, from the workflow's start to the phone back home."""
     infra_phone_s: float = 0.0
     """The part of ``episode_phone_s`` in episodes that ended as an infrastructure truncation."""
+    continuations: int = 0
+    """Branching rollouts: continuation episodes played (not in ``episodes`` or ``successes``,
+    which count the episodes the curriculum asked for; their phone time is in ``episode_phone_s``)."""
+    continuation_successes: int = 0
 
     @property
     def elapsed(self) -> float:
@@ -86,8 +102,12 @@ class RolloutStats:
 
     def record(self, trajectory: Trajectory, phone_s: float = 0.0) -> None:
         """Count a finished episode that held its phone for ``phone_s`` seconds."""
-        self.episodes += 1
         self.episode_phone_s += phone_s
+        if trajectory.branch is not None:
+            self.continuations += 1
+            self.continuation_successes += trajectory.outcome is Outcome.SUCCESS
+            return
+        self.episodes += 1
         self.successes += trajectory.outcome is Outcome.SUCCESS
         self.unverified += trajectory.outcome is Outcome.UNVERIFIED
         if trajectory.termination is not None:
@@ -108,6 +128,44 @@ class EpisodeRequest:
     task: Task
     phone: int | None = None
     sampling: EpisodeSampling | None = None
+
+
+@dataclass(frozen=True)
+class Branching:
+    """Branching rollouts: after each training episode, ``continuations`` more episodes from
+    each of up to ``points`` of the states it acted from, chosen at random among its steps.
+
+    A continuation puts the phone back in the state the episode started from, replays the
+    episode's actions before the chosen step (they begin the agent's history, as a
+    demonstration's do, and are no training rows) and lets the agent play on with the step
+    budget the episode had left there. The chosen step and every continuation's first step
+    then acted from exactly the same state; the learner's ``gae`` estimator gives each of them
+    the advantage of its return over the mean return of its siblings (an exact state-level
+    baseline, :func:`darwin.algos.branching.sibling_advantages`) instead of the critic's.
+
+    Episodes that were not scored (an infrastructure truncation, an error, a block, a goal
+    already met) and tasks with a setup phase are not branched. Continuations play on the
+    episode's own phone, right after it; the episode and its continuations reach the learner
+    in one update. Phones must fork (:attr:`PhoneEnv.forks`: in-process SimPhones).
+
+        >>> Branching(continuations=2, points=3).episodes_per_episode
+        7
+    """
+
+    continuations: int
+    points: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.continuations < 1:
+            raise ValueError(f"Branching.continuations must be >= 1, got {self.continuations}")
+        if self.points < 1:
+            raise ValueError(f"Branching.points must be >= 1, got {self.points}")
+
+    @property
+    def episodes_per_episode(self) -> int:
+        """At most this many episodes per curriculum episode, the episode itself included."""
+        return 1 + self.points * self.continuations
 
 
 class _Lockstep(PhoneWrapper):
@@ -158,6 +216,8 @@ class RolloutEngine:
             member that will never run.
         guard: checks every action before it reaches a phone (:mod:`darwin.envs.guard`): each
             episode plays on a :class:`~darwin.envs.guard.GuardedPhone`; ``None``: no checks.
+        branching: branching rollouts in training (:class:`Branching`); needs phones that
+            fork, ``mode='async'`` and no ``group_size``. ``None``: none.
 
     Training calls :meth:`run` (the curriculum picks tasks until told to stop); evaluation
     calls :meth:`run_episodes` with a fixed queue of tasks. Both play each episode the same
@@ -180,9 +240,22 @@ class RolloutEngine:
         fleet: PhoneFleet | None = None,
         group_lost: Literal["train", "drop"] = "train",
         guard: ActionGuard | None = None,
+        branching: Branching | None = None,
     ) -> None:
         if not envs:
             raise ValueError("RolloutEngine needs at least one phone")
+        if branching is not None:
+            unforked = [e.name for e in envs if not e.forks]
+            if unforked:
+                raise ForkUnsupported(
+                    f"branching rollouts restore a phone to an earlier state, which {', '.join(unforked)} cannot "
+                    "(PhoneEnv.forks is False); use in-process SimPhones (phones.kind='sim') or turn branching off"
+                )
+            if mode != "async" or group_size is not None:
+                raise ValueError(
+                    "branching rollouts need mode='async' and no group_size: an episode and its continuations "
+                    "are their own group, played on one phone"
+                )
         if mode not in ("async", "sync"):
             raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
         if store is not None and run_id is None:
@@ -214,6 +287,8 @@ class RolloutEngine:
         self.fleet = fleet
         self.group_lost = group_lost
         self.guard = guard
+        self.branching = branching
+        self._branch_rng = random.Random(branching.seed if branching is not None else 0)
         self.stats = RolloutStats()
 
     def _next_group(self) -> list[tuple[Task, str | None]]:
@@ -348,7 +423,10 @@ class RolloutEngine:
                     continue  # re-check quarantine and stop
                 queue = self._next_group()
             task, group = queue.pop()
-            trajectory = await self._play(env, actor, task, group)
+            if self.branching is not None:
+                trajectory = await self._play_branching(env, actor, task)
+            else:
+                trajectory = await self._play(env, actor, task, group)
             if group is not None and self.group_lost == "drop" and _lost(trajectory):
                 queue = self._lose_group([(task, group), *queue])
             if self.fleet is not None:
@@ -385,14 +463,62 @@ class RolloutEngine:
         if not env.quarantined:
             logger.warning("phone %s is back; its worker takes episodes again", env.name)
 
+    async def _play_branching(self, env: PhoneEnv, actor: Actor, task: Task) -> Trajectory:
+        """A curriculum episode, then its continuations (:class:`Branching`), held together in
+        the buffer until the last one ends; the curriculum episode's trajectory."""
+        assert self.branching is not None and self.buffer is not None
+        family = uuid.uuid4().hex
+        start_state = await env.aprobe_state()
+        if start_state is None:
+            raise ForkUnsupported(f"{env.name} returned no state to branch from (probe_state() is None)")
+        self.buffer.hold(family)
+        try:
+            root = await self._play(env, actor, task, family)
+            for step in self._branch_points(root):
+                fork = Branch(parent=root.episode_id, step=step)
+                for _ in range(self.branching.continuations):
+                    continuation = await self._play(
+                        env, actor, _continuation_task(root, step), family, start_state=start_state, branch=fork
+                    )
+                    _check_fork(root, continuation, fork, env.name)
+        finally:
+            self.buffer.release(family)
+        return root
+
+    def _branch_points(self, root: Trajectory) -> list[int]:
+        """The actor steps of ``root`` its continuations start from (none for an unscored
+        episode or a task with a setup phase)."""
+        assert self.branching is not None
+        termination = root.termination
+        if termination is None or root.outcome not in (Outcome.SUCCESS, Outcome.FAILURE):
+            return []
+        if termination.reason in (TerminationReason.BLOCKED, TerminationReason.ALREADY_DONE):
+            return []
+        lifecycle = root.task.lifecycle
+        if lifecycle is not None and lifecycle.setup is not None:
+            return []
+        own = _execution_steps(root)
+        return sorted(self._branch_rng.sample(range(len(own)), min(self.branching.points, len(own))))
+
     async def _play(
-        self, env: PhoneEnv, actor: Actor, task: Task, group: str | None, sampling: EpisodeSampling | None = None
+        self,
+        env: PhoneEnv,
+        actor: Actor,
+        task: Task,
+        group: str | None,
+        sampling: EpisodeSampling | None = None,
+        *,
+        start_state: dict[str, object] | None = None,
+        branch: Branch | None = None,
     ) -> Trajectory:
         """One episode: the workflow on ``env``, every step streamed to the buffer (if any)
-        and the store, then home; the trajectory, its verdicts and the outcome recorded."""
+        and the store, then home; the trajectory, its verdicts and the outcome recorded.
+        ``start_state``: put the phone in it first (a continuation, ``branch``)."""
         episode_id = uuid.uuid4().hex
         actor.use_sampling(sampling)
         clock = time.perf_counter()  # the episode's phone time (RolloutStats.episode_phone_s)
+        if start_state is not None:
+            await env.arestore_state(start_state)
         if self.buffer is not None:
             self.buffer.start(episode_id, group=group)
         if self.store is not None:
@@ -409,11 +535,11 @@ class RolloutEngine:
             if self.buffer is not None:
                 self.buffer.abandon(episode_id)
             raise
-        trajectory.group, trajectory.phone = group, env.name
+        trajectory.group, trajectory.phone, trajectory.branch = group, env.name, branch
         if self.buffer is not None:
             self.buffer.finish(trajectory)
         self.stats.record(trajectory, phone_s)
-        if self.curriculum is not None:
+        if self.curriculum is not None and branch is None:  # the curriculum learns from what it asked for
             assert trajectory.termination is not None
             self.curriculum.update(
                 task,
@@ -474,6 +600,46 @@ class RolloutEngine:
         self.stats.env_steps += 1
         if self.store is not None:
             self.store.record_step(transition, transition.observation.screenshot)
+
+
+def _execution_steps(trajectory: Trajectory) -> list[Transition]:
+    """The actor's steps of the execution phase, in order (the states branches start from)."""
+    return [t for t in trajectory.transitions if t.agent == ACTOR and t.phase == Phase.EXECUTION]
+
+
+def _continuation_task(root: Trajectory, step: int) -> Task:
+    """``root``'s task started where ``root``'s actor step ``step`` acted: every action the
+    phone played before it (a demonstration it started inside, then the agent's own; parse
+    errors acted on nothing), with the step budget ``root`` had left there."""
+    played = [t.decision.action for t in root.demonstration]
+    played += [t.decision.action for t in _execution_steps(root)[:step]]
+    actions = tuple(a for a in played if a is not None)
+    return root.task.model_copy(
+        update={"start": DemoStart(remaining=0, actions=actions), "step_budget": root.task.step_budget - step}
+    )
+
+
+def _check_fork(root: Trajectory, continuation: Trajectory, fork: Branch, phone: str) -> None:
+    """A continuation must start on the screen its parent acted from at the fork: otherwise
+    the phone did not replay deterministically and the siblings are no baseline for each other."""
+    own = _execution_steps(continuation)
+    if (
+        not own
+        or continuation.termination is None
+        or continuation.termination.reason
+        in (
+            TerminationReason.INFRA_TRUNCATED,
+            TerminationReason.BLOCKED,
+        )
+    ):
+        return
+    expected = _execution_steps(root)[fork.step].observation.screenshot
+    if not np.array_equal(own[0].observation.screenshot, expected):
+        raise RuntimeError(
+            f"continuation {continuation.episode_id} of {root.task.id} on {phone} did not start on the screen its "
+            f"parent {root.episode_id} acted from at step {fork.step}: the phone did not replay its actions "
+            "deterministically, so siblings are no baseline for each other; turn branching off for this phone"
+        )
 
 
 def _quarantine_reasons(envs: Sequence[PhoneEnv]) -> str:

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from darwin.actions import Action
 
@@ -100,10 +100,24 @@ class DemoStart(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    remaining: int = Field(ge=1, le=1024, description="demonstration steps left to the agent")
+    remaining: int = Field(
+        ge=0,
+        le=1024,
+        description="demonstration steps left to the agent; 0 plays every recorded action (a branch: the agent "
+        "continues an earlier episode from where its recorded actions led)",
+    )
     actions: tuple[Action, ...] | None = Field(
         default=None, description="a recorded demonstration; None: the simulator's shortest plan from the phone's state"
     )
+
+    @model_validator(mode="after")
+    def _check(self) -> DemoStart:
+        if self.remaining == 0 and self.actions is None:
+            raise ValueError(
+                "DemoStart(remaining=0) plays the whole demonstration: it needs recorded actions (the simulator's "
+                "plan played to the end would leave the goal met); give actions, or leave at least 1 step"
+            )
+        return self
 
 
 class Task(BaseModel):
@@ -472,6 +486,27 @@ class Verdict:
             object.__setattr__(self, "reward", None if self.success is None else float(self.success))
 
 
+@dataclass(frozen=True)
+class Branch:
+    """Where a continuation episode branches off an earlier one (branching rollouts,
+    :class:`darwin.rollout.Branching`): the phone was put back in the state episode ``parent``
+    started from, ``parent``'s actions before its actor step ``step`` were replayed, and the
+    agent took over there. The continuation's first actor step and ``parent``'s actor step
+    ``step`` acted from the same phone state: :attr:`fork` names that state for the learner.
+
+        >>> Branch(parent="e1", step=3).fork
+        'e1@3'
+    """
+
+    parent: str
+    step: int
+    """Index of the parent's actor step (0: its first) the continuation replaces."""
+
+    @property
+    def fork(self) -> str:
+        return f"{self.parent}@{self.step}"
+
+
 @dataclass
 class Trajectory:
     """All transitions of one episode in time order, plus how it ended and its verdicts."""
@@ -495,6 +530,10 @@ class Trajectory:
     a reverse curriculum; agent ``"demonstration"``): the start of the agent's history in the
     execution phase, as in the warm start's SFT data, but never in :attr:`transitions`, never
     streamed, never a training row."""
+
+    branch: Branch | None = None
+    """Set on a continuation of another episode (branching rollouts): which episode, from which
+    of its steps. ``None`` for an episode sampled from the curriculum."""
 
     @property
     def start_step(self) -> int:
@@ -562,6 +601,7 @@ class Trajectory:
 
 __all__ = [
     "ACTOR",
+    "Branch",
     "ChatMessage",
     "Decision",
     "EpisodeMetrics",

@@ -54,6 +54,11 @@ class HardResetUnsupported(RuntimeError):  # noqa: N818 - reads as a sentence
     """The phone cannot reset itself: hard resets go through its provider (``phones.provider``)."""
 
 
+class ForkUnsupported(RuntimeError):  # noqa: N818 - reads as a sentence
+    """The phone cannot be put back in a state it was in (:meth:`PhoneEnv.restore_state`), so
+    episodes cannot branch from it: branching rollouts need in-process SimPhones."""
+
+
 class PhoneEnv(ABC):
     """A phone an agent acts on. Coordinates in actions are device pixels."""
 
@@ -97,6 +102,23 @@ class PhoneEnv(ABC):
         """The screen's view hierarchy (``uiautomator dump`` on Android), or ``None`` where the
         phone cannot list it; the action guard reads it (:mod:`darwin.envs.guard`)."""
         return None
+
+    @property
+    def forks(self) -> bool:
+        """The phone can be put back exactly in a state :meth:`probe_state` returned
+        (:meth:`restore_state`): branching rollouts play several continuations from one state."""
+        return False
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Put the phone back in ``state`` (as :meth:`probe_state` returned it), exactly: the same
+        screen, the same data, so the same actions from there lead to the same states.
+
+        Raises :class:`ForkUnsupported` where the phone cannot (the default).
+        """
+        raise ForkUnsupported(
+            f"{self.name} ({type(self).__name__}) cannot be put back in an earlier state; "
+            "branching rollouts need phones that fork (in-process SimPhones, phones.kind='sim')"
+        )
 
     def begin_task(self, task: Task) -> None:
         """Called by workflows before each episode of ``task`` (before its setup); default: nothing.
@@ -148,6 +170,9 @@ class PhoneEnv(ABC):
     async def aprobe_state(self) -> dict[str, Any] | None:
         return await asyncio.to_thread(self.probe_state)
 
+    async def arestore_state(self, state: dict[str, Any]) -> None:
+        await asyncio.to_thread(self.restore_state, state)
+
 
 class PhoneWrapper(PhoneEnv):
     """``env`` with some behaviour changed (Gymnasium's wrapper pattern): every call goes to
@@ -197,6 +222,13 @@ class PhoneWrapper(PhoneEnv):
     def screen_elements(self) -> list[ScreenElement] | None:
         return self.env.screen_elements()
 
+    @property
+    def forks(self) -> bool:
+        return self.env.forks
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self.env.restore_state(state)
+
     def begin_task(self, task: Task) -> None:
         self.env.begin_task(task)
 
@@ -226,3 +258,6 @@ class PhoneWrapper(PhoneEnv):
 
     async def aprobe_state(self) -> dict[str, Any] | None:
         return await self.env.aprobe_state()
+
+    async def arestore_state(self, state: dict[str, Any]) -> None:
+        await self.env.arestore_state(state)

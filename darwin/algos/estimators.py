@@ -33,9 +33,11 @@ from typing import Literal
 
 import torch
 
+from darwin.algos.branching import sibling_advantages
 from darwin.algos.gae import trajectory_gae
 from darwin.algos.gigpo import gigpo_advantages
 from darwin.algos.grpo import grpo_advantages
+from darwin.algos.losses import masked_whiten
 
 __all__ = [
     "AdvantageInputs",
@@ -79,6 +81,10 @@ class AdvantageInputs:
         next_values: ``(N,)`` the critic's ``V(s')`` at the state a truncated trajectory's last
             action led to, read on its last row; NaN where that state was not observed (then
             ``V`` of the last observed state, the last step's own, stands in), or ``None``.
+        fork_ids: ``(N,)`` branching rollouts: the exact phone state each row acted from when
+            other rows of the batch acted from it too (``StepRow.fork``; ``""``: none), or
+            ``None``. The ``gae`` estimator gives those rows their sibling advantage
+            (:func:`darwin.algos.branching.sibling_advantages`).
         settings: the learner's estimator settings.
     """
 
@@ -91,6 +97,7 @@ class AdvantageInputs:
     values: torch.Tensor | None = None
     truncated: torch.Tensor | None = None
     next_values: torch.Tensor | None = None
+    fork_ids: Sequence[Hashable] | None = None
     settings: EstimatorConfig = field(default_factory=EstimatorConfig)
 
 
@@ -145,10 +152,16 @@ def get_estimator(name: str) -> Estimator:
 
 @register_estimator("gae", needs_critic=True)
 def gae_estimator(x: AdvantageInputs) -> AdvantageOutput:
-    """Token-level GAE over whole trajectories (the paper's PPO), :func:`trajectory_gae`."""
+    """Token-level GAE over whole trajectories (the paper's PPO), :func:`trajectory_gae`.
+
+    Rows with siblings from branching rollouts (``fork_ids``) take their sibling advantage
+    on every token instead (the return over the mean of returns from the same state), before
+    whitening; the value targets stay GAE's."""
     if x.values is None:
         raise ValueError("the 'gae' estimator needs critic values")
     s = x.settings
+    forks = list(x.fork_ids) if x.fork_ids is not None else []
+    branched = any(f != "" for f in forks)
     boot = None
     if s.bootstrap_truncated:
         # V(s'): the state after the cut where it was observed, else the last observed state
@@ -164,10 +177,17 @@ def gae_estimator(x: AdvantageInputs) -> AdvantageOutput:
         x.step_indices,
         gamma=s.gamma,
         lam=s.lam,
-        whiten=s.whiten and int(x.response_mask.sum()) >= 2,
+        whiten=s.whiten and int(x.response_mask.sum()) >= 2 and not branched,
         truncated=x.truncated,
         bootstrap_values=boot,
     )
+    if branched:
+        mask = x.response_mask.bool()
+        sibling, forked = sibling_advantages(x.rewards, list(x.trajectory_ids), x.step_indices, forks, gamma=s.gamma)
+        sibling = sibling.to(device=advantages.device, dtype=advantages.dtype)
+        advantages = torch.where(forked[:, None] & mask, sibling[:, None], advantages)
+        if s.whiten and int(mask.sum()) >= 2:
+            advantages = masked_whiten(advantages, mask.to(advantages.dtype)) * mask
     return AdvantageOutput(advantages, returns)
 
 

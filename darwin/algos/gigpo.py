@@ -58,7 +58,7 @@ import torch
 from darwin.algos._ids import IdArray, as_id_list, check_constant_per_code, factorize
 from darwin.algos.grpo import group_normalize
 
-__all__ = ["gigpo_advantages"]
+__all__ = ["discounted_returns", "gigpo_advantages"]
 
 STEP_NORMS = ("mean_norm", "mean_std_norm")
 
@@ -147,18 +147,7 @@ def gigpo_advantages(
     traj_adv = group_normalize(traj_scores, traj_group, epsilon=eps, norm_by_std=episode_norm_by_std)
     episode_adv = traj_adv[traj_code]  # (N,)
 
-    # Discounted return of every step: G_t = r_t + gamma * G_{t+1}, backwards in time order.
-    reward_values = row_rewards.cpu().tolist()
-    code_values = traj_code.cpu().tolist()
-    step_returns = [0.0] * num_rows
-    running, next_code = 0.0, None
-    for row in reversed(time_order):
-        if code_values[row] != next_code:  # last step of a trajectory
-            running = 0.0
-        running = reward_values[row] + gamma * running
-        step_returns[row] = running
-        next_code = code_values[row]
-    returns = torch.tensor(step_returns, dtype=work, device=device)  # (N,)
+    returns = _discounted(row_rewards, traj_code, time_order, gamma)  # (N,)
 
     # Step advantage: returns normalised within (group, anchor) step groups.
     step_code, step_uniques = factorize(list(zip(group_list, anchor_list, strict=True)), device)
@@ -175,6 +164,45 @@ def gigpo_advantages(
 
     row_adv = episode_adv + omega * step_adv  # (N,)
     return (row_adv.unsqueeze(-1) * mask).to(torch.float32)
+
+
+def discounted_returns(
+    rewards: torch.Tensor, trajectory_ids: IdArray, step_indices: torch.Tensor | Sequence[int], gamma: float
+) -> torch.Tensor:
+    """``(N,)`` float64 discounted return of every step row inside its own trajectory,
+    ``G_t = sum_{k >= t} gamma^(k - t) r_k``; rows may come in any order (``step_indices``
+    orders them; each trajectory's steps must be ``0..n-1``).
+
+        >>> discounted_returns(torch.tensor([0.0, 1.0, 2.0]), ["a", "a", "b"], [0, 1, 0], 0.5).tolist()
+        [0.5, 1.0, 2.0]
+    """
+    if rewards.dim() != 1:
+        raise ValueError(f"rewards must be 1-D (N,), got shape {tuple(rewards.shape)}")
+    num_rows = rewards.shape[0]
+    traj_list = as_id_list(trajectory_ids, num_rows, "trajectory_ids")
+    steps = torch.as_tensor(step_indices, dtype=torch.long).reshape(-1).cpu()
+    if steps.shape != (num_rows,):
+        raise ValueError(f"step_indices has {steps.numel()} entries for {num_rows} rows; give one per row")
+    if num_rows == 0:
+        return torch.zeros(0, dtype=torch.float64, device=rewards.device)
+    traj_code, traj_uniques = factorize(traj_list, rewards.device)
+    time_order = _time_order(traj_code.cpu().numpy(), steps.numpy(), traj_uniques)
+    return _discounted(rewards.detach().to(torch.float64), traj_code, time_order, gamma)
+
+
+def _discounted(rewards: torch.Tensor, traj_code: torch.Tensor, time_order: list[int], gamma: float) -> torch.Tensor:
+    """``G_t = r_t + gamma * G_{t+1}``, backwards along each trajectory in ``time_order``."""
+    reward_values = rewards.cpu().tolist()
+    code_values = traj_code.cpu().tolist()
+    step_returns = [0.0] * len(reward_values)
+    running, next_code = 0.0, None
+    for row in reversed(time_order):
+        if code_values[row] != next_code:  # last step of a trajectory
+            running = 0.0
+        running = reward_values[row] + gamma * running
+        step_returns[row] = running
+        next_code = code_values[row]
+    return torch.tensor(step_returns, dtype=torch.float64, device=rewards.device)
 
 
 def _time_order(codes: np.ndarray, steps: np.ndarray, traj_uniques: list) -> list[int]:

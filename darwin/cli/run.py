@@ -221,6 +221,13 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
         ("horizon", str(config.horizon)),
         ("phones", where),
         ("rollout", f"{config.mode}, {config.rollout_steps} completed steps per update"),
+        (
+            "branching",
+            "off"
+            if config.branching is None
+            else f"{config.branching.continuations} continuation(s) from each of up to {config.branching.points} "
+            f"state(s) of every training episode (SimPhones put back in that state; sibling baseline in 'gae')",
+        ),
         ("warm start", warm),
         (
             "agent",

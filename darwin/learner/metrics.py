@@ -231,7 +231,8 @@ def update_metrics(
     actor = actor_updated
     trajs = batch.trajectories
     returns_per_traj = [sum(t.reward for t in traj.transitions) for traj in trajs]
-    verified = [t.success for t in trajs if t.success is not None]
+    # continuations of branching rollouts start part-way through: the rate is the curriculum's episodes'
+    verified = [t.success for t in trajs if t.success is not None and t.branch is None]
     lags = [version_before - r.policy_version for r in batch.rows]
     mask = batch.response_mask
     stage = "critic_warmup" if warmup else ("ppo" if cfg.algorithm == "gae" else cfg.algorithm)

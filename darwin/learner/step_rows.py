@@ -31,7 +31,7 @@ from transformers.processing_utils import ProcessorMixin
 from darwin.models.factory import build_inputs
 from darwin.models.pixels import PixelEncoder
 from darwin.models.scoring import prompt_to_messages, rope_index
-from darwin.types import ACTOR, Prompt, TerminationReason, Trajectory, Transition
+from darwin.types import ACTOR, Branch, Prompt, TerminationReason, Trajectory, Transition
 
 __all__ = [
     "BuildInputs",
@@ -79,6 +79,10 @@ class StepRow:
         parse_error: the response did not parse (the step was a no-op).
         anchor: hash of the observation the agent saw at this step (screenshot bytes and
             goal): GiGPO's anchor state; equal on SimPhone whenever the screen is equal.
+        fork: branching rollouts: the phone state this step acted from when other rows of the
+            batch acted from exactly the same one (:attr:`darwin.types.Branch.fork`: an
+            episode's step and the first steps of its continuations from there); ``""``
+            otherwise.
     """
 
     episode_id: str
@@ -94,6 +98,7 @@ class StepRow:
     task_id: str = ""
     parse_error: bool = False
     anchor: str = ""
+    fork: str = ""
 
 
 def observation_anchor(screenshot: np.ndarray, goal: str) -> str:
@@ -203,6 +208,8 @@ def collect_step_rows(
     kept: list[Trajectory] = []
     seen: set[str] = set()
     empty = dropped = unscored = 0
+    # (episode, step) pairs that continuations of this batch branched from
+    branched = {(t.branch.parent, t.branch.step) for t in trajectories if t.branch is not None}
     for index, trajectory in enumerate(trajectories):
         eid = trajectory.episode_id
         if trajectory.termination is None:
@@ -238,6 +245,11 @@ def collect_step_rows(
             group = trajectory.group if trajectory.group is not None else trajectory.task.id
         for row_step, (transition, reward) in enumerate(zip(own, rewards, strict=True)):
             where = f"episode {eid!r} step {transition.step}"
+            fork = ""
+            if row_step == 0 and trajectory.branch is not None:
+                fork = trajectory.branch.fork
+            elif (eid, row_step) in branched:
+                fork = Branch(eid, row_step).fork
             decision = transition.decision
             gen = decision.generation
             if gen is None:
@@ -280,6 +292,7 @@ def collect_step_rows(
                     task_id=trajectory.task.id,
                     parse_error=decision.parse_error is not None,
                     anchor=observation_anchor(transition.observation.screenshot, transition.observation.goal),
+                    fork=fork,
                 )
             )
         kept.append(trajectory)

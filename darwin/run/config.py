@@ -328,6 +328,19 @@ class EvaluationConfig(BaseModel):
         return EvalProtocol(samples=self.samples, greedy=self.greedy, seed=self.sampling_seed)
 
 
+class BranchingConfig(BaseModel):
+    """Branching rollouts (:class:`darwin.rollout.Branching`, docs/learner.md "Branching
+    rollouts"): after each training episode, ``continuations`` more from each of up to
+    ``points`` of its states, on a SimPhone put back in that exact state; the learner's
+    ``gae`` estimator then gives those steps the advantage of their return over their
+    siblings' mean return."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    continuations: int = Field(2, ge=1, le=16, description="episodes played on from each chosen state")
+    points: int = Field(1, ge=1, le=32, description="states of each episode branched from, chosen at random")
+
+
 class ExperimentConfig(BaseModel):
     """Everything a training run needs; validated when built (every problem at once)."""
 
@@ -399,6 +412,11 @@ class ExperimentConfig(BaseModel):
         default_factory=EvaluationConfig, description="sampled evaluation before and after RL"
     )
     mode: Literal["async", "sync"] = Field("async", description="rollout mode")
+    branching: BranchingConfig | None = Field(
+        None,
+        description="branching rollouts: continuations from states of each training episode, on SimPhones that fork, "
+        "with an exact state-level baseline in the 'gae' estimator; None = off",
+    )
     run_dir: str | None = Field(None, description="default runs/<name>-<UTC time>")
     store: StoreConfig = Field(default_factory=StoreConfig, description="the run database")
     verification_watch: VerificationWatchConfig = Field(
@@ -453,6 +471,23 @@ class ExperimentConfig(BaseModel):
                 f"agent.format = {self.agent.format!r} runs a model directory: set checkpoint (e.g. a UI-TARS checkpoint), "
                 "or use agent.format = 'checkpoint' for the SFT warm start"
             )
+        if self.branching is not None:
+            if self.phones.kind != "sim":
+                problems.append(
+                    f"branching rollouts put a phone back in an earlier state, which {self.phones.kind} phones cannot; "
+                    "use phones.kind='sim' (in-process SimPhones) or set branching=null"
+                )
+            if self.group_size is not None or self.mode != "async":
+                problems.append(
+                    "branching rollouts need mode='async' and group_size=null: an episode and its continuations are "
+                    "their own group, on one phone"
+                )
+            if self.learner.algorithm != "gae":
+                problems.append(
+                    f"branching rollouts' sibling baseline is part of the 'gae' estimator; learner.algorithm = "
+                    f"{self.learner.algorithm!r} would train continuations as unrelated episodes: use 'gae' or set "
+                    "branching=null"
+                )
         if self.learner.critic_warmup_updates >= self.updates:
             problems.append(
                 f"learner.critic_warmup_updates = {self.learner.critic_warmup_updates} leaves no actor update within updates = {self.updates}; raise updates"

@@ -163,7 +163,7 @@ class RunState:
         trained = self.success_points[-1][0] if self.success_points else 0
         for t in batch:
             trained += len(t)
-            if t.success is not None:
+            if t.success is not None and t.branch is None:  # a continuation starts part-way through
                 self.success_points.append((trained, float(t.success)))
                 self.task_points.setdefault(t.task.id, []).append((trained, float(t.success)))
 
@@ -387,14 +387,25 @@ class TrainingRecipe:
         """What this update trained on and what it measured (metrics.jsonl, TensorBoard, updates.jsonl)."""
         assert self.engine is not None and self.curriculum is not None
         stats = self.engine.stats
+        sampled = [t for t in batch if t.branch is None] or batch  # the curriculum's episodes, not continuations
+        continuations = [t for t in batch if t.branch is not None]
+        branching = (
+            {
+                "continuations": len(continuations),
+                "continuation_success": sum(bool(t.success) for t in continuations) / len(continuations),
+            }
+            if continuations
+            else {}
+        )
         self.report.log_update(
             update,
             batch,
             rollout={
-                "success": sum(bool(t.success) for t in batch) / len(batch),
-                "episodes": len(batch),
-                "success_by_task": _success_by_task(batch),
-                "started_inside_demonstration": sum(t.start_step > 0 for t in batch) / len(batch),
+                "success": sum(bool(t.success) for t in sampled) / len(sampled),
+                "episodes": len(sampled),
+                "success_by_task": _success_by_task(sampled),
+                "started_inside_demonstration": sum(t.start_step > 0 for t in sampled) / len(sampled),
+                **branching,
                 "env_steps": self._env_steps,
                 "steps_per_s": stats.steps_per_second,
                 "backpressure_phone_s": stats.backpressure_s,
@@ -508,7 +519,7 @@ class TrainingRecipe:
         return self._cost_before + RunCost.of_rollout(self.engine.stats, len(self.engine.envs), self._learner_s)
 
     def _start_rollout(self) -> None:
-        from darwin.rollout import RolloutEngine
+        from darwin.rollout import Branching, RolloutEngine
 
         config, state = self.config, self.state
         assert self.pool is not None and self.curriculum is not None and self.buffer is not None and state is not None
@@ -527,6 +538,9 @@ class TrainingRecipe:
             fleet=self.fleet if self.fleet is not None and self.fleet.active else None,
             group_lost=config.group_lost,
             guard=self.guard,
+            branching=None
+            if config.branching is None
+            else Branching(config.branching.continuations, config.branching.points, seed=config.phones.seed),
         )
         self._rollout = asyncio.create_task(self.engine.run(until=self._stop_rollout.is_set))
         self._show("rollout")

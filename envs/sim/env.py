@@ -90,6 +90,13 @@ class SimPhoneEnv(PhoneEnv):
     def probe_state(self) -> dict[str, Any]:
         return self.phone.snapshot()
 
+    @property
+    def forks(self) -> bool:
+        return True
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self.phone.restore(state)
+
     def hard_reset(self) -> None:
         """Factory reset: the phone's data back to its seed's, the launcher on screen."""
         self.phone.reset()
@@ -111,6 +118,9 @@ class SimPhoneEnv(PhoneEnv):
 
     async def aprobe_state(self) -> dict[str, Any]:
         return self.probe_state()
+
+    async def arestore_state(self, state: dict[str, Any]) -> None:
+        self.restore_state(state)
 
     async def aapply_setup(self, setup: Sequence[StateSetup]) -> None:
         self.apply_setup(setup)
