@@ -134,6 +134,22 @@ def test_group_mode_releases_whole_groups():
     assert sorted(t.episode_id for t in buf.take_completed()) == ["a", "b"]
 
 
+def test_a_held_group_waits_for_its_release_whatever_its_size():
+    buf = ReplayBuffer(rollout_steps=1)  # no group_size: branching's families decide their size as they go
+    buf.hold("family")
+    for ep in ("root", "branch"):
+        buf.start(ep, group="family")
+        buf.add(transition(ep, 0))
+        buf.finish(trajectory(ep, 1))
+        assert buf.take_completed() is None  # held: the continuations may still come
+    buf.start("other")
+    buf.add(transition("other", 0))
+    buf.finish(trajectory("other", 1))
+    assert [t.episode_id for t in buf.take_completed()] == ["other"]  # others pass a held group
+    buf.release("family")
+    assert [t.episode_id for t in buf.take_completed()] == ["root", "branch"]
+
+
 def test_out_of_order_and_duplicates_are_errors():
     buf = ReplayBuffer(rollout_steps=1)
     with pytest.raises(ReplayBufferError, match="not active"):
