@@ -232,3 +232,34 @@ def test_a_run_with_branching_trains_on_continuations_and_logs_them(tmp_path, sm
     rollout = [r for r in rows if r["group"] == "rollout"]
     assert len(rollout) == 2 and all(r["continuations"] >= 2 for r in rollout)
     assert all(0.0 <= r["continuation_success"] <= 1.0 for r in rollout)
+
+
+def test_the_sibling_baseline_can_be_turned_off_for_an_ablation() -> None:
+    from darwin.learner.config import LearnerConfig
+    from darwin.learner.update_batch import estimate_advantages
+
+    _, batch, _ = _branching_run(continuations=2, points=1)
+    rows = collect_step_rows(batch).rows
+    n = len(rows)
+    rewards = torch.zeros(n)
+    forked = [i for i, r in enumerate(rows) if r.fork]
+    first_child = next(i for i in forked if rows[i].step == 0 and rows[i].fork.split("@")[0] != rows[i].episode_id)
+    rewards[first_child] = 1.0  # a reward on one continuation's first step: the siblings differ
+    common = {
+        "rewards": rewards,
+        "response_mask": torch.ones(n, 2, dtype=torch.bool),
+        "step_indices": torch.tensor([r.step for r in rows]),
+        "truncated": torch.zeros(n, dtype=torch.bool),
+        "values": torch.zeros(n, 2),
+        "lam": 1.0,
+    }
+    on, _ = estimate_advantages(LearnerConfig(whiten_advantages=False), rows, **common)
+    off, _ = estimate_advantages(LearnerConfig(whiten_advantages=False, sibling_baseline=False), rows, **common)
+    fork = rows[first_child].fork
+    siblings = [i for i in forked if rows[i].fork == fork]
+    assert len(siblings) == 3
+    # on: return minus the fork's mean return, 1 - 1/3 for the winner; off: GAE's (values 0, lambda 1: the return)
+    assert on[first_child].tolist() == pytest.approx([2 / 3, 2 / 3])
+    assert off[first_child].tolist() == pytest.approx([1.0, 1.0])
+    others = [i for i in range(n) if not rows[i].fork]
+    assert torch.equal(on[others], off[others])

@@ -129,6 +129,11 @@ class LearnerConfig(BaseModel):
         description="GAE whitening over the whole batch's tokens (verl) or within each "
         "task's tokens, so that tasks the critic misjudges do not set every task's scale",
     )
+    sibling_baseline: bool = Field(
+        True,
+        description="branching rollouts: rows that acted from one exact state (StepRow.fork) get their return over "
+        "their siblings' mean as advantage ('gae' only); False keeps GAE's for them too (an ablation)",
+    )
     trajectory_weighting: bool = Field(
         False,
         description="every trajectory weighs the same in the loss (its tokens' advantages "

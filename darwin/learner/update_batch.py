@@ -152,7 +152,7 @@ def estimate_advantages(
             step_indices=step_indices,
             group_ids=[r.group for r in rows],
             anchor_ids=[r.anchor for r in rows],
-            fork_ids=[r.fork for r in rows],
+            fork_ids=[r.fork for r in rows] if cfg.sibling_baseline else None,
             values=values,
             truncated=truncated,
             next_values=next_values,
