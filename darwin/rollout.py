@@ -88,8 +88,9 @@ class RolloutStats:
     infra_phone_s: float = 0.0
     """The part of ``episode_phone_s`` in episodes that ended as an infrastructure truncation."""
     continuations: int = 0
-    """Branching rollouts: continuation episodes played (not in ``episodes`` or ``successes``,
-    which count the episodes the curriculum asked for; their phone time is in ``episode_phone_s``)."""
+    """Branching rollouts: continuation episodes played (not in ``episodes``, ``successes`` or
+    ``unverified``, which count the episodes the curriculum asked for; their phone time,
+    terminations and truncation causes are counted with the others')."""
     continuation_successes: int = 0
 
     @property
@@ -106,10 +107,10 @@ class RolloutStats:
         if trajectory.branch is not None:
             self.continuations += 1
             self.continuation_successes += trajectory.outcome is Outcome.SUCCESS
-            return
-        self.episodes += 1
-        self.successes += trajectory.outcome is Outcome.SUCCESS
-        self.unverified += trajectory.outcome is Outcome.UNVERIFIED
+        else:
+            self.episodes += 1
+            self.successes += trajectory.outcome is Outcome.SUCCESS
+            self.unverified += trajectory.outcome is Outcome.UNVERIFIED
         if trajectory.termination is not None:
             self.terminations[trajectory.termination.reason.value] += 1
             if trajectory.termination.reason == TerminationReason.INFRA_TRUNCATED:
