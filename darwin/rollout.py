@@ -149,8 +149,8 @@ class Branching:
     episode's own phone, right after it; the episode and its continuations reach the learner
     in one update. Phones must fork (:attr:`PhoneEnv.forks`: in-process SimPhones).
 
-        >>> Branching(continuations=2, points=3).episodes_per_episode
-        7
+        >>> Branching(continuations=2).points  # at most 1 + 1 x 2 episodes per curriculum episode
+        1
     """
 
     continuations: int
@@ -162,11 +162,6 @@ class Branching:
             raise ValueError(f"Branching.continuations must be >= 1, got {self.continuations}")
         if self.points < 1:
             raise ValueError(f"Branching.points must be >= 1, got {self.points}")
-
-    @property
-    def episodes_per_episode(self) -> int:
-        """At most this many episodes per curriculum episode, the episode itself included."""
-        return 1 + self.points * self.continuations
 
 
 class _Lockstep(PhoneWrapper):
@@ -490,10 +485,9 @@ class RolloutEngine:
         """The actor steps of ``root`` its continuations start from (none for an unscored
         episode or a task with a setup phase)."""
         assert self.branching is not None
-        termination = root.termination
-        if termination is None or root.outcome not in (Outcome.SUCCESS, Outcome.FAILURE):
-            return []
-        if termination.reason in (TerminationReason.BLOCKED, TerminationReason.ALREADY_DONE):
+        if root.outcome.scored is None or (
+            root.termination is not None and root.termination.reason == TerminationReason.BLOCKED
+        ):
             return []
         lifecycle = root.task.lifecycle
         if lifecycle is not None and lifecycle.setup is not None:
@@ -624,15 +618,7 @@ def _check_fork(root: Trajectory, continuation: Trajectory, fork: Branch, phone:
     """A continuation must start on the screen its parent acted from at the fork: otherwise
     the phone did not replay deterministically and the siblings are no baseline for each other."""
     own = _execution_steps(continuation)
-    if (
-        not own
-        or continuation.termination is None
-        or continuation.termination.reason
-        in (
-            TerminationReason.INFRA_TRUNCATED,
-            TerminationReason.BLOCKED,
-        )
-    ):
+    if not own:  # ended before its first step (the phone failed while the demonstration played)
         return
     expected = _execution_steps(root)[fork.step].observation.screenshot
     if not np.array_equal(own[0].observation.screenshot, expected):

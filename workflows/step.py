@@ -122,17 +122,33 @@ class PhaseTurns:
         if self.emit is not None:
             self.emit(transition)
 
-    def record(self, agent: str, observation: Observation, decision: Decision) -> Transition:
-        """Record another agent's turn (a plan, a note, a judgement) in time order; no reward."""
-        transition = Transition(
+    def next_transition(
+        self,
+        observation: Observation,
+        decision: Decision,
+        *,
+        reward: float = 0.0,
+        termination: Termination | None = None,
+        agent: str = ACTOR,
+    ) -> Transition:
+        """The transition at the trajectory's next step in this phase (not appended); ``done``
+        when it has a ``termination``."""
+        return Transition(
             episode_id=self.trajectory.episode_id,
             task_id=self.task.id,
             step=len(self.trajectory.transitions),
             phase=self.phase,
             observation=observation,
             decision=decision,
+            reward=reward,
+            done=termination is not None,
+            termination=termination,
             agent=agent,
         )
+
+    def record(self, agent: str, observation: Observation, decision: Decision) -> Transition:
+        """Record another agent's turn (a plan, a note, a judgement) in time order; no reward."""
+        transition = self.next_transition(observation, decision, agent=agent)
         self.append(transition)
         return transition
 
@@ -411,14 +427,7 @@ class StepWorkflow(Workflow):
             verdict = None
             if verifies:
                 # The verifier sees this step's action too (a judge reads the agent's answer).
-                acted = Transition(
-                    episode_id=trajectory.episode_id,
-                    task_id=task.id,
-                    step=len(trajectory.transitions),
-                    phase=phase,
-                    observation=obs,
-                    decision=decision,
-                )
+                acted = turns.next_transition(obs, decision)
                 try:
                     verdict = await self._verify(env, task, phase, instruction, spec, [*history, acted], state_after)
                 except InfraError as exc:
@@ -430,17 +439,7 @@ class StepWorkflow(Workflow):
             termination = Termination(ended) if ended is not None else None
             if verdict is not None and verdict.reward is not None:
                 reward += verdict.reward
-            transition = Transition(
-                episode_id=trajectory.episode_id,
-                task_id=task.id,
-                step=len(trajectory.transitions),
-                phase=phase,
-                observation=obs,
-                decision=decision,
-                reward=reward,
-                done=ended is not None,
-                termination=termination,
-            )
+            transition = turns.next_transition(obs, decision, reward=reward, termination=termination)
             turns.append(transition)  # into the trajectory, the stream and (the actor's) history
             if termination is not None:
                 if recorder is not None and state_after is not None and verdict is not None:
@@ -463,19 +462,7 @@ class StepWorkflow(Workflow):
         (``-penalty``), the verdict is a failure that says why."""
         termination = Termination(TerminationReason.BLOCKED, exc.block.cause)
         verdict = Verdict(False, reward=exc.reward, reason=f"the action guard blocked it: {exc.block.cause}")
-        turns.append(
-            Transition(
-                episode_id=turns.trajectory.episode_id,
-                task_id=turns.task.id,
-                step=len(turns.trajectory.transitions),
-                phase=turns.phase,
-                observation=obs,
-                decision=decision,
-                reward=exc.reward,
-                done=True,
-                termination=termination,
-            )
-        )
+        turns.append(turns.next_transition(obs, decision, reward=exc.reward, termination=termination))
         return termination, verdict
 
     async def step_goal(self, turns: PhaseTurns) -> str:
