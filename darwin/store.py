@@ -63,6 +63,7 @@ from darwin.store_schema import (
     SCHEMA_VERSION,
     Base,
     EpisodeModel,
+    LabelModel,
     PhoneEventModel,
     RunModel,
     StepModel,
@@ -468,6 +469,24 @@ class RunStore(RunQueries):
                 ep.false_completion = m.false_completion
                 ep.over_time_steps = m.over_time_steps
                 ep.goal_first_met_step = m.goal_first_met_step
+
+    def record_label(
+        self, episode_id: str, *, success: bool, note: str = "", labeller: str = "", phase: Phase = Phase.EXECUTION
+    ) -> None:
+        """Record a person's verdict on a phase of an episode, replacing an earlier label of it."""
+        with self._write() as s:
+            if s.get(EpisodeModel, episode_id) is None:
+                raise StoreError(f"cannot label episode {episode_id!r}: the database has no episode of that id")
+            row = s.scalars(
+                select(LabelModel).where(LabelModel.episode_id == episode_id, LabelModel.phase == phase.value)
+            ).one_or_none()
+            if row is None:
+                row = LabelModel(episode_id=episode_id, phase=phase.value)
+                s.add(row)
+            row.success = success
+            row.note = _clean_text(note, 10_000) or ""
+            row.labeller = _clean_text(labeller, 128) or ""
+            row.created_at = utcnow()
 
     def record_phone_event(
         self, run_id: str, phone: str, kind: str, reason: str, episodes: int, replacement: str | None = None

@@ -8,22 +8,27 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import case, exists, func, select
 from sqlalchemy.orm import Session
 
 from darwin.database import Database
 from darwin.store_rows import (
+    EpisodeFacets,
+    EpisodeFilter,
+    EpisodePage,
     EpisodeRow,
+    LabelRow,
     PhoneEventRow,
     RunRow,
     StoredStep,
     SuccessStats,
     VerdictRow,
     _enum_or_none,
-    _episode_metrics,
+    _episode_row,
 )
 from darwin.store_schema import (
     EpisodeModel,
+    LabelModel,
     PhoneEventModel,
     RunModel,
     StepModel,
@@ -70,27 +75,69 @@ class RunQueries(Database):
                 .where(EpisodeModel.run_id == run_id)
                 .order_by(EpisodeModel.started_at, EpisodeModel.id)
             ).all()
+            return [_episode_row(r) for r in rows]
+
+    def episode(self, episode_id: str) -> EpisodeRow | None:
+        """One episode, or ``None`` when the database has no episode of that id."""
+        with self._read() as s:
+            row = s.get(EpisodeModel, episode_id)
+            return None if row is None else _episode_row(row)
+
+    def episode_page(
+        self,
+        run_id: str,
+        where: EpisodeFilter | None = None,
+        *,
+        sort: str = "started_at",
+        descending: bool = False,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> EpisodePage:
+        """One page of a run's episodes matching ``where``, ordered by ``sort`` (an
+        :data:`EPISODE_SORTS` column; ties by start time and id). Two indexed queries (the count
+        and the page), so a page of a run of any size costs about the same."""
+        if sort not in EPISODE_SORTS:
+            raise ValueError(f"cannot sort episodes by {sort!r}. Fix: sort by one of {', '.join(EPISODE_SORTS)}")
+        e = EpisodeModel
+        conditions = [e.run_id == run_id, *_episode_conditions(where or EpisodeFilter())]
+        column = getattr(e, sort)
+        order = [column.desc() if descending else column.asc(), e.started_at, e.id]
+        with self._read() as s:
+            total = s.scalar(select(func.count()).select_from(e).where(*conditions)) or 0
+            rows = s.scalars(select(e).where(*conditions).order_by(*order).offset(offset).limit(limit)).all()
+            return EpisodePage([_episode_row(r) for r in rows], int(total), offset, limit)
+
+    def episode_facets(self, run_id: str) -> EpisodeFacets:
+        """The tasks, phones, verifier kinds and termination reasons a run's episodes have."""
+        e, v = EpisodeModel, VerdictModel
+
+        def distinct(column: Any) -> list[str]:
+            stmt = select(column).select_from(e).where(e.run_id == run_id).distinct()
+            if column.class_ is v:
+                stmt = stmt.join(v, v.episode_id == e.id)
+            return sorted(str(x) for x in s.scalars(stmt) if x is not None)
+
+        with self._read() as s:
+            return EpisodeFacets(
+                task_ids=distinct(e.task_id),
+                phones=distinct(e.phone),
+                verifier_kinds=distinct(v.verifier_kind),
+                termination_reasons=distinct(e.termination_reason),
+            )
+
+    def labels(self, *, episode_id: str | None = None, run_id: str | None = None) -> list[LabelRow]:
+        """Labels of one episode or of a run's episodes, in the order they were given."""
+        stmt = select(LabelModel).order_by(LabelModel.id)
+        if episode_id is not None:
+            stmt = stmt.where(LabelModel.episode_id == episode_id)
+        if run_id is not None:
+            stmt = stmt.join(EpisodeModel, EpisodeModel.id == LabelModel.episode_id).where(
+                EpisodeModel.run_id == run_id
+            )
+        with self._read() as s:
             return [
-                EpisodeRow(
-                    episode_id=r.id,
-                    run_id=r.run_id,
-                    task_id=r.task_id,
-                    phone=r.phone,
-                    seed=r.seed,
-                    started_at=r.started_at,
-                    ended_at=r.ended_at,
-                    termination_reason=_enum_or_none(TerminationReason, r.termination_reason),
-                    termination_cause=r.termination_cause,
-                    success=r.success,
-                    num_steps=r.num_steps,
-                    phase_success={Phase(k): v for k, v in (r.phase_success or {}).items()},
-                    device_size=None
-                    if r.device_width is None or r.device_height is None
-                    else (r.device_width, r.device_height),
-                    final_screenshot_path=r.final_screenshot_path,
-                    metrics=_episode_metrics(r),
-                )
-                for r in rows
+                LabelRow(r.episode_id, Phase(r.phase), r.success, r.note, r.labeller, r.created_at)
+                for r in s.scalars(stmt)
             ]
 
     def steps(self, episode_id: str) -> list[StoredStep]:
@@ -196,3 +243,41 @@ class RunQueries(Database):
                 )
                 for task_id, n, ok, bad, unv, inf, err, unf, done in s.execute(stmt)
             }
+
+
+EPISODE_SORTS = ("started_at", "task_id", "phone", "num_steps", "success", "termination_reason")
+"""Columns :meth:`RunQueries.episode_page` sorts by."""
+
+_OUTCOMES = ("success", "failure", "unverified", "unfinished")
+
+
+def _episode_conditions(where: EpisodeFilter) -> list[Any]:
+    e = EpisodeModel
+    out: list[Any] = []
+    if where.task_id is not None:
+        out.append(e.task_id == where.task_id)
+    if where.phone is not None:
+        out.append(e.phone == where.phone)
+    if where.termination_reason is not None:
+        out.append(e.termination_reason == where.termination_reason)
+    if where.episode_ids is not None:
+        out.append(e.id.in_(sorted(where.episode_ids)))
+    if where.verifier_kind is not None:
+        v = VerdictModel
+        out.append(exists().where(v.episode_id == e.id, v.verifier_kind == where.verifier_kind))
+    if where.labelled is not None:
+        labelled = exists().where(LabelModel.episode_id == e.id)
+        out.append(labelled if where.labelled else ~labelled)
+    if where.outcome is not None:
+        if where.outcome not in _OUTCOMES:
+            raise ValueError(f"unknown outcome {where.outcome!r}. Fix: use one of {', '.join(_OUTCOMES)}")
+        finished = e.ended_at.is_not(None)
+        out.append(
+            {
+                "success": finished & e.success.is_(True),
+                "failure": finished & e.success.is_(False),
+                "unverified": finished & e.success.is_(None),
+                "unfinished": e.ended_at.is_(None),
+            }[where.outcome]
+        )
+    return out

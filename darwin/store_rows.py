@@ -112,6 +112,56 @@ class VerdictRow:
 
 
 @dataclass(frozen=True)
+class LabelRow:
+    """A person's label of one phase of an episode (:meth:`RunStore.record_label`)."""
+
+    episode_id: str
+    phase: Phase
+    success: bool
+    note: str
+    labeller: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class EpisodeFilter:
+    """Which episodes of a run :meth:`RunStore.episode_page` lists; ``None`` leaves a field open.
+
+    ``outcome``: ``success``, ``failure`` (verified), ``unverified`` (finished, no verdict) or
+    ``unfinished``. ``episode_ids``: only these (an update's episodes, from ``updates.jsonl``).
+    ``verifier_kind``: episodes with a verdict of that kind. ``termination_reason``: how it ended.
+    """
+
+    task_id: str | None = None
+    outcome: str | None = None
+    phone: str | None = None
+    verifier_kind: str | None = None
+    termination_reason: str | None = None
+    episode_ids: frozenset[str] | None = None
+    labelled: bool | None = None
+
+
+@dataclass(frozen=True)
+class EpisodePage:
+    """One page of a run's episodes: ``rows`` in order, ``total`` matching the filter."""
+
+    rows: list[EpisodeRow]
+    total: int
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class EpisodeFacets:
+    """The values a run's episode filters can take (each sorted)."""
+
+    task_ids: list[str]
+    phones: list[str]
+    verifier_kinds: list[str]
+    termination_reasons: list[str]
+
+
+@dataclass(frozen=True)
 class PhoneEventRow:
     """A phone event as stored (:meth:`RunStore.phone_events`)."""
 
@@ -175,6 +225,26 @@ def _clean_text(text: str | None, limit: int | None = None) -> str | None:
 
 def _enum_or_none(cls: type[enum.Enum], value: str | None) -> Any:
     return None if value is None else cls(value)
+
+
+def _episode_row(r: EpisodeModel) -> EpisodeRow:
+    return EpisodeRow(
+        episode_id=r.id,
+        run_id=r.run_id,
+        task_id=r.task_id,
+        phone=r.phone,
+        seed=r.seed,
+        started_at=r.started_at,
+        ended_at=r.ended_at,
+        termination_reason=_enum_or_none(TerminationReason, r.termination_reason),
+        termination_cause=r.termination_cause,
+        success=r.success,
+        num_steps=r.num_steps,
+        phase_success={Phase(k): v for k, v in (r.phase_success or {}).items()},
+        device_size=None if r.device_width is None or r.device_height is None else (r.device_width, r.device_height),
+        final_screenshot_path=r.final_screenshot_path,
+        metrics=_episode_metrics(r),
+    )
 
 
 def _episode_metrics(row: EpisodeModel) -> EpisodeMetrics | None:

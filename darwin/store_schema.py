@@ -24,7 +24,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from darwin.database import UTCDateTime, utcnow
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Bumped whenever the tables change; opening an older database migrates it where a
 migration exists (:data:`_MIGRATIONS`) and says so otherwise."""
 
@@ -34,7 +34,8 @@ migration exists (:data:`_MIGRATIONS`) and says so otherwise."""
 # and each episode's phone size and final screen (what a judge reviewing the run looks at).
 # Version 4 records each episode's metrics (progress rate, side effects, false completion,
 # over-time; darwin.types.EpisodeMetrics). Version 5 adds the phone_events table (hard
-# resets and replacements of the fleet's phones), which create_all makes on its own.
+# resets and replacements of the fleet's phones), which create_all makes on its own; version 6
+# the labels table (a person's verdicts from `darwin view`), made the same way.
 # An "ADD COLUMN" whose column exists already is skipped, so every step is safe to rerun.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -59,6 +60,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE episodes ADD COLUMN goal_first_met_step INTEGER",
     ),
     4: (),
+    5: (),
 }
 _ADD_COLUMN = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (\w+) ")
 
@@ -199,4 +201,20 @@ class PhoneEventModel(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     episodes: Mapped[int] = mapped_column(Integer, default=0)
     replacement: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class LabelModel(Base):
+    """A person's verdict on one phase of an episode (``darwin view``): the ground truth a judge
+    is calibrated against. One per episode and phase; labelling again replaces it."""
+
+    __tablename__ = "labels"
+    __table_args__ = (UniqueConstraint("episode_id", "phase", name="uq_labels_episode_phase"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    episode_id: Mapped[str] = mapped_column(ForeignKey("episodes.id", ondelete="CASCADE"), index=True)
+    phase: Mapped[str] = mapped_column(String(16))
+    success: Mapped[bool] = mapped_column(Boolean)
+    note: Mapped[str] = mapped_column(Text, default="")
+    labeller: Mapped[str] = mapped_column(String(128), default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

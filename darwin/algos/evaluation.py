@@ -6,6 +6,7 @@ Pure functions of success arrays; no state, the bootstrap's generator is passed 
   samples of one task instance of which ``c`` succeed, ``1 - C(n - c, k) / C(n, k)``. RL that
   only sharpens a policy raises pass@1 and leaves pass@k at large k flat.
 - :func:`success_summary`: greedy success, sampled success and pass@k over task instances.
+- :func:`wilson_interval`: the 95% Wilson score interval of one success rate.
 - :func:`paired_difference`: the mean difference of two variants measured on the same
   initial states, with a stratified percentile-bootstrap interval (strata: tasks, resampled
   within each, as in rliable's stratified bootstrap), and whether it is separated from zero.
@@ -22,13 +23,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import comb
+from math import comb, sqrt
 
 import numpy as np
 
 from darwin.algos.classification import Interval
 
-__all__ = ["PairedDifference", "SuccessSummary", "paired_difference", "pass_at_k", "success_summary"]
+__all__ = [
+    "PairedDifference",
+    "SuccessSummary",
+    "paired_difference",
+    "pass_at_k",
+    "success_summary",
+    "wilson_interval",
+]
 
 PASS_AT_K = (1, 2, 4, 8)
 """The k of every reported pass@k (MobileRL reports pass@1/2/4/8)."""
@@ -149,3 +157,18 @@ def success_summary(
         pass_at=pass_at,
         instances=max(len(greedy), len(measured)),
     )
+
+
+def wilson_interval(successes: int, episodes: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate.
+
+    >>> tuple(round(v, 3) for v in wilson_interval(5, 10))
+    (0.237, 0.763)
+    """
+    if episodes < 1:
+        raise ValueError("episodes must be >= 1")
+    p = successes / episodes
+    denom = 1 + z * z / episodes
+    centre = (p + z * z / (2 * episodes)) / denom
+    half = z * sqrt(p * (1 - p) / episodes + z * z / (4 * episodes * episodes)) / denom
+    return centre - half, centre + half

@@ -231,11 +231,21 @@ def judge() -> None:
     type=click.Path(dir_okay=False),
     help="JSON report; judged episodes are kept beside it in <out>.judged.jsonl (a rerun skips them)",
 )
-def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, **o: Any) -> None:
+@click.option(
+    "--labels",
+    "run_labels",
+    default="rule",
+    show_default=True,
+    type=click.Choice(["rule", "human"]),
+    help="what labels a run's episodes: its rule verdicts, or the labels people gave them in `darwin view`",
+)
+def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, run_labels: str, **o: Any) -> None:
     """Judge labelled episodes with each configuration; print the paper's Table 3 per language.
 
-    SOURCES are run directories (or run.db files: the rule verdicts are the labels) and/or
-    labelled folders / CSV files (human labels, format in docs/verification.md).
+    SOURCES are run directories or run.db files (labelled by their rule verdicts, or with
+    ``--labels human`` by the labels given in ``darwin view``) and/or labelled folders / CSV
+    files (human labels, format in docs/verification.md; ``darwin view RUN --export-labels DIR``
+    writes one).
     """
     from darwin.verifiers.judge.calibration import (
         LabelSourceError,
@@ -250,13 +260,17 @@ def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, **o:
     cases = []
     for source in sources:
         try:
-            cases += load_cases(source, labels="rule", device_size=device_size)
+            cases += load_cases(source, labels="human" if run_labels == "human" else "rule", device_size=device_size)
         except LabelSourceError as exc:
             raise click.ClickException(str(exc)) from None
     if not cases:
         raise click.ClickException(
-            f"no labelled episodes in {', '.join(sources)}: no finished episode has a rule verdict. "
-            "Fix: pass a run made with the rule verifier (e.g. `darwin eval --agent random`) or a labelled CSV"
+            f"no labelled episodes in {', '.join(sources)}: no finished episode has a {run_labels} label. "
+            + (
+                "Fix: label episodes in `darwin view RUN` first"
+                if run_labels == "human"
+                else "Fix: pass a run made with the rule verifier (e.g. `darwin eval --agent random`) or a labelled CSV"
+            )
         )
     keys = [c.key for c in cases]
     if len(set(keys)) != len(keys):

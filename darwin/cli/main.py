@@ -18,6 +18,7 @@ from darwin.cli.run import run_cmd
 from darwin.cli.sft import sft_cmd
 from darwin.cli.tasks import tasks
 from darwin.cli.verifier import verifier
+from darwin.cli.view import view_cmd
 
 console = Console()
 
@@ -51,3 +52,4 @@ main.add_command(paper_path)
 main.add_command(bench)
 main.add_command(verifier)
 main.add_command(judge)
+main.add_command(view_cmd)

@@ -77,7 +77,7 @@ def verifier() -> None:
 @click.option(
     "--verifier-kind",
     default=None,
-    help="with --from-run: use the verdicts of this verifier (rule, llm_judge, ...)  [default: the last stored]",
+    help="with --from-run: use the verdicts of this verifier (rule, llm_judge, ...), or human: the labels given in `darwin view`  [default: the last stored]",
 )
 @click.option(
     "--keep-hidden-successes",

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from darwin.algos.evaluation import wilson_interval
 from darwin.run.cost import RunCost
 
 if TYPE_CHECKING:
@@ -40,21 +41,6 @@ def sliding_mean(values: Sequence[float], window: int = 20) -> list[float]:
             total -= values[i - window]
         out.append(total / min(i + 1, window))
     return out
-
-
-def wilson_interval(successes: int, episodes: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a success rate.
-
-    >>> tuple(round(v, 3) for v in wilson_interval(5, 10))
-    (0.237, 0.763)
-    """
-    if episodes < 1:
-        raise ValueError("episodes must be >= 1")
-    p = successes / episodes
-    denom = 1 + z * z / episodes
-    centre = (p + z * z / (2 * episodes)) / denom
-    half = z * math.sqrt(p * (1 - p) / episodes + z * z / (4 * episodes * episodes)) / denom
-    return centre - half, centre + half
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,7 @@ class LabelledCase:
 def load_cases(
     source: str | Path,
     *,
-    labels: Literal["rule", "stored"] = "rule",
+    labels: Literal["rule", "stored", "human"] = "rule",
     phase: Phase = Phase.EXECUTION,
     device_size: tuple[int, int] | None = None,
 ) -> list[LabelledCase]:
@@ -145,15 +145,16 @@ def load_cases(
 def load_run_cases(
     db_path: str | Path,
     *,
-    labels: Literal["rule", "stored"] = "rule",
+    labels: Literal["rule", "stored", "human"] = "rule",
     phase: Phase = Phase.EXECUTION,
     device_size: tuple[int, int] | None = None,
 ) -> list[LabelledCase]:
     """The finished, scored episodes of every run in a run database.
 
     ``labels="rule"``: the label is the phase's rule verdict (episodes without one are left
-    out); ``labels="stored"``: the first verdict stored for the phase, whatever verifier gave
-    it (``None`` when unverified). Infrastructure truncations, errors and goals that already
+    out); ``labels="human"``: a person's label of the phase (the labels table ``darwin view``
+    writes; unlabelled episodes are left out); ``labels="stored"``: the first verdict stored for
+    the phase, whatever verifier gave it (``None`` when unverified). Infrastructure truncations, errors and goals that already
     held are left out (nothing was judged there).
     """
     path = Path(db_path)
@@ -190,7 +191,7 @@ def load_run_cases(
             "%s: %d episode(s) without a %s label for the %s phase left out",
             path,
             skipped,
-            "rule" if labels == "rule" else "stored",
+            labels,
             phase.value,
         )
     if assumed_size:
@@ -208,7 +209,7 @@ def _run_case(
     store: RunStore,
     screenshots: Path,
     episode: EpisodeRow,
-    labels: Literal["rule", "stored"],
+    labels: Literal["rule", "stored", "human"],
     phase: Phase,
     device_size: tuple[int, int] | None,
 ) -> LabelledCase | None:
@@ -220,6 +221,11 @@ def _run_case(
         if not ruled:
             return None
         label, kind = ruled[0].success, "rule"
+    elif labels == "human":
+        given = [lab for lab in store.labels(episode_id=episode.episode_id) if lab.phase == phase]
+        if not given:
+            return None
+        label, kind = given[-1].success, "human"
     else:
         label = verdicts[0].success if verdicts else episode.phase_success.get(phase)
         kind = verdicts[0].verifier_kind if verdicts else "episode"

@@ -62,6 +62,7 @@ from darwin.task_registry import goal_text
 from darwin.types import ACTOR, Decision, Observation, Phase, Task, Transition, VerifierSpec
 
 if TYPE_CHECKING:
+    from darwin.store import RunStore
     from darwin.store_rows import StoredStep, VerdictRow
 
 logger = logging.getLogger(__name__)
@@ -299,11 +300,21 @@ def _stored_label(verdicts: Sequence[VerdictRow], verifier_kind: str | None) -> 
     return None
 
 
+HUMAN = "human"
+"""``verifier_kind`` of the labels people gave in ``darwin view`` (the run database's labels table)."""
+
+
+def _human_label(store: RunStore, episode_id: str) -> tuple[bool, str] | None:
+    given = [lab for lab in store.labels(episode_id=episode_id) if lab.phase == Phase.EXECUTION]
+    return None if not given else (given[-1].success, HUMAN)
+
+
 def examples_from_run(run_dir: str | Path, verifier_kind: str | None = None) -> list[LabelledScreen]:
     """Labelled final screens of a finished run: every episode with a stored final screen and an
     execution verdict (by ``verifier_kind``, e.g. ``"rule"``, ``"llm_judge"`` or a human review
     recorded with ``darwin judge review --record``, or the auditor of a composite in audit mode;
-    default: the last verdict stored) becomes
+    ``"human"``: the label a person gave in ``darwin view``; default: the last verdict stored)
+    becomes
     one example labelled by that verdict, with the stored screen before the episode's last
     action (resized to the final screen's size) and that action when the run kept them.
     Unverified verdicts are skipped. Runs stored before schema 3 have no final screens and give
@@ -322,7 +333,11 @@ def examples_from_run(run_dir: str | Path, verifier_kind: str | None = None) -> 
             for episode in store.episodes(run.run_id):
                 if episode.final_screenshot_path is None or not episode.finished:
                     continue
-                label = _stored_label(store.verdicts(episode.episode_id), verifier_kind)
+                label = (
+                    _human_label(store, episode.episode_id)
+                    if verifier_kind == HUMAN
+                    else _stored_label(store.verdicts(episode.episode_id), verifier_kind)
+                )
                 if label is None:
                     continue
                 if episode.task_id not in tasks:

@@ -1,0 +1,251 @@
+"""The viewer's pages as data, then HTML: each ``*_page`` function reads a :class:`RunSource`
+and renders one Jinja2 template. The web app (:mod:`darwin.view.app`) and the static export
+(:mod:`darwin.view.export`) render the same pages; they differ only in their :class:`Links`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Literal
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from darwin.actions import parse_action
+from darwin.algos.evaluation import wilson_interval
+from darwin.store_rows import EpisodeFilter, EpisodeRow, StoredStep
+from darwin.types import Phase
+from darwin.view.markers import ActionMarker, action_marker
+from darwin.view.source import MetricPoint, RunSource
+
+__all__ = ["PAGE_SIZE", "Links", "Renderer", "asset", "curves", "step_views"]
+
+PAGE_SIZE = 50
+"""Episodes per page of the episode table."""
+
+DEFAULT_DEVICE_SIZE = (1080, 2400)
+"""The phone size assumed for episodes stored without one (SimPhone's)."""
+
+# (chart title, [(metrics.jsonl group, key), ...]): the training curves of a run page.
+CURVES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("success", (("rollout", "success"), ("eval", "success"))),
+    ("episode return", (("update", "episode_return_mean"),)),
+    ("KL", (("update", "approx_kl"), ("update", "kl_to_reference"))),
+    ("entropy", (("update", "entropy"),)),
+    ("explained variance", (("update", "explained_variance"),)),
+    ("clip fraction", (("update", "clip_fraction"), ("update", "value_clip_fraction"))),
+    ("value loss", (("update", "value_loss"),)),
+)
+_THOUGHT = re.compile(r"Thought:\s*(.*?)\s*(?:Action:|$)", re.DOTALL)
+
+
+def plotly_js() -> bytes:
+    """Plotly's browser bundle, as the ``plotly`` package ships it (no CDN)."""
+    return resources.files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
+
+
+def asset(name: str) -> bytes:
+    """A file the pages load: ``view.css``, or ``plotly.min.js`` from the ``plotly`` package."""
+    if name == "plotly.min.js":
+        return plotly_js()
+    return resources.files("darwin.view").joinpath("static", name).read_bytes()
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where each page is: the web app's routes (``static=False``) or the static export's files,
+    relative to a page ``depth`` folders below the export's root."""
+
+    static: bool = False
+    depth: int = 0
+
+    def _root(self) -> str:
+        return "../" * self.depth if self.static else "/"
+
+    def index(self) -> str:
+        return self._root() + ("index.html" if self.static else "")
+
+    def run(self, k: int) -> str:
+        return self._root() + (f"runs/{k}/index.html" if self.static else f"runs/{k}")
+
+    def episodes(self, k: int, page: int = 0, **query: str) -> str:
+        if self.static:
+            return self._root() + f"runs/{k}/episodes/page-{page}.html"
+        params = "&".join(f"{key}={value}" for key, value in {**query, "page": str(page)}.items() if value != "")
+        return self._root() + f"runs/{k}/episodes?{params}"
+
+    def episode(self, k: int, episode_id: str) -> str:
+        return self._root() + f"runs/{k}/episodes/{episode_id}" + (".html" if self.static else "")
+
+    def shot(self, k: int, rel_path: str) -> str:
+        return self._root() + f"runs/{k}/shots/{rel_path}"
+
+    def asset(self, name: str) -> str:
+        return self._root() + f"static/{name}"
+
+    def label(self, k: int, episode_id: str) -> str:
+        return self._root() + f"runs/{k}/episodes/{episode_id}/label"
+
+    def compare(self, k: int, a: str, b: str) -> str:
+        return self._root() + f"runs/{k}/compare?a={a}&b={b}"
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One step as the episode page shows it."""
+
+    step: StoredStep
+    marker: ActionMarker
+    thought: str | None
+    device_size: tuple[int, int]
+
+
+def step_views(steps: Sequence[StoredStep], device_size: tuple[int, int] | None) -> list[StepView]:
+    """Each step with the marker of its action (a parse error is a banner) and the model's
+    thought when its response has a ``Thought:`` part (UI-TARS's format)."""
+    size = device_size or DEFAULT_DEVICE_SIZE
+    out = []
+    for s in steps:
+        action = None if s.action_json is None else parse_action(s.action_json)
+        reason = None if s.parse_error is None else s.parse_error.reason
+        match = None if s.response_text is None else _THOUGHT.search(s.response_text)
+        out.append(StepView(s, action_marker(action, size, reason), match.group(1) if match else None, size))
+    return out
+
+
+def curves(points: Sequence[MetricPoint]) -> list[dict[str, Any]]:
+    """The run page's charts as Plotly traces: :data:`CURVES`, success per task and cost (only
+    those the run's ``metrics.jsonl`` has values for)."""
+    series: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+    for p in points:
+        for key, value in p.values.items():
+            xs, ys = series.setdefault((p.group, key), ([], []))
+            xs.append(p.step)
+            ys.append(value)
+
+    def chart(title: str, keys: Sequence[tuple[str, str]]) -> dict[str, Any] | None:
+        traces = [
+            {"name": f"{key} ({group})", "x": series[group, key][0], "y": series[group, key][1]}
+            for group, key in keys
+            if (group, key) in series
+        ]
+        return {"title": title, "traces": traces} if traces else None
+
+    per_task = sorted(k for k in series if k[0] == "rollout" and k[1].startswith("success_by_task/"))
+    cost = sorted(k for k in series if k[1].startswith("cost/") and k[1] != "cost/phones")
+    charts = [chart(title, keys) for title, keys in CURVES]
+    charts.append(chart("success per task (training episodes)", per_task))
+    charts.append(chart("cost", cost))
+    return [c for c in charts if c is not None]
+
+
+def outcome(e: EpisodeRow) -> Literal["success", "failure", "unverified", "unfinished"]:
+    if not e.finished:
+        return "unfinished"
+    return "unverified" if e.success is None else ("success" if e.success else "failure")
+
+
+class Renderer:
+    """Renders the viewer's pages from :class:`RunSource` s with one set of :class:`Links`."""
+
+    def __init__(self, sources: Sequence[RunSource]) -> None:
+        self.sources = list(sources)
+        self.env = Environment(
+            loader=PackageLoader("darwin.view", "templates"),
+            autoescape=select_autoescape(["html"]),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.globals["outcome"] = outcome
+
+    def _render(self, template: str, links: Links, **context: Any) -> str:
+        return self.env.get_template(template).render(links=links, **context)
+
+    def index(self, links: Links) -> str:
+        rows = [(k, s, s.store.success_by_task(s.run_id)) for k, s in enumerate(self.sources)]
+        return self._render("index.html", links, runs=rows)
+
+    def run(self, k: int, links: Links) -> str:
+        source = self.sources[k]
+        evaluations = []
+        for label, ev in source.evaluations().items():
+            low, high = wilson_interval(ev.successes, ev.episodes) if ev.episodes else (float("nan"),) * 2
+            evaluations.append((label, ev, low, high))
+        return self._render(
+            "run.html",
+            links,
+            k=k,
+            source=source,
+            charts=curves(source.metrics()),
+            evaluations=evaluations,
+            by_task=source.store.success_by_task(source.run_id),
+            config=source.config(),
+            phone_events=source.store.phone_events(source.run_id),
+        )
+
+    def episodes(
+        self,
+        k: int,
+        links: Links,
+        where: EpisodeFilter,
+        *,
+        query: Mapping[str, str],
+        sort: str = "started_at",
+        descending: bool = False,
+        page: int = 0,
+    ) -> str:
+        source = self.sources[k]
+        listing = source.store.episode_page(
+            source.run_id, where, sort=sort, descending=descending, offset=page * PAGE_SIZE, limit=PAGE_SIZE
+        )
+        labelled = {lab.episode_id for lab in source.store.labels(run_id=source.run_id)} if listing.rows else set()
+        return self._render(
+            "episodes.html",
+            links,
+            k=k,
+            source=source,
+            listing=listing,
+            page=page,
+            pages=max(1, -(-listing.total // PAGE_SIZE)),
+            facets=source.store.episode_facets(source.run_id),
+            updates=sorted(set(source.update_of().values())),
+            update_of=source.update_of(),
+            labelled=labelled,
+            query=dict(query),
+            sort=sort,
+            descending=descending,
+        )
+
+    def episode_context(self, k: int, episode_id: str) -> dict[str, Any] | None:
+        source = self.sources[k]
+        episode = source.store.episode(episode_id)
+        if episode is None or episode.run_id != source.run_id:
+            return None
+        steps = source.store.steps(episode_id)
+        phases = [p for p in Phase if any(s.phase == p for s in steps)]
+        views = step_views(steps, episode.device_size)
+        return {
+            "k": k,
+            "source": source,
+            "episode": episode,
+            "task": source.store.task(episode.task_id),
+            "phases": [(p, [v for v in views if v.step.phase == p]) for p in phases],
+            "verdicts": source.store.verdicts(episode_id),
+            "labels": source.store.labels(episode_id=episode_id),
+            "update": source.update_of().get(episode_id),
+            "device_size": episode.device_size or DEFAULT_DEVICE_SIZE,
+        }
+
+    def episode(self, k: int, episode_id: str, links: Links, *, others: Sequence[EpisodeRow] = ()) -> str | None:
+        context = self.episode_context(k, episode_id)
+        if context is None:
+            return None
+        return self._render("episode.html", links, others=others, c=context, **context)
+
+    def compare(self, pairs: Sequence[tuple[int, str]], links: Links) -> str | None:
+        contexts = [self.episode_context(k, e) for k, e in pairs]
+        if any(c is None for c in contexts):
+            return None
+        return self._render("compare.html", links, sides=contexts)

@@ -1,0 +1,126 @@
+"""A run built by hand for the viewer's tests: one run, three tasks, twelve episodes with
+steps, screenshots, verdicts, ``updates.jsonl``, ``metrics.jsonl`` and ``experiment.json``
+(no training needed)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from darwin.actions import Action, Click, Direction, Finished, Scroll, Type
+from darwin.store import RunStore
+from darwin.types import (
+    Decision,
+    Generation,
+    Observation,
+    Phase,
+    Task,
+    Termination,
+    TerminationReason,
+    Trajectory,
+    Transition,
+    Verdict,
+    VerifierSpec,
+)
+
+TASKS = ("clock_1", "settings_3", "amazon_0")
+SIZE = (1080, 2400)
+SECRET = "sk-secretsecret0123456789"
+ACTIONS: tuple[Action, ...] = (
+    Click(x=540, y=1200),
+    Scroll(x=540, y=1800, direction=Direction.DOWN),
+    Type(content="hi"),
+    Finished(),
+)
+
+
+@dataclass(frozen=True)
+class BuiltRun:
+    run_dir: Path
+    run_id: str
+    episodes: list[str]
+    """In start order: episode ``i`` has task ``tasks[i % 3]``, phone ``sim-{i % 2}``, and
+    succeeds when ``i % 4 == 0``; update ``u`` (1-3) trained on episodes ``4(u-1)..4u-1``."""
+    tasks: tuple[str, ...] = TASKS
+    secret: str = SECRET
+    """An API key in the run's ``experiment.json``: no page may show it."""
+
+
+def screen(seed: int) -> np.ndarray:
+    """A dark random screen (a magenta marker stands out on it)."""
+    return np.random.default_rng(seed).integers(0, 120, size=(240, 108, 3), dtype=np.uint8)
+
+
+def build_run(run_dir: Path, episodes: int = 12) -> BuiltRun:
+    ids = []
+    with RunStore.for_run_dir(run_dir) as store:
+        run_id = store.start_run("handmade", config=None)
+        for i in range(episodes):
+            task = Task(
+                id=TASKS[i % 3],
+                instruction=f"do task {i % 3}",
+                app="Clock",
+                verifier=VerifierSpec(predicate="clock.alarm_exists", params={}),
+            )
+            episode_id = f"ep{i:03d}"
+            store.start_episode(run_id, episode_id, task, phone=f"sim-{i % 2}", seed=i, device_size=SIZE)
+            success = i % 4 == 0
+            transitions = []
+            for step, action in enumerate(ACTIONS):
+                t = Transition(
+                    episode_id=episode_id,
+                    task_id=task.id,
+                    step=step,
+                    phase=Phase.EXECUTION,
+                    observation=Observation(
+                        screenshot=screen(i * 10 + step),
+                        goal=task.instruction,
+                        device_size=SIZE,
+                        task_id=task.id,
+                        step=step,
+                    ),
+                    decision=Decision(
+                        action=action,
+                        generation=Generation(text=f"Thought: step {step}\nAction: {action.type}", policy_version=1),
+                    ),
+                    reward=float(success) if step == len(ACTIONS) - 1 else 0.0,
+                    done=step == len(ACTIONS) - 1,
+                )
+                store.record_step(t, t.observation.screenshot)
+                transitions.append(t)
+            traj = Trajectory(
+                episode_id=episode_id,
+                task=task,
+                transitions=transitions,
+                termination=Termination(TerminationReason.SUCCESS if success else TerminationReason.AGENT_FINISHED),
+                verdicts={Phase.EXECUTION: Verdict(success)},
+                phone=f"sim-{i % 2}",
+            )
+            store.record_verdict(episode_id, Phase.EXECUTION, "rule", success, float(success), "the rule says so")
+            store.finish_episode(traj, final_screenshot=screen(i * 10 + 9))
+            ids.append(episode_id)
+    (run_dir / "updates.jsonl").write_text(
+        "".join(json.dumps({"update": u + 1, "episode_ids": ids[u * 4 : u * 4 + 4]}) + "\n" for u in range(3))
+    )
+    (run_dir / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"step": u, "group": "rollout", "success": 0.1 * u, f"success_by_task/{TASKS[0]}": 0.2 * u})
+            + "\n"
+            + json.dumps({"step": u, "group": "update", "entropy": 1.0 / u, "explained_variance": 0.1})
+            + "\n"
+            for u in (1, 2, 3)
+        )
+    )
+    (run_dir / "experiment.json").write_text(
+        json.dumps({"name": "handmade", "judge": {"model": "m", "api_key": SECRET}})
+    )
+    return BuiltRun(run_dir, run_id, ids)
+
+
+@pytest.fixture
+def built_run(tmp_path: Path) -> BuiltRun:
+    return build_run(tmp_path / "run")

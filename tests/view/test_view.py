@@ -1,0 +1,244 @@
+"""darwin view without a browser: the store's episode queries and labels, action markers, the
+app's routes (filters, a 404 outside the run, the token, the label form), the exports, and
+what `darwin judge calibrate` / `darwin verifier` read from them."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from darwin.actions import Direction, Drag, LongPress, PressBack, Scroll
+from darwin.cli.main import main
+from darwin.store import RunStore
+from darwin.store_rows import EpisodeFilter
+from darwin.types import Phase
+from darwin.verifiers.judge.calibration import load_cases
+from darwin.verifiers.learned.data import load_examples
+from darwin.view.app import BindRefused, check_bind, create_app
+from darwin.view.export import export_site
+from darwin.view.markers import action_marker
+from darwin.view.source import SourceError, open_sources
+
+# --------------------------------------------------------------------------- store
+
+
+def test_episode_page_filters_sorts_and_pages(built_run) -> None:
+    with RunStore.for_run_dir(built_run.run_dir) as store:
+        rid = built_run.run_id
+        page = store.episode_page(rid, EpisodeFilter(task_id="clock_1"))
+        assert [e.episode_id for e in page.rows] == ["ep000", "ep003", "ep006", "ep009"] and page.total == 4
+        assert store.episode_page(rid, EpisodeFilter(outcome="success")).total == 3  # ep000, ep004, ep008
+        assert store.episode_page(rid, EpisodeFilter(outcome="failure", phone="sim-0")).total == 3  # 2, 6, 10
+        assert store.episode_page(rid, EpisodeFilter(verifier_kind="rule")).total == 12
+        assert store.episode_page(rid, EpisodeFilter(verifier_kind="llm_judge")).total == 0
+        assert store.episode_page(rid, EpisodeFilter(termination_reason="success")).total == 3
+        assert store.episode_page(rid, EpisodeFilter(episode_ids=frozenset({"ep001", "ep002"}))).total == 2
+        second = store.episode_page(rid, offset=5, limit=5)
+        assert [e.episode_id for e in second.rows] == [f"ep{i:03d}" for i in range(5, 10)] and second.total == 12
+        by_task = store.episode_page(rid, sort="task_id", descending=True, limit=4)
+        assert [e.task_id for e in by_task.rows] == ["settings_3"] * 4
+        with pytest.raises(ValueError, match="sort by one of"):
+            store.episode_page(rid, sort="id; DROP TABLE")
+        with pytest.raises(ValueError, match="unknown outcome"):
+            store.episode_page(rid, EpisodeFilter(outcome="won"))
+        facets = store.episode_facets(rid)
+        assert facets.task_ids == sorted(built_run.tasks) and facets.phones == ["sim-0", "sim-1"]
+        assert facets.verifier_kinds == ["rule"] and facets.termination_reasons == ["agent_finished", "success"]
+
+
+def test_a_label_is_stored_replaced_and_filtered_on(built_run) -> None:
+    with RunStore.for_run_dir(built_run.run_dir) as store:
+        store.record_label("ep001", success=True, note="first look")
+        store.record_label("ep001", success=False, note="the alarm is at 7 pm", labeller="ana")
+        (label,) = store.labels(run_id=built_run.run_id)
+        assert (label.episode_id, label.phase, label.success, label.note, label.labeller) == (
+            "ep001",
+            Phase.EXECUTION,
+            False,
+            "the alarm is at 7 pm",
+            "ana",
+        )
+        assert store.episode_page(built_run.run_id, EpisodeFilter(labelled=True)).total == 1
+        assert store.episode_page(built_run.run_id, EpisodeFilter(labelled=False)).total == 11
+        with pytest.raises(Exception, match="no episode of that id"):
+            store.record_label("nope", success=True)
+
+
+# --------------------------------------------------------------------------- markers
+
+
+def test_markers_are_placed_in_phone_pixels() -> None:
+    press = action_marker(LongPress(x=10, y=20), (1080, 2400))
+    assert (press.shape, press.x, press.y) == ("press", 10.0, 20.0)
+    drag = action_marker(Drag(x1=1, y1=2, x2=3, y2=4), (1080, 2400))
+    assert (drag.shape, drag.x, drag.y, drag.x2, drag.y2) == ("arrow", 1.0, 2.0, 3.0, 4.0)
+    left = action_marker(Scroll(x=500, y=100, direction=Direction.LEFT), (1000, 2000))
+    assert (left.x2, left.y2) == (350.0, 100.0)  # 15% of the width to the left
+    assert action_marker(PressBack(), (1080, 2400)).label == "press_back"
+    assert action_marker(None, (1080, 2400), "no action found").label == "parse error: no action found"
+
+
+# --------------------------------------------------------------------------- app
+
+
+@pytest.fixture
+def client(built_run) -> TestClient:
+    return TestClient(create_app(open_sources([str(built_run.run_dir)])))
+
+
+def test_pages_render_with_filters_and_without_secrets(client: TestClient, built_run) -> None:
+    index = client.get("/")
+    assert index.status_code == 200 and "handmade" in index.text
+    run = client.get("/runs/0")
+    assert run.status_code == 200 and "success per task" in run.text and "explained variance" in run.text
+    assert built_run.secret not in run.text and '"model": "m"' in run.text  # experiment.json, redacted
+    listing = client.get("/runs/0/episodes", params={"task": "settings_3", "outcome": "failure"})
+    rows = re.findall(r'<tr class="(\w+)" data-episode="(ep\d+)"', listing.text)
+    assert rows == [("failure", "ep001"), ("failure", "ep007"), ("failure", "ep010")]  # ep004 succeeded
+    update_two = client.get("/runs/0/episodes", params={"update": "2"})
+    assert re.findall(r'data-episode="(ep\d+)"', update_two.text) == ["ep004", "ep005", "ep006", "ep007"]
+    assert client.get("/runs/0/episodes", params={"sort": "bogus"}).status_code == 400
+    assert client.get("/runs/0/episodes", params={"update": "x"}).status_code == 400
+    assert client.get("/runs/7").status_code == 404
+
+
+def test_an_episode_page_shows_every_step_with_its_marker_and_the_verdict(client: TestClient) -> None:
+    page = client.get("/runs/0/episodes/ep002")
+    assert page.status_code == 200
+    shapes = re.findall(r'<figure class="step" [^>]*data-shape="(\w+)"', page.text)
+    assert shapes == ["point", "arrow", "banner", "banner"]
+    assert 'aria-label="click (540, 1200)"' in page.text and "scroll down" in page.text
+    assert "the rule says so" in page.text
+    assert "<pre>step 0</pre>" in page.text  # the thought, split from the raw response
+    shots = re.findall(r'<img src="(/runs/0/shots/[0-9a-f]{2}/[0-9a-f]{64}\.png)"', page.text)
+    assert len(shots) == 5  # four steps and the final screen
+    image = client.get(shots[0])
+    assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
+    assert client.get("/runs/0/episodes/ep999").status_code == 404
+    compare = client.get("/runs/0/compare", params={"a": "ep000", "b": "0:ep003"})
+    assert compare.status_code == 200 and 'id="episode-a"' in compare.text and 'id="episode-b"' in compare.text
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/runs/0/shots/../run.db",
+        "/runs/0/shots/..%2Frun.db",
+        "/runs/0/shots/%2e%2e/%2e%2e/etc/passwd",
+        "/runs/0/shots/run.db",
+        "/runs/0/shots/ab/" + "a" * 64 + ".png",  # well formed, not in the store
+        "/runs/0/shots//etc/passwd",
+        "/etc/passwd",
+        "/static/../run.db",
+    ],
+)
+def test_a_path_outside_the_run_is_a_404(client: TestClient, path: str) -> None:
+    assert client.get(path).status_code == 404
+
+
+def test_a_label_from_the_form_reaches_the_database(client: TestClient, built_run) -> None:
+    sent = client.post(
+        "/runs/0/episodes/ep005/label", data={"verdict": "success", "note": "ok"}, follow_redirects=False
+    )
+    assert sent.status_code == 303 and sent.headers["location"] == "/runs/0/episodes/ep005"
+    assert "<b>success</b> · ok" in client.get("/runs/0/episodes/ep005").text
+    foreign = client.post(
+        "/runs/0/episodes/ep005/label", data={"verdict": "failure"}, headers={"Origin": "http://evil.example"}
+    )
+    assert foreign.status_code == 403
+    assert client.post("/runs/0/episodes/ep005/label", data={"verdict": "maybe"}).status_code == 400
+    with RunStore.for_run_dir(built_run.run_dir) as store:
+        assert [(lab.episode_id, lab.success) for lab in store.labels(run_id=built_run.run_id)] == [("ep005", True)]
+
+
+def test_a_token_guards_every_request(built_run) -> None:
+    client = TestClient(create_app(open_sources([str(built_run.run_dir)]), token="s3cret"))
+    assert client.get("/runs/0").status_code == 401
+    assert client.get("/runs/0/shots/whatever").status_code == 401
+    assert client.get("/?token=wrong").status_code == 401
+    assert client.get("/?token=s3cret").status_code == 200
+    assert client.get("/runs/0").status_code == 200  # the cookie the first visit set
+
+
+def test_a_bind_beyond_this_machine_needs_expose_and_a_token(built_run) -> None:
+    check_bind("127.0.0.1", token=None, expose=False)
+    check_bind("::1", token=None, expose=False)
+    check_bind("localhost", token=None, expose=False)
+    with pytest.raises(BindRefused, match="without --expose"):
+        check_bind("0.0.0.0", token="t", expose=False)
+    with pytest.raises(BindRefused, match="without a token"):
+        check_bind("192.168.1.5", token=None, expose=True)
+    check_bind("0.0.0.0", token="t", expose=True)
+    result = CliRunner().invoke(main, ["view", str(built_run.run_dir), "--host", "0.0.0.0"])
+    assert result.exit_code != 0 and "refusing to serve runs on 0.0.0.0" in result.output
+
+
+def test_a_source_that_is_no_run_is_named_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="does not exist. Fix: pass"):
+        open_sources([str(tmp_path / "missing")])
+    with pytest.raises(SourceError, match="directory without run.db"):
+        open_sources([str(tmp_path)])
+    result = CliRunner().invoke(main, ["view", str(tmp_path / "missing")])
+    assert result.exit_code != 0 and "does not exist" in result.output
+
+
+# --------------------------------------------------------------------------- exports
+
+
+def test_exported_labels_are_what_the_judge_and_the_verifier_read(built_run, tmp_path: Path) -> None:
+    with RunStore.for_run_dir(built_run.run_dir) as store:
+        store.record_label("ep002", success=True, note="done after all")
+        store.record_label("ep004", success=False)
+    out = tmp_path / "labelled"
+    result = CliRunner().invoke(main, ["view", str(built_run.run_dir), "--export-labels", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "2 labelled trajectories" in result.output and "2 verifier examples" in result.output
+    rows = list(csv.DictReader((out / "labels.csv").open(encoding="utf-8")))
+    assert [(r["episode_id"], r["label"], r["note"]) for r in rows] == [
+        ("ep002", "yes", "done after all"),
+        ("ep004", "no", ""),
+    ]
+    trajectory = out / "trajectories" / "ep002"
+    assert sorted(p.name for p in trajectory.iterdir()) == [
+        "actions.jsonl",
+        "final.png",
+        "step_000.png",
+        "step_001.png",
+        "step_002.png",
+        "step_003.png",
+    ]
+    cases = load_cases(out)
+    assert [(c.episode_id, c.label, c.label_kind) for c in cases] == [
+        ("ep002", True, "human"),
+        ("ep004", False, "human"),
+    ]
+    judged = cases[0].load()
+    assert len(judged.steps) == 4 and judged.final_screenshot is not None
+    examples = load_examples(out)
+    assert sorted((e.episode_id, e.label, e.source) for e in examples) == [
+        ("ep002", True, "run:human"),
+        ("ep004", False, "run:human"),
+    ]
+    from_run = load_cases(built_run.run_dir, labels="human")  # the run itself, labelled by people
+    assert [(c.episode_id, c.label) for c in from_run] == [("ep002", True), ("ep004", False)]
+
+
+def test_the_static_site_links_only_to_files_it_wrote(built_run, tmp_path: Path) -> None:
+    sources = open_sources([str(built_run.run_dir)])
+    site = tmp_path / "site"
+    pages = export_site(sources, site)
+    assert pages == 1 + 1 + 1 + 12  # index, run, one page of episodes, each episode
+    for html in site.rglob("*.html"):
+        text = html.read_text(encoding="utf-8")
+        assert built_run.secret not in text
+        for link in re.findall(r'(?:href|src)="([^"#]+)"', text):
+            if link.startswith("data:"):
+                continue
+            assert not link.startswith("/"), f"{html}: absolute link {link}"
+            assert (html.parent / link).resolve().is_file(), f"{html}: {link} was not written"
+    assert not (site / "runs/0/episodes/ep000.html").read_text().count("label-form")
