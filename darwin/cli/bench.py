@@ -348,6 +348,36 @@ def bench_sim(instances: int, steps: int, locale: str) -> None:
     console.print(table)
 
 
+@bench.command("view")
+@click.option("--episodes", default=10_000, show_default=True, type=click.IntRange(1), help="episodes in the database")
+@click.option("--steps", default=8, show_default=True, type=click.IntRange(1), help="steps per episode")
+@click.option("--repeats", default=5, show_default=True, type=click.IntRange(1), help="requests per page (median)")
+@click.option(
+    "--dir",
+    "run_dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="where the database goes (default: a temporary folder, removed after)",
+)
+def bench_view_cmd(episodes: int, steps: int, repeats: int, run_dir: str | None) -> None:
+    """darwin view's response times over a run database of many episodes (real HTTP, one local server)."""
+    import tempfile
+    from pathlib import Path
+
+    from darwin.bench.view import bench_view
+
+    with tempfile.TemporaryDirectory() as tmp:
+        result = bench_view(Path(run_dir or tmp) / "run", episodes=episodes, steps=steps, repeats=repeats)
+    table = Table(
+        title=f"darwin view over {result.episodes:,} episodes / {result.steps:,} steps (built in {result.build_s:.1f} s)"
+    )
+    for column in ("request", "median", "target"):
+        table.add_column(column, justify="left" if column == "request" else "right")
+    for row in result.rows():
+        table.add_row(*row)
+    console.print(table)
+
+
 @bench.command("adb")
 @click.option(
     "--phones", default=16, show_default=True, type=click.IntRange(1, 256), help="phones served and driven at once"

@@ -242,3 +242,21 @@ def test_the_static_site_links_only_to_files_it_wrote(built_run, tmp_path: Path)
             assert not link.startswith("/"), f"{html}: absolute link {link}"
             assert (html.parent / link).resolve().is_file(), f"{html}: {link} was not written"
     assert not (site / "runs/0/episodes/ep000.html").read_text().count("label-form")
+
+
+def test_the_benchmark_times_every_page_over_a_database_it_builds(tmp_path: Path) -> None:
+    from darwin.bench.view import bench_view
+
+    result = bench_view(tmp_path / "run", episodes=40, steps=3, long_steps=30, repeats=1)
+    assert result.steps == 39 * 3 + 30
+    assert [name for name, _, _ in result.rows()] == [
+        "episode table, first page",
+        "episode table, filtered and sorted",
+        "episode table, page 100",
+        "an episode of 30 steps",
+        "run page",
+    ]
+    with RunStore.for_run_dir(tmp_path / "run") as store:
+        (run,) = store.runs()
+        assert store.episode_page(run.run_id).total == 40
+        assert len(store.steps("e0000000")) == 30

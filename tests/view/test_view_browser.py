@@ -1,0 +1,194 @@
+"""darwin view in a real browser (Debian's headless Chromium through Selenium) over a short
+real training run of the embedded default: the run page's curves, the episode table filtered
+to one task, an episode whose every step shows its action marker in pixels, a label given
+through the form (then in the database, in the exported label file and read by `darwin judge
+calibrate`), and the static export opened from disk. No page may log a browser console error.
+
+Skipped where Chromium or its driver is missing, except in CI (``CI=true``), where .ci/run
+installs them and a skip would hide a broken viewer.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from darwin.cli.main import main
+from darwin.store import RunStore
+from darwin.verifiers.judge.calibration import load_cases
+from darwin.view.app import create_app
+from darwin.view.server import ViewServer
+from darwin.view.source import open_sources
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+if not (CHROMIUM and CHROMEDRIVER):
+    if os.environ.get("CI") == "true":
+        pytest.fail("CI needs chromium and chromium-driver (apt-get install chromium chromium-driver; .ci/run does)")
+    pytest.skip("no chromium/chromedriver here (apt-get install chromium chromium-driver)", allow_module_level=True)
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+MAGENTA = np.array([255, 0, 255])
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def console_errors(driver: object) -> list[dict]:
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]  # type: ignore[attr-defined]
+
+
+def magenta_share(png: bytes) -> tuple[float, tuple[float, float] | None]:
+    """The share of marker-coloured pixels in a screenshot, and their centroid as a share of the width and height."""
+    with Image.open(io.BytesIO(png)) as im:
+        pixels = np.asarray(im.convert("RGB"), dtype=np.int16)
+    near = np.abs(pixels - MAGENTA).sum(axis=2) < 90
+    if not near.any():
+        return 0.0, None
+    ys, xs = np.nonzero(near)
+    return float(near.mean()), (float(xs.mean()) / near.shape[1], float(ys.mean()) / near.shape[0])
+
+
+def check_markers(driver: object) -> int:
+    """Checks that every step of the open episode page shows its marker in pixels, each tap's
+    centred where it tapped, and that every screen loaded; returns the taps checked."""
+    steps = WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "figure.step[data-shape]"))
+    assert steps
+    taps = 0
+    for figure in steps:
+        shot = figure.find_element(By.CSS_SELECTOR, ".shot")
+        driver.execute_script("arguments[0].scrollIntoView()", shot)  # type: ignore[attr-defined]
+        share, centre = magenta_share(shot.screenshot_as_png)
+        assert share > 0.001, f"step {figure.get_attribute('data-step')} shows no action marker"
+        if figure.get_attribute("data-shape") == "point":
+            label = figure.find_element(By.CSS_SELECTOR, "svg.marker").get_attribute("aria-label")
+            x, y = (int(v) for v in label.split("(")[1].rstrip(")").split(","))
+            assert centre is not None
+            assert abs(centre[0] - x / 1080) < 0.05 and abs(centre[1] - y / 2400) < 0.05, (label, centre)
+            taps += 1
+    for image in driver.find_elements(By.CSS_SELECTOR, "figure.step img"):  # type: ignore[attr-defined]
+        WebDriverWait(driver, 30).until(lambda d, i=image: d.execute_script("return arguments[0].complete", i))
+        assert driver.execute_script("return arguments[0].naturalWidth", image) > 0  # type: ignore[attr-defined]
+    return taps
+
+
+def wait_for(driver: object, css: str) -> object:
+    return WebDriverWait(driver, 30).until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def test_a_person_reviews_and_labels_a_short_training_run(browser, small_run, tmp_path) -> None:
+    driver = browser
+    run_dir = tmp_path / "run"
+    settings = {**small_run, "cache_dir": json.dumps(str(tmp_path / "cache"))}
+    args = ["run", str(ROOT / "examples" / "spa_bench.py"), "--run-dir", str(run_dir)]
+    result = CliRunner().invoke(main, args + [a for k, v in settings.items() for a in ("--set", f"{k}={v}")])
+    assert result.exit_code == 0, result.output
+    # Beside it, an evaluation of the oracle (the tiny model of a three-step warm start taps little).
+    oracle_dir = tmp_path / "oracle"
+    result = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "--agent",
+            "oracle",
+            "--tasks",
+            "amazon_0",
+            "--phones",
+            "1",
+            "--samples",
+            "0",
+            "--run-dir",
+            str(oracle_dir),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+
+    with ViewServer(create_app(open_sources([str(run_dir), str(oracle_dir)])), host="127.0.0.1", port=0) as server:
+        # The run page: its curves drawn by Plotly.
+        driver.get(server.url + "runs/0")
+        wait_for(driver, "#chart-0 .main-svg")
+        assert len(driver.find_elements(By.CSS_SELECTOR, ".chart .main-svg")) >= 3
+        assert console_errors(driver) == []
+
+        # The episode table, filtered to one task.
+        driver.find_element(By.ID, "episodes-link").click()
+        Select(wait_for(driver, "select[name=task]")).select_by_value("amazon_0")
+        driver.find_element(By.ID, "apply").click()
+        WebDriverWait(driver, 30).until(expected_conditions.url_contains("task=amazon_0"))
+        wait_for(driver, "#episodes tbody tr")
+        tasks = [td.text for td in driver.find_elements(By.CSS_SELECTOR, "#episodes tbody td:nth-child(2)")]
+        assert tasks and set(tasks) == {"amazon_0"}
+
+        # An episode: each step's screen shows its action's marker.
+        driver.find_element(By.CSS_SELECTOR, "#episodes tbody tr a").click()
+        WebDriverWait(driver, 30).until(lambda d: "/episodes/" in d.current_url)
+        assert check_markers(driver) >= 0
+        episode_id = driver.find_element(By.CSS_SELECTOR, "section.episode").get_attribute("data-episode")
+
+        # Label it through the form.
+        driver.find_element(By.CSS_SELECTOR, "input[name=verdict][value=failure]").click()
+        driver.find_element(By.CSS_SELECTOR, "input[name=note]").send_keys("tapped the wrong product")
+        driver.find_element(By.ID, "label-submit").click()
+        WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+            lambda d: "tapped the wrong product" in d.find_element(By.ID, "labels-a").text
+        )
+        assert console_errors(driver) == []
+
+        # The oracle's episode: every tap's marker sits where it tapped.
+        driver.get(server.url + "runs/1/episodes")
+        driver.find_element(By.CSS_SELECTOR, "#episodes tbody tr a").click()
+        WebDriverWait(driver, 30).until(lambda d: "/episodes/" in d.current_url)
+        assert check_markers(driver) > 0
+        assert console_errors(driver) == []
+
+    with RunStore.for_run_dir(run_dir) as store:
+        labels = store.labels(episode_id=episode_id)
+    assert [(lab.success, lab.note) for lab in labels] == [(False, "tapped the wrong product")]
+    labelled = tmp_path / "labelled"
+    exported = CliRunner().invoke(main, ["view", str(run_dir), "--export-labels", str(labelled)])
+    assert exported.exit_code == 0, exported.output
+    assert [(c.episode_id, c.label, c.label_kind) for c in load_cases(labelled)] == [(episode_id, False, "human")]
+
+    # The static export, opened from disk.
+    site = tmp_path / "site"
+    assert CliRunner().invoke(main, ["view", str(run_dir), "--export", str(site)]).exit_code == 0
+    driver.get((site / "index.html").as_uri())
+    driver.find_element(By.CSS_SELECTOR, "#runs a").click()
+    WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("runs/0/index.html"))
+    wait_for(driver, "#chart-0 .main-svg")
+    driver.find_element(By.ID, "episodes-link").click()
+    WebDriverWait(driver, 30).until(lambda d: "page-0.html" in d.current_url)
+    driver.find_element(By.CSS_SELECTOR, "#episodes tbody tr a").click()
+    WebDriverWait(driver, 30).until(lambda d: "page-0.html" not in d.current_url)
+    figure = wait_for(driver, "figure.step[data-shape] .shot")
+    driver.execute_script("arguments[0].scrollIntoView()", figure)
+    assert magenta_share(figure.screenshot_as_png)[0] > 0.001
+    image = driver.find_element(By.CSS_SELECTOR, "figure.step img")
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return arguments[0].complete", image))
+    assert driver.execute_script("return arguments[0].naturalWidth", image) > 0
+    assert console_errors(driver) == []
