@@ -234,7 +234,7 @@ class Renderer:
             "phases": [(p, [v for v in views if v.step.phase == p]) for p in phases],
             "verdicts": source.store.verdicts(episode_id),
             "labels": source.store.labels(episode_id=episode_id),
-            "update": source.update_of().get(episode_id),
+            "trained_update": source.update_of().get(episode_id),
             "device_size": episode.device_size or DEFAULT_DEVICE_SIZE,
         }
 

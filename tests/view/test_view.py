@@ -114,6 +114,7 @@ def test_an_episode_page_shows_every_step_with_its_marker_and_the_verdict(client
     assert shapes == ["point", "arrow", "banner", "banner"]
     assert 'aria-label="click (540, 1200)"' in page.text and "scroll down" in page.text
     assert "the rule says so" in page.text
+    assert "<tr><th>trained in update</th><td>1</td></tr>" in page.text and ", seed 2</td>" in page.text
     assert "<pre>step 0</pre>" in page.text  # the thought, split from the raw response
     shots = re.findall(r'<img src="(/runs/0/shots/[0-9a-f]{2}/[0-9a-f]{64}\.png)"', page.text)
     assert len(shots) == 5  # four steps and the final screen
