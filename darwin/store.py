@@ -29,7 +29,7 @@ import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -67,12 +67,13 @@ from darwin.store_schema import (
     PhoneEventModel,
     RunModel,
     StepModel,
+    StepScoreModel,
     StoreMeta,
     TaskModel,
     VerdictModel,
 )
 from darwin.store_secrets import _config_to_json, redact_secrets
-from darwin.types import Phase, Task, Trajectory, Transition
+from darwin.types import Phase, StepScore, Task, Trajectory, Transition
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -487,6 +488,28 @@ class RunStore(RunQueries):
             row.note = _clean_text(note, 10_000) or ""
             row.labeller = _clean_text(labeller, 128) or ""
             row.created_at = utcnow()
+
+    def record_step_scores(self, scores: Sequence[StepScore]) -> None:
+        """Record what the learner computed for the steps of an update, in one transaction.
+        Scores of episodes this database does not hold (another run's) are left out."""
+        if not scores:
+            return
+        with self._write() as s:
+            ids = {sc.episode_id for sc in scores}
+            known = set(s.scalars(select(EpisodeModel.id).where(EpisodeModel.id.in_(sorted(ids)))))
+            s.add_all(
+                StepScoreModel(
+                    episode_id=sc.episode_id,
+                    phase=sc.phase.value,
+                    step=sc.step,
+                    update=sc.update,
+                    value=sc.value,
+                    advantage=sc.advantage,
+                    logprob=sc.logprob,
+                )
+                for sc in scores
+                if sc.episode_id in known
+            )
 
     def record_phone_event(
         self, run_id: str, phone: str, kind: str, reason: str, episodes: int, replacement: str | None = None

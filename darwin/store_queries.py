@@ -32,10 +32,11 @@ from darwin.store_schema import (
     PhoneEventModel,
     RunModel,
     StepModel,
+    StepScoreModel,
     TaskModel,
     VerdictModel,
 )
-from darwin.types import ParseError, Phase, Task, TerminationReason
+from darwin.types import ParseError, Phase, StepScore, Task, TerminationReason
 
 
 class RunQueries(Database):
@@ -138,6 +139,15 @@ class RunQueries(Database):
             return [
                 LabelRow(r.episode_id, Phase(r.phase), r.success, r.note, r.labeller, r.created_at)
                 for r in s.scalars(stmt)
+            ]
+
+    def step_scores(self, episode_id: str) -> list[StepScore]:
+        """The learner's value, advantage and log-prob of an episode's steps, by update."""
+        m = StepScoreModel
+        with self._read() as s:
+            rows = s.scalars(select(m).where(m.episode_id == episode_id).order_by(m.update, m.phase, m.step)).all()
+            return [
+                StepScore(r.episode_id, Phase(r.phase), r.step, r.update, r.value, r.advantage, r.logprob) for r in rows
             ]
 
     def steps(self, episode_id: str) -> list[StoredStep]:

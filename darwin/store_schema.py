@@ -35,7 +35,8 @@ migration exists (:data:`_MIGRATIONS`) and says so otherwise."""
 # Version 4 records each episode's metrics (progress rate, side effects, false completion,
 # over-time; darwin.types.EpisodeMetrics). Version 5 adds the phone_events table (hard
 # resets and replacements of the fleet's phones), which create_all makes on its own; version 6
-# the labels table (a person's verdicts from `darwin view`), made the same way.
+# the labels table (a person's verdicts from `darwin view`) and the step_scores table (the
+# learner's value, advantage and log-prob of each trained step), made the same way.
 # An "ADD COLUMN" whose column exists already is skipped, so every step is safe to rerun.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -218,3 +219,19 @@ class LabelModel(Base):
     note: Mapped[str] = mapped_column(Text, default="")
     labeller: Mapped[str] = mapped_column(String(128), default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class StepScoreModel(Base):
+    """The learner's numbers for one step in one update (:class:`darwin.types.StepScore`); a
+    step replayed in a later update has a row per update."""
+
+    __tablename__ = "step_scores"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    episode_id: Mapped[str] = mapped_column(ForeignKey("episodes.id", ondelete="CASCADE"), index=True)
+    phase: Mapped[str] = mapped_column(String(16))
+    step: Mapped[int] = mapped_column(Integer)
+    update: Mapped[int] = mapped_column(Integer)
+    value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    advantage: Mapped[float] = mapped_column(Float)
+    logprob: Mapped[float] = mapped_column(Float)

@@ -487,6 +487,25 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class StepScore:
+    """What the learner computed for one stored step in one update (``darwin view`` shows it).
+
+    ``value``: the critic's value at the step's first response token (``None`` without a
+    critic); ``advantage``: the mean over the response's tokens of the advantage it trained
+    with (after whitening); ``logprob``: the behaviour policy's log-prob of the whole response.
+    """
+
+    episode_id: str
+    phase: Phase
+    step: int
+    """:attr:`Transition.step` (with ``phase`` and the episode, where the run database stores it)."""
+    update: int
+    value: float | None
+    advantage: float
+    logprob: float
+
+
+@dataclass(frozen=True)
 class Branch:
     """Where a continuation episode branches off an earlier one (branching rollouts,
     :class:`darwin.rollout.Branching`): the phone was put back in the state episode ``parent``

@@ -45,7 +45,9 @@ def main(run_dir: str, out: str) -> None:
         with ViewServer(create_app(open_sources([run_dir])), host="127.0.0.1", port=0) as server:
             for name, (path, ready) in pages.items():
                 driver.get(server.url + path)
-                WebDriverWait(driver, 30).until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ready)))
+                WebDriverWait(driver, 30).until(
+                    expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ready))
+                )
                 driver.execute_script("return document.fonts.ready")
                 for image in driver.find_elements(By.CSS_SELECTOR, "img"):
                     driver.execute_script("arguments[0].loading = 'eager'", image)

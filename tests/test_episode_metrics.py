@@ -285,6 +285,8 @@ def test_a_version_3_database_is_migrated_to_the_current_version(tmp_path):
     for column in ("progress_rate", "side_effects", "false_completion", "over_time_steps", "goal_first_met_step"):
         db.execute(f"ALTER TABLE episodes DROP COLUMN {column}")
     db.execute("DROP TABLE phone_events")  # version 5's table
+    db.execute("DROP TABLE labels")  # version 6's tables
+    db.execute("DROP TABLE step_scores")
     db.execute("UPDATE store_meta SET value='3' WHERE key='schema_version'")
     db.commit()
     db.close()
@@ -301,8 +303,9 @@ def test_a_version_3_database_is_migrated_to_the_current_version(tmp_path):
     assert (
         db.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone()
         == (str(SCHEMA_VERSION),)
-        == ("5",)
+        == ("6",)
     )
+    assert {"phone_events", "labels", "step_scores"} <= {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
     assert db.execute("SELECT count(*) FROM phone_events").fetchone() == (0,)  # made on opening
     db.close()
 

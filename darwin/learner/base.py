@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from darwin.learner.config import LearnerConfig
     from darwin.learner.metrics import UpdateMetrics
     from darwin.learner.networks import TrainablePolicy
-    from darwin.types import Trajectory
+    from darwin.types import StepScore, Trajectory
 
 
 class Learner(Protocol):
@@ -34,6 +34,9 @@ class Learner(Protocol):
     """The weight version the policy samples with (one more per actor update)."""
     resume_state: ResumeState | None
     """After :meth:`LearnerClass.load`: the saved pending trajectories and caller state."""
+    step_scores: tuple[StepScore, ...]
+    """The critic's value, the advantage and the log-prob of each step the last update trained
+    on (empty where the backend does not report them); the run stores them for ``darwin view``."""
 
     @property
     def in_warmup(self) -> bool:

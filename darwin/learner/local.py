@@ -103,11 +103,12 @@ from darwin.learner.update_batch import (
     mean_advantage_per_trajectory,
     prune_negatives,
     shaped_rewards,
+    step_scores,
 )
 from darwin.models.anatomy import backbone_of, capture_outputs
 from darwin.models.pixels import PixelEncoder
 from darwin.models.scoring import compute_response_logprobs, masked_log_softmax, response_nll
-from darwin.types import Prompt, Trajectory
+from darwin.types import Prompt, StepScore, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +163,8 @@ class LocalLearner:
         cfg = self.config
         self.device = torch.device(cfg.device) if cfg.device is not None else policy.device
         self.updates = 0
+        self.step_scores: tuple[StepScore, ...] = ()
+        """The value, advantage and log-prob of every step the last update trained on."""
         """Completed :meth:`update` calls (warm-up included)."""
         self.policy_version = int(policy.version)
         self.optimizer_steps = 0
@@ -534,6 +537,7 @@ class LocalLearner:
         cfg = self.config
         t0 = time.perf_counter()
         skip = actor_skip_reason(trajectories) if cfg.infra_only_updates == "skip" else None
+        self.step_scores = ()
         if skip is not None:
             self.updates += 1
             metrics = skipped_update_metrics(
@@ -567,6 +571,7 @@ class LocalLearner:
             group_ids = [*group_ids, *(group_of(t) for t in replayed)]
         batch = self.prepare([*fresh, *replayed], group_ids=group_ids)
         batch = replace(batch, pruned_trajectories=pruned, replayed_trajectories=len(replayed))
+        self.step_scores = step_scores(batch, update=self.updates + 1)
         if self.replay is not None and not warmup:
             self.replay.insert(fresh, mean_advantage_per_trajectory(batch, fresh), self.updates)
         if self.accepted is not None:

@@ -31,7 +31,7 @@ from transformers.processing_utils import ProcessorMixin
 from darwin.models.factory import build_inputs
 from darwin.models.pixels import PixelEncoder
 from darwin.models.scoring import prompt_to_messages, rope_index
-from darwin.types import ACTOR, Branch, Prompt, TerminationReason, Trajectory, Transition
+from darwin.types import ACTOR, Branch, Phase, Prompt, TerminationReason, Trajectory, Transition
 
 __all__ = [
     "BuildInputs",
@@ -79,6 +79,8 @@ class StepRow:
         parse_error: the response did not parse (the step was a no-op).
         anchor: hash of the observation the agent saw at this step (screenshot bytes and
             goal): GiGPO's anchor state; equal on SimPhone whenever the screen is equal.
+        origin: the transition's phase and :attr:`~darwin.types.Transition.step` (where the run
+            database stores it; ``step`` counts the learner's rows only).
         fork: branching rollouts: the phone state this step acted from when other rows of the
             batch acted from exactly the same one (:attr:`darwin.types.Branch.fork`: an
             episode's step and the first steps of its continuations from there); ``""``
@@ -99,6 +101,7 @@ class StepRow:
     parse_error: bool = False
     anchor: str = ""
     fork: str = ""
+    origin: tuple[Phase, int] = (Phase.EXECUTION, 0)
 
 
 def observation_anchor(screenshot: np.ndarray, goal: str) -> str:
@@ -293,6 +296,7 @@ def collect_step_rows(
                     parse_error=decision.parse_error is not None,
                     anchor=observation_anchor(transition.observation.screenshot, transition.observation.goal),
                     fork=fork,
+                    origin=(transition.phase, transition.step),
                 )
             )
         kept.append(trajectory)

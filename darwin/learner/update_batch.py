@@ -35,7 +35,7 @@ from darwin.algos.estimators import AdvantageInputs, EstimatorConfig, get_estima
 from darwin.algos.weighting import trajectory_weights, whiten_within
 from darwin.learner.config import LearnerConfig
 from darwin.learner.step_rows import RowInputs, StepRow
-from darwin.types import Trajectory
+from darwin.types import StepScore, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ __all__ = [
     "shaped_rewards",
     "shortest_path_adjusted",
     "shortest_path_deltas",
+    "step_scores",
 ]
 
 
@@ -310,3 +311,32 @@ def mean_advantage_per_trajectory(batch: UpdateBatch, trajectories: Sequence[Tra
         sums[tid] = sums.get(tid, 0.0) + total
         counts[tid] = counts.get(tid, 0.0) + n
     return [sums[t.episode_id] / counts[t.episode_id] if counts.get(t.episode_id) else 0.0 for t in trajectories]
+
+
+def step_scores(batch: UpdateBatch, *, update: int) -> tuple[StepScore, ...]:
+    """Each row's critic value at its first response token, mean token advantage and behaviour
+    log-prob of its response (:class:`~darwin.types.StepScore`), for update number ``update``.
+
+    >>> import torch
+    >>> from types import SimpleNamespace
+    >>> from darwin.types import Phase
+    >>> Row = SimpleNamespace
+    >>> batch = SimpleNamespace(
+    ...     rows=[Row(episode_id="e", origin=(Phase.EXECUTION, 3))],
+    ...     response_mask=torch.tensor([[True, True, False]]),
+    ...     advantages=torch.tensor([[1.0, 0.0, 0.0]]),
+    ...     old_logprobs=torch.tensor([[-0.5, -0.25, 0.0]]),
+    ...     values=torch.tensor([[0.75, 0.5, 0.0]]),
+    ... )
+    >>> step_scores(batch, update=2)
+    (StepScore(episode_id='e', phase=<Phase.EXECUTION: 'execution'>, step=3, update=2, value=0.75, advantage=0.5, logprob=-0.75),)
+    """
+    mask = batch.response_mask.float()
+    tokens = mask.sum(dim=1).clamp(min=1.0)
+    advantages = ((batch.advantages * mask).sum(dim=1) / tokens).tolist()
+    logprobs = (batch.old_logprobs * mask).sum(dim=1).tolist()
+    values = [None] * len(batch.rows) if batch.values is None else batch.values[:, 0].tolist()
+    return tuple(
+        StepScore(row.episode_id, row.origin[0], row.origin[1], update, value, advantage, logprob)
+        for row, value, advantage, logprob in zip(batch.rows, values, advantages, logprobs, strict=True)
+    )

@@ -97,7 +97,7 @@ from darwin.learner.verl_runtime import (
     check_verl_runtime,
     prepare_critic_checkpoint,
 )
-from darwin.types import Trajectory
+from darwin.types import StepScore, Trajectory
 
 if TYPE_CHECKING:
     from verl import DataProto
@@ -161,6 +161,8 @@ class VerlLearner:
         self.config = config
         self.settings = settings
         self.updates = 0
+        self.step_scores: tuple[StepScore, ...] = ()
+        """Not reported: verl's workers compute the values and advantages and keep them."""
         self.policy_version = int(policy.version)
         self.optimizer_steps = 0
         self.resume_state: ResumeState | None = None

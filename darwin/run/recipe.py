@@ -397,6 +397,9 @@ class TrainingRecipe:
             if continuations
             else {}
         )
+        assert self.learner is not None
+        if self.store is not None:
+            self.store.record_step_scores(self.learner.step_scores)
         self.report.log_update(
             update,
             batch,

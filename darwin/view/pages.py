@@ -16,7 +16,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from darwin.actions import parse_action
 from darwin.algos.evaluation import wilson_interval
 from darwin.store_rows import EpisodeFilter, EpisodeRow, StoredStep
-from darwin.types import Phase
+from darwin.types import Phase, StepScore
 from darwin.view.markers import ActionMarker, action_marker
 from darwin.view.source import MetricPoint, RunSource
 
@@ -94,24 +94,33 @@ class Links:
 
 @dataclass(frozen=True)
 class StepView:
-    """One step as the episode page shows it."""
+    """One step as the episode page shows it, with the learner's numbers for it by update."""
 
     step: StoredStep
     marker: ActionMarker
     thought: str | None
     device_size: tuple[int, int]
+    scores: tuple[StepScore, ...] = ()
 
 
-def step_views(steps: Sequence[StoredStep], device_size: tuple[int, int] | None) -> list[StepView]:
-    """Each step with the marker of its action (a parse error is a banner) and the model's
-    thought when its response has a ``Thought:`` part (UI-TARS's format)."""
+def step_views(
+    steps: Sequence[StoredStep], device_size: tuple[int, int] | None, scores: Sequence[StepScore] = ()
+) -> list[StepView]:
+    """Each step with the marker of its action (a parse error is a banner), the model's
+    thought when its response has a ``Thought:`` part (UI-TARS's format) and its scores."""
     size = device_size or DEFAULT_DEVICE_SIZE
+    by_step: dict[tuple[Phase, int], list[StepScore]] = {}
+    for score in scores:
+        by_step.setdefault((score.phase, score.step), []).append(score)
     out = []
     for s in steps:
         action = None if s.action_json is None else parse_action(s.action_json)
         reason = None if s.parse_error is None else s.parse_error.reason
         match = None if s.response_text is None else _THOUGHT.search(s.response_text)
-        out.append(StepView(s, action_marker(action, size, reason), match.group(1) if match else None, size))
+        thought = match.group(1) if match else None
+        out.append(
+            StepView(s, action_marker(action, size, reason), thought, size, tuple(by_step.get((s.phase, s.step), ())))
+        )
     return out
 
 
@@ -225,7 +234,7 @@ class Renderer:
             return None
         steps = source.store.steps(episode_id)
         phases = [p for p in Phase if any(s.phase == p for s in steps)]
-        views = step_views(steps, episode.device_size)
+        views = step_views(steps, episode.device_size, source.store.step_scores(episode_id))
         return {
             "k": k,
             "source": source,

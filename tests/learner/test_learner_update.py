@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import doctest
 import importlib
+import math
 
 import numpy as np
 import pytest
@@ -288,3 +289,18 @@ def test_sampling_goes_on_while_the_learner_trains(policy, trajectories, kit):
     worker.join()
     assert result["metrics"].policy_version == 1 and versions
     assert policy.generate_sync([kit.prompt_for(2, rng)])[0].policy_version == 1
+
+
+def test_an_update_reports_each_steps_value_advantage_and_logprob(policy, trajectories, kit):
+    """step_scores: one per trained step, keyed by where the run database stores the step."""
+    learner = LocalLearner(policy, kit.small_config())
+    assert learner.step_scores == ()
+    learner.update(trajectories)
+    scores = learner.step_scores
+    expected = [(tr.episode_id, t.phase, t.step) for tr in trajectories for t in tr.transitions]
+    assert [(s.episode_id, s.phase, s.step) for s in scores] == expected
+    assert {s.update for s in scores} == {1}
+    logprobs = [sum(t.decision.generation.response_logprobs) for tr in trajectories for t in tr.transitions]
+    assert [s.logprob for s in scores] == pytest.approx(logprobs, abs=1e-5)
+    assert all(s.value is not None and math.isfinite(s.value) and math.isfinite(s.advantage) for s in scores)
+    assert len({round(s.advantage, 6) for s in scores}) > 1

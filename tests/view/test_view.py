@@ -261,3 +261,21 @@ def test_the_benchmark_times_every_page_over_a_database_it_builds(tmp_path: Path
         (run,) = store.runs()
         assert store.episode_page(run.run_id).total == 40
         assert len(store.steps("e0000000")) == 30
+
+
+def test_the_learners_step_scores_are_stored_and_shown_by_update(built_run, client: TestClient) -> None:
+    from darwin.types import StepScore
+
+    with RunStore.for_run_dir(built_run.run_dir) as store:
+        store.record_step_scores(
+            [
+                StepScore("ep003", Phase.EXECUTION, 0, 1, 0.25, -0.5, -1.5),
+                StepScore("ep003", Phase.EXECUTION, 0, 2, None, 0.125, -1.25),  # replayed, no critic
+                StepScore("elsewhere", Phase.EXECUTION, 0, 1, 0.0, 0.0, 0.0),  # another run's: left out
+            ]
+        )
+        assert [(s.update, s.value) for s in store.step_scores("ep003")] == [(1, 0.25), (2, None)]
+        assert store.step_scores("elsewhere") == []
+    page = client.get("/runs/0/episodes/ep003").text
+    assert "update 1: value 0.250 · advantage -0.500 · log-prob -1.50" in page
+    assert "update 2: advantage +0.125 · log-prob -1.25" in page

@@ -168,6 +168,9 @@ def test_a_person_reviews_and_labels_a_short_training_run(browser, small_run, tm
 
     with RunStore.for_run_dir(run_dir) as store:
         labels = store.labels(episode_id=episode_id)
+        trained = json.loads((run_dir / "updates.jsonl").read_text().splitlines()[-1])["episode_ids"]
+        scores = [s for e in trained for s in store.step_scores(e)]  # the run recorded the learner's numbers
+    assert scores and {s.update for s in scores} == {2} and all(s.value is not None for s in scores)
     assert [(lab.success, lab.note) for lab in labels] == [(False, "tapped the wrong product")]
     labelled = tmp_path / "labelled"
     exported = CliRunner().invoke(main, ["view", str(run_dir), "--export-labels", str(labelled)])
