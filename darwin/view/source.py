@@ -2,9 +2,9 @@
 as one :class:`RunSource` per run it holds, with the files a run directory has beside its
 database (``metrics.jsonl``, ``eval.json``, ``updates.jsonl``, ``experiment.json``).
 
-Nothing here writes, except :meth:`RunSource.label` (the labels table). A source is opened
-with :class:`~darwin.store.RunStore`, which brings a database of an older darwin up to the
-current schema first, as every darwin command does.
+Nothing here writes; the viewer's one write is a label (``RunStore.record_label``, the labels
+table). A source is opened with :class:`~darwin.store.RunStore`, which brings a database of
+an older darwin up to the current schema first, as every darwin command does.
 
     >>> import tempfile
     >>> from darwin.store import RunStore
