@@ -163,9 +163,9 @@ class LocalLearner:
         cfg = self.config
         self.device = torch.device(cfg.device) if cfg.device is not None else policy.device
         self.updates = 0
+        """Completed :meth:`update` calls (warm-up included)."""
         self.step_scores: tuple[StepScore, ...] = ()
         """The value, advantage and log-prob of every step the last update trained on."""
-        """Completed :meth:`update` calls (warm-up included)."""
         self.policy_version = int(policy.version)
         self.optimizer_steps = 0
         self.resume_state: ResumeState | None = None

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from darwin.actions import is_terminal, parse_action
 from darwin.store_rows import EpisodeFilter
 from darwin.types import ACTOR, Phase
 from darwin.view.pages import PAGE_SIZE, Links, Renderer, asset
@@ -45,6 +44,7 @@ def export_labels(source: RunSource, out: Path) -> LabelExport:
     episode under ``trajectories/`` (``step_NNN.png``, ``actions.jsonl``, ``final.png``), which
     ``darwin judge calibrate OUT`` reads; and, for a run directory, ``examples.jsonl`` +
     ``images/`` (each labelled final screen), which ``darwin verifier train --data OUT`` reads."""
+    from darwin.verifiers.judge.calibration import final_screen
     from darwin.verifiers.learned.data import HUMAN, DatasetWriter, examples_from_run
 
     out.mkdir(parents=True, exist_ok=True)
@@ -60,10 +60,10 @@ def export_labels(source: RunSource, out: Path) -> LabelExport:
         if episode is None or task is None:
             skipped[lab.episode_id] = "its episode or task is not in the database"
             continue
-        steps = [s for s in store.steps(lab.episode_id) if s.agent == ACTOR and s.phase == Phase.EXECUTION]
-        final = episode.final_screenshot_path
-        if final is None and steps and steps[-1].action_json and is_terminal(parse_action(steps[-1].action_json)):
-            final = steps[-1].screenshot_path  # finished/answer change nothing: the last screen is the final one
+        actor_steps = [s for s in store.steps(lab.episode_id) if s.agent == ACTOR]
+        steps = [s for s in actor_steps if s.phase == Phase.EXECUTION]
+        later = [s for s in actor_steps if s.phase == Phase.TEARDOWN and s.screenshot_path]
+        final = final_screen(steps, later, episode)  # the screen the judge would look at
         final_file = None if final is None else source.screenshot(final)
         if final_file is None:
             skipped[lab.episode_id] = "no final screen stored"
@@ -150,10 +150,10 @@ def export_site(sources: Sequence[RunSource], out: Path) -> int:
         while True:
             listing = source.store.episode_page(source.run_id, offset=offset, limit=500)
             for episode in listing.rows:
-                episode_html = renderer.episode(k, episode.episode_id, Links(static=True, depth=3))
-                assert episode_html is not None  # listed from the same run
-                write(f"runs/{k}/episodes/{episode.episode_id}.html", episode_html)
-                shots: list[str | None] = [s.screenshot_path for s in source.store.steps(episode.episode_id)]
+                context = renderer.episode_context(k, episode.episode_id)
+                assert context is not None  # listed from the same run
+                write(f"runs/{k}/episodes/{episode.episode_id}.html", renderer.render_episode(context, Links(True, 3)))
+                shots = [v.step.screenshot_path for _, views in context["phases"] for v in views]
                 for rel in [*shots, episode.final_screenshot_path]:
                     if rel is None or rel in copied:
                         continue

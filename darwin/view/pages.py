@@ -88,9 +88,6 @@ class Links:
     def label(self, k: int, episode_id: str) -> str:
         return self._root() + f"runs/{k}/episodes/{episode_id}/label"
 
-    def compare(self, k: int, a: str, b: str) -> str:
-        return self._root() + f"runs/{k}/compare?a={a}&b={b}"
-
 
 @dataclass(frozen=True)
 class StepView:
@@ -249,8 +246,9 @@ class Renderer:
 
     def episode(self, k: int, episode_id: str, links: Links, *, others: Sequence[EpisodeRow] = ()) -> str | None:
         context = self.episode_context(k, episode_id)
-        if context is None:
-            return None
+        return None if context is None else self.render_episode(context, links, others=others)
+
+    def render_episode(self, context: dict[str, Any], links: Links, *, others: Sequence[EpisodeRow] = ()) -> str:
         return self._render("episode.html", links, others=others, c=context, **context)
 
     def compare(self, pairs: Sequence[tuple[int, str]], links: Links) -> str | None:

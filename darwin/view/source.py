@@ -60,7 +60,7 @@ class RunSource:
     run: RunRow
     origin: str
     run_dir: Path | None
-    _update_of: dict[str, int] | None = field(default=None, repr=False)
+    _updates_read: tuple[int, dict[str, int]] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -110,17 +110,21 @@ class RunSource:
         return {k: EvalResult.from_json(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
 
     def update_of(self) -> dict[str, int]:
-        """The update each trained-on episode went into (``updates.jsonl``; read once)."""
-        if self._update_of is None:
-            self._update_of = {}
-            path = None if self.run_dir is None else self.run_dir / "updates.jsonl"
-            if path is not None and path.is_file():
-                for line in path.read_text(encoding="utf-8").splitlines():
-                    if line.strip():
-                        row = json.loads(line)
-                        for episode_id in row.get("episode_ids", []):
-                            self._update_of.setdefault(episode_id, int(row["update"]))
-        return self._update_of
+        """The update each trained-on episode went into (``updates.jsonl``; read again only when
+        the file changed, so a running run's page stays current)."""
+        path = None if self.run_dir is None else self.run_dir / "updates.jsonl"
+        if path is None or not path.is_file():
+            return {}
+        stamp = path.stat().st_mtime_ns
+        if self._updates_read is None or self._updates_read[0] != stamp:
+            update_of: dict[str, int] = {}
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    for episode_id in row.get("episode_ids", []):
+                        update_of.setdefault(episode_id, int(row["update"]))
+            self._updates_read = (stamp, update_of)
+        return self._updates_read[1]
 
     def episodes_of_update(self, update: int) -> frozenset[str]:
         return frozenset(e for e, u in self.update_of().items() if u == update)

@@ -67,6 +67,7 @@ __all__ = [
     "LabelledCase",
     "ResultsFile",
     "agreement_counts",
+    "final_screen",
     "judge_cases",
     "judge_metrics",
     "load_cases",
@@ -236,7 +237,7 @@ def _run_case(
     all_steps = [s for s in store.steps(episode.episode_id) if s.agent == ACTOR]
     steps = [s for s in all_steps if s.phase == phase]
     later = [s for s in all_steps if _PHASE_ORDER[s.phase] > _PHASE_ORDER[phase] and s.screenshot_path]
-    final_rel = _final_screen(steps, later, episode)
+    final_rel = final_screen(steps, later, episode)
     size = episode.device_size or device_size or DEFAULT_DEVICE_SIZE
     goal = goal_text(task, instruction)
     language = task.language
@@ -275,7 +276,7 @@ def _run_case(
 _PHASE_ORDER = {Phase.SETUP: 0, Phase.EXECUTION: 1, Phase.TEARDOWN: 2}
 
 
-def _final_screen(steps: Sequence[StoredStep], later: Sequence[StoredStep], episode: EpisodeRow) -> str | None:
+def final_screen(steps: Sequence[StoredStep], later: Sequence[StoredStep], episode: EpisodeRow) -> str | None:
     """The screen after the phase's last action: the next phase's first screen, else the
     episode's final screen, else (for a phase that ended on finished/answer, which changes
     nothing) the screen of its last step."""
