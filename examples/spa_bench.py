@@ -149,10 +149,19 @@ def build(preset: str) -> ExperimentConfig:
                 actor_lr=1e-6,
                 critic_lr=1e-5,
                 backend="verl",
+                # GPU settings from verl's Qwen2.5-VL recipes and its performance guide (docs/scale.md,
+                # "verl on GPUs"): fp32 master weights with bf16 compute, flash-attention, rows packed
+                # without padding, micro-batches sized by tokens (3 x the longest row, Table 1's 8192
+                # prompt + 512 response tokens, as verl's seq-balance recipe) and gradient checkpointing.
                 verl=VerlConfig(
                     model_path=checkpoint,
                     gpus_per_node=int(os.environ.get("DARWIN_GPUS", "8")),
-                    model_dtype="bf16",
+                    model_dtype="fp32",
+                    compute_dtype="bf16",
+                    attn_implementation="flash_attention_2",
+                    remove_padding=True,
+                    max_token_len_per_gpu=3 * (8192 + 512),
+                    gradient_checkpointing=True,
                     ray_address=os.environ.get("DARWIN_RAY_ADDRESS"),
                 ),
             ),
@@ -264,6 +273,9 @@ def paper_miniature(paper: ExperimentConfig) -> ExperimentConfig:
         gpus_per_node=2,
         attn_implementation="sdpa",
         model_dtype="fp32",
+        compute_dtype=None,
+        remove_padding=False,
+        max_token_len_per_gpu=None,
         micro_batch_size_per_gpu=2,
         ray_address=None,
         ray_num_cpus=4,

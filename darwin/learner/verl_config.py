@@ -9,6 +9,8 @@ verl backend validate (``darwin run --dry-run``) on any machine::
     >>> s = VerlConfig(model_path="/ckpt/actor", gpus_per_node=8, nodes=2, micro_batch_size_per_gpu=4)
     >>> s.world_size, s.strategy, s.device
     (16, 'fsdp2', 'cuda')
+    >>> VerlConfig(model_path="/ckpt/actor", max_token_len_per_gpu=16384).resolved_infer_max_token_len_per_gpu
+    32768
     >>> VerlConfig(model_path="", gpus_per_node=0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     pydantic_core._pydantic_core.ValidationError: 2 validation errors for VerlConfig
@@ -65,7 +67,34 @@ class VerlConfig(BaseModel):
         description="transformers attention of the actor (the CPU platform needs 'sdpa' or 'eager')",
     )
     micro_batch_size_per_gpu: int = Field(
-        2, ge=1, description="rows per forward/backward on each worker (verl: ppo_micro_batch_size_per_gpu)"
+        2,
+        ge=1,
+        description="rows per forward/backward on each worker (verl: ppo_micro_batch_size_per_gpu); unused with "
+        "max_token_len_per_gpu",
+    )
+    max_token_len_per_gpu: int | None = Field(
+        None,
+        ge=1,
+        description="token-budgeted micro-batches (verl: use_dynamic_bsz with ppo_max_token_len_per_gpu): each "
+        "worker packs its rows into micro-batches of at most this many prompt + response tokens, so short rows "
+        "share a pass and a long one gets its own; None = micro_batch_size_per_gpu rows per micro-batch",
+    )
+    infer_max_token_len_per_gpu: int | None = Field(
+        None,
+        ge=1,
+        description="the same budget for the forward-only passes (old log-probs, values; verl: "
+        "log_prob_max_token_len_per_gpu); None = 2 x max_token_len_per_gpu, as verl's recipes set it (a forward "
+        "pass keeps no activations for a backward one)",
+    )
+    remove_padding: bool = Field(
+        False,
+        description="pack every micro-batch's rows into one sequence without padding tokens (verl: "
+        "use_remove_padding); the packed attention of Qwen2-VL-family models needs flash_attention_2 on 'cuda'",
+    )
+    gradient_checkpointing: bool = Field(
+        True,
+        description="recompute each layer's activations in the backward pass (verl: enable_gradient_checkpointing, "
+        "its default): about a third more compute for activations that no longer grow with the layers",
     )
     use_torch_compile: bool = Field(False, description="torch.compile verl's entropy kernel")
     ray_address: str | None = Field(
@@ -84,6 +113,13 @@ class VerlConfig(BaseModel):
         return "fp32" if self.device == "cpu" else "bf16"
 
     @property
+    def resolved_infer_max_token_len_per_gpu(self) -> int | None:
+        """The forward-only passes' token budget: ``infer_max_token_len_per_gpu``, or twice the training one."""
+        if self.infer_max_token_len_per_gpu is not None or self.max_token_len_per_gpu is None:
+            return self.infer_max_token_len_per_gpu
+        return 2 * self.max_token_len_per_gpu
+
+    @property
     def world_size(self) -> int:
         """Workers per role (actor, critic): ``gpus_per_node * nodes``."""
         return self.gpus_per_node * self.nodes
@@ -97,6 +133,17 @@ class VerlConfig(BaseModel):
             )
         if self.device == "cpu" and self.attn_implementation == "flash_attention_2":
             out.append("verl.attn_implementation='flash_attention_2' needs a GPU: use 'sdpa' with device='cpu'")
+        if self.remove_padding and (self.device != "cuda" or self.attn_implementation != "flash_attention_2"):
+            out.append(
+                f"verl.remove_padding=True with device={self.device!r} and attn_implementation="
+                f"{self.attn_implementation!r}: packed rows attend across each other's boundaries unless "
+                "flash_attention_2 on 'cuda' separates them; set remove_padding=False or use flash_attention_2 on a GPU"
+            )
+        if self.infer_max_token_len_per_gpu is not None and self.max_token_len_per_gpu is None:
+            out.append(
+                "verl.infer_max_token_len_per_gpu needs max_token_len_per_gpu (verl batches the training and the "
+                "forward-only passes the same way): set both, or neither"
+            )
         if self.fsdp_size != -1 and (self.fsdp_size < 1 or self.world_size % self.fsdp_size):
             out.append(f"verl.fsdp_size={self.fsdp_size} must be -1 or divide the world size {self.world_size}")
         return out

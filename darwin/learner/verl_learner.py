@@ -91,6 +91,7 @@ from darwin.learner.verl_batch import (
     _select,
     to_verl_batch,
 )
+from darwin.learner.verl_engine import worker_configs
 from darwin.learner.verl_runtime import (
     VerlBackendUnavailable,
     WeightReceiver,
@@ -186,13 +187,6 @@ class VerlLearner:
     def _start_workers(self) -> None:
         import ray
         from verl.single_controller.ray import RayClassWithInitArgs, RayResourcePool, RayWorkerGroup
-        from verl.workers.config import (
-            ActorConfig,
-            CriticConfig,
-            FSDPEngineConfig,
-            FSDPOptimizerConfig,
-            HFModelConfig,
-        )
         from verl.workers.engine_workers import TrainingWorkerConfig
         from verl.workers.utils.losses import ppo_loss, value_loss
 
@@ -224,36 +218,6 @@ class VerlLearner:
                 f"runtime_env={{'env_vars': {env}}}"
             )
 
-        def engine(forward_only: bool = False) -> FSDPEngineConfig:
-            return FSDPEngineConfig(
-                strategy=s.strategy,
-                fsdp_size=s.fsdp_size,
-                param_offload=s.param_offload,
-                optimizer_offload=s.optimizer_offload,
-                model_dtype=s.model_dtype,
-                dtype="float32" if s.model_dtype == "fp32" else "bfloat16",
-                use_dynamic_bsz=False,
-                micro_batch_size_per_gpu=s.micro_batch_size_per_gpu,
-                infer_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu,
-                use_torch_compile=s.use_torch_compile,
-                use_remove_padding=False,
-                forward_only=forward_only,
-                seed=cfg.seed,
-                mixed_precision={
-                    "param_dtype": s.resolved_compute_dtype,
-                    "reduce_dtype": "fp32",
-                    "buffer_dtype": "fp32",
-                },
-            )
-
-        def model(path: str | Path) -> HFModelConfig:
-            return HFModelConfig(
-                path=str(path),
-                load_tokenizer=False,
-                use_remove_padding=False,
-                override_config={"attn_implementation": s.attn_implementation},
-            )
-
         # On GPUs the actor and the critic share one placement (each worker takes a fraction of its
         # GPU): a second pool would ask for GPUs the first one holds and wait for them forever.
         # On CPU each group gets a pool of its own (one CPU bundle per worker).
@@ -279,68 +243,25 @@ class VerlLearner:
             # RayWorkerGroup binds the worker class's @register methods onto the group as it starts it.
             return cast("TrainingWorkerGroup", workers)
 
-        actor_config = TrainingWorkerConfig(
-            model_type="language_model",
-            model_config=model(s.model_path),
-            engine_config=engine(),
-            optimizer_config=FSDPOptimizerConfig(
-                lr=cfg.actor_lr, weight_decay=cfg.weight_decay, betas=cfg.adam_betas, clip_grad=cfg.grad_clip
-            ),
-        )
-        self.actor_group = group(actor_config)
-        self.actor_group.reset()
-        self.actor_group.set_loss_fn(
-            partial(
-                ppo_loss,
-                config=ActorConfig(
-                    strategy=s.strategy,
-                    rollout_n=1,
-                    ppo_mini_batch_size=cfg.mini_batch_size,
-                    ppo_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu,
-                    ppo_epochs=cfg.ppo_epochs,
-                    clip_ratio=cfg.clip_ratio,
-                    clip_ratio_low=cfg.clip_low,
-                    clip_ratio_high=cfg.clip_high,
-                    clip_ratio_c=cfg.clip_ratio_c,
-                    loss_agg_mode=cfg.loss_agg_mode,
-                    entropy_coeff=cfg.entropy_coef,
-                    use_kl_loss=False,
-                ),
-            )
-        )
-        if cfg.uses_critic:
-            critic_path = prepare_critic_checkpoint(
+        critic_path = (
+            prepare_critic_checkpoint(
                 s.model_path,
                 self.work_dir / "critic-init",
                 init=cfg.value_head_init,
                 bias=cfg.value_head_bias,
                 attn_implementation=s.attn_implementation,
             )
-            critic_model = model(critic_path)
-            critic_config = TrainingWorkerConfig(
-                model_type="value_model",
-                model_config=critic_model,
-                engine_config=engine(),
-                optimizer_config=FSDPOptimizerConfig(
-                    lr=cfg.critic_lr, weight_decay=cfg.weight_decay, betas=cfg.adam_betas, clip_grad=cfg.grad_clip
-                ),
-            )
-            self.critic_group = group(critic_config)
+            if cfg.uses_critic
+            else None
+        )
+        configs = worker_configs(cfg, critic_path)
+        self.actor_group = group(configs.actor)
+        self.actor_group.reset()
+        self.actor_group.set_loss_fn(partial(ppo_loss, config=configs.actor_loss))
+        if configs.critic is not None and configs.critic_loss is not None:
+            self.critic_group = group(configs.critic)
             self.critic_group.reset()
-            self.critic_group.set_loss_fn(
-                partial(
-                    value_loss,
-                    config=CriticConfig(
-                        strategy=s.strategy,
-                        rollout_n=1,
-                        ppo_mini_batch_size=cfg.critic_mini_batch_size or cfg.mini_batch_size,
-                        ppo_micro_batch_size_per_gpu=s.micro_batch_size_per_gpu,
-                        cliprange_value=cfg.value_clip,
-                        loss_agg_mode=cfg.loss_agg_mode,
-                        model=critic_model,
-                    ),
-                )
-            )
+            self.critic_group.set_loss_fn(partial(value_loss, config=configs.critic_loss))
         logger.info(
             "verl learner: actor%s on %d %s worker(s) (%s)",
             " and critic" if self.critic_group else "",
@@ -404,6 +325,14 @@ class VerlLearner:
                 f"{collected.dropped_infra} dropped infrastructure truncations, {collected.dropped_unverified} unverified"
             )
         n = len(rows)
+        budget = self.settings.max_token_len_per_gpu
+        longest = max(rows, key=lambda r: len(r.prompt_ids) + len(r.response_ids))
+        if budget is not None and len(longest.prompt_ids) + len(longest.response_ids) > budget:
+            raise LearnerDataError(
+                f"episode {longest.episode_id!r} step {longest.step} has {len(longest.prompt_ids)} prompt + "
+                f"{len(longest.response_ids)} response tokens, more than verl.max_token_len_per_gpu={budget} (one "
+                "micro-batch's budget): raise it to at least the longest prompt + response (verl's guide: twice that)"
+            )
         inputs = None
         if any(r.prompt.images for r in rows):
             if self._build_inputs is None:

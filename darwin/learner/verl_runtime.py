@@ -108,7 +108,7 @@ def check_verl_runtime(settings: VerlConfig, *, needs_critic: bool) -> None:
                 __import__("flash_attn")
             except ImportError:
                 problems.append(
-                    "verl.attn_implementation='flash_attention_2' needs the flash-attn package (or use 'sdpa')"
+                    "verl.attn_implementation='flash_attention_2' needs the flash-attn package (or use 'sdpa' with verl.remove_padding=False)"
                 )
     if problems:
         raise VerlBackendUnavailable("the verl learner cannot start here:\n- " + "\n- ".join(problems))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -176,6 +177,57 @@ def test_config_selects_the_verl_backend_and_reports_every_problem() -> None:
         LearnerConfig(backnd="verl")
 
 
+def test_gpu_settings_are_checked_where_they_cannot_work() -> None:
+    with pytest.raises(ValueError) as err:
+        LearnerConfig(
+            backend="verl",
+            verl=VerlConfig(
+                model_path="/m",
+                device="cpu",
+                attn_implementation="sdpa",
+                remove_padding=True,
+                infer_max_token_len_per_gpu=64,
+            ),
+        )
+    text = " ".join(str(err.value).split())
+    assert "remove_padding=True with device='cpu' and attn_implementation='sdpa'" in text
+    assert "infer_max_token_len_per_gpu needs max_token_len_per_gpu" in text
+    with pytest.raises(ValueError, match="remove_padding=True with device='cuda' and attn_implementation='sdpa'"):
+        LearnerConfig(backend="verl", verl=VerlConfig(model_path="/m", attn_implementation="sdpa", remove_padding=True))
+
+
+def test_the_paper_presets_gpu_settings_reach_verls_worker_configs(tmp_path: Path, monkeypatch) -> None:
+    """What `--preset paper` asks of verl is what verl's workers are started with (built as
+    VerlLearner builds them, without Ray or a GPU; verl reads each checkpoint's config)."""
+    from darwin.learner.verl_engine import worker_configs
+    from darwin.models.factory import build_tiny_vlm
+    from darwin.run.load import load_experiment
+
+    checkpoint = build_tiny_vlm(seed=0).save_pretrained(tmp_path / "actor")
+    critic = build_tiny_vlm(seed=1).save_pretrained(tmp_path / "critic")
+    monkeypatch.setenv("DARWIN_CHECKPOINT", str(checkpoint))
+    spa_bench = Path(__file__).resolve().parents[2] / "examples" / "spa_bench.py"
+    config = load_experiment(spa_bench, "paper").learner
+    assert config.verl is not None
+    w = worker_configs(config, critic_path=critic)
+    assert w.critic is not None and w.critic_loss is not None
+    for group, budget in ((w.actor, 3 * (8192 + 512)), (w.critic, 6 * (8192 + 512))):
+        engine, model = group.engine_config, group.model_config
+        assert engine.use_dynamic_bsz and engine.max_token_len_per_gpu == budget
+        assert engine.infer_max_token_len_per_gpu == 2 * budget
+        assert engine.use_remove_padding and model.use_remove_padding and model.enable_gradient_checkpointing
+        assert (engine.model_dtype, engine.mixed_precision["param_dtype"]) == ("fp32", "bf16")
+        assert model.override_config["attn_implementation"] == "flash_attention_2"
+    assert (w.actor_loss.use_dynamic_bsz, w.actor_loss.ppo_max_token_len_per_gpu) == (True, 3 * (8192 + 512))
+    assert (w.actor_loss.ppo_mini_batch_size, w.actor_loss.ppo_epochs) == (64, 4)
+    assert (w.critic_loss.use_dynamic_bsz, w.critic_loss.ppo_max_token_len_per_gpu) == (True, 6 * (8192 + 512))
+    assert w.critic.model_config.path == str(critic) and w.actor.model_config.path == str(checkpoint)
+    # The miniature keeps the CPU path as it was: fixed micro-batches of rows, padding kept.
+    cpu = worker_configs(load_experiment(spa_bench, "paper-miniature").learner, critic_path=critic)
+    assert not cpu.actor.engine_config.use_dynamic_bsz and cpu.actor.engine_config.micro_batch_size_per_gpu == 2
+    assert not cpu.actor.model_config.use_remove_padding and cpu.actor_loss.ppo_micro_batch_size_per_gpu == 2
+
+
 def test_runtime_check_names_the_missing_gpu_and_lets_the_cpu_run_the_critic() -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the no-GPU message cannot show")
@@ -340,6 +392,59 @@ def test_actor_trains_on_two_cpu_workers_with_gloo_and_resumes(tmp_path: Path) -
         assert all(torch.equal(fresh.model.state_dict()[k], restored[k]) for k in restored)
     finally:
         resumed.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_SERVER_DEPS, reason=NO_SERVER_DEPS)
+def test_token_budgeted_micro_batches_train_as_row_counted_ones_on_two_cpu_workers(tmp_path: Path) -> None:
+    """verl's dynamic batch size (VerlConfig.max_token_len_per_gpu, the paper preset's GPU
+    setting) reaches the workers and changes how rows are grouped, not the update: the same
+    batch gives the same loss and gradient norm as fixed micro-batches of 2 rows. A row longer
+    than the budget is refused before any worker sees it."""
+    actor_path = _tiny_text_model(tmp_path / "actor")
+    trajectories = _trajectories(1)
+    results = []
+    for budget in (None, 24):
+        settings = VerlConfig(
+            model_path=str(actor_path),
+            gpus_per_node=2,
+            device="cpu",
+            attn_implementation="sdpa",
+            micro_batch_size_per_gpu=2,
+            max_token_len_per_gpu=budget,
+            ray_num_cpus=2,
+        )
+        cfg = LearnerConfig(
+            backend="verl",
+            verl=settings,
+            algorithm="grpo",
+            critic_warmup_updates=0,
+            mini_batch_size=8,
+            micro_batch_size=2,
+            ppo_epochs=1,
+            actor_lr=1e-2,
+        )
+        learner = VerlLearner(ReceivingPolicy(actor_path), cfg, pad_token_id=0)
+        try:
+            results.append(learner.update(trajectories))
+            if budget is not None:
+                rng = np.random.default_rng(5)
+                long = trajectory("long", [1.0], rng)
+                step = long.transitions[0]
+                assert step.decision.generation is not None
+                gen = replace(step.decision.generation, prompt_ids=tuple(range(1, 31)))
+                long = replace(long, transitions=[replace(step, decision=replace(step.decision, generation=gen))])
+                with pytest.raises(
+                    LearnerDataError, match=r"episode 'long' step 0 has 30 prompt \+ \d+ response tokens"
+                ):
+                    learner.update([long, *trajectories])
+        finally:
+            learner.close()
+    fixed, budgeted = results
+    assert fixed.steps == budgeted.steps == 8
+    assert fixed.policy_loss is not None and budgeted.policy_loss is not None
+    assert budgeted.policy_loss == pytest.approx(fixed.policy_loss, rel=1e-4, abs=1e-6)
+    assert budgeted.actor_grad_norm == pytest.approx(fixed.actor_grad_norm, rel=1e-4)
 
 
 @pytest.mark.gpu
