@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import resource
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -345,17 +347,42 @@ def profile(
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "H20": 148e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
 """Dense bf16 tensor-core peak per GPU (vendor datasheets, no sparsity), by name fragment: the MFU denominator."""
 
-ONE_B = {
-    "hidden_size": 2048,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 2,
-    "intermediate_size": 11008,
-    "vision_depth": 4,
-    "vision_embed_dim": 1024,
-    "vision_num_heads": 16,
+QWEN_VOCAB = 151_936
+"""Qwen2.5-VL's embedding rows: the ``1b`` and ``2b`` models' LM head is this wide (the locally built
+tokenizer uses the first ids only), so the logits cost what a real checkpoint's do."""
+
+SIZES: dict[str, dict[str, object]] = {
+    "tiny": {},
+    # about 1.3 B with the Qwen vocabulary: 12 text layers of width 2048 (Qwen2.5-VL-3B's width), a 4-block tower
+    "1b": {
+        "hidden_size": 2048,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "intermediate_size": 11008,
+        "vision_depth": 4,
+        "vision_embed_dim": 1024,
+        "vision_num_heads": 16,
+    },
+    # about 2.0 B: 20 text layers of width 2048, an 8-block tower of Qwen2.5-VL's width 1280
+    "2b": {
+        "hidden_size": 2048,
+        "num_hidden_layers": 20,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "intermediate_size": 11008,
+        "vision_depth": 8,
+        "vision_embed_dim": 1280,
+        "vision_num_heads": 16,
+    },
 }
-"""A Qwen2.5-VL-shaped model of about 1 B parameters (random weights): ``--size 1b``."""
+"""``--size``: Qwen2.5-VL-shaped models with random weights (``tiny`` keeps the tiny model's small vocabulary)."""
+
+PAPER_SCREEN = (504, 1120)
+"""The paper preset's screenshot (examples/spa_bench.py): 720 visual tokens, 2,880 vision patches."""
+
+PAPER_HISTORY = 8
+"""Past interactions in a paper-preset prompt (SlidingWindowMemory's default N; their screenshots are not shown)."""
 
 
 @dataclass(frozen=True)
@@ -365,20 +392,37 @@ class VerlBenchResult:
     device: str
     workers: int
     family: str
+    size: str
     parameters: int
+    rows: str
     phase: str
     steps: int
     tokens: int
     response_tokens: int
+    padding_share: float
+    """Share of the token slots in the padded batch that are padding (what remove_padding saves)."""
     epochs: int
+    token_budget: int | None
+    remove_padding: bool
+    gradient_checkpointing: bool
+    offload: bool
     prepare_s: float
-    scoring_s: float
-    train_s: float
+    values_s: float
+    log_probs_s: float
+    critic_train_s: float
+    actor_train_s: float
+    weight_sync_s: float
     total_s: float
     train_tokens_per_s: float
-    """epochs x tokens / train_s, summed over the models trained (actor and critic in PPO)."""
-    mfu: float | None
-    """6 x parameters x trained tokens / train_s over the workers' bf16 peak; None on CPU or an unknown GPU."""
+    """epochs x tokens / training seconds, summed over the models trained (actor and critic in PPO)."""
+    update_flops: float
+    """Model FLOPs of the whole update (scoring forwards and training), :func:`update_flops`."""
+    mfu_train: float | None
+    """Training FLOPs / training seconds over the workers' bf16 peak; None on CPU or an unknown GPU."""
+    mfu_update: float | None
+    """The whole update's FLOPs / its seconds over the same peak."""
+    peak_memory_gib: float | None
+    """The largest torch.cuda.max_memory_allocated of any worker (verl's perf/max_memory_allocated_gb)."""
 
 
 def peak_flops(device: str) -> float | None:
@@ -387,6 +431,125 @@ def peak_flops(device: str) -> float | None:
         return None
     name = torch.cuda.get_device_name(0)
     return next((flops for fragment, flops in PEAK_BF16_FLOPS.items() if fragment in name), None)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What a model's FLOPs per token depend on."""
+
+    text_parameters: int
+    """The decoder's weights without the embeddings and the LM head."""
+    lm_head: int
+    """vocab x hidden: the actor's logits (the critic's value head is one column)."""
+    vision_parameters: int
+    layers: int
+    hidden: int
+
+    @classmethod
+    def of(cls, model: torch.nn.Module) -> ModelShape:
+        config: Any = getattr(model.config, "text_config", model.config)
+        vision = text = 0
+        for name, p in model.named_parameters():
+            if "visual" in name:
+                vision += p.numel()
+            elif "embed_tokens" not in name and "lm_head" not in name:
+                text += p.numel()
+        return cls(
+            text_parameters=text,
+            lm_head=config.vocab_size * config.hidden_size,
+            vision_parameters=vision,
+            layers=config.num_hidden_layers,
+            hidden=config.hidden_size,
+        )
+
+
+def forward_flops(shape: ModelShape, lengths: Sequence[int], patches: Sequence[int], *, logits: bool) -> float:
+    """Model FLOPs of one forward pass over rows of ``lengths`` tokens with ``patches`` vision
+    patches each: 2 x weights x tokens for the decoder (and the LM head with ``logits``),
+    4 x layers x hidden x length^2 for its causal-masked attention counted in full (PaLM's
+    convention), 2 x vision weights x patches for the tower. A training pass is 3x this (the
+    backward pass costs twice the forward; a recomputed forward under gradient checkpointing
+    is not model FLOPs).
+
+    >>> s = ModelShape(text_parameters=10, lm_head=4, vision_parameters=3, layers=2, hidden=1)
+    >>> forward_flops(s, [5], [2], logits=True), forward_flops(s, [5], [2], logits=False)
+    (352.0, 312.0)
+    """
+    text = shape.text_parameters + (shape.lm_head if logits else 0)
+    flops = 0.0
+    for length, n_patches in zip(lengths, patches, strict=True):
+        flops += (
+            2 * text * length + 4 * shape.layers * shape.hidden * length**2 + 2 * shape.vision_parameters * n_patches
+        )
+    return flops
+
+
+def paper_shaped_trajectories(
+    policy: HFPolicy, steps: int, per_episode: int, screen: tuple[int, int], seed: int = 0
+) -> list[Trajectory]:
+    """``steps`` rows shaped like the paper preset's: UI-TARS-1.5's mobile prompt (the agent's
+    own system text) with up to :data:`PAPER_HISTORY` past ``Thought/Action`` turns, the current
+    screenshot (random pixels) at ``screen``, and a ``Thought: ... Action: click(...)`` response,
+    tokenized by the policy's processor as it would be served. Nothing is sampled: the verl
+    learner recomputes the old log-probs, so the rows' behaviour log-probs are not read."""
+    from darwin.actions import Click
+    from darwin.agents.uitars import UITarsAgent
+
+    rng = np.random.default_rng(seed)
+    agent = UITarsAgent()
+    tok = policy.vlm.tokenizer
+    goal = "Open Booking.com and find a hotel in Paris for two adults next weekend."
+    task = Task(id="bench", instruction=goal, app="Booking.com", verifier=VerifierSpec(predicate="bench"))
+    trajectories = []
+    for e, start in enumerate(range(0, steps, per_episode)):
+        n = min(per_episode, steps - start)
+        eid = f"paper-{e}"
+        turns: list[str] = []
+        transitions = []
+        for s in range(n):
+            x, y = (int(v) for v in rng.integers(0, 500, 2))
+            response = (
+                f"Thought: The search field is near the top of the screen; I tap it to type the destination "
+                f"(step {s + 1}).\nAction: click(start_box='({x},{y})')"
+            )
+            shot = rng.integers(0, 256, (screen[1], screen[0], 3), dtype=np.uint8)
+            messages = [ChatMessage(role="user", text=agent.system_text(goal))]
+            messages += [ChatMessage(role="assistant", text=t) for t in turns[-PAPER_HISTORY:]]
+            messages.append(ChatMessage(role="user", text="", images=(shot,)))
+            prompt = Prompt(messages=tuple(messages))
+            batch = policy.build_inputs([prompt])
+            ids = batch["input_ids"][0][batch["attention_mask"][0].bool()]
+            response_ids = tuple(tok.encode(response, add_special_tokens=False)) + (int(tok.eos_token_id),)
+            generation = Generation(
+                text=response,
+                prompt_ids=tuple(ids.tolist()),
+                response_ids=response_ids,
+                response_logprobs=tuple(-1.0 for _ in response_ids),
+                policy_version=0,
+            )
+            last = s == n - 1
+            transitions.append(
+                Transition(
+                    episode_id=eid,
+                    task_id=task.id,
+                    step=s,
+                    phase=Phase.EXECUTION,
+                    observation=Observation(screenshot=shot, goal=goal, device_size=(1080, 2400)),
+                    decision=Decision(action=Click(x=x, y=y), generation=generation, prompt=prompt),
+                    reward=float(last and e % 2 == 0),
+                    done=last,
+                )
+            )
+            turns.append(response)
+        trajectories.append(
+            Trajectory(
+                episode_id=eid,
+                task=task,
+                transitions=transitions,
+                termination=Termination(TerminationReason.AGENT_FINISHED),
+            )
+        )
+    return trajectories
 
 
 def run_verl(
@@ -402,10 +565,22 @@ def run_verl(
     workers: int = 2,
     size: str = "tiny",
     micro: int = 2,
+    rows: str = "sampled",
+    token_budget: int | None = None,
+    remove_padding: bool | None = None,
+    gradient_checkpointing: bool = True,
+    offload: bool = False,
 ) -> list[VerlBenchResult]:
-    """Sample ``steps`` steps once, then time one update of a fresh :class:`VerlLearner` per
+    """Build ``steps`` rows once, then time one update of a fresh :class:`VerlLearner` per
     phase (``ppo``: critic warm-up 0, actor + critic; ``warmup``: critic only) on ``workers``
-    workers (CPU processes with gloo, or GPUs with flash-attention when installed and bf16)."""
+    workers (CPU processes with gloo, or GPUs in bf16 with flash-attention when installed).
+
+    ``rows``: ``sampled`` (the policy samples ``new_tokens`` per step on one-image prompts at
+    ``screen``) or ``paper`` (:func:`paper_shaped_trajectories`). ``token_budget``: verl's
+    token-budgeted micro-batches (``VerlConfig.max_token_len_per_gpu``), else ``micro`` rows per
+    micro-batch. ``remove_padding``: None = on where flash-attention is installed on a GPU.
+    ``offload``: parameters and optimizer states leave the GPU between calls (both roles on one GPU).
+    """
     import importlib.util
     import tempfile
     from pathlib import Path
@@ -413,19 +588,43 @@ def run_verl(
     from darwin.learner.verl_config import VerlConfig
     from darwin.learner.verl_learner import VerlLearner
 
-    extra = ONE_B if size == "1b" else {}
-    cfg = TinyVLMConfig(family=family, screen_width=screen[0], screen_height=screen[1], **extra)
-    vlm = build_tiny_vlm(cfg, seed=0)
-    params = sum(p.numel() for p in vlm.model.parameters())
-    if device == "cuda":
-        vlm.model.to("cuda")  # type: ignore[arg-type]  # transformers wraps PreTrainedModel.to with functools.wraps, whose stub loses the bound self
-    policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
-    trajectories = sample_trajectories(policy, cfg, steps, per_episode)
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; choose from {sorted(SIZES)}")
+    if rows not in ("sampled", "paper"):
+        raise ValueError(f"rows={rows!r}: use 'sampled' or 'paper'")
     on_gpu = device == "cuda"
-    if on_gpu:  # the learner's driver keeps its copy on the CPU (the GPUs are the workers')
-        vlm.model.to("cpu")  # type: ignore[arg-type]  # transformers wraps PreTrainedModel.to with functools.wraps, whose stub loses the bound self
-        policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
     attn = "flash_attention_2" if on_gpu and importlib.util.find_spec("flash_attn") else "sdpa"
+    if remove_padding is None:
+        remove_padding = attn == "flash_attention_2"
+    cfg = TinyVLMConfig(family=family, screen_width=screen[0], screen_height=screen[1], **SIZES[size])  # type: ignore[arg-type]  # the SIZES values are TinyVLMConfig fields
+    vlm = build_tiny_vlm(cfg, seed=0)
+    if size != "tiny":
+        vlm.model.resize_token_embeddings(QWEN_VOCAB)
+    shape = ModelShape.of(vlm.model)
+    params = sum(p.numel() for p in vlm.model.parameters())
+    if rows == "paper":
+        policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
+        trajectories = paper_shaped_trajectories(policy, steps, per_episode, screen)
+    else:
+        if on_gpu:
+            vlm.model.to("cuda")  # type: ignore[arg-type]  # transformers wraps PreTrainedModel.to with functools.wraps, whose stub loses the bound self
+        policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
+        trajectories = sample_trajectories(policy, cfg, steps, per_episode)
+        if on_gpu:  # the learner's driver keeps its copy on the CPU (the GPUs are the workers')
+            vlm.model.to("cpu")  # type: ignore[arg-type]  # transformers wraps PreTrainedModel.to with functools.wraps, whose stub loses the bound self
+            policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=new_tokens, seed=0))
+    generations = [t.decision.generation for tr in trajectories for t in tr.transitions if t.decision.generation]
+    lengths = [len(g.prompt_ids) + len(g.response_ids) for g in generations]
+    patches = [
+        int(np.prod(cfg.grid_thw)) * len(t.decision.prompt.images)
+        for tr in trajectories
+        for t in tr.transitions
+        if t.decision.generation
+    ]
+    tokens = sum(lengths)
+    padded = max(len(g.prompt_ids) for g in generations) + max(len(g.response_ids) for g in generations)
+    actor_forward = forward_flops(shape, lengths, patches, logits=True)
+    critic_forward = forward_flops(shape, lengths, patches, logits=False)
     peak = peak_flops(device)
     results = []
     with tempfile.TemporaryDirectory(prefix="darwin-bench-verl-") as tmp:
@@ -438,6 +637,11 @@ def run_verl(
                 attn_implementation=attn,
                 model_dtype="fp32",
                 micro_batch_size_per_gpu=micro,
+                max_token_len_per_gpu=token_budget,
+                remove_padding=remove_padding,
+                gradient_checkpointing=gradient_checkpointing,
+                param_offload=offload,
+                optimizer_offload=offload,
                 ray_num_cpus=None if on_gpu else 2 * workers,
             )
             config = LearnerConfig(
@@ -452,33 +656,44 @@ def run_verl(
             learner = VerlLearner(policy, config)
             try:
                 m = learner.update(trajectories)
+                timings = learner.last_timings
             finally:
                 learner.close()
-            tokens = sum(
-                len(t.decision.generation.prompt_ids) + len(t.decision.generation.response_ids)
-                for tr in trajectories
-                for t in tr.transitions
-                if t.decision.generation is not None
-            )
-            models = 1 if phase == "warmup" else 2  # critic only, or actor and critic
-            trained = models * epochs * tokens
+            warmup = phase == "warmup"
+            train_flops = 3 * epochs * (critic_forward + (0.0 if warmup else actor_forward))
+            scoring_flops = critic_forward + (0.0 if warmup else actor_forward)
+            train_s = timings.critic_train_s + timings.actor_train_s
+            trained_tokens = (1 if warmup else 2) * epochs * tokens
             results.append(
                 VerlBenchResult(
-                    device=device,
+                    device=torch.cuda.get_device_name(0) if on_gpu and torch.cuda.is_available() else device,
                     workers=workers,
                     family=family,
+                    size=size,
                     parameters=params,
+                    rows=rows,
                     phase=phase,
                     steps=m.steps,
                     tokens=tokens,
                     response_tokens=m.response_tokens,
+                    padding_share=round(1 - tokens / (padded * len(lengths)), 4),
                     epochs=epochs,
+                    token_budget=token_budget,
+                    remove_padding=remove_padding,
+                    gradient_checkpointing=gradient_checkpointing,
+                    offload=offload,
                     prepare_s=round(m.prepare_s, 2),
-                    scoring_s=round(m.scoring_s, 2),
-                    train_s=round(m.train_s, 2),
+                    values_s=round(m.values_s, 2),
+                    log_probs_s=round(m.proximal_s, 2),
+                    critic_train_s=round(timings.critic_train_s, 2),
+                    actor_train_s=round(timings.actor_train_s, 2),
+                    weight_sync_s=round(timings.weight_sync_s, 2),
                     total_s=round(m.total_s, 2),
-                    train_tokens_per_s=round(trained / m.train_s, 1),
-                    mfu=round(6 * params * trained / m.train_s / (peak * workers), 4) if peak else None,
+                    train_tokens_per_s=round(trained_tokens / train_s, 1),
+                    update_flops=train_flops + scoring_flops,
+                    mfu_train=round(train_flops / train_s / (peak * workers), 4) if peak else None,
+                    mfu_update=round((train_flops + scoring_flops) / m.total_s / (peak * workers), 4) if peak else None,
+                    peak_memory_gib=timings.peak_memory_gib,
                 )
             )
     return results

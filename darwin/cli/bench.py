@@ -183,10 +183,9 @@ def bench_policy(
 @click.option("--steps-per-episode", default=8, show_default=True, type=click.IntRange(1))
 @click.option(
     "--screen",
-    default="252x560",
-    show_default=True,
-    callback=lambda c, p, v: parse_size(v),
-    help="WxH, multiples of 28",
+    default=None,
+    callback=lambda c, p, v: None if v is None else parse_size(v),
+    help="WxH, multiples of 28 [default: 252x560; 504x1120 with --rows paper]",
 )
 @click.option("--new-tokens", default=16, show_default=True, type=click.IntRange(1))
 @click.option("--critic", "critics", default="separate", show_default=True, help="comma-separated: separate, shared")
@@ -210,9 +209,35 @@ def bench_policy(
     "--size",
     default="tiny",
     show_default=True,
-    type=click.Choice(["tiny", "1b"]),
-    help="verl: the model (1b: Qwen2.5-VL-shaped, random)",
+    type=click.Choice(["tiny", "1b", "2b"]),
+    help="verl: the model (1b, 2b: Qwen2.5-VL-shaped with Qwen's vocabulary, random weights)",
 )
+@click.option(
+    "--rows",
+    default="sampled",
+    show_default=True,
+    type=click.Choice(["sampled", "paper"]),
+    help="verl: rows the tiny policy samples, or the paper preset's shape (UI-TARS-1.5 prompts with history, "
+    "504x1120 screenshots unless --screen says otherwise)",
+)
+@click.option(
+    "--token-budget",
+    default=None,
+    type=click.IntRange(1),
+    help="verl: token-budgeted micro-batches of at most this many tokens per worker (VerlConfig.max_token_len_per_gpu)",
+)
+@click.option(
+    "--remove-padding/--keep-padding",
+    default=None,
+    help="verl: pack rows without padding (default: where flash-attn is installed on a GPU)",
+)
+@click.option(
+    "--gradient-checkpointing/--no-gradient-checkpointing",
+    default=True,
+    show_default=True,
+    help="verl: recompute activations in the backward pass",
+)
+@click.option("--offload", is_flag=True, help="verl: parameters and optimizer states leave the GPU between calls")
 @click.option(
     "--profile",
     is_flag=True,
@@ -240,7 +265,7 @@ def bench_policy(
 def bench_learner(
     steps: int,
     steps_per_episode: int,
-    screen: tuple[int, int],
+    screen: tuple[int, int] | None,
     new_tokens: int,
     critics: str,
     phases: str,
@@ -252,6 +277,11 @@ def bench_learner(
     backend: str,
     workers: int,
     size: str,
+    rows: str,
+    token_budget: int | None,
+    remove_padding: bool | None,
+    gradient_checkpointing: bool,
+    offload: bool,
     profile: bool,
     experiment: str,
     preset: str,
@@ -262,8 +292,11 @@ def bench_learner(
     """One learner update on sampled tiny-model steps: time per stage, peak memory (docs/learner.md); with
     --profile, an experiment's learner on a recorded batch, phase by phase; with --backend verl, verl's FSDP
     workers: tokens/s and MFU (docs/scale.md)."""
-    from darwin.bench.learner import VARIANTS, run, run_verl
+    from darwin.bench.learner import PAPER_SCREEN, VARIANTS, run, run_verl
     from darwin.bench.learner import profile as run_profile
+
+    if screen is None:
+        screen = PAPER_SCREEN if rows == "paper" else (252, 560)
 
     started = time.perf_counter()
     if profile:
@@ -297,6 +330,11 @@ def bench_learner(
                 workers=workers,
                 size=size,
                 micro=parse_int_list(micros, "micro-batch sizes")[0],
+                rows=rows,
+                token_budget=token_budget,
+                remove_padding=remove_padding,
+                gradient_checkpointing=gradient_checkpointing,
+                offload=offload,
             )
         )
         click.echo(f'{{"wall_s": {time.perf_counter() - started:.1f}}}')

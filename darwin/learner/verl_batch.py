@@ -26,7 +26,7 @@ from darwin.types import Trajectory
 if TYPE_CHECKING:
     from tensordict import TensorDict
 
-__all__ = ["VerlUpdateBatch", "to_verl_batch"]
+__all__ = ["VerlUpdateBatch", "VerlUpdateTimings", "to_verl_batch"]
 
 
 # --------------------------------------------------------------------------------------
@@ -200,9 +200,28 @@ class VerlUpdateBatch:
     dropped_unverified: int
     prepare_s: float
     scoring_s: float
+    values_s: float = 0.0
+    """Part of ``scoring_s``: the critic workers' values."""
+    log_probs_s: float = 0.0
+    """Part of ``scoring_s``: the actor workers' old log-probs (absent during warm-up)."""
 
     def __len__(self) -> int:
         return len(self.rows)
+
+
+@dataclass(frozen=True)
+class VerlUpdateTimings:
+    """Where one :meth:`~darwin.learner.verl_learner.VerlLearner.update` spent its time beyond
+    :class:`~darwin.learner.metrics.UpdateMetrics` (which has the scoring split as ``values_s`` and
+    ``proximal_s``), and the workers' memory: what ``darwin bench learner --backend verl`` reports."""
+
+    critic_train_s: float = 0.0
+    actor_train_s: float = 0.0
+    weight_sync_s: float = 0.0
+    """Gathering the actor's full weights from its shards and loading them into the policy."""
+    peak_memory_gib: float | None = None
+    """The largest ``torch.cuda.max_memory_allocated`` any worker reported (verl's
+    ``perf/max_memory_allocated_gb``); None when none did (CPU workers report 0)."""
 
 
 def _select(data: DataProto, keys: Sequence[str]) -> DataProto:

@@ -85,6 +85,7 @@ from darwin.learner.update_batch import (
 )
 from darwin.learner.verl_batch import (
     VerlUpdateBatch,
+    VerlUpdateTimings,
     _no_padding,
     _pad_rows,
     _screenshots,
@@ -181,6 +182,8 @@ class VerlLearner:
         self._started_ray = False
         self.actor_group: TrainingWorkerGroup
         self.critic_group: TrainingWorkerGroup | None = None
+        self.last_timings = VerlUpdateTimings()
+        """The last :meth:`update`'s training and weight-sync times and the workers' peak memory."""
         self._start_workers()
 
     # ------------------------------------------------------------------ workers
@@ -354,10 +357,12 @@ class VerlLearner:
         values = None
         if self.critic_group is not None:
             values = self._infer(self.critic_group, data, "values")[:n]
+        t2 = time.perf_counter()
         warmup = self.in_warmup
         if not warmup:
             old = self._infer(self.actor_group, data, "log_probs")[:n]
             data.batch["old_log_probs"] = _pad_rows(old.masked_fill(~mask, 0.0), data)
+        t3 = time.perf_counter()
         if lam is None:
             lam = cfg.critic_warmup_lam if warmup else cfg.lam
         rewards = shaped_rewards(cfg, rows, collected.trajectories, torch.device("cpu"))
@@ -391,6 +396,8 @@ class VerlLearner:
             dropped_unverified=collected.dropped_unverified,
             prepare_s=t1 - t0,
             scoring_s=time.perf_counter() - t1,
+            values_s=t2 - t1,
+            log_probs_s=t3 - t2,
         )
 
     def _infer(self, group: TrainingWorkerGroup, data: DataProto, key: str) -> torch.Tensor:
@@ -466,6 +473,7 @@ class VerlLearner:
                 self.critic_group, _select(batch.data, keys), mini=mini, epochs=epochs, seed=seed
             )
             self.optimizer_steps += epochs * len(batch.data) // mini
+        t_critic = time.perf_counter()
         if not warmup:
             keys = (
                 "input_ids",
@@ -487,6 +495,18 @@ class VerlLearner:
             self.policy_version += 1
             self.policy.load_weights(self.actor_state_dict(), self.policy_version)
         t3 = time.perf_counter()
+        memory = [
+            float(v)
+            for m in (actor_metrics, critic_metrics)
+            for v in _metric_values(m, "perf/max_memory_allocated_gb")
+            if float(v) > 0
+        ]
+        self.last_timings = VerlUpdateTimings(
+            critic_train_s=t_critic - t1,
+            actor_train_s=t2 - t_critic,
+            weight_sync_s=t3 - t2,
+            peak_memory_gib=max(memory) if memory else None,
+        )
         metrics = self._metrics(
             batch, warmup, epochs, version_before, actor_metrics, critic_metrics, t1 - t0, t2 - t1, t3 - t0
         )
@@ -583,6 +603,8 @@ class VerlLearner:
             shortest_path_adjusted=shortest_path_adjusted(batch.rows, trajs) if cfg.shortest_path_adjustment else None,
             prepare_s=prepare_s,
             scoring_s=batch.scoring_s,
+            values_s=batch.values_s,
+            proximal_s=batch.log_probs_s,
             train_s=train_s,
             total_s=total_s,
         )
@@ -666,10 +688,10 @@ class VerlLearner:
         return learner
 
 
-def _metric_mean(metrics: Mapping[str, object], key: str) -> float | None:
-    """Mean of one of verl's metrics (a number, a list of them, or verl ``Metric`` objects)."""
+def _metric_values(metrics: Mapping[str, object], key: str) -> list[float]:
+    """Every number of one of verl's metrics (a number, a list of them, or verl ``Metric`` objects); [] if absent."""
     if key not in metrics:
-        return None
+        return []
     value = metrics[key]
     items = value if isinstance(value, list | tuple) else [value]
     numbers: list[float] = []
@@ -679,7 +701,12 @@ def _metric_mean(metrics: Mapping[str, object], key: str) -> float | None:
             numbers.extend(float(x) for x in inner)
         else:
             numbers.append(float(inner))  # type: ignore[arg-type]  # a verl metric: a number or 0-d tensor (float() raises on anything else)
-    finite = [x for x in numbers if math.isfinite(x)]
+    return numbers
+
+
+def _metric_mean(metrics: Mapping[str, object], key: str) -> float | None:
+    """Mean of one of verl's metrics over its finite numbers (None if absent or none is finite)."""
+    finite = [x for x in _metric_values(metrics, key) if math.isfinite(x)]
     return sum(finite) / len(finite) if finite else None
 
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The verl learner's GPU measurement (docs/benchmarks.md, "The verl learner on a GPU"), prepared to
+# run in one device call of under 10 minutes on one H100 or H200:
+#
+#   bash scripts/gpu/wheels.sh                 # here, once: .whl (Python 3.12 wheels, ~54 MB)
+#   # the device call, carrying .whl:
+#   bash scripts/gpu/verl_mfu.sh 1b-tokens 2b-offload      # or: 1b-rows, tests
+#
+# It installs darwin and the wheels beside the image's CUDA torch, then runs the named steps, each
+# under its own timeout, writing to $OUT: bench.jsonl (one line per update: tokens/s, MFU of the
+# training passes and of the whole update, peak memory, seconds per phase), a log per step,
+# nvidia-smi.txt and env.txt. Steps:
+#   1b-tokens   ~1.3 B Qwen2.5-VL-shaped model, 256 paper-shaped rows, token-budgeted micro-batches
+#   2b-offload  ~2.0 B, the same rows, parameters and optimizer states offloaded between calls
+#               (actor and critic share the one GPU; 2 x 32 GB of fp32 weights, grads and Adam)
+#   1b-rows     the 1b model with 4 rows per micro-batch: the settings of the 2026-11-26 record
+#   tests       pytest -m gpu on the verl learner's GPU tests
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-/tmp/darwin-gpu}
+mkdir -p "$out"
+site=/tmp/darwin-site
+wheels=${WHEELS:-.whl}  # the carried wheels (WHEELS=.whl311 rehearses the script on a Python 3.11 machine)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl || exit 1
+PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} python3 -m pip install -q --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade \
+    --target "$site" . > "$out/env.txt" 2>&1 || { tail -20 "$out/env.txt"; exit 1; }
+# python3 -P: darwin from $site, as installed (package-dir maps darwin.envs to envs/), never the checkout's folder.
+export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+{
+    python3 -c "import torch, transformers, tokenizers, verl, ray; print('torch', torch.__version__, torch.version.cuda, \
+'transformers', transformers.__version__, 'tokenizers', tokenizers.__version__, 'verl', verl.__version__, 'ray', ray.__version__)"
+    python3 -c "import flash_attn; print('flash-attn', flash_attn.__version__)" 2>/dev/null ||
+        echo "flash-attn: not installed (sdpa attention; rows keep their padding inside a micro-batch)"
+} >> "$out/env.txt" 2>&1
+cat "$out/env.txt" | tail -2
+
+bench() {  # name, timeout, bench arguments
+    local name=$1 limit=$2
+    shift 2
+    timeout "$limit" python3 -P -c "from darwin.cli.main import main; main()" bench learner --backend verl --device cuda \
+        --workers 1 --rows paper --steps 256 --mini 64 --epochs 1 --phase ppo "$@" > "$out/$name.log" 2>&1
+    echo "$name: exit $?"
+    grep '^{"device"' "$out/$name.log" | sed "s/^{/{\"step\": \"$name\", /" | tee -a "$out/bench.jsonl"
+}
+
+for step in "${@:-1b-tokens}"; do
+    case $step in
+        1b-tokens) bench 1b-tokens 270 --size 1b --token-budget 16384 ;;
+        2b-offload) bench 2b-offload 330 --size 2b --token-budget 16384 --offload ;;
+        1b-rows) bench 1b-rows 270 --size 1b --micro 4 ;;
+        tests)
+            timeout 400 python3 -P -m pytest -m gpu -q -p no:cacheprovider tests/learner/test_verl_gpu.py \
+                tests/learner/test_verl_learner.py > "$out/gpu-tests.log" 2>&1
+            echo "tests: exit $?"
+            tail -3 "$out/gpu-tests.log"
+            ;;
+        *) echo "unknown step $step: use 1b-tokens, 2b-offload, 1b-rows or tests" >&2; exit 2 ;;
+    esac
+done
