@@ -78,7 +78,7 @@ def test_model_flops_count_the_decoder_head_attention_and_tower() -> None:
     from darwin.models.config import TinyVLMConfig
     from darwin.models.factory import build_tiny_vlm
 
-    vlm = build_tiny_vlm(TinyVLMConfig(**SIZES["tiny"]), seed=0)  # type: ignore[arg-type]
+    vlm = build_tiny_vlm(TinyVLMConfig.model_validate(SIZES["tiny"]), seed=0)
     shape = ModelShape.of(vlm.model)
     total = sum(p.numel() for p in vlm.model.parameters())
     embed = vlm.model.get_input_embeddings().weight.numel()

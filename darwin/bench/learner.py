@@ -596,7 +596,7 @@ def run_verl(
     attn = "flash_attention_2" if on_gpu and importlib.util.find_spec("flash_attn") else "sdpa"
     if remove_padding is None:
         remove_padding = attn == "flash_attention_2"
-    cfg = TinyVLMConfig(family=family, screen_width=screen[0], screen_height=screen[1], **SIZES[size])  # type: ignore[arg-type]  # the SIZES values are TinyVLMConfig fields
+    cfg = TinyVLMConfig(family=family, screen_width=screen[0], screen_height=screen[1], **SIZES[size])
     vlm = build_tiny_vlm(cfg, seed=0)
     if size != "tiny":
         vlm.model.resize_token_embeddings(QWEN_VOCAB)
@@ -619,7 +619,7 @@ def run_verl(
         int(np.prod(cfg.grid_thw)) * len(t.decision.prompt.images)
         for tr in trajectories
         for t in tr.transitions
-        if t.decision.generation
+        if t.decision.generation and t.decision.prompt
     ]
     tokens = sum(lengths)
     padded = max(len(g.prompt_ids) for g in generations) + max(len(g.response_ids) for g in generations)

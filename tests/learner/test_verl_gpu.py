@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from darwin.bench.learner import SIZES  # 1b: 12 text layers of width 2048, a 4-block tower of width 1024
 from darwin.learner.config import LearnerConfig
 from darwin.learner.step_rows import collect_step_rows, preprocess_rows
 from darwin.learner.verl_batch import to_verl_batch
@@ -32,20 +33,6 @@ ATTENTION = "flash_attention_2" if importlib.util.find_spec("flash_attn") else "
 """flash-attention where it is installed (pip install flash-attn --no-build-isolation), else PyTorch's sdpa."""
 
 SCREEN = (56, 112)
-SIZES = {
-    "tiny": {},
-    # about 1 B parameters (12 text layers of width 2048, a 4-block vision tower of width 1024)
-    "1b": {
-        "hidden_size": 2048,
-        "num_hidden_layers": 12,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 2,
-        "intermediate_size": 11008,
-        "vision_depth": 4,
-        "vision_embed_dim": 1024,
-        "vision_num_heads": 16,
-    },
-}
 
 
 @pytest.mark.parametrize(("family", "size"), [("qwen2_vl", "tiny"), ("qwen2_5_vl", "1b")])
