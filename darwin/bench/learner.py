@@ -63,6 +63,32 @@ class LearnerBenchResult:
     peak_rss_gib: float
 
 
+def bench_episode(
+    episode_id: str, task: Task, steps: Sequence[tuple[Observation, Decision]], *, success: bool
+) -> Trajectory:
+    """One finished episode of ``steps`` (observation, decision) pairs; its last step carries
+    reward 1 when ``success``, every other step 0."""
+    transitions = [
+        Transition(
+            episode_id=episode_id,
+            task_id=task.id,
+            step=s,
+            phase=Phase.EXECUTION,
+            observation=observation,
+            decision=decision,
+            reward=float(success and s == len(steps) - 1),
+            done=s == len(steps) - 1,
+        )
+        for s, (observation, decision) in enumerate(steps)
+    ]
+    return Trajectory(
+        episode_id=episode_id,
+        task=task,
+        transitions=transitions,
+        termination=Termination(TerminationReason.AGENT_FINISHED),
+    )
+
+
 def sample_trajectories(
     policy: HFPolicy, cfg: TinyVLMConfig, steps: int, per_episode: int, seed: int = 0
 ) -> list[Trajectory]:
@@ -90,27 +116,14 @@ def sample_trajectories(
     for e, start in enumerate(range(0, steps, per_episode)):
         eid = uuid.UUID(int=int(rng.integers(0, 2**62))).hex
         n = min(per_episode, steps - start)
-        transitions = [
-            Transition(
-                episode_id=eid,
-                task_id=task.id,
-                step=s,
-                phase=Phase.EXECUTION,
-                observation=Observation(screenshot=shots[start + s], goal=task.instruction, device_size=(1080, 2400)),
-                decision=Decision(action=Wait(), generation=generations[start + s], prompt=prompts[start + s]),
-                reward=float(s == n - 1 and e % 2 == 0),
-                done=s == n - 1,
+        pairs = [
+            (
+                Observation(screenshot=shots[start + s], goal=task.instruction, device_size=(1080, 2400)),
+                Decision(action=Wait(), generation=generations[start + s], prompt=prompts[start + s]),
             )
             for s in range(n)
         ]
-        trajectories.append(
-            Trajectory(
-                episode_id=eid,
-                task=task,
-                transitions=transitions,
-                termination=Termination(TerminationReason.AGENT_FINISHED),
-            )
-        )
+        trajectories.append(bench_episode(eid, task, pairs, success=e % 2 == 0))
     return trajectories
 
 
@@ -255,7 +268,7 @@ def recorded_trajectories(steps: int = 256, seed: int = 0) -> tuple[list[Traject
             app="SimPhone",
             verifier=VerifierSpec(predicate=episode[0].task_id),
         )
-        transitions = []
+        pairs = []
         for s, demo in enumerate(episode):
             ids = batch["input_ids"][s][batch["attention_mask"][s].bool()]
             generation = Generation(
@@ -265,27 +278,8 @@ def recorded_trajectories(steps: int = 256, seed: int = 0) -> tuple[list[Traject
                 response_logprobs=tuple(logprobs[s].tolist()),
                 policy_version=0,
             )
-            last = s == len(episode) - 1
-            transitions.append(
-                Transition(
-                    episode_id=eid,
-                    task_id=task.id,
-                    step=s,
-                    phase=Phase.EXECUTION,
-                    observation=demo.observation,
-                    decision=Decision(action=demo.action, generation=generation, prompt=demo.prompt),
-                    reward=float(last and e % 2 == 0),
-                    done=last,
-                )
-            )
-        trajectories.append(
-            Trajectory(
-                episode_id=eid,
-                task=task,
-                transitions=transitions,
-                termination=Termination(TerminationReason.AGENT_FINISHED),
-            )
-        )
+            pairs.append((demo.observation, Decision(action=demo.action, generation=generation, prompt=demo.prompt)))
+        trajectories.append(bench_episode(eid, task, pairs, success=e % 2 == 0))
     return trajectories, model_cfg
 
 
@@ -503,9 +497,8 @@ def paper_shaped_trajectories(
     trajectories = []
     for e, start in enumerate(range(0, steps, per_episode)):
         n = min(per_episode, steps - start)
-        eid = f"paper-{e}"
         turns: list[str] = []
-        transitions = []
+        pairs = []
         for s in range(n):
             x, y = (int(v) for v in rng.integers(0, 500, 2))
             response = (
@@ -527,28 +520,10 @@ def paper_shaped_trajectories(
                 response_logprobs=tuple(-1.0 for _ in response_ids),
                 policy_version=0,
             )
-            last = s == n - 1
-            transitions.append(
-                Transition(
-                    episode_id=eid,
-                    task_id=task.id,
-                    step=s,
-                    phase=Phase.EXECUTION,
-                    observation=Observation(screenshot=shot, goal=goal, device_size=(1080, 2400)),
-                    decision=Decision(action=Click(x=x, y=y), generation=generation, prompt=prompt),
-                    reward=float(last and e % 2 == 0),
-                    done=last,
-                )
-            )
+            observation = Observation(screenshot=shot, goal=goal, device_size=(1080, 2400))
+            pairs.append((observation, Decision(action=Click(x=x, y=y), generation=generation, prompt=prompt)))
             turns.append(response)
-        trajectories.append(
-            Trajectory(
-                episode_id=eid,
-                task=task,
-                transitions=transitions,
-                termination=Termination(TerminationReason.AGENT_FINISHED),
-            )
-        )
+        trajectories.append(bench_episode(f"paper-{e}", task, pairs, success=e % 2 == 0))
     return trajectories
 
 

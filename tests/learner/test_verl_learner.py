@@ -327,30 +327,38 @@ def _trajectories(seed: int) -> list[Trajectory]:
     return [trajectory(f"t{seed}-{i}", [0.0, reward], rng) for i, reward in enumerate([1.0, 0.0, 1.0, 0.0])]
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not HAS_SERVER_DEPS, reason=NO_SERVER_DEPS)
-def test_actor_trains_on_two_cpu_workers_with_gloo_and_resumes(tmp_path: Path) -> None:
-    """GRPO (no critic) through verl's FSDP2 engine on two Ray CPU workers; the policy gets
-    the new weights; a checkpoint written by the workers restores the same actor."""
-    actor_path = _tiny_text_model(tmp_path / "actor")
+def _grpo_on_two_cpu_workers(
+    actor_path: Path, *, mini_batch_size: int, max_token_len_per_gpu: int | None = None
+) -> LearnerConfig:
+    """A GRPO actor (no critic) on two gloo CPU workers, 2 rows per micro-batch unless token-budgeted."""
     settings = VerlConfig(
         model_path=str(actor_path),
         gpus_per_node=2,
         device="cpu",
         attn_implementation="sdpa",
         micro_batch_size_per_gpu=2,
+        max_token_len_per_gpu=max_token_len_per_gpu,
         ray_num_cpus=2,
     )
-    cfg = LearnerConfig(
+    return LearnerConfig(
         backend="verl",
         verl=settings,
         algorithm="grpo",
         critic_warmup_updates=0,
-        mini_batch_size=4,
+        mini_batch_size=mini_batch_size,
         micro_batch_size=2,
         ppo_epochs=1,
         actor_lr=1e-2,
     )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_SERVER_DEPS, reason=NO_SERVER_DEPS)
+def test_actor_trains_on_two_cpu_workers_with_gloo_and_resumes(tmp_path: Path) -> None:
+    """GRPO (no critic) through verl's FSDP2 engine on two Ray CPU workers; the policy gets
+    the new weights; a checkpoint written by the workers restores the same actor."""
+    actor_path = _tiny_text_model(tmp_path / "actor")
+    cfg = _grpo_on_two_cpu_workers(actor_path, mini_batch_size=4)
     policy = ReceivingPolicy(actor_path)
     before = {k: v.clone() for k, v in policy.model.state_dict().items()}
     learner = VerlLearner(policy, cfg, pad_token_id=0)
@@ -405,25 +413,7 @@ def test_token_budgeted_micro_batches_train_as_row_counted_ones_on_two_cpu_worke
     trajectories = _trajectories(1)
     results = []
     for budget in (None, 24):
-        settings = VerlConfig(
-            model_path=str(actor_path),
-            gpus_per_node=2,
-            device="cpu",
-            attn_implementation="sdpa",
-            micro_batch_size_per_gpu=2,
-            max_token_len_per_gpu=budget,
-            ray_num_cpus=2,
-        )
-        cfg = LearnerConfig(
-            backend="verl",
-            verl=settings,
-            algorithm="grpo",
-            critic_warmup_updates=0,
-            mini_batch_size=8,
-            micro_batch_size=2,
-            ppo_epochs=1,
-            actor_lr=1e-2,
-        )
+        cfg = _grpo_on_two_cpu_workers(actor_path, mini_batch_size=8, max_token_len_per_gpu=budget)
         learner = VerlLearner(ReceivingPolicy(actor_path), cfg, pad_token_id=0)
         try:
             results.append(learner.update(trajectories))
