@@ -526,3 +526,24 @@ def test_a_bootstrapping_learner_has_its_training_workflow_record_the_next_state
     boot = apply_overrides(config, ["learner.truncation=bootstrap"])
     assert build_workflow(boot, (168, 364)).config.record_next_prompt
     assert not build_workflow(boot, (168, 364), evaluation=True).config.record_next_prompt  # evaluation never trains
+
+
+def test_phone_faults_wrap_the_training_simphones_only_and_a_bad_spec_says_how(tmp_path):
+    from darwin.envs.base import InfraError
+    from darwin.envs.faults import FaultyEnv
+    from darwin.run.build import build_eval_phones, build_phones
+
+    config = load_experiment(small_experiment(tmp_path, 2))
+    assert not any(isinstance(p, FaultyEnv) for p in build_phones(config))
+    faulty = apply_overrides(config, ["phones.faults=crash=1.0:0"])
+    training = build_phones(faulty)
+    assert all(isinstance(p, FaultyEnv) for p in training) and len(training) == 2
+    with pytest.raises(InfraError, match="crash"):
+        training[0].screenshot((54, 120))
+    assert not any(isinstance(p, FaultyEnv) for p in build_eval_phones(faulty, training))
+    with pytest.raises(
+        ExperimentError, match=r"phones.faults: fault entry 'crash=often'.*comma-separated entries like 'drop="
+    ):
+        apply_overrides(config, ["phones.faults=crash=often"])
+    with pytest.raises(ExperimentError, match=r"in-process SimPhones .*'sim_farm', kwargs = \{faults"):
+        apply_overrides(config, ["phones.faults=crash=0.1", "phones.provider=sim_farm"])

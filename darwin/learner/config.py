@@ -202,6 +202,12 @@ class LearnerConfig(BaseModel):
         "from the critic's V(s') at the screen the last action led to (Trajectory.next_prompt; the run records it), "
         "else at the last observed state",
     )
+    step_budget: Literal["truncation", "terminal"] = Field(
+        "truncation",
+        description="an episode that ran out of steps: a 'truncation' (a time limit, valued by `truncation`) "
+        "or 'terminal' (a failure; nothing is bootstrapped after it, so `truncation` applies to "
+        "infrastructure cuts only, as in the paper's Fig. 6b, whose cuts were system crashes)",
+    )
     infra_truncation: Literal["truncate", "drop"] = Field(
         "truncate",
         description="trajectories cut by an infrastructure failure: train on them as truncated "

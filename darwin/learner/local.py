@@ -297,6 +297,7 @@ class LocalLearner:
             trajectories,
             group_ids=group_ids,
             drop_infra_truncated=cfg.infra_truncation == "drop",
+            step_budget_terminal=cfg.step_budget == "terminal",
             agent=cfg.trained_agent,
         )
         rows = collected.rows
@@ -423,7 +424,8 @@ class LocalLearner:
         found: list[tuple[int, Prompt]] = []
         from_last = 0
         for t in trajectories:
-            if t.termination is None or not t.termination.truncated or t.episode_id not in last_row:
+            # the rows say which cuts are truncations (LearnerConfig.step_budget)
+            if t.episode_id not in last_row or not rows[last_row[t.episode_id]].truncated:
                 continue
             if t.next_prompt is None:
                 from_last += 1

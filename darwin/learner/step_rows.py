@@ -71,7 +71,7 @@ class StepRow:
         old_logprobs: ``(n,)`` behaviour log-probs of ``response_ids``.
         reward: the step reward ``r_t`` as the workflow gave it (the verdict's reward on the last
             step); the learner shapes it (:func:`darwin.learner.update_batch.shaped_rewards`).
-        truncated: the trajectory was cut short (step budget, infrastructure).
+        truncated: the trajectory was cut short (infrastructure; the step budget unless it counts as terminal).
         policy_version: version of the weights that sampled the response.
         group: group of the trajectory (``Trajectory.group`` in group mode, else the task id,
             unless ``group_ids`` are given).
@@ -184,6 +184,7 @@ def collect_step_rows(
     *,
     group_ids: Sequence[Hashable] | None = None,
     drop_infra_truncated: bool = False,
+    step_budget_terminal: bool = False,
     agent: str = ACTOR,
 ) -> StepRows:
     """Check completed trajectories and flatten them into step rows (time order per episode).
@@ -203,6 +204,9 @@ def collect_step_rows(
         trajectories: completed trajectories (``ReplayBuffer.take_completed()``).
         group_ids: one group id per trajectory; default: ``Trajectory.group``, else the task id.
         drop_infra_truncated: leave out trajectories ended by an infrastructure failure.
+        step_budget_terminal: an episode that ran out of steps ends as a failure (its rows are
+            not ``truncated``, so nothing is bootstrapped after it); only infrastructure cuts
+            stay truncations (``LearnerConfig.step_budget='terminal'``).
         agent: the agent trained (:attr:`darwin.types.Transition.agent`; default ``"actor"``).
     """
     if group_ids is not None and len(group_ids) != len(trajectories):
@@ -241,7 +245,9 @@ def collect_step_rows(
         if not own:
             empty += 1
             continue
-        truncated = trajectory.termination.truncated
+        truncated = trajectory.termination.truncated and not (
+            step_budget_terminal and trajectory.termination.reason == TerminationReason.STEP_BUDGET
+        )
         if group_ids is not None:
             group = group_ids[index]
         else:

@@ -319,6 +319,7 @@ class VerlLearner:
             trajectories,
             group_ids=group_ids,
             drop_infra_truncated=cfg.infra_truncation == "drop",
+            step_budget_terminal=cfg.step_budget == "terminal",
             agent=cfg.trained_agent,
         )
         rows = collected.rows

@@ -242,7 +242,13 @@ def build_phones(config: ExperimentConfig) -> list[PhoneEnv]:
     or phone hosts on a Ray cluster."""
     phones = config.phones
     if phones.kind == "sim":
-        return sim_phones(config, phones.seed, phones.count, "sim")
+        training = sim_phones(config, phones.seed, phones.count, "sim")
+        faults = phones.fault_spec()
+        if not faults.enabled:
+            return training
+        from darwin.envs.faults import FaultyEnv
+
+        return [FaultyEnv(env, faults, call_timeout_s=phones.call_deadline_s) for env in training]
     if phones.kind == "ray":
         from darwin.envs.ray_phones import RayPhonesError, build_ray_phones
 

@@ -27,6 +27,7 @@ from darwin.components import (
     resolve_component,
 )
 from darwin.envs.adb_config import AdbEnvConfig
+from darwin.envs.faults import FaultSpec, FaultSpecError
 from darwin.envs.fleet import ResetSchedule
 from darwin.envs.ray_phones import RayPhonesConfig
 from darwin.envs.sim.perturb import PerturbationConfig
@@ -68,6 +69,13 @@ class PhonesConfig(BaseModel):
         description="sim: every episode starts from the phone's initial state. With persistent state a goal "
         "reached once holds in every later episode of that task on that phone (base tasks have no teardown), "
         "so training would dry up; real phones keep their state (use lifecycle tasks with teardown there)",
+    )
+    faults: str = Field(
+        "none",
+        description="sim: infrastructure faults injected into the training SimPhones in process (the spec of "
+        "`darwin phones serve --faults`, docs/phones.md: e.g. 'crash=0.01:0.5'); an episode a fault cuts ends as an "
+        "infrastructure truncation. Evaluation phones never fault. Phones served over adb: the 'sim_farm' "
+        "provider's `faults` argument",
     )
     devices: tuple[str, ...] = Field((), description="adb: serials or host:port of the phones")
     adb_server: str = Field("127.0.0.1:5037", description="adb: host:port of the adb server")
@@ -194,7 +202,24 @@ class PhonesConfig(BaseModel):
                 f"phones.spares = {self.spares} needs phones.provider (spares come from a provider: "
                 "'sim_farm', 'static' or your own)"
             )
+        if self.fault_spec().enabled and (self.kind != "sim" or self.provider is not None):
+            raise ValueError(
+                f"phones.faults = {self.faults!r} injects faults into in-process SimPhones (phones.kind = 'sim', "
+                "no provider); for SimPhones served over adb give the provider the spec "
+                "(phones.provider = {name = 'sim_farm', kwargs = {faults = '...'}}); real phones fault on their own"
+            )
         return self
+
+    def fault_spec(self) -> FaultSpec:
+        """The parsed ``faults`` (no faults for ``'none'``).
+
+        >>> PhonesConfig(faults="crash=0.02:0.5").fault_spec().crash_down_s
+        0.5
+        """
+        try:
+            return FaultSpec.parse(self.faults)
+        except FaultSpecError as exc:
+            raise ValueError(f"phones.faults: {exc}") from None
 
 
 class PolicyConfig(BaseModel):

@@ -198,3 +198,34 @@ def test_two_step_trajectories_cut_by_budget_and_by_a_failure_return_v_of_the_ne
             n = int(batch.response_mask[i].sum())
             assert torch.allclose(batch.returns[i, :n], torch.tensor(v), atol=1e-5)
             assert torch.allclose(batch.advantages[i, :n], v - batch.values[i, :n], atol=1e-5)
+
+
+def test_a_step_budget_counted_as_terminal_is_not_bootstrapped_while_a_crash_still_is(policy, kit):
+    """``step_budget='terminal'`` (Fig. 6b's presets): the episode that ran out of steps is a
+    failure (returns 0 everywhere, rows not truncated); the crash-cut one still returns V(s')."""
+    learner = LocalLearner(
+        policy,
+        kit.small_config(
+            truncation="bootstrap",
+            step_budget="terminal",
+            gamma=1.0,
+            lam=1.0,
+            whiten_advantages=False,
+            value_head_bias=0.25,
+        ),
+    )
+    rng = np.random.default_rng(5)
+    budget = kit.sampled_trajectory(policy, [0.0, 0.0], seed=11, reason=TerminationReason.STEP_BUDGET)
+    infra = kit.sampled_trajectory(policy, [0.0, 0.0], seed=12, reason=TerminationReason.INFRA_TRUNCATED)
+    budget = replace(budget, next_prompt=kit.prompt_for(2, rng))
+    infra = replace(infra, next_prompt=kit.prompt_for(2, rng))
+    with torch.no_grad():
+        v_next = float(learner.critic(policy.build_inputs([infra.next_prompt]), [(learner._pad_id,)])[0][0, 0])
+    batch = learner.prepare([budget, infra])
+    assert (batch.bootstrapped_from_next, batch.bootstrapped_from_last) == (1, 0)
+    for trajectory, cut, expected in ((budget, False, 0.0), (infra, True, v_next)):
+        rows = [i for i, r in enumerate(batch.rows) if r.episode_id == trajectory.episode_id]
+        assert [batch.rows[i].truncated for i in rows] == [cut, cut]
+        for i in rows:
+            n = int(batch.response_mask[i].sum())
+            assert torch.allclose(batch.returns[i, :n], torch.tensor(expected), atol=1e-5)
