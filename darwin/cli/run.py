@@ -175,7 +175,7 @@ class _ProgressLines:
             return
         self.last = key
         elapsed = f"[{time.perf_counter() - self.started:6.0f}s]"
-        if p.stage.startswith("warm start"):  # before RL: the warm start's own fields, no RL counters
+        if p.stage.startswith(("warm start", "evaluation (warm start)")):  # before RL: no RL counters
             console.print(f"{elapsed} {p.stage}{f' ({p.detail})' if p.detail else ''}", highlight=False, soft_wrap=True)
             return
         rate = "-" if p.recent_success is None else f"{100 * p.recent_success:.0f}%"
