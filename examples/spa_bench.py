@@ -37,7 +37,9 @@ $DARWIN_DEVICES (comma-separated serials or host:port), with UI-TARS-1.5 as the 
 Hugging Face checkpoint directory (UI-TARS-1.5-7B) in $DARWIN_CHECKPOINT, run with the
 UI-TARS-1.5 prompt and parser (`agent.format = "uitars-1.5"`; $DARWIN_AGENT_FORMAT names
 another format of darwin.agents.formats, or 'checkpoint' for a `darwin sft` warm start) on
-504x1120 screenshots. The policy is served by vLLM/SGLang, the learner is verl's, the reward
+504x1120 screenshots. The policy is served by SGLang, whose `/update_weights_from_disk` takes the
+learner's full weights after every update (vLLM syncs LoRA adapters only, which verl's learner
+does not train), the learner is verl's, the reward
 the gemini-2.5-flash judge; `--dry-run` reads the checkpoint and reaches every part
 (docs/scale.md).
 
@@ -177,7 +179,7 @@ def build(preset: str) -> ExperimentConfig:
             },
             rollout_steps=256,
             updates=200,
-            notes="Paper Table 1 hyperparameters. Cloud phones from $DARWIN_DEVICES; the policy served by vLLM/SGLang at "
+            notes="Paper Table 1 hyperparameters. Cloud phones from $DARWIN_DEVICES; the policy served by SGLang at "
             "$DARWIN_POLICY_URL ($DARWIN_POLICY_MODEL), weights synced through $DARWIN_WEIGHTS_DIR; verl's FSDP "
             "learner on $DARWIN_GPUS GPUs (Ray at $DARWIN_RAY_ADDRESS, else local) from $DARWIN_CHECKPOINT, run as "
             f"agent format {agent_format!r} ($DARWIN_AGENT_FORMAT); the gemini-2.5-flash judge (GEMINI_API_KEY). "
