@@ -493,7 +493,9 @@ def test_a_run_says_what_its_warm_start_does_and_no_third_party_bar_leaks(tmp_pa
         if "] warm start: SFT" in line
     ]
     assert stages == ["SFT demonstrations", "SFT encoding", "SFT training"], done.stdout
-    before_rl = [line for line in done.stdout.splitlines() if "] warm start" in line or "] evaluation (warm start)" in line]
+    before_rl = [
+        line for line in done.stdout.splitlines() if "] warm start" in line or "] evaluation (warm start)" in line
+    ]
     assert before_rl and not any("update" in line or "env steps" in line for line in before_rl), before_rl
     for bar in ("Loading weights", "Writing model shards", "it/s]"):
         assert bar not in done.stdout + done.stderr, bar

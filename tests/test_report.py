@@ -57,8 +57,10 @@ def test_progress_lines_print_when_an_update_starts_and_when_the_rollout_goes_on
     # warm start, evaluation, rollout 0, update 0, rollout 1, update 1, rollout 2, update 2, rollout 3, final evaluation
     assert len(printed) == 10
     assert printed[3].split("] ", 1)[1].startswith("update (critic warm-up): update 0/3")
-    # the warm start's line shows its own stage, not RL counters that do not exist yet
-    assert printed[0].split("] ", 1)[1] == "warm start" and "env steps" in printed[1]
+    # the warm start's lines (its training, its evaluation) show their own stage, not RL
+    # counters that do not exist yet; the rollout's first line has them
+    assert [line.split("] ", 1)[1] for line in printed[:2]] == ["warm start", "evaluation (warm start)"]
+    assert "env steps" in printed[2]
 
 
 def _plotted_axes(*args, **kwargs):
