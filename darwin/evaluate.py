@@ -39,7 +39,7 @@ from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.rollout import EpisodeRequest, RolloutEngine
 from darwin.store import RunStore
 from darwin.store_rows import SuccessStats
-from darwin.types import EpisodeSampling, Outcome, Task, Trajectory
+from darwin.types import EpisodeSampling, Outcome, Task, TerminationReason, Trajectory
 from darwin.workflows.base import Workflow
 
 logger = logging.getLogger(__name__)
@@ -351,6 +351,57 @@ class EvalReport:
     def mean_steps(self, task_id: str | None = None) -> float:
         chosen = [len(t) for t in self.sampled if task_id is None or t.task.id == task_id]
         return sum(chosen) / len(chosen) if chosen else 0.0
+
+    def success_rows(self, ks: Sequence[int]) -> list[tuple[str, ...]]:
+        """Per task, then ``overall``: the task, greedy success, pass@k for each of ``ks``, the
+        sampled episodes, the lost ones (not scored) and the mean steps, formatted for a table."""
+        rows: list[tuple[str, ...]] = []
+        for task_id, score in [*self.per_task.items(), ("overall", self.overall)]:
+            chosen = None if task_id == "overall" else task_id
+            summary = self.summary(chosen)
+            rows.append(
+                (
+                    task_id,
+                    _percent(summary.greedy),
+                    *(_percent(summary.pass_at.get(k)) for k in ks),
+                    str(score.episodes),
+                    str(score.already_done + score.infra_truncated + score.unverified + score.errors),
+                    f"{self.mean_steps(chosen):.1f}",
+                )
+            )
+        return rows
+
+    def metrics_rows(self) -> list[tuple[str, ...]]:
+        """Per task, then ``overall``: the task, measured episodes, SR, PR and SE (percent), FC and
+        OT (counts) and the MobileGym stratum (blank for ``overall``), formatted for a table."""
+        return [
+            (
+                task_id,
+                str(m.measured),
+                _percent(m.success_rate),
+                _percent(m.progress_rate),
+                _percent(m.side_effect_rate),
+                str(m.false_completions),
+                str(m.over_time),
+                (m.stratum or "-") if task_id != "overall" else "",
+            )
+            for task_id, m in [*self.task_metrics.items(), ("overall", self.metrics_of(None))]
+        ]
+
+    def blocked_per_task(self) -> dict[str, int]:
+        """Episodes the action guard blocked, per task (tasks without any left out)."""
+        return dict(
+            Counter(
+                t.task.id
+                for t in self.trajectories
+                if t.termination is not None and t.termination.reason == TerminationReason.BLOCKED
+            )
+        )
+
+
+def _percent(value: float | None) -> str:
+    """A rate as a whole percent, ``-`` when undefined."""
+    return "-" if value is None else f"{100 * value:.0f}%"
 
 
 def evaluation_phones(

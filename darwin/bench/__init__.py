@@ -7,6 +7,7 @@
 - ``model``: the tiny VLM's build, forward and generate latency (``darwin bench model``)
 - ``policy``: HFPolicy sampling speed per batch size (``darwin bench policy``)
 - ``learner``: one LocalLearner update, time per stage (``darwin bench learner``)
+- ``results``: the results as JSON lines, as the commands print them
 
 Nothing is imported here: the model, policy and learner benchmarks import torch and the
 Ray one starts a cluster, so each command imports its module only when it runs.

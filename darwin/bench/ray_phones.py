@@ -69,6 +69,17 @@ class ThroughputRow:
         """Env steps per wall-clock second."""
         return self.steps / self.seconds if self.seconds > 0 else 0.0
 
+    def cells(self) -> tuple[str, ...]:
+        """Phones, placement, hosts, env steps/s, episodes and driver CPU ms per step, formatted for a table."""
+        return (
+            str(self.phones),
+            self.placement,
+            str(self.hosts or "-"),
+            f"{self.steps_per_s:.1f}",
+            str(self.episodes),
+            f"{self.driver_cpu_ms_per_step:.2f}",
+        )
+
 
 @dataclass(frozen=True)
 class HopRow:
@@ -83,6 +94,10 @@ class HopRow:
     def overhead_ms(self) -> float:
         """What the Ray hop adds to one call."""
         return self.ray_ms - self.direct_ms
+
+    def cells(self) -> tuple[str, ...]:
+        """Call, direct ms, via-Ray ms and overhead ms, formatted for a table."""
+        return (self.call, f"{self.direct_ms:.2f}", f"{self.ray_ms:.2f}", f"{self.overhead_ms:.2f}")
 
 
 @contextmanager

@@ -115,6 +115,18 @@ class RolloutBenchRow:
         """Measured over ideal throughput."""
         return self.steps_per_s / self.ideal_steps_per_s if self.ideal_steps_per_s else 0.0
 
+    def cells(self) -> tuple[str, ...]:
+        """Phones, mode, env steps/s, ideal steps/s, % of ideal, policy idle and mean batch, formatted for a table."""
+        return (
+            str(self.phones),
+            self.mode,
+            f"{self.steps_per_s:.1f}",
+            f"{self.ideal_steps_per_s:.1f}",
+            f"{100 * self.efficiency:.1f}%",
+            f"{100 * self.idle_fraction:.1f}%",
+            f"{self.mean_batch:.2f}",
+        )
+
 
 async def _run_one(
     phones: int, mode: Literal["async", "sync"], seconds: float, latency: LatencyModel, base_s: float, per_item_s: float

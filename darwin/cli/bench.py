@@ -3,12 +3,12 @@
     darwin bench sim | adb | ray | rollout | model | policy | learner --help
 
 Each command imports its benchmark module when it runs (torch, Ray and adb stay out of
-``darwin --help``); :mod:`darwin.cli.main` adds the group to ``darwin``.
+``darwin --help``); ``learner`` lives in :mod:`darwin.cli.bench_learner`;
+:mod:`darwin.cli.main` adds the group to ``darwin``.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from darwin.cli.bench_learner import bench_learner
 from darwin.cli.common import parse_int_list, parse_size
 
 if TYPE_CHECKING:
@@ -29,6 +30,9 @@ console = Console()
 @click.group()
 def bench() -> None:
     """Benchmarks that back docs/benchmarks.md."""
+
+
+bench.add_command(bench_learner)
 
 
 @bench.command("rollout")
@@ -57,15 +61,7 @@ def bench_rollout_cmd(phone_counts: str, scaling: str, seconds: float, time_scal
     for col in ("phones", "mode", "env steps/s", "ideal N/latency", "% of ideal", "policy idle", "mean batch"):
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(
-            str(r.phones),
-            r.mode,
-            f"{r.steps_per_s:.1f}",
-            f"{r.ideal_steps_per_s:.1f}",
-            f"{100 * r.efficiency:.1f}%",
-            f"{100 * r.idle_fraction:.1f}%",
-            f"{r.mean_batch:.2f}",
-        )
+        table.add_row(*r.cells())
     console.print(table)
     for n in parse_int_list(phone_counts, "phone counts", allow_empty=True):
         by_mode = {r.mode: r for r in rows if r.phones == n and r.mode in ("async", "sync")}
@@ -93,31 +89,23 @@ def bench_ray_cmd(phone_counts: str, seconds: float, hop_calls: int, hosts_per_n
     for col in ("phones", "placement", "hosts", "env steps/s", "episodes", "driver CPU ms/step"):
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(
-            str(r.phones),
-            r.placement,
-            str(r.hosts or "-"),
-            f"{r.steps_per_s:.1f}",
-            str(r.episodes),
-            f"{r.driver_cpu_ms_per_step:.2f}",
-        )
+        table.add_row(*r.cells())
     console.print(table)
     hop = Table(title="the Ray hop: mean per call, one phone, calls in sequence")
     for col in ("call", "direct ms", "via Ray ms", "overhead ms"):
         hop.add_column(col, justify="right")
     for h in hops:
-        hop.add_row(h.call, f"{h.direct_ms:.2f}", f"{h.ray_ms:.2f}", f"{h.overhead_ms:.2f}")
+        hop.add_row(*h.cells())
     console.print(hop)
-    _bench_lines([*rows, *hops])
+    _echo_json_lines([*rows, *hops])
 
 
-def _bench_lines(rows: Sequence[DataclassInstance]) -> None:
+def _echo_json_lines(results: Sequence[DataclassInstance]) -> None:
     """One JSON line per result (machine-readable; docs/benchmarks.md quotes them)."""
-    import dataclasses
-    import json
+    from darwin.bench.results import json_lines
 
-    for row in rows:
-        click.echo(json.dumps(dataclasses.asdict(row)))
+    for line in json_lines(results):
+        click.echo(line)
 
 
 @bench.command("model")
@@ -139,7 +127,7 @@ def bench_model(family: str, preset: str, batch: int, new_tokens: int, repeats: 
     from darwin.models.config import TinyVLMConfig
 
     families = ["qwen2_vl", "qwen2_5_vl"] if family == "both" else [family]
-    _bench_lines(
+    _echo_json_lines(
         [
             benchmark(
                 TinyVLMConfig.preset(preset, family=f, screen_width=screen[0], screen_height=screen[1]),  # type: ignore[arg-type]  # click's Choice gives one of the presets
@@ -167,7 +155,7 @@ def bench_policy(
     from darwin.models.config import TinyVLMConfig
 
     sizes = parse_int_list(batches, "batch sizes")
-    _bench_lines(
+    _echo_json_lines(
         benchmark(
             TinyVLMConfig.preset(preset, family=family),
             sizes,
@@ -176,190 +164,6 @@ def bench_policy(
             device=device,
         )
     )
-
-
-@bench.command("learner")
-@click.option("--steps", default=256, show_default=True, type=click.IntRange(1), help="sampled steps per update")
-@click.option("--steps-per-episode", default=8, show_default=True, type=click.IntRange(1))
-@click.option(
-    "--screen",
-    default=None,
-    callback=lambda c, p, v: None if v is None else parse_size(v),
-    help="WxH, multiples of 28 [default: 252x560; 504x1120 with --rows paper]",
-)
-@click.option("--new-tokens", default=16, show_default=True, type=click.IntRange(1))
-@click.option("--critic", "critics", default="separate", show_default=True, help="comma-separated: separate, shared")
-@click.option("--phase", "phases", default="ppo", show_default=True, help="comma-separated: ppo, warmup")
-@click.option("--micro", "micros", default="8", show_default=True, help="comma-separated micro-batch sizes")
-@click.option("--mini", default=32, show_default=True, type=click.IntRange(1))
-@click.option("--epochs", default=4, show_default=True, type=click.IntRange(1))
-@click.option("--family", default="qwen2_vl", show_default=True, type=click.Choice(["qwen2_vl", "qwen2_5_vl"]))
-@click.option("--device", default="cpu", show_default=True)
-@click.option(
-    "--backend",
-    default="local",
-    show_default=True,
-    type=click.Choice(["local", "verl"]),
-    help="verl: VerlLearner on --workers CPU processes (gloo) or GPUs; reports tokens/s and MFU",
-)
-@click.option(
-    "--workers", default=2, show_default=True, type=click.IntRange(1), help="verl: workers (CPU processes or GPUs)"
-)
-@click.option(
-    "--size",
-    default="tiny",
-    show_default=True,
-    type=click.Choice(["tiny", "1b", "2b"]),
-    help="verl: the model (1b, 2b: Qwen2.5-VL-shaped with Qwen's vocabulary, random weights)",
-)
-@click.option(
-    "--rows",
-    default="sampled",
-    show_default=True,
-    type=click.Choice(["sampled", "paper"]),
-    help="verl: rows the tiny policy samples, or the paper preset's shape (UI-TARS-1.5 prompts with history, "
-    "504x1120 screenshots unless --screen says otherwise)",
-)
-@click.option(
-    "--token-budget",
-    default=None,
-    type=click.IntRange(1),
-    help="verl: token-budgeted micro-batches of at most this many tokens per worker (VerlConfig.max_token_len_per_gpu)",
-)
-@click.option(
-    "--remove-padding/--keep-padding",
-    default=None,
-    help="verl: pack rows without padding (default: where flash-attn is installed on a GPU)",
-)
-@click.option(
-    "--gradient-checkpointing/--no-gradient-checkpointing",
-    default=True,
-    show_default=True,
-    help="verl: recompute activations in the backward pass",
-)
-@click.option("--offload", is_flag=True, help="verl: parameters and optimizer states leave the GPU between calls")
-@click.option(
-    "--profile",
-    is_flag=True,
-    help="one update of an experiment's learner on a fixed recorded batch, phase by phase (docs/benchmarks.md)",
-)
-@click.option("--experiment", default="examples/spa_bench.py", show_default=True, help="--profile: the experiment file")
-@click.option("--preset", default="default", show_default=True, help="--profile: the experiment's preset")
-@click.option(
-    "--variant",
-    "variants",
-    default="plain,frozen",
-    show_default=True,
-    help="--profile: comma-separated: plain (vision tower trained), frozen (learner.freeze_vision), "
-    "shared and frozen-shared (the same with learner.critic=shared), critic-frozen "
-    "(learner.critic_freeze_vision); each also as <name>-unshared-prefix",
-)
-@click.option(
-    "--warm-cache",
-    is_flag=True,
-    help="--profile: the image-feature caches hold the batch's screenshots before the timed update, as in a run",
-)
-@click.option(
-    "--repeats", default=3, show_default=True, type=click.IntRange(1), help="--profile: updates per variant (median)"
-)
-def bench_learner(
-    steps: int,
-    steps_per_episode: int,
-    screen: tuple[int, int] | None,
-    new_tokens: int,
-    critics: str,
-    phases: str,
-    micros: str,
-    mini: int,
-    epochs: int,
-    family: str,
-    device: str,
-    backend: str,
-    workers: int,
-    size: str,
-    rows: str,
-    token_budget: int | None,
-    remove_padding: bool | None,
-    gradient_checkpointing: bool,
-    offload: bool,
-    profile: bool,
-    experiment: str,
-    preset: str,
-    variants: str,
-    warm_cache: bool,
-    repeats: int,
-) -> None:
-    """One learner update on sampled tiny-model steps: time per stage, peak memory (docs/learner.md); with
-    --profile, an experiment's learner on a recorded batch, phase by phase; with --backend verl, verl's FSDP
-    workers: tokens/s and MFU (docs/scale.md)."""
-    from darwin.bench.learner import PAPER_SCREEN, VARIANTS, run, run_verl
-    from darwin.bench.learner import profile as run_profile
-
-    if screen is None:
-        screen = PAPER_SCREEN if rows == "paper" else (252, 560)
-
-    started = time.perf_counter()
-    if profile:
-        from darwin.run.load import load_experiment
-
-        names = [v.strip() for v in variants.split(",") if v.strip()]
-        unknown = sorted(set(names) - set(VARIANTS))
-        if unknown or not names:
-            raise click.BadParameter(
-                f"unknown variant(s) {unknown}; choose from {sorted(VARIANTS)}", param_hint="--variant"
-            )
-        config = load_experiment(experiment, preset)
-        _bench_lines(run_profile(config.learner, tuple(names), steps=steps, repeats=repeats, warm_cache=warm_cache))
-        click.echo(f'{{"wall_s": {time.perf_counter() - started:.1f}}}')
-        return
-    if backend == "verl":
-        phase_list = [p.strip() for p in phases.split(",") if p.strip()]
-        if sorted(set(phase_list) - {"ppo", "warmup"}):
-            raise click.BadParameter("--phase takes ppo,warmup")
-        _bench_lines(
-            run_verl(
-                steps=steps,
-                per_episode=steps_per_episode,
-                screen=screen,
-                new_tokens=new_tokens,
-                phases=tuple(phase_list),
-                mini=mini,
-                epochs=epochs,
-                family=family,
-                device=device,
-                workers=workers,
-                size=size,
-                micro=parse_int_list(micros, "micro-batch sizes")[0],
-                rows=rows,
-                token_budget=token_budget,
-                remove_padding=remove_padding,
-                gradient_checkpointing=gradient_checkpointing,
-                offload=offload,
-            )
-        )
-        click.echo(f'{{"wall_s": {time.perf_counter() - started:.1f}}}')
-        return
-    critic_list = [c.strip() for c in critics.split(",") if c.strip()]
-    phase_list = [p.strip() for p in phases.split(",") if p.strip()]
-    bad = sorted(set(critic_list) - {"separate", "shared"}) + sorted(set(phase_list) - {"ppo", "warmup"})
-    if bad:
-        raise click.BadParameter(f"unknown value(s) {bad}: --critic takes separate,shared and --phase ppo,warmup")
-    _bench_lines(
-        run(
-            steps=steps,
-            per_episode=steps_per_episode,
-            screen=screen,
-            new_tokens=new_tokens,
-            critics=tuple(critic_list),
-            phases=tuple(phase_list),
-            micros=tuple(parse_int_list(micros, "micro-batch sizes")),
-            mini=mini,
-            epochs=epochs,
-            family=family,
-            device=device,
-        )
-    )
-    click.echo(f'{{"wall_s": {time.perf_counter() - started:.1f}}}')
 
 
 @bench.command("sim")

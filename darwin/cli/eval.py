@@ -2,31 +2,28 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 if TYPE_CHECKING:
-    from darwin.envs.guard import ActionGuard
     from darwin.evaluate import EvalReport
-    from darwin.run.config import ExperimentConfig
+    from darwin.types import Trajectory
 from darwin.cli.common import (
     credentials_fail_cleanly,
     experiment_overrides,
     load_experiment_for_command,
     parse_size,
 )
+from darwin.cli.eval_output import episode_metrics_table, evaluate_with_progress, success_table
+from darwin.cli.eval_setup import eval_guard, eval_phones_and_workflow
 from darwin.run.build import AgentChoiceError, build_actors, experiment_actors
-from darwin.types import TerminationReason
 
 console = Console()
 
@@ -163,13 +160,10 @@ def eval_cmd(
     so two agents evaluated alike meet the same episodes (`darwin compare A.json B.json`).
     Prints greedy success, sampled success and pass@k per task and overall, then the episode
     metrics per task (SR, PR, SE, FC, OT and the L1-L4 stratum; docs/evaluation.md)."""
-    from darwin.envs.sim.perturb import PerturbationConfig
-    from darwin.evaluate import EvalProtocol, evaluate_paired, evaluation_phones
-    from darwin.run.build import build_eval_phones, build_workflow, sim_eval_phones
+    from darwin.evaluate import EvalProtocol, evaluate_paired
     from darwin.store import RunStore
     from darwin.task_registry import resolve_tasks
     from darwin.types import TaskDefinitionError
-    from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
     experiment = load_experiment_for_command(experiment_file, overrides) if experiment_file else None
     if experiment is None and overrides:
@@ -236,103 +230,41 @@ def eval_cmd(
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     run_path = Path(run_dir or f"runs/eval-{stamp}")
     store = RunStore(db, screenshot_dir=run_path / "screenshots") if db else RunStore.for_run_dir(run_path)
-    if experiment is not None:  # the experiment's evaluation phones (perturbation, reset between episodes)
-        if no_perturb:
-            experiment = experiment.model_copy(
-                update={
-                    "phones": experiment.phones.model_copy(update={"perturbation": PerturbationConfig(enabled=False)})
-                }
-            )
-        envs = build_eval_phones(experiment) if experiment.phones.kind == "sim" else sim_eval_phones(experiment, phones)
-    else:  # Chinese task instances on a Chinese UI, as in an experiment's default
-        envs = evaluation_phones(seed or 0, phones, perturbation=PerturbationConfig(enabled=not no_perturb))
-    if experiment is not None:  # the experiment's own workflow, verifier and reward settings
-        workflow = build_workflow(experiment, observation_size, evaluation=True)
-    else:
-        workflow = LifecycleWorkflow(
-            config=StepConfig(observation_size=observation_size, end_on_success=end_on_success)
-        )
-    guard = _eval_guard(experiment, guard_name)
+    envs, workflow = eval_phones_and_workflow(
+        experiment,
+        phones,
+        seed,
+        no_perturb=no_perturb,
+        observation_size=observation_size,
+        end_on_success=end_on_success,
+    )
+    guard = eval_guard(experiment, guard_name)
     if guard is not None:
         console.print(guard.describe(), highlight=False, soft_wrap=True)
     run_id = store.start_run(f"eval {agent_spec}", config=None)
-    total = len(chosen) * phones * protocol.episodes_per_instance
     started = time.perf_counter()
-    with Progress(
-        TextColumn("[bold]eval[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        bar = progress.add_task(f"{agent_spec} on {phones} phones", total=total)
 
-        async def run() -> EvalReport:
-            try:
-                return await evaluate_paired(
-                    chosen,
-                    envs,
-                    actors.make,
-                    protocol,
-                    workflow,
-                    store,
-                    run_id,
-                    on_episode=lambda t: progress.advance(bar),
-                    guard=guard,
-                )
-            finally:
-                if actors.aclose is not None:
-                    await actors.aclose()
+    async def run(on_episode: Callable[[Trajectory], None]) -> EvalReport:
+        try:
+            return await evaluate_paired(
+                chosen, envs, actors.make, protocol, workflow, store, run_id, on_episode=on_episode, guard=guard
+            )
+        finally:
+            if actors.aclose is not None:
+                await actors.aclose()
 
-        with credentials_fail_cleanly():
-            report = asyncio.run(run())
+    total = len(chosen) * phones * protocol.episodes_per_instance
+    report = evaluate_with_progress(console, f"{agent_spec} on {phones} phones", total, run)
     elapsed = time.perf_counter() - started
-    from rich import box
-
-    ks = [k for k in (1, 2, 4, 8) if k <= protocol.samples]
-    table = Table(
-        title=f"{agent_spec}: success per task on {phones} phone(s), "
-        f"{'1 greedy + ' if protocol.greedy else ''}{protocol.samples} sampled episode(s) each",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
-        collapse_padding=True,
-        caption_justify="left",
-        caption="pass@1 is the sampled success; n: sampled episodes; lost: not scored (goal held at the start, "
-        "infrastructure truncations, unverified, errors); steps: mean per sampled episode",
-    )
-    table.add_column("task", overflow="fold")
-    for col in ("greedy", *(f"pass@{k}" for k in ks), "n", "lost", "steps"):
-        table.add_column(col, justify="right", no_wrap=True)
-
-    def pct(value: float | None) -> str:
-        return "-" if value is None else f"{100 * value:.0f}%"
-
-    for task_id, score in [*report.per_task.items(), ("overall", report.overall)]:
-        summary = report.summary(None if task_id == "overall" else task_id)
-        mean_steps = report.mean_steps(None if task_id == "overall" else task_id)
-        table.add_row(
-            task_id,
-            pct(summary.greedy),
-            *(pct(summary.pass_at.get(k)) for k in ks),
-            str(score.episodes),
-            str(score.already_done + score.infra_truncated + score.unverified + score.errors),
-            f"{mean_steps:.1f}",
-        )
-    console.print(table)
-    blocked = Counter(
-        t.task.id
-        for t in report.trajectories
-        if t.termination is not None and t.termination.reason == TerminationReason.BLOCKED
-    )
+    console.print(success_table(report, protocol, agent_spec, phones))
+    blocked = report.blocked_per_task()
     if blocked:
         console.print(
             f"blocked by the action guard (counted as failures): {sum(blocked.values())} episode(s): "
             + ", ".join(f"{task} {n}" for task, n in sorted(blocked.items())),
             highlight=False,
         )
-    console.print(_metrics_table(report))
+    console.print(episode_metrics_table(report))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(
@@ -344,58 +276,3 @@ def eval_cmd(
         f"{report.phone_s:.0f} phone-s); run {run_id} stored in {store.url.render_as_string(hide_password=True)}"
     )
     store.close()
-
-
-def _eval_guard(experiment: ExperimentConfig | None, guard_name: str | None) -> ActionGuard | None:
-    """The guard of ``--guard`` (``off``: none), else the experiment's ``phones.guard``; none
-    without either (the evaluation phones are SimPhones)."""
-    from darwin.components import ComponentError, ComponentSpec, build_component
-    from darwin.envs.guard import ActionGuard, GuardError
-    from darwin.problems import ExperimentError
-    from darwin.run.build import build_guard
-
-    try:
-        if guard_name == "off":
-            return None
-        if guard_name is not None:
-            guard = build_component("guard", ComponentSpec(name=guard_name))
-            assert isinstance(guard, ActionGuard)  # build_component checked the class
-            return guard
-        return None if experiment is None else build_guard(experiment)
-    except (ComponentError, ExperimentError, GuardError) as exc:
-        raise click.BadParameter(str(exc), param_hint="--guard") from None
-
-
-def _metrics_table(report: EvalReport) -> Table:
-    """The episode metrics per task in at most 80 columns (docs/evaluation.md, "Episode metrics")."""
-    from rich import box
-
-    from darwin.algos.task_metrics import stratum_counts
-
-    def pct(value: float | None) -> str:
-        return "-" if value is None else f"{100 * value:.0f}%"
-
-    table = Table(
-        title="episode metrics per task",
-        box=box.SIMPLE_HEAD,
-        caption_justify="left",
-        caption="n: measured episodes; SR success, PR progress, SE side effects (% of episodes); FC false "
-        "completions, OT over-time episodes (counts); L: MobileGym stratum. Strata: "
-        + ", ".join(f"{s} {n}" for s, n in stratum_counts(report.strata).items()),
-    )
-    table.add_column("task", overflow="fold")
-    for col in ("n", "SR", "PR", "SE", "FC", "OT", "L"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for task_id, m in [*report.task_metrics.items(), ("overall", report.metrics_of(None))]:
-        level = (m.stratum or "-") if task_id != "overall" else ""
-        table.add_row(
-            task_id,
-            str(m.measured),
-            pct(m.success_rate),
-            pct(m.progress_rate),
-            pct(m.side_effect_rate),
-            str(m.false_completions),
-            str(m.over_time),
-            level,
-        )
-    return table

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,130 +23,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from darwin.cli.common import parse_size
+from darwin.cli.judge_options import judge_options, judges_from_options, parse_device_size
 
 __all__ = ["judge"]
 
 _LANGUAGES = {"ENG": "English", "CHN": "Chinese"}
-
-
-def _size(text: str | None) -> tuple[int, int] | None:
-    return None if text is None else parse_size(text, example="1080x2400", max_size=None)
-
-
-def _judge_options(default_configs: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    options = [
-        click.option(
-            "--config",
-            "configs",
-            multiple=True,
-            metavar="PRESET|FILE",
-            help=f"a judge configuration: a preset (final_state, trajectory, marked, purpose, summary, marked_summary, all) or a YAML/JSON file of llm_judge fields; repeat for several  [default: {default_configs}]",
-        ),
-        click.option(
-            "--model",
-            default=None,
-            help="LiteLLM model name, e.g. gemini/gemini-2.5-flash or openai/<served-name> with --api-base  [default: gemini/gemini-2.5-flash]",
-        ),
-        click.option("--api-base", default=None, help="base URL of an OpenAI-compatible server (vLLM, ...)"),
-        click.option(
-            "--api-key-env",
-            default=None,
-            help="name of the environment variable holding the key  [default: the provider's standard one]",
-        ),
-        click.option(
-            "--temperature",
-            default=None,
-            type=click.FloatRange(0.0, 2.0),
-            help="sampling temperature  [default: the provider's]",
-        ),
-        click.option(
-            "--samples",
-            default=None,
-            type=click.IntRange(1, 15),
-            help="answers per verdict, majority decides  [default: 1]",
-        ),
-        click.option(
-            "--max-images", default=None, type=click.IntRange(1, 64), help="screenshots per request  [default: 8]"
-        ),
-        click.option(
-            "--max-side",
-            default=None,
-            type=click.IntRange(64, 4096),
-            help="longest screenshot side in pixels  [default: 768]",
-        ),
-        click.option("--show-reasoning", is_flag=True, default=False, help="show the agent's own words to the judge"),
-        click.option(
-            "--concurrency", default=None, type=click.IntRange(1, 1024), help="requests in flight  [default: 8]"
-        ),
-        click.option(
-            "--timeout",
-            default=None,
-            type=click.FloatRange(0.1, 3600.0),
-            help="seconds per request attempt  [default: 60]",
-        ),
-        click.option(
-            "--attempts",
-            default=None,
-            type=click.IntRange(1, 20),
-            help="attempts per request (transient errors)  [default: 4]",
-        ),
-        click.option(
-            "--device-size",
-            default=None,
-            help="phone pixels WIDTHxHEIGHT for runs stored without them (schema < 3)  [default: 1080x2400]",
-        ),
-        click.option("--seed", default=0, show_default=True, type=int, help="seed of the bootstrap intervals"),
-        click.option(
-            "--resamples", default=1000, show_default=True, type=click.IntRange(50), help="bootstrap resamples"
-        ),
-        click.option(
-            "--show",
-            default=20,
-            show_default=True,
-            type=click.IntRange(0),
-            help="disagreeing episodes printed per configuration",
-        ),
-    ]
-
-    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
-        for option in reversed(options):
-            f = option(f)
-        return f
-
-    return decorate
-
-
-def _judges(configs: Sequence[str], o: dict[str, Any]):  # noqa: ANN202 - dict[str, LLMJudge], imported lazily
-    from darwin.policies.litellm import PolicyAuthError
-    from darwin.verifiers.judge.calibration import build_judges
-    from darwin.verifiers.judge.llm_judge import JudgeConfigError
-
-    llm = {
-        "model": o["model"],
-        "api_base": o["api_base"],
-        "api_key_env": o["api_key_env"],
-        "temperature": o["temperature"],
-        "timeout_s": o["timeout"],
-        "max_attempts": o["attempts"],
-        "max_concurrency": o["concurrency"],
-    }
-    try:
-        judges = build_judges(
-            configs,
-            llm,
-            samples=o["samples"],
-            max_images=o["max_images"],
-            max_side=o["max_side"],
-            show_reasoning=o["show_reasoning"] or None,
-        )
-        for j in judges.values():
-            j.preflight()
-    except JudgeConfigError as exc:
-        raise click.BadParameter(str(exc), param_hint="--config/--model") from None
-    except PolicyAuthError as exc:
-        raise click.ClickException(str(exc)) from None
-    return judges
 
 
 def _run(judges, cases, out: Path, console: Console):  # noqa: ANN001, ANN202 - darwin.verifiers.judge.calibration types, imported lazily
@@ -223,7 +104,7 @@ def judge() -> None:
 
 @judge.command("calibrate")
 @click.argument("sources", nargs=-1, required=True)
-@_judge_options("all seven presets")
+@judge_options("all seven presets")
 @click.option(
     "--out",
     default="judge-calibration.json",
@@ -256,7 +137,7 @@ def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, run_
     from darwin.verifiers.judge.llm_judge import PAPER_TABLE3, PRESETS
 
     console = Console()
-    device_size = _size(o["device_size"])
+    device_size = parse_device_size(o["device_size"])
     cases = []
     for source in sources:
         try:
@@ -275,7 +156,7 @@ def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, run_
     keys = [c.key for c in cases]
     if len(set(keys)) != len(keys):
         raise click.ClickException("the same episode appears in two sources. Fix: pass each run or label file once")
-    judges = _judges(configs or tuple(PRESETS), o)
+    judges = judges_from_options(configs or tuple(PRESETS), o)
     results = _run(judges, cases, Path(out), console)
     report: dict[str, Any] = {
         "sources": list(sources),
@@ -313,7 +194,7 @@ def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, run_
 
 @judge.command("review")
 @click.argument("run_dir", type=click.Path(file_okay=False))
-@_judge_options("marked")
+@judge_options("marked")
 @click.option(
     "--out", default=None, type=click.Path(dir_okay=False), help="JSON report  [default: RUN_DIR/judge-review.json]"
 )
@@ -330,6 +211,7 @@ def review(run_dir: str, configs: tuple[str, ...], out: str | None, record: bool
         agreement_counts,
         judge_metrics,
         load_run_cases,
+        record_judge_verdicts,
     )
 
     console = Console()
@@ -344,12 +226,12 @@ def review(run_dir: str, configs: tuple[str, ...], out: str | None, record: bool
             f"{run_dir} holds no {DB_FILENAME}. Fix: pass a directory written by `darwin run` or `darwin eval`"
         )
     try:
-        cases = load_run_cases(db, labels="stored", device_size=_size(o["device_size"]))
+        cases = load_run_cases(db, labels="stored", device_size=parse_device_size(o["device_size"]))
     except LabelSourceError as exc:
         raise click.ClickException(str(exc)) from None
     if not cases:
         raise click.ClickException(f"{run_dir}: no finished, scored episode to review")
-    judges = _judges(configs or ("marked",), o)
+    judges = judges_from_options(configs or ("marked",), o)
     ((name, the_judge),) = judges.items()
     out_path = Path(out) if out else Path(run_dir) / "judge-review.json"
     judged = _run(judges, cases, out_path, console)[name]
@@ -370,7 +252,7 @@ def review(run_dir: str, configs: tuple[str, ...], out: str | None, record: bool
     wrong = _disagreements(console, name, judged, o["show"])
     usage = _usage_line(console, judged)
     if record:
-        recorded = _record(db, judged, the_judge.describe())
+        recorded = record_judge_verdicts(db, judged, the_judge.describe())
         console.print(f"recorded {recorded} judge verdict(s) in {db}", highlight=False)
     report = {
         "run_dir": run_dir,
@@ -382,38 +264,3 @@ def review(run_dir: str, configs: tuple[str, ...], out: str | None, record: bool
     }
     out_path.write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     console.print(f"report: {out_path}", highlight=False)
-
-
-def _record(db: Path, judged: Sequence[Any], config: dict[str, Any]) -> int:
-    """Store the judge's verdicts (once per episode, phase and judge fingerprint)."""
-    from darwin.store import RunStore
-    from darwin.types import Phase
-
-    n = 0
-    with RunStore(db, screenshot_dir=db.parent / "screenshots") as store:
-        for r in judged:
-            have = [
-                v
-                for v in store.verdicts(r.episode_id)
-                if v.verifier_kind == "llm_judge"
-                and v.phase.value == r.phase
-                and isinstance(v.verifier_config, dict)
-                and v.verifier_config.get("fingerprint") == config["fingerprint"]
-            ]
-            if have:
-                continue
-            store.record_verdict(
-                r.episode_id,
-                Phase(r.phase),
-                "llm_judge",
-                r.success,
-                None if r.success is None else float(r.success),
-                r.reason,
-                prompt_tokens=r.prompt_tokens,
-                completion_tokens=r.completion_tokens,
-                cost_usd=r.cost_usd,
-                requests=r.requests,
-                verifier_config=config,
-            )
-            n += 1
-    return n

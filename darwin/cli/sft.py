@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from darwin.cli.common import experiment_overrides, load_experiment_for_command, parse_size
-
-if TYPE_CHECKING:
-    from darwin.sft.training import HeldoutMetrics, StepStats
+from darwin.cli.common import experiment_overrides, parse_size
 
 console = Console()
 
@@ -152,7 +147,7 @@ def sft_cmd(
     seed: int | None,
     task_names: str | None,
     observation_size: tuple[int, int] | None,
-    preset: str | None,
+    preset: Literal["A", "B"] | None,
     stop_threshold: float | None,
     eval_every: int | None,
     threads: int | None,
@@ -217,122 +212,27 @@ def sft_cmd(
         )
         return
 
-    import yaml
-    from pydantic import ValidationError
-    from rich.progress import TimeRemainingColumn
+    from darwin.cli.warm_start import warm_start_command
 
-    from darwin.agents.warm_start import SFT_FILE
-    from darwin.cli.finetune import evaluate_and_record
-    from darwin.models.config import TinyVLMConfig
-    from darwin.sft.config import SFTConfig
-    from darwin.sft.training import train_sft
-
-    if experiment_file and config_file:
-        raise click.BadParameter(
-            "pass --experiment or --config, not both (the experiment holds its SFTConfig)", param_hint="--config"
-        )
-    if overrides and not experiment_file:
-        raise click.BadParameter("--set needs --experiment", param_hint="--set")
-    if out is not None and (Path(out) / SFT_FILE).exists() and not force:  # before anything slow or strict
-        raise click.BadParameter(
-            f"{out}: it already holds a checkpoint; pass --force to overwrite it or choose another --out",
-            param_hint="--out",
-        )
-    experiment = load_experiment_for_command(experiment_file, overrides) if experiment_file else None
-    data: dict[str, object] = {} if experiment is None else experiment.sft.model_dump()
-    if config_file:
-        try:
-            loaded = yaml.safe_load(Path(config_file).read_text(encoding="utf-8"))  # JSON is YAML
-        except yaml.YAMLError as exc:
-            raise click.BadParameter(f"{config_file}: {exc}", param_hint="--config") from None
-        if not isinstance(loaded, dict):
-            raise click.BadParameter(f"{config_file}: expected a mapping of SFTConfig fields", param_hint="--config")
-        data.update(loaded)
-    flags = {
-        "steps": steps,
-        "episodes": episodes,
-        "phones": phones,
-        "batch_size": batch_size,
-        "lr": lr,
-        "seed": seed,
-        "model_seed": seed,
-        "observation_size": observation_size,
-        "stop_threshold": stop_threshold,
-        "eval_every": eval_every,
-        "threads": threads,
-    }
-    data.update({k: v for k, v in flags.items() if v is not None})
-    if task_names:
-        data["tasks"] = tuple(n.strip() for n in task_names.split(",") if n.strip())
-    if preset is not None:
-        w, h = data.get("observation_size") or SFTConfig.model_fields["observation_size"].default  # type: ignore[misc]  # observation_size is a (W, H) pair, validated by SFTConfig
-        data["model"] = TinyVLMConfig.preset(preset, screen_width=w, screen_height=h)  # type: ignore[arg-type]  # click's Choice gives one of the presets
-    try:
-        config = SFTConfig.model_validate(data)
-    except ValidationError as exc:
-        raise click.BadParameter(str(exc), param_hint="--config/flags") from None
-    if out is None:  # the experiment's cache entry is what `darwin run` looks up (darwin.sft.cache)
-        out = (
-            "runs/sft" if experiment is None else str(Path(experiment.cache_dir) / f"warm-start-{config.config_hash()}")
-        )
-    out_path = Path(out)
-    if (out_path / SFT_FILE).exists() and not force:
-        what = (
-            "the experiment's warm start is already built"
-            if experiment is not None
-            else "it already holds a checkpoint"
-        )
-        raise click.BadParameter(
-            f"{out_path}: {what}; pass --force to overwrite it or choose another --out", param_hint="--out"
-        )
-    w, h = config.observation_size
-    console.print(
-        f"SFT config {config.config_hash()}: {config.episodes} episodes on {config.phones} phones ({', '.join(config.tasks)}), {w}x{h} screens, {config.steps} steps of batch {config.batch_size}, lr {config.lr:g}"
+    warm_start_command(
+        console,
+        out=out,
+        config_file=config_file,
+        experiment_file=experiment_file,
+        overrides=overrides,
+        steps=steps,
+        episodes=episodes,
+        phones=phones,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        task_names=task_names,
+        observation_size=observation_size,
+        preset=preset,
+        stop_threshold=stop_threshold,
+        eval_every=eval_every,
+        threads=threads,
+        eval_episodes=eval_episodes,
+        eval_phones=eval_phones,
+        force=force,
     )
-
-    columns = (
-        TextColumn("[bold]sft[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]}"),
-        TextColumn("{task.fields[tps]} tok/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        bar = progress.add_task("demonstrations", total=config.steps, loss="-", tps="-")
-
-        def on_step(s: StepStats) -> None:
-            progress.update(
-                bar, completed=s.step, description="training", loss=f"{s.loss:.4f}", tps=f"{s.tokens_per_s:,.0f}"
-            )
-
-        def on_heldout(m: HeldoutMetrics) -> None:
-            progress.console.print(
-                f"held-out at step {m.step}: loss {m.loss:.4f}, sequence prob {m.sequence_prob:.3f}"
-                + (
-                    ""
-                    if m.greedy_match is None
-                    else f", greedy exact {m.greedy_match:.3f}, greedy action {m.greedy_action_match:.3f}"
-                )
-            )
-
-        result = train_sft(
-            config,
-            out_path,
-            on_step=on_step,
-            on_heldout=on_heldout,
-            on_phase=lambda name: progress.update(bar, description=name),
-        )
-    meta = result.metadata
-    data_stats, wall, training = meta["data"]["train"], meta["wall_time_s"], meta["training"]
-    console.print(
-        f"{data_stats['steps']} demonstration steps from {data_stats['episodes']} episodes ({data_stats['unique_screens']} distinct screens); {training['steps_run']} steps{' (stopped early)' if training['stopped_early'] else ''}; loss {training['first_loss']:.3f} -> {training['final_loss']:.4f}"
-    )
-    load = meta["machine"]["load_average_1m"]
-    console.print(
-        f"wall time {wall['total_s']:.0f}s (demonstrations {wall['demonstrations_s']:.0f}s, encoding {wall['encoding_s']:.0f}s, training {wall['training_s']:.0f}s) on {config.threads} thread(s), process CPU {wall['process_cpu_s']:.0f}s, 1-min load average {load[0]} -> {load[1]} on {meta['machine']['cpu_count']} cores; checkpoint in {out_path}"
-    )
-    if eval_episodes == 0:
-        return
-    evaluate_and_record(console, out_path, meta, config.tasks, eval_phones, eval_episodes)

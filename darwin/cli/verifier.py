@@ -13,32 +13,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import click
 import numpy as np
 
-from darwin.algos.classification import MetricsWithIntervals
+from darwin.algos.classification import Interval, MetricsWithIntervals
 from darwin.cli.common import parse_size
 
 __all__ = ["verifier"]
-
-
-def _fmt(m: MetricsWithIntervals) -> list[str]:
-    def cell(i) -> str:  # noqa: ANN001 - an Interval
-        return "-" if np.isnan(i.value) else f"{i.value:.3f} [{i.low:.2f}, {i.high:.2f}]"
-
-    return [cell(m.accuracy), cell(m.precision), cell(m.recall), cell(m.f1)]
 
 
 def _table(rows: list[tuple[str, int, int, MetricsWithIntervals]], title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    def cell(i: Interval) -> str:
+        return "-" if np.isnan(i.value) else f"{i.value:.3f} [{i.low:.2f}, {i.high:.2f}]"
+
     table = Table(title=title)
     for name in ("split", "examples", "positives", "accuracy", "precision", "recall", "F1"):
         table.add_column(name, justify="left" if name == "split" else "right")
-    for split, n, pos, metrics in rows:
-        table.add_row(split, str(n), str(pos), *_fmt(metrics))
+    for split, n, pos, m in rows:
+        table.add_row(split, str(n), str(pos), *(cell(i) for i in (m.accuracy, m.precision, m.recall, m.f1)))
     Console().print(table)
 
 
@@ -246,32 +243,6 @@ def train_cmd(
     click.echo(f"model and report.json in {out}")
 
 
-def audit_pairs(run_dir: str | Path) -> list[tuple[str, bool, bool]]:
-    """``(task_id, primary verdict, audit verdict)`` of every execution verdict a composite
-    verifier in audit mode stored in a run (both members verified)."""
-    from darwin.database import DB_FILENAME
-    from darwin.store import RunStore
-    from darwin.verifiers.composite import parse_audit
-
-    if not (Path(run_dir) / DB_FILENAME).is_file():
-        raise click.ClickException(f"{run_dir}: no {DB_FILENAME}; pass a run directory")
-    pairs: list[tuple[str, bool, bool]] = []
-    with RunStore.for_run_dir(run_dir) as store:
-        for run in store.runs():
-            for episode in store.episodes(run.run_id):
-                for v in store.verdicts(episode.episode_id):
-                    note = parse_audit(v.reason) if v.verifier_kind == "composite" else None
-                    if (
-                        note is None
-                        or note.auditor_success is None
-                        or v.success is None
-                        or v.phase.value != "execution"
-                    ):
-                        continue
-                    pairs.append((episode.task_id, bool(v.success), note.auditor_success))
-    return pairs
-
-
 @verifier.command("audit")
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
 @click.option("--seed", default=0, show_default=True, type=int, help="bootstrap resamples")
@@ -279,18 +250,15 @@ def audit_cmd(run_dir: str, seed: int) -> None:
     """How a reward verifier did during a run, against the verifier that audited it
     (``composite`` in ``audit`` mode, e.g. the learned verifier audited by the rule): its
     precision and recall per task and overall, the auditor's verdict taken as the truth."""
-    from darwin.algos.classification import bootstrap_metrics
+    from darwin.database import DB_FILENAME
+    from darwin.verifiers.audit import audit_metrics, audit_pairs
 
+    if not (Path(run_dir) / DB_FILENAME).is_file():
+        raise click.ClickException(f"{run_dir}: no {DB_FILENAME}; pass a run directory")
     pairs = audit_pairs(run_dir)
     if not pairs:
         raise click.ClickException(f"{run_dir}: no audited verdicts; train with verifier composite, mode 'audit'")
-    rng = np.random.default_rng(seed)
-    rows = []
-    for task in sorted({t for t, _, _ in pairs}) + ["overall"]:
-        chosen = [(p, a) for t, p, a in pairs if task in ("overall", t)]
-        predicted, actual = np.array([p for p, _ in chosen]), np.array([a for _, a in chosen])
-        rows.append((task, len(chosen), int(actual.sum()), bootstrap_metrics(predicted, actual, rng)))
-    _table(rows, f"reward verdicts of {run_dir} against their auditor")
+    _table(audit_metrics(pairs, seed), f"reward verdicts of {run_dir} against their auditor")
 
 
 @verifier.command("eval")
@@ -307,48 +275,23 @@ def audit_cmd(run_dir: str, seed: int) -> None:
     help="split: the training splits; task: a row per task and one for all (data the model never saw, "
     "e.g. a run's final screens from darwin verifier data --from-run)",
 )
-def eval_cmd(model_dir: str, data: str, train_tasks: str | None, threshold: float | None, rows_by: str) -> None:
+def eval_cmd(
+    model_dir: str, data: str, train_tasks: str | None, threshold: float | None, rows_by: Literal["split", "task"]
+) -> None:
     """Measure a trained verifier on a dataset, split as in training or by task (with the previous
     screens and marked last actions when the model was trained with them)."""
-    from darwin.algos.classification import bootstrap_metrics
-    from darwin.task_registry import resolve_tasks
-    from darwin.verifiers.learned.data import load_examples, load_image
-    from darwin.verifiers.learned.model import load_classifier
-    from darwin.verifiers.learned.training import (
-        assign_splits,
-        classifier_probabilities,
-        previous_screens,
-    )
+    from darwin.verifiers.learned.training import evaluate_saved_classifier
 
-    model, record = load_classifier(model_dir)
-    config = record.get("config", {})
-    names = train_tasks.split(",") if train_tasks else list(config.get("train_tasks", ["base8"]))
-    seed = int(config.get("seed", 0))
-    examples = load_examples(data)
-    if rows_by == "split":
-        groups = sorted(assign_splits(examples, {t.id for t in resolve_tasks(names)}, seed).items())
-    else:
-        by_task: dict[str, list[int]] = {}
-        for i, e in enumerate(examples):
-            by_task.setdefault(e.task_id, []).append(i)
-        groups = [*sorted(by_task.items()), ("all", list(range(len(examples))))]
-    chosen = float(threshold if threshold is not None else record["threshold"])
-    # every example scored once; each row resamples its own episodes
-    probs = classifier_probabilities(
-        model,
-        examples,
-        [load_image(data, e) for e in examples],
-        previous_screens(data, examples, model.history),
+    chosen, reports = evaluate_saved_classifier(
+        model_dir,
+        data,
+        train_tasks=train_tasks.split(",") if train_tasks else None,
+        threshold=threshold,
+        by=rows_by,
     )
-    labels = np.array([e.label for e in examples])
-    episodes = np.array([e.episode_id for e in examples])
-    rng = np.random.default_rng(seed)
-    rows = []
-    for split, idx in groups:
-        metrics = bootstrap_metrics(probs[idx] >= chosen, labels[idx], rng, groups=episodes[idx])
-        rows.append((split, len(idx), int(labels[idx].sum()), metrics))
-    _table(rows, f"{model_dir} on {data} (threshold {chosen:.3f})")
-    Path(model_dir, "eval.json").write_text(
-        json.dumps({s: {"examples": n, "positives": p, "f1": m.f1.value} for s, n, p, m in rows}, indent=2),
-        encoding="utf-8",
+    _table(
+        [(r.split, r.examples, r.positives, r.metrics) for r in reports],
+        f"{model_dir} on {data} (threshold {chosen:.3f})",
     )
+    figures = {r.split: {"examples": r.examples, "positives": r.positives, "f1": r.metrics.f1.value} for r in reports}
+    Path(model_dir, "eval.json").write_text(json.dumps(figures, indent=2), encoding="utf-8")

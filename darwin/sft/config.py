@@ -13,12 +13,20 @@ written into every checkpoint record, so bumping it invalidates old caches.
     ... except ValueError as err:
     ...     print("warmup_steps=10 must be below steps=5" in str(err))
     True
+
+:func:`sft_config_from_fields` builds one from fields (e.g. :func:`read_sft_config_file`'s)
+and the command line's flags, as ``darwin sft`` does:
+
+    >>> sft_config_from_fields({"steps": 100}, {"steps": 50, "lr": None}, preset="B").steps
+    50
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -182,3 +190,35 @@ class SFTConfig(BaseModel):
     def make_agent(self) -> TinyAgent:
         """The agent the model is trained for (and must be run with)."""
         return TinyAgent(self.agent, SlidingWindowMemory(self.memory))
+
+
+class SFTConfigFileError(ValueError):
+    """An SFTConfig file that is not a mapping of fields; the message names the file."""
+
+
+def read_sft_config_file(path: str | Path) -> dict[str, object]:
+    """The :class:`SFTConfig` fields of a JSON or YAML file (JSON is YAML); a file that does
+    not parse, or is not a mapping, raises :class:`SFTConfigFileError`."""
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise SFTConfigFileError(f"{path}: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise SFTConfigFileError(f"{path}: expected a mapping of SFTConfig fields")
+    return loaded
+
+
+def sft_config_from_fields(
+    fields: Mapping[str, object], flags: Mapping[str, object], *, preset: Literal["A", "B"] | None = None
+) -> SFTConfig:
+    """The validated :class:`SFTConfig` of ``fields`` with every flag that is not ``None`` put
+    over them; with ``preset``, the tiny model of that size preset at the resulting
+    observation size. A problem raises pydantic's ``ValidationError`` listing them all."""
+    data = dict(fields)
+    data.update({k: v for k, v in flags.items() if v is not None})
+    if preset is not None:
+        w, h = data.get("observation_size") or SFTConfig.model_fields["observation_size"].default  # type: ignore[misc]  # observation_size is a (W, H) pair, validated by SFTConfig
+        data["model"] = TinyVLMConfig.preset(preset, screen_width=w, screen_height=h)
+    return SFTConfig.model_validate(data)

@@ -194,9 +194,9 @@ def test_audit_reports_the_reward_verifier_against_its_auditor(tmp_path: Path) -
     from click.testing import CliRunner
 
     from darwin.cli.main import main
-    from darwin.cli.verifier import audit_pairs
     from darwin.store import RunStore
     from darwin.types import Phase
+    from darwin.verifiers.audit import audit_pairs
 
     task = get_task("settings_dark_theme")
     rows = [  # (reward verdict, auditor's verdict): 2 true positives, 1 false positive, 1 false negative, 1 true negative

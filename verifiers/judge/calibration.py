@@ -73,6 +73,7 @@ __all__ = [
     "load_cases",
     "load_csv_cases",
     "load_run_cases",
+    "record_judge_verdicts",
 ]
 
 DEFAULT_DEVICE_SIZE = (1080, 2400)
@@ -702,3 +703,37 @@ def usage_totals(judged: Iterable[JudgedCase]) -> dict[str, Any]:
         "completion_tokens": sum(r.completion_tokens for r in rows),
         "cost_usd": sum(priced) if priced else None,
     }
+
+
+def record_judge_verdicts(db: Path, judged: Iterable[JudgedCase], config: dict[str, Any]) -> int:
+    """Store the judge's verdicts in the run database ``db`` (verifier kind ``llm_judge``, with
+    tokens and cost), once per episode, phase and judge fingerprint (``config["fingerprint"]``);
+    returns how many were new."""
+    n = 0
+    with RunStore(db, screenshot_dir=db.parent / SCREENSHOT_DIRNAME) as store:
+        for r in judged:
+            have = [
+                v
+                for v in store.verdicts(r.episode_id)
+                if v.verifier_kind == "llm_judge"
+                and v.phase.value == r.phase
+                and isinstance(v.verifier_config, dict)
+                and v.verifier_config.get("fingerprint") == config["fingerprint"]
+            ]
+            if have:
+                continue
+            store.record_verdict(
+                r.episode_id,
+                Phase(r.phase),
+                "llm_judge",
+                r.success,
+                None if r.success is None else float(r.success),
+                r.reason,
+                prompt_tokens=r.prompt_tokens,
+                completion_tokens=r.completion_tokens,
+                cost_usd=r.cost_usd,
+                requests=r.requests,
+                verifier_config=config,
+            )
+            n += 1
+    return n

@@ -48,7 +48,7 @@ from darwin.verifiers.learned.data import (
     load_previous_image,
     split_of,
 )
-from darwin.verifiers.learned.model import SuccessClassifier
+from darwin.verifiers.learned.model import SuccessClassifier, load_classifier
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ __all__ = [
     "VerifierReport",
     "VerifierTrainConfig",
     "evaluate_classifier",
+    "evaluate_saved_classifier",
     "classifier_probabilities",
     "previous_screens",
     "swapped_goal_negatives",
@@ -315,6 +316,57 @@ def evaluate_classifier(
         resamples=resamples,
         groups=np.array([e.episode_id for e in examples]),
     )
+
+
+def evaluate_saved_classifier(
+    model_dir: str | Path,
+    data: str | Path,
+    *,
+    train_tasks: Sequence[str] | None = None,
+    threshold: float | None = None,
+    by: Literal["split", "task"] = "split",
+) -> tuple[float, list[SplitReport]]:
+    """The classifier saved in ``model_dir`` measured on the dataset ``data``: the threshold used
+    (``threshold``, else the model's) and a row per group, each with intervals from resampling
+    whole episodes. ``by="split"``: the training splits (``train_tasks``, else the model's
+    training tasks, with its split salt); ``by="task"``: a row per task, then ``all``. Every
+    example is scored once (with its previous screen when the model was trained with them)."""
+    from darwin.task_registry import resolve_tasks
+
+    model, record = load_classifier(model_dir)
+    config = record.get("config", {})
+    names = list(train_tasks) if train_tasks else list(config.get("train_tasks", ["base8"]))
+    seed = int(config.get("seed", 0))
+    examples = load_examples(data)
+    groups: list[tuple[str, list[int]]]
+    if by == "split":
+        groups = sorted(assign_splits(examples, {t.id for t in resolve_tasks(names)}, seed).items())
+    else:
+        by_task: dict[str, list[int]] = {}
+        for i, e in enumerate(examples):
+            by_task.setdefault(e.task_id, []).append(i)
+        groups = [*sorted(by_task.items()), ("all", list(range(len(examples))))]
+    chosen = float(threshold if threshold is not None else record["threshold"])
+    # every example scored once; each row resamples its own episodes
+    probs = classifier_probabilities(
+        model,
+        examples,
+        [load_image(data, e) for e in examples],
+        previous_screens(data, examples, model.history),
+    )
+    labels = np.array([e.label for e in examples])
+    episodes = np.array([e.episode_id for e in examples])
+    rng = np.random.default_rng(seed)
+    reports = [
+        SplitReport(
+            split,
+            len(idx),
+            int(labels[idx].sum()),
+            bootstrap_metrics(probs[idx] >= chosen, labels[idx], rng, groups=episodes[idx]),
+        )
+        for split, idx in groups
+    ]
+    return chosen, reports
 
 
 def train_verifier(
