@@ -1,6 +1,7 @@
 """Components an experiment names: built-ins by name, a user's class by import path.
 
-An experiment file chooses its curriculum, workflow, verifier, memory and phone provider with a
+An experiment file chooses its curriculum, workflow, verifier, memory, phone provider, action
+guard, learner, advantage estimator (``algorithm``), policy backend and agent format with a
 :class:`ComponentSpec`: ``name`` is a built-in (``"learnability"``) or an import path
 (``"my_lab.curricula:Hardest"``), ``kwargs`` its keyword arguments. Everything is resolved
 when the experiment is loaded (``darwin run --dry-run`` included), so a typo fails at once with
@@ -45,7 +46,18 @@ __all__ = [
     "resolve_component",
 ]
 
-ComponentKind = Literal["curriculum", "workflow", "verifier", "memory", "provider", "guard"]
+ComponentKind = Literal[
+    "curriculum",
+    "workflow",
+    "verifier",
+    "memory",
+    "provider",
+    "guard",
+    "learner",
+    "algorithm",
+    "policy",
+    "agent_format",
+]
 
 BUILTINS: dict[str, dict[str, str]] = {
     "curriculum": {
@@ -83,6 +95,26 @@ BUILTINS: dict[str, dict[str, str]] = {
     "guard": {
         "rules": "darwin.envs.guard:RuleGuard",
     },
+    "learner": {
+        "local": "darwin.learner.local:LocalLearner",
+        "verl": "darwin.learner.verl_learner:VerlLearner",
+    },
+    "algorithm": {
+        "gae": "darwin.algos.estimators:gae_estimator",
+        "grpo": "darwin.algos.estimators:grpo_estimator",
+        "gigpo": "darwin.algos.estimators:gigpo_estimator",
+    },
+    "policy": {
+        "hf": "darwin.policies.hf:HFPolicy",
+        "server": "darwin.policies.server_client:ServerPolicy",
+    },
+    "agent_format": {
+        "uitars-1.5": "darwin.agents.uitars:UITarsAgent",
+        "uitars-1.0": "darwin.agents.uitars:UITarsAgent",
+        "qwen2.5": "darwin.agents.qwen:QwenVLAgent",
+        "qwen3": "darwin.agents.qwen:QwenVLAgent",
+        "tiny": "darwin.agents.tiny:TinyAgent",
+    },
 }
 """Built-in names of each kind and the class each stands for."""
 
@@ -93,12 +125,27 @@ _BASES: dict[str, str] = {
     "memory": "darwin.memory.base:Memory",
     "provider": "darwin.envs.providers:PhoneProvider",
     "guard": "darwin.envs.guard:ActionGuard",
+    "learner": "darwin.learner.base:LearnerClass",
+    "algorithm": "darwin.algos.estimators:Estimator",
+    "policy": "darwin.policies.base:Policy",
+    "agent_format": "darwin.agents.vlm:VLMAgent",
 }
 
-# Keyword arguments a built-in gets from its name (StaticCurriculum's two modes).
+# Kinds named without kwargs: a learner is rebuilt from its checkpoint by ``load(path, policy,
+# config=...)`` and takes its settings from ``learner.*``; an estimator is a function of the batch.
+NO_KWARGS_KINDS: frozenset[str] = frozenset({"learner", "algorithm"})
+
+# What a learner's class must have (darwin.learner.base.LearnerClass, a protocol: no issubclass).
+_LEARNER_METHODS = ("load", "update", "save", "close")
+
+# Keyword arguments a built-in gets from its name (StaticCurriculum's two modes, the formats' versions).
 _NAME_KWARGS: dict[tuple[str, str], dict[str, str]] = {
     ("curriculum", "round_robin"): {"mode": "round_robin"},
     ("curriculum", "uniform"): {"mode": "uniform"},
+    ("agent_format", "uitars-1.5"): {"version": "1.5"},
+    ("agent_format", "uitars-1.0"): {"version": "1.0"},
+    ("agent_format", "qwen2.5"): {"version": "2.5"},
+    ("agent_format", "qwen3"): {"version": "3"},
 }
 
 
@@ -160,6 +207,26 @@ def _arguments(
     target = resolve_component(kind, spec.name)
     base = _import(_BASES[kind], kind, spec.name)
     kwargs = {**_NAME_KWARGS.get((kind, spec.name), {}), **spec.kwargs}
+    if kind in NO_KWARGS_KINDS and spec.kwargs:
+        raise ComponentError(
+            f"{kind} {spec.name!r} takes no kwargs (got {sorted(spec.kwargs)}): "
+            + ("its settings are the learner's own (learner.*)" if kind == "learner" else "an estimator is a function")
+        )
+    if kind == "algorithm":
+        if not isinstance(target, base):  # type: ignore[arg-type]  # base is the kind's class, resolved from its import path
+            raise ComponentError(
+                f"algorithm {spec.name!r} is not an advantage estimator: decorate the function with "
+                "@darwin.algos.estimators.advantage_estimator(needs_critic=...)"
+            )
+        return None, target, {}
+    if kind == "learner":
+        missing = [m for m in _LEARNER_METHODS if not hasattr(target, m)]
+        if not isinstance(target, type) or missing:
+            raise ComponentError(
+                f"learner {spec.name!r} is not a learner class (darwin.learner.base.Learner: it needs "
+                f"{', '.join(_LEARNER_METHODS)}; missing {', '.join(missing) or 'a class'})"
+            )
+        return target, target, _accepted(target, dict(context))
     if kind == "verifier" and not isinstance(target, type) and callable(target):
         if spec.kwargs:
             raise ComponentError(
@@ -191,6 +258,8 @@ def build_component(
     (where it would read as a setting), and never over a kwarg the spec sets itself.
     """
     cls, target, arguments = _arguments(kind, spec, context, named_context)
+    if kind == "algorithm":
+        return target
     if cls is None:
         from darwin.verifiers.base import as_verifier
 

@@ -111,7 +111,9 @@ def build(preset: str) -> ExperimentConfig:
         # precisely the image the coordinates refer to, 720 visual tokens per screenshot. The
         # phone's native resolution would cost 3,354 (2408x1092) per screenshot, and a processor
         # capped below it would shrink the image behind the agent's back.
-        agent = AgentConfig(format=agent_format, observation_size=None if agent_format == "checkpoint" else (504, 1120))
+        # DARWIN_AGENT_FORMAT=checkpoint: the format a darwin sft warm start records (agent.format unset).
+        own = agent_format == "checkpoint"
+        agent = AgentConfig(format=None if own else agent_format, observation_size=None if own else (504, 1120))
         return ExperimentConfig(
             name="spa_bench_paper",
             tasks=("base8",),

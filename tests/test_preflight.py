@@ -84,7 +84,8 @@ def test_paper_preset_dry_run_reads_a_ui_tars_checkpoint(monkeypatch, checkpoint
     monkeypatch.setenv("DARWIN_GPUS", "1")
     monkeypatch.setenv("DARWIN_POLICY_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
     config = load_experiment(SPA_BENCH, "paper")
-    assert (config.agent.format, config.agent.observation_size) == ("uitars-1.5", (504, 1120))
+    assert config.agent.format is not None
+    assert (config.agent.format.name, config.agent.observation_size) == ("uitars-1.5", (504, 1120))
     assert config.learner.verl is not None and config.learner.verl.model_path == config.checkpoint
 
     result = CliRunner().invoke(main, ["run", str(SPA_BENCH), "--dry-run", "--preset", "paper"])
@@ -116,7 +117,7 @@ def test_a_text_only_checkpoint_is_named_with_the_fix(checkpoints):
     (other / "config.json").write_text(
         json.dumps({"model_type": "llava", "architectures": ["LlavaForConditionalGeneration"], "vision_config": {}})
     )
-    (found,) = [m for m in checkpoint_problems(other, agent_format=None) if "model_type" in m]
+    (found,) = [m for m in checkpoint_problems(other, check_format=False) if "model_type" in m]
     assert (
         "holds model_type 'llava' (LlavaForConditionalGeneration), which darwin's agents and policies do not run"
         in found
@@ -143,7 +144,7 @@ def test_a_checkpoint_without_processor_files_is_named(checkpoints):
 
 
 def test_a_missing_config_json_and_every_problem_at_once(tmp_path, checkpoints):
-    config = ExperimentConfig(name="x", checkpoint=str(tmp_path))  # empty directory, agent.format 'checkpoint'
+    config = ExperimentConfig(name="x", checkpoint=str(tmp_path))  # empty directory, agent.format unset
     messages = [p.message for p in preflight(config)]
     assert len(messages) == 2, messages
     assert "has no config.json, so it is not a Hugging Face model directory" in messages[0]
@@ -153,7 +154,7 @@ def test_a_missing_config_json_and_every_problem_at_once(tmp_path, checkpoints):
 
 def test_agent_format_checkpoint_needs_a_darwin_warm_start(checkpoints):
     ui_tars = preflight(ExperimentConfig(name="x", checkpoint=str(checkpoints["uitars"])))
-    assert len(ui_tars) == 1 and "agent.format = 'checkpoint' runs only those" in ui_tars[0].message
+    assert len(ui_tars) == 1 and "agent.format unset runs only those" in ui_tars[0].message
     assert preflight(ExperimentConfig(name="x", checkpoint=str(checkpoints["uitars"]), agent=UITARS)) == []
     assert preflight(ExperimentConfig(name="x", checkpoint=str(checkpoints["warm_start"]))) == []
     assert preflight(ExperimentConfig(name="x", checkpoint=str(checkpoints["warm_start"]), agent=UITARS)) == []

@@ -1,40 +1,28 @@
-"""Agent formats by name: the prompt and output format a model speaks (one registry, used by
-``darwin eval --agent-format`` and an experiment's ``agent.format``).
+"""Agent formats: the prompt and output format a model speaks, chosen as a component of kind
+``"agent_format"`` (:mod:`darwin.components`): a built-in name or the import path of a
+:class:`~darwin.agents.vlm.VLMAgent` subclass, used by ``darwin eval --agent-format`` and an
+experiment's ``agent.format``.
 
     >>> make_agent("uitars-1.5").convention.kind, make_agent("uitars-1.0").convention.kind
     ('resized_image', 'relative')
-    >>> make_agent("uitars1.5")
+    >>> make_agent("uitars1.5")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: unknown agent format 'uitars1.5' (did you mean 'uitars-1.5'?); formats: uitars-1.5, uitars-1.0, qwen2.5, qwen3, tiny
+    darwin.components.ComponentError: agent_format 'uitars1.5' is not built in (did you mean 'uitars-1.5'?)...
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable
-
-from darwin.agents.qwen import QwenVLAgent
-from darwin.agents.tiny import TinyAgent
-from darwin.agents.uitars import UITarsAgent
 from darwin.agents.vlm import VLMAgent
+from darwin.components import BUILTINS, ComponentSpec, build_component
 from darwin.memory.base import Memory
 
-AGENT_FORMATS: dict[str, Callable[[Memory | None], VLMAgent]] = {
-    "uitars-1.5": lambda memory: UITarsAgent(memory=memory, version="1.5"),
-    "uitars-1.0": lambda memory: UITarsAgent(memory=memory, version="1.0"),
-    "qwen2.5": lambda memory: QwenVLAgent(memory=memory, version="2.5"),
-    "qwen3": lambda memory: QwenVLAgent(memory=memory, version="3"),
-    "tiny": lambda memory: TinyAgent(memory=memory),
-}
-"""Each format's agent, built with an optional memory (None: the agent's default)."""
+AGENT_FORMATS: tuple[str, ...] = tuple(BUILTINS["agent_format"])
+"""The built-in formats' names."""
 
 
-def make_agent(name: str, memory: Memory | None = None) -> VLMAgent:
-    """A fresh agent of format ``name``; an unknown name raises with the close match."""
-    try:
-        build = AGENT_FORMATS[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, AGENT_FORMATS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown agent format {name!r}{hint}; formats: {', '.join(AGENT_FORMATS)}") from None
-    return build(memory)
+def make_agent(spec: ComponentSpec | str, memory: Memory | None = None) -> VLMAgent:
+    """A fresh agent of format ``spec`` (a name, an import path, or a spec with kwargs), with an
+    optional memory (None: the agent's default); an unknown name raises with the close match."""
+    agent = build_component("agent_format", ComponentSpec.model_validate(spec), memory=memory)
+    assert isinstance(agent, VLMAgent)  # checked by build_component
+    return agent

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from darwin.agents.base import ModelActor
 from darwin.agents.vlm import VLMAgent
 from darwin.agents.warm_start import WarmStart, load_warm_start
+from darwin.components import ComponentSpec
 from darwin.memory.base import Memory
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class ActorPool:
     0: greedy). Close with :meth:`aclose` inside the event loop that used it.
 
     ``checkpoint`` is a darwin warm start (``darwin sft``), whose agent format it records. With
-    ``agent_format`` (a :data:`darwin.agents.formats.AGENT_FORMATS` name, e.g. ``uitars-1.5``)
+    ``agent_format`` (an agent format, :mod:`darwin.agents.formats`, e.g. ``uitars-1.5``)
     it is any Qwen2-VL-family checkpoint directory instead (``darwin.models.factory.load_vlm``); then
     ``observation_size`` (the screenshot size the agent is given) is required and
     ``max_new_tokens`` defaults to 256.
@@ -52,7 +53,7 @@ class ActorPool:
         max_new_tokens: int | None = None,
         make_memory: Callable[[], Memory] | None = None,
         make_policy: Callable[[Any, Any], Any] | None = None,
-        agent_format: str | None = None,
+        agent_format: ComponentSpec | str | None = None,
         observation_size: tuple[int, int] | None = None,
     ) -> None:
         from darwin.policies.batcher import BatcherConfig, DynamicBatcher
@@ -70,7 +71,7 @@ class ActorPool:
 
             if observation_size is None:
                 raise ValueError(
-                    f"agent_format {agent_format!r} needs observation_size (the screenshot size the model is given)"
+                    f"agent_format {ComponentSpec.model_validate(agent_format).name!r} needs observation_size (the screenshot size the model is given)"
                 )
             make_agent(agent_format)  # an unknown format fails before the model loads
             if isinstance(checkpoint, WarmStart):

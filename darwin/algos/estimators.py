@@ -1,24 +1,26 @@
-"""Advantage estimators by name (as verl's ``register_adv_est``): ``gae``, ``grpo``, ``gigpo``.
+"""Advantage estimators: ``gae``, ``grpo``, ``gigpo``, and a user's own by import path.
 
 An estimator turns one update batch of step rows into per-token advantages (and value
-targets when it uses a critic). The learner picks it by ``LearnerConfig.algorithm``; a new
-estimator is one function registered under a new name::
+targets when it uses a critic). The learner picks it by ``LearnerConfig.algorithm``, a
+:class:`~darwin.components.ComponentSpec` of kind ``"algorithm"``: a built-in name or the
+import path of a function decorated with :func:`advantage_estimator`
+(``learner.algorithm = "my_lab.estimators:sign_advantage"``)::
 
     >>> import torch
-    >>> from darwin.algos.estimators import AdvantageInputs, get_estimator, register_estimator
-    >>> @register_estimator("sign", needs_critic=False)
-    ... def sign_advantage(x: AdvantageInputs) -> "AdvantageOutput":
+    >>> from darwin.algos.estimators import AdvantageInputs, AdvantageOutput, advantage_estimator, get_estimator
+    >>> @advantage_estimator(needs_critic=False)
+    ... def sign_advantage(x: AdvantageInputs) -> AdvantageOutput:
     ...     return AdvantageOutput(torch.sign(x.rewards)[:, None] * x.response_mask)
-    >>> from darwin.algos.estimators import AdvantageOutput
-    >>> est = get_estimator("sign")
     >>> x = AdvantageInputs(rewards=torch.tensor([1.0, -0.5]), response_mask=torch.ones(2, 2, dtype=torch.bool),
     ...                     trajectory_ids=["a", "b"], step_indices=torch.tensor([0, 0]),
     ...                     group_ids=["g", "g"], anchor_ids=["s0", "s1"])
-    >>> est.fn(x).advantages.tolist()
+    >>> sign_advantage.fn(x).advantages.tolist()
     [[1.0, 1.0], [-1.0, -1.0]]
+    >>> get_estimator("grpo").needs_critic
+    False
     >>> get_estimator("gpro")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    KeyError: "unknown advantage estimator 'gpro' (did you mean 'grpo'?); registered: ...
+    darwin.components.ComponentError: algorithm 'gpro' is not built in (did you mean 'grpo'?)...
 
 Shapes: ``N`` step rows (the rows of one trajectory contiguous and in time order), ``R``
 the longest response.
@@ -26,7 +28,6 @@ the longest response.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -38,15 +39,15 @@ from darwin.algos.gae import trajectory_gae
 from darwin.algos.gigpo import gigpo_advantages
 from darwin.algos.grpo import grpo_advantages
 from darwin.algos.losses import masked_whiten
+from darwin.components import ComponentSpec, build_component
 
 __all__ = [
     "AdvantageInputs",
     "AdvantageOutput",
     "Estimator",
     "EstimatorConfig",
-    "estimator_names",
+    "advantage_estimator",
     "get_estimator",
-    "register_estimator",
 ]
 
 
@@ -112,45 +113,36 @@ class AdvantageOutput:
 
 @dataclass(frozen=True)
 class Estimator:
-    """A registered advantage estimator."""
+    """An advantage estimator: ``fn(inputs) -> AdvantageOutput``, and whether it needs a critic."""
 
-    name: str
     fn: Callable[[AdvantageInputs], AdvantageOutput]
     needs_critic: bool
 
+    @property
+    def name(self) -> str:
+        """The function's name (``gae_estimator``)."""
+        return self.fn.__name__
 
-_REGISTRY: dict[str, Estimator] = {}
 
+def advantage_estimator(*, needs_critic: bool) -> Callable[[Callable[[AdvantageInputs], AdvantageOutput]], Estimator]:
+    """Decorator: make ``fn(inputs) -> AdvantageOutput`` an :class:`Estimator` an experiment
+    can name by its import path."""
 
-def register_estimator(
-    name: str, *, needs_critic: bool
-) -> Callable[[Callable[[AdvantageInputs], AdvantageOutput]], Callable[[AdvantageInputs], AdvantageOutput]]:
-    """Decorator: register ``fn(inputs) -> AdvantageOutput`` under ``name``."""
-
-    def wrap(fn: Callable[[AdvantageInputs], AdvantageOutput]) -> Callable[[AdvantageInputs], AdvantageOutput]:
-        if name in _REGISTRY and _REGISTRY[name].fn is not fn:
-            raise ValueError(f"advantage estimator {name!r} is already registered; pick another name")
-        _REGISTRY[name] = Estimator(name, fn, needs_critic)
-        return fn
+    def wrap(fn: Callable[[AdvantageInputs], AdvantageOutput]) -> Estimator:
+        return Estimator(fn, needs_critic)
 
     return wrap
 
 
-def estimator_names() -> list[str]:
-    """Every registered name."""
-    return sorted(_REGISTRY)
+def get_estimator(spec: ComponentSpec | str) -> Estimator:
+    """The estimator ``spec`` names (a built-in name or an import path); a
+    :class:`~darwin.components.ComponentError` with a "did you mean" otherwise."""
+    estimator = build_component("algorithm", ComponentSpec.model_validate(spec))
+    assert isinstance(estimator, Estimator)  # checked by build_component
+    return estimator
 
 
-def get_estimator(name: str) -> Estimator:
-    """The estimator registered as ``name``; a ``KeyError`` with a "did you mean" otherwise."""
-    if name not in _REGISTRY:
-        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise KeyError(f"unknown advantage estimator {name!r}{hint}; registered: {', '.join(estimator_names())}")
-    return _REGISTRY[name]
-
-
-@register_estimator("gae", needs_critic=True)
+@advantage_estimator(needs_critic=True)
 def gae_estimator(x: AdvantageInputs) -> AdvantageOutput:
     """Token-level GAE over whole trajectories (the paper's PPO), :func:`trajectory_gae`.
 
@@ -191,7 +183,7 @@ def gae_estimator(x: AdvantageInputs) -> AdvantageOutput:
     return AdvantageOutput(advantages, returns)
 
 
-@register_estimator("grpo", needs_critic=False)
+@advantage_estimator(needs_critic=False)
 def grpo_estimator(x: AdvantageInputs) -> AdvantageOutput:
     """Group-normalised trajectory scores on every token, :func:`grpo_advantages`."""
     s = x.settings
@@ -207,7 +199,7 @@ def grpo_estimator(x: AdvantageInputs) -> AdvantageOutput:
     )
 
 
-@register_estimator("gigpo", needs_critic=False)
+@advantage_estimator(needs_critic=False)
 def gigpo_estimator(x: AdvantageInputs) -> AdvantageOutput:
     """Episode advantage + omega x step advantage over anchor-state groups, :func:`gigpo_advantages`."""
     s = x.settings

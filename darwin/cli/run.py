@@ -232,18 +232,18 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
         (
             "agent",
             "the warm start's own format"
-            if config.agent.format == "checkpoint"
-            else f"{config.agent.format} at {config.agent.observation_size[0]}x{config.agent.observation_size[1]}",
+            if config.agent.format is None or config.agent.observation_size is None
+            else f"{config.agent.format.name} at {config.agent.observation_size[0]}x{config.agent.observation_size[1]}",
         ),
         (
             "policy",
-            f"{config.policy.backend}, temperature {config.policy.temperature}, batch {config.policy.max_batch}"
+            f"{config.policy.backend.name}, temperature {config.policy.temperature}, batch {config.policy.max_batch}"
             + (f", server {config.policy.server.base_url}" if config.policy.server else ""),
         ),
         ("store", f"${config.store.url_env}" if config.store.url_env else f"{path / 'run.db'}"),
         (
             "learner",
-            f"{config.learner.backend} {config.learner.algorithm}, gamma {config.learner.gamma}, lambda {config.learner.lam}, critic warm-up {config.learner.critic_warmup_updates} updates (lambda {config.learner.critic_warmup_lam}), value-head bias {config.learner.value_head_bias}",
+            f"{config.learner.backend.name} {config.learner.algorithm.name}, gamma {config.learner.gamma}, lambda {config.learner.lam}, critic warm-up {config.learner.critic_warmup_updates} updates (lambda {config.learner.critic_warmup_lam}), value-head bias {config.learner.value_head_bias}",
         ),
         ("levers", _changed_learner_fields(config.learner)),
         (

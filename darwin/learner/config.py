@@ -33,6 +33,7 @@ from pydantic import (
 
 from darwin.algos.estimators import get_estimator
 from darwin.algos.losses import KL_ESTIMATORS, LOSS_AGG_MODES
+from darwin.components import BUILTINS, ComponentError, ComponentSpec, check_component
 from darwin.learner.verl_config import VerlConfig
 from darwin.problems import problems_message
 
@@ -112,10 +113,10 @@ class LearnerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # --- algorithm ---------------------------------------------------------------------
-    algorithm: str = Field(
-        "gae",
-        description="advantage estimator by registered name (darwin.algos.estimators): "
-        "'gae': critic + token-level GAE (paper); 'grpo': group-normalised trajectory "
+    algorithm: ComponentSpec = Field(
+        default_factory=lambda: ComponentSpec(name="gae"),
+        description="advantage estimator (darwin.algos.estimators), a built-in name or the import path of an "
+        "@advantage_estimator function: 'gae': critic + token-level GAE (paper); 'grpo': group-normalised trajectory "
         "advantages, no critic; 'gigpo': GRPO's episode advantage + step advantage over "
         "anchor-state groups, no critic",
     )
@@ -324,9 +325,10 @@ class LearnerConfig(BaseModel):
     )
 
     # --- backend ------------------------------------------------------------------------
-    backend: Literal["local", "verl"] = Field(
-        "local",
-        description="'local': LocalLearner, one process (CPU or one GPU); 'verl': VerlLearner, "
+    backend: ComponentSpec = Field(
+        default_factory=lambda: ComponentSpec(name="local"),
+        description="the learner (darwin.learner.base.Learner), a built-in name or an import path 'module:Class': "
+        "'local': LocalLearner, one process (CPU or one GPU); 'verl': VerlLearner, "
         "verl's FSDP actor and critic workers on Ray (settings in `verl`; docs/scale.md)",
     )
     verl: VerlConfig | None = Field(None, description="the verl backend's workers (backend='verl')")
@@ -377,11 +379,21 @@ class LearnerConfig(BaseModel):
             out.append(f"adam_betas={self.adam_betas} must both lie in [0, 1)")
         try:
             needs_critic = get_estimator(self.algorithm).needs_critic
-        except KeyError as exc:
-            out.append(f"algorithm: {exc.args[0]}")
+        except ComponentError as exc:
+            out.append(f"algorithm: {exc}")
             needs_critic = True
+        if self.backend.name not in BUILTINS["learner"]:
+            try:
+                check_component("learner", self.backend)
+            except ComponentError as exc:
+                out.append(f"backend: {exc}")
+        elif self.backend.kwargs:
+            out.append(
+                f"backend: learner {self.backend.name!r} takes no kwargs (got {sorted(self.backend.kwargs)}): "
+                "its settings are the learner's own fields"
+            )
         if not needs_critic:
-            name = self.algorithm
+            name = self.algorithm.name
             if self.critic_warmup_updates:
                 out.append(
                     f"critic_warmup_updates={self.critic_warmup_updates} with algorithm={name!r}: it "
@@ -427,9 +439,9 @@ class LearnerConfig(BaseModel):
 
     def _verl_problems(self) -> list[str]:
         """What the verl backend needs and does not support (each with the fix)."""
-        if self.backend != "verl":
+        if self.backend.name != "verl":
             return (
-                ["verl settings given with backend='local': set backend='verl' or drop `verl`"]
+                [f"verl settings given with backend={self.backend.name!r}: set backend='verl' or drop `verl`"]
                 if self.verl is not None
                 else []
             )
@@ -495,9 +507,11 @@ class LearnerConfig(BaseModel):
             problems = [_describe(e) for e in errors]
             bad = {e["loc"][0] for e in errors if e["loc"]}
             if isinstance(data, dict) and not bad & {"lora", "algorithm", "critic"}:
-                partial = cls.model_construct(
-                    **{k: v for k, v in data.items() if k in cls.model_fields and k not in bad}
-                )
+                fields = {k: v for k, v in data.items() if k in cls.model_fields and k not in bad}
+                for k in ("algorithm", "backend"):  # model_construct does not validate: a name becomes its spec here
+                    if isinstance(fields.get(k), str | dict):
+                        fields[k] = ComponentSpec.model_validate(fields[k])
+                partial = cls.model_construct(**fields)
                 try:
                     problems += partial.problems()
                 except (TypeError, ValueError, AttributeError):  # a value too malformed to compare

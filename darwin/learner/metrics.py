@@ -235,7 +235,7 @@ def update_metrics(
     verified = [t.success for t in trajs if t.success is not None and t.branch is None]
     lags = [version_before - r.policy_version for r in batch.rows]
     mask = batch.response_mask
-    stage = "critic_warmup" if warmup else ("ppo" if cfg.algorithm == "gae" else cfg.algorithm)
+    stage = "critic_warmup" if warmup else ("ppo" if cfg.algorithm.name == "gae" else cfg.algorithm.name)
     value_mean = return_mean = explained = None
     if batch.values is not None and batch.returns is not None:
         value_mean = float(masked_mean(batch.values, mask))

@@ -64,7 +64,7 @@ def worker_configs(config: LearnerConfig, critic_path: str | Path | None = None)
     if s is None:
         raise ValueError("worker_configs needs LearnerConfig(backend='verl', verl=VerlConfig(...))")
     if config.uses_critic and critic_path is None:
-        raise ValueError(f"algorithm={config.algorithm!r} trains a critic: pass critic_path (its checkpoint)")
+        raise ValueError(f"algorithm={config.algorithm.name!r} trains a critic: pass critic_path (its checkpoint)")
     actor_tokens = s.max_token_len_per_gpu
     critic_tokens = None if actor_tokens is None else 2 * actor_tokens
     actor = TrainingWorkerConfig(

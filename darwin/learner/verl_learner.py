@@ -151,7 +151,7 @@ class VerlLearner:
         temperature: float | None = None,
         work_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        if config.backend != "verl" or config.verl is None:
+        if config.backend.name != "verl" or config.verl is None:
             raise ValueError("VerlLearner needs LearnerConfig(backend='verl', verl=VerlConfig(model_path=...))")
         if not isinstance(policy, WeightReceiver):
             raise TypeError(
@@ -570,7 +570,7 @@ class VerlLearner:
         mini = cfg.mini_batch_size
         return UpdateMetrics(
             update=self.updates,
-            stage="critic_warmup" if warmup else ("ppo" if cfg.algorithm == "gae" else cfg.algorithm),
+            stage="critic_warmup" if warmup else ("ppo" if cfg.algorithm.name == "gae" else cfg.algorithm.name),
             policy_version=self.policy_version,
             actor_updated=not warmup,
             trajectories=len(trajs),

@@ -20,7 +20,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from darwin.components import ComponentError, build_component, resolve_component
 from darwin.envs.providers import ProviderError
@@ -78,18 +78,28 @@ __all__ = [
 
 
 def policy_factory(policy: PolicyConfig) -> Callable[[VLM, HFPolicyConfig], Policy] | None:
-    """What builds the run's policy on the warm start's model: None for the in-process
-    HFPolicy, else a :class:`~darwin.policies.server_client.ServerPolicy` sampling like it would."""
-    if policy.backend == "hf" or policy.server is None:
+    """What builds the run's policy (``policy.backend``) on the warm start's model: None for the
+    in-process HFPolicy the actor pool makes itself, else the backend's class on the VLM with the
+    sampling settings (a :class:`~darwin.policies.server_client.ServerPolicy` sampling as the
+    HFPolicy would, with ``policy.server``'s address and weight sync)."""
+    spec = policy.backend
+    if spec.name == "hf" and not spec.kwargs:
         return None
     server = policy.server
 
     def make(vlm: VLM, sampling: HFPolicyConfig) -> Policy:
-        from darwin.policies.server_client import ServerPolicy
-        from darwin.policies.server_client_config import ServerPolicyConfig
+        from darwin.policies.base import Policy
 
-        update = {"temperature": sampling.temperature, "seed": sampling.seed, "max_tokens": sampling.max_new_tokens}
-        return ServerPolicy(vlm, ServerPolicyConfig(**{**server.model_dump(), **update}))
+        config: object = sampling
+        if spec.name == "server":
+            from darwin.policies.server_client_config import ServerPolicyConfig
+
+            assert server is not None  # validated
+            update = {"temperature": sampling.temperature, "seed": sampling.seed, "max_tokens": sampling.max_new_tokens}
+            config = ServerPolicyConfig(**{**server.model_dump(), **update})
+        built = build_component("policy", spec, vlm=vlm, config=config)
+        assert isinstance(built, Policy)  # checked by build_component
+        return built
 
     return make
 
@@ -141,7 +151,7 @@ def build_policy_pool(
     actor with the experiment's memory; ``seed`` / ``temperature`` override ``policy``'s."""
     from darwin.agents.pool import ActorPool
 
-    named = config.agent.format != "checkpoint"
+    named = config.agent.format is not None
     return ActorPool(
         warm_start,
         temperature=config.policy.temperature if temperature is None else temperature,
@@ -221,15 +231,14 @@ def guard_notice(config: ExperimentConfig, guard: ActionGuard | None) -> str:
 
 
 def learner_class(config: ExperimentConfig) -> LearnerClass:
-    """LocalLearner, or VerlLearner for ``learner.backend == "verl"`` (same run contract;
-    it checks for Ray and GPUs when built and names what is missing: docs/scale.md)."""
-    if config.learner.backend == "verl":
-        from darwin.learner.verl_learner import VerlLearner
-
-        return VerlLearner
-    from darwin.learner.local import LocalLearner
-
-    return LocalLearner
+    """The class ``learner.backend`` names: LocalLearner (``local``), VerlLearner (``verl``: it
+    checks for Ray and GPUs when built and names what is missing, docs/scale.md) or a user's
+    class by import path; the recipe sees only the contract (darwin.learner.base)."""
+    try:
+        cls = resolve_component("learner", config.learner.backend.name)
+    except ComponentError as exc:
+        raise ExperimentError(str(exc)) from None
+    return cast("LearnerClass", cls)  # validated at load: a class with load, update, save and close
 
 
 def build_learner(config: ExperimentConfig, policy: TrainablePolicy) -> Learner:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from darwin.components import (
+    BUILTINS,
     ComponentError,
     ComponentKind,
     ComponentSpec,
@@ -233,10 +234,12 @@ class PolicyConfig(BaseModel):
     max_batch: int = Field(8, ge=1, le=1024, description="largest inference batch")
     max_wait: float = Field(0.05, ge=0.0, le=10.0, description="seconds the oldest request may wait for a fuller batch")
     seed: int = Field(0, ge=0, description="seeds the policy's sampling generator")
-    backend: Literal["hf", "server"] = Field(
-        "hf",
-        description="'hf': sample in process (transformers); 'server': an OpenAI-compatible inference server "
-        "(vLLM / SGLang) that returns token ids and log-probs, receiving the learner's weights after each update (docs/scale.md)",
+    backend: ComponentSpec = Field(
+        default_factory=lambda: ComponentSpec(name="hf"),
+        description="what samples the actions (a darwin.policies.base.Policy), a built-in name or an import path "
+        "'module:Class' (built as Class(vlm=..., config=<the sampling settings>, **kwargs)): 'hf': in process "
+        "(transformers); 'server': an OpenAI-compatible inference server (vLLM / SGLang) that returns token ids and "
+        "log-probs, receiving the learner's weights after each update (docs/scale.md)",
     )
     server: ServerPolicyConfig | None = Field(
         None,
@@ -246,14 +249,17 @@ class PolicyConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_backend(self) -> PolicyConfig:
-        if self.backend == "server" and self.server is None:
+        if self.backend.name == "server" and self.server is None:
             raise ValueError(
                 "policy.backend = 'server' needs policy.server (ServerPolicyConfig: base_url, model, weight_sync, weights_dir)"
             )
-        if self.backend == "hf" and self.server is not None:
+        if self.backend.name != "server" and self.server is not None:
             raise ValueError(
-                "policy.server is set but policy.backend = 'hf'; set backend='server' to use it (or drop server)"
+                f"policy.server is set but policy.backend = {self.backend.name!r}; set backend='server' to use it "
+                "(or drop server)"
             )
+        if self.backend.name not in BUILTINS["policy"] or self.backend.kwargs:
+            check_component("policy", self.backend, vlm=None, config=None)  # a typo fails at load, with "did you mean"
         return self
 
 
@@ -263,10 +269,11 @@ class AgentConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    format: str = Field(
-        "checkpoint",
-        description="'checkpoint': the format the warm start was trained with (darwin sft); else a format of "
-        "darwin.agents.formats (uitars-1.5, uitars-1.0, qwen2.5, qwen3, tiny) for `checkpoint`, a Qwen2-VL-family model directory",
+    format: ComponentSpec | None = Field(
+        None,
+        description="None: the format the warm start was trained with (darwin sft); else an agent format "
+        "(darwin.agents.formats: uitars-1.5, uitars-1.0, qwen2.5, qwen3, tiny, or the import path of a VLMAgent class) "
+        "for `checkpoint`, a Qwen2-VL-family model directory",
     )
     observation_size: tuple[int, int] | None = Field(
         None, description="named formats: the screenshot size (width, height) the model is given"
@@ -277,13 +284,10 @@ class AgentConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_format(self) -> AgentConfig:
-        if self.format != "checkpoint":
-            from darwin.agents.formats import AGENT_FORMATS, make_agent
-
-            if self.format not in AGENT_FORMATS:
-                make_agent(self.format)  # raises naming the close match
+        if self.format is not None:
+            check_component("agent_format", self.format, memory=None)  # raises naming the close match
             if self.observation_size is None:
-                raise ValueError(f"agent.format = {self.format!r} needs agent.observation_size, e.g. (252, 560)")
+                raise ValueError(f"agent.format = {self.format.name!r} needs agent.observation_size, e.g. (252, 560)")
         return self
 
 
@@ -455,7 +459,7 @@ class ExperimentConfig(BaseModel):
     def _check(self) -> ExperimentConfig:
         problems = []
         server = self.policy.server
-        if self.policy.backend == "server" and server is not None:
+        if self.policy.backend.name == "server" and server is not None:
             lora = self.learner.lora
             if server.weight_sync == "none":
                 problems.append(
@@ -491,10 +495,10 @@ class ExperimentConfig(BaseModel):
             problems.append(
                 f"max_backlog_steps = {self.max_backlog_steps} is below rollout_steps = {self.rollout_steps}: the learner would never get a batch; raise it or leave it None"
             )
-        if self.agent.format != "checkpoint" and self.checkpoint is None:
+        if self.agent.format is not None and self.checkpoint is None:
             problems.append(
-                f"agent.format = {self.agent.format!r} runs a model directory: set checkpoint (e.g. a UI-TARS checkpoint), "
-                "or use agent.format = 'checkpoint' for the SFT warm start"
+                f"agent.format = {self.agent.format.name!r} runs a model directory: set checkpoint (e.g. a UI-TARS "
+                "checkpoint), or leave agent.format unset for the SFT warm start"
             )
         if self.branching is not None:
             if self.phones.kind != "sim":
@@ -507,10 +511,10 @@ class ExperimentConfig(BaseModel):
                     "branching rollouts need mode='async' and group_size=null: an episode and its continuations are "
                     "their own group, on one phone"
                 )
-            if self.learner.algorithm != "gae":
+            if self.learner.algorithm.name != "gae":
                 problems.append(
                     f"branching rollouts' sibling baseline is part of the 'gae' estimator; learner.algorithm = "
-                    f"{self.learner.algorithm!r} would train continuations as unrelated episodes: use 'gae' or set "
+                    f"{self.learner.algorithm.name!r} would train continuations as unrelated episodes: use 'gae' or set "
                     "branching=null"
                 )
         if self.learner.critic_warmup_updates >= self.updates:

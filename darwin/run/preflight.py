@@ -8,7 +8,7 @@ value the experiment gave, and how to fix it. The actor's checkpoint (and verl's
 ``model_path``) is read from its files before anything starts: a Hugging Face directory
 (``config.json``) of a model family the agents run (Qwen2-VL / Qwen2.5-VL; a text-only model
 cannot read screenshots), with its processor (image processor, tokenizer, chat template), in
-a layout the agent format can use (``agent.format = 'checkpoint'`` only runs ``darwin sft``
+a layout the agent format can use (``agent.format`` unset only runs ``darwin sft``
 warm starts; a UI-TARS directory needs ``agent.format = 'uitars-1.5'``). Every problem is
 reported at once::
 
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
+from darwin.components import ComponentSpec
 from darwin.models.tokens import Family
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def preflight(config: ExperimentConfig, *, timeout_s: float = 5.0) -> list[Prefl
 
 
 def _policy_server(config: ExperimentConfig, timeout_s: float) -> list[PreflightProblem]:
-    if config.policy.backend != "server" or config.policy.server is None:
+    if config.policy.backend.name != "server" or config.policy.server is None:
         return []
     import httpx
 
@@ -121,7 +122,7 @@ def _phones(config: ExperimentConfig, timeout_s: float) -> list[PreflightProblem
 
 
 def _learner(config: ExperimentConfig) -> list[PreflightProblem]:
-    if config.learner.backend != "verl" or config.learner.verl is None:
+    if config.learner.backend.name != "verl" or config.learner.verl is None:
         return []
     from darwin.learner.verl_runtime import VerlBackendUnavailable, check_verl_runtime
 
@@ -150,11 +151,11 @@ def _checkpoint(config: ExperimentConfig) -> list[PreflightProblem]:
             PreflightProblem("checkpoint", m)
             for m in checkpoint_problems(config.checkpoint, agent_format=config.agent.format)
         ]
-    verl = config.learner.verl if config.learner.backend == "verl" else None
+    verl = config.learner.verl if config.learner.backend.name == "verl" else None
     if verl is not None and not _same_dir(verl.model_path, config.checkpoint):
         problems += [
             PreflightProblem("verl learner", m)
-            for m in checkpoint_problems(verl.model_path, agent_format=None, field="learner.verl.model_path")
+            for m in checkpoint_problems(verl.model_path, field="learner.verl.model_path", check_format=False)
         ]
     return problems
 
@@ -171,14 +172,16 @@ Qwen2-VL, e.g. UI-TARS-1.0, and Qwen2.5-VL, e.g. UI-TARS-1.5)."""
 def checkpoint_problems(
     path: str | os.PathLike[str],
     *,
-    agent_format: str | None = "checkpoint",
+    agent_format: ComponentSpec | str | None = None,
     field: str = "checkpoint",
+    check_format: bool = True,
 ) -> list[str]:
     """What keeps ``path`` from serving as the actor's model, read from its files alone (no
     weights are loaded): a missing directory or ``config.json``, a model family darwin's
     agents do not run (a text-only model among them), missing processor files (image
-    processor, tokenizer, chat template) and, unless ``agent_format`` is None, an agent
-    format the directory cannot serve (``'checkpoint'`` needs a ``darwin sft`` warm start).
+    processor, tokenizer, chat template) and, with ``check_format``, an agent format the
+    directory cannot serve (``agent_format`` None, the warm start's own, needs a ``darwin sft``
+    warm start).
     ``field`` names the setting in the messages. Empty when the directory looks right."""
     src = Path(path)
     where = repr(str(path)) if field == "checkpoint" else f"{field} {str(path)!r}"
@@ -187,7 +190,7 @@ def checkpoint_problems(
             f"{where} is not a directory; give the actor's warm-start checkpoint (the paper preset reads $DARWIN_CHECKPOINT)"
         ]
     problems = _model_problems(src, where)
-    if agent_format is not None:
+    if check_format:
         problems += _format_problems(src, where, agent_format)
     return problems
 
@@ -273,8 +276,8 @@ def _missing_processor_parts(src: Path) -> list[str]:
     return missing
 
 
-def _format_problems(src: Path, where: str, agent_format: str) -> list[str]:
-    """``agent.format = 'checkpoint'`` reads the prompt format from a ``darwin sft`` warm
+def _format_problems(src: Path, where: str, agent_format: ComponentSpec | str | None) -> list[str]:
+    """``agent.format`` unset reads the prompt format from a ``darwin sft`` warm
     start's records; a named format runs any Qwen2-VL-family directory (darwin's formats
     name a prompt and coordinate convention, not a model family: a tiny Qwen2-VL trained in
     UI-TARS-1.5's format is as valid as UI-TARS-1.5-7B, so no family is matched here)."""
@@ -282,12 +285,12 @@ def _format_problems(src: Path, where: str, agent_format: str) -> list[str]:
     from darwin.models.factory import TINY_CONFIG_FILE
     from darwin.sft.config import SFT_FORMAT_VERSION
 
-    if agent_format != "checkpoint":
+    if agent_format is not None:
         return []
     record_file = src / AGENT_FILE
     if not record_file.is_file():
         return [
-            f"{where} is not a darwin SFT warm start (no {AGENT_FILE}), and agent.format = 'checkpoint' runs only "
+            f"{where} is not a darwin SFT warm start (no {AGENT_FILE}), and agent.format unset runs only "
             "those (the prompt format is read from that file); set agent.format to the format the model speaks, "
             "e.g. 'uitars-1.5' for a UI-TARS-1.5 checkpoint, with agent.observation_size (the paper preset reads "
             "$DARWIN_AGENT_FORMAT), or give a checkpoint written by `darwin sft`"

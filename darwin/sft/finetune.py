@@ -79,7 +79,8 @@ class FinetuneConfig(BaseModel):
     model: str = Field(description="a Qwen2-VL-family checkpoint directory in Hugging Face layout")
     agent_format: str = Field(
         "uitars-1.5",
-        description="the prompt/output format (darwin.agents.formats): uitars-1.5, uitars-1.0, qwen2.5, qwen3, tiny",
+        description="the prompt/output format (darwin.agents.formats): uitars-1.5, uitars-1.0, qwen2.5, qwen3, tiny, "
+        "or the import path of a VLMAgent class",
     )
     observation_size: tuple[int, int] = Field(
         (252, 560),
@@ -117,11 +118,13 @@ class FinetuneConfig(BaseModel):
 
     def problems(self) -> list[str]:
         """Every inconsistency, each with its fix ([] if none)."""
-        from darwin.agents.formats import AGENT_FORMATS
+        from darwin.components import ComponentError, ComponentSpec, check_component
 
         out: list[str] = []
-        if self.agent_format not in AGENT_FORMATS:
-            out.append(f"agent_format {self.agent_format!r} is unknown; use one of {', '.join(AGENT_FORMATS)}")
+        try:
+            check_component("agent_format", ComponentSpec(name=self.agent_format), memory=None)
+        except ComponentError as exc:
+            out.append(f"agent_format: {exc}")
         w, h = self.observation_size
         if w <= 0 or h <= 0 or w % 28 or h % 28:
             out.append(

@@ -152,7 +152,7 @@ def test_config_selects_the_verl_backend_and_reports_every_problem() -> None:
     cfg = LearnerConfig(
         backend="verl", verl=VerlConfig(model_path="/m", gpus_per_node=4), mini_batch_size=16, micro_batch_size=4
     )
-    assert cfg.backend == "verl" and cfg.verl is not None and cfg.verl.world_size == 4
+    assert cfg.backend.name == "verl" and cfg.verl is not None and cfg.verl.world_size == 4
     with pytest.raises(ValueError) as err:
         LearnerConfig(
             backend="verl",
