@@ -384,7 +384,7 @@ class LearnerConfig(BaseModel):
             needs_critic = True
         if self.backend.name not in BUILTINS["learner"]:
             try:
-                check_component("learner", self.backend)
+                check_component("learner", self.backend, policy=None, config=None)
             except ComponentError as exc:
                 out.append(f"backend: {exc}")
         elif self.backend.kwargs:
