@@ -45,7 +45,7 @@ class WarmStart:
     max_new_tokens: int
     metadata: dict[str, Any]
     agent_format: str | None = None
-    """A :data:`darwin.agents.formats.AGENT_FORMATS` name for a checkpoint fine-tuned under a
+    """An agent format (:mod:`darwin.agents.formats`: a built-in name or an import path) for a checkpoint fine-tuned under a
     named format (``darwin sft --model``); ``None``: the tiny agent of ``agent_config``."""
 
     def make_agent(self) -> TinyAgent:
