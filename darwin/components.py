@@ -42,6 +42,7 @@ __all__ = [
     "ComponentKind",
     "ComponentSpec",
     "build_component",
+    "check_backend",
     "check_component",
     "resolve_component",
 ]
@@ -295,6 +296,15 @@ def check_component(
     check = getattr(cls, "check_arguments", None)
     if callable(check):
         check(**arguments)
+
+
+def check_backend(kind: ComponentKind, spec: ComponentSpec, **context: object) -> None:
+    """:func:`check_component` for a backend (the learner, the policy): a built-in named without
+    kwargs is valid by its name, so loading an experiment imports neither verl nor transformers
+    for it; any other spec is checked in full."""
+    if spec.name in BUILTINS[kind] and not spec.kwargs:
+        return
+    check_component(kind, spec, named_context=None, **context)
 
 
 def _accepted(cls: type, context: dict[str, object]) -> dict[str, object]:

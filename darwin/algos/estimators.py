@@ -118,11 +118,6 @@ class Estimator:
     fn: Callable[[AdvantageInputs], AdvantageOutput]
     needs_critic: bool
 
-    @property
-    def name(self) -> str:
-        """The function's name (``gae_estimator``)."""
-        return self.fn.__name__
-
 
 def advantage_estimator(*, needs_critic: bool) -> Callable[[Callable[[AdvantageInputs], AdvantageOutput]], Estimator]:
     """Decorator: make ``fn(inputs) -> AdvantageOutput`` an :class:`Estimator` an experiment

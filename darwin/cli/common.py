@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, ProgressColumn
+
     from darwin.run.config import ExperimentConfig
 
 __all__ = [
@@ -22,6 +25,7 @@ __all__ = [
     "load_experiment_for_command",
     "parse_int_list",
     "parse_size",
+    "progress_bar",
     "task_names_line",
 ]
 
@@ -92,3 +96,28 @@ def credentials_fail_cleanly() -> Iterator[None]:
         yield
     except RunAbort as exc:  # PolicyAuthError among them
         raise click.ClickException(str(exc)) from None
+
+
+def progress_bar(console: Console, label: str, *fields: ProgressColumn, time_remaining: bool = False) -> Progress:
+    """The commands' progress bar on ``console``, kept on screen when done: ``label`` in bold,
+    the task's description, the bar, done/total, the ``fields`` columns, the time elapsed (and
+    the time remaining with ``time_remaining``)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns: list[ProgressColumn] = [
+        TextColumn(f"[bold]{label}[/] {{task.description}}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        *fields,
+        TimeElapsedColumn(),
+    ]
+    if time_remaining:
+        columns.append(TimeRemainingColumn())
+    return Progress(*columns, console=console, transient=False)

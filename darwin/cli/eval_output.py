@@ -10,10 +10,9 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from darwin.cli.common import credentials_fail_cleanly
+from darwin.cli.common import credentials_fail_cleanly, progress_bar
 
 if TYPE_CHECKING:
     from darwin.evaluate import EvalProtocol, EvalReport
@@ -31,14 +30,7 @@ def evaluate_with_progress(
     """Run ``evaluation`` under a progress bar of ``total`` episodes on ``console``; it is
     given the callback to call after each episode. A missing or rejected API key stops the
     command with one line."""
-    with Progress(
-        TextColumn("[bold]eval[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
+    with progress_bar(console, "eval") as progress:
         bar = progress.add_task(description, total=total)
         with credentials_fail_cleanly():
             return asyncio.run(evaluation(lambda t: progress.advance(bar)))

@@ -15,10 +15,11 @@ from typing import Any
 import click
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import TextColumn
 from rich.table import Table
 
 from darwin.agents.warm_start import AGENT_FILE, SFT_FILE
+from darwin.cli.common import progress_bar
 
 __all__ = ["checkpoint_defaults", "finetune_command"]
 
@@ -117,14 +118,7 @@ def finetune_command(
         f"fine-tuning {model} as {config.agent_format} ({mode}) on {w}x{h} screens: {config.steps} steps of batch {config.batch_size}, lr {config.lr:g}"
     )
 
-    columns = (
-        TextColumn("[bold]sft[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
+    with progress_bar(console, "sft", TextColumn("loss {task.fields[loss]}")) as progress:
         bar = progress.add_task("demonstrations", total=config.steps, loss="-")
         try:
             result = finetune(

@@ -20,9 +20,9 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from darwin.cli.common import progress_bar
 from darwin.cli.judge_options import judge_options, judges_from_options, parse_device_size
 
 __all__ = ["judge"]
@@ -41,14 +41,7 @@ def _run(judges, cases, out: Path, console: Console):  # noqa: ANN001, ANN202 - 
     total = len(judges) * len(cases)
     if done:
         console.print(f"resuming: {done} of {total} verdicts already in {results.path}", highlight=False)
-    with Progress(
-        TextColumn("[bold]judge[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
+    with progress_bar(console, "judge") as progress:
         bar = progress.add_task(
             f"{len(cases)} episode(s) x {len(judges)} configuration(s)", total=total, completed=done
         )

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Literal
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import TextColumn
 
-from darwin.cli.common import load_experiment_for_command
+from darwin.cli.common import load_experiment_for_command, progress_bar
 
 if TYPE_CHECKING:
     from darwin.sft.training import HeldoutMetrics, StepStats
@@ -47,7 +47,6 @@ def warm_start_command(
     over it, save it in ``out`` (default: ``runs/sft``, or the experiment's warm-start cache
     entry), print its figures, then evaluate it (unless ``eval_episodes`` is 0)."""
     from pydantic import ValidationError
-    from rich.progress import TimeRemainingColumn
 
     from darwin.agents.warm_start import SFT_FILE
     from darwin.cli.finetune import evaluate_and_record
@@ -109,16 +108,8 @@ def warm_start_command(
         f"SFT config {config.config_hash()}: {config.episodes} episodes on {config.phones} phones ({', '.join(config.tasks)}), {w}x{h} screens, {config.steps} steps of batch {config.batch_size}, lr {config.lr:g}"
     )
 
-    columns = (
-        TextColumn("[bold]sft[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]}"),
-        TextColumn("{task.fields[tps]} tok/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
+    step_columns = (TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"))
+    with progress_bar(console, "sft", *step_columns, time_remaining=True) as progress:
         bar = progress.add_task("demonstrations", total=config.steps, loss="-", tps="-")
 
         def on_step(s: StepStats) -> None:

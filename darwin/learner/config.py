@@ -33,7 +33,7 @@ from pydantic import (
 
 from darwin.algos.estimators import get_estimator
 from darwin.algos.losses import KL_ESTIMATORS, LOSS_AGG_MODES
-from darwin.components import BUILTINS, ComponentError, ComponentSpec, check_component
+from darwin.components import ComponentError, ComponentSpec, check_backend
 from darwin.learner.verl_config import VerlConfig
 from darwin.problems import problems_message
 
@@ -382,16 +382,10 @@ class LearnerConfig(BaseModel):
         except ComponentError as exc:
             out.append(f"algorithm: {exc}")
             needs_critic = True
-        if self.backend.name not in BUILTINS["learner"]:
-            try:
-                check_component("learner", self.backend, policy=None, config=None)
-            except ComponentError as exc:
-                out.append(f"backend: {exc}")
-        elif self.backend.kwargs:
-            out.append(
-                f"backend: learner {self.backend.name!r} takes no kwargs (got {sorted(self.backend.kwargs)}): "
-                "its settings are the learner's own fields"
-            )
+        try:
+            check_backend("learner", self.backend, policy=None, config=None)
+        except ComponentError as exc:
+            out.append(f"backend: {exc}")
         if not needs_critic:
             name = self.algorithm.name
             if self.critic_warmup_updates:

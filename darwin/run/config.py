@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from darwin.components import (
-    BUILTINS,
     ComponentError,
     ComponentKind,
     ComponentSpec,
+    check_backend,
     check_component,
     resolve_component,
 )
@@ -258,8 +258,7 @@ class PolicyConfig(BaseModel):
                 f"policy.server is set but policy.backend = {self.backend.name!r}; set backend='server' to use it "
                 "(or drop server)"
             )
-        if self.backend.name not in BUILTINS["policy"] or self.backend.kwargs:
-            check_component("policy", self.backend, vlm=None, config=None)  # a typo fails at load, with "did you mean"
+        check_backend("policy", self.backend, vlm=None, config=None)  # a typo fails at load, with "did you mean"
         return self
 
 
