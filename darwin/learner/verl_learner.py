@@ -354,16 +354,20 @@ class VerlLearner:
             rope_model=self._rope_model,
         )
         t1 = time.perf_counter()
+        # One line per phase, so that an update cut short by a timeout still says where its time went.
+        logger.info("verl prepare: %d rows built in %.1fs", n, t1 - t0)
         mask = data.batch["response_mask"][:n].bool()
         values = None
         if self.critic_group is not None:
             values = self._infer(self.critic_group, data, "values")[:n]
         t2 = time.perf_counter()
+        logger.info("verl prepare: critic values in %.1fs", t2 - t1)
         warmup = self.in_warmup
         if not warmup:
             old = self._infer(self.actor_group, data, "log_probs")[:n]
             data.batch["old_log_probs"] = _pad_rows(old.masked_fill(~mask, 0.0), data)
         t3 = time.perf_counter()
+        logger.info("verl prepare: actor log-probs in %.1fs", t3 - t2)
         if lam is None:
             lam = cfg.critic_warmup_lam if warmup else cfg.lam
         rewards = shaped_rewards(cfg, rows, collected.trajectories, torch.device("cpu"))
@@ -475,6 +479,7 @@ class VerlLearner:
             )
             self.optimizer_steps += epochs * len(batch.data) // mini
         t_critic = time.perf_counter()
+        logger.info("verl update: critic trained in %.1fs", t_critic - t1)
         if not warmup:
             keys = (
                 "input_ids",

@@ -14,6 +14,7 @@
 #   2b-offload  ~2.0 B, the same rows, parameters and optimizer states offloaded between calls
 #               (actor and critic share the one GPU; 2 x 32 GB of fp32 weights, grads and Adam)
 #   1b-rows     the 1b model with 4 rows per micro-batch: the settings of the 2026-11-26 record
+#   probe       the 1b model on 64 rows, with /dev/shm and /tmp sizes: where an update's time goes
 #   tests       pytest -m gpu on the verl learner's GPU tests
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,7 +39,7 @@ cat "$out/env.txt" | tail -2
 bench() {  # name, timeout, bench arguments
     local name=$1 limit=$2
     shift 2
-    timeout "$limit" python3 -P -c "from darwin.cli.main import main; main()" bench learner --backend verl --device cuda \
+    timeout "$limit" python3 -P -c "from darwin.cli.main import main; main()" --log-level info bench learner --backend verl --device cuda \
         --workers 1 --rows paper --steps 256 --mini 64 --epochs 1 --phase ppo "$@" > "$out/$name.log" 2>&1
     echo "$name: exit $?"
     grep '^{"device"' "$out/$name.log" | sed "s/^{/{\"step\": \"$name\", /" | tee -a "$out/bench.jsonl"
@@ -49,12 +50,17 @@ for step in "${@:-1b-tokens}"; do
         1b-tokens) bench 1b-tokens 270 --size 1b --token-budget 16384 ;;
         2b-offload) bench 2b-offload 330 --size 2b --token-budget 16384 --offload ;;
         1b-rows) bench 1b-rows 270 --size 1b --micro 4 ;;
+        probe)  # where an update's time goes, in what is left of a device lease: 64 rows, Ray's object store
+            { df -h /dev/shm /tmp; free -g; } | tee "$out/machine.txt"
+            bench probe 190 --size 1b --steps 64 --mini 32 --token-budget 16384
+            grep -a "verl prepare\|verl update" "$out/probe.log" | cut -c1-160
+            ;;
         tests)
             timeout 400 python3 -P -m pytest -m gpu -q -p no:cacheprovider tests/learner/test_verl_gpu.py \
                 tests/learner/test_verl_learner.py > "$out/gpu-tests.log" 2>&1
             echo "tests: exit $?"
             tail -3 "$out/gpu-tests.log"
             ;;
-        *) echo "unknown step $step: use 1b-tokens, 2b-offload, 1b-rows or tests" >&2; exit 2 ;;
+        *) echo "unknown step $step: use 1b-tokens, 2b-offload, 1b-rows, probe or tests" >&2; exit 2 ;;
     esac
 done
