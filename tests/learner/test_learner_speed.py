@@ -190,6 +190,8 @@ def test_rows_rebuilt_from_the_sampler_equal_the_processors(policy, trajectories
         assert torch.equal(got.mm_token_type_ids, want["mm_token_type_ids"][0])
         assert torch.equal(got.pixel_values, want["pixel_values"])
         assert torch.equal(got.image_grid_thw, want["image_grid_thw"])
+        # its own storage, not a view of every row's: verl pickles each row to its workers
+        assert got.pixel_values.untyped_storage().nbytes() == got.pixel_values.numel() * got.pixel_values.element_size()
 
 
 def test_rows_fall_back_to_the_processor_when_the_encoder_cannot_reproduce_it(policy, trajectories):

@@ -131,6 +131,10 @@ def test_collate_equals_the_policys_batch(policy, kit):
         for i, p in enumerate(prompts)
     ]
     inputs = preprocess_rows(policy, rows, chunk=3)  # chunks that split the batch unevenly
+    for row in inputs:  # each row owns its tensors: a pickled view would carry its whole chunk
+        for tensor in (row.pixel_values, row.image_grid_thw):
+            if tensor is not None:
+                assert tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
     for subset in ([0, 1, 2, 3], [2, 0], [1], [3, 2, 1]):
         expected = policy.build_inputs([prompts[i] for i in subset])
         got = collate([inputs[i] for i in subset], policy.vlm.tokenizer.pad_token_id)
