@@ -12,7 +12,7 @@ only (nothing held out is ever demonstrated), trains it with the default run's P
 (examples/spa_bench.py), and evaluates the warm start and the final policy on phones that
 never train, on all four sets; `darwin run` prints the gain on each and eval.json keeps
 them (``per_set``). AndroidWorld-Generalization reports RL gains of +26.1 / +15.7 / +8.3
-points on unseen instances / templates / apps for a 7B model; docs/results.md has ours.
+points on unseen instances / templates / apps for a 7B model; docs/results-archive.md has ours.
 
     darwin tasks split --out runs/split --seed 0     # the same split as task files, to inspect
     darwin run examples/generalization.py --dry-run

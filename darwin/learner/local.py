@@ -37,7 +37,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypedDict
 
@@ -54,6 +54,7 @@ from darwin.algos.losses import (
     ppo_policy_loss,
     value_loss,
 )
+from darwin.learner.base import LearnerBase
 from darwin.learner.checkpoint import (
     LearnerState,
     ResumeState,
@@ -69,8 +70,6 @@ from darwin.learner.config import LearnerConfig
 from darwin.learner.metrics import (
     LossTotals,
     UpdateMetrics,
-    fmt_metric,
-    skipped_update_metrics,
     update_metrics,
 )
 from darwin.learner.networks import (
@@ -87,7 +86,6 @@ from darwin.learner.step_rows import (
     LearnerDataError,
     RowInputs,
     StepRow,
-    actor_skip_reason,
     attach_image_features,
     attach_positions,
     collate,
@@ -101,7 +99,6 @@ from darwin.learner.update_batch import (
     estimate_advantages,
     group_of,
     mean_advantage_per_trajectory,
-    prune_negatives,
     shaped_rewards,
     step_scores,
 )
@@ -128,7 +125,18 @@ class LossAggregation(TypedDict):
     global_batch_size: int | None
 
 
-class LocalLearner:
+@dataclass(frozen=True)
+class LocalTrainedUpdate:
+    """What one local update trained on and accumulated, for its metrics."""
+
+    batch: UpdateBatch
+    totals: LossTotals
+    epochs: int
+    prepared_at: float
+    """``time.perf_counter()`` when the batch was ready and training began."""
+
+
+class LocalLearner(LearnerBase[LocalTrainedUpdate]):
     """PPO / GRPO learner for a :class:`~darwin.policies.hf.HFPolicy`, in one process.
 
     Models (all copies; the policy's model is never trained in place, so sampling can go
@@ -151,6 +159,8 @@ class LocalLearner:
             log-prob temperature score responses, and it receives new weights.
         config: hyperparameters (defaults: embedded values; ``LearnerConfig.paper()``).
     """
+
+    policy: TrainablePolicy
 
     def __init__(self, policy: TrainablePolicy, config: LearnerConfig | None = None) -> None:
         if not isinstance(policy, TrainablePolicy):
@@ -219,11 +229,6 @@ class LocalLearner:
         self.accepted: AcceptedEpisodes | None = AcceptedEpisodes(cfg.rft.max_episodes) if cfg.rft.every else None
 
     # ------------------------------------------------------------------ properties
-    @property
-    def in_warmup(self) -> bool:
-        """Whether the next :meth:`update` trains only the critic."""
-        return self.config.uses_critic and self.updates < self.config.critic_warmup_updates
-
     def actor_state_dict(self) -> dict[str, torch.Tensor]:
         """The actor's weights in the policy model's key space (LoRA merged): what the policy
         receives after each actor update."""
@@ -515,119 +520,77 @@ class LocalLearner:
         return (lp,)
 
     # ------------------------------------------------------------------ the update
-    def update(
-        self, trajectories: Sequence[Trajectory], *, group_ids: Sequence[Hashable] | None = None
-    ) -> UpdateMetrics:
-        """One update on completed trajectories (see the module docstring).
+    def _pruning_rng(self) -> random.Random:
+        return self._py_rng()
 
-        During the first ``critic_warmup_updates`` calls only the critic trains (warm-up
-        lambda and epochs); the actor's parameters stay bit-identical, the policy keeps its
-        weights and version. Afterwards (and always in GRPO) the actor trains and the policy
-        receives its weights with ``version + 1``. ``group_ids`` (GRPO): one group per
-        trajectory, default the task id. Blocking: from asyncio code run it in a thread.
-
-        With ``infra_only_updates = 'skip'`` (the default), a batch that holds no verdict
-        (:func:`~darwin.learner.step_rows.actor_skip_reason`: unverified trajectories left out, the
-        rest all infrastructure truncations, or nothing left) trains nothing: no actor step, no
-        critic step, no positive replay; the update is counted and its metrics say
-        ``actor_skipped_reason``. The actor must not move, since every reward of such a batch
-        says how the phones failed, not how the agent did; the critic is left alone too, since
-        with ``truncation='zero'`` its targets there are all zero and would teach it that the
-        states the phones failed in are worth nothing (not the agent's doing). A skipped update
-        during the critic warm-up counts as one of its updates.
-        """
+    def _train_update(
+        self, trajectories: list[Trajectory], group_ids: Sequence[Hashable] | None, *, warmup: bool
+    ) -> LocalTrainedUpdate:
+        """Rows with replayed positives added (after warm-up), advantages, then the epochs; the
+        step scores, the replay buffer and the accepted episodes are updated on the way."""
         cfg = self.config
-        t0 = time.perf_counter()
-        skip = actor_skip_reason(trajectories) if cfg.infra_only_updates == "skip" else None
-        self.step_scores = ()
-        if skip is not None:
-            self.updates += 1
-            metrics = skipped_update_metrics(
-                trajectories,
-                reason=skip,
-                update=self.updates,
-                policy_version=self.policy_version,
-                total_s=time.perf_counter() - t0,
-            )
-            logger.info(
-                "update %d skipped (%s): %d trajectories, %d infrastructure truncations, %d unverified; "
-                "the actor and the critic keep their weights",
-                metrics.update,
-                skip,
-                len(trajectories),
-                metrics.dropped_infra_trajectories,
-                metrics.unverified_trajectories,
-            )
-            return metrics
-        warmup = self.in_warmup
-        version_before = self.policy_version
-        fresh, group_ids, pruned = list(trajectories), group_ids, 0
-        if cfg.negative_pruning:
-            fresh, group_ids, pruned = prune_negatives(
-                trajectories, group_ids, max_negatives_per_positive=cfg.max_negatives_per_positive, rng=self._py_rng()
-            )
-        replayed = self.replay.sample(len(fresh), self._py_rng()) if self.replay is not None and not warmup else []
-        fresh_ids = {t.episode_id for t in fresh}
+        replayed = (
+            self.replay.sample(len(trajectories), self._py_rng()) if self.replay is not None and not warmup else []
+        )
+        fresh_ids = {t.episode_id for t in trajectories}
         replayed = [t for t in replayed if t.episode_id not in fresh_ids]  # the same episode handed in again
         if replayed and group_ids is not None:
             group_ids = [*group_ids, *(group_of(t) for t in replayed)]
-        batch = self.prepare([*fresh, *replayed], group_ids=group_ids)
-        batch = replace(batch, pruned_trajectories=pruned, replayed_trajectories=len(replayed))
+        batch = self.prepare([*trajectories, *replayed], group_ids=group_ids)
+        batch = replace(batch, replayed_trajectories=len(replayed))
         self.step_scores = step_scores(batch, update=self.updates + 1)
         if self.replay is not None and not warmup:
-            self.replay.insert(fresh, mean_advantage_per_trajectory(batch, fresh), self.updates)
+            self.replay.insert(trajectories, mean_advantage_per_trajectory(batch, trajectories), self.updates)
         if self.accepted is not None:
-            self.accepted.add(fresh)
-        t1 = time.perf_counter()
-        train_actor = not warmup
+            self.accepted.add(trajectories)
+        prepared_at = time.perf_counter()
         epochs = cfg.critic_warmup_epochs if warmup else cfg.ppo_epochs
-        totals = self._train(batch, epochs=epochs, train_actor=train_actor)
-        t2 = time.perf_counter()
-        self.updates += 1
-        if train_actor:
-            self.policy_version += 1
-            self.policy.load_weights(self.actor_state_dict(), self.policy_version)
-        t3 = time.perf_counter()
+        totals = self._train(batch, epochs=epochs, train_actor=not warmup)
+        return LocalTrainedUpdate(batch=batch, totals=totals, epochs=epochs, prepared_at=prepared_at)
+
+    def _finish_update(
+        self,
+        trained: LocalTrainedUpdate,
+        *,
+        warmup: bool,
+        version_before: int,
+        started: float,
+        trained_at: float,
+        synced: float,
+    ) -> UpdateMetrics:
+        """The update's metrics, then the rejection-sampling fine-tune when one is due (its time
+        is ``rft_s``, outside ``total_s``)."""
+        batch, totals = trained.batch, trained.totals
         metrics = update_metrics(
             batch,
             totals,
-            config=cfg,
+            config=self.config,
             update=self.updates,
             policy_version=self.policy_version,
             version_before=version_before,
             warmup=warmup,
-            actor_updated=train_actor,
-            epochs=epochs,
+            actor_updated=not warmup,
+            epochs=trained.epochs,
             has_critic=self.critic is not None,
             replay_size=len(self.replay) if self.replay is not None else 0,
         )
-        if train_actor and self._rft_due():
+        if not warmup and self._rft_due():
             finetuned = self.rejection_finetune()
             metrics = replace(metrics, **finetuned, policy_version=self.policy_version)
-        metrics = replace(
+        train_s = trained_at - trained.prepared_at
+        return replace(
             metrics,
             prepare_s=batch.preprocess_s,
             scoring_s=batch.scoring_s,
-            train_s=t2 - t1,
-            total_s=t3 - t0,
+            train_s=train_s,
+            total_s=synced - started,
             images_s=batch.images_s,
             values_s=batch.values_s,
             reference_s=batch.reference_s,
             proximal_s=batch.proximal_s,
-            forward_backward_s=t2 - t1 - totals.optimizer_s,
+            forward_backward_s=train_s - totals.optimizer_s,
             optimizer_s=totals.optimizer_s,
         )
-        logger.info(
-            "update %d (%s): %d steps, policy v%d, value loss %s, policy loss %s, %.1fs",
-            metrics.update,
-            metrics.stage,
-            metrics.steps,
-            metrics.policy_version,
-            fmt_metric(metrics.value_loss),
-            fmt_metric(metrics.policy_loss),
-            metrics.total_s,
-        )
-        return metrics
 
     # ------------------------------------------------------------------ rejection-sampling fine-tune
     def _rft_due(self) -> bool:

@@ -10,7 +10,7 @@ no-padding layout) for the worker calls.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -222,6 +222,21 @@ class VerlUpdateTimings:
     peak_memory_gib: float | None = None
     """The largest ``torch.cuda.max_memory_allocated`` any worker reported (verl's
     ``perf/max_memory_allocated_gb``); None when none did (CPU workers report 0)."""
+
+
+@dataclass(frozen=True)
+class VerlTrainedUpdate:
+    """What one verl update trained on and what its workers reported, for its metrics."""
+
+    batch: VerlUpdateBatch
+    epochs: int
+    actor: Mapping[str, object]
+    """The actor workers' metrics (verl's names, e.g. ``actor/pg_loss``; numbers or verl ``Metric`` objects); empty during warm-up."""
+    critic: Mapping[str, object]
+    """The critic workers' metrics (``critic/vf_loss``, ...); empty without a critic."""
+    prepared_at: float
+    """``time.perf_counter()`` when the batch was ready and training began."""
+    critic_trained_at: float
 
 
 def _select(data: DataProto, keys: Sequence[str]) -> DataProto:

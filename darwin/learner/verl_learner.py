@@ -43,12 +43,10 @@ import copy
 import logging
 import math
 import os
-import random
 import shutil
 import tempfile
 import time
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -57,6 +55,7 @@ import torch
 from pydantic import JsonValue
 
 from darwin.algos.losses import masked_mean
+from darwin.learner.base import LearnerBase
 from darwin.learner.checkpoint import (
     ResumeState,
     checkpoint_manifest,
@@ -69,21 +68,20 @@ from darwin.learner.checkpoint import (
     write_pickle,
 )
 from darwin.learner.config import LearnerConfig
-from darwin.learner.metrics import UpdateMetrics, skipped_update_metrics
+from darwin.learner.metrics import UpdateMetrics
 from darwin.learner.step_rows import (
     LearnerDataError,
-    actor_skip_reason,
     collect_step_rows,
     preprocess_rows,
     processor_inputs,
 )
 from darwin.learner.update_batch import (
     estimate_advantages,
-    prune_negatives,
     shaped_rewards,
     shortest_path_adjusted,
 )
 from darwin.learner.verl_batch import (
+    VerlTrainedUpdate,
     VerlUpdateBatch,
     VerlUpdateTimings,
     _no_padding,
@@ -119,7 +117,7 @@ VLM_MODULE = "darwin.learner.verl_vlm"
 # --------------------------------------------------------------------------------------
 # The learner
 # --------------------------------------------------------------------------------------
-class VerlLearner:
+class VerlLearner(LearnerBase[VerlTrainedUpdate]):
     """PPO with critic warm-up (or GRPO/GiGPO) on verl's FSDP worker groups.
 
     Args:
@@ -290,11 +288,6 @@ class VerlLearner:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ properties
-    @property
-    def in_warmup(self) -> bool:
-        """Whether the next :meth:`update` trains only the critic."""
-        return self.config.uses_critic and self.updates < self.config.critic_warmup_updates
-
     def actor_state_dict(self) -> dict[str, torch.Tensor]:
         """The actor's full weights (HF key names, CPU), gathered from the FSDP shards."""
         (state, *_rest) = [s for s in self.actor_group.full_state_dict() if s is not None]
@@ -418,44 +411,11 @@ class VerlLearner:
         return no_padding_2_padding(tu.get(output, key), td).float().cpu()
 
     # ------------------------------------------------------------------ the update
-    def update(
-        self, trajectories: Sequence[Trajectory], *, group_ids: Sequence[Hashable] | None = None
-    ) -> UpdateMetrics:
-        """One update (critic only during warm-up); pushes the actor's weights after an actor update.
-        A batch without a verdict trains nothing, on no worker, as in
-        :meth:`LocalLearner.update <darwin.learner.local.LocalLearner.update>` (``infra_only_updates``)."""
+    def _train_update(
+        self, trajectories: list[Trajectory], group_ids: Sequence[Hashable] | None, *, warmup: bool
+    ) -> VerlTrainedUpdate:
+        """The rows, values and log-probs from the workers, then the critic's and the actor's epochs."""
         cfg = self.config
-        t0 = time.perf_counter()
-        skip = actor_skip_reason(trajectories) if cfg.infra_only_updates == "skip" else None
-        if skip is not None:
-            self.updates += 1
-            metrics = skipped_update_metrics(
-                trajectories,
-                reason=skip,
-                update=self.updates,
-                policy_version=self.policy_version,
-                total_s=time.perf_counter() - t0,
-            )
-            logger.info(
-                "verl update %d skipped (%s): %d trajectories, %d infrastructure truncations, %d unverified",
-                metrics.update,
-                skip,
-                len(trajectories),
-                metrics.dropped_infra_trajectories,
-                metrics.unverified_trajectories,
-            )
-            return metrics
-        warmup = self.in_warmup
-        version_before = self.policy_version
-        pruned = 0
-        if cfg.negative_pruning:
-            # A fresh, reproducible draw per update: nothing to checkpoint.
-            trajectories, group_ids, pruned = prune_negatives(
-                trajectories,
-                group_ids,
-                max_negatives_per_positive=cfg.max_negatives_per_positive,
-                rng=random.Random(cfg.seed * 1_000_003 + self.updates),
-            )
         batch = self.prepare(trajectories, group_ids=group_ids)
         t1 = time.perf_counter()
         epochs = cfg.critic_warmup_epochs if warmup else cfg.ppo_epochs
@@ -495,39 +455,48 @@ class VerlLearner:
                 self.actor_group, _select(batch.data, keys), mini=cfg.mini_batch_size, epochs=epochs, seed=seed
             )
             self.optimizer_steps += epochs * len(batch.data) // cfg.mini_batch_size
-        t2 = time.perf_counter()
-        self.updates += 1
-        if not warmup:
-            self.policy_version += 1
-            self.policy.load_weights(self.actor_state_dict(), self.policy_version)
-        t3 = time.perf_counter()
+        return VerlTrainedUpdate(
+            batch=batch,
+            epochs=epochs,
+            actor=actor_metrics,
+            critic=critic_metrics,
+            prepared_at=t1,
+            critic_trained_at=t_critic,
+        )
+
+    def _finish_update(
+        self,
+        trained: VerlTrainedUpdate,
+        *,
+        warmup: bool,
+        version_before: int,
+        started: float,
+        trained_at: float,
+        synced: float,
+    ) -> UpdateMetrics:
         memory = [
             float(v)
-            for m in (actor_metrics, critic_metrics)
+            for m in (trained.actor, trained.critic)
             for v in _metric_values(m, "perf/max_memory_allocated_gb")
             if float(v) > 0
         ]
         self.last_timings = VerlUpdateTimings(
-            critic_train_s=t_critic - t1,
-            actor_train_s=t2 - t_critic,
-            weight_sync_s=t3 - t2,
+            critic_train_s=trained.critic_trained_at - trained.prepared_at,
+            actor_train_s=trained_at - trained.critic_trained_at,
+            weight_sync_s=synced - trained_at,
             peak_memory_gib=max(memory) if memory else None,
         )
-        metrics = self._metrics(
-            batch, warmup, epochs, version_before, actor_metrics, critic_metrics, t1 - t0, t2 - t1, t3 - t0
+        return self._metrics(
+            trained.batch,
+            warmup,
+            trained.epochs,
+            version_before,
+            trained.actor,
+            trained.critic,
+            trained.prepared_at - started,
+            trained_at - trained.prepared_at,
+            synced - started,
         )
-        metrics = replace(metrics, pruned_trajectories=pruned)
-        logger.info(
-            "verl update %d (%s): %d steps, policy v%d, value loss %s, policy loss %s, %.1fs",
-            metrics.update,
-            metrics.stage,
-            metrics.steps,
-            metrics.policy_version,
-            metrics.value_loss,
-            metrics.policy_loss,
-            metrics.total_s,
-        )
-        return metrics
 
     def _train(self, group: TrainingWorkerGroup, data: DataProto, *, mini: int, epochs: int, seed: int) -> dict:
         from verl.utils import tensordict_utils as tu
@@ -552,8 +521,8 @@ class VerlLearner:
         warmup: bool,
         epochs: int,
         version_before: int,
-        actor: dict,
-        critic: dict,
+        actor: Mapping[str, object],
+        critic: Mapping[str, object],
         prepare_s: float,
         train_s: float,
         total_s: float,
