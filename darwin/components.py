@@ -2,7 +2,8 @@
 
 An experiment file chooses its curriculum, workflow, verifier, memory, phone provider, action
 guard, learner, advantage estimator (``algorithm``), policy backend and agent format with a
-:class:`ComponentSpec`: ``name`` is a built-in (``"learnability"``) or an import path
+:class:`ComponentSpec`, and ``darwin eval --agent`` names the actors it evaluates (``actors``) the
+same way: ``name`` is a built-in (``"learnability"``) or an import path
 (``"my_lab.curricula:Hardest"``), ``kwargs`` its keyword arguments. Everything is resolved
 when the experiment is loaded (``darwin run --dry-run`` included), so a typo fails at once with
 a "did you mean" and the fix, never in the middle of a run. Validation (:func:`check_component`)
@@ -20,10 +21,14 @@ opens no database. The run builds each component once (:func:`build_component`):
     darwin.components.ComponentError: curriculum 'learnabilty' is not built in (did you mean 'learnability'?)...
 
 Context arguments (``tasks`` and ``seed`` for curricula; ``verifier`` and ``config`` for
-workflows) are passed to a class only when its ``__init__`` accepts them, so a user's class
-takes just what it needs; a memory or a curriculum gets the run directory (``run_dir``)
+workflows; the evaluation's ``seed``, ``phones``, ``temperature``, ``agent_format``,
+``api_base``, ``api_key_env`` and ``max_new_tokens`` for actors) are passed to a class only when
+its ``__init__`` (a factory function: its signature) accepts them, so a user's class takes just
+what it needs; a memory or a curriculum gets the run directory (``run_dir``)
 only when its ``__init__`` names that argument. A verifier may also be a plain (async) function
-``request -> Verdict`` named by import path.
+``request -> Verdict`` named by import path, and actors a function returning
+:class:`~darwin.agents.actors.Actors` (built-ins: ``oracle``, ``random``, ``tiny``, ``litellm``) as
+well as a subclass of it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
@@ -58,6 +63,7 @@ ComponentKind = Literal[
     "algorithm",
     "policy",
     "agent_format",
+    "actors",
 ]
 
 BUILTINS: dict[str, dict[str, str]] = {
@@ -116,8 +122,15 @@ BUILTINS: dict[str, dict[str, str]] = {
         "qwen3": "darwin.agents.qwen:QwenVLAgent",
         "tiny": "darwin.agents.tiny:TinyAgent",
     },
+    "actors": {
+        "oracle": "darwin.agents.scripted:oracle_actors",
+        "random": "darwin.agents.scripted:random_actors",
+        # a checkpoint directory or a `darwin run` directory: reading the latter is the run's business
+        "tiny": "darwin.run.build:tiny_actors",
+        "litellm": "darwin.agents.formats:litellm_actors",
+    },
 }
-"""Built-in names of each kind and the class each stands for."""
+"""Built-in names of each kind and the class (or function) each stands for."""
 
 _BASES: dict[str, str] = {
     "curriculum": "darwin.curricula.base:Curriculum",
@@ -130,11 +143,17 @@ _BASES: dict[str, str] = {
     "algorithm": "darwin.algos.estimators:Estimator",
     "policy": "darwin.policies.base:Policy",
     "agent_format": "darwin.agents.vlm:VLMAgent",
+    "actors": "darwin.agents.actors:Actors",
 }
 
 # Kinds named without kwargs: a learner is rebuilt from its checkpoint by ``load(path, policy,
 # config=...)`` and takes its settings from ``learner.*``; an estimator is a function of the batch.
 NO_KWARGS_KINDS: frozenset[str] = frozenset({"learner", "algorithm"})
+
+# Kinds whose component may also be a function returning an instance of the kind's class: the
+# actors of an evaluation are made together (one policy pool for all phones, its clean-up), so a
+# factory is their natural form; a subclass of the kind's class is built like any other class.
+FACTORY_KINDS: frozenset[str] = frozenset({"actors"})
 
 # What a learner's class must have (darwin.learner.base.LearnerClass, a protocol: no issubclass).
 _LEARNER_METHODS = ("load", "update", "save", "close")
@@ -184,7 +203,7 @@ def _import(path: str, kind: str, name: str) -> object:
 
 
 def resolve_component(kind: ComponentKind, name: str) -> object:
-    """The class (or, for verifiers, function) that ``name`` stands for."""
+    """The class that ``name`` stands for (or the function: a verifier's, an actors factory, an estimator)."""
     builtins = BUILTINS[kind]
     if name in builtins:
         return _import(builtins[name], kind, name)
@@ -204,7 +223,8 @@ def _arguments(
     named_context: Mapping[str, object] | None,
 ) -> tuple[type | None, object, dict[str, object]]:
     """What :func:`build_component` calls: ``(class, target, kwargs)``; the class is None for a
-    function verifier (``target`` is then the function)."""
+    function verifier, an estimator or a factory of a :data:`FACTORY_KINDS` kind (``target`` is
+    then the function)."""
     target = resolve_component(kind, spec.name)
     base = _import(_BASES[kind], kind, spec.name)
     kwargs = {**_NAME_KWARGS.get((kind, spec.name), {}), **spec.kwargs}
@@ -228,6 +248,12 @@ def _arguments(
                 f"{', '.join(_LEARNER_METHODS)}; missing {', '.join(missing) or 'a class'})"
             )
         return target, target, _accepted(target, dict(context))
+    if kind in FACTORY_KINDS and not isinstance(target, type):
+        if not callable(target):
+            raise ComponentError(
+                f"{kind} {spec.name!r} is neither a function returning {_dotted(kind)} nor a subclass of it"
+            )
+        return None, target, _with_context(target, kwargs, context, named_context)
     if kind == "verifier" and not isinstance(target, type) and callable(target):
         if spec.kwargs:
             raise ComponentError(
@@ -235,14 +261,27 @@ def _arguments(
             )
         return None, target, {}
     if not (isinstance(target, type) and issubclass(target, base)):  # type: ignore[arg-type]  # base is the kind's class, resolved from its import path
-        raise ComponentError(f"{kind} {spec.name!r} is not a subclass of {_BASES[kind].replace(':', '.')}")
-    accepted = {
-        k: v for k, v in _accepted(target, dict(context)).items() if k not in kwargs
-    }  # the spec's own kwargs win
+        raise ComponentError(f"{kind} {spec.name!r} is not a subclass of {_dotted(kind)}")
+    return target, target, _with_context(target, kwargs, context, named_context)
+
+
+def _with_context(
+    target: Callable[..., object],
+    kwargs: Mapping[str, object],
+    context: Mapping[str, object],
+    named_context: Mapping[str, object] | None,
+) -> dict[str, object]:
+    """``kwargs`` and the context arguments ``target`` takes; the spec's own kwargs win."""
+    accepted = {k: v for k, v in _accepted(target, dict(context)).items() if k not in kwargs}
     if named_context:
-        params = inspect.signature(target.__init__).parameters
+        params = _parameters(target)
         accepted.update({k: v for k, v in named_context.items() if k in params and k not in kwargs})
-    return target, target, {**accepted, **kwargs}
+    return {**accepted, **kwargs}
+
+
+def _dotted(kind: ComponentKind) -> str:
+    """The kind's class as a dotted name, for messages."""
+    return _BASES[kind].replace(":", ".")
 
 
 def build_component(
@@ -261,6 +300,8 @@ def build_component(
     cls, target, arguments = _arguments(kind, spec, context, named_context)
     if kind == "algorithm":
         return target
+    if cls is None and kind in FACTORY_KINDS:
+        return _call_factory(kind, spec, target, arguments)
     if cls is None:
         from darwin.verifiers.base import as_verifier
 
@@ -286,13 +327,12 @@ def check_component(
     checkpoint, the LLM judge its settings. Nothing is loaded or opened. A class without the
     hook has its values checked when the run builds it, before any phone starts.
     """
-    cls, _, arguments = _arguments(kind, spec, context, named_context)
+    cls, target, arguments = _arguments(kind, spec, context, named_context)
     if cls is None:
+        if kind in FACTORY_KINDS and callable(target):  # a factory: binding its arguments is all there is to check
+            _bind(kind, spec, target, arguments)
         return
-    try:
-        inspect.signature(cls).bind(**arguments)
-    except TypeError as exc:
-        raise ComponentError(f"{kind} {spec.name!r} with kwargs {spec.kwargs}: {exc}") from None
+    _bind(kind, spec, cls, arguments)
     check = getattr(cls, "check_arguments", None)
     if callable(check):
         check(**arguments)
@@ -307,9 +347,37 @@ def check_backend(kind: ComponentKind, spec: ComponentSpec, **context: object) -
     check_component(kind, spec, named_context=None, **context)
 
 
-def _accepted(cls: type, context: dict[str, object]) -> dict[str, object]:
-    """The context arguments ``cls.__init__`` takes by name (all of them if it takes ``**kwargs``)."""
-    params = inspect.signature(cls.__init__).parameters  # type: ignore[misc]  # the class's own __init__, never an instance's
+def _call_factory(kind: ComponentKind, spec: ComponentSpec, factory: object, arguments: dict[str, object]) -> object:
+    """What a factory function of a :data:`FACTORY_KINDS` kind returns, checked to be the kind's class."""
+    assert callable(factory)  # checked by _arguments
+    _bind(kind, spec, factory, arguments)  # a misspelt keyword is the spec's fault, named as such
+    built = factory(**arguments)
+    base = _import(_BASES[kind], kind, spec.name)
+    if not isinstance(built, base):  # type: ignore[arg-type]  # base is the kind's class, resolved from its import path
+        raise ComponentError(f"{kind} {spec.name!r} returned a {type(built).__name__}, not a {_dotted(kind)}")
+    return built
+
+
+def _bind(
+    kind: ComponentKind, spec: ComponentSpec, target: Callable[..., object], arguments: dict[str, object]
+) -> None:
+    """Fail as :class:`ComponentError` where ``target`` (a class or a function) cannot take ``arguments``."""
+    try:
+        inspect.signature(target).bind(**arguments)
+    except TypeError as exc:
+        raise ComponentError(f"{kind} {spec.name!r} with kwargs {spec.kwargs}: {exc}") from None
+
+
+def _parameters(target: Callable[..., object]) -> Mapping[str, inspect.Parameter]:
+    """The parameters of a function, or of a class's own ``__init__`` (never an instance's)."""
+    function = target.__init__ if isinstance(target, type) else target  # type: ignore[misc]  # the class's own __init__
+    return inspect.signature(function).parameters
+
+
+def _accepted(target: Callable[..., object], context: dict[str, object]) -> dict[str, object]:
+    """The context arguments ``target`` (a function, or a class's ``__init__``) takes by name (all
+    of them if it takes ``**kwargs``)."""
+    params = _parameters(target)
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return dict(context)
     return {k: v for k, v in context.items() if k in params}

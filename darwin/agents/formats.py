@@ -1,7 +1,8 @@
 """Agent formats: the prompt and output format a model speaks, chosen as a component of kind
 ``"agent_format"`` (:mod:`darwin.components`): a built-in name or the import path of a
 :class:`~darwin.agents.vlm.VLMAgent` subclass, used by ``darwin eval --agent-format`` and an
-experiment's ``agent.format``.
+experiment's ``agent.format``; and the actors of ``darwin eval --agent litellm:<model>``, a
+hosted model speaking a format (:func:`litellm_actors`).
 
     >>> make_agent("uitars-1.5").convention.kind, make_agent("uitars-1.0").convention.kind
     ('resized_image', 'relative')
@@ -12,6 +13,8 @@ experiment's ``agent.format``.
 
 from __future__ import annotations
 
+from darwin.agents.actors import Actors, AgentChoiceError
+from darwin.agents.base import Actor, ModelActor
 from darwin.agents.vlm import VLMAgent
 from darwin.components import BUILTINS, ComponentSpec, build_component
 from darwin.memory.base import Memory
@@ -26,3 +29,45 @@ def make_agent(spec: ComponentSpec | str, memory: Memory | None = None) -> VLMAg
     agent = build_component("agent_format", ComponentSpec.model_validate(spec), memory=memory)
     assert isinstance(agent, VLMAgent)  # checked by build_component
     return agent
+
+
+def litellm_actors(
+    *,
+    model: str | None = None,
+    temperature: float | None = None,
+    agent_format: str = "uitars-1.5",
+    api_base: str | None = None,
+    api_key_env: str | None = None,
+    max_new_tokens: int | None = None,
+) -> Actors:
+    """``--agent litellm:<model>``: any LiteLLM model, one policy for every phone, each phone's
+    actor an agent of ``agent_format`` around it. Everything that can be wrong (the model name,
+    the settings, the format, a missing key) fails here, before any phone starts."""
+    from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig
+
+    if not model:
+        raise AgentChoiceError(
+            "litellm:<model> needs a LiteLLM model name, e.g. litellm:openai/ui-tars-1.5-7b", "--agent"
+        )
+    fields: dict[str, object] = {
+        "model": model,
+        "api_base": api_base,
+        "api_key_env": api_key_env,
+        "temperature": temperature,
+    }
+    if max_new_tokens is not None:  # unset: the config's own default
+        fields["max_tokens"] = max_new_tokens
+    try:
+        policy = LiteLLMPolicy(LiteLLMPolicyConfig(**fields))
+    except ValueError as exc:  # pydantic's ValidationError: names the bad field, never echoes values
+        raise AgentChoiceError(str(exc), "--agent/--api-base/--api-key-env/--temperature") from None
+    try:
+        make_agent(agent_format)  # an unknown format is named before anything starts
+    except ValueError as exc:
+        raise AgentChoiceError(str(exc), "--agent-format") from None
+    policy.check_credentials()  # a missing key stops here (RunAbort), before any phone starts
+
+    def make(i: int) -> Actor:
+        return ModelActor(make_agent(agent_format), policy)
+
+    return Actors(make)

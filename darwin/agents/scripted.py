@@ -1,4 +1,6 @@
-"""Scripted actors: the simulator's oracle (privileged) and a uniformly random agent."""
+"""Scripted actors: the simulator's oracle (privileged) and a uniformly random agent, and the
+``oracle`` and ``random`` actors of ``darwin eval --agent`` (:func:`oracle_actors`,
+:func:`random_actors`)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from darwin.actions import (
     Type,
     Wait,
 )
+from darwin.agents.actors import Actors
 from darwin.agents.base import Actor
 from darwin.envs.base import PhoneEnv
 from darwin.envs.sim.apps import default_apps
@@ -121,3 +124,14 @@ class RandomActor(Actor):
         if kind == "back":
             return PressBack()
         return Wait()
+
+
+def oracle_actors() -> Actors:
+    """``--agent oracle``: an :class:`OracleActor` on every phone."""
+    return Actors(lambda i: OracleActor())
+
+
+def random_actors(seed: int) -> Actors:
+    """``--agent random``: a :class:`RandomActor` per phone, phone ``i`` seeded ``seed * 1000 + i``
+    (evaluations with different seeds share no phone's seed, up to 1000 phones)."""
+    return Actors(lambda i: RandomActor(seed=seed * 1000 + i))

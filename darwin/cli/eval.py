@@ -15,6 +15,7 @@ from rich.console import Console
 if TYPE_CHECKING:
     from darwin.evaluate import EvalReport
     from darwin.types import Trajectory
+from darwin.agents.actors import AgentChoiceError
 from darwin.cli.common import (
     credentials_fail_cleanly,
     experiment_overrides,
@@ -23,7 +24,7 @@ from darwin.cli.common import (
 )
 from darwin.cli.eval_output import episode_metrics_table, evaluate_with_progress, success_table
 from darwin.cli.eval_setup import eval_guard, eval_phones_and_workflow
-from darwin.run.build import AgentChoiceError, build_actors, experiment_actors
+from darwin.run.build import build_actors, experiment_actors
 
 console = Console()
 
@@ -33,7 +34,7 @@ console = Console()
     "--agent",
     "agent_spec",
     default=None,
-    help="oracle | random | tiny:<checkpoint> (a `darwin sft` output directory) | litellm:<model> (any LiteLLM model, e.g. litellm:openai/ui-tars-1.5-7b with --api-base); with --experiment and no --agent: the experiment's warm start",
+    help="oracle | random | tiny:<checkpoint> (a `darwin sft` output directory) | litellm:<model> (any LiteLLM model, e.g. litellm:openai/ui-tars-1.5-7b with --api-base) | module:function (your own factory of darwin.agents.actors.Actors, docs/extending.md); with --experiment and no --agent: the experiment's warm start",
 )
 @click.option(
     "--experiment",

@@ -16,20 +16,20 @@ phones, actor pools, workflows, curricula, learners and stores the same way::
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from darwin.components import ComponentError, build_component, resolve_component
+from darwin.agents.actors import Actors, AgentChoiceError
+from darwin.components import BUILTINS, ComponentError, ComponentSpec, build_component, resolve_component
 from darwin.envs.providers import ProviderError
 from darwin.problems import ExperimentError
 from darwin.run.report import WARM_START_FILE
 
 if TYPE_CHECKING:
-    from darwin.agents.base import Actor
-
     # darwin.run.config only for annotations: it runs the recipe, which builds through this module
     from darwin.agents.pool import ActorPool
     from darwin.curricula.base import Curriculum
@@ -52,9 +52,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "AGENT_ARGUMENTS",
     "AGENT_KINDS",
-    "Actors",
-    "AgentChoiceError",
+    "agent_spec",
     "build_actors",
     "experiment_actors",
     "build_curriculum",
@@ -73,6 +73,7 @@ __all__ = [
     "policy_factory",
     "sim_eval_phones",
     "sim_phones",
+    "tiny_actors",
     "warm_start_checkpoint",
 ]
 
@@ -434,32 +435,36 @@ def _port_open(host: str, port: int) -> bool:
         return False
 
 
-AGENT_KINDS = ("oracle", "random", "tiny:<checkpoint>", "litellm:<model>")
-"""The agents ``darwin eval --agent`` and ``darwin sft`` name by spec (:func:`build_actors`)."""
+AGENT_ARGUMENTS: dict[str, str] = {"tiny": "checkpoint", "litellm": "model"}
+"""The keyword argument that the text after ``NAME:`` in ``--agent NAME:ARG`` fills, per built-in."""
+
+AGENT_KINDS: tuple[str, ...] = tuple(
+    f"{name}:<{AGENT_ARGUMENTS[name]}>" if name in AGENT_ARGUMENTS else name for name in BUILTINS["actors"]
+)
+"""The built-in actors as ``darwin eval --agent`` names them (:func:`agent_spec`):
+``oracle``, ``random``, ``tiny:<checkpoint>``, ``litellm:<model>``."""
 
 
-class AgentChoiceError(ValueError):
-    """An agent spec or one of its settings that cannot be used; ``option`` names the command-line
-    option that gave it, so the message can point at it."""
+def agent_spec(text: str) -> ComponentSpec:
+    """``--agent``'s text as a spec of kind ``actors``: a built-in's name with its argument as
+    that built-in's keyword (:data:`AGENT_ARGUMENTS`), anything else (an import path, a misspelt
+    name) as the name itself, for :func:`~darwin.components.build_component` to resolve or refuse.
 
-    def __init__(self, message: str, option: str) -> None:
-        super().__init__(message)
-        self.option = option
-
-
-class Actors:
-    """The actors of an evaluation's phones (``make(i)`` for phone ``i``), their clean-up, and the
-    screenshot size they require (if any)."""
-
-    def __init__(
-        self,
-        make: Callable[[int], Actor],
-        aclose: Callable[[], Awaitable[None]] | None = None,
-        observation_size: tuple[int, int] | None = None,
-    ) -> None:
-        self.make = make
-        self.aclose = aclose
-        self.observation_size = observation_size
+        >>> agent_spec("tiny:runs/sft")
+        ComponentSpec(name='tiny', kwargs={'checkpoint': 'runs/sft'})
+        >>> agent_spec("my_lab.agents:make_actors").name
+        'my_lab.agents:make_actors'
+    """
+    name, colon, argument = text.partition(":")
+    if name not in BUILTINS["actors"]:
+        return ComponentSpec(name=text)
+    keyword = AGENT_ARGUMENTS.get(name)
+    if keyword is None:
+        if colon:
+            raise AgentChoiceError(f"{name} takes no argument (got {text!r}); pass --agent {name}", "--agent")
+        return ComponentSpec(name=name)
+    # 'tiny' and 'tiny:' alike leave it unset: the built-in names what it needs
+    return ComponentSpec(name=name, kwargs={keyword: argument} if argument else {})
 
 
 def experiment_actors(config: ExperimentConfig, seed: int | None, temperature: float | None) -> Actors:
@@ -470,7 +475,7 @@ def experiment_actors(config: ExperimentConfig, seed: int | None, temperature: f
 
 
 def build_actors(
-    spec: str,
+    spec: str | ComponentSpec,
     seed: int,
     *,
     phones: int = 1,
@@ -480,63 +485,75 @@ def build_actors(
     api_key_env: str | None = None,
     max_new_tokens: int | None = None,
 ) -> Actors:
-    """The actors an agent spec names (:data:`AGENT_KINDS`): the simulator's oracle, a random
-    agent, a ``darwin sft``/``darwin run`` checkpoint, or a model behind LiteLLM."""
-    from darwin.agents.scripted import OracleActor, RandomActor
+    """The actors an agent spec names (``--agent``'s text, :func:`agent_spec`, or a spec of kind
+    ``actors``): the simulator's oracle, a random agent, a ``darwin sft``/``darwin run``
+    checkpoint, a model behind LiteLLM, or a user's factory by import path, which gets the
+    settings below that its signature names."""
+    chosen = agent_spec(spec) if isinstance(spec, str) else spec
+    try:
+        resolve_component("actors", chosen.name)
+    except ComponentError as exc:  # a misspelt name or a bad import path: the command line's forms help
+        raise AgentChoiceError(
+            f"{exc}{_misspelt_with_argument(chosen.name)} (--agent forms available: {', '.join(AGENT_KINDS)}, "
+            "module:function)",
+            "--agent",
+        ) from None
+    try:
+        built = build_component(
+            "actors",
+            chosen,
+            seed=seed,
+            phones=phones,
+            temperature=temperature,
+            agent_format=agent_format,
+            api_base=api_base,
+            api_key_env=api_key_env,
+            max_new_tokens=max_new_tokens,
+        )
+    except ComponentError as exc:  # kwargs the factory does not take, or not an Actors built
+        raise AgentChoiceError(str(exc), "--agent") from None
+    assert isinstance(built, Actors)  # checked by build_component
+    return built
 
-    kind, _, arg = spec.partition(":")
-    if kind == "oracle":
-        return Actors(lambda i: OracleActor())
-    if kind == "random":
-        return Actors(lambda i: RandomActor(seed=seed * 1000 + i))
-    if kind == "tiny":
-        from darwin.agents.pool import ActorPool
-        from darwin.agents.warm_start import AGENT_FILE
 
-        if not arg:
-            raise AgentChoiceError("tiny:<checkpoint> needs a checkpoint directory, e.g. tiny:runs/sft", "--agent")
-        temp, batch = 1.0 if temperature is None else temperature, min(phones, 64)
-        if (Path(arg) / WARM_START_FILE).is_file():  # a `darwin run` directory: its last trained weights
-            try:
-                pool = load_run_policy(arg, temperature=temp, seed=seed, max_batch=batch, max_new_tokens=max_new_tokens)
-            except FileNotFoundError as exc:
-                raise AgentChoiceError(str(exc), "--agent") from None
-        elif (Path(arg) / AGENT_FILE).is_file():
-            pool = ActorPool(arg, temperature=temp, seed=seed, max_batch=batch, max_new_tokens=max_new_tokens)
-        else:
-            raise AgentChoiceError(
-                f"no checkpoint at {arg}; pass a `darwin sft --out` or `darwin run` directory", "--agent"
-            )
-        return Actors(pool, pool.aclose, pool.observation_size)
-    if kind == "litellm":
-        from darwin.agents.base import ModelActor
-        from darwin.agents.formats import make_agent
-        from darwin.policies.litellm import LiteLLMPolicy, LiteLLMPolicyConfig
+def _misspelt_with_argument(name: str) -> str:
+    """A "did you mean" for a misspelt built-in given an argument (``titny:runs/sft``), which
+    reads as an import path of module ``titny``; empty for anything else."""
+    head, colon, _ = name.partition(":")
+    if not colon or "." in head:
+        return ""
+    close = difflib.get_close_matches(head, list(AGENT_ARGUMENTS), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
-        if not arg:
-            raise AgentChoiceError(
-                "litellm:<model> needs a LiteLLM model name, e.g. litellm:openai/ui-tars-1.5-7b", "--agent"
-            )
-        fields: dict[str, object] = {
-            "model": arg,
-            "api_base": api_base,
-            "api_key_env": api_key_env,
-            "temperature": temperature,
-        }
-        if max_new_tokens is not None:
-            fields["max_tokens"] = max_new_tokens
+
+def tiny_actors(
+    checkpoint: str | None = None,
+    *,
+    seed: int,
+    phones: int = 1,
+    temperature: float | None = None,
+    max_new_tokens: int | None = None,
+) -> Actors:
+    """``--agent tiny:<checkpoint>``: one policy pool for every phone, on a ``darwin sft --out``
+    directory or on the last trained weights of a ``darwin run`` directory (sampled at
+    ``temperature``, 1.0 unset: as RL samples)."""
+    from darwin.agents.pool import ActorPool
+    from darwin.agents.warm_start import AGENT_FILE
+
+    if not checkpoint:
+        raise AgentChoiceError("tiny:<checkpoint> needs a checkpoint directory, e.g. tiny:runs/sft", "--agent")
+    temp, batch = 1.0 if temperature is None else temperature, min(phones, 64)
+    if (Path(checkpoint) / WARM_START_FILE).is_file():  # a `darwin run` directory: its last trained weights
         try:
-            policy = LiteLLMPolicy(LiteLLMPolicyConfig(**fields))
-        except ValueError as exc:  # pydantic's ValidationError: names the bad field, never echoes values
-            raise AgentChoiceError(str(exc), "--agent/--api-base/--api-key-env/--temperature") from None
-        try:
-            make_agent(agent_format)  # an unknown format is named before anything starts
-        except ValueError as exc:
-            raise AgentChoiceError(str(exc), "--agent-format") from None
-        policy.check_credentials()  # a missing key stops here (RunAbort), before any phone starts
-
-        def make(i: int) -> Actor:
-            return ModelActor(make_agent(agent_format), policy)
-
-        return Actors(make)
-    raise AgentChoiceError(f"unknown agent {spec!r}; available: {', '.join(AGENT_KINDS)}", "--agent")
+            pool = load_run_policy(
+                checkpoint, temperature=temp, seed=seed, max_batch=batch, max_new_tokens=max_new_tokens
+            )
+        except FileNotFoundError as exc:
+            raise AgentChoiceError(str(exc), "--agent") from None
+    elif (Path(checkpoint) / AGENT_FILE).is_file():
+        pool = ActorPool(checkpoint, temperature=temp, seed=seed, max_batch=batch, max_new_tokens=max_new_tokens)
+    else:
+        raise AgentChoiceError(
+            f"no checkpoint at {checkpoint}; pass a `darwin sft --out` or `darwin run` directory", "--agent"
+        )
+    return Actors(pool, pool.aclose, pool.observation_size)
