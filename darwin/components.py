@@ -1,7 +1,8 @@
 """Components an experiment names: built-ins by name, a user's class by import path.
 
 An experiment file chooses its curriculum, workflow, verifier, memory, phone provider, action
-guard, learner, advantage estimator (``algorithm``), policy backend and agent format with a
+guard, learner, advantage estimator (``algorithm``), policy backend, agent format and task
+synthesiser (``task_synthesizer``, :mod:`darwin.hindsight`) with a
 :class:`ComponentSpec`, and ``darwin eval --agent`` names the actors it evaluates (``actors``) the
 same way: ``name`` is a built-in (``"learnability"``) or an import path
 (``"my_lab.curricula:Hardest"``), ``kwargs`` its keyword arguments. Everything is resolved
@@ -64,6 +65,7 @@ ComponentKind = Literal[
     "policy",
     "agent_format",
     "actors",
+    "task_synthesizer",
 ]
 
 BUILTINS: dict[str, dict[str, str]] = {
@@ -129,6 +131,9 @@ BUILTINS: dict[str, dict[str, str]] = {
         "tiny": "darwin.run.build:tiny_actors",
         "litellm": "darwin.agents.formats:litellm_actors",
     },
+    "task_synthesizer": {
+        "hindsight": "darwin.hindsight.synthesizer:HindsightSynthesizer",
+    },
 }
 """Built-in names of each kind and the class (or function) each stands for."""
 
@@ -144,6 +149,7 @@ _BASES: dict[str, str] = {
     "policy": "darwin.policies.base:Policy",
     "agent_format": "darwin.agents.vlm:VLMAgent",
     "actors": "darwin.agents.actors:Actors",
+    "task_synthesizer": "darwin.hindsight.base:TaskSynthesizer",
 }
 
 # Kinds named without kwargs: a learner is rebuilt from its checkpoint by ``load(path, policy,

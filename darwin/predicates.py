@@ -272,6 +272,62 @@ def _data_has(state: State, p: DataHasParams) -> Check:
     return Check.of(0 if found else 1)
 
 
+class StateEqualsParams(PredicateParams):
+    """Dotted state paths (``apps.clock.data.alarms.0.enabled``) and the value each must hold.
+
+    A path is what :func:`darwin.algos.task_metrics.state_diff` reports: dict keys and list
+    indices joined by dots, no ``*``. Hindsight tasks (:mod:`darwin.hindsight`) use it to check
+    "the phone is in the state the explorer reached" without a predicate written per app.
+    """
+
+    values: dict[str, JsonValue] = Field(min_length=1, description="dotted state path -> the value it must hold")
+
+    @field_validator("values")
+    @classmethod
+    def _paths(cls, values: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        for path in values:
+            segments = path.split(".")
+            if any(not s for s in segments) or "*" in segments:
+                raise ValueError(
+                    f"{path!r} is not a dotted state path such as 'apps.clock.data.alarms.0.enabled' "
+                    "(no empty segment, no '*')"
+                )
+        return values
+
+
+def lookup(state: State, path: str) -> tuple[bool, Any]:
+    """``(True, value)`` at dotted ``path`` of ``state`` (dict keys, list indices), or ``(False, None)``
+    where the path does not exist.
+
+    >>> lookup({"apps": {"clock": {"data": {"alarms": [{"enabled": True}]}}}}, "apps.clock.data.alarms.0.enabled")
+    (True, True)
+    >>> lookup({"apps": {}}, "apps.clock")
+    (False, None)
+    """
+    node: Any = state
+    for segment in path.split("."):
+        if isinstance(node, dict) and segment in node:
+            node = node[segment]
+        elif isinstance(node, list) and segment.isdigit() and int(segment) < len(node):
+            node = node[int(segment)]
+        else:
+            return False, None
+    return True, node
+
+
+@predicate("state.equals", StateEqualsParams)
+def _state_equals(state: State, p: StateEqualsParams) -> Check:
+    """Every path of ``values`` exists in the state and holds its value (``1 == 1.0``, and a missing
+    path never matches, even a ``None`` value)."""
+    wrong = 0
+    for path, expected in p.values.items():
+        found, value = lookup(state, path)
+        wrong += not found or value != expected or isinstance(value, bool) is not isinstance(expected, bool)
+    # One action may set several paths at once (a toggle and its record's timestamp), so the
+    # admissible bound on the actions left is 1, not the count of paths still wrong.
+    return Check.of(min(wrong, 1))
+
+
 def _ensure_loaded() -> None:
     # The built-in predicate pack: the simulated apps' predicates register next to their
     # apps, so importing the apps registers them. The import is deferred to the first

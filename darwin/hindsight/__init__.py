@@ -1,0 +1,16 @@
+"""Self-evolution on apps never shown (issue 45): explore an app with no task, then turn the
+states reached into tasks (hindsight).
+
+- :mod:`darwin.hindsight.exploration`: an actor (the random agent by default) plays an app
+  with no goal; every state it reached is recorded (:func:`~darwin.hindsight.exploration.explore`).
+- :mod:`darwin.hindsight.base`: the ``task_synthesizer`` component kind
+  (:class:`~darwin.hindsight.base.TaskSynthesizer`) and its output, a task with the explorer's
+  actions as its demonstration, and the filters any synthesiser's output may pass through.
+- :mod:`darwin.hindsight.synthesizer`: the built-in ``hindsight`` synthesiser: one
+  ``state.equals`` rule task per state path the explorer changed.
+- :mod:`darwin.hindsight.describer`: goal text from phrase rules per state path, the stand-in
+  for a model describer; it never reads the templates' wording.
+- :mod:`darwin.hindsight.leakage`: refuses training data from a split's held-out templates and apps.
+
+See docs/self-evolution.md.
+"""

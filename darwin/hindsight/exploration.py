@@ -1,0 +1,149 @@
+"""Exploration: an actor plays an app with no task, and every state it reached is recorded.
+
+The explorer opens the app, then lets the actor choose ``steps`` actions. There is no goal,
+so nothing is verified and an action that would end an episode (``finished``, ``answer``) is
+not played. When an action leaves the app (home, another app), the explorer's next action
+opens it again: the random agent opens another app one step in twelve, and an exploration
+meant for one app would otherwise spend most of its steps elsewhere. The re-opening is one of
+the explorer's actions, so it is part of any demonstration cut from the exploration.
+
+Any phone with a JSON state probe explores (a SimPhone in process, an ADB phone with the
+SimPhone probe); the state after every action is kept, so the synthesiser needs no replay.
+
+    >>> import asyncio
+    >>> from darwin.envs.sim.env import SimPhoneEnv
+    >>> from darwin.hindsight.exploration import explore
+    >>> run = asyncio.run(explore(SimPhoneEnv(seed=0), "Settings", steps=20, seed=2))
+    >>> run.app, len(run.steps), run.steps[0].action.type
+    ('Settings', 20, 'open_app')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from darwin.actions import Action, OpenApp, is_terminal
+from darwin.agents.base import Actor
+from darwin.agents.scripted import RandomActor
+from darwin.envs.base import PhoneEnv
+from darwin.envs.sim.apps import default_apps
+from darwin.predicates import State
+from darwin.types import Decision, Observation, Phase, Transition
+
+__all__ = ["ExplorationError", "ExploredStep", "Exploration", "app_id_of", "explore", "exploration_goal"]
+
+
+class ExplorationError(RuntimeError):
+    """An exploration that cannot run (a phone without a state probe, an unknown app)."""
+
+
+@dataclass(frozen=True)
+class ExploredStep:
+    """One action the explorer played and the phone's JSON state right after it."""
+
+    action: Action
+    state: State
+
+
+@dataclass(frozen=True)
+class Exploration:
+    """One exploration of ``app`` (its launcher label) on phone ``phone``: the state it started
+    from and each action played with the state it led to, in order."""
+
+    app: str
+    phone: str
+    start_state: State
+    steps: tuple[ExploredStep, ...]
+
+    def actions(self, upto: int) -> tuple[Action, ...]:
+        """The first ``upto`` actions: from :attr:`start_state` they lead to ``steps[upto - 1].state``."""
+        return tuple(step.action for step in self.steps[:upto])
+
+
+def app_id_of(label: str) -> str:
+    """The SimPhone app id (``clock``) of a launcher label (``Clock``); state paths use ids."""
+    for app in default_apps():
+        if app.label == label:
+            return app.id
+    known = ", ".join(app.label for app in default_apps())
+    raise ExplorationError(f"no SimPhone app is labelled {label!r}; apps: {known}")
+
+
+def exploration_goal(app: str) -> str:
+    """What an explorer is told: there is no task (a model explorer reads it; the random agent does not)."""
+    return f"{app}: explore the app freely; there is no task to finish."
+
+
+async def explore(
+    env: PhoneEnv,
+    app: str,
+    steps: int,
+    actor: Actor | None = None,
+    seed: int = 0,
+    observation_size: tuple[int, int] = (252, 560),
+) -> Exploration:
+    """Play ``app`` on ``env`` for ``steps`` actions with no goal, recording each state reached.
+
+    Args:
+        env: a phone with a JSON state probe, in the state the exploration starts from.
+        app: the app's launcher label (``"Clock"``).
+        steps: how many actions to play, the opening of the app included.
+        actor: who chooses the actions; ``None``: :class:`~darwin.agents.scripted.RandomActor`
+            seeded ``seed``. Its start hooks are not called (there is no task to start).
+        seed: the random agent's seed (ignored when ``actor`` is given).
+        observation_size: the actor's screenshots, ``(width, height)``; small by default, as
+            the history keeps every one of them.
+
+    Returns:
+        the exploration; ``len(steps)`` actions were played (decisions that would end an
+        episode, or that failed to parse, are asked again and count against no step).
+    """
+    if steps < 1:
+        raise ValueError(f"explore needs steps >= 1, got {steps}")
+    app_id = app_id_of(app)
+    start = await env.aprobe_state()
+    if start is None:
+        raise ExplorationError(f"phone {env.name} has no state probe: hindsight needs the JSON state of each step")
+    actor = actor if actor is not None else RandomActor(seed=seed)
+    goal = exploration_goal(app)
+    history: list[Transition] = []
+    played: list[ExploredStep] = []
+    state: State = start
+    # An actor that only ever finishes would never play: ask at most this many times per step.
+    asks_left = 20 * steps
+    while len(played) < steps and asks_left > 0:
+        asks_left -= 1
+        decision: Decision
+        if state.get("foreground") != app_id:
+            decision = Decision(action=OpenApp(app=app))
+        else:
+            screenshot = await env.ascreenshot(observation_size)
+            observation = Observation(
+                screenshot=screenshot,
+                goal=goal,
+                device_size=env.device_size,
+                task_id=f"explore.{app_id}",
+                phase=Phase.EXECUTION,
+                step=len(played),
+            )
+            decision = await actor.act(observation, history)
+            if decision.action is None or is_terminal(decision.action):
+                continue
+            history.append(
+                Transition(
+                    episode_id=f"explore.{env.name}",
+                    task_id=observation.task_id,
+                    step=len(played),
+                    phase=Phase.EXECUTION,
+                    observation=observation,
+                    decision=decision,
+                )
+            )
+        assert decision.action is not None
+        await env.aexecute(decision.action)
+        probed = await env.aprobe_state()
+        if probed is None:
+            raise ExplorationError(f"phone {env.name} stopped answering its state probe after {len(played)} steps")
+        state = probed
+        played.append(ExploredStep(action=decision.action, state=state))
+    return Exploration(app=app, phone=env.name, start_state=start, steps=tuple(played))
