@@ -97,9 +97,10 @@ BUILTINS: dict[str, dict[str, str]] = {
         "llm": "darwin.memory.llm:LLMMemoryManager",
     },
     "provider": {
-        "static": "darwin.envs.providers:StaticProvider",
-        "sim_farm": "darwin.envs.providers:SimFarm",
         "sim": "darwin.envs.providers:SimPhones",
+        "adb": "darwin.envs.providers:AdbDevices",
+        "sim_farm": "darwin.envs.providers:SimFarm",
+        "ray": "darwin.envs.ray_phones:RayPhones",
     },
     "guard": {
         "rules": "darwin.envs.guard:RuleGuard",

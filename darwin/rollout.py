@@ -245,7 +245,7 @@ class RolloutEngine:
             if unforked:
                 raise ForkUnsupported(
                     f"branching rollouts restore a phone to an earlier state, which {', '.join(unforked)} cannot "
-                    "(PhoneEnv.forks is False); use in-process SimPhones (phones.kind='sim') or turn branching off"
+                    "(PhoneEnv.forks is False); use in-process SimPhones (phones.provider='sim') or turn branching off"
                 )
             if mode != "async" or group_size is not None:
                 raise ValueError(

@@ -117,7 +117,7 @@ class PhoneEnv(ABC):
         """
         raise ForkUnsupported(
             f"{self.name} ({type(self).__name__}) cannot be put back in an earlier state; "
-            "branching rollouts need phones that fork (in-process SimPhones, phones.kind='sim')"
+            "branching rollouts need phones that fork (in-process SimPhones, phones.provider='sim')"
         )
 
     def begin_task(self, task: Task) -> None:

@@ -107,8 +107,10 @@ class PhoneFleet:
         closers: called by :meth:`close` after the phones are released, last first (stop the
             provider that was started for the run, a private adb server).
 
-    With no provider and no schedule the fleet only holds the phones (:attr:`active` is False:
-    the rollout engine plays them as they are).
+    With no schedule and no phones that may be left quarantined (no provider, or one whose
+    :attr:`~darwin.envs.providers.PhoneProvider.over_adb` is False: in-process SimPhones, Ray
+    phones) the fleet only holds the phones (:attr:`active` is False: the rollout engine plays
+    them as they are).
     """
 
     def __init__(
@@ -127,7 +129,7 @@ class PhoneFleet:
             raise ValueError(f"replace_after_s must be >= 0, got {replace_after_s}")
         self._slots = [_Slot(env) for env in envs]
         self.provider = provider
-        self.active = schedule is not None or provider is not None
+        self.active = schedule is not None or (provider is not None and provider.over_adb)
         """Whether the fleet does anything between episodes (else the engine leaves it out)."""
         self.schedule = schedule or ResetSchedule(on_failed_health=False)
         self.replace_after_s = replace_after_s

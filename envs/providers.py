@@ -7,16 +7,19 @@ provider's own API: re-image a cloud phone, restart an emulator), reports their 
 and heals quarantined ones. A new provider (e.g. for a cloud vendor's API) implements two
 methods; docs/phones.md walks through one.
 
-Two providers ship:
+An experiment chooses its phones by naming a provider (``phones.provider``). These ship:
 
-- :class:`StaticProvider`: a fixed list of serials or ``host:port`` addresses (USB phones,
-  emulators, cloud phones you manage yourself); hard reset through a function you give.
-- :class:`SimFarm`: starts N SimPhones served as ADB devices on 127.0.0.1 (optionally
-  with injected faults); hard reset = factory reset + adbd restart.
-- :class:`SimPhones`: N in-process SimPhones, no adb at all; hard reset = factory reset.
+- :class:`SimPhones` (``sim``, the default): N in-process SimPhones, no adb at all; hard
+  reset = factory reset.
+- :class:`AdbDevices` (``adb``): a fixed list of serials or ``host:port`` addresses (USB
+  phones, emulators, cloud phones you manage yourself) reached through an adb server; hard
+  reset through a function you give.
+- :class:`SimFarm` (``sim_farm``): starts N SimPhones served as ADB devices on 127.0.0.1
+  (optionally with injected faults); hard reset = factory reset + adbd restart.
+- :class:`~darwin.envs.ray_phones.RayPhones` (``ray``): phone groups on a Ray cluster's nodes.
 
-    >>> from darwin.envs.providers import StaticProvider
-    >>> provider = StaticProvider(["127.0.0.1:6101", "emulator-5554"])
+    >>> from darwin.envs.providers import AdbDevices
+    >>> provider = AdbDevices(["127.0.0.1:6101", "emulator-5554"])
     >>> [p.serial for p in provider.list_phones()]
     ['127.0.0.1:6101', 'emulator-5554']
 """
@@ -30,16 +33,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from darwin.envs.adb import AdbPhoneEnv
 from darwin.envs.adb_apps import AppMap
 from darwin.envs.adb_client import AdbServerClient
 from darwin.envs.adb_config import AdbEnvConfig, PhoneHealth
 from darwin.envs.base import InfraError
-from darwin.envs.faults import FaultSpec, ServedFaults
+from darwin.envs.faults import FaultSpec, FaultyEnv, ServedFaults
 
-__all__ = ["NoPhoneAvailable", "PhoneInfo", "PhoneProvider", "ProviderError", "SimFarm", "SimPhones", "StaticProvider"]
+__all__ = ["AdbDevices", "NoPhoneAvailable", "PhoneInfo", "PhoneProvider", "ProviderError", "SimFarm", "SimPhones"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +87,14 @@ class PhoneProvider(ABC):
         config: settings of the :class:`~darwin.envs.adb.AdbPhoneEnv` s it creates.
         apps: app map for ``open_app`` (default: SPA-Bench + SimPhone apps).
     """
+
+    over_adb: ClassVar[bool] = True
+    """Its phones are :class:`~darwin.envs.adb.AdbPhoneEnv` s reached through this machine's adb
+    server (a run starts one on ``phones.adb_server``'s port when none answers there), and a
+    phone quarantined for failing calls stays so until the fleet hard-resets or replaces it.
+    False where neither holds (in-process SimPhones are never quarantined; Ray phones use their
+    nodes' adb servers and come back with their node): with no reset scheduled, the fleet then
+    has nothing to do between episodes."""
 
     def __init__(self, config: AdbEnvConfig | None = None, apps: AppMap | None = None) -> None:
         self.config = config or AdbEnvConfig()
@@ -163,8 +174,13 @@ class PhoneProvider(ABC):
 
     def release(self, env: AdbPhoneEnv) -> None:
         """Give a phone back: home button (best effort), stop its env thread."""
-        phone = self._phone_of(env)
+        self._phone_of(env)  # a phone not handed out here raises before anything touches it
         env.go_home()
+        self._close_and_forget(env)
+
+    def _close_and_forget(self, env: AdbPhoneEnv) -> None:
+        """Close a phone handed out by this provider and take it off the phones in use."""
+        phone = self._phone_of(env)
         env.close()
         with self._lock:
             self._in_use.pop(phone.id, None)
@@ -210,8 +226,9 @@ class PhoneProvider(ABC):
         raise ProviderError(f"{env!r} was not acquired from this {type(self).__name__}")
 
 
-class StaticProvider(PhoneProvider):
-    """A fixed list of phones: serials or ``host:port`` addresses.
+class AdbDevices(PhoneProvider):
+    """A fixed list of phones reached through an adb server: serials or ``host:port`` addresses
+    (``phones.provider = "adb"``, the phones in ``phones.devices``).
 
     Args:
         devices: serials (``emulator-5554``, USB ids) or ``host:port`` of cloud phones.
@@ -229,7 +246,7 @@ class StaticProvider(PhoneProvider):
     ) -> None:
         super().__init__(config, apps)
         if not devices:
-            raise ValueError("StaticProvider needs at least one device serial or host:port")
+            raise ValueError("AdbDevices needs at least one device serial or host:port (phones.devices)")
         duplicates = sorted({d for d in devices if list(devices).count(d) > 1})
         if duplicates:
             raise ValueError(f"devices listed twice: {duplicates}")
@@ -237,7 +254,7 @@ class StaticProvider(PhoneProvider):
         self._reset = reset
 
     @classmethod
-    def from_file(cls, path: str | Path, **kwargs: Any) -> StaticProvider:
+    def from_file(cls, path: str | Path, **kwargs: Any) -> AdbDevices:
         """Read one serial or ``host:port`` per line (blank lines and ``#`` comments skipped)."""
         lines = Path(path).read_text(encoding="utf-8").splitlines()
         devices = [line.split("#", 1)[0].strip() for line in lines]
@@ -249,7 +266,7 @@ class StaticProvider(PhoneProvider):
     def hard_reset(self, phone: PhoneInfo) -> None:
         if self._reset is None:
             raise ProviderError(
-                f"StaticProvider has no reset API for {phone.id}; pass reset=<function> "
+                f"AdbDevices has no reset API for {phone.id}; pass reset=<function> "
                 "that re-images the phone, or write a PhoneProvider for your vendor (docs/phones.md)"
             )
         self._reset(phone)
@@ -400,8 +417,9 @@ class SimFarm(PhoneProvider):
 
 
 class SimPhones(PhoneProvider):
-    """N in-process SimPhones as a phone provider: ``phones.provider = "sim"`` gives a run the
-    fleet's hard resets and spares without adb. Phone ``i`` is ``SimPhoneEnv(seed + i)``; a hard
+    """N in-process SimPhones as a phone provider, no adb at all: ``phones.provider = "sim"``,
+    every experiment's default. Phone ``i`` is ``SimPhoneEnv(seed + i)`` named ``sim-<seed + i>``,
+    wrapped in a :class:`~darwin.envs.faults.FaultyEnv` when ``faults`` are injected; a hard
     reset is its factory reset.
 
         >>> provider = SimPhones(count=3, seed=10)
@@ -416,7 +434,12 @@ class SimPhones(PhoneProvider):
         perturbation: the SimPhones' perturbation settings.
         reset_between_episodes: every episode starts from the phone's initial state.
         locale: the SimPhones' UI language (``"auto"``: each episode's task's, see :class:`SimPhoneEnv`).
+        faults: infrastructure faults injected into every phone (a :class:`~darwin.envs.faults.FaultSpec`
+            or its string form; ``phones.faults``), each phone with its own RNG.
+        call_deadline_s: with ``faults``, how long an injected hang holds a call before it fails.
     """
+
+    over_adb = False  # never quarantined: nothing to heal or replace unless a reset is scheduled
 
     def __init__(
         self,
@@ -425,6 +448,8 @@ class SimPhones(PhoneProvider):
         perturbation: Any = None,
         reset_between_episodes: bool = True,
         locale: str = "en",
+        faults: FaultSpec | str | None = None,
+        call_deadline_s: float = 10.0,
     ) -> None:
         super().__init__()
         if count < 1:
@@ -434,6 +459,8 @@ class SimPhones(PhoneProvider):
         self.perturbation = perturbation
         self.reset_between_episodes = reset_between_episodes
         self.locale = locale
+        self.faults = FaultSpec.parse(faults) if isinstance(faults, str) else (faults or FaultSpec())
+        self.call_deadline_s = call_deadline_s
 
     def list_phones(self) -> list[PhoneInfo]:
         return list(self._phones)
@@ -441,13 +468,20 @@ class SimPhones(PhoneProvider):
     def connect(self, phone: PhoneInfo) -> Any:  # a SimPhoneEnv: the shared machinery only needs a PhoneEnv
         from darwin.envs.sim.env import SimPhoneEnv
 
-        return SimPhoneEnv(
+        env = SimPhoneEnv(
             seed=self._seeds[phone.id],
             perturbation=self.perturbation,
             name=phone.id,
             reset_between_episodes=self.reset_between_episodes,
             locale=self.locale,
         )
+        if not self.faults.enabled:
+            return env
+        return FaultyEnv(env, self.faults, call_timeout_s=self.call_deadline_s)
+
+    def release(self, env: AdbPhoneEnv) -> None:
+        """Give a phone back without going home first: a SimPhone acquired again is built afresh."""
+        self._close_and_forget(env)
 
     def hard_reset(self, phone: PhoneInfo) -> None:
         """Factory reset of the phone's SimPhone."""

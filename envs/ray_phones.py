@@ -36,6 +36,10 @@ Building the phones connects to the cluster (``ray.init(address)``) and starts t
 
     envs = build_ray_phones(config)                   # list[RayPhoneEnv]
     darwin.evaluate.evaluate(tasks, envs, make_actor)  # as with any phones
+
+An experiment runs its phones there with ``phones.provider = "ray"`` and the groups in
+``phones.ray``: :class:`RayPhones` is the provider that starts the hosts and hands out their
+phones (``darwin run --ray-address ADDR`` sets both for a sim experiment).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from darwin.actions import Action
 from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.base import InfraError, PhoneEnv, SetupUnsupported
+from darwin.envs.providers import PhoneInfo, PhoneProvider, ProviderError
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.types import StateSetup, Task
 
@@ -68,6 +73,7 @@ __all__ = [
     "RayPhoneEnv",
     "RayPhoneGroup",
     "RayPhoneHost",
+    "RayPhones",
     "RayPhonesConfig",
     "RayPhonesError",
     "build_ray_phones",
@@ -88,7 +94,7 @@ _START_HINT = (
 )
 
 
-class RayPhonesError(RuntimeError):
+class RayPhonesError(ProviderError):
     """The cluster is unreachable, no node matches a placement, or a phone host failed to start."""
 
 
@@ -924,3 +930,68 @@ def build_ray_phones(
             host.close()  # stops what started
         raise
     return [RayPhoneEnv(host, i) for host in hosts for i in range(len(host.phones))]
+
+
+class RayPhones(PhoneProvider):
+    """The phones of a Ray cluster's phone groups as a provider: ``phones.provider = "ray"``,
+    with the cluster and the groups in ``phones.ray``. :meth:`start` joins the cluster and
+    starts every group's hosts (:func:`build_ray_phones`); each phone it hands out is a
+    :class:`RayPhoneEnv`, in the groups' order.
+
+    A phone whose node is lost comes back with it (:attr:`RayPhoneEnv.recovers`), so the
+    fleet leaves these phones alone unless a reset is scheduled; a hard reset through the
+    cluster is not supported (:meth:`hard_reset` raises).
+
+    Args:
+        ray: the cluster's address and where each group of phones runs.
+        perturbation, reset_between_episodes, locale: settings of the groups' SimPhones.
+    """
+
+    over_adb = False  # the nodes reach the phones; a lost node's phones come back with it
+
+    def __init__(
+        self,
+        ray: RayPhonesConfig,
+        perturbation: PerturbationConfig | None = None,
+        reset_between_episodes: bool = False,
+        locale: Literal["auto", "en", "zh"] = "en",
+    ) -> None:
+        super().__init__()
+        self.ray_config = ray
+        self.perturbation = perturbation
+        self.reset_between_episodes = reset_between_episodes
+        self.locale = locale
+        self._envs: dict[str, RayPhoneEnv] = {}
+
+    def start(self) -> RayPhones:
+        """Join the cluster and start every host (raises :class:`RayPhonesError` with the fix)."""
+        envs = build_ray_phones(
+            self.ray_config,
+            perturbation=self.perturbation,
+            reset_between_episodes=self.reset_between_episodes,
+            locale=self.locale,
+        )
+        self._envs = {f"{env.host.name}/{env.index}": env for env in envs}  # names may repeat across groups
+        return self
+
+    def list_phones(self) -> list[PhoneInfo]:
+        return [PhoneInfo(id=phone_id, serial=env.name) for phone_id, env in self._envs.items()]
+
+    def connect(self, phone: PhoneInfo) -> Any:  # a RayPhoneEnv: the shared machinery only needs a PhoneEnv
+        return self._envs[phone.id]
+
+    def release(self, env: Any) -> None:
+        """Give a phone back: its host stops when its last phone is closed (no home button: a
+        lost node would hold the call for ``call_timeout_s``)."""
+        self._close_and_forget(env)
+
+    def hard_reset(self, phone: PhoneInfo) -> None:
+        raise ProviderError(
+            f"{phone.serial} runs on a Ray phone host, which cannot hard-reset its phones; unset "
+            "phones.hard_reset_every and phones.hard_reset_after_infra"
+        )
+
+    def stop(self) -> None:
+        """Close every phone (a phone closed already is left as it is), which stops the hosts."""
+        for env in self._envs.values():
+            env.close()

@@ -39,7 +39,7 @@ def build(preset: str) -> ExperimentConfig:
         name="generalization",
         tasks=train,
         horizon=16,
-        phones=PhonesConfig(kind="sim", count=8, seed=300),
+        phones=PhonesConfig(provider="sim", count=8, seed=300),
         sft=SFTConfig(tasks=train, steps=400, episodes=1024),
         policy=PolicyConfig(temperature=1.0, max_batch=8, max_wait=0.05),
         learner=LearnerConfig(

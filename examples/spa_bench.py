@@ -66,7 +66,7 @@ def build(preset: str) -> ExperimentConfig:
             name="spa_bench",
             tasks=("base8",),
             horizon=12,
-            phones=PhonesConfig(kind="sim", count=8, seed=100),
+            phones=PhonesConfig(provider="sim", count=8, seed=100),
             sft=SFTConfig(steps=200),
             policy=PolicyConfig(temperature=1.0, max_batch=8, max_wait=0.05),
             learner=LearnerConfig(
@@ -119,7 +119,7 @@ def build(preset: str) -> ExperimentConfig:
             tasks=("base8",),
             horizon=32,
             phones=PhonesConfig(
-                kind="adb",
+                provider="adb",
                 count=max(1, len(devices)) if devices else 8,
                 devices=devices,
                 adb_server=os.environ.get("DARWIN_ADB_SERVER", "127.0.0.1:5037"),

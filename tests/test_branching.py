@@ -203,7 +203,7 @@ def test_dry_run_names_branching_and_refuses_phones_that_cannot_fork() -> None:
     assert on.exit_code == 0, on.output
     assert "3 continuation(s) from each of up to 2 state(s)" in on.output
     for settings, reason in [
-        (["phones.kind=adb"], "which adb phones cannot"),
+        (["phones.provider=adb"], "which adb phones cannot"),
         (["group_size=4"], "need mode='async' and group_size=null"),
         (
             ["learner.algorithm=grpo", "learner.critic_warmup_updates=0", "learner.whiten_by=batch"],

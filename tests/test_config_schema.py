@@ -49,8 +49,7 @@ SETTINGS: dict[str, str] = {
 """Fields with a fixed set of names that are settings, each with why it picks no implementation."""
 
 PENDING: dict[str, str] = {
-    "phones.kind": "to become one setting with phones.provider (issue 42, deliverable 3)",
-    "phones.ray.groups.kind": "a Ray phone group's phones, to follow phones.kind",
+    "phones.ray.groups.kind": "a Ray phone group's phones ('sim' / 'adb'), to become a provider its hosts run on the node",
 }
 """Implementation choices not yet made through a ComponentSpec; the list issue 42 still owes."""
 

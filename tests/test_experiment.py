@@ -66,7 +66,7 @@ def test_paper_preset_dry_run_names_every_missing_part(monkeypatch, tmp_path):
     out = " ".join(result.output.split())
     for part in (
         "policy server: http://127.0.0.1:9/v1/models is unreachable",
-        "phones: phones.kind='adb' needs 8 devices",
+        "phones: phones.provider='adb' needs 8 devices",
         "verl learner:",
         "checkpoint:",
         "verifier: gemini/gemini-2.5-flash: no API key: export GOOGLE_API_KEY or GEMINI_API_KEY",
@@ -535,12 +535,12 @@ def test_a_bootstrapping_learner_has_its_training_workflow_record_the_next_state
 def test_phone_faults_wrap_the_training_simphones_only_and_a_bad_spec_says_how(tmp_path):
     from darwin.envs.base import InfraError
     from darwin.envs.faults import FaultyEnv
-    from darwin.run.build import build_eval_phones, build_phones
+    from darwin.run.build import build_eval_phones, build_fleet
 
     config = load_experiment(small_experiment(tmp_path, 2))
-    assert not any(isinstance(p, FaultyEnv) for p in build_phones(config))
+    assert not any(isinstance(p, FaultyEnv) for p in build_fleet(config).envs)
     faulty = apply_overrides(config, ["phones.faults=crash=1.0:0"])
-    training = build_phones(faulty)
+    training = build_fleet(faulty).envs
     assert all(isinstance(p, FaultyEnv) for p in training) and len(training) == 2
     with pytest.raises(InfraError, match="crash"):
         training[0].screenshot((54, 120))

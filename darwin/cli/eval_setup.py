@@ -42,7 +42,8 @@ def eval_phones_and_workflow(
         experiment = experiment.model_copy(
             update={"phones": experiment.phones.model_copy(update={"perturbation": PerturbationConfig(enabled=False)})}
         )
-    envs = build_eval_phones(experiment) if experiment.phones.kind == "sim" else sim_eval_phones(experiment, phones)
+    # An experiment on other phones is evaluated here on `phones` SimPhones with its settings.
+    envs = build_eval_phones(experiment) if experiment.phones.in_process else sim_eval_phones(experiment, phones)
     return envs, build_workflow(experiment, observation_size, evaluation=True)
 
 

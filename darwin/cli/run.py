@@ -42,8 +42,9 @@ console = Console()
     "--ray-address",
     default=None,
     metavar="ADDR",
-    help="run the phones as actors on this Ray cluster (HOST:PORT of the head, 'auto', ray://HOST:PORT); "
-    "the experiment's phones.ray groups place them, else its SimPhones spread over the nodes (docs/scale.md)",
+    help="run the phones as actors on this Ray cluster (HOST:PORT of the head, 'auto', ray://HOST:PORT): "
+    "sets phones.provider = 'ray'; the experiment's phones.ray groups place them, else its SimPhones spread over "
+    "the nodes (docs/scale.md)",
 )
 def run_cmd(
     experiment_file: str,
@@ -205,16 +206,19 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
     table.add_column("setting", no_wrap=True)
     table.add_column("value")
     phones = config.phones
-    where = (
-        f"{phones.count} SimPhones (seeds {phones.seed}..{phones.seed + phones.count - 1})"
-        if phones.kind == "sim"
-        else f"{phones.count} ADB devices via {phones.adb_server}: {', '.join(phones.devices) or 'none listed (set them before running)'}"
-    )
-    if phones.kind == "ray":
+    if phones.in_process:
+        where = f"{phones.count} SimPhones (seeds {phones.seed}..{phones.seed + phones.count - 1})"
+    elif phones.on_ray:
         where = f"{phones.count} phones on the Ray cluster at {phones.ray.address} (reachable): " + "; ".join(
             f"{g.phones} {'SimPhones' if g.kind == 'sim' else 'ADB devices'} on {g.where} in {g.actors} host(s)"
             for g in phones.ray.groups
         )
+    elif phones.provider.name == "adb":
+        where = f"{phones.count} ADB devices via {phones.adb_server}: {', '.join(phones.devices) or 'none listed (set them before running)'}"
+    else:
+        where = f"{phones.count} phones from provider {phones.provider.name!r}"
+    if phones.spares:
+        where += f", {phones.spares} spare(s)"
     warm = config.checkpoint or f"built by SFT and cached in {config.cache_dir} (config {config.sft.config_hash()})"
     rows = [
         ("tasks", f"{len(tasks)}: {', '.join(t.id for t in tasks)}"),

@@ -63,7 +63,6 @@ __all__ = [
     "build_guard",
     "guard_notice",
     "build_learner",
-    "build_phones",
     "build_policy_pool",
     "build_store",
     "build_workflow",
@@ -247,57 +246,14 @@ def build_learner(config: ExperimentConfig, policy: TrainablePolicy) -> Learner:
     return learner_class(config)(policy, config.learner)
 
 
-def build_phones(config: ExperimentConfig) -> list[PhoneEnv]:
-    """The training phones (``phones``): SimPhones seeded ``phones.seed + i``, ADB devices,
-    or phone hosts on a Ray cluster."""
-    phones = config.phones
-    if phones.kind == "sim":
-        training = sim_phones(config, phones.seed, phones.count, "sim")
-        faults = phones.fault_spec()
-        if not faults.enabled:
-            return training
-        from darwin.envs.faults import FaultyEnv
-
-        return [FaultyEnv(env, faults, call_timeout_s=phones.call_deadline_s) for env in training]
-    if phones.kind == "ray":
-        from darwin.envs.ray_phones import RayPhonesError, build_ray_phones
-
-        assert phones.ray is not None  # validated
-        try:
-            on_ray: list[PhoneEnv] = list(
-                build_ray_phones(
-                    phones.ray,
-                    perturbation=phones.perturbation,
-                    reset_between_episodes=phones.reset_between_episodes,
-                    locale=phones.locale,
-                )
-            )
-        except RayPhonesError as exc:
-            raise ExperimentError(str(exc)) from None
-        return on_ray
-    from darwin.envs.adb import AdbPhoneEnv
-
-    if len(phones.devices) < phones.count:
-        raise ExperimentError(
-            f"phones.kind='adb' needs {phones.count} devices, {len(phones.devices)} listed; set phones.devices"
-        )
-    adb = phones.adb_config()
-    return [AdbPhoneEnv(serial, adb) for serial in phones.devices[: phones.count]]
-
-
 def build_fleet(config: ExperimentConfig, on_event: Callable[[PhoneEvent], None] | None = None) -> PhoneFleet:
-    """The training phones as a :class:`~darwin.envs.fleet.PhoneFleet`: from ``phones.provider``
-    (``count`` acquired, ``spares`` held back) or from :func:`build_phones`, with the
-    hard-reset schedule. Its :meth:`~darwin.envs.fleet.PhoneFleet.close` gives everything
-    back (the phones, a provider it started, a private adb server)."""
+    """The training phones as a :class:`~darwin.envs.fleet.PhoneFleet`: ``count`` phones from
+    ``phones.provider`` (in-process SimPhones seeded ``phones.seed + i`` by default; ``spares``
+    held back), with the hard-reset schedule. Its :meth:`~darwin.envs.fleet.PhoneFleet.close`
+    gives everything back (the phones, the provider it started, a private adb server)."""
     from darwin.envs.fleet import PhoneFleet
 
     phones = config.phones
-    schedule = phones.reset_schedule()
-    if phones.provider is None:
-        return PhoneFleet(
-            build_phones(config), schedule=schedule, replace_after_s=phones.replace_after_s, on_event=on_event
-        )
     closers: list[Callable[[], None]] = []
     try:
         provider = _start_provider(config, closers)
@@ -314,7 +270,7 @@ def build_fleet(config: ExperimentConfig, on_event: Callable[[PhoneEvent], None]
     return PhoneFleet(
         envs,
         provider=provider,
-        schedule=schedule,
+        schedule=phones.reset_schedule(),
         replace_after_s=phones.replace_after_s,
         on_event=on_event,
         closers=closers,
@@ -322,18 +278,19 @@ def build_fleet(config: ExperimentConfig, on_event: Callable[[PhoneEvent], None]
 
 
 def _start_provider(config: ExperimentConfig, closers: list[Callable[[], None]]) -> PhoneProvider:
-    """Build and start ``phones.provider``; what must be stopped at the end goes to ``closers``."""
+    """Build and start ``phones.provider``; what must be stopped at the end goes to ``closers``.
+
+    The provider is built with what the experiment says of its phones (the ones its ``__init__``
+    takes; the spec's own kwargs win): ``count`` (with the spares), ``seed``, ``config`` (the adb
+    settings), ``perturbation``, ``locale``, ``reset_between_episodes``, ``faults`` and
+    ``call_deadline_s``, and where set, ``devices`` and ``ray``."""
     from darwin.envs.adb_server import PrivateAdbServer
-    from darwin.envs.providers import PhoneProvider
+    from darwin.envs.providers import PhoneProvider, SimFarm
 
     phones = config.phones
-    assert phones.provider is not None
-    from darwin.envs.providers import SimFarm, SimPhones
-
-    cls = resolve_component("provider", phones.provider.name)
-    adb = phones.adb_config(for_sim=isinstance(cls, type) and issubclass(cls, SimFarm))
-    in_process = isinstance(cls, type) and issubclass(cls, SimPhones)
-    if not in_process and adb.adb_host in ("127.0.0.1", "localhost") and not _port_open(adb.adb_host, adb.adb_port):
+    cls = phones.provider_class()
+    adb = phones.adb_config(for_sim=issubclass(cls, SimFarm))
+    if cls.over_adb and adb.adb_host in ("127.0.0.1", "localhost") and not _port_open(adb.adb_host, adb.adb_port):
         # No adb server where the phones are looked for: run one for this run, on that port.
         server = PrivateAdbServer(port=adb.adb_port).start()
         closers.append(server.stop)
@@ -345,15 +302,22 @@ def _start_provider(config: ExperimentConfig, closers: list[Callable[[], None]])
         "perturbation": phones.perturbation,
         "locale": phones.locale,
         "reset_between_episodes": phones.reset_between_episodes,
+        "faults": phones.fault_spec(),
+        "call_deadline_s": phones.call_deadline_s,
     }
     if phones.devices:
         context["devices"] = list(phones.devices)
+    if phones.ray is not None:
+        context["ray"] = phones.ray
     try:
         provider = build_component("provider", phones.provider, named_context=None, **context)
     except ComponentError as exc:
         raise ExperimentError(str(exc)) from None
     assert isinstance(provider, PhoneProvider)
-    provider.start()
+    try:
+        provider.start()
+    except ProviderError as exc:  # the Ray cluster unreachable, a placement no node matches...
+        raise ExperimentError(str(exc)) from None
     closers.append(provider.stop)
     return provider
 
@@ -364,7 +328,7 @@ def build_eval_phones(config: ExperimentConfig, training: Sequence[PhoneEnv] = (
     their initial state before every episode, the rule of every evaluation), so the warm
     start and the final policy meet identical states. Real phones: the ``training`` ones
     (evaluated before rollout starts and after it stops)."""
-    if config.phones.kind != "sim" or (config.phones.provider is not None and config.phones.provider.name != "sim"):
+    if not config.phones.in_process:
         return list(training)
     return sim_eval_phones(config, config.evaluation.phones)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from darwin.components import (
+    BUILTINS,
     ComponentError,
     ComponentKind,
     ComponentSpec,
@@ -30,7 +31,8 @@ from darwin.components import (
 from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.faults import FaultSpec, FaultSpecError
 from darwin.envs.fleet import ResetSchedule
-from darwin.envs.ray_phones import RayPhonesConfig
+from darwin.envs.providers import PhoneProvider, SimPhones
+from darwin.envs.ray_phones import RayPhones, RayPhonesConfig
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.learner.config import LearnerConfig
 from darwin.policies.server_client_config import ServerPolicyConfig
@@ -47,16 +49,24 @@ logger = logging.getLogger(__name__)
 
 
 class PhonesConfig(BaseModel):
-    """Where episodes run: in-process SimPhones (default), ADB devices, or phones on a Ray cluster."""
+    """Where episodes run, chosen by one setting (``provider``): in-process SimPhones (default),
+    ADB devices, SimPhones served over adb, phones on a Ray cluster, or a provider of your own."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["sim", "adb", "ray"] = Field(
-        "sim",
-        description="'sim': in-process SimPhones; 'adb': devices reached through an adb server; 'ray': phone hosts on a Ray cluster's nodes (`ray`)",
+    provider: ComponentSpec = Field(
+        default_factory=lambda: ComponentSpec(name="sim"),
+        description="where the phones come from (docs/phones.md): a provider by name or an import path "
+        "'module:Class' (a PhoneProvider). 'sim': in-process SimPhones seeded seed + i; 'adb': `devices` through "
+        "`adb_server`; 'sim_farm': SimPhones served over adb through the real adb server, state probe on; 'ray': "
+        "phone groups on a Ray cluster's nodes (`ray`). It hands out `count` phones and holds `spares`, "
+        "hard-resets them, and gets them back at the end",
     )
     count: int = Field(
-        8, ge=1, le=4096, description="phones (sim) or how many of `devices` to use (adb); ray: all groups' phones"
+        8,
+        ge=1,
+        le=4096,
+        description="phones in service (sim: SimPhones; adb: how many of `devices`; ray: all groups' phones)",
     )
     seed: int = Field(0, ge=0, description="SimPhone i gets seed + i")
     perturbation: PerturbationConfig = Field(default_factory=PerturbationConfig)
@@ -82,22 +92,15 @@ class PhonesConfig(BaseModel):
     adb_server: str = Field("127.0.0.1:5037", description="adb: host:port of the adb server")
     ray: RayPhonesConfig | None = Field(
         None,
-        description="ray: the cluster address and which phones run on which nodes (docs/scale.md); "
-        "`darwin run --ray-address ADDR` fills it in for a sim experiment",
-    )
-    provider: ComponentSpec | None = Field(
-        None,
-        description="where the phones come from (docs/phones.md): a provider by name ('sim_farm': SimPhones "
-        "served over adb through the real adb server, state probe on; 'static': `devices` through `adb_server`) or an import "
-        "path 'module:Class' (a PhoneProvider); 'sim': in-process SimPhones; it hands out `count` phones and holds `spares`, hard-resets them, and "
-        "gets them back at the end. None: `kind` builds the phones",
+        description="provider 'ray': the cluster address and which phones run on which nodes (docs/scale.md); "
+        "`darwin run --ray-address ADDR` sets it (and the provider) for a sim experiment",
     )
     spares: int = Field(
         0,
         ge=0,
         le=4096,
-        description="provider: phones beyond `count` that replace quarantined phones "
-        "that do not heal within replace_after_s",
+        description="phones beyond `count` the provider holds back, to replace quarantined phones "
+        "that do not heal within replace_after_s (not with 'ray')",
     )
     replace_after_s: float = Field(
         60.0,
@@ -109,20 +112,20 @@ class PhonesConfig(BaseModel):
     hard_reset_every: int | None = Field(
         None,
         ge=1,
-        description="hard-reset each phone after every N episodes it plays "
-        "(SimPhones: a factory reset; provider phones: through the provider)",
+        description="hard-reset each phone after every N episodes it plays, through the provider "
+        "(SimPhones: a factory reset; not with 'ray')",
     )
     hard_reset_after_infra: int | None = Field(
         None, ge=1, description="hard-reset a phone after N infrastructure truncations in a row"
     )
     hard_reset_unhealthy: bool = Field(
         True,
-        description="hard-reset a quarantined phone (its health check failed) "
-        "before giving up on it; needs a provider or phones that reset themselves",
+        description="hard-reset a quarantined phone (its health check failed) through the provider "
+        "before giving up on it",
     )
     sim_state_probe: bool = Field(
         False,
-        description="kind 'adb' / provider 'static': the devices are SimPhones served by "
+        description="provider 'adb': the devices are SimPhones served by "
         "`darwin phones serve`: use their state probe (rule verification), answers and task setup",
     )
     call_deadline_s: float = Field(
@@ -147,9 +150,33 @@ class PhonesConfig(BaseModel):
         "that are not SimPhones (real devices, a custom provider's), none on SimPhones",
     )
 
+    def provider_class(self) -> type[PhoneProvider]:
+        """The :class:`~darwin.envs.providers.PhoneProvider` class ``provider`` names."""
+        cls = resolve_component("provider", self.provider.name)
+        if not (isinstance(cls, type) and issubclass(cls, PhoneProvider)):
+            raise ValueError(
+                f"phones.provider {self.provider.name!r} is not a PhoneProvider; name a built-in "
+                f"({', '.join(sorted(BUILTINS['provider']))}) or a subclass of darwin.envs.providers.PhoneProvider"
+            )
+        return cls
+
+    @property
+    def in_process(self) -> bool:
+        """The phones are in-process SimPhones (provider 'sim'): they fork, take ``faults``, and
+        evaluations get fresh ones."""
+        return issubclass(self.provider_class(), SimPhones)
+
+    @property
+    def on_ray(self) -> bool:
+        """The phones run on a Ray cluster's nodes (provider 'ray', the groups in ``ray``)."""
+        return issubclass(self.provider_class(), RayPhones)
+
     def reset_schedule(self) -> ResetSchedule | None:
-        """The hard-reset schedule, or None when nothing is scheduled (no provider, no settings)."""
-        if self.provider is None and self.hard_reset_every is None and self.hard_reset_after_infra is None:
+        """The hard-reset schedule, or None when the fleet has nothing to do between episodes: no
+        reset scheduled, on phones that are never left quarantined (in-process SimPhones, Ray
+        phones: :attr:`PhoneProvider.over_adb <darwin.envs.providers.PhoneProvider.over_adb>` is False)."""
+        scheduled = self.hard_reset_every is not None or self.hard_reset_after_infra is not None
+        if not scheduled and not self.provider_class().over_adb:
             return None
         return ResetSchedule(
             every_episodes=self.hard_reset_every,
@@ -159,11 +186,11 @@ class PhonesConfig(BaseModel):
 
     @property
     def simulated(self) -> bool:
-        """True when every phone is a SimPhone: in process, on Ray nodes, or served over ADB by
-        ``darwin phones serve`` (provider 'sim' / 'sim_farm', or ``sim_state_probe``)."""
-        if self.provider is not None:
-            return self.provider.name in ("sim", "sim_farm") or self.sim_state_probe
-        return self.kind in ("sim", "ray") or self.sim_state_probe
+        """True when every phone is a SimPhone: in process, in the Ray groups of kind 'sim', or
+        served over ADB by ``darwin phones serve`` (provider 'sim_farm', or ``sim_state_probe``)."""
+        if self.on_ray:
+            return self.sim_state_probe or (self.ray is not None and all(g.kind == "sim" for g in self.ray.groups))
+        return self.in_process or self.provider.name == "sim_farm" or self.sim_state_probe
 
     def guard_spec(self) -> ComponentSpec | None:
         """The guard the phones get (``guard``): as set, none for ``'off'``, and by default the
@@ -191,24 +218,42 @@ class PhonesConfig(BaseModel):
     def _check_provider(self) -> PhonesConfig:
         if isinstance(self.guard, ComponentSpec):
             resolve_component("guard", self.guard.name)
-        if self.provider is not None:
-            if self.kind == "ray":
-                raise ValueError(
-                    "phones.provider hands out phones this machine reaches; with phones.kind = 'ray' leave it unset "
-                    "(the Ray phone groups build their own phones)"
+        self.provider_class()  # a typo fails at load, with "did you mean"
+        name = self.provider.name
+        problems = []
+        if self.on_ray:
+            if self.ray is None:
+                problems.append(
+                    f"phones.provider = {name!r} needs phones.ray (address and groups), or pass --ray-address to run "
+                    "the SimPhones on a cluster"
                 )
-            resolve_component("provider", self.provider.name)  # a typo fails at load, with "did you mean"
-        elif self.spares:
-            raise ValueError(
-                f"phones.spares = {self.spares} needs phones.provider (spares come from a provider: "
-                "'sim_farm', 'static' or your own)"
+            elif self.ray.total_phones != self.count:
+                problems.append(
+                    f"phones.count = {self.count} but phones.ray's groups hold {self.ray.total_phones} phones; set count "
+                    f"to {self.ray.total_phones}"
+                )
+            if self.spares:
+                problems.append(
+                    f"phones.spares = {self.spares}: Ray phones come back with their node and have no spares; set spares = 0"
+                )
+            if self.hard_reset_every is not None or self.hard_reset_after_infra is not None:
+                problems.append(
+                    "phones.hard_reset_every / phones.hard_reset_after_infra: a Ray phone host cannot hard-reset its "
+                    "phones; unset them"
+                )
+        elif self.ray is not None:
+            problems.append(
+                f"phones.ray is set but phones.provider = {name!r}; set phones.provider = 'ray' to run the phones on "
+                "the cluster (or drop phones.ray)"
             )
-        if self.fault_spec().enabled and (self.kind != "sim" or self.provider is not None):
-            raise ValueError(
-                f"phones.faults = {self.faults!r} injects faults into in-process SimPhones (phones.kind = 'sim', "
-                "no provider); for SimPhones served over adb give the provider the spec "
+        if self.fault_spec().enabled and not self.in_process:
+            problems.append(
+                f"phones.faults = {self.faults!r} injects faults into in-process SimPhones (phones.provider = 'sim'); "
+                "for SimPhones served over adb give the provider the spec "
                 "(phones.provider = {name = 'sim_farm', kwargs = {faults = '...'}}); real phones fault on their own"
             )
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def fault_spec(self) -> FaultSpec:
@@ -474,21 +519,16 @@ class ExperimentConfig(BaseModel):
                     f"rank = policy.server.lora_rank ({server.lora_rank}) and target_modules = policy.server.lora_target_modules "
                     f"({list(server.lora_target_modules)}), or use weight_sync='disk'"
                 )
-        if self.phones.kind == "adb" and self.phones.devices and len(self.phones.devices) < self.phones.count:
-            problems.append(
-                f"phones.count = {self.phones.count} but only {len(self.phones.devices)} devices are listed; list more devices or lower count"
+        if self.mode == "sync" and self.phones.reset_schedule() is not None:
+            why = (
+                "hard resets are scheduled"
+                if self.phones.hard_reset_every is not None or self.phones.hard_reset_after_infra is not None
+                else f"phones.provider = {self.phones.provider.name!r} hands out phones over adb, which it heals or "
+                "replaces when they are quarantined"
             )
-        if self.phones.kind == "ray" and self.phones.ray is None:
             problems.append(
-                "phones.kind = 'ray' needs phones.ray (address and groups), or pass --ray-address to run the SimPhones on a cluster"
-            )
-        if (
-            self.phones.kind == "ray"
-            and self.phones.ray is not None
-            and self.phones.ray.total_phones != self.phones.count
-        ):
-            problems.append(
-                f"phones.count = {self.phones.count} but phones.ray's groups hold {self.phones.ray.total_phones} phones; set count to {self.phones.ray.total_phones}"
+                f"mode = 'sync' plays the phones in lockstep, but the phone fleet acts between episodes ({why}): "
+                "use mode = 'async'"
             )
         if self.max_backlog_steps is not None and self.max_backlog_steps < self.rollout_steps:
             problems.append(
@@ -500,10 +540,10 @@ class ExperimentConfig(BaseModel):
                 "checkpoint), or leave agent.format unset for the SFT warm start"
             )
         if self.branching is not None:
-            if self.phones.kind != "sim":
+            if not self.phones.in_process:
                 problems.append(
-                    f"branching rollouts put a phone back in an earlier state, which {self.phones.kind} phones cannot; "
-                    "use phones.kind='sim' (in-process SimPhones) or set branching=null"
+                    f"branching rollouts put a phone back in an earlier state, which {self.phones.provider.name} phones "
+                    "cannot; use phones.provider='sim' (in-process SimPhones) or set branching=null"
                 )
             if self.group_size is not None or self.mode != "async":
                 problems.append(

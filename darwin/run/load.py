@@ -176,26 +176,32 @@ def _model_class(annotation: object) -> type[BaseModel] | None:
 
 
 def use_ray_cluster(config: ExperimentConfig, address: str) -> ExperimentConfig:
-    """``config`` with its phones on the Ray cluster at ``address`` (``darwin run --ray-address``).
+    """``config`` with its phones on the Ray cluster at ``address`` (``darwin run --ray-address``):
+    ``phones.provider`` becomes ``'ray'``.
 
     A sim experiment's SimPhones (same seeds) spread over the cluster's nodes, four per host
-    process; an experiment that already places its phones (``phones.ray``) keeps its groups::
+    process; an experiment already on Ray (``phones.ray``) keeps its groups::
 
         >>> cfg = use_ray_cluster(ExperimentConfig(name="demo"), "10.0.0.2:6379")
-        >>> cfg.phones.kind, cfg.phones.ray.address, cfg.phones.ray.groups[0].actors
+        >>> cfg.phones.provider.name, cfg.phones.ray.address, cfg.phones.ray.groups[0].actors
         ('ray', '10.0.0.2:6379', 2)
     """
     phones = config.phones
-    if phones.kind == "adb":
+    if not (phones.in_process or phones.on_ray):
         raise ExperimentError(
-            "--ray-address: phones.kind = 'adb' lists devices this machine reaches; to reach them from cluster nodes, "
-            "set phones.kind = 'ray' with phones.ray groups of kind 'adb' placed on those nodes (docs/scale.md)"
+            f"--ray-address runs the phones on the cluster's nodes, but phones.provider = {phones.provider.name!r} lists "
+            "devices this machine reaches; to reach them from cluster nodes, set phones.provider = 'ray' with "
+            "phones.ray groups of kind 'adb' placed on those nodes (docs/scale.md)"
         )
     ray = phones.ray or RayPhonesConfig(
         groups=(RayPhoneGroup(count=phones.count, seed=phones.seed, actors=-(-phones.count // 4)),)
     )
     data = config.model_dump()
-    data["phones"] = {**phones.model_dump(), "kind": "ray", "ray": {**ray.model_dump(), "address": address}}
+    data["phones"] = {
+        **phones.model_dump(),
+        "provider": {"name": "ray"},
+        "ray": {**ray.model_dump(), "address": address},
+    }
     try:
         return ExperimentConfig.model_validate(data)
     except ValidationError as exc:

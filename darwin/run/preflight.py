@@ -103,15 +103,15 @@ def _policy_server(config: ExperimentConfig, timeout_s: float) -> list[Preflight
 
 def _phones(config: ExperimentConfig, timeout_s: float) -> list[PreflightProblem]:
     phones = config.phones
-    if phones.kind == "adb" and len(phones.devices) < phones.count:
+    if phones.provider.name == "adb" and len(phones.devices) < phones.count:
         return [
             PreflightProblem(
                 "phones",
-                f"phones.kind='adb' needs {phones.count} devices and {len(phones.devices)} are listed; list their serials "
-                "or host:port in phones.devices (the paper preset reads $DARWIN_DEVICES, comma-separated)",
+                f"phones.provider='adb' needs {phones.count} devices and {len(phones.devices)} are listed; list their "
+                "serials or host:port in phones.devices (the paper preset reads $DARWIN_DEVICES, comma-separated)",
             )
         ]
-    if phones.kind == "ray" and phones.ray is not None:
+    if phones.on_ray and phones.ray is not None:
         from darwin.envs.ray_phones import RayPhonesError, check_ray_address
 
         try:

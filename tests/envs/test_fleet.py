@@ -188,13 +188,13 @@ def test_a_group_whose_member_is_lost_never_waits(policy: str) -> None:
 # ------------------------------------------------------------------ the experiment's builder
 
 
-def test_the_static_provider_builds_the_fleet_from_devices(farm: SimFarm, adb_server_port: int) -> None:
+def test_the_adb_provider_builds_the_fleet_from_devices(farm: SimFarm, adb_server_port: int) -> None:
     from darwin.run.load import apply_overrides, load_experiment
 
     config = apply_overrides(
         load_experiment(Path(__file__).resolve().parents[2] / "examples" / "spa_bench.py"),
         [
-            "phones.provider=static",
+            "phones.provider=adb",
             "phones.count=2",
             "phones.spares=1",
             f"phones.devices={json.dumps(farm.addresses)}",

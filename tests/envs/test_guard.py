@@ -259,7 +259,7 @@ def test_the_guard_is_on_by_default_for_phones_that_are_not_simphones_and_off_on
     assert sim.phones.guard_spec() is None and build_guard(sim) is None
     assert "none (SimPhones" in guard_notice(sim, None)
     adb = ExperimentConfig.model_validate(
-        {"name": "guarded", "phones": {"kind": "adb", "devices": ["emulator-5554"], "count": 1}}
+        {"name": "guarded", "phones": {"provider": "adb", "devices": ["emulator-5554"], "count": 1}}
     )
     guard = build_guard(adb)
     assert isinstance(guard, RuleGuard)
@@ -268,7 +268,7 @@ def test_the_guard_is_on_by_default_for_phones_that_are_not_simphones_and_off_on
     served = adb.model_copy(update={"phones": adb.phones.model_copy(update={"sim_state_probe": True})})
     assert served.phones.simulated and build_guard(served) is None
     off = ExperimentConfig.model_validate(
-        {"name": "guarded", "phones": {"kind": "adb", "devices": ["emulator-5554"], "count": 1, "guard": "off"}}
+        {"name": "guarded", "phones": {"provider": "adb", "devices": ["emulator-5554"], "count": 1, "guard": "off"}}
     )
     assert build_guard(off) is None and "WARNING: action guard OFF" in guard_notice(off, None)
     on_sim = ExperimentConfig.model_validate({"name": "guarded", "phones": {"guard": "rules"}})

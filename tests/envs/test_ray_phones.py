@@ -45,7 +45,7 @@ from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
 from darwin.replay_buffer import ReplayBuffer
 from darwin.rollout import RolloutEngine
-from darwin.run.build import build_phones
+from darwin.run.build import build_fleet
 from darwin.task_registry import task_set
 from darwin.types import (
     Decision,
@@ -296,20 +296,22 @@ def test_experiment_phones_on_the_cluster(cluster: LocalCluster) -> None:
 
     base = ExperimentConfig(name="t", phones=PhonesConfig(count=2, seed=7))
     config = use_ray_cluster(base, str(cluster.cluster.address))  # type: ignore[attr-defined]
-    assert config.phones.kind == "ray" and config.phones.ray.total_phones == 2
-    envs = build_phones(config)
+    assert config.phones.provider.name == "ray" and config.phones.ray.total_phones == 2
+    fleet = build_fleet(config)
+    envs = fleet.envs
     try:
         assert [e.name for e in envs] == ["sim-7", "sim-8"] and all(isinstance(e, RayPhoneEnv) for e in envs)
         assert np.array_equal(envs[1].screenshot((168, 364)), SimPhoneEnv(seed=8).screenshot((168, 364)))
     finally:
-        for env in envs:
-            env.close()
-    with pytest.raises(ExperimentError, match="phones.kind = 'adb' lists devices"):
-        use_ray_cluster(ExperimentConfig(name="t", phones=PhonesConfig(kind="adb", count=1, devices=("x:1",))), "auto")
+        fleet.close()
+    with pytest.raises(ExperimentError, match="phones.provider = 'adb' lists devices"):
+        use_ray_cluster(
+            ExperimentConfig(name="t", phones=PhonesConfig(provider="adb", count=1, devices=("x:1",))), "auto"
+        )
     with pytest.raises(ValueError, match="phones.count = 3 but phones.ray's groups hold 2 phones"):
-        ExperimentConfig(name="t", phones=PhonesConfig(kind="ray", count=3, ray=config.phones.ray))
-    with pytest.raises(ValueError, match="phones.kind = 'ray' needs phones.ray"):
-        ExperimentConfig(name="t", phones=PhonesConfig(kind="ray"))
+        ExperimentConfig(name="t", phones=PhonesConfig(provider="ray", count=3, ray=config.phones.ray))
+    with pytest.raises(ValueError, match="phones.provider = 'ray' needs phones.ray"):
+        ExperimentConfig(name="t", phones=PhonesConfig(provider="ray"))
 
 
 @dataclass
