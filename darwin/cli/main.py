@@ -11,6 +11,7 @@ from rich.logging import RichHandler
 
 from darwin.cli.bench import bench
 from darwin.cli.compare import compare_cmd
+from darwin.cli.coverage import tasks_coverage
 from darwin.cli.eval import eval_cmd
 from darwin.cli.judge import judge
 from darwin.cli.phones import paper_path, phones, serve_policy
@@ -41,6 +42,7 @@ def main(log_level: str) -> None:
     _setup_logging(log_level)
 
 
+tasks.add_command(tasks_coverage)
 main.add_command(tasks)
 main.add_command(eval_cmd)
 main.add_command(sft_cmd)

@@ -11,6 +11,8 @@ states reached into tasks (hindsight).
 - :mod:`darwin.hindsight.describer`: goal text from phrase rules per state path, the stand-in
   for a model describer; it never reads the templates' wording.
 - :mod:`darwin.hindsight.leakage`: refuses training data from a split's held-out templates and apps.
+- :mod:`darwin.hindsight.coverage`: the share of human-written goals (a split's held-out
+  templates) whose verifier held in some explored state.
 
 See docs/self-evolution.md.
 """

@@ -48,12 +48,14 @@ class ExploredStep:
 @dataclass(frozen=True)
 class Exploration:
     """One exploration of ``app`` (its launcher label) on phone ``phone``: the state it started
-    from and each action played with the state it led to, in order."""
+    from and each action played with the state it led to, in order; ``explorer_seed`` is the
+    random agent's seed (``None``: another actor explored)."""
 
     app: str
     phone: str
     start_state: State
     steps: tuple[ExploredStep, ...]
+    explorer_seed: int | None = None
 
     def actions(self, upto: int) -> tuple[Action, ...]:
         """The first ``upto`` actions: from :attr:`start_state` they lead to ``steps[upto - 1].state``."""
@@ -104,6 +106,7 @@ async def explore(
     start = await env.aprobe_state()
     if start is None:
         raise ExplorationError(f"phone {env.name} has no state probe: hindsight needs the JSON state of each step")
+    explorer_seed = seed if actor is None else None
     actor = actor if actor is not None else RandomActor(seed=seed)
     goal = exploration_goal(app)
     history: list[Transition] = []
@@ -146,4 +149,4 @@ async def explore(
             raise ExplorationError(f"phone {env.name} stopped answering its state probe after {len(played)} steps")
         state = probed
         played.append(ExploredStep(action=decision.action, state=state))
-    return Exploration(app=app, phone=env.name, start_state=start, steps=tuple(played))
+    return Exploration(app=app, phone=env.name, start_state=start, steps=tuple(played), explorer_seed=explorer_seed)
