@@ -49,23 +49,23 @@ FIG6B_FAULTS = "crash=0.008:0.5"
 
 PRESETS: dict[str, list[str]] = {
     "fig2": [],
-    "fig6a-random-init": ["learner.value_head_init=random", "learner.critic_warmup_updates=0"],
+    "fig6a-random-init": ["learner.critic.value_head_init=random", "learner.critic.warmup_updates=0"],
     "fig6a-bias": [
-        "learner.value_head_init=calibrated",
-        "learner.value_head_bias=0.1",
-        "learner.critic_warmup_updates=0",
+        "learner.critic.value_head_init=calibrated",
+        "learner.critic.value_head_bias=0.1",
+        "learner.critic.warmup_updates=0",
     ],
-    "fig6a-bias-warmup": ["learner.value_head_init=calibrated", "learner.value_head_bias=0.1"],
+    "fig6a-bias-warmup": ["learner.critic.value_head_init=calibrated", "learner.critic.value_head_bias=0.1"],
     "fig6a-random-init-paper-lr": [
-        "learner.value_head_init=random",
-        "learner.critic_warmup_updates=0",
-        "learner.critic_lr=1e-5",
+        "learner.critic.value_head_init=random",
+        "learner.critic.warmup_updates=0",
+        "learner.critic.lr=1e-5",
     ],
     "fig6a-bias-paper-lr": [
-        "learner.value_head_init=calibrated",
-        "learner.value_head_bias=0.1",
-        "learner.critic_warmup_updates=0",
-        "learner.critic_lr=1e-5",
+        "learner.critic.value_head_init=calibrated",
+        "learner.critic.value_head_bias=0.1",
+        "learner.critic.warmup_updates=0",
+        "learner.critic.lr=1e-5",
     ],
     "fig6b-zero": [f"phones.faults={FIG6B_FAULTS}", "learner.step_budget=terminal", "learner.truncation=zero"],
     "fig6b-bootstrap": [
@@ -98,8 +98,8 @@ PRESETS: dict[str, list[str]] = {
         "rollout_steps=512",
         "learner.mini_batch_size=64",
     ],
-    "shortest-path-on": ["learner.shortest_path_adjustment=true"],
-    "shortest-path-off": ["learner.shortest_path_adjustment=false"],
+    "shortest-path-on": ["learner.levers.shortest_path_adjustment=true"],
+    "shortest-path-off": ["learner.levers.shortest_path_adjustment=false"],
 }
 """Preset name -> the `--set` overrides it applies to the default."""
 

@@ -16,7 +16,7 @@ below was measured; docs/results.md):
   8 actor updates while 1.0 took sampled success from 17% to 79% in 12,
 - rollout steps per update: 256, as in the paper (about 30 episodes per update at horizon 12),
 - critic warm-up: 30 updates -> 2; PPO epochs 4 -> 1,
-- the vision tower trains with the rest: freezing it (`learner.freeze_vision`) halves an update
+- the vision tower trains with the rest: freezing it (`learner.speed.freeze_vision`) halves an update
   and fits 63-68 updates in the budget instead of 35-41, but its final policies succeed as often
   as the default's (54.3% against 56.7% over 1,152 evaluation episodes each; docs/results.md),
 - actor / critic learning rates raised for a 0.8 M-parameter model trained from scratch,
@@ -72,21 +72,13 @@ def build(preset: str) -> ExperimentConfig:
             learner=LearnerConfig(
                 gamma=1.0,
                 lam=1.0,
-                critic_warmup_updates=2,
-                critic_warmup_epochs=4,
-                critic_warmup_lam=1.0,
-                value_head_bias=0.1,
-                clip_ratio=0.2,
+                ppo={"clip_ratio": 0.2, "kl_coef": 0.1, "old_logprobs": "recompute"},
+                critic={"warmup_updates": 2, "warmup_epochs": 4, "warmup_lam": 1.0, "value_head_bias": 0.1, "lr": 1e-3},
+                levers={"format_penalty_advantage": 0.5, "whiten_by": "task", "trajectory_weighting": True},
+                speed={"micro_batch_size": 8},
                 ppo_epochs=1,
                 mini_batch_size=32,
-                micro_batch_size=8,
                 actor_lr=1e-4,
-                critic_lr=1e-3,
-                kl_coef=0.1,
-                old_logprobs="recompute",
-                format_penalty_advantage=0.5,
-                whiten_by="task",
-                trajectory_weighting=True,
             ),
             rollout_steps=256,
             updates=120,
@@ -142,16 +134,18 @@ def build(preset: str) -> ExperimentConfig:
             learner=LearnerConfig(
                 gamma=1.0,
                 lam=0.95,
-                critic_warmup_updates=30,
-                critic_warmup_epochs=4,
-                critic_warmup_lam=1.0,
-                value_head_bias=0.1,
-                clip_ratio=0.2,
+                ppo={"clip_ratio": 0.2},
+                critic={
+                    "warmup_updates": 30,
+                    "warmup_epochs": 4,
+                    "warmup_lam": 1.0,
+                    "value_head_bias": 0.1,
+                    "lr": 1e-5,
+                },
+                speed={"micro_batch_size": 16},
                 ppo_epochs=4,
                 mini_batch_size=64,
-                micro_batch_size=16,
                 actor_lr=1e-6,
-                critic_lr=1e-5,
                 backend="verl",
                 # GPU settings from verl's Qwen2.5-VL recipes and its performance guide (docs/scale.md,
                 # "verl on GPUs"): fp32 master weights with bf16 compute, flash-attention, rows packed
@@ -263,15 +257,9 @@ def paper_miniature(paper: ExperimentConfig) -> ExperimentConfig:
     data["policy"]["max_batch"] = 8
     data["policy"]["server"]["max_tokens"] = 24
     learner = data["learner"]
-    learner.update(
-        critic_warmup_updates=1,
-        critic_warmup_epochs=1,
-        ppo_epochs=1,
-        mini_batch_size=8,
-        micro_batch_size=2,
-        actor_lr=1e-4,
-        critic_lr=1e-3,
-    )
+    learner.update(ppo_epochs=1, mini_batch_size=8, actor_lr=1e-4)
+    learner["critic"].update(warmup_updates=1, warmup_epochs=1, lr=1e-3)
+    learner["speed"].update(micro_batch_size=2)
     learner["verl"].update(
         device="cpu",
         gpus_per_node=2,

@@ -238,10 +238,10 @@ _SMALL_RUN = {
     "policy.max_batch": "2",
     "policy.max_wait": "0.01",
     "learner.mini_batch_size": "8",
-    "learner.micro_batch_size": "4",
+    "learner.speed.micro_batch_size": "4",
     "rollout_steps": "12",
     "updates": "2",
-    "learner.critic_warmup_updates": "1",
+    "learner.critic.warmup_updates": "1",
     "evaluation.samples": "0",
     "time_budget_s": "null",
 }

@@ -11,7 +11,13 @@ from darwin.learner.config import LearnerConfig
 
 
 def test_every_variant_times_one_update_phase_by_phase() -> None:
-    config = LearnerConfig(critic_warmup_updates=0, mini_batch_size=8, micro_batch_size=4, ppo_epochs=1, kl_coef=0.1)
+    config = LearnerConfig(
+        ppo={"kl_coef": 0.1},
+        critic={"warmup_updates": 0},
+        speed={"micro_batch_size": 4},
+        mini_batch_size=8,
+        ppo_epochs=1,
+    )
     results = profile(config, variants=tuple(VARIANTS), steps=12, repeats=1)
     assert [r.variant for r in results] == list(VARIANTS)
     for r in results:
@@ -19,14 +25,23 @@ def test_every_variant_times_one_update_phase_by_phase() -> None:
         assert r.steps == 12 and r.repeats == 1 and r.response_tokens > 0
         assert r.forward_backward_s > 0 and r.values_s > 0 and r.reference_s > 0  # critic and KL scored
         assert abs(phases + r.other_s - r.total_s) < 0.05
-    assert VARIANTS["shared"]["critic"] == "shared" and VARIANTS["frozen-shared"]["freeze_vision"] is True
+    assert (
+        VARIANTS["shared"]["critic"]["backbone"] == "shared"
+        and VARIANTS["frozen-shared"]["speed"]["freeze_vision"] is True
+    )
     assert all(r.cached_images == 0 for r in results)  # cold caches; a batch's repeats miss together
     # the same rows and shuffles in every variant: the same micro-batches, the same padding
     assert len({r.padding_share for r in results}) == 1 and 0 <= results[0].padding_share < 1
 
 
 def test_a_warm_cache_serves_every_frozen_towers_screenshots() -> None:
-    config = LearnerConfig(critic_warmup_updates=0, mini_batch_size=8, micro_batch_size=4, ppo_epochs=1, kl_coef=0.1)
+    config = LearnerConfig(
+        ppo={"kl_coef": 0.1},
+        critic={"warmup_updates": 0},
+        speed={"micro_batch_size": 4},
+        mini_batch_size=8,
+        ppo_epochs=1,
+    )
     results = {
         r.variant: r
         for r in profile(config, ("plain", "frozen", "critic-frozen"), steps=12, repeats=1, warm_cache=True)

@@ -206,7 +206,7 @@ def test_dry_run_names_branching_and_refuses_phones_that_cannot_fork() -> None:
         (["phones.provider=adb"], "which adb phones cannot"),
         (["group_size=4"], "need mode='async' and group_size=null"),
         (
-            ["learner.algorithm=grpo", "learner.critic_warmup_updates=0", "learner.whiten_by=batch"],
+            ["learner.algorithm=grpo", "learner.critic.warmup_updates=0", "learner.levers.whiten_by=batch"],
             "part of the 'gae' estimator",
         ),
     ]:
@@ -253,8 +253,10 @@ def test_the_sibling_baseline_can_be_turned_off_for_an_ablation() -> None:
         "values": torch.zeros(n, 2),
         "lam": 1.0,
     }
-    on, _ = estimate_advantages(LearnerConfig(whiten_advantages=False), rows, **common)
-    off, _ = estimate_advantages(LearnerConfig(whiten_advantages=False, sibling_baseline=False), rows, **common)
+    on, _ = estimate_advantages(LearnerConfig(levers={"whiten_advantages": False}), rows, **common)
+    off, _ = estimate_advantages(
+        LearnerConfig(levers={"whiten_advantages": False, "sibling_baseline": False}), rows, **common
+    )
     fork = rows[first_child].fork
     siblings = [i for i in forked if rows[i].fork == fork]
     assert len(siblings) == 3

@@ -123,7 +123,9 @@ def test_a_run_closes_the_memories_and_the_proposer(tmp_path: Path, openai_serve
         sft=SFTConfig(steps=3, warmup_steps=1, batch_size=4, phones=2, episodes=4, heldout_episodes=0),
         cache_dir=str(tmp_path / "cache"),
         policy=PolicyConfig(max_batch=2, max_wait=0.01),
-        learner=LearnerConfig(critic_warmup_updates=0, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
+        learner=LearnerConfig(
+            critic={"warmup_updates": 0}, speed={"micro_batch_size": 4}, ppo_epochs=1, mini_batch_size=8
+        ),
         rollout_steps=8,
         updates=1,
         curriculum=ComponentSpec(name="llm_proposer", kwargs={"llm": llm, "step_budget": 4}),

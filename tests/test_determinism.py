@@ -41,13 +41,13 @@ SHRINK = [
     "horizon=6",
     "learner.mini_batch_size=8",
     'tasks=["clock_1","settings_dark_theme"]',
-    "learner.freeze_vision=false",  # the setting the first two variants were recorded with (the default's)
+    "learner.speed.freeze_vision=false",  # the setting the first two variants were recorded with (the default's)
 ]
 VARIANTS = {
-    "critic_warmup": ["learner.critic_warmup_updates=1", "updates=2"],  # the default's first update: critic warm-up
-    "actor": ["learner.critic_warmup_updates=0"],  # the first update trains the actor too
-    # The learner with a frozen vision tower (learner.freeze_vision).
-    "actor_frozen_vision": ["learner.critic_warmup_updates=0", "learner.freeze_vision=true"],
+    "critic_warmup": ["learner.critic.warmup_updates=1", "updates=2"],  # the default's first update: critic warm-up
+    "actor": ["learner.critic.warmup_updates=0"],  # the first update trains the actor too
+    # The learner with a frozen vision tower (learner.speed.freeze_vision).
+    "actor_frozen_vision": ["learner.critic.warmup_updates=0", "learner.speed.freeze_vision=true"],
 }
 
 

@@ -31,7 +31,7 @@ def build(preset):
         sft=SFTConfig(steps=3, warmup_steps=1, batch_size=4, phones=2, episodes=4, heldout_episodes=0),
         cache_dir=CACHE,
         policy=PolicyConfig(max_batch=2, max_wait=0.01),
-        learner=LearnerConfig(critic_warmup_updates=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
+        learner=LearnerConfig(critic={"warmup_updates": 1}, ppo_epochs=1, mini_batch_size=8, speed={"micro_batch_size": 4}),
         rollout_steps=12, updates=UPDATES, evaluation=EvaluationConfig(samples=1, phones=2),
     )
 """
@@ -100,14 +100,19 @@ def test_paper_preset_dry_run_passes_each_part_it_can_reach(monkeypatch, tmp_pat
 
 def test_paper_preset_keeps_table_1_values():
     config = load_experiment(ROOT / "examples" / "spa_bench.py", "paper")
-    assert (config.rollout_steps, config.horizon, config.learner.critic_warmup_updates) == (256, 32, 30)
-    assert (config.learner.gamma, config.learner.lam, config.learner.clip_ratio, config.learner.value_head_bias) == (
+    assert (config.rollout_steps, config.horizon, config.learner.critic.warmup_updates) == (256, 32, 30)
+    assert (
+        config.learner.gamma,
+        config.learner.lam,
+        config.learner.ppo.clip_ratio,
+        config.learner.critic.value_head_bias,
+    ) == (
         1.0,
         0.95,
         0.2,
         0.1,
     )
-    assert (config.learner.actor_lr, config.learner.critic_lr, config.learner.mini_batch_size) == (1e-6, 1e-5, 64)
+    assert (config.learner.actor_lr, config.learner.critic.lr, config.learner.mini_batch_size) == (1e-6, 1e-5, 64)
 
 
 def test_set_overrides_nested_fields_and_revalidates():
@@ -116,16 +121,16 @@ def test_set_overrides_nested_fields_and_revalidates():
         base,
         [
             "horizon=16",
-            "learner.kl_coef=0.05",
+            "learner.ppo.kl_coef=0.05",
             "sft.steps=180",
             "mode=sync",
             "sft.observation_size=[168, 364]",
-            'learner.lora={"rank": 4}',
+            'learner.finetunes.lora={"rank": 4}',
             "checkpoint=null",
         ],
     )
-    assert (config.horizon, config.learner.kl_coef, config.sft.steps, config.mode) == (16, 0.05, 180, "sync")
-    assert config.learner.lora is not None and config.learner.lora.rank == 4
+    assert (config.horizon, config.learner.ppo.kl_coef, config.sft.steps, config.mode) == (16, 0.05, 180, "sync")
+    assert config.learner.finetunes.lora is not None and config.learner.finetunes.lora.rank == 4
     assert config.sft.observation_size == (168, 364) and config.checkpoint is None
     # everything else is untouched, and the sub-configs stay frozen, validated models
     assert config.learner.actor_lr == base.learner.actor_lr and config.phones == base.phones
@@ -137,14 +142,14 @@ def test_set_overrides_nested_fields_and_revalidates():
 def test_set_overrides_report_every_problem_with_a_fix():
     base = load_experiment(ROOT / "examples" / "spa_bench.py")
     with pytest.raises(ExperimentError) as err:
-        apply_overrides(base, ["learner.kl_cof=0.1", "hoizon=3", "justtext", "learner.lora.rank=4"])
+        apply_overrides(base, ["learner.ppo.kl_cof=0.1", "hoizon=3", "justtext", "learner.finetunes.lora.rank=4"])
     message = str(err.value)
-    assert "learner has no field 'kl_cof' (did you mean 'kl_coef'?)" in message
+    assert "learner.ppo has no field 'kl_cof' (did you mean 'kl_coef'?)" in message
     assert "the experiment has no field 'hoizon' (did you mean 'horizon'?)" in message
     assert "--set justtext: expected KEY=VALUE" in message
-    assert "learner.lora is null; set it whole" in message
+    assert "learner.finetunes.lora is null; set it whole" in message
     with pytest.raises(ExperimentError, match=r"(?s)learner: .*kl_coef: Input should be greater than or equal to 0"):
-        apply_overrides(base, ["learner.kl_coef=-1"])
+        apply_overrides(base, ["learner.ppo.kl_coef=-1"])
     with pytest.raises(ExperimentError, match="horizon: Input should be a valid integer"):
         apply_overrides(base, ["horizon=abc"])
     # cross-field checks of the experiment still run
@@ -154,10 +159,12 @@ def test_set_overrides_report_every_problem_with_a_fix():
 
 def test_reward_shaping_is_set_in_the_learner():
     base = load_experiment(ROOT / "examples" / "spa_bench.py")
-    shaped = apply_overrides(base, ["learner.parse_error_penalty=0.5", "learner.format_penalty_advantage=0"])
-    assert shaped.learner.parse_error_penalty == 0.5
+    shaped = apply_overrides(
+        base, ["learner.levers.parse_error_penalty=0.5", "learner.levers.format_penalty_advantage=0"]
+    )
+    assert shaped.learner.levers.parse_error_penalty == 0.5
     with pytest.raises(ExperimentError, match="charges them again through the return"):
-        apply_overrides(base, ["learner.parse_error_penalty=0.5"])  # the default's local format penalty is on
+        apply_overrides(base, ["learner.levers.parse_error_penalty=0.5"])  # the default's local format penalty is on
 
 
 def test_run_cli_applies_set_overrides():
@@ -165,7 +172,7 @@ def test_run_cli_applies_set_overrides():
     result = CliRunner().invoke(main, ["run", spa, "--dry-run", "--set", "horizon=16", "--set", "updates=7"])
     assert result.exit_code == 0, result.output
     assert "│ horizon    │ 16" in result.output and "│ updates    │ 7," in result.output
-    bad = CliRunner().invoke(main, ["run", spa, "--dry-run", "--set", "learner.kl_cof=1"])
+    bad = CliRunner().invoke(main, ["run", spa, "--dry-run", "--set", "learner.ppo.kl_cof=1"])
     assert bad.exit_code != 0 and "did you mean 'kl_coef'" in bad.output
 
 
@@ -379,7 +386,9 @@ def test_a_ui_tars_format_checkpoint_trains_in_the_loop(tmp_path):
         agent=AgentConfig(format="uitars-1.5", observation_size=(252, 560), max_new_tokens=24),
         phones=PhonesConfig(count=2),
         policy=PolicyConfig(max_batch=2, max_wait=0.01),
-        learner=LearnerConfig(critic_warmup_updates=0, ppo_epochs=1, mini_batch_size=4, micro_batch_size=2),
+        learner=LearnerConfig(
+            critic={"warmup_updates": 0}, speed={"micro_batch_size": 2}, ppo_epochs=1, mini_batch_size=4
+        ),
         rollout_steps=6,
         updates=1,
         evaluation=EvaluationConfig(samples=1, phones=1),
@@ -426,7 +435,7 @@ def test_a_run_whose_every_episode_errors_stops_and_names_the_cause(tmp_path, mo
         policy=PolicyConfig(max_batch=2, max_wait=0.01),
         rollout_steps=6,
         updates=1,
-        learner=LearnerConfig(critic_warmup_updates=0, mini_batch_size=4, micro_batch_size=2),
+        learner=LearnerConfig(critic={"warmup_updates": 0}, speed={"micro_batch_size": 2}, mini_batch_size=4),
         time_budget_s=600,
     )
     with pytest.raises(RunAbort, match=r"all ended in an error.*max_tokens=256 exceeds this server's 24.*--resume"):

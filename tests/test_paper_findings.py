@@ -36,17 +36,21 @@ def _presets() -> list[str]:
 
 
 def _changed(preset: str) -> dict[str, object]:
-    """The fields (dotted, two levels) in which a preset differs from the default, besides its name."""
+    """The fields (dotted, down to the learner's sections) in which a preset differs from the default, besides its name."""
     got = load_experiment(FINDINGS, preset).model_dump(mode="json")
     want = load_experiment(SPA).model_dump(mode="json")
+    return _differences(got, want, "", depth=3)
+
+
+def _differences(got: dict, want: dict, prefix: str, depth: int) -> dict[str, object]:
     out: dict[str, object] = {}
     for key, value in got.items():
-        if key == "name" or value == want[key]:
+        if (not prefix and key == "name") or value == want.get(key):
             continue
-        if isinstance(value, dict):
-            out.update({f"{key}.{k}": v for k, v in value.items() if v != want[key].get(k)})
+        if isinstance(value, dict) and isinstance(want.get(key), dict) and depth > 1:
+            out.update(_differences(value, want[key], f"{prefix}{key}.", depth - 1))
         else:
-            out[key] = value
+            out[f"{prefix}{key}"] = value
     return out
 
 
@@ -59,11 +63,14 @@ def test_every_preset_validates_with_dry_run(preset):
 
 def test_presets_change_only_what_they_name():
     assert _changed("fig2") == {}
-    assert _changed("fig6a-random-init") == {"learner.value_head_init": "random", "learner.critic_warmup_updates": 0}
-    assert _changed("fig6a-bias") == {"learner.critic_warmup_updates": 0}
+    assert _changed("fig6a-random-init") == {
+        "learner.critic.value_head_init": "random",
+        "learner.critic.warmup_updates": 0,
+    }
+    assert _changed("fig6a-bias") == {"learner.critic.warmup_updates": 0}
     assert _changed("fig6a-bias-warmup") == {}
-    assert _changed("fig6a-random-init-paper-lr") == {**_changed("fig6a-random-init"), "learner.critic_lr": 1e-5}
-    assert _changed("fig6a-bias-paper-lr") == {**_changed("fig6a-bias"), "learner.critic_lr": 1e-5}
+    assert _changed("fig6a-random-init-paper-lr") == {**_changed("fig6a-random-init"), "learner.critic.lr": 1e-5}
+    assert _changed("fig6a-bias-paper-lr") == {**_changed("fig6a-bias"), "learner.critic.lr": 1e-5}
     crashes = {"phones.faults": "crash=0.008:0.5", "learner.step_budget": "terminal"}
     assert _changed("fig6b-zero") == crashes
     assert _changed("fig6b-bootstrap") == {**crashes, "learner.truncation": "bootstrap"}
@@ -88,13 +95,13 @@ KEEP = None
 
 PRESET_RUNS: dict[str, dict[str, str | None]] = {
     # the default's 2 critic warm-up updates, then the actor's first
-    "fig2": {"updates": "3", "learner.critic_warmup_updates": KEEP},
-    "fig6a-bias-warmup": {"updates": "3", "learner.critic_warmup_updates": KEEP},
+    "fig2": {"updates": "3", "learner.critic.warmup_updates": KEEP},
+    "fig6a-bias-warmup": {"updates": "3", "learner.critic.warmup_updates": KEEP},
     # no warm-up: the first update trains the actor
-    "fig6a-random-init": {"learner.critic_warmup_updates": KEEP},
-    "fig6a-bias": {"learner.critic_warmup_updates": KEEP},
-    "fig6a-random-init-paper-lr": {"learner.critic_warmup_updates": KEEP},
-    "fig6a-bias-paper-lr": {"learner.critic_warmup_updates": KEEP},
+    "fig6a-random-init": {"learner.critic.warmup_updates": KEEP},
+    "fig6a-bias": {"learner.critic.warmup_updates": KEEP},
+    "fig6a-random-init-paper-lr": {"learner.critic.warmup_updates": KEEP},
+    "fig6a-bias-paper-lr": {"learner.critic.warmup_updates": KEEP},
     # horizon 3 and a crash on one call in five: episodes end by the budget and by crashes
     "fig6b-zero": {"horizon": "3", "phones.faults": "crash=0.2:0"},
     "fig6b-bootstrap": {"horizon": "3", "phones.faults": "crash=0.2:0"},

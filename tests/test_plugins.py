@@ -91,7 +91,7 @@ def build(preset):
         cache_dir=CACHE,
         policy=PolicyConfig(max_batch=2, max_wait=0.01, backend={"name": "lab_plugins:TaggedPolicy", "kwargs": {"tag": "lab"}}),
         learner=LearnerConfig(
-            critic_warmup_updates=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4,
+            critic={"warmup_updates": 1}, ppo_epochs=1, mini_batch_size=8, speed={"micro_batch_size": 4},
             algorithm="lab_plugins:logged_gae", backend="lab_plugins:LoggingLearner",
         ),
         rollout_steps=8, updates=2,

@@ -155,7 +155,7 @@ def build(preset):
         sft=SFTConfig(steps=3, warmup_steps=1, batch_size=4, phones=2, episodes=4, heldout_episodes=0),
         cache_dir=CACHE,
         policy=PolicyConfig(max_batch=2, max_wait=0.01),
-        learner=LearnerConfig(critic_warmup_updates=0, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
+        learner=LearnerConfig(critic={"warmup_updates": 0}, ppo_epochs=1, mini_batch_size=8, speed={"micro_batch_size": 4}),
         rollout_steps=12, updates=UPDATES, evaluation=EvaluationConfig(samples=0),
         verifier=ComponentSpec(name=f"{__name__}:every_other"),
     )

@@ -163,7 +163,7 @@ def build(preset):
         name="unverified", tasks=("settings_dark_theme",), horizon=3, checkpoint=CHECKPOINT,
         agent=AgentConfig(format="uitars-1.5", observation_size=(252, 560), max_new_tokens=24),
         phones=PhonesConfig(count=2), policy=PolicyConfig(max_batch=2, max_wait=0.01), rollout_steps=6, updates=6,
-        learner=LearnerConfig(critic_warmup_updates=0, mini_batch_size=4, micro_batch_size=2, actor_lr=1e-2),
+        learner=LearnerConfig(critic={"warmup_updates": 0}, mini_batch_size=4, speed={"micro_batch_size": 2}, actor_lr=1e-2),
         verifier=ComponentSpec(name=f"{__name__}:never_sure"),
         verification_watch=VerificationWatchConfig(stop_after_updates_without_verified=2),
     )

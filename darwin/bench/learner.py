@@ -151,13 +151,14 @@ def run(
         for phase in phases:
             for micro in micros:
                 config = LearnerConfig(
-                    critic=critic,
-                    critic_warmup_updates=1 if phase == "warmup" else 0,
+                    critic={
+                        "backbone": critic,
+                        "warmup_updates": 1 if phase == "warmup" else 0,
+                        "warmup_epochs": epochs,
+                    },
+                    speed={"micro_batch_size": micro, "device": device},
                     ppo_epochs=epochs,
-                    critic_warmup_epochs=epochs,
                     mini_batch_size=mini,
-                    micro_batch_size=micro,
-                    device=device,
                 )
                 learner = LocalLearner(policy, config)
                 m = learner.update(trajectories)
@@ -195,7 +196,7 @@ class ProfileResult:
     repeats: int
     images_s: float
     """Screenshots to pixels, M-RoPE positions, and the frozen towers' features (the actor's
-    under ``freeze_vision``; else the reference's and a frozen critic's)."""
+    under ``speed.freeze_vision``; else the reference's and a frozen critic's)."""
     values_s: float
     reference_s: float
     proximal_s: float
@@ -214,23 +215,33 @@ def _cache_hits(learner: LocalLearner) -> int:
     return learner.image_features.hits if learner.image_features is not None else 0
 
 
-_BASE_VARIANTS: dict[str, dict[str, object]] = {
-    "plain": {"freeze_vision": False},
-    "frozen": {"freeze_vision": True},
-    "shared": {"freeze_vision": False, "critic": "shared"},
-    "frozen-shared": {"freeze_vision": True, "critic": "shared"},
-    "critic-frozen": {"freeze_vision": False, "critic_freeze_vision": True},
+_BASE_VARIANTS: dict[str, dict[str, dict[str, object]]] = {
+    "plain": {"speed": {"freeze_vision": False}},
+    "frozen": {"speed": {"freeze_vision": True}},
+    "shared": {"speed": {"freeze_vision": False}, "critic": {"backbone": "shared"}},
+    "frozen-shared": {"speed": {"freeze_vision": True}, "critic": {"backbone": "shared"}},
+    "critic-frozen": {"speed": {"freeze_vision": False}, "critic": {"freeze_vision": True}},
 }
 VARIANTS = {
     **_BASE_VARIANTS,
-    **{f"{name}-unshared-prefix": {**v, "share_prompt_prefix": False} for name, v in _BASE_VARIANTS.items()},
+    **{
+        f"{name}-unshared-prefix": {**v, "speed": {**v["speed"], "share_prompt_prefix": False}}
+        for name, v in _BASE_VARIANTS.items()
+    },
 }
-"""``--variant`` names: the default's learner with the vision tower trained or frozen, and each
-with the value head on the actor's backbone (``critic='shared'``: no separate critic pass);
-``critic-frozen`` trains the actor's tower and keeps the separate critic's frozen
-(``critic_freeze_vision``);
+"""``--variant`` names, each the learner sections it changes: the default's learner with the
+vision tower trained or frozen (``speed.freeze_vision``), and each with the value head on the
+actor's backbone (``critic.backbone='shared'``: no separate critic pass); ``critic-frozen``
+trains the actor's tower and keeps the separate critic's frozen (``critic.freeze_vision``);
 ``<name>-unshared-prefix`` runs every prompt's system turn once per row, as before
-``share_prompt_prefix``."""
+``speed.share_prompt_prefix``."""
+
+
+def _changed(config: LearnerConfig, sections: dict[str, dict[str, object]]) -> LearnerConfig:
+    """``config`` with the fields of some of its sections changed (``{"speed": {"freeze_vision": True}}``)."""
+    return config.model_copy(
+        update={name: getattr(config, name).model_copy(update=fields) for name, fields in sections.items()}
+    )
 
 
 def recorded_trajectories(steps: int = 256, seed: int = 0) -> tuple[list[Trajectory], TinyVLMConfig]:
@@ -298,14 +309,14 @@ def profile(
     whose phones show screens seen before. Variants alternate between repeats, so machine
     load drifts over all of them alike."""
     trajectories, model_cfg = recorded_trajectories(steps)
-    config = learner_config.model_copy(update={"critic_warmup_updates": 0})
+    config = _changed(learner_config, {"critic": {"warmup_updates": 0}})
     samples: dict[str, list] = {v: [] for v in variants}
     for _ in range(repeats):
         for variant in variants:
             vlm = build_tiny_vlm(model_cfg, seed=0)
             policy = HFPolicy(vlm, HFPolicyConfig(max_new_tokens=24, seed=0))
             policy.load_weights(vlm.model.state_dict(), 1)  # the same weights, one version on
-            learner = LocalLearner(policy, config.model_copy(update=VARIANTS[variant]))
+            learner = LocalLearner(policy, _changed(config, VARIANTS[variant]))
             if warm_cache:
                 learner.prepare(trajectories)  # fills the caches; changes no weight
             hits = _cache_hits(learner)
@@ -622,11 +633,10 @@ def run_verl(
             config = LearnerConfig(
                 backend="verl",
                 verl=settings,
-                critic_warmup_updates=1 if phase == "warmup" else 0,
+                critic={"warmup_updates": 1 if phase == "warmup" else 0, "warmup_epochs": epochs},
+                speed={"micro_batch_size": micro},
                 ppo_epochs=epochs,
-                critic_warmup_epochs=epochs,
                 mini_batch_size=mini,
-                micro_batch_size=micro,
             )
             learner = VerlLearner(policy, config)
             try:

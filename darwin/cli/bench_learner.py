@@ -91,9 +91,9 @@ __all__ = ["bench_learner"]
     "variants",
     default="plain,frozen",
     show_default=True,
-    help="--profile: comma-separated: plain (vision tower trained), frozen (learner.freeze_vision), "
-    "shared and frozen-shared (the same with learner.critic=shared), critic-frozen "
-    "(learner.critic_freeze_vision); each also as <name>-unshared-prefix",
+    help="--profile: comma-separated: plain (vision tower trained), frozen (learner.speed.freeze_vision), "
+    "shared and frozen-shared (the same with learner.critic.backbone=shared), critic-frozen "
+    "(learner.critic.freeze_vision); each also as <name>-unshared-prefix",
 )
 @click.option(
     "--warm-cache",

@@ -36,7 +36,7 @@ console = Console()
     multiple=True,
     metavar="KEY=VALUE",
     help="override a config field by dotted path, VALUE as JSON or a string (repeatable), "
-    "e.g. --set learner.kl_coef=0.05 --set horizon=16",
+    "e.g. --set learner.ppo.kl_coef=0.05 --set horizon=16",
 )
 @click.option(
     "--ray-address",
@@ -247,7 +247,7 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
         ("store", f"${config.store.url_env}" if config.store.url_env else f"{path / 'run.db'}"),
         (
             "learner",
-            f"{config.learner.backend.name} {config.learner.algorithm.name}, gamma {config.learner.gamma}, lambda {config.learner.lam}, critic warm-up {config.learner.critic_warmup_updates} updates (lambda {config.learner.critic_warmup_lam}), value-head bias {config.learner.value_head_bias}",
+            f"{config.learner.backend.name} {config.learner.algorithm.name}, gamma {config.learner.gamma}, lambda {config.learner.lam}, critic warm-up {config.learner.critic.warmup_updates} updates (lambda {config.learner.critic.warmup_lam}), value-head bias {config.learner.critic.value_head_bias}",
         ),
         ("levers", _changed_learner_fields(config.learner)),
         (

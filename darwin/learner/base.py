@@ -27,7 +27,7 @@ that trains nothing and reports how many trajectories it saw::
     ...         return replace(done, stage="counted", trajectories=trained, actor_updated=not warmup)
     >>> class Receiver:
     ...     def load_weights(self, state, version): self.version = version
-    >>> learner = Counting(Receiver(), LearnerConfig(critic_warmup_updates=1, infra_only_updates="train"))
+    >>> learner = Counting(Receiver(), LearnerConfig(critic={"warmup_updates": 1}, infra_only_updates="train"))
     >>> [(m.update, m.actor_updated, m.policy_version) for m in (learner.update([]), learner.update([]))]
     [(1, False, 0), (2, True, 1)]
     >>> learner.policy.version  # the actor's weights were pushed after the second update
@@ -126,7 +126,7 @@ class LearnerBase(ABC, Generic[TrainedT]):
     :meth:`_finish_update`; :meth:`update` calls them in this order:
 
     1. a batch with no verdict (``infra_only_updates = 'skip'``) trains nothing and is counted;
-    2. negative pruning (``negative_pruning``), drawn from :meth:`_pruning_rng`;
+    2. negative pruning (``levers.negative_pruning``), drawn from :meth:`_pruning_rng`;
     3. ``_train_update``: the backend's rows, advantages and training (critic only in warm-up);
     4. the update is counted; after an actor update the policy gets the actor's weights with
        ``version + 1``;
@@ -142,7 +142,7 @@ class LearnerBase(ABC, Generic[TrainedT]):
     @property
     def in_warmup(self) -> bool:
         """Whether the next :meth:`update` trains only the critic."""
-        return self.config.uses_critic and self.updates < self.config.critic_warmup_updates
+        return self.config.uses_critic and self.updates < self.config.critic.warmup_updates
 
     @abstractmethod
     def actor_state_dict(self) -> dict[str, torch.Tensor]:
@@ -215,9 +215,12 @@ class LearnerBase(ABC, Generic[TrainedT]):
         warmup = self.in_warmup
         version_before = self.policy_version
         kept, pruned = list(trajectories), 0
-        if cfg.negative_pruning:
+        if cfg.levers.negative_pruning:
             kept, group_ids, pruned = prune_negatives(
-                kept, group_ids, max_negatives_per_positive=cfg.max_negatives_per_positive, rng=self._pruning_rng()
+                kept,
+                group_ids,
+                max_negatives_per_positive=cfg.levers.max_negatives_per_positive,
+                rng=self._pruning_rng(),
             )
         trained = self._train_update(kept, group_ids, warmup=warmup)
         trained_at = time.perf_counter()

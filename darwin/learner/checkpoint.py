@@ -101,7 +101,7 @@ class LearnerState:
     generator: torch.Generator
     replay: PositiveReplay[Trajectory] | None
     accepted: AcceptedEpisodes | None = None
-    """The rejection-sampling fine-tune's accepted episodes (``LearnerConfig.rft``)."""
+    """The rejection-sampling fine-tune's accepted episodes (``LearnerConfig.finetunes.rft``)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -255,12 +255,20 @@ def read_manifest(src: Path) -> dict[str, Any]:
 def check_resume_config(src: Path, saved: LearnerConfig, config: LearnerConfig | None) -> LearnerConfig:
     """The config to resume a :class:`~darwin.learner.local.LocalLearner` with: ``saved`` (the
     checkpoint's) unless ``config`` is given, which may change hyperparameters but not the
-    model structure (algorithm, critic, lora, KL on/off)."""
+    model structure (algorithm, critic.backbone, finetunes.lora, KL on/off)."""
     if config is None:
         return saved
-    changed = [name for name in ("algorithm", "critic", "lora") if getattr(config, name) != getattr(saved, name)]
-    if (config.kl_coef > 0) != (saved.kl_coef > 0):
-        changed.append("kl_coef (on/off)")
+    changed = [
+        name
+        for name, new, old in (
+            ("algorithm", config.algorithm, saved.algorithm),
+            ("critic.backbone", config.critic.backbone, saved.critic.backbone),
+            ("finetunes.lora", config.finetunes.lora, saved.finetunes.lora),
+        )
+        if new != old
+    ]
+    if (config.ppo.kl_coef > 0) != (saved.ppo.kl_coef > 0):
+        changed.append("ppo.kl_coef (on/off)")
     if changed:
         raise ValueError(
             f"{src}: config changes the model structure ({', '.join(changed)}) of the "

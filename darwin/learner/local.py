@@ -8,15 +8,15 @@
     >>> from darwin.policies.hf import HFPolicy, HFPolicyConfig
     >>> policy = HFPolicy(build_tiny_vlm(TinyVLMConfig(screen_width=56, screen_height=112), seed=0),
     ...                   HFPolicyConfig(max_new_tokens=4))
-    >>> learner = LocalLearner(policy, LearnerConfig(critic_warmup_updates=1, mini_batch_size=4,
-    ...                                              micro_batch_size=2))
+    >>> learner = LocalLearner(policy, LearnerConfig(critic={"warmup_updates": 1}, mini_batch_size=4,
+    ...                                              speed={"micro_batch_size": 2}))
     >>> learner.updates, learner.policy_version
     (0, 0)
 
 One :meth:`LocalLearner.update` call is one *update*: step rows from the trajectories,
 old values (critic, no grad), advantages (token-level GAE over whole trajectories, or GRPO),
 then epochs of shuffled mini-batches, each an optimizer step over accumulated
-micro-batches; during the first ``critic_warmup_updates`` updates only the critic trains.
+micro-batches; during the first ``critic.warmup_updates`` updates only the critic trains.
 After an actor update the new weights go to the policy with ``version + 1``. The maths is in
 :mod:`darwin.algos`; the procedure with shapes is in ``docs/learner.md``.
 
@@ -142,11 +142,11 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
     Models (all copies; the policy's model is never trained in place, so sampling can go
     on while the learner trains):
 
-    - actor: a copy of ``policy.vlm.model`` (LoRA adapters if ``config.lora``);
+    - actor: a copy of ``policy.vlm.model`` (LoRA adapters if ``config.finetunes.lora``);
     - critic (PPO): ``separate`` (default, paper): a copy of the policy model's backbone
       (no LM head) with a value head ``Linear(hidden, 1)``; ``shared``: the value head on the
       actor's own hidden states;
-    - reference (``kl_coef > 0``): a frozen copy of the initial actor (with LoRA: the base
+    - reference (``ppo.kl_coef > 0``): a frozen copy of the initial actor (with LoRA: the base
       model, adapters disabled).
 
     Models run in eval mode (no dropout), so on fresh data the first PPO ratio is exactly 1
@@ -171,7 +171,7 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         self.policy = policy
         self.config = config if config is not None else LearnerConfig()
         cfg = self.config
-        self.device = torch.device(cfg.device) if cfg.device is not None else policy.device
+        self.device = torch.device(cfg.speed.device) if cfg.speed.device is not None else policy.device
         self.updates = 0
         """Completed :meth:`update` calls (warm-up included)."""
         self.step_scores: tuple[StepScore, ...] = ()
@@ -212,21 +212,23 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         if self.critic is not None:
             self._critic_params = [p for p in self.critic.parameters() if p.requires_grad]
             self.critic_optimizer = torch.optim.AdamW(
-                self._critic_params, lr=cfg.critic_lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
+                self._critic_params, lr=cfg.critic.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
             )
 
         # MobileRL's positive replay (AdaPR): past trajectories with the highest advantages
         self.replay: PositiveReplay[Trajectory] | None = None
-        if cfg.positive_replay_ratio > 0:
+        if cfg.levers.positive_replay_ratio > 0:
             self.replay = PositiveReplay(
-                capacity=cfg.replay_capacity,
-                insert_fraction=cfg.replay_insert_fraction,
-                max_uses=cfg.replay_max_uses,
-                replay_ratio=cfg.positive_replay_ratio,
+                capacity=cfg.levers.replay_capacity,
+                insert_fraction=cfg.levers.replay_insert_fraction,
+                max_uses=cfg.levers.replay_max_uses,
+                replay_ratio=cfg.levers.positive_replay_ratio,
             )
 
         # MobileRL's iterative SFT between RL updates: the accepted episodes it trains on
-        self.accepted: AcceptedEpisodes | None = AcceptedEpisodes(cfg.rft.max_episodes) if cfg.rft.every else None
+        self.accepted: AcceptedEpisodes | None = (
+            AcceptedEpisodes(cfg.finetunes.rft.max_episodes) if cfg.finetunes.rft.every else None
+        )
 
     # ------------------------------------------------------------------ properties
     def actor_state_dict(self) -> dict[str, torch.Tensor]:
@@ -234,19 +236,19 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         receives after each actor update."""
         return (
             lora_merged_state_dict(self.actor)
-            if self.config.lora is not None
+            if self.config.finetunes.lora is not None
             else {k: v.detach() for k, v in self.actor.state_dict().items()}
         )
 
     def _frozen_base_backbone(self) -> nn.Module | None:
         """A backbone whose tower is the base model's and stays so: the actor's under
-        ``freeze_vision`` (every tower is then the base's), else the reference's, else a critic's
-        frozen under ``critic_freeze_vision`` (``None``: every model's tower trains)."""
-        if self.config.freeze_vision:
+        ``speed.freeze_vision`` (every tower is then the base's), else the reference's, else a critic's
+        frozen under ``critic.freeze_vision`` (``None``: every model's tower trains)."""
+        if self.config.speed.freeze_vision:
             return self._actor_backbone
         if self.reference is not None:
             return backbone_of(self.reference)
-        if self.config.critic_freeze_vision and self.critic is not None and not self.critic.shared:
+        if self.config.critic.freeze_vision and self.critic is not None and not self.critic.shared:
             return self.critic.trunk
         return None
 
@@ -268,17 +270,17 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         inputs = preprocess_rows(
             self._build_inputs,
             rows,
-            chunk=max(self.config.micro_batch_size, 8),
+            chunk=max(self.config.speed.micro_batch_size, 8),
             pixels=self._pixels,
             image_token_id=self._image_token_id,
         )
         inputs = attach_positions(self._actor_backbone, inputs)
-        return self._base_feature_inputs(rows, inputs) if self.config.freeze_vision else inputs
+        return self._base_feature_inputs(rows, inputs) if self.config.speed.freeze_vision else inputs
 
     def _base_feature_inputs(self, rows: Sequence[StepRow], inputs: list[RowInputs]) -> list[RowInputs]:
         """``inputs`` with the base model's image features in place of the pixels, for the
-        models whose tower stays the base's (every model under ``freeze_vision``; else the
-        reference, and the critic under ``critic_freeze_vision``); ``inputs`` itself when
+        models whose tower stays the base's (every model under ``speed.freeze_vision``; else the
+        reference, and the critic under ``critic.freeze_vision``); ``inputs`` itself when
         every tower trains."""
         if self._base_backbone is None:
             return inputs
@@ -315,8 +317,8 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         t_images = time.perf_counter()
         inputs = self._row_inputs(rows)
         # Under freeze_vision the rows carry the base tower's features already.
-        base_inputs = inputs if cfg.freeze_vision else self._base_feature_inputs(rows, inputs)
-        critic_inputs = base_inputs if cfg.critic_freeze_vision else inputs
+        base_inputs = inputs if cfg.speed.freeze_vision else self._base_feature_inputs(rows, inputs)
+        critic_inputs = base_inputs if cfg.critic.freeze_vision else inputs
         t_scoring = time.perf_counter()
         n, longest = len(rows), max(len(r.response_ids) for r in rows)
         dev = self.device
@@ -333,7 +335,7 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         # with old_logprobs='recompute' the proximal log-probs of the current actor.
         values = ref = proximal = None
         behaviour = old
-        recompute = cfg.old_logprobs == "recompute" and not self.in_warmup
+        recompute = cfg.ppo.old_logprobs == "recompute" and not self.in_warmup
         # Decoupled PPO: the clip window is centred on the current actor (the proximal policy),
         # not on the older policy that sampled the rows. Rows the current weights sampled
         # already hold the proximal log-probs: only stale rows need the current actor's.
@@ -346,7 +348,7 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
             elif self.critic is not None:
                 (values,) = self._score(rows, critic_inputs, longest, self._critic_values)
             t_reference = time.perf_counter()
-            if cfg.kl_coef > 0:
+            if cfg.ppo.kl_coef > 0:
                 reference_inputs = base_inputs if self.reference is not None else inputs
                 (ref,) = self._score(rows, reference_inputs, longest, self._reference_logprobs)
             t_proximal = time.perf_counter()
@@ -364,7 +366,7 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         if cfg.truncation == "bootstrap" and self.critic is not None:
             next_values, from_next, from_last = self._next_state_values(rows, collected.trajectories)
         if lam is None:
-            lam = cfg.critic_warmup_lam if self.in_warmup else cfg.lam
+            lam = cfg.critic.warmup_lam if self.in_warmup else cfg.lam
         rewards = shaped_rewards(cfg, rows, collected.trajectories, dev)
         advantages, returns = estimate_advantages(
             cfg,
@@ -384,9 +386,9 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
                 old,
                 behaviour,
                 mask,
-                clip_low=cfg.clip_low,
-                clip_high=cfg.clip_high,
-                weight_cap=cfg.behaviour_weight_cap,
+                clip_low=cfg.ppo.clip_low,
+                clip_high=cfg.ppo.clip_high,
+                weight_cap=cfg.ppo.behaviour_weight_cap,
             )
         return UpdateBatch(
             rows=rows,
@@ -437,7 +439,7 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
             else:
                 found.append((last_row[t.episode_id], t.next_prompt))
         assert self.critic is not None
-        size = self.config.micro_batch_size
+        size = self.config.speed.micro_batch_size
         for start in range(0, len(found), size):
             part = found[start : start + size]
             batch = {k: v.to(self.device) for k, v in self._build_inputs([p for _, p in part]).items()}
@@ -447,7 +449,7 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
                     batch,
                     [(self._pad_id,)] * len(part),
                     backbone_grad=False,
-                    share_prefix=self.config.share_prompt_prefix,
+                    share_prefix=self.config.speed.share_prompt_prefix,
                 )
             out[torch.tensor([i for i, _ in part], device=self.device)] = values[:, 0].float()
         return out, len(found), from_last
@@ -459,7 +461,7 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         scores do not depend on the order), each of its ``(B, R)`` outputs scattered back to
         row order as ``(N, longest)``."""
         outs: list[torch.Tensor] = []
-        size = self.config.micro_batch_size
+        size = self.config.speed.micro_batch_size
         order = sorted(range(len(rows)), key=lambda i: inputs[i].input_ids.numel() + len(rows[i].response_ids))
         for start in range(0, len(rows), size):
             part = order[start : start + size]
@@ -483,7 +485,7 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
             responses,
             forbidden=self._forbidden,
             temperature=self._temperature,
-            share_prefix=self.config.share_prompt_prefix,
+            share_prefix=self.config.speed.share_prompt_prefix,
         )
 
     def _actor_logprobs(
@@ -496,7 +498,9 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         self, batch: Mapping[str, torch.Tensor], responses: Sequence[Sequence[int]]
     ) -> tuple[torch.Tensor]:
         assert self.critic is not None
-        values, _ = self.critic(batch, responses, backbone_grad=False, share_prefix=self.config.share_prompt_prefix)
+        values, _ = self.critic(
+            batch, responses, backbone_grad=False, share_prefix=self.config.speed.share_prompt_prefix
+        )
         return (values,)
 
     def _values_and_actor_logprobs(
@@ -544,7 +548,7 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         if self.accepted is not None:
             self.accepted.add(trajectories)
         prepared_at = time.perf_counter()
-        epochs = cfg.critic_warmup_epochs if warmup else cfg.ppo_epochs
+        epochs = cfg.critic.warmup_epochs if warmup else cfg.ppo_epochs
         totals = self._train(batch, epochs=epochs, train_actor=not warmup)
         return LocalTrainedUpdate(batch=batch, totals=totals, epochs=epochs, prepared_at=prepared_at)
 
@@ -594,27 +598,27 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
 
     # ------------------------------------------------------------------ rejection-sampling fine-tune
     def _rft_due(self) -> bool:
-        """Whether ``rft.every`` actor updates have passed since the last fine-tune (counting from
+        """Whether ``finetunes.rft.every`` actor updates have passed since the last fine-tune (counting from
         the first actor update: the critic warm-up's updates do not count)."""
-        every = self.config.rft.every
+        every = self.config.finetunes.rft.every
         if not every:
             return False
-        warmup = self.config.critic_warmup_updates if self.config.uses_critic else 0
+        warmup = self.config.critic.warmup_updates if self.config.uses_critic else 0
         return (self.updates - warmup) % every == 0
 
     def rejection_finetune(self) -> RftMetrics:
-        """MobileRL's iterative SFT (``LearnerConfig.rft``): ``rft.steps`` supervised steps of the
+        """MobileRL's iterative SFT (``LearnerConfig.finetunes.rft``): ``finetunes.rft.steps`` supervised steps of the
         actor on its own responses in the accepted episodes (:attr:`accepted`; parse errors
-        left out), each on ``rft.batch_size`` steps drawn without replacement, with a fresh
-        AdamW; then the policy gets the weights with ``version + 1``. Below ``rft.min_steps``
+        left out), each on ``finetunes.rft.batch_size`` steps drawn without replacement, with a fresh
+        AdamW; then the policy gets the weights with ``version + 1``. Below ``finetunes.rft.min_steps``
         accepted steps it trains nothing and says so. Returns the ``rft_*`` fields of
         :class:`~darwin.learner.metrics.UpdateMetrics`.
 
         The loss is :func:`~darwin.models.scoring.response_nll` at temperature 1 under the
         policy's forbidden-token mask, as ``darwin sft`` trains. Blocking.
         """
-        cfg, rft = self.config, self.config.rft
-        assert self.accepted is not None, "LearnerConfig.rft.every is 0"
+        cfg, rft = self.config, self.config.finetunes.rft
+        assert self.accepted is not None, "LearnerConfig.finetunes.rft.every is 0"
         started = time.perf_counter()
         episodes = self.accepted.trajectories
         rows = [r for r in collect_step_rows(episodes, agent=cfg.trained_agent).rows if not r.parse_error]
@@ -641,15 +645,15 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
             optimizer.zero_grad(set_to_none=True)
             loss_sum = 0.0
             by_length = sorted(chosen, key=lambda i: inputs[i].input_ids.numel() + len(rows[i].response_ids))
-            for start in range(0, len(by_length), cfg.micro_batch_size):
-                idx = by_length[start : start + cfg.micro_batch_size]
+            for start in range(0, len(by_length), cfg.speed.micro_batch_size):
+                idx = by_length[start : start + cfg.speed.micro_batch_size]
                 logprobs, mask = compute_response_logprobs(
                     self.actor,
                     self._collate([inputs[i] for i in idx]),
                     [rows[i].response_ids for i in idx],
                     forbidden=self._forbidden,
                     temperature=1.0,
-                    share_prefix=cfg.share_prompt_prefix,
+                    share_prefix=cfg.speed.share_prompt_prefix,
                 )
                 # every token of the batch weighs the same: the micro-batch's share of the mean
                 loss = response_nll(logprobs, mask) * (float(mask.sum()) / tokens)
@@ -689,12 +693,12 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         cfg = self.config
         totals = LossTotals()
         self.actor.train(False)
-        if cfg.critic_mini_batch_size is None or self.critic is None:
+        if cfg.critic.mini_batch_size is None or self.critic is None:
             self._passes(batch, totals, epochs=epochs, mini=cfg.mini_batch_size, actor=train_actor, critic=True)
         else:  # separate critic with its own mini-batch size: its passes follow the actor's
             if train_actor:
                 self._passes(batch, totals, epochs=epochs, mini=cfg.mini_batch_size, actor=True, critic=False)
-            self._passes(batch, totals, epochs=epochs, mini=cfg.critic_mini_batch_size, actor=False, critic=True)
+            self._passes(batch, totals, epochs=epochs, mini=cfg.critic.mini_batch_size, actor=False, critic=True)
         return totals
 
     def _passes(
@@ -708,7 +712,7 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         critic_pass = critic and self.critic is not None and (not shared or not train_actor)
         critic_optimizer = self.critic_optimizer if critic else None
         n = len(batch)
-        micro = self.config.micro_batch_size
+        micro = self.config.speed.micro_batch_size
         row_tokens = [batch.inputs[i].input_ids.numel() + len(batch.rows[i].response_ids) for i in range(n)]
         for epoch in range(epochs):
             perm = torch.randperm(n, generator=self._generator).tolist()
@@ -781,7 +785,9 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         cfg = self.config
         width = mask.shape[1]
         shared_critic = self.critic is not None and self.critic.shared
-        agg = LossAggregation(loss_agg_mode=cfg.loss_agg_mode, batch_num_tokens=mb_tokens, global_batch_size=mb_rows)
+        agg = LossAggregation(
+            loss_agg_mode=cfg.ppo.loss_agg_mode, batch_num_tokens=mb_tokens, global_batch_size=mb_rows
+        )
         with capture_outputs(self._actor_backbone if shared_critic else None, self._lm_head) as captured:
             logprob, lp_mask = self._response_logprobs(self.actor, inputs, responses)
         if not torch.equal(lp_mask, mask):
@@ -792,25 +798,25 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
             logprob,
             batch.advantages[sel, :width],
             mask,
-            clip_ratio=cfg.clip_ratio,
-            clip_ratio_low=cfg.clip_low,
-            clip_ratio_high=cfg.clip_high,
-            clip_ratio_c=cfg.clip_ratio_c,
+            clip_ratio=cfg.ppo.clip_ratio,
+            clip_ratio_low=cfg.ppo.clip_low,
+            clip_ratio_high=cfg.ppo.clip_high,
+            clip_ratio_c=cfg.ppo.clip_ratio_c,
             **agg,
         )
         loss = pg.loss
         tokens = float(mask.sum())
         # Entropy of the masked, tempered distribution the log-probs come from.
         logits = captured["logits"][:, :-1]
-        with torch.set_grad_enabled(cfg.entropy_coef > 0 and torch.is_grad_enabled()):
+        with torch.set_grad_enabled(cfg.ppo.entropy_coef > 0 and torch.is_grad_enabled()):
             logp_all = masked_log_softmax(logits, self._forbidden, self._temperature)
             entropy = entropy_from_logits(logp_all.masked_fill(self._forbidden, -1e30))
-        if cfg.entropy_coef > 0:
-            loss = loss - cfg.entropy_coef * aggregate_loss(entropy, mask, **agg)
-        if cfg.kl_coef > 0:
+        if cfg.ppo.entropy_coef > 0:
+            loss = loss - cfg.ppo.entropy_coef * aggregate_loss(entropy, mask, **agg)
+        if cfg.ppo.kl_coef > 0:
             assert batch.ref_logprobs is not None
-            kl = kl_penalty(logprob, batch.ref_logprobs[sel, :width], kind=cfg.kl_estimator)
-            loss = loss + cfg.kl_coef * aggregate_loss(kl, mask, **agg)
+            kl = kl_penalty(logprob, batch.ref_logprobs[sel, :width], kind=cfg.ppo.kl_estimator)
+            loss = loss + cfg.ppo.kl_coef * aggregate_loss(kl, mask, **agg)
             totals.kl_ref += float(masked_mean(kl.detach(), mask)) * tokens
         value_part = 0.0
         if shared_critic:
@@ -822,17 +828,17 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
                 batch.values[sel, :width],
                 batch.returns[sel, :width],
                 mask,
-                clip_range_value=cfg.value_clip,
+                clip_range_value=cfg.ppo.value_clip,
                 **agg,
             )
-            loss = loss + cfg.value_loss_coef * vl.loss
+            loss = loss + cfg.ppo.value_loss_coef * vl.loss
             value_part = float(vl.loss.detach())
             totals.add_value(vl.clip_fraction, tokens)
         loss.backward()
         totals.add_policy(pg, float(masked_mean(entropy.detach(), mask)), tokens)
         if first:
             log_ratio = (logprob.detach() - old).masked_fill(~mask, 0.0)
-            totals.add_initial_ratio(log_ratio, mask, tokens, clip_low=cfg.clip_low, clip_high=cfg.clip_high)
+            totals.add_initial_ratio(log_ratio, mask, tokens, clip_low=cfg.ppo.clip_low, clip_high=cfg.ppo.clip_high)
         return float(pg.loss.detach()), value_part
 
     def _critic_micro(
@@ -852,14 +858,16 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
         cfg = self.config
         assert self.critic is not None and batch.values is not None and batch.returns is not None
         width = mask.shape[1]
-        values, _ = self.critic(inputs, responses, backbone_grad=backbone_grad, share_prefix=cfg.share_prompt_prefix)
+        values, _ = self.critic(
+            inputs, responses, backbone_grad=backbone_grad, share_prefix=cfg.speed.share_prompt_prefix
+        )
         vl = value_loss(
             values,
             batch.values[sel, :width],
             batch.returns[sel, :width],
             mask,
-            clip_range_value=cfg.value_clip,
-            loss_agg_mode=cfg.loss_agg_mode,
+            clip_range_value=cfg.ppo.value_clip,
+            loss_agg_mode=cfg.ppo.loss_agg_mode,
             batch_num_tokens=mb_tokens,
             global_batch_size=mb_rows,
         )
@@ -965,4 +973,4 @@ class LocalLearner(LearnerBase[LocalTrainedUpdate]):
             group["lr"] = self.config.actor_lr
         if self.critic_optimizer is not None:
             for group in self.critic_optimizer.param_groups:
-                group["lr"] = self.config.critic_lr
+                group["lr"] = self.config.critic.lr

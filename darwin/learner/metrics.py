@@ -72,7 +72,7 @@ class UpdateMetrics:
     """max |log pi - log pi_old| on the first mini-batch before any step: ~1e-6 for fresh
     on-policy data (a health check of the old log-probs), larger for carried-over rows."""
     behaviour_clip_fraction: float | None = None
-    """``old_logprobs='recompute'``: share of tokens whose proximal vs behaviour ratio lies
+    """``ppo.old_logprobs='recompute'``: share of tokens whose proximal vs behaviour ratio lies
     outside the clip window at the start of the update (what a stale anchor would clip)."""
     initial_clip_fraction: float | None = None
     """Share of the first mini-batch's tokens outside the clip window before any step."""
@@ -90,7 +90,7 @@ class UpdateMetrics:
     """Share of the training passes' token slots that were padding (rows padded to their
     micro-batch's longest): what sequence packing could remove at most."""
     shortest_path_adjusted: int | None = None
-    """``shortest_path_adjustment``: successes whose reward was cut for being longer than their
+    """``levers.shortest_path_adjustment``: successes whose reward was cut for being longer than their
     group's shortest success (``None`` when the adjustment is off)."""
     replay_size: int = 0
     entropy: float | None = None
@@ -117,15 +117,15 @@ class UpdateMetrics:
     reference_s: float = 0.0
     """Part of ``scoring_s``: the reference model's log-probs (KL penalty)."""
     proximal_s: float = 0.0
-    """Part of ``scoring_s``: the current actor's log-probs of stale rows (``old_logprobs='recompute'``;
+    """Part of ``scoring_s``: the current actor's log-probs of stale rows (``ppo.old_logprobs='recompute'``;
     0 with a shared critic, whose values pass computes them)."""
     forward_backward_s: float = 0.0
     """Part of ``train_s``: the actor's and critic's forward and backward passes."""
     optimizer_s: float = 0.0
     """Part of ``train_s``: gradient clipping and optimizer steps."""
     rft_steps: int | None = None
-    """``LearnerConfig.rft``: accepted steps the rejection-sampling fine-tune after this update
-    trained on (None: no fine-tune was due; below ``rft.min_steps`` it waited and trained nothing)."""
+    """``LearnerConfig.finetunes.rft``: accepted steps the rejection-sampling fine-tune after this update
+    trained on (None: no fine-tune was due; below ``finetunes.rft.min_steps`` it waited and trained nothing)."""
     rft_episodes: int | None = None
     """The accepted episodes those steps come from."""
     rft_loss_first: float | None = None
@@ -280,11 +280,13 @@ def update_metrics(
         replayed_trajectories=batch.replayed_trajectories,
         bootstrapped_from_next=batch.bootstrapped_from_next if config.truncation == "bootstrap" else None,
         bootstrapped_from_last=batch.bootstrapped_from_last if config.truncation == "bootstrap" else None,
-        shortest_path_adjusted=shortest_path_adjusted(batch.rows, trajs) if cfg.shortest_path_adjustment else None,
+        shortest_path_adjusted=shortest_path_adjusted(batch.rows, trajs)
+        if cfg.levers.shortest_path_adjustment
+        else None,
         padding_share=1.0 - totals.row_tokens / totals.slot_tokens if totals.slot_tokens else None,
         replay_size=replay_size,
         entropy=totals.entropy / tok if actor else None,
-        kl_to_reference=totals.kl_ref / tok if actor and cfg.kl_coef > 0 else None,
+        kl_to_reference=totals.kl_ref / tok if actor and cfg.ppo.kl_coef > 0 else None,
         actor_grad_norm=mean_finite(totals.actor_norms) if actor else None,
         value_loss=mean_finite(totals.value_losses) if has_critic else None,
         value_clip_fraction=totals.value_clip / vtok if has_critic else None,

@@ -144,7 +144,7 @@ def _peft() -> Any:
     try:
         import peft
     except ImportError as exc:  # pragma: no cover - peft is installed in the dev environment
-        raise ImportError("LearnerConfig.lora needs the 'peft' package: pip install peft") from exc
+        raise ImportError("LearnerConfig.finetunes.lora needs the 'peft' package: pip install peft") from exc
     return peft
 
 
@@ -245,11 +245,11 @@ class LearnerModels:
     """The models a :class:`~darwin.learner.local.LocalLearner` trains and scores with.
 
     Attributes:
-        actor: a copy of the policy's model (LoRA adapters if ``config.lora``).
+        actor: a copy of the policy's model (LoRA adapters if ``config.finetunes.lora``).
         actor_backbone: the actor's decoder (:func:`backbone_of`); a shared critic's trunk.
         lm_head: the actor's output embedding (its logits give the entropy).
         critic: the value model (PPO), or ``None`` (critic-free estimators).
-        reference: a frozen copy of the initial model (``kl_coef > 0`` without LoRA), or
+        reference: a frozen copy of the initial model (``ppo.kl_coef > 0`` without LoRA), or
             ``None`` (no KL, or LoRA: the base model is the actor with adapters disabled).
     """
 
@@ -268,8 +268,8 @@ def build_learner_models(
     order (actor LoRA, critic LoRA, random value head), so a seeded learner is reproducible."""
     cfg = config
     actor = copy_model(base, device)
-    if cfg.lora is not None:
-        apply_lora(actor, cfg.lora, generator)
+    if cfg.finetunes.lora is not None:
+        apply_lora(actor, cfg.finetunes.lora, generator)
     else:
         actor.requires_grad_(True)
     actor_backbone = backbone_of(actor)
@@ -277,33 +277,33 @@ def build_learner_models(
 
     critic: ValueModel | None = None
     if cfg.uses_critic:
-        if cfg.critic == "shared":
+        if cfg.critic.backbone == "shared":
             trunk = actor_backbone
         else:
             trunk = copy_model(backbone_of(base), device)
-            if cfg.lora is not None and cfg.lora.critic:
-                apply_lora(trunk, cfg.lora, generator)
+            if cfg.finetunes.lora is not None and cfg.finetunes.lora.critic:
+                apply_lora(trunk, cfg.finetunes.lora, generator)
             else:
                 trunk.requires_grad_(True)
         critic = ValueModel(
             trunk,
             hidden_size_of(base),
-            shared=cfg.critic == "shared",
-            init=cfg.value_head_init,
-            bias=cfg.value_head_bias,
+            shared=cfg.critic.backbone == "shared",
+            init=cfg.critic.value_head_init,
+            bias=cfg.critic.value_head_bias,
             generator=generator,
         )
         critic.eval()  # no dropout anywhere: the models only ever run in eval mode
 
     reference: PreTrainedModel | None = None
-    if cfg.kl_coef > 0 and cfg.lora is None:
+    if cfg.ppo.kl_coef > 0 and cfg.finetunes.lora is None:
         reference = copy_model(base, device).requires_grad_(False)
-    if cfg.freeze_vision:
+    if cfg.speed.freeze_vision:
         # Every model's tower is then the base model's, so one feature pass serves them all.
         for model in (actor_backbone, critic.trunk if critic is not None else None):
             if model is not None:
                 vision_tower_of(model).requires_grad_(False)
-    elif cfg.critic_freeze_vision and critic is not None and not critic.shared:
+    elif cfg.critic.freeze_vision and critic is not None and not critic.shared:
         # The critic's tower stays the base model's, as the reference's does: one feature pass serves both.
         vision_tower_of(critic.trunk).requires_grad_(False)
     return LearnerModels(

@@ -1,9 +1,9 @@
 """The accepted episodes a rejection-sampling fine-tune trains on (:class:`AcceptedEpisodes`;
 the loss it minimises is :func:`darwin.models.scoring.response_nll`).
 
-``LearnerConfig.rft`` interleaves RL with MobileRL's iterative SFT: the learner keeps the most
+``LearnerConfig.finetunes.rft`` interleaves RL with MobileRL's iterative SFT: the learner keeps the most
 recent training episodes whose verifier accepted the execution phase, and every
-``rft.every`` actor updates fine-tunes the actor on their steps
+``finetunes.rft.every`` actor updates fine-tunes the actor on their steps
 (:meth:`~darwin.learner.local.LocalLearner.rejection_finetune`).
 
     >>> from darwin.task_registry import get_task

@@ -554,7 +554,7 @@ def attach_positions(rope_model: torch.nn.Module, inputs: Sequence[RowInputs], *
 class ImageFeatureCache:
     """The frozen vision tower's features of screenshots seen before, least recently used
     first out, within ``max_bytes``. Valid only while the tower does not change (the
-    learner keeps one only under ``freeze_vision``); keys are hashes of the pixels."""
+    learner keeps one only under ``speed.freeze_vision``); keys are hashes of the pixels."""
 
     def __init__(self, max_bytes: int = 256 * 2**20) -> None:
         self.max_bytes = int(max_bytes)

@@ -68,7 +68,7 @@ class UpdateBatch:
         response_mask: ``(N, R)`` bool.
         old_logprobs: ``(N, R)`` behaviour log-probs (``Generation.response_logprobs``), 0 on padding.
         values: ``(N, R)`` critic values before the update, or ``None`` (GRPO).
-        ref_logprobs: ``(N, R)`` reference-policy log-probs, or ``None`` (``kl_coef == 0``).
+        ref_logprobs: ``(N, R)`` reference-policy log-probs, or ``None`` (``ppo.kl_coef == 0``).
         advantages: ``(N, R)`` (whitened GAE, or GRPO), 0 on padding.
         returns: ``(N, R)`` value targets, or ``None`` (GRPO).
         trajectory_ids: ``(N,)`` episode ids; ``step_indices``: ``(N,)``; ``truncated``: ``(N,)`` bool.
@@ -103,7 +103,7 @@ class UpdateBatch:
     proximal_s: float = 0.0
     behaviour_clip_fraction: float | None = None
     """Share of tokens whose recomputed (proximal) vs behaviour ratio lies outside the clip
-    window (``old_logprobs='recompute'``): what an anchor on the behaviour log-probs clips."""
+    window (``ppo.old_logprobs='recompute'``): what an anchor on the behaviour log-probs clips."""
     pruned_trajectories: int = 0
     replayed_trajectories: int = 0
     bootstrapped_from_next: int = 0
@@ -137,7 +137,7 @@ def estimate_advantages(
     next_values: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(advantages, returns)``, both ``(N, R)``: the configured estimator (``config.algorithm``)
-    on the step rows, then per-task whitening (``whiten_by='task'``, critic estimators), the
+    on the step rows, then per-task whitening (``levers.whiten_by='task'``, critic estimators), the
     format penalty on rows whose action did not parse, and equal trajectory weights.
     ``returns`` is ``None`` for critic-free estimators. Padding is not zeroed here.
     ``next_values``: ``(N,)`` ``V(s')`` of truncated trajectories (see :class:`AdvantageInputs`)."""
@@ -153,31 +153,31 @@ def estimate_advantages(
             step_indices=step_indices,
             group_ids=[r.group for r in rows],
             anchor_ids=[r.anchor for r in rows],
-            fork_ids=[r.fork for r in rows] if cfg.sibling_baseline else None,
+            fork_ids=[r.fork for r in rows] if cfg.levers.sibling_baseline else None,
             values=values,
             truncated=truncated,
             next_values=next_values,
             settings=EstimatorConfig(
                 gamma=cfg.gamma,
                 lam=lam,
-                whiten=cfg.whiten_advantages and cfg.whiten_by == "batch",
+                whiten=cfg.levers.whiten_advantages and cfg.levers.whiten_by == "batch",
                 bootstrap_truncated=cfg.truncation == "bootstrap",
-                grpo_norm_by_std=cfg.grpo_norm_by_std,
-                grpo_weighting=cfg.grpo_weighting,
-                gigpo_gamma=cfg.gigpo_gamma,
-                gigpo_omega=cfg.gigpo_omega,
-                gigpo_step_norm=cfg.gigpo_step_norm,
+                grpo_norm_by_std=cfg.levers.grpo_norm_by_std,
+                grpo_weighting=cfg.levers.grpo_weighting,
+                gigpo_gamma=cfg.levers.gigpo_gamma,
+                gigpo_omega=cfg.levers.gigpo_omega,
+                gigpo_step_norm=cfg.levers.gigpo_step_norm,
             ),
         )
     )
     advantages, returns = estimated.advantages.to(torch.float32), estimated.returns
-    if estimator.needs_critic and cfg.whiten_advantages and cfg.whiten_by == "task":
+    if estimator.needs_critic and cfg.levers.whiten_advantages and cfg.levers.whiten_by == "task":
         advantages = whiten_within(advantages, mask, [r.task_id for r in rows])
-    if cfg.format_penalty_advantage > 0:
+    if cfg.levers.format_penalty_advantage > 0:
         slipped = torch.tensor([r.parse_error for r in rows], dtype=torch.bool, device=mask.device)
-        local = torch.full_like(advantages, -cfg.format_penalty_advantage)
+        local = torch.full_like(advantages, -cfg.levers.format_penalty_advantage)
         advantages = torch.where(slipped[:, None] & mask, local, advantages)
-    if cfg.trajectory_weighting:
+    if cfg.levers.trajectory_weighting:
         advantages = advantages * trajectory_weights(mask, traj_ids)[:, None]
     return advantages, returns
 
@@ -192,7 +192,7 @@ def behaviour_correction(
     clip_high: float,
     weight_cap: float | None,
 ) -> tuple[torch.Tensor, float]:
-    """Decoupled PPO (``old_logprobs='recompute'``): the share of tokens whose proximal
+    """Decoupled PPO (``ppo.old_logprobs='recompute'``): the share of tokens whose proximal
     (``old_logprobs``, recomputed) vs behaviour ratio lies outside the clip window, and the
     advantages times AReaL's behaviour weight ``min(pi_prox / pi_behaviour, weight_cap)``
     (unchanged when ``weight_cap`` is ``None``)."""
@@ -247,20 +247,20 @@ def shaped_rewards(
     cfg: LearnerConfig, rows: Sequence[StepRow], trajectories: Sequence[Trajectory], device: torch.device
 ) -> torch.Tensor:
     """``(N,)`` the reward each row trains on: the workflow's step reward, minus
-    ``cfg.parse_error_penalty`` on an unparseable step, plus the shortest-path delta
-    (:func:`shortest_path_deltas`) when ``cfg.shortest_path_adjustment`` is on.
+    ``cfg.levers.parse_error_penalty`` on an unparseable step, plus the shortest-path delta
+    (:func:`shortest_path_deltas`) when ``cfg.levers.shortest_path_adjustment`` is on.
 
         >>> from types import SimpleNamespace as Row
-        >>> cfg = LearnerConfig(parse_error_penalty=0.1)
+        >>> cfg = LearnerConfig(levers={"parse_error_penalty": 0.1})
         >>> rows = [Row(reward=0.0, parse_error=True), Row(reward=1.0, parse_error=False)]
         >>> shaped_rewards(cfg, rows, [], torch.device("cpu")).tolist()
         [-0.10000000149011612, 1.0]
     """
     rewards = torch.tensor([r.reward for r in rows], dtype=torch.float32, device=device)
-    if cfg.parse_error_penalty > 0:
+    if cfg.levers.parse_error_penalty > 0:
         slipped = torch.tensor([r.parse_error for r in rows], dtype=torch.bool, device=device)
-        rewards = rewards - cfg.parse_error_penalty * slipped.float()
-    if cfg.shortest_path_adjustment:
+        rewards = rewards - cfg.levers.parse_error_penalty * slipped.float()
+    if cfg.levers.shortest_path_adjustment:
         rewards = rewards + shortest_path_deltas(rows, trajectories, device)
     return rewards
 

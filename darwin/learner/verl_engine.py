@@ -8,7 +8,7 @@ can read exactly what reaches verl::
     >>> from darwin.learner.verl_engine import worker_configs
     >>> from darwin.models.factory import build_tiny_vlm
     >>> actor = build_tiny_vlm(seed=0).save_pretrained(tempfile.mkdtemp() + "/actor")  # verl reads its config
-    >>> cfg = LearnerConfig(backend="verl", algorithm="grpo", critic_warmup_updates=0, verl=VerlConfig(
+    >>> cfg = LearnerConfig(backend="verl", algorithm="grpo", critic={"warmup_updates": 0}, verl=VerlConfig(
     ...     model_path=str(actor), attn_implementation="flash_attention_2", remove_padding=True,
     ...     max_token_len_per_gpu=8192))
     >>> w = worker_configs(cfg)
@@ -83,12 +83,12 @@ def worker_configs(config: LearnerConfig, critic_path: str | Path | None = None)
         use_dynamic_bsz=actor_tokens is not None,
         ppo_max_token_len_per_gpu=actor_tokens or ActorConfig.ppo_max_token_len_per_gpu,  # read only when dynamic
         ppo_epochs=config.ppo_epochs,
-        clip_ratio=config.clip_ratio,
-        clip_ratio_low=config.clip_low,
-        clip_ratio_high=config.clip_high,
-        clip_ratio_c=config.clip_ratio_c,
-        loss_agg_mode=config.loss_agg_mode,
-        entropy_coeff=config.entropy_coef,
+        clip_ratio=config.ppo.clip_ratio,
+        clip_ratio_low=config.ppo.clip_low,
+        clip_ratio_high=config.ppo.clip_high,
+        clip_ratio_c=config.ppo.clip_ratio_c,
+        loss_agg_mode=config.ppo.loss_agg_mode,
+        entropy_coeff=config.ppo.entropy_coef,
         use_kl_loss=False,
     )
     if not config.uses_critic:
@@ -99,18 +99,18 @@ def worker_configs(config: LearnerConfig, critic_path: str | Path | None = None)
         model_config=critic_model,
         engine_config=_engine(s, config.seed, critic_tokens, None if critic_tokens is None else 2 * critic_tokens),
         optimizer_config=FSDPOptimizerConfig(
-            lr=config.critic_lr, weight_decay=config.weight_decay, betas=config.adam_betas, clip_grad=config.grad_clip
+            lr=config.critic.lr, weight_decay=config.weight_decay, betas=config.adam_betas, clip_grad=config.grad_clip
         ),
     )
     critic_loss = CriticConfig(
         strategy=s.strategy,
         rollout_n=1,
-        ppo_mini_batch_size=config.critic_mini_batch_size or config.mini_batch_size,
+        ppo_mini_batch_size=config.critic.mini_batch_size or config.mini_batch_size,
         ppo_micro_batch_size_per_gpu=None if critic_tokens else s.micro_batch_size_per_gpu,
         use_dynamic_bsz=critic_tokens is not None,
         ppo_max_token_len_per_gpu=critic_tokens or CriticConfig.ppo_max_token_len_per_gpu,  # read only when dynamic
-        cliprange_value=config.value_clip,
-        loss_agg_mode=config.loss_agg_mode,
+        cliprange_value=config.ppo.value_clip,
+        loss_agg_mode=config.ppo.loss_agg_mode,
         model=critic_model,
     )
     return VerlWorkerConfigs(actor=actor, actor_loss=actor_loss, critic=critic, critic_loss=critic_loss)

@@ -22,12 +22,12 @@ estimator (``trajectory_gae`` for PPO) computed here on the driver, and verl's o
 4. ``train_mini_batch`` on the critic (warm-up epochs during warm-up), then, after
    warm-up, on the actor; the new actor weights go to the policy with ``version + 1``.
 
-Warm-up is exact as in the local learner: with ``critic_warmup_updates = N`` calls
+Warm-up is exact as in the local learner: with ``critic.warmup_updates = N`` calls
 ``1..N`` train only the critic (verl's own ``trainer.critic_warmup = N`` gives N - 1).
 
 The value head is calibrated at critic creation: the actor checkpoint is loaded as a
 ``...ForTokenClassification`` model (verl's value-model format, ``num_labels = 1``), its
-``score`` head set to weight 0 and bias ``value_head_bias``, and saved for the critic
+``score`` head set to weight 0 and bias ``critic.value_head_bias``, and saved for the critic
 workers (:func:`prepare_critic_checkpoint`).
 
 Policies: Qwen2-VL-family vision-language models (screenshot rows reach verl as
@@ -248,8 +248,8 @@ class VerlLearner(LearnerBase[VerlTrainedUpdate]):
             prepare_critic_checkpoint(
                 s.model_path,
                 self.work_dir / "critic-init",
-                init=cfg.value_head_init,
-                bias=cfg.value_head_bias,
+                init=cfg.critic.value_head_init,
+                bias=cfg.critic.value_head_bias,
                 attn_implementation=s.attn_implementation,
             )
             if cfg.uses_critic
@@ -295,7 +295,7 @@ class VerlLearner(LearnerBase[VerlTrainedUpdate]):
 
     @property
     def _pad_multiple(self) -> int:
-        return math.lcm(self.config.mini_batch_size, self.config.critic_mini_batch_size or self.config.mini_batch_size)
+        return math.lcm(self.config.mini_batch_size, self.config.critic.mini_batch_size or self.config.mini_batch_size)
 
     # ------------------------------------------------------------------ preparation
     def prepare(
@@ -362,7 +362,7 @@ class VerlLearner(LearnerBase[VerlTrainedUpdate]):
         t3 = time.perf_counter()
         logger.info("verl prepare: actor log-probs in %.1fs", t3 - t2)
         if lam is None:
-            lam = cfg.critic_warmup_lam if warmup else cfg.lam
+            lam = cfg.critic.warmup_lam if warmup else cfg.lam
         rewards = shaped_rewards(cfg, rows, collected.trajectories, torch.device("cpu"))
         # The same estimator, whitening, format penalty and trajectory weights as LocalLearner.
         advantages, returns = estimate_advantages(
@@ -418,12 +418,12 @@ class VerlLearner(LearnerBase[VerlTrainedUpdate]):
         cfg = self.config
         batch = self.prepare(trajectories, group_ids=group_ids)
         t1 = time.perf_counter()
-        epochs = cfg.critic_warmup_epochs if warmup else cfg.ppo_epochs
+        epochs = cfg.critic.warmup_epochs if warmup else cfg.ppo_epochs
         critic_metrics: dict = {}
         actor_metrics: dict = {}
         seed = cfg.seed * 100_003 + self.updates  # a fresh, reproducible shuffle per update
         if self.critic_group is not None:
-            mini = cfg.critic_mini_batch_size or cfg.mini_batch_size
+            mini = cfg.critic.mini_batch_size or cfg.mini_batch_size
             keys = (
                 "input_ids",
                 "attention_mask",
@@ -575,7 +575,9 @@ class VerlLearner(LearnerBase[VerlTrainedUpdate]):
             value_mean=value_mean,
             return_mean=return_mean,
             explained_variance=explained,
-            shortest_path_adjusted=shortest_path_adjusted(batch.rows, trajs) if cfg.shortest_path_adjustment else None,
+            shortest_path_adjusted=shortest_path_adjusted(batch.rows, trajs)
+            if cfg.levers.shortest_path_adjustment
+            else None,
             prepare_s=prepare_s,
             scoring_s=batch.scoring_s,
             values_s=batch.values_s,

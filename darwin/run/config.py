@@ -504,7 +504,7 @@ class ExperimentConfig(BaseModel):
         problems = []
         server = self.policy.server
         if self.policy.backend.name == "server" and server is not None:
-            lora = self.learner.lora
+            lora = self.learner.finetunes.lora
             if server.weight_sync == "none":
                 problems.append(
                     "policy.server.weight_sync = 'none' cannot receive the learner's updates; use 'lora' (vLLM) or 'disk' (SGLang)"
@@ -515,7 +515,7 @@ class ExperimentConfig(BaseModel):
                 or set(lora.target_modules) != set(server.lora_target_modules)
             ):
                 problems.append(
-                    "policy.server.weight_sync = 'lora' sends the learner's adapters: set learner.lora (LoraConfig) with "
+                    "policy.server.weight_sync = 'lora' sends the learner's adapters: set learner.finetunes.lora (LoraConfig) with "
                     f"rank = policy.server.lora_rank ({server.lora_rank}) and target_modules = policy.server.lora_target_modules "
                     f"({list(server.lora_target_modules)}), or use weight_sync='disk'"
                 )
@@ -556,9 +556,9 @@ class ExperimentConfig(BaseModel):
                     f"{self.learner.algorithm.name!r} would train continuations as unrelated episodes: use 'gae' or set "
                     "branching=null"
                 )
-        if self.learner.critic_warmup_updates >= self.updates:
+        if self.learner.critic.warmup_updates >= self.updates:
             problems.append(
-                f"learner.critic_warmup_updates = {self.learner.critic_warmup_updates} leaves no actor update within updates = {self.updates}; raise updates"
+                f"learner.critic.warmup_updates = {self.learner.critic.warmup_updates} leaves no actor update within updates = {self.updates}; raise updates"
             )
         if problems:
             raise ValueError("; ".join(problems))

@@ -90,17 +90,20 @@ def _import_experiment_file(path: Path) -> ModuleType:
 def apply_overrides(config: ExperimentConfig, overrides: Sequence[str]) -> ExperimentConfig:
     """``config`` with ``KEY=VALUE`` overrides applied and validated again (``darwin run --set``).
 
-    ``KEY`` is a dotted field path (``learner.kl_coef``, ``sft.steps``, ``horizon``); ``VALUE``
+    ``KEY`` is a dotted field path (``learner.ppo.kl_coef``, ``sft.steps``, ``horizon``); ``VALUE``
     is read as JSON when it parses (``0.05``, ``true``, ``null``, ``[168, 364]``) and as a
     string otherwise. Every problem is reported at once::
 
         >>> base = ExperimentConfig(name="demo")
-        >>> cfg = apply_overrides(base, ["horizon=16", "learner.kl_coef=0.05", 'tasks=["clock_1"]'])
-        >>> cfg.horizon, cfg.learner.kl_coef, cfg.tasks
+        >>> cfg = apply_overrides(base, ["horizon=16", "learner.ppo.kl_coef=0.05", 'tasks=["clock_1"]'])
+        >>> cfg.horizon, cfg.learner.ppo.kl_coef, cfg.tasks
         (16, 0.05, ('clock_1',))
-        >>> apply_overrides(base, ["learner.kl_cof=0.05"])  # doctest: +ELLIPSIS
+        >>> apply_overrides(base, ["learner.ppo.kl_cof=0.05"])  # doctest: +ELLIPSIS
         Traceback (most recent call last):
-        darwin.problems.ExperimentError: --set learner.kl_cof=0.05: learner has no field 'kl_cof' (did you mean 'kl_coef'?)...
+        darwin.problems.ExperimentError: --set learner.ppo.kl_cof=0.05: learner.ppo has no field 'kl_cof' (did you mean 'kl_coef'?)...
+        >>> apply_overrides(base, ["learner.kl_coef=0.05"])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        darwin.problems.ExperimentError: --set learner.kl_coef=0.05: learner has no field 'kl_coef' (did you mean 'ppo.kl_coef'?)...
     """
     data = config.model_dump()
     problems = [p for p in (_apply_override(data, item) for item in overrides) if p is not None]
@@ -122,7 +125,7 @@ def _apply_override(data: dict, item: str) -> str | None:
     path by the config classes' fields; the problem with its fix, or None when set."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
-        return f"--set {item}: expected KEY=VALUE, e.g. learner.kl_coef=0.05"
+        return f"--set {item}: expected KEY=VALUE, e.g. learner.ppo.kl_coef=0.05"
     path = key.strip().split(".")
     node: dict = data
     model: type[BaseModel] | None = ExperimentConfig
@@ -143,7 +146,12 @@ def _apply_override(data: dict, item: str) -> str | None:
             return f"--set {item}: {where} is a value, not a section with fields"
         if name not in model.model_fields:
             choices = sorted(model.model_fields)
-            close = difflib.get_close_matches(name, choices, n=1)
+            inside = [  # the name of a field one section down (learner.kl_coef -> ppo.kl_coef)
+                f"{field}.{name}"
+                for field, info in model.model_fields.items()
+                if (inner := _model_class(info.annotation)) is not None and name in inner.model_fields
+            ]
+            close = inside or difflib.get_close_matches(name, choices, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else f"; fields: {', '.join(choices)}"
             return f"--set {item}: {where} has no field {name!r}{hint}"
         if depth == len(path) - 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -42,15 +43,23 @@ def tiny_policy(max_new_tokens: int = 5, seed: int = 1) -> HFPolicy:
     return HFPolicy(vlm, HFPolicyConfig(max_new_tokens=max_new_tokens, seed=seed))
 
 
-def small_config(**overrides: object) -> LearnerConfig:
-    base: dict[str, object] = {
-        "critic_warmup_updates": 0,
+def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` on top, a section given as a mapping merged field by field."""
+    out = dict(base)
+    for key, value in overrides.items():
+        below = out.get(key)
+        out[key] = {**below, **value} if isinstance(below, dict) and isinstance(value, dict) else value
+    return out
+
+
+def small_config(**overrides: Any) -> LearnerConfig:
+    base: dict[str, Any] = {
+        "critic": {"warmup_updates": 0, "warmup_epochs": 1},
         "mini_batch_size": 4,
-        "micro_batch_size": 2,
+        "speed": {"micro_batch_size": 2},
         "ppo_epochs": 1,
-        "critic_warmup_epochs": 1,
     }
-    return LearnerConfig(**{**base, **overrides})
+    return LearnerConfig(**merged(base, overrides))
 
 
 def prompt_for(step: int, rng: np.random.Generator, goal: str = "Set an alarm for 7:30.") -> Prompt:

@@ -29,7 +29,9 @@ def _infra_and_unverified(policy, kit, seed: int = 20) -> list:
 
 @pytest.mark.parametrize("infra_truncation", ["truncate", "drop"])
 def test_an_update_of_infrastructure_truncations_only_moves_neither_actor_nor_critic(policy, kit, infra_truncation):
-    learner = LocalLearner(policy, kit.small_config(infra_truncation=infra_truncation, actor_lr=1e-2, critic_lr=1e-2))
+    learner = LocalLearner(
+        policy, kit.small_config(infra_truncation=infra_truncation, actor_lr=1e-2, critic={"lr": 1e-2})
+    )
     actor = {k: v.clone() for k, v in learner.actor.state_dict().items()}
     critic = {k: v.clone() for k, v in learner.critic.state_dict().items()}
     served = {k: v.clone() for k, v in policy.vlm.model.state_dict().items()}

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:Depreca
 
 
 def test_resume_continues_bit_identically(policy, trajectories, kit, tmp_path):
-    cfg = kit.small_config(critic_warmup_updates=1, ppo_epochs=2)
+    cfg = kit.small_config(critic={"warmup_updates": 1}, ppo_epochs=2)
     learner = LocalLearner(policy, cfg)
     learner.update(trajectories)
     learner.update(trajectories)
@@ -57,7 +57,7 @@ def test_resume_continues_bit_identically(policy, trajectories, kit, tmp_path):
 
 
 def test_a_failed_save_keeps_the_previous_checkpoint(policy, trajectories, kit, tmp_path, monkeypatch):
-    learner = LocalLearner(policy, kit.small_config(critic_warmup_updates=1))
+    learner = LocalLearner(policy, kit.small_config(critic={"warmup_updates": 1}))
     learner.update(trajectories)
     learner.save(tmp_path / "ckpt")
     learner.update(trajectories)
@@ -73,7 +73,7 @@ def test_a_failed_save_keeps_the_previous_checkpoint(policy, trajectories, kit, 
 
 
 def test_a_crash_between_the_renames_resumes_from_the_previous_checkpoint(policy, trajectories, kit, tmp_path):
-    learner = LocalLearner(policy, kit.small_config(critic_warmup_updates=1))
+    learner = LocalLearner(policy, kit.small_config(critic={"warmup_updates": 1}))
     learner.update(trajectories)
     learner.save(tmp_path / "ckpt")
     os.rename(tmp_path / "ckpt", tmp_path / ".ckpt.old")  # the state right after the first rename
@@ -101,7 +101,7 @@ def test_load_refuses_mismatched_policies_and_structures(policy, trajectories, k
     with pytest.raises(ValueError, match="newer than the checkpoint"):
         LocalLearner.load(tmp_path / "ckpt", newer)
     with pytest.raises(ValueError, match="model structure"):
-        LocalLearner.load(tmp_path / "ckpt", kit.tiny_policy(), config=kit.small_config(critic="shared"))
+        LocalLearner.load(tmp_path / "ckpt", kit.tiny_policy(), config=kit.small_config(critic={"backbone": "shared"}))
     ok = LocalLearner.load(tmp_path / "ckpt", kit.tiny_policy(), config=kit.small_config(actor_lr=5e-4))
     assert ok.actor_optimizer.param_groups[0]["lr"] == 5e-4
     with pytest.raises(TypeError, match="JSON"):
@@ -169,8 +169,8 @@ CHILD = textwrap.dedent(
                           termination=Termination(TerminationReason.AGENT_FINISHED))
 
     batches = [[trajectory(2 * k + j) for j in range(2)] for k in range(4)]
-    learner = LocalLearner(policy, LearnerConfig(critic_warmup_updates=1, mini_batch_size=4, micro_batch_size=2,
-                                                 ppo_epochs=1, critic_warmup_epochs=1))
+    learner = LocalLearner(policy, LearnerConfig(critic={"warmup_updates": 1, "warmup_epochs": 1}, mini_batch_size=4,
+                                                 speed={"micro_batch_size": 2}, ppo_epochs=1))
     curriculum = StaticCurriculum(task_set("base8"), seed=1)
     for k in range(2):
         curriculum.next_task()

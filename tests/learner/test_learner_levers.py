@@ -39,17 +39,22 @@ def grouped(kit, policy, offset=0):
 
 
 LEVERS = {
-    "recompute": dict(old_logprobs="recompute"),
-    "behaviour_weight": dict(old_logprobs="recompute", behaviour_weight_cap=2.0),
-    "local_format_penalty": dict(format_penalty_advantage=1.0),
-    "whiten_by_task": dict(whiten_by="task"),
-    "trajectory_weighting": dict(trajectory_weighting=True),
-    "critic_mini_batch": dict(critic_mini_batch_size=4),
+    "recompute": dict(ppo={"old_logprobs": "recompute"}),
+    "behaviour_weight": dict(
+        ppo={"old_logprobs": "recompute", "behaviour_weight_cap": 2.0},
+    ),
+    "local_format_penalty": dict(levers={"format_penalty_advantage": 1.0}),
+    "whiten_by_task": dict(levers={"whiten_by": "task"}),
+    "trajectory_weighting": dict(levers={"trajectory_weighting": True}),
+    "critic_mini_batch": dict(critic={"mini_batch_size": 4}),
     "gigpo": dict(algorithm="gigpo"),
     "grpo": dict(algorithm="grpo"),
-    "shortest_path": dict(algorithm="grpo", shortest_path_adjustment=True),
-    "negative_pruning": dict(negative_pruning=True),
-    "positive_replay": dict(old_logprobs="recompute", positive_replay_ratio=0.5),
+    "shortest_path": dict(algorithm="grpo", levers={"shortest_path_adjustment": True}),
+    "negative_pruning": dict(levers={"negative_pruning": True}),
+    "positive_replay": dict(
+        ppo={"old_logprobs": "recompute"},
+        levers={"positive_replay_ratio": 0.5},
+    ),
 }
 
 
@@ -58,7 +63,7 @@ def test_each_lever_trains_the_tiny_model(kit, lever):
     policy = kit.tiny_policy()
     data = grouped(kit, policy)
     learner = LocalLearner(
-        policy, kit.small_config(actor_lr=1e-3, mini_batch_size=8, micro_batch_size=4, **LEVERS[lever])
+        policy, kit.small_config(actor_lr=1e-3, mini_batch_size=8, speed={"micro_batch_size": 4}, **LEVERS[lever])
     )
     actor0 = {k: v.clone() for k, v in learner.actor.state_dict().items()}
     for n in range(2):
@@ -83,7 +88,9 @@ def test_recomputed_anchor_starts_every_update_inside_the_clip_window(kit):
     stale = LocalLearner(policy, kit.small_config(actor_lr=3e-3, ppo_epochs=2))
     for _ in range(2):
         stale.update(data)
-    recompute = stale.config.model_copy(update={"old_logprobs": "recompute"})
+    recompute = stale.config.model_copy(
+        update={"ppo": stale.config.ppo.model_copy(update={"old_logprobs": "recompute"})}
+    )
     stale.config = recompute
     m = stale.update(data)  # data sampled at version 0, actor at version 2
     assert m.initial_log_ratio_max is not None and m.initial_log_ratio_max < 1e-4
@@ -94,7 +101,7 @@ def test_recomputed_anchor_starts_every_update_inside_the_clip_window(kit):
 def test_local_format_penalty_charges_only_the_slipped_step(kit):
     policy = kit.tiny_policy()
     data = grouped(kit, policy)
-    learner = LocalLearner(policy, kit.small_config(format_penalty_advantage=0.7))
+    learner = LocalLearner(policy, kit.small_config(levers={"format_penalty_advantage": 0.7}))
     batch = learner.prepare(data)
     for i, row in enumerate(batch.rows):
         tokens = batch.advantages[i][batch.response_mask[i]]
@@ -108,7 +115,7 @@ def test_local_format_penalty_charges_only_the_slipped_step(kit):
 def test_whiten_by_task_gives_each_task_zero_mean_unit_variance(kit):
     policy = kit.tiny_policy()
     data = grouped(kit, policy)
-    batch = LocalLearner(policy, kit.small_config(whiten_by="task")).prepare(data)
+    batch = LocalLearner(policy, kit.small_config(levers={"whiten_by": "task"})).prepare(data)
     for task in ("clock_alarm", "chrome_tabs"):
         rows = torch.tensor([r.task_id == task for r in batch.rows])
         values = batch.advantages[rows][batch.response_mask[rows]]
@@ -119,7 +126,7 @@ def test_trajectory_weighting_gives_every_trajectory_the_same_total_weight(kit):
     policy = kit.tiny_policy()
     data = grouped(kit, policy)
     plain = LocalLearner(policy, kit.small_config()).prepare(data)
-    weighted = LocalLearner(policy, kit.small_config(trajectory_weighting=True)).prepare(data)
+    weighted = LocalLearner(policy, kit.small_config(levers={"trajectory_weighting": True})).prepare(data)
     tokens: dict[str, float] = {}
     for i, row in enumerate(plain.rows):
         tokens[row.episode_id] = tokens.get(row.episode_id, 0.0) + float(plain.response_mask[i].sum())
@@ -132,7 +139,9 @@ def test_trajectory_weighting_gives_every_trajectory_the_same_total_weight(kit):
 def test_shortest_path_adjustment_lowers_the_longer_success_of_a_group(kit):
     policy = kit.tiny_policy()
     data = grouped(kit, policy)
-    batch = LocalLearner(policy, kit.small_config(algorithm="grpo", shortest_path_adjustment=True)).prepare(data)
+    batch = LocalLearner(policy, kit.small_config(algorithm="grpo", levers={"shortest_path_adjustment": True})).prepare(
+        data
+    )
     last = {r.episode_id: (i, r) for i, r in enumerate(batch.rows)}  # the last row of each episode
     for t in data:
         i, _ = last[t.episode_id]
@@ -146,7 +155,7 @@ def test_the_update_counts_the_successes_the_shortest_path_adjustment_cut(kit):
     policy = kit.tiny_policy()
     cut = sum(1 for t in grouped(kit, policy) if len(t) == 3 and t.transitions[-1].reward > 0)
     assert cut > 0  # successes of length 3 in groups whose shortest success has 2 steps
-    on = kit.small_config(algorithm="grpo", shortest_path_adjustment=True)
+    on = kit.small_config(algorithm="grpo", levers={"shortest_path_adjustment": True})
     assert LocalLearner(policy, on).update(grouped(kit, policy)).shortest_path_adjusted == cut
     off = LocalLearner(policy, kit.small_config(algorithm="grpo")).update(grouped(kit, policy))
     assert off.shortest_path_adjusted is None
@@ -165,9 +174,9 @@ def test_the_update_reports_the_padding_of_its_training_micro_batches(kit):
     batch = LocalLearner(policy, kit.small_config()).prepare(rows())
     tokens = [i.input_ids.numel() + len(r.response_ids) for i, r in zip(batch.inputs, batch.rows, strict=True)]
     assert len(set(tokens)) == 4  # rows of different lengths, so one micro-batch of them pads
-    whole = LocalLearner(policy, kit.small_config(mini_batch_size=4, micro_batch_size=4))
+    whole = LocalLearner(policy, kit.small_config(mini_batch_size=4, speed={"micro_batch_size": 4}))
     assert math.isclose(whole.update(rows()).padding_share, 1 - sum(tokens) / (4 * max(tokens)))
-    single = LocalLearner(policy, kit.small_config(mini_batch_size=4, micro_batch_size=1))
+    single = LocalLearner(policy, kit.small_config(mini_batch_size=4, speed={"micro_batch_size": 1}))
     assert single.update(rows()).padding_share == 0.0
 
 
@@ -176,7 +185,7 @@ def test_negative_pruning_mutes_all_failed_groups(kit):
     data = grouped(kit, policy)
     for t in data[3:]:  # group g2 fails entirely
         t.verdicts = {k: Verdict(False) for k in t.verdicts}
-    learner = LocalLearner(policy, kit.small_config(negative_pruning=True))
+    learner = LocalLearner(policy, kit.small_config(levers={"negative_pruning": True}))
     m = learner.update(data)
     assert m.pruned_trajectories == 3 and m.trajectories == 3
 

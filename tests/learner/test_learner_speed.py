@@ -65,7 +65,7 @@ def test_precomputed_positions_equal_the_models_rope_index(policy, trajectories)
 
 
 def test_frozen_tower_features_give_the_same_logprobs_and_values(policy, trajectories, kit):
-    learner = LocalLearner(policy, kit.small_config(freeze_vision=True))
+    learner = LocalLearner(policy, kit.small_config(speed={"freeze_vision": True}))
     rows, inputs = _rows_and_inputs(policy, trajectories)
     fast_inputs = attach_image_features(learner._actor_backbone, attach_positions(learner.actor, inputs))
     assert all(r.pixel_values is None and r.image_embeds is not None for r in fast_inputs)
@@ -84,7 +84,7 @@ def test_frozen_tower_features_give_the_same_logprobs_and_values(policy, traject
 
 
 def test_frozen_tower_stays_put_and_its_features_are_cached(policy, trajectories, kit):
-    learner = LocalLearner(policy, kit.small_config(freeze_vision=True, actor_lr=1e-2, critic_lr=1e-2))
+    learner = LocalLearner(policy, kit.small_config(critic={"lr": 1e-2}, speed={"freeze_vision": True}, actor_lr=1e-2))
     tower_before = {k: v.clone() for k, v in vision_tower_of(learner._actor_backbone).state_dict().items()}
     text_before = learner.actor.get_input_embeddings().weight.detach().clone()
     assert all(not p.requires_grad for p in vision_tower_of(learner._actor_backbone).parameters())
@@ -101,7 +101,7 @@ def test_frozen_tower_stays_put_and_its_features_are_cached(policy, trajectories
 
 def test_the_reference_and_a_frozen_critic_tower_read_the_base_models_cached_features(policy, trajectories, kit):
     learner = LocalLearner(
-        policy, kit.small_config(kl_coef=0.1, critic_freeze_vision=True, actor_lr=1e-2, critic_lr=1e-2)
+        policy, kit.small_config(ppo={"kl_coef": 0.1}, critic={"freeze_vision": True, "lr": 1e-2}, actor_lr=1e-2)
     )
     critic_tower, actor_tower = vision_tower_of(learner.critic.trunk), vision_tower_of(learner._actor_backbone)
     assert all(not p.requires_grad for p in critic_tower.parameters())
@@ -131,7 +131,7 @@ def test_the_reference_and_a_frozen_critic_tower_read_the_base_models_cached_fea
 
 
 def test_the_reference_reads_cached_features_and_the_critic_its_own_tower_by_default(policy, trajectories, kit):
-    learner = LocalLearner(policy, kit.small_config(kl_coef=0.1))
+    learner = LocalLearner(policy, kit.small_config(ppo={"kl_coef": 0.1}))
     assert all(p.requires_grad for p in vision_tower_of(learner.critic.trunk).parameters())
     batch = learner.prepare(trajectories)
     assert batch.critic_inputs is None
@@ -140,7 +140,7 @@ def test_the_reference_reads_cached_features_and_the_critic_its_own_tower_by_def
     with torch.no_grad():
         (want_ref,) = learner._score(batch.rows, batch.inputs, longest, learner._reference_logprobs)
     assert torch.allclose(batch.ref_logprobs[mask], want_ref[mask], atol=1e-5, rtol=0)
-    without_reference = LocalLearner(policy, kit.small_config(kl_coef=0.0))
+    without_reference = LocalLearner(policy, kit.small_config(ppo={"kl_coef": 0.0}))
     assert without_reference.image_features is None
 
 
@@ -211,7 +211,7 @@ def test_rows_fall_back_to_the_processor_when_the_encoder_cannot_reproduce_it(po
 
 
 def test_only_stale_rows_are_rescored_for_the_proximal_policy(policy, trajectories, kit):
-    learner = LocalLearner(policy, kit.small_config(old_logprobs="recompute", actor_lr=1e-2))
+    learner = LocalLearner(policy, kit.small_config(ppo={"old_logprobs": "recompute"}, actor_lr=1e-2))
     batch = learner.prepare(trajectories)  # sampled by the current weights: nothing is stale
     assert torch.equal(
         batch.old_logprobs,
@@ -238,11 +238,13 @@ def _behaviour(batch) -> torch.Tensor:
 
 def test_verl_refuses_a_frozen_tower():
     with pytest.raises(ValueError, match="freeze_vision"):
-        LearnerConfig(backend="verl", freeze_vision=True, verl={"model_path": "/tmp/x"})
+        LearnerConfig(backend="verl", speed={"freeze_vision": True}, verl={"model_path": "/tmp/x"})
 
 
 def test_a_shared_critic_scores_values_and_proximal_logprobs_in_one_pass(policy, trajectories, kit):
-    learner = LocalLearner(policy, kit.small_config(critic="shared", old_logprobs="recompute", actor_lr=1e-2))
+    learner = LocalLearner(
+        policy, kit.small_config(ppo={"old_logprobs": "recompute"}, critic={"backbone": "shared"}, actor_lr=1e-2)
+    )
     learner.update(trajectories)  # the actor moves on: the rows are stale
     calls: list[str] = []
     real_forward = learner.actor.forward
@@ -254,8 +256,8 @@ def test_a_shared_critic_scores_values_and_proximal_logprobs_in_one_pass(policy,
         responses = [r.response_ids for r in merged.rows]
         current, mask = compute_response_logprobs(learner.actor, plain, responses, forbidden=policy.forbidden_mask)
         values, _ = learner.critic(plain, responses, backbone_grad=False)
-    micro_batches = -(-len(merged.rows) // learner.config.micro_batch_size)
-    reference_passes = micro_batches if learner.config.kl_coef > 0 and learner.reference is None else 0
+    micro_batches = -(-len(merged.rows) // learner.config.speed.micro_batch_size)
+    reference_passes = micro_batches if learner.config.ppo.kl_coef > 0 and learner.reference is None else 0
     assert len(calls) == micro_batches + reference_passes  # values and log-probs share a forward
     assert torch.allclose(merged.old_logprobs[mask], current[mask], atol=1e-5)
     assert torch.allclose(merged.values[mask], values[mask], atol=1e-5)

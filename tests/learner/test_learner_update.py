@@ -32,7 +32,7 @@ def policy_weights(policy):
 
 
 def test_warmup_trains_only_the_critic_for_exactly_n_updates(policy, trajectories, kit):
-    learner = LocalLearner(policy, kit.small_config(critic_warmup_updates=2, critic_lr=1e-3, actor_lr=1e-3))
+    learner = LocalLearner(policy, kit.small_config(critic={"warmup_updates": 2, "lr": 1e-3}, actor_lr=1e-3))
     actor0 = {k: v.clone() for k, v in learner.actor.state_dict().items()}
     policy0 = policy_weights(policy)
     for n in (1, 2):
@@ -51,7 +51,7 @@ def test_warmup_trains_only_the_critic_for_exactly_n_updates(policy, trajectorie
 
 
 def test_warmup_uses_warmup_lambda_then_lam(policy, trajectories, kit):
-    learner = LocalLearner(policy, kit.small_config(critic_warmup_updates=1, lam=0.9, critic_warmup_lam=1.0))
+    learner = LocalLearner(policy, kit.small_config(critic={"warmup_updates": 1, "warmup_lam": 1.0}, lam=0.9))
     assert learner.prepare(trajectories).lam == 1.0
     learner.update(trajectories)
     assert learner.prepare(trajectories).lam == 0.9
@@ -59,7 +59,7 @@ def test_warmup_uses_warmup_lambda_then_lam(policy, trajectories, kit):
 
 @pytest.mark.parametrize("critic", ["separate", "shared"])
 def test_calibrated_value_head_starts_at_its_bias(policy, trajectories, kit, critic):
-    learner = LocalLearner(policy, kit.small_config(critic=critic, value_head_bias=0.1))
+    learner = LocalLearner(policy, kit.small_config(critic={"backbone": critic, "value_head_bias": 0.1}))
     batch = learner.prepare(trajectories)
     assert torch.allclose(batch.values[batch.response_mask], torch.tensor(0.1))
     assert bool((batch.values[~batch.response_mask] == 0).all())
@@ -69,8 +69,8 @@ def test_calibrated_value_head_starts_at_its_bias(policy, trajectories, kit, cri
 
 def test_random_value_head_is_drawn_from_the_learners_generator(policy, trajectories, kit):
     state = torch.random.get_rng_state()
-    a = LocalLearner(policy, kit.small_config(value_head_init="random", seed=3))
-    b = LocalLearner(policy, kit.small_config(value_head_init="random", seed=3))
+    a = LocalLearner(policy, kit.small_config(critic={"value_head_init": "random"}, seed=3))
+    b = LocalLearner(policy, kit.small_config(critic={"value_head_init": "random"}, seed=3))
     assert torch.equal(torch.random.get_rng_state(), state)  # the global RNG was not touched
     assert torch.equal(a.critic.head.weight, b.critic.head.weight)
     values = a.prepare(trajectories).values
@@ -111,12 +111,14 @@ def test_gae_gets_the_right_rows(policy, trajectories, kit):
 
 
 def test_bootstrap_without_a_next_state_reads_the_last_observed_one(policy, trajectories, kit):
-    learner = LocalLearner(policy, kit.small_config(truncation="bootstrap", value_head_bias=0.3))
+    learner = LocalLearner(policy, kit.small_config(truncation="bootstrap", critic={"value_head_bias": 0.3}))
     batch = learner.prepare(trajectories)
     # truncated trajectory (third): with V = 0.3 everywhere, gamma = lam = 1 -> return 0 + 0.3 at every token
     rows = [i for i, r in enumerate(batch.rows) if r.truncated]
     assert torch.allclose(batch.returns[rows][batch.response_mask[rows]], torch.tensor(0.3))
-    zero = LocalLearner(policy, kit.small_config(truncation="zero", value_head_bias=0.3)).prepare(trajectories)
+    zero = LocalLearner(policy, kit.small_config(truncation="zero", critic={"value_head_bias": 0.3})).prepare(
+        trajectories
+    )
     assert zero.returns[rows][zero.response_mask[rows]].abs().max() < 0.3  # V(s') = 0 pulls returns down
 
 
@@ -131,7 +133,7 @@ def test_ppo_raises_the_logprob_of_the_rewarded_response(policy, kit):
     rng = np.random.default_rng(0)
     prompt = kit.prompt_for(0, rng, goal="Open Clock.")
     good, bad = "click(5,5)", "press_home()"
-    learner = LocalLearner(policy, kit.small_config(actor_lr=3e-3, critic_lr=1e-2, ppo_epochs=4))
+    learner = LocalLearner(policy, kit.small_config(actor_lr=3e-3, critic={"lr": 1e-2}, ppo_epochs=4))
 
     def logprob(text):
         traj = kit.canned_trajectory(policy, prompt, text, 0.0)
@@ -164,7 +166,7 @@ def test_grpo_needs_no_critic(policy, kit):
 
 
 def test_shared_backbone_warmup_is_a_probe_then_trains_jointly(policy, trajectories, kit):
-    learner = LocalLearner(policy, kit.small_config(critic="shared", critic_warmup_updates=1))
+    learner = LocalLearner(policy, kit.small_config(critic={"backbone": "shared", "warmup_updates": 1}))
     assert set(learner.critic.state_dict()) == {"head.weight", "head.bias"}
     actor0 = {k: v.clone() for k, v in learner.actor.state_dict().items()}
     head0 = learner.critic.head.bias.detach().clone()
@@ -197,7 +199,10 @@ def test_value_alignment_is_the_hidden_state_that_predicts_the_token(policy, tra
 
 def test_lora_pushes_merged_weights(policy, trajectories, kit):
     learner = LocalLearner(
-        policy, kit.small_config(lora=LoraConfig(rank=4), actor_lr=1e-2, kl_coef=0.1, mini_batch_size=8)
+        policy,
+        kit.small_config(
+            ppo={"kl_coef": 0.1}, finetunes={"lora": LoraConfig(rank=4)}, actor_lr=1e-2, mini_batch_size=8
+        ),
     )  # one step per update
     trainable = [n for n, p in learner.actor.named_parameters() if p.requires_grad]
     assert trainable and all(".lora_" in n for n in trainable)
@@ -251,7 +256,7 @@ def test_real_rollouts_from_a_sim_phone(kit):
 
     trajectories = asyncio.run(rollouts())
     assert any(t.decision.parse_error is not None for tr in trajectories for t in tr.transitions)
-    learner = LocalLearner(policy, kit.small_config(critic_warmup_updates=1, parse_error_penalty=0.05))
+    learner = LocalLearner(policy, kit.small_config(critic={"warmup_updates": 1}, levers={"parse_error_penalty": 0.05}))
     batch = learner.prepare(trajectories)
     slipped = torch.tensor([r.parse_error for r in batch.rows])
     given = torch.tensor([r.reward for r in batch.rows])

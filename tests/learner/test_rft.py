@@ -1,4 +1,4 @@
-"""The rejection-sampling fine-tune between RL updates (``LearnerConfig.rft``, MobileRL's
+"""The rejection-sampling fine-tune between RL updates (``LearnerConfig.finetunes.rft``, MobileRL's
 iterative SFT): which episodes it keeps, what it trains, when, and its checkpoint."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_only_accepted_episodes_are_kept_and_the_oldest_leave_first(kit, policy)
 
 def test_the_fine_tune_lowers_the_nll_of_the_accepted_responses_and_pushes_the_weights(kit, policy) -> None:
     config = kit.small_config(
-        algorithm="grpo", rft={"every": 5, "steps": 6, "lr": 1e-3, "batch_size": 4, "min_steps": 2}
+        algorithm="grpo", finetunes={"rft": {"every": 5, "steps": 6, "lr": 1e-3, "batch_size": 4, "min_steps": 2}}
     )
     learner = LocalLearner(policy, config)
     trajectories = batch(kit, policy, seed=0)
@@ -88,7 +88,8 @@ def test_the_fine_tune_lowers_the_nll_of_the_accepted_responses_and_pushes_the_w
 
 def test_it_runs_every_n_actor_updates_after_the_critic_warm_up_and_waits_for_enough_steps(kit, policy) -> None:
     config = kit.small_config(
-        critic_warmup_updates=1, rft={"every": 2, "steps": 2, "lr": 1e-4, "batch_size": 4, "min_steps": 6}
+        critic={"warmup_updates": 1},
+        finetunes={"rft": {"every": 2, "steps": 2, "lr": 1e-4, "batch_size": 4, "min_steps": 6}},
     )
     learner = LocalLearner(policy, config)
     seen = [learner.update(batch(kit, policy, seed=10 * i)) for i in range(5)]
@@ -97,14 +98,15 @@ def test_it_runs_every_n_actor_updates_after_the_critic_warm_up_and_waits_for_en
     assert [m.rft_loss_first is not None for m in seen] == [False, False, True, False, True]
     assert [m.policy_version for m in seen] == [0, 1, 3, 4, 6]  # each fine-tune is a version of its own
     waiting = LocalLearner(
-        kit.tiny_policy(), kit.small_config(critic_warmup_updates=0, rft={"every": 1, "steps": 2, "min_steps": 100})
+        kit.tiny_policy(),
+        kit.small_config(critic={"warmup_updates": 0}, finetunes={"rft": {"every": 1, "steps": 2, "min_steps": 100}}),
     )
     m = waiting.update(batch(kit, waiting.policy, seed=0))
     assert m.rft_steps == 4 and m.rft_loss_first is None and m.policy_version == 1  # waited: no version of its own
 
 
 def test_the_accepted_episodes_survive_a_checkpoint(kit, policy, tmp_path: Path) -> None:
-    config = kit.small_config(algorithm="grpo", rft={"every": 3})
+    config = kit.small_config(algorithm="grpo", finetunes={"rft": {"every": 3}})
     learner = LocalLearner(policy, config)
     learner.update(batch(kit, policy, seed=0))
     learner.save(tmp_path / "ckpt")
@@ -121,10 +123,10 @@ def test_the_verl_backend_refuses_it_with_the_reason() -> None:
     with pytest.raises(ValueError, match=r"rft.every > 0 is not supported by backend='verl'"):
         LearnerConfig(
             algorithm="grpo",
-            critic_warmup_updates=0,
+            critic={"warmup_updates": 0},
+            speed={"micro_batch_size": 2},
+            finetunes={"rft": {"every": 2}},
             backend="verl",
             mini_batch_size=8,
-            micro_batch_size=2,
             verl=VerlConfig(model_path="/nonexistent", micro_batch_size_per_gpu=1, gpus_per_node=1),
-            rft={"every": 2},
         )

@@ -58,7 +58,7 @@ def test_terminal_trajectories_ignore_the_next_state():
 
 def test_learner_reads_v_of_the_recorded_next_prompt(policy, trajectories, kit):
     learner = LocalLearner(
-        policy, kit.small_config(truncation="bootstrap", gamma=1.0, lam=1.0, whiten_advantages=False)
+        policy, kit.small_config(truncation="bootstrap", gamma=1.0, lam=1.0, levers={"whiten_advantages": False})
     )
     with torch.no_grad():  # a value head that tells states apart
         learner.critic.head.weight.copy_(
@@ -174,7 +174,13 @@ def test_two_step_trajectories_cut_by_budget_and_by_a_failure_return_v_of_the_ne
     and its advantage V(s') - V(token), for a budget truncation and an infrastructure one."""
     learner = LocalLearner(
         policy,
-        kit.small_config(truncation="bootstrap", gamma=1.0, lam=1.0, whiten_advantages=False, value_head_bias=0.25),
+        kit.small_config(
+            truncation="bootstrap",
+            gamma=1.0,
+            lam=1.0,
+            critic={"value_head_bias": 0.25},
+            levers={"whiten_advantages": False},
+        ),
     )
     rng = np.random.default_rng(5)
     budget = kit.sampled_trajectory(policy, [0.0, 0.0], seed=11, reason=TerminationReason.STEP_BUDGET)
@@ -210,8 +216,8 @@ def test_a_step_budget_counted_as_terminal_is_not_bootstrapped_while_a_crash_sti
             step_budget="terminal",
             gamma=1.0,
             lam=1.0,
-            whiten_advantages=False,
-            value_head_bias=0.25,
+            critic={"value_head_bias": 0.25},
+            levers={"whiten_advantages": False},
         ),
     )
     rng = np.random.default_rng(5)

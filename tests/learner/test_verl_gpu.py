@@ -56,12 +56,10 @@ def test_ppo_with_critic_warmup_on_gpu_in_bf16(tmp_path: Path, kit, family: str,
     config = LearnerConfig(
         backend="verl",
         verl=settings,
-        critic_warmup_updates=1,
-        critic_warmup_epochs=1,
+        critic={"warmup_updates": 1, "warmup_epochs": 1, "value_head_bias": 0.1},
+        speed={"micro_batch_size": 2},
         ppo_epochs=1,
         mini_batch_size=4,
-        micro_batch_size=2,
-        value_head_bias=0.1,
     )
     learner = VerlLearner(policy, config)
     try:

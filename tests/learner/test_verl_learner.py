@@ -150,7 +150,10 @@ def test_rows_without_prompt_ids_or_with_images_are_named() -> None:
 # --------------------------------------------------------------------------------------
 def test_config_selects_the_verl_backend_and_reports_every_problem() -> None:
     cfg = LearnerConfig(
-        backend="verl", verl=VerlConfig(model_path="/m", gpus_per_node=4), mini_batch_size=16, micro_batch_size=4
+        backend="verl",
+        verl=VerlConfig(model_path="/m", gpus_per_node=4),
+        mini_batch_size=16,
+        speed={"micro_batch_size": 4},
     )
     assert cfg.backend.name == "verl" and cfg.verl is not None and cfg.verl.world_size == 4
     with pytest.raises(ValueError) as err:
@@ -159,7 +162,7 @@ def test_config_selects_the_verl_backend_and_reports_every_problem() -> None:
             verl=VerlConfig(
                 model_path="/m", gpus_per_node=3, device="cpu", strategy="fsdp", attn_implementation="flash_attention_2"
             ),
-            kl_coef=0.1,
+            ppo={"kl_coef": 0.1},
         )
     text = str(err.value)
     for expected in (
@@ -344,9 +347,9 @@ def _grpo_on_two_cpu_workers(
         backend="verl",
         verl=settings,
         algorithm="grpo",
-        critic_warmup_updates=0,
+        critic={"warmup_updates": 0},
+        speed={"micro_batch_size": 2},
         mini_batch_size=mini_batch_size,
-        micro_batch_size=2,
         ppo_epochs=1,
         actor_lr=1e-2,
     )
@@ -451,12 +454,10 @@ def test_ppo_warmup_calibrated_critic_and_resume_on_gpu(tmp_path: Path) -> None:
     cfg = LearnerConfig(
         backend="verl",
         verl=settings,
-        critic_warmup_updates=1,
+        critic={"warmup_updates": 1, "warmup_epochs": 1, "value_head_bias": 0.1},
+        speed={"micro_batch_size": 2},
         mini_batch_size=2 * gpus,
-        micro_batch_size=2,
         ppo_epochs=1,
-        critic_warmup_epochs=1,
-        value_head_bias=0.1,
     )
     policy = ReceivingPolicy(actor_path)
     before = {k: v.clone() for k, v in policy.model.state_dict().items()}

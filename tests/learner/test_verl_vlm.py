@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -44,7 +45,7 @@ def saved(policy: HFPolicy, path: Path) -> Path:
     return path
 
 
-def cpu_config(model_path: Path, **overrides: object) -> LearnerConfig:
+def cpu_config(model_path: Path, **overrides: Any) -> LearnerConfig:
     settings = VerlConfig(
         model_path=str(model_path),
         gpus_per_node=2,
@@ -53,19 +54,19 @@ def cpu_config(model_path: Path, **overrides: object) -> LearnerConfig:
         micro_batch_size_per_gpu=2,
         ray_num_cpus=4,
     )
-    base: dict[str, object] = {
+    base: dict[str, Any] = {
         "backend": "verl",
         "verl": settings,
-        "critic_warmup_updates": 1,
-        "critic_warmup_epochs": 1,
+        "critic": {"warmup_updates": 1, "warmup_epochs": 1, "value_head_bias": 0.1, "lr": 1e-2},
         "mini_batch_size": 4,
-        "micro_batch_size": 2,
+        "speed": {"micro_batch_size": 2},
         "ppo_epochs": 1,
-        "value_head_bias": 0.1,
         "actor_lr": 1e-2,
-        "critic_lr": 1e-2,
     }
-    return LearnerConfig(**{**base, **overrides})
+    for key, value in overrides.items():  # a section given as a mapping is merged field by field
+        below = base.get(key)
+        base[key] = {**below, **value} if isinstance(below, dict) and isinstance(value, dict) else value
+    return LearnerConfig(**base)
 
 
 def batch_of(kit, policy: HFPolicy, seed: int) -> list[Trajectory]:
@@ -127,11 +128,17 @@ def kit_prompt():
 
 def test_driver_levers_validate_on_verl_and_the_others_are_refused_with_the_reason(tmp_path: Path) -> None:
     cfg = cpu_config(
-        tmp_path, whiten_by="task", trajectory_weighting=True, shortest_path_adjustment=True, negative_pruning=True
+        tmp_path,
+        levers={
+            "whiten_by": "task",
+            "trajectory_weighting": True,
+            "shortest_path_adjustment": True,
+            "negative_pruning": True,
+        },
     )
-    assert cfg.negative_pruning and cfg.shortest_path_adjustment
+    assert cfg.levers.negative_pruning and cfg.levers.shortest_path_adjustment
     with pytest.raises(ValueError) as err:
-        cpu_config(tmp_path, kl_coef=0.1, positive_replay_ratio=0.5)
+        cpu_config(tmp_path, ppo={"kl_coef": 0.1}, levers={"positive_replay_ratio": 0.5})
     text = str(err.value)
     assert "kl_coef > 0 is not supported by backend='verl' (the KL penalty needs a frozen reference model" in text
     assert "positive_replay_ratio > 0 is not supported by backend='verl' (the replay buffer" in text
@@ -177,7 +184,7 @@ def test_verl_actor_scores_screenshot_rows_like_darwin(tmp_path: Path, kit, fami
     """verl's FSDP actor (2 CPU workers) gives the log-probs darwin's scoring gives on the
     same rows, for the tiny Qwen2-VL and a UI-TARS-1.5-format (Qwen2.5-VL) checkpoint."""
     policy = vl_policy(family)
-    cfg = cpu_config(saved(policy, tmp_path / "actor"), algorithm="grpo", critic_warmup_updates=0)
+    cfg = cpu_config(saved(policy, tmp_path / "actor"), algorithm="grpo", critic={"warmup_updates": 0})
     learner = VerlLearner(policy, cfg)
     try:
         trajectories = batch_of(kit, policy, seed=1)
@@ -213,11 +220,13 @@ def test_ppo_with_critic_warmup_on_two_cpu_workers_and_resume(tmp_path: Path, ki
     # MobileRL's shortest-path adjustment and negative pruning
     cfg = cpu_config(
         actor_path,
-        critic_warmup_updates=2,
-        whiten_by="task",
-        trajectory_weighting=True,
-        shortest_path_adjustment=True,
-        negative_pruning=True,
+        critic={"warmup_updates": 2},
+        levers={
+            "whiten_by": "task",
+            "trajectory_weighting": True,
+            "shortest_path_adjustment": True,
+            "negative_pruning": True,
+        },
     )
     before = {k: v.clone() for k, v in policy.vlm.model.state_dict().items()}
     learner = VerlLearner(policy, cfg)

@@ -310,7 +310,10 @@ def test_learner_trains_through_a_server_policy(server: LocalPolicyServer, tmp_p
             ),
         )
         learner = LocalLearner(
-            policy, LearnerConfig(lora=LoraConfig(rank=2, target_modules=("q_proj", "v_proj")), device="cpu")
+            policy,
+            LearnerConfig(
+                speed={"device": "cpu"}, finetunes={"lora": LoraConfig(rank=2, target_modules=("q_proj", "v_proj"))}
+            ),
         )
         with torch.no_grad():  # stand-in for an optimizer step on the adapters
             for name, param in learner.actor.named_parameters():
@@ -535,12 +538,12 @@ def test_experiment_validates_and_builds_the_server_backend(
     )
     with pytest.raises(ValidationError, match="cannot receive the learner's updates"):
         ExperimentConfig(name="x", policy=PolicyConfig(backend="server", server=config(server.base_url)))
-    with pytest.raises(ValidationError, match="set learner.lora"):
+    with pytest.raises(ValidationError, match="set learner.finetunes.lora"):
         ExperimentConfig(name="x", policy=PolicyConfig(backend="server", server=lora))
     experiment = ExperimentConfig(
         name="x",
         policy=PolicyConfig(backend="server", server=lora, temperature=1.0, seed=3),
-        learner=LearnerConfig(lora=LoraConfig(rank=4, target_modules=("q_proj",))),
+        learner=LearnerConfig(finetunes={"lora": LoraConfig(rank=4, target_modules=("q_proj",))}),
     )
     make = policy_factory(experiment.policy)
     assert make is not None
@@ -584,7 +587,9 @@ def test_a_run_samples_from_the_server_and_pushes_every_update_to_it(tmp_path: P
                     backoff_max_s=0.2,
                 ),
             ),
-            learner=LearnerConfig(critic_warmup_updates=1, ppo_epochs=1, mini_batch_size=8, micro_batch_size=4),
+            learner=LearnerConfig(
+                critic={"warmup_updates": 1}, speed={"micro_batch_size": 4}, ppo_epochs=1, mini_batch_size=8
+            ),
             rollout_steps=8,
             updates=2,
             evaluation=EvaluationConfig(samples=0),
