@@ -10,14 +10,19 @@ from darwin.cli.main import main
 from darwin.learner.config import LearnerConfig
 
 
-def test_every_variant_times_one_update_phase_by_phase() -> None:
-    config = LearnerConfig(
+def _kl_config() -> LearnerConfig:
+    """Small batches, one epoch, no warm-up, a KL term: every phase of an update runs."""
+    return LearnerConfig(
         ppo={"kl_coef": 0.1},
         critic={"warmup_updates": 0},
         speed={"micro_batch_size": 4},
         mini_batch_size=8,
         ppo_epochs=1,
     )
+
+
+def test_every_variant_times_one_update_phase_by_phase() -> None:
+    config = _kl_config()
     results = profile(config, variants=tuple(VARIANTS), steps=12, repeats=1)
     assert [r.variant for r in results] == list(VARIANTS)
     for r in results:
@@ -35,13 +40,7 @@ def test_every_variant_times_one_update_phase_by_phase() -> None:
 
 
 def test_a_warm_cache_serves_every_frozen_towers_screenshots() -> None:
-    config = LearnerConfig(
-        ppo={"kl_coef": 0.1},
-        critic={"warmup_updates": 0},
-        speed={"micro_batch_size": 4},
-        mini_batch_size=8,
-        ppo_epochs=1,
-    )
+    config = _kl_config()
     results = {
         r.variant: r
         for r in profile(config, ("plain", "frozen", "critic-frozen"), steps=12, repeats=1, warm_cache=True)

@@ -142,6 +142,7 @@ def bench_learner(
 
     started = time.perf_counter()
     results: Sequence[DataclassInstance]
+    phase_list = [p.strip() for p in phases.split(",") if p.strip()]
     if profile:
         from darwin.run.load import load_experiment
 
@@ -154,7 +155,6 @@ def bench_learner(
         config = load_experiment(experiment, preset)
         results = run_profile(config.learner, tuple(names), steps=steps, repeats=repeats, warm_cache=warm_cache)
     elif backend == "verl":
-        phase_list = [p.strip() for p in phases.split(",") if p.strip()]
         if sorted(set(phase_list) - {"ppo", "warmup"}):
             raise click.BadParameter("--phase takes ppo,warmup")
         results = run_verl(
@@ -178,7 +178,6 @@ def bench_learner(
         )
     else:
         critic_list = [c.strip() for c in critics.split(",") if c.strip()]
-        phase_list = [p.strip() for p in phases.split(",") if p.strip()]
         bad = sorted(set(critic_list) - {"separate", "shared"}) + sorted(set(phase_list) - {"ppo", "warmup"})
         if bad:
             raise click.BadParameter(f"unknown value(s) {bad}: --critic takes separate,shared and --phase ppo,warmup")
