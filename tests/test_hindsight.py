@@ -20,6 +20,7 @@ from darwin.hindsight.base import DifficultyBand, SynthesisedTask, filter_tasks
 from darwin.hindsight.exploration import Exploration, ExplorationError, explore
 from darwin.hindsight.leakage import LeakageError, refuse_held_out
 from darwin.hindsight.synthesizer import HindsightSynthesizer
+from darwin.png import encode_png
 from darwin.predicates import evaluate
 from darwin.templates import default_split, templates
 from darwin.types import Phase, Task, TaskDefinitionError, Trajectory, VerifierSpec
@@ -63,6 +64,18 @@ def test_an_exploration_is_deterministic_for_its_seed() -> None:
     again = asyncio.run(explore(SimPhoneEnv(seed=0), "Settings", steps=40, seed=1))
     assert [s.action for s in first.steps] == [s.action for s in again.steps]
     assert [s.state for s in first.steps] == [s.state for s in again.steps]
+
+
+def test_kept_screenshots_are_the_screens_before_and_after_each_action() -> None:
+    env = SimPhoneEnv(seed=0)
+    plain = asyncio.run(explore(SimPhoneEnv(seed=0), "Clock", steps=5, seed=3))
+    run = asyncio.run(explore(env, "Clock", steps=5, seed=3, observation_size=(84, 182), keep_screenshots=True))
+    assert plain.start_screenshot is None and all(step.screenshot is None for step in plain.steps)
+    assert [s.action for s in run.steps] == [s.action for s in plain.steps]  # keeping them changes no play
+    assert run.start_screenshot is not None and run.start_screenshot.startswith(b"\x89PNG")
+    assert all(step.screenshot is not None for step in run.steps)
+    assert run.steps[-1].screenshot == encode_png(env.screenshot((84, 182)))  # the screen after the last action
+    assert run.start_screenshot != run.steps[0].screenshot  # opening the app changed the screen
 
 
 def test_the_explorer_keeps_to_its_app_and_plays_no_finish() -> None:

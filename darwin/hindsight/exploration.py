@@ -27,6 +27,7 @@ from darwin.agents.base import Actor
 from darwin.agents.scripted import RandomActor
 from darwin.envs.base import PhoneEnv
 from darwin.envs.sim.apps import default_apps
+from darwin.png import encode_png
 from darwin.predicates import State
 from darwin.types import Decision, Observation, Phase, Transition
 
@@ -39,23 +40,27 @@ class ExplorationError(RuntimeError):
 
 @dataclass(frozen=True)
 class ExploredStep:
-    """One action the explorer played and the phone's JSON state right after it."""
+    """One action the explorer played, the phone's JSON state right after it, and the screen
+    right after it as PNG bytes when the exploration kept screenshots (a model describer reads them)."""
 
     action: Action
     state: State
+    screenshot: bytes | None = None
 
 
 @dataclass(frozen=True)
 class Exploration:
     """One exploration of ``app`` (its launcher label) on phone ``phone``: the state it started
     from and each action played with the state it led to, in order; ``explorer_seed`` is the
-    random agent's seed (``None``: another actor explored)."""
+    random agent's seed (``None``: another actor explored); ``start_screenshot`` the screen before
+    the first action as PNG bytes (``None`` unless screenshots were kept)."""
 
     app: str
     phone: str
     start_state: State
     steps: tuple[ExploredStep, ...]
     explorer_seed: int | None = None
+    start_screenshot: bytes | None = None
 
     def actions(self, upto: int) -> tuple[Action, ...]:
         """The first ``upto`` actions: from :attr:`start_state` they lead to ``steps[upto - 1].state``."""
@@ -83,6 +88,7 @@ async def explore(
     actor: Actor | None = None,
     seed: int = 0,
     observation_size: tuple[int, int] = (252, 560),
+    keep_screenshots: bool = False,
 ) -> Exploration:
     """Play ``app`` on ``env`` for ``steps`` actions with no goal, recording each state reached.
 
@@ -95,6 +101,8 @@ async def explore(
         seed: the random agent's seed (ignored when ``actor`` is given).
         observation_size: the actor's screenshots, ``(width, height)``; small by default, as
             the history keeps every one of them.
+        keep_screenshots: also keep the screen before the first action and after each action
+            (PNG at ``observation_size``), for a describer that reads screens.
 
     Returns:
         the exploration; ``len(steps)`` actions were played (decisions that would end an
@@ -112,6 +120,7 @@ async def explore(
     history: list[Transition] = []
     played: list[ExploredStep] = []
     state: State = start
+    start_screenshot = encode_png(await env.ascreenshot(observation_size)) if keep_screenshots else None
     # An actor that only ever finishes would never play: ask at most this many times per step.
     asks_left = 20 * steps
     while len(played) < steps and asks_left > 0:
@@ -148,5 +157,13 @@ async def explore(
         if probed is None:
             raise ExplorationError(f"phone {env.name} stopped answering its state probe after {len(played)} steps")
         state = probed
-        played.append(ExploredStep(action=decision.action, state=state))
-    return Exploration(app=app, phone=env.name, start_state=start, steps=tuple(played), explorer_seed=explorer_seed)
+        after = encode_png(await env.ascreenshot(observation_size)) if keep_screenshots else None
+        played.append(ExploredStep(action=decision.action, state=state, screenshot=after))
+    return Exploration(
+        app=app,
+        phone=env.name,
+        start_state=start,
+        steps=tuple(played),
+        explorer_seed=explorer_seed,
+        start_screenshot=start_screenshot,
+    )
