@@ -45,6 +45,7 @@ SETTINGS: dict[str, str] = {
     "sft.model.family": "the architecture the tiny warm start is built as",
     "sft.stop_metric": "what stops the warm start's training",
     "phones.ray.groups.adb.settle": "how an adb phone waits for the screen to settle",
+    "self_evolution.split.languages": "which languages' templates the held-out split covers",
 }
 """Fields with a fixed set of names that are settings, each with why it picks no implementation."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,9 +62,9 @@ def run_cmd(
 
     from darwin.problems import ExperimentError
     from darwin.run.build import build_guard, guard_notice
-    from darwin.run.config import default_run_dir
+    from darwin.run.config import ExperimentConfig, default_run_dir
     from darwin.run.load import apply_overrides, load_experiment, use_ray_cluster
-    from darwin.run.recipe import RunProgress, run_experiment
+    from darwin.run.recipe import RunProgress, RunResult, run_experiment
 
     try:
         config = load_experiment(experiment_file, preset)
@@ -98,6 +99,10 @@ def run_cmd(
     if dry_run:
         _print_dry_run(config, path)
         return
+    if config.self_evolution is not None and resume:
+        raise click.ClickException(
+            "--resume continues one RL run; a self-evolution run starts its rounds afresh: drop --resume"
+        )
     console.print(guard_notice(config, build_guard(config)), highlight=False, soft_wrap=True)
 
     def table(p: RunProgress) -> Table:
@@ -122,12 +127,19 @@ def run_cmd(
         )
         return t
 
+    def run(config: ExperimentConfig, path: Path, on_progress: Callable[[RunProgress], None]) -> RunResult:
+        if config.self_evolution is not None:
+            from darwin.run.self_evolution import run_self_evolution
+
+            return run_self_evolution(config, path, on_progress)
+        return run_experiment(config, path, resume=resume, on_progress=on_progress)
+
     with credentials_fail_cleanly():
         if console.is_terminal:
             with Live(table(RunProgress()), console=console, refresh_per_second=2, transient=False) as live:
-                result = run_experiment(config, path, resume=resume, on_progress=lambda p: live.update(table(p)))
+                result = run(config, path, on_progress=lambda p: live.update(table(p)))
         else:  # logs and CI: one line whenever the stage or the update changes, not a redrawn table
-            result = run_experiment(config, path, resume=resume, on_progress=_ProgressLines())
+            result = run(config, path, on_progress=_ProgressLines())
     console.print()
     console.print(
         f"{result.updates} updates, {result.env_steps} env steps; outputs in {result.run_dir} (success curve: {result.plot}, TensorBoard: {result.run_dir / 'tensorboard'})"

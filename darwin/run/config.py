@@ -40,6 +40,7 @@ from darwin.problems import ExperimentError
 from darwin.run.verification_watch import VerificationWatchConfig
 from darwin.sft.config import SFTConfig
 from darwin.task_registry import resolve_tasks as resolve_task_names
+from darwin.templates import SplitConfig
 from darwin.types import Task, TaskDefinitionError
 
 if TYPE_CHECKING:
@@ -414,6 +415,54 @@ class BranchingConfig(BaseModel):
     points: int = Field(1, ge=1, le=32, description="states of each episode branched from, chosen at random")
 
 
+class SelfEvolutionConfig(BaseModel):
+    """Self-evolution on apps never shown (issue 45, :mod:`darwin.run.self_evolution`, docs/self-evolution.md):
+    after the warm start, ``rounds`` of: explore ``apps`` with the current policy, synthesise tasks
+    from what the explorations reached, fine-tune on the explorer's own demonstrations of them,
+    then RL on them. No human-written task, demonstration or reward of a held-out app enters
+    training: ``split`` says what is held out, and a guard refuses it in every round's data."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    apps: tuple[str, ...] = Field(min_length=1, description="the apps explored (launcher labels), the held-out ones")
+    split: SplitConfig = Field(description="the template split whose held-out templates and apps never train")
+    rounds: int = Field(2, ge=1, le=100, description="explore -> synthesise -> fine-tune -> RL, this many times")
+    explorations: int = Field(
+        4, ge=1, le=1024, description="explorations of each app per round (phone seeds from phones.seed)"
+    )
+    exploration_steps: int = Field(60, ge=1, le=10_000, description="actions per exploration")
+    explorer: ComponentSpec | None = Field(
+        None,
+        description="who explores: None = the current policy at explorer_temperature; else an `actors` component "
+        "('random', or 'module:factory')",
+    )
+    explorer_temperature: float = Field(
+        1.5, gt=0, le=5.0, description="the policy's sampling temperature when it explores"
+    )
+    synthesizer: ComponentSpec = Field(
+        default_factory=lambda: ComponentSpec(name="hindsight"),
+        description="the task_synthesizer: 'hindsight' (SimPhone state paths -> state.equals rules) or 'module:Class'",
+    )
+    max_demonstration_steps: int = Field(
+        16,
+        ge=1,
+        le=10_000,
+        description="keep a task whose demonstration, its loops cut, takes at most this many actions (below horizon)",
+    )
+    tasks_per_round: int = Field(
+        16, ge=1, le=10_000, description="synthesised tasks kept per round (shortest demonstrations first)"
+    )
+    sft_steps: int = Field(
+        60, ge=0, le=100_000, description="fine-tuning steps on the explorer's demonstrations each round (0: none)"
+    )
+    sft_batch_size: int = Field(8, ge=1, le=4096, description="demonstration steps per fine-tuning step")
+    sft_lr: float = Field(5e-4, gt=0, le=1.0, description="peak learning rate of the fine-tuning")
+    rl_updates: int = Field(4, ge=1, le=100_000, description="learner updates per round on the synthesised tasks")
+    keep_training_tasks: bool = Field(
+        True, description="RL each round on the synthesised tasks and the experiment's `tasks` (against forgetting)"
+    )
+
+
 class ExperimentConfig(BaseModel):
     """Everything a training run needs; validated when built (every problem at once)."""
 
@@ -477,7 +526,9 @@ class ExperimentConfig(BaseModel):
         "steps (completed + running episodes); None = rollout_steps (policy-version lag of about one update). A large value "
         "keeps phones busy at the price of staler data",
     )
-    updates: int = Field(12, ge=1, description="learner updates, critic warm-up included")
+    updates: int = Field(
+        12, ge=1, description="learner updates, critic warm-up included (self_evolution: rl_updates per round instead)"
+    )
     time_budget_s: float | None = Field(
         None, gt=0, description="stop after this many seconds of RL even if updates remain"
     )
@@ -496,6 +547,10 @@ class ExperimentConfig(BaseModel):
         default_factory=VerificationWatchConfig,
         description="no silent runs: warn when few recent episodes are verified, stop after updates without a verified "
         "one (an update without a verdict never moves the actor: learner.infra_only_updates)",
+    )
+    self_evolution: SelfEvolutionConfig | None = Field(
+        None,
+        description="self-evolution rounds on apps never shown (docs/self-evolution.md); None = one RL run on `tasks`",
     )
     notes: str = Field("", description="free text shown by --dry-run (e.g. how the paper's schedule was scaled)")
 
@@ -556,7 +611,23 @@ class ExperimentConfig(BaseModel):
                     f"{self.learner.algorithm.name!r} would train continuations as unrelated episodes: use 'gae' or set "
                     "branching=null"
                 )
-        if self.learner.critic.warmup_updates >= self.updates:
+        if self.self_evolution is not None:
+            if not self.phones.in_process:
+                problems.append(
+                    f"self_evolution explores on phones with a JSON state and puts demonstrations back on a fresh "
+                    f"phone, which {self.phones.provider.name} phones cannot here; use phones.provider='sim'"
+                )
+            if self.self_evolution.max_demonstration_steps >= self.horizon:
+                problems.append(
+                    f"self_evolution.max_demonstration_steps = {self.self_evolution.max_demonstration_steps} leaves no "
+                    f"step for 'finished' within horizon = {self.horizon}; lower it below the horizon"
+                )
+            if self.learner.critic.warmup_updates >= self.self_evolution.rl_updates:
+                problems.append(
+                    f"learner.critic.warmup_updates = {self.learner.critic.warmup_updates} leaves no actor update "
+                    f"within self_evolution.rl_updates = {self.self_evolution.rl_updates}; raise rl_updates"
+                )
+        if self.self_evolution is None and self.learner.critic.warmup_updates >= self.updates:
             problems.append(
                 f"learner.critic.warmup_updates = {self.learner.critic.warmup_updates} leaves no actor update within updates = {self.updates}; raise updates"
             )
