@@ -1,8 +1,10 @@
 """Phones on a Ray cluster: phone workers run as Ray actors on the nodes near their phones.
 
-A :class:`PhoneHost` actor owns some phones on one node: in-process SimPhones, or ADB
-devices that node reaches (USB phones, cloud phones on its network, SimPhones served over
-adbd there). On the driver each phone is a :class:`RayPhoneEnv`, an ordinary
+A :class:`PhoneHost` actor owns some phones on one node, built there by the group's phone
+provider (``provider``, a component of the kind ``provider``): in-process SimPhones
+(``sim``), ADB devices that node reaches (``adb``: USB phones, cloud phones on its network,
+SimPhones served over adbd there), or the phones of a provider of your own named by import
+path (its module must be importable on the node). On the driver each phone is a :class:`RayPhoneEnv`, an ordinary
 :class:`~darwin.envs.base.PhoneEnv`: the rollout engine, workflows, batcher, buffer and
 learner see no difference. Screenshots travel zlib-compressed (a 252x560 SimPhone frame is
 ~12 KB instead of 423 KB, small enough to ride in the actor's reply instead of the object
@@ -20,10 +22,11 @@ Placement (:class:`RayPhoneGroup`): by node ``labels`` (``ray start --labels``),
 ``resource`` (``ray start --resources``), by ``node_ip``, by ``node_id``, or anywhere
 (spread over the live nodes). The configuration is typed and validated before Ray starts::
 
+    >>> from darwin.components import ComponentSpec
     >>> from darwin.envs.ray_phones import RayPhoneGroup, RayPhonesConfig
     >>> config = RayPhonesConfig(address="10.0.0.2:6379", groups=(
     ...     RayPhoneGroup(labels={"phones": "eu"}, count=4, seed=0, actors=2),
-    ...     RayPhoneGroup(resource="phones-us", kind="adb", devices=("10.1.0.7:5555",)),
+    ...     RayPhoneGroup(resource="phones-us", provider=ComponentSpec(name="adb"), devices=("10.1.0.7:5555",)),
     ... ))
     >>> config.total_phones
     5
@@ -58,9 +61,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from darwin.actions import Action
+from darwin.components import BUILTINS, ComponentSpec, build_component, check_component, resolve_component
 from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.base import InfraError, PhoneEnv, SetupUnsupported
-from darwin.envs.providers import PhoneInfo, PhoneProvider, ProviderError
+from darwin.envs.providers import AdbDevices, PhoneInfo, PhoneProvider, ProviderError, SimPhones
 from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.types import StateSetup, Task
 
@@ -69,6 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NODE_LOST",
+    "HostedPhones",
     "PhoneHost",
     "RayPhoneEnv",
     "RayPhoneGroup",
@@ -110,6 +115,12 @@ class RayPhoneGroup(BaseModel):
     or by none (anywhere: the actors spread over the live nodes). Labels and resources
     survive a node's restart, so the phones come back with it; a ``node_id`` names one
     raylet's lifetime (a restarted node has a new id), so its phones stay quarantined.
+
+    ``provider`` names the phones: each host builds it on its node with its share of the
+    group's phones (phone ``i`` seeded ``seed + i``, or ``devices[i]``), ``config`` (the
+    ``adb`` settings) and the experiment's SimPhone settings (``perturbation``,
+    ``reset_between_episodes``, ``locale``), the ones its ``__init__`` takes; the spec's own
+    kwargs win, except for what the group owns (count, seed, devices, adb).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -124,12 +135,16 @@ class RayPhoneGroup(BaseModel):
         None,
         description="a custom resource the host needs, e.g. 'phones-eu' (`ray start --resources='{\"phones-eu\": 1}'`)",
     )
-    kind: Literal["sim", "adb"] = Field(
-        "sim",
-        description="'sim': SimPhones in the actor's process; 'adb': devices the node reaches through its adb server",
+    provider: ComponentSpec = Field(
+        default_factory=lambda: ComponentSpec(name="sim"),
+        description="the phones, a phone provider each host builds on its node: 'sim' (SimPhones in the host's "
+        "process), 'adb' (`devices` the node reaches through its adb server), 'sim_farm', or an import path "
+        "'module:Class' of a PhoneProvider importable there; not 'ray'",
     )
-    count: int = Field(0, ge=0, le=4096, description="sim: how many SimPhones (seeds seed, seed+1, ...)")
-    seed: int = Field(0, ge=0, description="sim: the first phone's seed")
+    count: int = Field(
+        0, ge=0, le=4096, description="how many phones (sim: SimPhones seeded seed, seed+1, ...; adb: 0, from devices)"
+    )
+    seed: int = Field(0, ge=0, description="the first phone's seed (SimPhones)")
     devices: tuple[str, ...] = Field((), description="adb: serials or host:port of the phones, as the node sees them")
     adb: AdbEnvConfig = Field(
         default_factory=AdbEnvConfig,
@@ -157,30 +172,79 @@ class RayPhoneGroup(BaseModel):
             problems.append(
                 f"place a group by at most one of node_id, node_ip, labels, resource (got {', '.join(targets)})"
             )
-        if self.kind == "sim":
+        try:
+            cls = self.provider_class()
+        except ValueError as exc:  # not a phone provider (a typo: with "did you mean"), or the Ray provider
+            problems.append(str(exc))
+            raise ValueError("; ".join(problems)) from None
+        name = self.provider.name
+        if issubclass(cls, SimPhones):
             if self.count < 1:
-                problems.append("kind='sim' needs count >= 1 (the number of SimPhones)")
+                problems.append(f"provider {name!r} needs count >= 1 (the number of SimPhones)")
             if self.devices:
-                problems.append("devices are for kind='adb'; a 'sim' group has count and seed")
-        else:
-            if not self.devices:
-                problems.append(
-                    "kind='adb' needs devices: the serials or host:port of the phones as the node sees them"
-                )
+                problems.append(f"devices are for provider 'adb'; a {name!r} group has count and seed")
+        elif issubclass(cls, AdbDevices) and not self.devices:
+            problems.append(
+                f"provider {name!r} needs devices: the serials or host:port of the phones as the node sees them"
+            )
+        elif not self.devices and self.count < 1:
+            problems.append(f"provider {name!r} needs count >= 1: how many of its phones the group's hosts take")
+        if self.devices:
             if self.count not in (0, len(self.devices)):
-                problems.append(f"kind='adb' takes its phones from devices ({len(self.devices)}); leave count at 0")
+                problems.append(
+                    f"provider {name!r} takes its phones from devices ({len(self.devices)}); leave count at 0"
+                )
             duplicates = sorted({d for d in self.devices if self.devices.count(d) > 1})
             if duplicates:
                 problems.append(f"devices listed twice: {duplicates}")
+        owned = sorted(set(self.provider.kwargs) & {"count", "seed", "devices", "config"})
+        if owned:
+            problems.append(
+                f"provider.kwargs sets {', '.join(owned)}, which the group gives each host (its share); set count, "
+                "seed, devices or adb on the group instead"
+            )
         if self.actors > max(1, self.phones):
             problems.append(f"actors={self.actors} is more than the group's {self.phones} phones; lower it")
         if problems:
             raise ValueError("; ".join(problems))
+        # The provider's __init__ must take its kwargs and what each host gives it (as build_component will).
+        check_component("provider", self.provider, named_context=None, **HostedPhones.of_group(self).provider_context())
         return self
+
+    def provider_class(self) -> type[PhoneProvider]:
+        """The :class:`~darwin.envs.providers.PhoneProvider` class ``provider`` names (not the Ray
+        provider: a group's phones are on one node already)."""
+        cls = resolve_component("provider", self.provider.name)
+        others = ", ".join(repr(n) for n in sorted(BUILTINS["provider"]) if n != "ray")
+        if not (isinstance(cls, type) and issubclass(cls, PhoneProvider)):
+            raise ValueError(
+                f"provider {self.provider.name!r} is not a PhoneProvider; name a built-in ({others}) or a subclass "
+                "of darwin.envs.providers.PhoneProvider"
+            )
+        if issubclass(cls, RayPhones):
+            raise ValueError(
+                f"provider {self.provider.name!r} runs phone groups on a Ray cluster; a group's provider builds the "
+                f"phones of one host on its node: name {others} or an import path 'module:Class' of a PhoneProvider"
+            )
+        return cls
+
+    @property
+    def in_process(self) -> bool:
+        """The group's phones are SimPhones in its hosts' processes (provider 'sim')."""
+        return issubclass(self.provider_class(), SimPhones)
 
     @property
     def phones(self) -> int:
-        return len(self.devices) if self.kind == "adb" else self.count
+        return self.count or len(self.devices)
+
+    @property
+    def what(self) -> str:
+        """The phones in words (``darwin run --dry-run``)."""
+        if self.in_process:
+            return f"{self.phones} SimPhones"
+        if issubclass(self.provider_class(), AdbDevices):
+            return f"{self.phones} ADB devices"
+        return f"{self.phones} phones from provider {self.provider.name!r}"
 
     @property
     def where(self) -> str:
@@ -244,34 +308,74 @@ class RayPhonesConfig(BaseModel):
         return sum(g.phones for g in self.groups)
 
 
-class HostedPhone(BaseModel):
-    """One phone as its host builds it (sent to the actor)."""
+class HostedPhones(BaseModel):
+    """The phones one host builds on its node (sent to the actor): its share of a group's
+    phones, from the group's provider.
+
+        >>> [env.name for env in HostedPhones(count=2, seed=5).build()[1]]
+        ['sim-5', 'sim-6']
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["sim", "adb"]
-    name: str
+    provider: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="sim"))
+    count: int = Field(ge=1)
     seed: int = 0
-    serial: str = ""
-    adb: AdbEnvConfig | None = None
+    devices: tuple[str, ...] = ()
+    adb: AdbEnvConfig = Field(default_factory=AdbEnvConfig)
     perturbation: PerturbationConfig | None = None
     reset_between_episodes: bool = False
     locale: Literal["auto", "en", "zh"] = "en"
 
-    def build(self) -> PhoneEnv:
-        if self.kind == "sim":
-            from darwin.envs.sim.env import SimPhoneEnv
+    @classmethod
+    def of_group(
+        cls,
+        group: RayPhoneGroup,
+        start: int = 0,
+        stop: int | None = None,
+        perturbation: PerturbationConfig | None = None,
+        reset_between_episodes: bool = False,
+        locale: Literal["auto", "en", "zh"] = "en",
+    ) -> HostedPhones:
+        """Phones ``start`` to ``stop`` of ``group`` (all by default): phone ``i`` is seeded
+        ``seed + i``, or is ``devices[i]``."""
+        stop = group.phones if stop is None else stop
+        return cls(
+            provider=group.provider,
+            count=stop - start,
+            seed=group.seed + start,
+            devices=group.devices[start:stop],
+            adb=group.adb,
+            perturbation=perturbation,
+            reset_between_episodes=reset_between_episodes,
+            locale=locale,
+        )
 
-            return SimPhoneEnv(
-                seed=self.seed,
-                perturbation=self.perturbation,
-                name=self.name,
-                reset_between_episodes=self.reset_between_episodes,
-                locale=self.locale,
-            )
-        from darwin.envs.adb import AdbPhoneEnv
+    def provider_context(self) -> dict[str, object]:
+        """What the host gives the provider (the arguments its ``__init__`` takes get them)."""
+        context: dict[str, object] = {
+            "count": self.count,
+            "seed": self.seed,
+            "config": self.adb,
+            "perturbation": self.perturbation,
+            "reset_between_episodes": self.reset_between_episodes,
+            "locale": self.locale,
+        }
+        if self.devices:
+            context["devices"] = list(self.devices)
+        return context
 
-        return AdbPhoneEnv(self.serial, self.adb, name=self.name)
+    def build(self) -> tuple[PhoneProvider, list[PhoneEnv]]:
+        """Build and start the provider, and take ``count`` phones from it (all or none)."""
+        provider = build_component("provider", self.provider, named_context=None, **self.provider_context())
+        assert isinstance(provider, PhoneProvider)  # checked with the group: a PhoneProvider, not RayPhones
+        provider.start()
+        try:
+            envs: list[PhoneEnv] = [*provider.acquire_many(self.count)]
+        except BaseException:
+            provider.stop()
+            raise
+        return provider, envs
 
 
 def hosted_phones(
@@ -279,21 +383,14 @@ def hosted_phones(
     perturbation: PerturbationConfig | None = None,
     reset_between_episodes: bool = False,
     locale: Literal["auto", "en", "zh"] = "en",
-) -> list[HostedPhone]:
-    """The phones of ``group``, in order (SimPhone ``i`` is named ``sim-<seed + i>``)."""
-    if group.kind == "sim":
-        return [
-            HostedPhone(
-                kind="sim",
-                name=f"sim-{group.seed + i}",
-                seed=group.seed + i,
-                perturbation=perturbation,
-                reset_between_episodes=reset_between_episodes,
-                locale=locale,
-            )
-            for i in range(group.count)
-        ]
-    return [HostedPhone(kind="adb", name=serial, serial=serial, adb=group.adb) for serial in group.devices]
+) -> list[HostedPhones]:
+    """The phones of each of ``group``'s ``actors`` hosts, in order: the group's phones split into
+    ``actors`` consecutive shares (SimPhone ``i`` is named ``sim-<seed + i>``)."""
+    shares = np.array_split(np.arange(group.phones), group.actors)
+    return [
+        HostedPhones.of_group(group, int(share[0]), int(share[-1]) + 1, perturbation, reset_between_episodes, locale)
+        for share in shares
+    ]
 
 
 # ======================================================================================
@@ -351,21 +448,22 @@ def decode_screenshot(shot: EncodedScreenshot) -> np.ndarray:
 class PhoneHost:
     """Owns ``phones`` on the node it runs on; every method takes the phone's index.
 
+    It builds them with their provider (:meth:`HostedPhones.build`) on the node it runs on.
     Run as a Ray actor (async: ADB phones answer on their own threads, so one slow phone
     never holds up the host's others). Phone failures come back as :class:`PhoneFailure`
     values. Without Ray (a plain object) it serves the same calls in process, which is how
     the benchmark measures the hop::
 
         >>> import asyncio
-        >>> from darwin.envs.ray_phones import HostedPhone, PhoneHost, decode_screenshot
-        >>> host = PhoneHost([HostedPhone(kind="sim", name="sim-0")])
+        >>> from darwin.envs.ray_phones import HostedPhones, PhoneHost, decode_screenshot
+        >>> host = PhoneHost(HostedPhones(count=1))
         >>> shot = asyncio.run(host.screenshot(0, (54, 120), "zlib"))
         >>> decode_screenshot(shot).shape
         (120, 54, 3)
     """
 
-    def __init__(self, phones: Sequence[HostedPhone]) -> None:
-        self.envs = [spec.build() for spec in phones]
+    def __init__(self, phones: HostedPhones) -> None:
+        self.provider, self.envs = phones.build()
 
     async def ready(self) -> HostInfo:
         node_id = ""
@@ -430,7 +528,8 @@ class PhoneHost:
 
     async def close(self) -> None:
         for env in self.envs:
-            env.close()
+            self.provider.release(env)  # type: ignore[arg-type]  # the provider's own phone, typed as its AdbPhoneEnv
+        self.provider.stop()
 
 
 _REMOTE_HOST: Any = None
@@ -561,15 +660,15 @@ class RayPhoneHost:
     matching node is back.
 
     Args:
-        phones: what the host serves.
+        phones: what the host serves (built on its node).
         group: where it runs.
         config: timeouts, backoff, codec.
         name: for logs.
     """
 
-    def __init__(self, phones: Sequence[HostedPhone], group: RayPhoneGroup, config: RayPhonesConfig, name: str) -> None:
+    def __init__(self, phones: HostedPhones, group: RayPhoneGroup, config: RayPhonesConfig, name: str) -> None:
         # Not started yet: build_ray_phones launches every host, then waits for them all.
-        self.phones = list(phones)
+        self.phones = phones
         self.group = group
         self.config = config
         self.name = name
@@ -750,7 +849,7 @@ class RayPhoneHost:
         logger.warning(
             "%s; its %d phone(s) are quarantined until a node among %s is back",
             detail,
-            len(self.phones),
+            self.phones.count,
             self.group.where,
         )
         self._kill(actor)
@@ -911,17 +1010,16 @@ def build_ray_phones(
     locale: Literal["auto", "en", "zh"] = "en",
 ) -> list[RayPhoneEnv]:
     """Join the cluster, start every group's hosts where they are placed and return one
-    :class:`RayPhoneEnv` per phone (groups in order). SimPhones get ``perturbation`` and
-    ``reset_between_episodes`` and ``locale``. Raises :class:`RayPhonesError` with the fix when the cluster
+    :class:`RayPhoneEnv` per phone (groups in order). The groups' providers get ``perturbation``,
+    ``reset_between_episodes`` and ``locale`` where they take them (SimPhones do). Raises :class:`RayPhonesError` with the fix when the cluster
     is unreachable, no node matches a placement or a host fails to start; hosts already
     started are stopped again."""
     connect_ray(config)
     hosts: list[RayPhoneHost] = []
     try:
         for g, group in enumerate(config.groups):
-            phones = hosted_phones(group, perturbation, reset_between_episodes, locale)
-            for a, chunk in enumerate(np.array_split(np.arange(len(phones)), group.actors)):
-                hosts.append(RayPhoneHost([phones[int(i)] for i in chunk], group, config, name=f"g{g}.{a}"))
+            for a, phones in enumerate(hosted_phones(group, perturbation, reset_between_episodes, locale)):
+                hosts.append(RayPhoneHost(phones, group, config, name=f"g{g}.{a}"))
         ready = [host.launch() for host in hosts]  # every actor starts at once
         for host, ref in zip(hosts, ready, strict=True):
             host.finish_start(ref)
@@ -929,7 +1027,7 @@ def build_ray_phones(
         for host in hosts:
             host.close()  # stops what started
         raise
-    return [RayPhoneEnv(host, i) for host in hosts for i in range(len(host.phones))]
+    return [RayPhoneEnv(host, i) for host in hosts for i in range(host.phones.count)]
 
 
 class RayPhones(PhoneProvider):

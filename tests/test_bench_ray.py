@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from darwin.bench.ray_phones import _hop_rows, _throughput, _two_node_config, bench_ray
-from darwin.envs.ray_phones import HostedPhone, PhoneHost
+from darwin.envs.ray_phones import HostedPhones, PhoneHost
 from darwin.envs.sim.env import SimPhoneEnv
 
 
@@ -40,7 +40,7 @@ def test_throughput_counts_steps_and_driver_cpu() -> None:
 
 def test_host_serves_calls_in_process() -> None:
     """The actor class is a plain object too: what the hop adds is Ray, not the host."""
-    host = PhoneHost([HostedPhone(kind="sim", name="sim-3", seed=3)])
+    host = PhoneHost(HostedPhones(count=1, seed=3))
     info = asyncio.run(host.ready())
     assert info.phones == (("sim-3", (1080, 2400)),)
     assert asyncio.run(host.probe_state(0)) == SimPhoneEnv(seed=3).probe_state()

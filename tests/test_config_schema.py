@@ -49,11 +49,6 @@ SETTINGS: dict[str, str] = {
 }
 """Fields with a fixed set of names that are settings, each with why it picks no implementation."""
 
-PENDING: dict[str, str] = {
-    "phones.ray.groups.kind": "a Ray phone group's phones ('sim' / 'adb'), to become a provider its hosts run on the node",
-}
-"""Implementation choices not yet made through a ComponentSpec; the list issue 42 still owes."""
-
 CHOOSING_NAMES = {"kind", "backend", "algorithm", "format", "provider", "verifier", "curriculum", "workflow", "memory"}
 """Field names that say the field picks an implementation."""
 
@@ -87,30 +82,30 @@ FIELDS = _fields(ExperimentConfig)
 
 def test_every_field_with_fixed_names_is_a_listed_setting() -> None:
     literal = {path for path, members in FIELDS if any(get_origin(m) is Literal for m in members)}
-    unlisted = literal - set(SETTINGS) - set(PENDING)
+    unlisted = literal - set(SETTINGS)
     assert not unlisted, (
         f"{sorted(unlisted)} pick from fixed names: make each a ComponentSpec if it chooses an implementation "
         "(darwin/components.py), or list it in SETTINGS with why it is a setting"
     )
     assert not set(SETTINGS) - literal, f"SETTINGS lists fields that are no longer Literal: {set(SETTINGS) - literal}"
-    assert not set(PENDING) - literal, f"PENDING lists fields already converted: {set(PENDING) - literal}"
 
 
 def test_every_field_named_for_a_choice_is_a_component_spec() -> None:
     choosing = {path: members for path, members in FIELDS if path.rpartition(".")[2] in CHOOSING_NAMES}
-    assert {"learner.backend", "learner.algorithm", "policy.backend", "agent.format", "phones.provider"} <= set(
-        choosing
-    )
+    assert {
+        "learner.backend",
+        "learner.algorithm",
+        "policy.backend",
+        "agent.format",
+        "phones.provider",
+        "phones.ray.groups.provider",
+    } <= set(choosing)
     # A nested model under such a name holds the settings of one implementation (sft.memory: the
     # warm start's sliding window); a name or a string would be a choice.
     settings_sections = {
         p for p, members in choosing.items() if all(isinstance(m, type) and issubclass(m, BaseModel) for m in members)
     }
-    wrong = sorted(
-        p
-        for p, members in choosing.items()
-        if ComponentSpec not in members and p not in PENDING and p not in settings_sections
-    )
+    wrong = sorted(p for p, members in choosing.items() if ComponentSpec not in members and p not in settings_sections)
     assert not wrong, f"{wrong} choose an implementation without a ComponentSpec"
 
 

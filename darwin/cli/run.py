@@ -222,8 +222,7 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
         where = f"{phones.count} SimPhones (seeds {phones.seed}..{phones.seed + phones.count - 1})"
     elif phones.on_ray:
         where = f"{phones.count} phones on the Ray cluster at {phones.ray.address} (reachable): " + "; ".join(
-            f"{g.phones} {'SimPhones' if g.kind == 'sim' else 'ADB devices'} on {g.where} in {g.actors} host(s)"
-            for g in phones.ray.groups
+            f"{g.what} on {g.where} in {g.actors} host(s)" for g in phones.ray.groups
         )
     elif phones.provider.name == "adb":
         where = f"{phones.count} ADB devices via {phones.adb_server}: {', '.join(phones.devices) or 'none listed (set them before running)'}"

@@ -187,10 +187,10 @@ class PhonesConfig(BaseModel):
 
     @property
     def simulated(self) -> bool:
-        """True when every phone is a SimPhone: in process, in the Ray groups of kind 'sim', or
+        """True when every phone is a SimPhone: in process, in Ray groups whose provider is 'sim', or
         served over ADB by ``darwin phones serve`` (provider 'sim_farm', or ``sim_state_probe``)."""
         if self.on_ray:
-            return self.sim_state_probe or (self.ray is not None and all(g.kind == "sim" for g in self.ray.groups))
+            return self.sim_state_probe or (self.ray is not None and all(g.in_process for g in self.ray.groups))
         return self.in_process or self.provider.name == "sim_farm" or self.sim_state_probe
 
     def guard_spec(self) -> ComponentSpec | None:

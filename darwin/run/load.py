@@ -199,7 +199,7 @@ def use_ray_cluster(config: ExperimentConfig, address: str) -> ExperimentConfig:
         raise ExperimentError(
             f"--ray-address runs the phones on the cluster's nodes, but phones.provider = {phones.provider.name!r} lists "
             "devices this machine reaches; to reach them from cluster nodes, set phones.provider = 'ray' with "
-            "phones.ray groups of kind 'adb' placed on those nodes (docs/scale.md)"
+            "phones.ray groups with provider 'adb' placed on those nodes (docs/scale.md)"
         )
     ray = phones.ray or RayPhonesConfig(
         groups=(RayPhoneGroup(count=phones.count, seed=phones.seed, actors=-(-phones.count // 4)),)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -23,13 +24,14 @@ from click.testing import CliRunner
 from darwin.actions import Click
 from darwin.agents.base import Actor
 from darwin.agents.scripted import OracleActor
+from darwin.components import ComponentSpec
 from darwin.curricula.static import StaticCurriculum
 from darwin.envs.adb_config import AdbEnvConfig
 from darwin.envs.base import InfraError, PhoneEnv, SetupUnsupported
 from darwin.envs.providers import SimFarm
 from darwin.envs.ray_phones import (
     NODE_LOST,
-    HostedPhone,
+    HostedPhones,
     PhoneHost,
     RayPhoneEnv,
     RayPhoneGroup,
@@ -40,6 +42,7 @@ from darwin.envs.ray_phones import (
     check_ray_address,
     decode_screenshot,
     encode_screenshot,
+    hosted_phones,
 )
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import evaluate
@@ -74,6 +77,30 @@ HEAD = {
     },
 }
 WORKER = {"num_cpus": 1, "object_store_memory": 80 * MB, "labels": {"phones": "eu"}, "resources": {"phones-eu": 1}}
+LAB_PHONES = '''"""A lab's own phone provider: SimPhones named after the process that built them."""
+import os
+
+from darwin.envs.providers import PhoneInfo, PhoneProvider, ProviderError
+from darwin.envs.sim.env import SimPhoneEnv
+
+
+class LabPhones(PhoneProvider):
+    over_adb = False
+
+    def __init__(self, count, seed=0, prefix="lab"):
+        super().__init__()
+        self.seeds = {f"{prefix}-{os.getpid()}-{seed + i}": seed + i for i in range(count)}
+
+    def list_phones(self):
+        return [PhoneInfo(id=name, serial=name) for name in self.seeds]
+
+    def connect(self, phone):
+        return SimPhoneEnv(seed=self.seeds[phone.id], name=phone.id)
+
+    def hard_reset(self, phone):
+        raise ProviderError("lab phones have no reset")
+'''
+"""A module of the lab's, importable on every node (on PYTHONPATH when the nodes start)."""
 SERVED_DEADLINES = {
     "command_timeout_s": 5.0,
     "screenshot_timeout_s": 5.0,
@@ -110,7 +137,19 @@ class LocalCluster:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalCluster]:
+def lab_phones(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The module ``lab_phones`` on PYTHONPATH (the nodes' processes inherit it) and on the
+    driver's path (a group's provider is checked there); yields its directory."""
+    lab = tmp_path_factory.mktemp("lab")
+    (lab / "lab_phones.py").write_text(LAB_PHONES)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(lab), os.environ.get("PYTHONPATH")) if p))
+        patch.syspath_prepend(str(lab))
+        yield str(lab)
+
+
+@pytest.fixture(scope="module")
+def cluster(lab_phones: str) -> Iterator[LocalCluster]:
     from ray.cluster_utils import Cluster
 
     if ray.is_initialized():
@@ -149,7 +188,7 @@ def phones(cluster: LocalCluster, adb_server_port: int) -> Iterator[Phones]:
             groups=(
                 RayPhoneGroup(
                     labels={"phones": "eu"},
-                    kind="adb",
+                    provider=ComponentSpec(name="adb"),
                     devices=tuple(farm.addresses),
                     adb=AdbEnvConfig.for_sim(adb_port=adb_server_port, **SERVED_DEADLINES),
                 ),
@@ -181,7 +220,7 @@ def test_screenshots_round_trip_both_codecs() -> None:
 
 
 def test_host_returns_phone_failures_as_values() -> None:
-    host = PhoneHost([HostedPhone(kind="sim", name="sim-0")])
+    host = PhoneHost(HostedPhones(count=1))
 
     class Broken(SimPhoneEnv):
         def execute(self, action):  # noqa: ANN001, ANN202
@@ -197,20 +236,54 @@ def test_a_phone_without_state_writes_refuses_setup_through_the_host() -> None:
         def apply_setup(self, setup):  # noqa: ANN001, ANN202 - the PhoneEnv default: no state writes
             PhoneEnv.apply_setup(self, setup)
 
-    host = PhoneHost([HostedPhone(kind="sim", name="sim-0")])
+    host = PhoneHost(HostedPhones(count=1))
     host.envs[0] = Plain(seed=0)
     reply = asyncio.run(host.apply_setup(0, [StateSetup(step="settings.values", params={"dark_theme": True})]))
     with pytest.raises(SetupUnsupported, match="cannot apply setup steps"):
         _unwrap(reply)
 
 
+def test_each_host_gets_its_share_of_the_groups_phones() -> None:
+    sims = hosted_phones(RayPhoneGroup(count=5, seed=10, actors=2), locale="zh")
+    assert [(h.provider.name, h.count, h.seed, h.locale) for h in sims] == [("sim", 3, 10, "zh"), ("sim", 2, 13, "zh")]
+    adb = RayPhoneGroup(provider=ComponentSpec(name="adb"), devices=("a:1", "b:2", "c:3"), actors=2)
+    assert [h.devices for h in hosted_phones(adb)] == [("a:1", "b:2"), ("c:3",)]
+    # Built as before: SimPhone i named sim-<seed + i>, with the experiment's settings.
+    provider, envs = sims[1].build()
+    assert [(e.name, e.locale) for e in envs] == [("sim-13", "zh"), ("sim-14", "zh")]  # type: ignore[attr-defined]
+    assert np.array_equal(envs[1].screenshot((54, 120)), SimPhoneEnv(seed=14, locale="zh").screenshot((54, 120)))
+    provider.stop()
+
+
+def test_a_group_names_its_phones_by_a_provider(lab_phones: str) -> None:
+    assert RayPhoneGroup(count=2).in_process and RayPhoneGroup(count=2).what == "2 SimPhones"
+    adb = RayPhoneGroup(provider=ComponentSpec(name="adb"), devices=("a:1",))
+    assert (adb.in_process, adb.phones, adb.what) == (False, 1, "1 ADB devices")
+    lab = RayPhoneGroup(provider=ComponentSpec(name="lab_phones:LabPhones"), count=3)
+    assert (lab.in_process, lab.phones, lab.what) == (False, 3, "3 phones from provider 'lab_phones:LabPhones'")
+    with pytest.raises(ValueError, match=r"provider 'ray' runs phone groups on a Ray cluster.*name 'adb', 'sim'"):
+        RayPhoneGroup(provider=ComponentSpec(name="ray"), count=1)
+    with pytest.raises(ValueError, match=r"provider 'smi' is not built in \(did you mean 'sim'\?\)"):
+        RayPhoneGroup(provider=ComponentSpec(name="smi"), count=1)
+    with pytest.raises(ValueError, match="is not a PhoneProvider"):
+        RayPhoneGroup(provider=ComponentSpec(name="darwin.envs.ray_phones:RayPhonesConfig"), count=1)
+    with pytest.raises(ValueError, match="provider.kwargs sets count, seed, which the group gives each host"):
+        RayPhoneGroup(provider=ComponentSpec(name="sim", kwargs={"seed": 3, "count": 2}), count=2)
+    with pytest.raises(ValueError, match="unexpected keyword argument 'prefx'"):
+        RayPhoneGroup(provider=ComponentSpec(name="lab_phones:LabPhones", kwargs={"prefx": "x"}), count=1)
+    with pytest.raises(ValueError, match="provider 'lab_phones:LabPhones' needs count >= 1"):
+        RayPhoneGroup(provider=ComponentSpec(name="lab_phones:LabPhones"))
+    with pytest.raises(ValueError, match="kind\n  Extra inputs are not permitted"):
+        RayPhoneGroup.model_validate({"kind": "adb", "devices": ["a:1"]})
+
+
 def test_group_and_config_validation() -> None:
     with pytest.raises(ValueError, match="at most one of node_id, node_ip, labels, resource"):
         RayPhoneGroup(node_id="ab", resource="phones", count=1)
-    with pytest.raises(ValueError, match="kind='sim' needs count >= 1"):
+    with pytest.raises(ValueError, match="provider 'sim' needs count >= 1"):
         RayPhoneGroup(labels={"phones": "eu"})
-    with pytest.raises(ValueError, match="kind='adb' needs devices"):
-        RayPhoneGroup(kind="adb")
+    with pytest.raises(ValueError, match="provider 'adb' needs devices"):
+        RayPhoneGroup(provider=ComponentSpec(name="adb"))
     with pytest.raises(ValueError, match="not plain names"):
         RayPhoneGroup(labels={"phones": "!eu"}, count=1)
     with pytest.raises(ValueError, match="actors=3 is more than the group's 2 phones"):
@@ -250,6 +323,26 @@ def test_phones_run_on_their_nodes(cluster: LocalCluster, phones: Phones) -> Non
     assert phones.farm.servers[0].command_log[-1].command  # the command reached the served phone
 
 
+def test_a_group_builds_its_providers_phones_on_the_node(cluster: LocalCluster) -> None:
+    """A provider of the lab's own, by import path: each host builds it on the group's node with
+    its share of the phones (count, seed) and the spec's kwargs."""
+    lab = ComponentSpec(name="lab_phones:LabPhones", kwargs={"prefix": "bench"})
+    config = RayPhonesConfig(
+        address=str(cluster.cluster.address),  # type: ignore[attr-defined]
+        groups=(RayPhoneGroup(resource="phones-eu", provider=lab, count=3, seed=5, actors=2),),
+    )
+    envs = build_ray_phones(config)
+    try:
+        pids = [e.host.info.pid for e in envs]  # type: ignore[union-attr]
+        assert [e.name for e in envs] == [f"bench-{pids[0]}-5", f"bench-{pids[1]}-6", f"bench-{pids[2]}-7"]
+        assert pids[0] == pids[1] != pids[2] and os.getpid() not in pids
+        assert {e.node_id for e in envs} == {cluster.worker_node_id}
+        assert np.array_equal(envs[2].screenshot((168, 364)), SimPhoneEnv(seed=7).screenshot((168, 364)))
+    finally:
+        for env in envs:
+            env.close()
+
+
 def test_no_matching_node_is_a_clear_error(cluster: LocalCluster) -> None:
     config = RayPhonesConfig(
         address=str(cluster.cluster.address), groups=(RayPhoneGroup(labels={"phones": "mars"}, count=1),)
@@ -267,7 +360,14 @@ def test_a_host_that_cannot_reach_its_phones_fails_with_their_error(
     config = RayPhonesConfig(
         address=str(cluster.cluster.address),
         start_timeout_s=60,  # type: ignore[attr-defined]
-        groups=(RayPhoneGroup(labels={"phones": "eu"}, kind="adb", devices=("127.0.0.1:9",), adb=unreachable),),
+        groups=(
+            RayPhoneGroup(
+                labels={"phones": "eu"},
+                provider=ComponentSpec(name="adb"),
+                devices=("127.0.0.1:9",),
+                adb=unreachable,
+            ),
+        ),
     )
     with pytest.raises(
         RayPhonesError, match=r"phone host g0\.0 on nodes labelled phones=eu did not start.*127\.0\.0\.1:9"
@@ -471,7 +571,7 @@ def test_a_call_past_its_deadline_loses_the_host_and_a_new_one_starts(
             groups=(
                 RayPhoneGroup(
                     labels={"phones": "eu"},
-                    kind="adb",
+                    provider=ComponentSpec(name="adb"),
                     devices=tuple(farm.addresses),
                     adb=AdbEnvConfig.for_sim(adb_port=adb_server_port, command_timeout_s=30.0),
                 ),
