@@ -261,6 +261,16 @@ def test_a_group_names_its_phones_by_a_provider(lab_phones: str) -> None:
     assert (adb.in_process, adb.phones, adb.what) == (False, 1, "1 ADB devices")
     lab = RayPhoneGroup(provider=ComponentSpec(name="lab_phones:LabPhones"), count=3)
     assert (lab.in_process, lab.phones, lab.what) == (False, 3, "3 phones from provider 'lab_phones:LabPhones'")
+    # Only SimPhones in every group count as simulated: other phones get the action guard by default.
+    from darwin.run.config import PhonesConfig
+
+    def on_ray(*groups: RayPhoneGroup) -> PhonesConfig:
+        config = RayPhonesConfig(groups=groups)
+        return PhonesConfig(provider=ComponentSpec(name="ray"), count=config.total_phones, ray=config)
+
+    assert on_ray(RayPhoneGroup(count=2)).simulated and on_ray(RayPhoneGroup(count=2)).guard_spec() is None
+    mixed = on_ray(RayPhoneGroup(count=2), lab)
+    assert not mixed.simulated and mixed.guard_spec() == ComponentSpec(name="rules")
     with pytest.raises(ValueError, match=r"provider 'ray' runs phone groups on a Ray cluster.*name 'adb', 'sim'"):
         RayPhoneGroup(provider=ComponentSpec(name="ray"), count=1)
     with pytest.raises(ValueError, match=r"provider 'smi' is not built in \(did you mean 'sim'\?\)"):
