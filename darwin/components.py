@@ -134,6 +134,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     },
     "task_synthesizer": {
         "hindsight": "darwin.hindsight.synthesizer:HindsightSynthesizer",
+        "model_hindsight": "darwin.hindsight.model_synthesizer:ModelHindsightSynthesizer",
     },
 }
 """Built-in names of each kind and the class (or function) each stands for."""

@@ -1,16 +1,23 @@
-"""A fast PNG encoder for screenshots (RGB, 8 bit, no filter, ISA-L deflate).
+"""A fast PNG encoder for screenshots (RGB, 8 bit, no filter, ISA-L deflate), and its reader.
 
 Pillow's encoder spends ~50 ms on a 1080x2400 screen; ISA-L's level-1 deflate does the
 same image in ~2 ms at a similar size, which keeps full-resolution steps cheap.
+
+    >>> import numpy as np
+    >>> screen = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
+    >>> bool((decode_png(encode_png(screen)) == screen).all())
+    True
 """
 
 from __future__ import annotations
 
+import io
 import struct
 import zlib
 
 import numpy as np
 from isal import isal_zlib
+from PIL import Image
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -36,3 +43,12 @@ def encode_png(image: np.ndarray, level: int = 1) -> bytes:
         + _chunk(b"IDAT", isal_zlib.compress(raw.tobytes(), level))
         + _chunk(b"IEND", b"")
     )
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    """PNG bytes (any PNG, :func:`encode_png`'s included) as an ``(H, W, 3)`` uint8 array;
+    raises ``ValueError`` for bytes that are not a PNG."""
+    if not data.startswith(_SIGNATURE):
+        raise ValueError(f"{len(data)} bytes that are not a PNG (they start {data[:8]!r})")
+    with Image.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert("RGB"), dtype=np.uint8)

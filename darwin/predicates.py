@@ -328,6 +328,48 @@ def _state_equals(state: State, p: StateEqualsParams) -> Check:
     return Check.of(min(wrong, 1))
 
 
+class StateCannotDecide(Exception):
+    """A goal the phone's JSON state cannot decide (``judge.goal``): a judge reading the screens
+    decides it. The rule verifier turns it into an unverified verdict; elsewhere it propagates,
+    naming the verifier to use."""
+
+
+class JudgedGoalParams(PredicateParams):
+    """A goal in words that an LLM judge decides from the screens, by a strict majority of
+    ``samples`` answers (:class:`~darwin.verifiers.judge.llm_judge.LLMJudge`).
+
+    Tasks a model described from screenshots (:mod:`darwin.hindsight.model_synthesizer`) carry
+    it: their goal is a sentence, not a state path, so only a judge can check it. The goal is
+    part of the spec, as ``state.equals``' values are, so two tasks with the same goal have the
+    same verifier (and a duplicate is found by comparing verifiers).
+    """
+
+    goal: str = Field(min_length=1, max_length=2000, description="the goal the judge decides, one sentence")
+    samples: int = Field(default=3, ge=1, le=15, description="judge answers per verdict; the strict majority decides")
+
+    @field_validator("goal")
+    @classmethod
+    def _one_line(cls, goal: str) -> str:
+        squashed = " ".join(goal.split())
+        if not squashed:
+            raise ValueError("the goal is blank")
+        return squashed
+
+
+JUDGED_GOAL = "judge.goal"
+"""The predicate of goals an LLM judge decides (:class:`JudgedGoalParams`)."""
+
+
+@predicate(JUDGED_GOAL, JudgedGoalParams)
+def _judged_goal(state: State, p: JudgedGoalParams) -> Check:
+    """A goal in words, decided by an LLM judge from the screens; the phone's state cannot tell
+    (checking it raises :class:`StateCannotDecide`)."""
+    raise StateCannotDecide(
+        f"{JUDGED_GOAL} ({p.goal!r}) is decided by an LLM judge reading the screens, not by the phone's state: "
+        "verify with the llm_judge verifier, or with composite fallback ['rule', 'llm_judge']"
+    )
+
+
 def _ensure_loaded() -> None:
     # The built-in predicate pack: the simulated apps' predicates register next to their
     # apps, so importing the apps registers them. The import is deferred to the first

@@ -6,7 +6,7 @@ judges SimPhones and ADB or Ray phones with a state probe alike.
 
 from __future__ import annotations
 
-from darwin.predicates import resolve
+from darwin.predicates import StateCannotDecide, resolve
 from darwin.types import Verdict
 from darwin.verifiers.base import VerificationRequest, Verifier
 
@@ -14,7 +14,8 @@ from darwin.verifiers.base import VerificationRequest, Verifier
 class RuleVerifier(Verifier):
     """Evaluates the phase's registered predicate on the phone's probed state.
 
-    Phones without a state probe give ``success=None`` (unverified), never a failure.
+    Phones without a state probe give ``success=None`` (unverified), never a failure; so does
+    a goal the state cannot decide (``judge.goal``: a composite ``fallback`` then asks the judge).
     """
 
     kind = "rule"
@@ -27,7 +28,10 @@ class RuleVerifier(Verifier):
         if request.final_state is None:
             return Verdict(success=None, reason="the phone has no state probe; use an LLM judge")
         pred, params = resolve(request.spec, request.task.id)
-        check = pred.fn(request.final_state, params)
+        try:
+            check = pred.fn(request.final_state, params)
+        except StateCannotDecide as exc:
+            return Verdict(success=None, reason=f"unverified: {exc}")
         return Verdict(
             success=check.success, reason=f"{request.spec.predicate}: {'met' if check.success else 'not met'}"
         )

@@ -10,6 +10,11 @@ states reached into tasks (hindsight).
   ``state.equals`` rule task per state path the explorer changed.
 - :mod:`darwin.hindsight.describer`: goal text from phrase rules per state path, the stand-in
   for a model describer; it never reads the templates' wording.
+- :mod:`darwin.hindsight.model_describer`: goal text from the screens before and after, by a
+  model through LiteLLM, its reply read strictly.
+- :mod:`darwin.hindsight.model_synthesizer`: the built-in ``model_hindsight`` synthesiser, for
+  phones without a JSON state: the exploration cut every ``stride`` actions, each cut described
+  by the model, each task verified by the LLM judge's majority vote (``judge.goal``).
 - :mod:`darwin.hindsight.leakage`: refuses training data from a split's held-out templates and apps.
 - :mod:`darwin.hindsight.coverage`: the share of human-written goals (a split's held-out
   templates) whose verifier held in some explored state.

@@ -42,7 +42,7 @@ import orjson
 
 from darwin.actions import Action
 from darwin.hindsight.exploration import Exploration
-from darwin.predicates import State, evaluate
+from darwin.predicates import State, StateCannotDecide, evaluate
 from darwin.types import Task, VerifierSpec
 
 __all__ = ["DifficultyBand", "Filtered", "Rejected", "SynthesisedTask", "TaskSynthesizer", "filter_tasks", "spec_key"]
@@ -109,14 +109,17 @@ def filter_tasks(
 ) -> Filtered:
     """Drop a candidate whose verifier already holds at its start state, that repeats the
     verifier of an earlier candidate or of ``seen`` (tasks from earlier explorations), or whose
-    demonstration is shorter than ``band.min_steps`` or longer than ``band.max_steps``."""
+    demonstration is shorter than ``band.min_steps`` or longer than ``band.max_steps``.
+
+    A verifier the state cannot decide (``judge.goal``: a goal in words for the LLM judge) is
+    never found already true here; its duplicates are the same goal sentence."""
     known = {spec_key(spec) for spec in seen}
     kept: list[SynthesisedTask] = []
     rejected: list[Rejected] = []
     for candidate in candidates:
         reason: RejectReason | None = None
         key = spec_key(candidate.task.verifier)
-        if evaluate(candidate.task.verifier, candidate.start_state).success:
+        if _holds(candidate.task.verifier, candidate.start_state):
             reason = "already_true"
         elif key in known:
             reason = "duplicate"
@@ -130,6 +133,13 @@ def filter_tasks(
         else:
             rejected.append(Rejected(candidate, reason))
     return Filtered(kept=tuple(kept), rejected=tuple(rejected))
+
+
+def _holds(spec: VerifierSpec, state: State) -> bool:
+    try:
+        return evaluate(spec, state).success
+    except StateCannotDecide:
+        return False  # only a judge on the start screen could tell (not asked here)
 
 
 class TaskSynthesizer(ABC):

@@ -19,7 +19,9 @@ Table 3), as typed options of :class:`LLMJudgeConfig` (or a named :data:`PRESETS
 
 Prompts are in English or Chinese, by ``Task.language``. The judge answers in JSON (a reason
 and ``yes``/``no``), parsed robustly (:func:`parse_answer`: JSON, ``Answer: yes``, 是/否);
-``samples > 1`` asks several times and takes the strict majority.
+``samples > 1`` asks several times and takes the strict majority. A task whose verifier is
+``judge.goal`` (:class:`~darwin.predicates.JudgedGoalParams`: a goal in words, such as a
+model-described hindsight task) is judged on the spec's goal with the spec's ``samples``.
 
 Failure behaviour (never a silent 0 or 1):
 
@@ -49,6 +51,7 @@ variable) and never reach configs, logs or the run database.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -87,6 +90,7 @@ from darwin.policies.litellm import (
     PolicyRequestError,
     _litellm,
 )
+from darwin.predicates import JUDGED_GOAL, JudgedGoalParams, resolve
 from darwin.problems import validation_summary
 from darwin.task_registry import goal_text
 from darwin.types import ACTOR, ChatMessage, Prompt, Verdict, VerdictUsage
@@ -716,17 +720,28 @@ class LLMJudge(Verifier):
         LiteLLMPolicy(self.config.llm).check_credentials()
 
     async def verify(self, request: VerificationRequest) -> Verdict:
-        """The verdict on the request's phase (see the module docs for failures)."""
-        return await self.judge(JudgeCase.from_request(request))
+        """The verdict on the request's phase (see the module docs for failures); a
+        ``judge.goal`` spec's goal and ``samples`` replace the instruction and ``config.samples``."""
+        case = JudgeCase.from_request(request)
+        if request.spec.predicate != JUDGED_GOAL:
+            return await self.judge(case)
+        _, params = resolve(request.spec, request.task.id)
+        assert isinstance(params, JudgedGoalParams)
+        goal = goal_text(request.task, params.goal)
+        return await self.judge(dataclasses.replace(case, goal=goal), samples=params.samples)
 
-    async def judge(self, case: JudgeCase) -> Verdict:
-        """The verdict on ``case``; unverified (``success=None``) with the cause when the
-        model cannot be reached after its retries or gives no clear answer."""
-        usage = VerdictUsage(config=self.describe())
+    async def judge(self, case: JudgeCase, samples: int | None = None) -> Verdict:
+        """The verdict on ``case`` by the strict majority of ``samples`` answers (``None``:
+        ``config.samples``); unverified (``success=None``) with the cause when the model cannot
+        be reached after its retries or gives no clear answer."""
+        n = self.config.samples if samples is None else samples
+        if not 1 <= n <= 15:
+            raise JudgeConfigError(f"samples must be 1 to 15, got {n}")
+        usage = VerdictUsage(config={**self.describe(), "samples": n})
         if case.final_screenshot is None:
             return Verdict(success=None, reason="unverified: no final screen to judge", usage=usage)
         prompt = build_prompt(case, self.config)
-        keys = [self._key(prompt, i) for i in range(self.config.samples)]
+        keys = [self._key(prompt, i) for i in range(n)]
         answers: list[Completion | None] = [self._cache.get(k) if self._cache else None for k in keys]
         usage = VerdictUsage(cached=sum(a is not None for a in answers), config=usage.config)
         missing = [i for i, a in enumerate(answers) if a is None]
@@ -744,7 +759,7 @@ class LLMJudge(Verifier):
                 if self._cache is not None:
                     self._cache.put(keys[i], answer)
             usage = self._usage([fresh_answer for fresh_answer in fresh], usage)
-        return self._decide([a for a in answers if a is not None], usage)
+        return self._decide([a for a in answers if a is not None], usage, n)
 
     def _usage(self, fresh: Sequence[Completion], base: VerdictUsage) -> VerdictUsage:
         prompt_tokens = sum(a.prompt_tokens or 0 for a in fresh)
@@ -766,9 +781,8 @@ class LLMJudge(Verifier):
             config=base.config,
         )
 
-    def _decide(self, answers: Sequence[Completion], usage: VerdictUsage) -> Verdict:
+    def _decide(self, answers: Sequence[Completion], usage: VerdictUsage, n: int) -> Verdict:
         parsed = [parse_answer(a.text) for a in answers]
-        n = self.config.samples
         yes = [r for ok, r in parsed if ok is True]
         no = [r for ok, r in parsed if ok is False]
         if len(yes) * 2 > n:
@@ -804,10 +818,11 @@ def _votes(reason: str, votes: int, n: int) -> str:
     return reason if n == 1 else f"{reason} ({votes} of {n} answers agree)"
 
 
-def check_model_name(model: str) -> None:
+def check_model_name(model: str, role: str = "judge") -> None:
     """Raise :class:`JudgeConfigError` (with the closest known names and the fix) if
     LiteLLM does not know ``model``: its provider cannot be told, or its price map does not
-    list it. Checked only for hosted models (no ``api_base``)."""
+    list it. Checked only for hosted models (no ``api_base``); ``role`` names the model's job
+    in the message (``"judge"``, ``"describer"``)."""
     litellm = _litellm()
     try:
         litellm.get_llm_provider(model)
@@ -818,7 +833,7 @@ def check_model_name(model: str) -> None:
     close = difflib.get_close_matches(model, list(litellm.model_cost), n=3, cutoff=0.75)
     hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
     raise JudgeConfigError(
-        f"judge model {model!r} is not known to LiteLLM{hint}. Fix: use a LiteLLM model name such as "
+        f"{role} model {model!r} is not known to LiteLLM{hint}. Fix: use a LiteLLM model name such as "
         "'gemini/gemini-2.5-flash' or 'gpt-4o-mini' (https://docs.litellm.ai/docs/providers); for a "
         "self-hosted OpenAI-compatible server pass api_base and the model as 'openai/<served-name>'; "
         "for a hosted model LiteLLM's price map does not list yet set check_model=False"
