@@ -184,7 +184,14 @@ def test_goals_are_unchanged_when_the_templates_are_reworded(explorations, monke
 
 def test_the_hindsight_modules_do_not_import_the_templates() -> None:
     folder = Path(darwin.templates.__file__).parent / "hindsight"
-    for name in ("describer.py", "synthesizer.py", "exploration.py", "base.py"):
+    for name in (
+        "describer.py",
+        "synthesizer.py",
+        "exploration.py",
+        "base.py",
+        "model_describer.py",
+        "model_synthesizer.py",
+    ):
         tree = ast.parse((folder / name).read_text(encoding="utf-8"))
         modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
