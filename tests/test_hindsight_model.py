@@ -11,6 +11,7 @@ import asyncio
 import base64
 import dataclasses
 import io
+import json
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -35,7 +36,7 @@ from darwin.hindsight.model_synthesizer import ModelHindsightSynthesizer, cut_po
 from darwin.png import decode_png
 from darwin.policies.litellm import PolicyAuthError
 from darwin.predicates import StateCannotDecide, evaluate
-from darwin.task_registry import validate_task
+from darwin.task_registry import load_task_file, validate_task
 from darwin.types import Decision, Phase, Task, TaskDefinitionError, VerifierSpec
 from darwin.verifiers.base import VerificationRequest
 from darwin.verifiers.rule import RuleVerifier
@@ -210,7 +211,7 @@ def _synthesizer(server, **kwargs) -> ModelHindsightSynthesizer:
     return synthesizer
 
 
-def test_the_synthesizer_makes_judge_verified_tasks_from_the_screens(openai_server, clock_run) -> None:
+def test_the_synthesizer_makes_judge_verified_tasks_from_the_screens(openai_server, clock_run, tmp_path) -> None:
     openai_server.reply = _describer(openai_server)
     result = _synthesizer(openai_server, stride=5, samples=3).synthesize(clock_run)
     assert [c.steps for c in result.cuts] == cut_points(25, 5) == [5, 10, 15, 20, 25]
@@ -226,6 +227,9 @@ def test_the_synthesizer_makes_judge_verified_tasks_from_the_screens(openai_serv
     assert (task.app, task.source, task.template) == ("Clock", "model_hindsight", None)
     assert re.fullmatch(r"model_hindsight\.clock\.[0-9a-f]{10}", task.id)
     validate_task(task)
+    tasks_file = tmp_path / "synthesised.json"  # a task file, as `darwin eval --tasks` reads one
+    tasks_file.write_text(json.dumps([c.task.model_dump(mode="json") for c in result.kept]))
+    assert load_task_file(tasks_file) == [c.task for c in result.kept]
     # each request showed the start screen and the screen at its cut
     assert len(openai_server.requests) == 5
     for body in openai_server.requests:
