@@ -52,8 +52,10 @@ class ExploredStep:
 class Exploration:
     """One exploration of ``app`` (its launcher label) on phone ``phone``: the state it started
     from and each action played with the state it led to, in order; ``explorer_seed`` is the
-    random agent's seed (``None``: another actor explored); ``start_screenshot`` the screen before
-    the first action as PNG bytes (``None`` unless screenshots were kept)."""
+    explorer's seed (the random agent's, or the one the given actor was made with; ``None``: not
+    known); ``start_screenshot`` the screen before the first action as PNG bytes (``None`` unless
+    screenshots were kept); ``device_size`` the phone's ``(width, height)`` in pixels, which the
+    actions' coordinates refer to (``None``: not known)."""
 
     app: str
     phone: str
@@ -61,6 +63,7 @@ class Exploration:
     steps: tuple[ExploredStep, ...]
     explorer_seed: int | None = None
     start_screenshot: bytes | None = None
+    device_size: tuple[int, int] | None = None
 
     def actions(self, upto: int) -> tuple[Action, ...]:
         """The first ``upto`` actions: from :attr:`start_state` they lead to ``steps[upto - 1].state``."""
@@ -97,8 +100,11 @@ async def explore(
         app: the app's launcher label (``"Clock"``).
         steps: how many actions to play, the opening of the app included.
         actor: who chooses the actions; ``None``: :class:`~darwin.agents.scripted.RandomActor`
-            seeded ``seed``. Its start hooks are not called (there is no task to start).
-        seed: the random agent's seed (ignored when ``actor`` is given).
+            seeded ``seed``. Its start hooks are not called (there is no task to start). A
+            :class:`~darwin.hindsight.novelty.NoveltyExplorer` around any actor seeks screens it
+            has not seen.
+        seed: the random agent's seed; with ``actor`` given, the seed it was made with. Either
+            way it is recorded as the exploration's ``explorer_seed``.
         observation_size: the actor's screenshots, ``(width, height)``; small by default, as
             the history keeps every one of them.
         keep_screenshots: also keep the screen before the first action and after each action
@@ -114,7 +120,6 @@ async def explore(
     start = await env.aprobe_state()
     if start is None:
         raise ExplorationError(f"phone {env.name} has no state probe: hindsight needs the JSON state of each step")
-    explorer_seed = seed if actor is None else None
     actor = actor if actor is not None else RandomActor(seed=seed)
     goal = exploration_goal(app)
     history: list[Transition] = []
@@ -164,6 +169,7 @@ async def explore(
         phone=env.name,
         start_state=start,
         steps=tuple(played),
-        explorer_seed=explorer_seed,
+        explorer_seed=seed,
         start_screenshot=start_screenshot,
+        device_size=env.device_size,
     )
