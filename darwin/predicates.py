@@ -370,6 +370,13 @@ def _judged_goal(state: State, p: JudgedGoalParams) -> Check:
     )
 
 
+@predicate("no_goal")
+def _no_goal(state: State, p: NoParams) -> Check:
+    """Nothing to reach: the task of an exploration (darwin.hindsight.records), which has no
+    goal. It never holds, so such an episode is never a success."""
+    return Check.of(1)
+
+
 def _ensure_loaded() -> None:
     # The built-in predicate pack: the simulated apps' predicates register next to their
     # apps, so importing the apps registers them. The import is deferred to the first

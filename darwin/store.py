@@ -53,6 +53,7 @@ from darwin.database import (
     utcnow,
 )
 from darwin.png import encode_png
+from darwin.predicates import State
 from darwin.store_queries import RunQueries
 from darwin.store_rows import (
     _clean_text,
@@ -308,10 +309,13 @@ class RunStore(RunQueries):
         phone: str,
         seed: int | None = None,
         device_size: tuple[int, int] | None = None,
+        start_state: State | None = None,
     ) -> None:
         """Record the start of an episode (also records ``task``); episode ids are unique.
 
         ``device_size`` is the phone's ``(width, height)``: action coordinates are in its pixels.
+        ``start_state`` is the phone's JSON state before the first action, where the writer has
+        it (an exploration does; a rollout does not).
         """
         with self._write() as s:
             if s.get(RunModel, run_id) is None:
@@ -333,15 +337,22 @@ class RunStore(RunQueries):
                     started_at=utcnow(),
                     device_width=None if device_size is None else int(device_size[0]),
                     device_height=None if device_size is None else int(device_size[1]),
+                    start_state=start_state,
                 )
             )
 
-    def record_step(self, transition: Transition, screenshot_png: bytes | np.ndarray | None = None) -> None:
+    def record_step(
+        self,
+        transition: Transition,
+        screenshot_png: bytes | np.ndarray | None = None,
+        state_after: State | None = None,
+    ) -> None:
         """Record one transition, with an optional screenshot (PNG bytes or the observation array).
 
         Pass ``transition.observation.screenshot`` to keep what the agent saw, or the device's
-        raw PNG. Raises :class:`StoreError` if the episode was not started or the
-        ``(phase, step)`` was already recorded (nothing is written then).
+        raw PNG; ``state_after`` is the phone's JSON state right after the action, where the
+        writer has it (an exploration does). Raises :class:`StoreError` if the episode was not
+        started or the ``(phase, step)`` was already recorded (nothing is written then).
         """
         shot = None if screenshot_png is None else self.put_screenshot(screenshot_png)
         with self._write() as s:
@@ -350,7 +361,7 @@ class RunStore(RunQueries):
                     f"cannot record step {transition.step} of episode {transition.episode_id!r}: "
                     "the episode does not exist; call start_episode first"
                 )
-            s.add(self._step_model(transition, shot))
+            s.add(self._step_model(transition, shot, state_after))
             try:
                 s.flush()
             except sa_exc.IntegrityError as e:
@@ -360,7 +371,7 @@ class RunStore(RunQueries):
                 ) from e
 
     @staticmethod
-    def _step_model(t: Transition, screenshot_path: str | None) -> StepModel:
+    def _step_model(t: Transition, screenshot_path: str | None, state_after: State | None = None) -> StepModel:
         d = t.decision
         g = d.generation
         return StepModel(
@@ -382,6 +393,7 @@ class RunStore(RunQueries):
             termination_reason=None if t.termination is None else t.termination.reason.value,
             termination_cause="" if t.termination is None else _clean_text(t.termination.cause, MAX_TEXT_CHARS) or "",
             screenshot_path=screenshot_path,
+            state_after=state_after,
             created_at=utcnow(),
         )
 

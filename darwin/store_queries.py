@@ -174,6 +174,7 @@ class RunQueries(Database):
                     termination_reason=_enum_or_none(TerminationReason, r.termination_reason),
                     termination_cause=r.termination_cause,
                     screenshot_path=r.screenshot_path,
+                    state_after=r.state_after,
                 )
                 for r in rows
             ]

@@ -54,6 +54,8 @@ class EpisodeRow:
     """The screen when the episode ended (after its last action), relative to the screenshot directory."""
     metrics: EpisodeMetrics | None = None
     """Progress rate, side effects, false completion and over-time (``None``: not measured)."""
+    start_state: JsonValue | None = None
+    """The phone's JSON state before the first action (``None``: not recorded; explorations record it)."""
 
     @property
     def finished(self) -> bool:
@@ -82,6 +84,8 @@ class StoredStep:
     """The agent that produced the step (see :attr:`darwin.types.Transition.agent`)."""
     message: str | None = None
     """The words of a turn that did not act on the phone (a plan, a note, a judgement)."""
+    state_after: JsonValue | None = None
+    """The phone's JSON state right after the action (``None``: not recorded; explorations record it)."""
 
     @property
     def action(self) -> Action | None:
@@ -244,6 +248,7 @@ def _episode_row(r: EpisodeModel) -> EpisodeRow:
         device_size=None if r.device_width is None or r.device_height is None else (r.device_width, r.device_height),
         final_screenshot_path=r.final_screenshot_path,
         metrics=_episode_metrics(r),
+        start_state=r.start_state,
     )
 
 

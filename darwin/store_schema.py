@@ -24,7 +24,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from darwin.database import UTCDateTime, utcnow
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Bumped whenever the tables change; opening an older database migrates it where a
 migration exists (:data:`_MIGRATIONS`) and says so otherwise."""
 
@@ -36,7 +36,9 @@ migration exists (:data:`_MIGRATIONS`) and says so otherwise."""
 # over-time; darwin.types.EpisodeMetrics). Version 5 adds the phone_events table (hard
 # resets and replacements of the fleet's phones), which create_all makes on its own; version 6
 # the labels table (a person's verdicts from `darwin view`) and the step_scores table (the
-# learner's value, advantage and log-prob of each trained step), made the same way.
+# learner's value, advantage and log-prob of each trained step), made the same way. Version 7
+# records the phone's JSON state where the writer has it: an episode's before its first action
+# and a step's right after its action (an exploration's, for hindsight tasks; darwin.hindsight.records).
 # An "ADD COLUMN" whose column exists already is skipped, so every step is safe to rerun.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -62,6 +64,10 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     4: (),
     5: (),
+    6: (
+        "ALTER TABLE episodes ADD COLUMN start_state JSON",
+        "ALTER TABLE steps ADD COLUMN state_after JSON",
+    ),
 }
 _ADD_COLUMN = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (\w+) ")
 
@@ -139,6 +145,8 @@ class EpisodeModel(Base):
     false_completion: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     over_time_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
     goal_first_met_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The phone's JSON state before the first action; NULL where the writer has none (a rollout).
+    start_state: Mapped[JsonValue | None] = mapped_column(_JSON, nullable=True)
 
 
 class StepModel(Base):
@@ -166,6 +174,8 @@ class StepModel(Base):
     termination_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
     termination_cause: Mapped[str] = mapped_column(Text, default="")
     screenshot_path: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    # The phone's JSON state right after the step's action; NULL where the writer has none (a rollout).
+    state_after: Mapped[JsonValue | None] = mapped_column(_JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

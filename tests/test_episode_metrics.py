@@ -287,6 +287,8 @@ def test_a_version_3_database_is_migrated_to_the_current_version(tmp_path):
     db.execute("DROP TABLE phone_events")  # version 5's table
     db.execute("DROP TABLE labels")  # version 6's tables
     db.execute("DROP TABLE step_scores")
+    db.execute("ALTER TABLE episodes DROP COLUMN start_state")  # version 7's columns
+    db.execute("ALTER TABLE steps DROP COLUMN state_after")
     db.execute("UPDATE store_meta SET value='3' WHERE key='schema_version'")
     db.commit()
     db.close()
@@ -303,7 +305,7 @@ def test_a_version_3_database_is_migrated_to_the_current_version(tmp_path):
     assert (
         db.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone()
         == (str(SCHEMA_VERSION),)
-        == ("6",)
+        == ("7",)
     )
     assert {"phone_events", "labels", "step_scores"} <= {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
     assert db.execute("SELECT count(*) FROM phone_events").fetchone() == (0,)  # made on opening
