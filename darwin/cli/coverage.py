@@ -1,8 +1,11 @@
-"""``darwin tasks coverage``: the share of a split's held-out goals that random exploration reached.
+"""``darwin tasks coverage``: the share of a split's held-out goals that exploration reached.
 
-darwin tasks coverage                                   # the default split's held-out apps
+darwin tasks coverage                                   # the default split's held-out apps, random agent
 darwin tasks coverage --apps training --steps 200       # the training apps' held-out templates
 darwin tasks coverage --apps Clock,Notes --json         # chosen apps, as JSON
+darwin tasks coverage --explorer novelty                # the random agent's proposals, novelty picks
+darwin tasks coverage --explorer novelty --agent tiny:runs/sft --temperature 1.5
+darwin tasks coverage --run-dir runs/explore            # also store the explorations (run.db)
 """
 
 from __future__ import annotations
@@ -10,10 +13,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.table import Table
+
+from darwin.agents.actors import AgentChoiceError
+from darwin.cli.common import credentials_fail_cleanly
+
+if TYPE_CHECKING:
+    from darwin.agents.actors import Actors
+    from darwin.agents.base import Actor
+    from darwin.hindsight.exploration import Exploration
 
 __all__ = ["tasks_coverage"]
 
@@ -51,12 +64,64 @@ def _seeds(text: str) -> tuple[int, ...]:
     show_default=True,
     help="also explore from each task's setup (--no-setups: tasks with setup are reported as needing it)",
 )
+@click.option(
+    "--explorer",
+    type=click.Choice(["plain", "novelty"]),
+    default="plain",
+    show_default=True,
+    help="plain: the agent's own actions; novelty: of --candidates proposals of the agent, the one expected "
+    "to lead to the screen seen least (darwin.hindsight.novelty)",
+)
+@click.option(
+    "--agent",
+    "agent_spec",
+    default=None,
+    help="who proposes the actions, as `darwin eval --agent` names it (random | tiny:<checkpoint> | "
+    "litellm:<model> | module:function), built with each explorer seed as its seed  "
+    "[default: the random agent seeded with each explorer seed]",
+)
+@click.option(
+    "--temperature",
+    default=None,
+    type=click.FloatRange(0.0, 2.0),
+    help="--agent's sampling temperature (tiny: default 1.0; a high one explores more widely)",
+)
+@click.option(
+    "--candidates",
+    default=8,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="--explorer novelty: proposals per step",
+)
+@click.option(
+    "--run-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="also store each exploration as an episode in <run-dir>/run.db (darwin.hindsight.records)",
+)
+@click.option(
+    "--keep-screenshots",
+    is_flag=True,
+    help="--run-dir: also store each step's screen (PNG, content-addressed under <run-dir>/screenshots)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the report as one JSON object")
 def tasks_coverage(
-    split_seed: int, app_choice: str, steps: int, explorer_seeds: str, phone_seed: int, setups: bool, as_json: bool
+    split_seed: int,
+    app_choice: str,
+    steps: int,
+    explorer_seeds: str,
+    phone_seed: int,
+    setups: bool,
+    explorer: str,
+    agent_spec: str | None,
+    temperature: float | None,
+    candidates: int,
+    run_dir: str | None,
+    keep_screenshots: bool,
+    as_json: bool,
 ) -> None:
-    """Explore each app with the random agent (no task) and count the split's held-out goals
-    whose rule verifier held in some recorded state (docs/self-evolution.md).
+    """Explore each app (no task) and count the split's held-out goals whose rule verifier held
+    in some recorded state (docs/self-evolution.md).
 
     A held-out app's goals are all its templates' instances; a training app's, its held-out
     templates' instances. Information tasks (an answer) are counted apart: an explorer never answers.
@@ -66,6 +131,8 @@ def tasks_coverage(
     from darwin.templates import SplitConfig, split_templates
 
     seeds = _seeds(explorer_seeds)
+    if keep_screenshots and run_dir is None:
+        raise click.BadParameter("--keep-screenshots keeps them in the run database: pass --run-dir too")
     split = split_templates(SplitConfig(seed=split_seed))
     training = sorted({t.app for t in split.sets["unseen_templates"]})
     named = {"held-out": list(split.held_out_apps), "training": training, "all": [*split.held_out_apps, *training]}
@@ -78,7 +145,33 @@ def tasks_coverage(
             param_hint="--apps",
         )
     goals = held_out_tasks(split, apps)
-    explorations = asyncio.run(explore_task_starts(goals, steps, seeds, phone_seed=phone_seed, with_setups=setups))
+    actors = _actors_per_seed(agent_spec, seeds, temperature)
+    observation_size = next((a.observation_size for a in actors.values() if a.observation_size), (252, 560))
+    make_explorer = _explorer_maker(explorer, actors, candidates)
+
+    async def explore_all() -> list[Exploration]:
+        try:
+            return await explore_task_starts(
+                goals,
+                steps,
+                seeds,
+                phone_seed=phone_seed,
+                with_setups=setups,
+                make_explorer=make_explorer,
+                observation_size=observation_size,
+                keep_screenshots=keep_screenshots,
+            )
+        finally:
+            for built in actors.values():
+                if built.aclose is not None:
+                    await built.aclose()
+
+    with credentials_fail_cleanly():
+        explorations = asyncio.run(explore_all())
+    who = f"{'novelty-picked ' if explorer == 'novelty' else ''}{agent_spec or 'random'}"
+    if run_dir is not None:
+        stored = _store(run_dir, f"explore {who}, {steps} steps, seeds {explorer_seeds}", explorations)
+        click.echo(stored, err=as_json)
     report = measure_coverage(explorations, goals, SimPhoneEnv(seed=phone_seed).probe_state())
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(report), ensure_ascii=False))
@@ -120,10 +213,58 @@ def tasks_coverage(
             f"{c.templates_reached}/{c.templates}",
         )
     console.print(summary)
+    proposals = f"{candidates} proposals per step of " if explorer == "novelty" else ""
     console.print(
-        f"{report.explorations} explorations of {steps} random steps (explorer seeds {explorer_seeds}, phone seed "
+        f"{report.explorations} explorations of {steps} steps by the {explorer} explorer ({proposals}"
+        f"{agent_spec or 'the random agent'}; explorer seeds {explorer_seeds}, phone seed "
         f"{phone_seed}{', from each setup too' if setups else ''}). missed: explored from the task's start, never "
         "reached; setup: no exploration from its setup; answer: an information task; share: reached / tasks; "
         "checked: reached / (reached + missed); tpl: templates with an instance reached / templates",
         highlight=False,
     )
+
+
+def _actors_per_seed(agent_spec: str | None, seeds: tuple[int, ...], temperature: float | None) -> dict[int, Actors]:
+    """``--agent``'s actors, built as ``darwin eval`` builds them, once per explorer seed (none:
+    the random agent, which :func:`~darwin.hindsight.exploration.explore` makes itself)."""
+    from darwin.run.build import build_actors
+
+    if agent_spec is None:
+        if temperature is not None:
+            raise click.BadParameter("the random agent samples no model: pass --agent too", param_hint="--temperature")
+        return {}
+    try:
+        with credentials_fail_cleanly():
+            return {seed: build_actors(agent_spec, seed, phones=1, temperature=temperature) for seed in seeds}
+    except AgentChoiceError as exc:
+        raise click.BadParameter(str(exc), param_hint=exc.option) from None
+
+
+def _explorer_maker(explorer: str, actors: dict[int, Actors], candidates: int) -> Callable[[int], Actor] | None:
+    """A fresh explorer per exploration: ``--agent``'s actor made with the seed (or the random
+    agent), its model's requests seeded from it, wrapped in a novelty explorer with ``--explorer novelty``."""
+    from darwin.agents.scripted import RandomActor
+    from darwin.hindsight.novelty import NoveltyExplorer
+    from darwin.types import EpisodeSampling
+
+    if explorer == "plain" and not actors:
+        return None  # explore's own random agent, seeded with each explorer seed
+
+    def make(seed: int) -> Actor:
+        actor = actors[seed].make(0) if actors else RandomActor(seed=seed)
+        actor.use_sampling(EpisodeSampling(seed=seed))  # each exploration's requests: seeded, order-free
+        return NoveltyExplorer(actor, candidates=candidates) if explorer == "novelty" else actor
+
+    return make
+
+
+def _store(run_dir: str, name: str, explorations: list[Exploration]) -> str:
+    """Store ``explorations`` as one run's episodes in ``<run_dir>/run.db``; what was stored, in words."""
+    from darwin.hindsight.records import store_exploration
+    from darwin.store import RunStore
+
+    with RunStore.for_run_dir(run_dir) as store:
+        run_id = store.start_run(name, config=None)
+        for exploration in explorations:
+            store_exploration(store, run_id, exploration)
+    return f"stored {len(explorations)} explorations as run {run_id} in {run_dir}/run.db"

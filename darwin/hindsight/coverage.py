@@ -27,12 +27,13 @@ exploration started from is reported as ``needs_setup``, not as missed; an infor
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import orjson
 
+from darwin.agents.base import Actor
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.envs.sim.setups import apply_setup
 from darwin.hindsight.exploration import Exploration, explore
@@ -69,7 +70,7 @@ class ReachedState:
     exploration: int
     """The exploration's index in the list given to :func:`measure_coverage`."""
     explorer_seed: int | None
-    """The random agent's seed of that exploration (``None``: another actor)."""
+    """The explorer's seed of that exploration (``None``: not known)."""
     step: int
     """Actions played when it held (1: right after the first, the app's opening)."""
 
@@ -254,10 +255,18 @@ async def explore_task_starts(
     explorer_seeds: Sequence[int],
     phone_seed: int = 0,
     with_setups: bool = True,
+    make_explorer: Callable[[int], Actor] | None = None,
+    observation_size: tuple[int, int] = (252, 560),
+    keep_screenshots: bool = False,
 ) -> list[Exploration]:
-    """The random explorer on each app of ``tasks``, once per seed of ``explorer_seeds``, from a
-    fresh SimPhone of ``phone_seed``; with ``with_setups``, also from each distinct start state the
-    tasks' setups give (an information task's setup is skipped: no exploration reaches an answer)."""
+    """An explorer on each app of ``tasks``, once per seed of ``explorer_seeds``, from a fresh
+    SimPhone of ``phone_seed``; with ``with_setups``, also from each distinct start state the
+    tasks' setups give (an information task's setup is skipped: no exploration reaches an answer).
+
+    ``make_explorer(seed)`` makes a fresh explorer for each exploration (e.g. a
+    :class:`~darwin.hindsight.novelty.NoveltyExplorer` around an actor made with that seed);
+    ``None``: the random agent seeded ``seed``. ``observation_size`` is the screenshot size the
+    explorer is shown; with ``keep_screenshots`` the explorations keep the screens (to store them)."""
     initial = SimPhoneEnv(seed=phone_seed).probe_state()
     starts: dict[tuple[str, bytes], tuple[str, tuple[StateSetup, ...]]] = {}
     for task in tasks:
@@ -270,5 +279,16 @@ async def explore_task_starts(
         for seed in explorer_seeds:
             env = SimPhoneEnv(seed=phone_seed)
             env.apply_setup(setup)
-            found.append(await explore(env, app, steps=steps, seed=seed))
+            actor = None if make_explorer is None else make_explorer(seed)
+            found.append(
+                await explore(
+                    env,
+                    app,
+                    steps=steps,
+                    actor=actor,
+                    seed=seed,
+                    observation_size=observation_size,
+                    keep_screenshots=keep_screenshots,
+                )
+            )
     return found
