@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
+from typing import TypeVar
 
 __all__ = ["UNTRIED", "expected_novelty", "novelty"]
+
+Screen = TypeVar("Screen", bound=Hashable)
 
 UNTRIED = 1.0
 """The score of an action never tried from a screen: :func:`novelty` of a screen never seen."""
@@ -35,7 +38,7 @@ def novelty(visits: int) -> float:
     return 1.0 / math.sqrt(visits + 1)
 
 
-def expected_novelty(outcomes: Mapping[Hashable, int], visits: Mapping[Hashable, int]) -> float:
+def expected_novelty(outcomes: Mapping[Screen, int], visits: Mapping[Screen, int]) -> float:
     """The novelty an action is expected to lead to: ``sum_s c(s) * novelty(visits[s]) / sum_s c(s)``.
 
     Args:

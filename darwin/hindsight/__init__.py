@@ -3,6 +3,9 @@ states reached into tasks (hindsight).
 
 - :mod:`darwin.hindsight.exploration`: an actor (the random agent by default) plays an app
   with no goal; every state it reached is recorded (:func:`~darwin.hindsight.exploration.explore`).
+- :mod:`darwin.hindsight.novelty`: :class:`~darwin.hindsight.novelty.NoveltyExplorer`, any actor's
+  proposals picked by a count-based novelty bonus over the screens seen.
+- :mod:`darwin.hindsight.records`: explorations stored in the run database as episodes, and read back.
 - :mod:`darwin.hindsight.base`: the ``task_synthesizer`` component kind
   (:class:`~darwin.hindsight.base.TaskSynthesizer`) and its output, a task with the explorer's
   actions as its demonstration, and the filters any synthesiser's output may pass through.

@@ -139,7 +139,7 @@ class NoveltyExplorer(Actor):
 
     def score(self, screen: str, action: ActionKey) -> float:
         """The novelty ``action`` is expected to lead to from ``screen`` (1.0: never tried there)."""
-        return expected_novelty(self.outcomes.get((screen, action), {}), self.visits)
+        return expected_novelty(self.outcomes.get((screen, action), Counter()), self.visits)
 
     def start_episode(self, task: Task) -> None:
         self._played, self._arrived = None, None
