@@ -125,6 +125,32 @@ def test_the_miniature_runs_every_stage_end_to_end(tmp_path) -> None:
     # the RL round trained on the synthesised tasks and the training tasks
     rl = json.loads((run_dir / "round-1" / "rl" / "experiment.json").read_text())
     assert rl["tasks"][0].endswith("round-1/tasks.json") and rl["checkpoint"].endswith("round-1/finetuned")
+    # the explorations are in the run database, read back whole
+    from darwin.hindsight.records import load_explorations
+    from darwin.store import RunStore
+
+    store = RunStore.for_run_dir(run_dir)
+    try:
+        (explore_run,) = [r for r in store.runs() if r.name.endswith("round 1 exploration")]
+        explored = load_explorations(store, explore_run.run_id)
+    finally:
+        store.close()
+    assert len(explored) == 2 and all(e.app == "Chrome" and len(e.steps) == 60 for e in explored)
+    assert all(e.start_screenshot is not None for e in explored)
     evaluations = json.loads((run_dir / "eval.json").read_text())
     assert set(evaluations) == {"warm_start", "final"}
     assert all("unseen_apps" in e["per_set"] for e in evaluations.values())
+
+
+def test_novelty_candidates_put_the_explorer_inside_the_novelty_explorer(tmp_path) -> None:
+    def explored(candidates: int) -> list[tuple[object, ...]]:
+        config = apply_overrides(
+            load_experiment(EXAMPLE, "miniature"),
+            [f"self_evolution.novelty_candidates={candidates}", "self_evolution.exploration_steps=30"],
+        )
+        runs = asyncio.run(SelfEvolution(config, tmp_path / str(candidates))._explore(1, tmp_path / "unused"))
+        return [tuple(step.action for step in run.steps) for run in runs]
+
+    plain, novel = explored(1), explored(4)
+    assert len(plain) == len(novel) == 2
+    assert plain != novel  # the same random proposers, a different choice among 4 of their proposals

@@ -439,6 +439,13 @@ class SelfEvolutionConfig(BaseModel):
     explorer_temperature: float = Field(
         1.5, gt=0, le=5.0, description="the policy's sampling temperature when it explores"
     )
+    novelty_candidates: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="1: the explorer plays as it is; K > 1: the novelty explorer asks it for K proposals per step "
+        "and plays the one expected to lead to the least-seen screen (darwin.hindsight.novelty)",
+    )
     synthesizer: ComponentSpec = Field(
         default_factory=lambda: ComponentSpec(name="hindsight"),
         description="the task_synthesizer: 'hindsight' (SimPhone state paths -> state.equals rules) or 'module:Class'",

@@ -9,8 +9,9 @@ In the order it happens (:meth:`SelfEvolution.run`):
     the paired evaluation of the training tasks and every ``evaluation.task_sets`` set (the
     held-out apps' human-written templates) on phones that never train.
 each of ``rounds``:
-    **explore** every app of ``apps`` with the current policy (or ``explorer``), from the
-    training phones' initial states, keeping each state and screen; **synthesise** tasks from
+    **explore** every app of ``apps`` with the current policy (or ``explorer``; with
+    ``novelty_candidates`` > 1 inside the novelty explorer), from the training phones' initial
+    states, keeping each state and screen, stored in the run database; **synthesise** tasks from
     what was reached (``synthesizer``), drop those already true on a training phone, cut each
     demonstration's loops (:func:`~darwin.algos.paths.erase_loops`) and replay it on a fresh
     phone, keeping the task only if the replay reaches its goal; **guard**: refuse any task the
@@ -42,6 +43,7 @@ import numpy as np
 import orjson
 
 from darwin.actions import Finished
+from darwin.agents.base import Actor
 from darwin.agents.warm_start import AGENT_FILE, load_warm_start
 from darwin.algos.paths import erase_loops
 from darwin.components import build_component
@@ -50,6 +52,8 @@ from darwin.evaluate import EvalResult
 from darwin.hindsight.base import SynthesisedTask, TaskSynthesizer
 from darwin.hindsight.exploration import Exploration, explore
 from darwin.hindsight.leakage import refuse_held_out
+from darwin.hindsight.novelty import NoveltyExplorer
+from darwin.hindsight.records import store_exploration
 from darwin.predicates import evaluate
 from darwin.problems import ExperimentError
 from darwin.run.build import (
@@ -244,6 +248,11 @@ class SelfEvolution:
         else:
             actors = build_actors(spec, seed=number, phones=settings.explorations)
         size = actors.observation_size or config.sft.observation_size
+
+        def explorer(index: int) -> Actor:
+            actor = actors.make(index)
+            return actor if settings.novelty_candidates == 1 else NoveltyExplorer(actor, settings.novelty_candidates)
+
         found: list[Exploration] = []
         try:
             for app in settings.apps:
@@ -252,7 +261,7 @@ class SelfEvolution:
                         self._phone(self._phone_seed(index)),
                         app,
                         steps=settings.exploration_steps,
-                        actor=actors.make(index),
+                        actor=explorer(index),
                         seed=number * 1000 + index,
                         observation_size=size,
                         keep_screenshots=True,
@@ -263,6 +272,14 @@ class SelfEvolution:
         finally:
             if actors.aclose is not None:
                 await actors.aclose()
+        # In the run database like any other episodes (darwin view shows them), as run "<name> round N exploration".
+        store = build_store(config.store, self.run_dir)
+        try:
+            run_id = store.start_run(f"{config.name} round {number} exploration", config=None)
+            for exploration in found:
+                store_exploration(store, run_id, exploration)
+        finally:
+            store.close()
         return found
 
     def _phone(self, seed: int) -> SimPhoneEnv:
