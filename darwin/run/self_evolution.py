@@ -225,6 +225,10 @@ class SelfEvolution:
         (rl_dir / "experiment.json").write_text(round_config.model_dump_json(indent=2))
         result = await run_recipe(round_config, rl_dir, resume=False, on_progress=self._relay)
         record.rl_updates = result.updates
+        # The flywheel's own line between rounds: updates and steps of every round so far.
+        self.progress.update += result.updates
+        self.progress.env_steps += result.env_steps
+        self.progress.warmup = False
         scored = [success for _, success in result.success_points]
         record.rl_success = round(sum(scored) / len(scored), 4) if scored else None
         record.seconds["rl"] = round(time.perf_counter() - clock, 2)
