@@ -44,7 +44,7 @@ import orjson
 
 from darwin.actions import Finished
 from darwin.agents.base import Actor
-from darwin.agents.warm_start import AGENT_FILE, load_warm_start
+from darwin.agents.warm_start import AGENT_FILE
 from darwin.algos.paths import erase_loops
 from darwin.components import build_component
 from darwin.envs.sim.env import SimPhoneEnv
@@ -54,6 +54,7 @@ from darwin.hindsight.exploration import Exploration, explore
 from darwin.hindsight.leakage import refuse_held_out
 from darwin.hindsight.novelty import NoveltyExplorer
 from darwin.hindsight.records import store_exploration
+from darwin.memory.sliding_window import SlidingWindowConfig
 from darwin.predicates import evaluate
 from darwin.problems import ExperimentError
 from darwin.run.build import (
@@ -74,7 +75,16 @@ from darwin.types import Task
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RoundRecord", "SelfEvolution", "export_run_policy", "replay_demonstration", "run_self_evolution"]
+__all__ = [
+    "AgentRecord",
+    "RoundRecord",
+    "RoundTask",
+    "SelfEvolution",
+    "agent_record",
+    "export_run_policy",
+    "replay_demonstration",
+    "run_self_evolution",
+]
 
 SELF_EVOLUTION_FILE = "self_evolution.json"
 
@@ -89,7 +99,8 @@ class RoundRecord:
     candidates: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
     """Candidates dropped, by reason: the synthesiser's filters, ``true_on_a_training_phone``,
-    ``replay_failed`` (the cut and the full demonstration both missed the goal), ``over_budget``."""
+    ``too_long`` (over ``max_demonstration_steps`` once its loops were cut), ``replay_failed`` (the
+    cut demonstration missed the goal on a fresh phone), ``over_budget`` (past ``tasks_per_round``)."""
     tasks: list[str] = field(default_factory=list)
     """The ids of the tasks trained on."""
     demonstration_steps: list[int] = field(default_factory=list)
@@ -102,6 +113,18 @@ class RoundRecord:
     rl_success: float | None = None
     """Training success over the round's RL episodes."""
     seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RoundTask:
+    """A task a round trains on: its cut demonstration replayed on a fresh phone, with the screens
+    the policy saw before each action and before ``finished``."""
+
+    task: SynthesisedTask
+    screens: tuple[np.ndarray, ...]
+    device_size: tuple[int, int]
+    explorer_steps: int
+    """The explorer's actions to the goal, before the cut."""
 
 
 def replay_demonstration(
@@ -194,7 +217,7 @@ class SelfEvolution:
 
         clock = time.perf_counter()
         self._show(f"round {number}: synthesise")
-        chosen = self._synthesise(explorations, record)
+        chosen = self._synthesise(explorations, record, agent_record(checkpoint).observation_size)
         record.seconds["synthesise"] = round(time.perf_counter() - clock, 2)
         if not chosen:
             logger.warning(
@@ -204,11 +227,11 @@ class SelfEvolution:
                 record.rejected,
             )
             return checkpoint, None
-        refuse_held_out([task for task, _, _ in chosen], self.split)
-        self._seen += [task.task for task, _, _ in chosen]
+        refuse_held_out([chosen_task.task for chosen_task in chosen], self.split)
+        self._seen += [chosen_task.task.task for chosen_task in chosen]
         tasks_file = folder / "tasks.json"
         tasks_file.write_text(
-            json.dumps([t.task.model_dump(mode="json", exclude_none=True) for t, _, _ in chosen], indent=2)
+            json.dumps([c.task.task.model_dump(mode="json", exclude_none=True) for c in chosen], indent=2)
         )
 
         clock = time.perf_counter()
@@ -223,7 +246,7 @@ class SelfEvolution:
         rl_dir = folder / "rl"
         rl_dir.mkdir(exist_ok=True)
         (rl_dir / "experiment.json").write_text(round_config.model_dump_json(indent=2))
-        result = await run_recipe(round_config, rl_dir, resume=False, on_progress=self._relay)
+        result = await run_recipe(round_config, rl_dir, resume=False, on_progress=self._on_progress)
         record.rl_updates = result.updates
         # The flywheel's own line between rounds: updates and steps of every round so far.
         self.progress.update += result.updates
@@ -297,10 +320,10 @@ class SelfEvolution:
         return self.config.phones.seed + index % self.config.phones.count
 
     def _synthesise(
-        self, explorations: list[Exploration], record: RoundRecord
-    ) -> list[tuple[SynthesisedTask, int, int]]:
-        """The round's tasks: ``(task with its cut demonstration, phone seed, explorer's length)``,
-        shortest demonstrations first, at most ``tasks_per_round``."""
+        self, explorations: list[Exploration], record: RoundRecord, observation_size: tuple[int, int]
+    ) -> list[RoundTask]:
+        """The round's tasks, shortest demonstrations first, at most ``tasks_per_round``, each
+        replayed once on a fresh phone (screens at the policy's ``observation_size``)."""
 
         synthesizer = build_component("task_synthesizer", self.settings.synthesizer)
         assert isinstance(synthesizer, TaskSynthesizer)
@@ -319,8 +342,7 @@ class SelfEvolution:
                     continue
                 candidates.append((_cut(candidate, exploration), index, candidate.steps))
         candidates.sort(key=lambda c: (len(c[0].demonstration), c[0].task.id))
-        chosen: list[tuple[SynthesisedTask, int, int]] = []
-        size = self.config.sft.observation_size
+        chosen: list[RoundTask] = []
         for cut, index, explorer_steps in candidates:
             if len(chosen) == self.settings.tasks_per_round:
                 rejected.append("over_budget")
@@ -328,55 +350,41 @@ class SelfEvolution:
             if len(cut.demonstration) > self.settings.max_demonstration_steps:
                 rejected.append("too_long")
                 continue
-            seed = self._phone_seed(index % self.settings.explorations)
-            _, reached = replay_demonstration(cut, self._phone(seed), size)
+            env = self._phone(self._phone_seed(index % self.settings.explorations))
+            screens, reached = replay_demonstration(cut, env, observation_size)
             if not reached:  # the cut lost something the state key missed
                 rejected.append("replay_failed")
                 continue
-            chosen.append((cut, seed, explorer_steps))
+            chosen.append(RoundTask(cut, tuple(screens), env.device_size, explorer_steps))
             record.demonstration_steps.append(len(cut.demonstration))
             record.explorer_steps.append(explorer_steps)
-        record.tasks = [t.task.id for t, _, _ in chosen]
+        record.tasks = [c.task.task.id for c in chosen]
         record.rejected = {reason: rejected.count(reason) for reason in sorted(set(rejected))}
         return chosen
 
-    def _finetune(
-        self, chosen: list[tuple[SynthesisedTask, int, int]], checkpoint: Path, folder: Path, record: RoundRecord
-    ) -> Path:
+    def _finetune(self, chosen: list[RoundTask], checkpoint: Path, folder: Path, record: RoundRecord) -> Path:
         """The policy fine-tuned on the replayed demonstrations, saved as a checkpoint of its own kind."""
         from darwin.sft.finetune import FinetuneConfig, finetune
         from darwin.sft.records import EpisodeRecord, StepRecord, write_records
 
-        warm = load_warm_start(checkpoint)
+        agent = agent_record(checkpoint)
         episodes = []
-        for task, seed, _ in chosen:
-            env = self._phone(seed)
-            shots, reached = replay_demonstration(task, env, warm.observation_size)
-            if not reached:  # replayed once already in _synthesise: a phone that plays differently twice
-                raise RuntimeError(f"{task.task.id}: its demonstration no longer reaches the goal on phone seed {seed}")
-            actions = [*task.demonstration, Finished()]
-            steps = tuple(StepRecord(screenshot="-", action=a) for a in actions)
-            device = env.device_size
-            episodes.append(
-                (
-                    EpisodeRecord(
-                        goal=goal_text(task.task),
-                        steps=steps,
-                        app=task.task.app,
-                        task_id=task.task.id,
-                        device_size=device,
-                    ),
-                    shots,
-                )
+        for chosen_task in chosen:
+            task = chosen_task.task.task
+            actions = [*chosen_task.task.demonstration, Finished()]
+            steps = tuple(StepRecord(screenshot="-", action=a) for a in actions)  # write_records fills in the files
+            episode = EpisodeRecord(
+                goal=goal_text(task), steps=steps, app=task.app, task_id=task.id, device_size=chosen_task.device_size
             )
+            episodes.append((episode, chosen_task.screens))
         demos = write_records(folder / "demonstrations.jsonl", episodes)
         settings = self.settings
         result = finetune(
             FinetuneConfig(
                 model=str(checkpoint),
                 agent_format="tiny",
-                observation_size=warm.observation_size,
-                memory=warm.memory_config,
+                observation_size=agent.observation_size,
+                memory=agent.memory,
                 jsonl=(str(demos),),
                 heldout_fraction=0.0,  # every demonstration trains: the RL that follows is the test
                 steps=settings.sft_steps,
@@ -459,10 +467,6 @@ class SelfEvolution:
         self.progress.stage = stage
         self._on_progress(self.progress)
 
-    def _relay(self, progress: RunProgress) -> None:
-        """A round's RL progress, shown under the round's name."""
-        self._on_progress(progress)
-
 
 async def export_run_policy(run_dir: Path, out: Path) -> Path:
     """The last trained policy of a ``darwin run`` directory as a checkpoint directory of the
@@ -478,6 +482,21 @@ async def export_run_policy(run_dir: Path, out: Path) -> Path:
         await pool.aclose()
     shutil.copy2(warm / AGENT_FILE, out / AGENT_FILE)
     return out
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    """What a checkpoint's agent record (:data:`~darwin.agents.warm_start.AGENT_FILE`) says the
+    fine-tuning must match: the screen size and the memory (read without loading the model)."""
+
+    observation_size: tuple[int, int]
+    memory: SlidingWindowConfig
+
+
+def agent_record(checkpoint: Path) -> AgentRecord:
+    record = json.loads((checkpoint / AGENT_FILE).read_text(encoding="utf-8"))
+    width, height = (int(v) for v in record["observation_size"])
+    return AgentRecord((width, height), SlidingWindowConfig.model_validate(record["memory"]))
 
 
 def run_self_evolution(
