@@ -160,6 +160,9 @@ def build(preset: str) -> ExperimentConfig:
                     remove_padding=True,
                     max_token_len_per_gpu=3 * (8192 + 512),
                     gradient_checkpointing=True,
+                    # log-probs from hidden states a chunk at a time: the full logits of a 26k-token micro-batch over
+                    # Qwen's vocabulary would take 16 GB (an H200, 2026-11-28: docs/benchmarks.md)
+                    fused_kernels="torch",
                     ray_address=os.environ.get("DARWIN_RAY_ADDRESS"),
                 ),
             ),
@@ -269,6 +272,7 @@ def paper_miniature(paper: ExperimentConfig) -> ExperimentConfig:
         remove_padding=False,
         max_token_len_per_gpu=None,
         micro_batch_size_per_gpu=2,
+        fused_kernels="off",
         ray_address=None,
         ray_num_cpus=4,
     )

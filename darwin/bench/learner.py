@@ -17,7 +17,7 @@ import resource
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -411,6 +411,7 @@ class VerlBenchResult:
     remove_padding: bool
     gradient_checkpointing: bool
     offload: bool
+    fused_kernels: str
     prepare_s: float
     values_s: float
     log_probs_s: float
@@ -556,6 +557,7 @@ def run_verl(
     remove_padding: bool | None = None,
     gradient_checkpointing: bool = True,
     offload: bool = False,
+    fused_kernels: Literal["off", "torch", "triton"] = "off",
 ) -> list[VerlBenchResult]:
     """Build ``steps`` rows once, then time one update of a fresh :class:`VerlLearner` per
     phase (``ppo``: critic warm-up 0, actor + critic; ``warmup``: critic only) on ``workers``
@@ -566,6 +568,7 @@ def run_verl(
     token-budgeted micro-batches (``VerlConfig.max_token_len_per_gpu``), else ``micro`` rows per
     micro-batch. ``remove_padding``: None = on where flash-attention is installed on a GPU.
     ``offload``: parameters and optimizer states leave the GPU between calls (both roles on one GPU).
+    ``fused_kernels``: :attr:`VerlConfig.fused_kernels` (the actor's log-probs without the whole logits).
     """
     import importlib.util
     import tempfile
@@ -628,6 +631,7 @@ def run_verl(
                 gradient_checkpointing=gradient_checkpointing,
                 param_offload=offload,
                 optimizer_offload=offload,
+                fused_kernels=fused_kernels,
                 ray_num_cpus=None if on_gpu else 2 * workers,
             )
             config = LearnerConfig(
@@ -667,6 +671,7 @@ def run_verl(
                     remove_padding=remove_padding,
                     gradient_checkpointing=gradient_checkpointing,
                     offload=offload,
+                    fused_kernels=fused_kernels,
                     prepare_s=round(m.prepare_s, 2),
                     values_s=round(m.values_s, 2),
                     log_probs_s=round(m.proximal_s, 2),

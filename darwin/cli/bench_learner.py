@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import click
 
@@ -80,6 +80,13 @@ __all__ = ["bench_learner"]
 )
 @click.option("--offload", is_flag=True, help="verl: parameters and optimizer states leave the GPU between calls")
 @click.option(
+    "--fused-kernels",
+    default="off",
+    show_default=True,
+    type=click.Choice(["off", "torch", "triton"]),
+    help="verl: the actor's log-probs from chunks of its LM head instead of the whole logits (VerlConfig.fused_kernels)",
+)
+@click.option(
     "--profile",
     is_flag=True,
     help="one update of an experiment's learner on a fixed recorded batch, phase by phase (docs/benchmarks.md)",
@@ -123,6 +130,7 @@ def bench_learner(
     remove_padding: bool | None,
     gradient_checkpointing: bool,
     offload: bool,
+    fused_kernels: Literal["off", "torch", "triton"],
     profile: bool,
     experiment: str,
     preset: str,
@@ -175,6 +183,7 @@ def bench_learner(
             remove_padding=remove_padding,
             gradient_checkpointing=gradient_checkpointing,
             offload=offload,
+            fused_kernels=fused_kernels,
         )
     else:
         critic_list = [c.strip() for c in critics.split(",") if c.strip()]

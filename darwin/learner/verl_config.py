@@ -96,6 +96,14 @@ class VerlConfig(BaseModel):
         description="recompute each layer's activations in the backward pass (verl: enable_gradient_checkpointing, "
         "its default): about a third more compute for activations that no longer grow with the layers",
     )
+    fused_kernels: Literal["off", "torch", "triton"] = Field(
+        "off",
+        description="the actor's log-probs and entropy straight from its last hidden states, a chunk of rows of the "
+        "LM head at a time, so the (tokens x vocabulary) logits never exist whole (verl: model.use_fused_kernels with "
+        "fused_kernel_options.impl_backend); 'triton': verl's Triton kernel, GPUs only; 'off': the full logits, as "
+        "transformers computes them. Measured on an H200 (docs/benchmarks.md): unfused, a 16,384-token micro-batch's "
+        "fp32 logits over Qwen's 151,936-word vocabulary take 10 GB, and the actor's passes 3.5x the critic's time",
+    )
     use_torch_compile: bool = Field(False, description="torch.compile verl's entropy kernel")
     ray_address: str | None = Field(
         None,
@@ -138,6 +146,11 @@ class VerlConfig(BaseModel):
                 f"verl.remove_padding=True with device={self.device!r} and attn_implementation="
                 f"{self.attn_implementation!r}: packed rows attend across each other's boundaries unless "
                 "flash_attention_2 on 'cuda' separates them; set remove_padding=False or use flash_attention_2 on a GPU"
+            )
+        if self.fused_kernels == "triton" and self.device != "cuda":
+            out.append(
+                "verl.fused_kernels='triton' needs a GPU (Triton compiles for it): use fused_kernels='torch' with "
+                f"device={self.device!r}"
             )
         if self.infer_max_token_len_per_gpu is not None and self.max_token_len_per_gpu is None:
             out.append(

@@ -18,6 +18,9 @@ can read exactly what reaches verl::
     (16384, True)
     >>> w.actor.model_config.use_remove_padding, w.actor.model_config.enable_gradient_checkpointing
     (True, True)
+    >>> w = worker_configs(cfg.model_copy(update={"verl": cfg.verl.model_copy(update={"fused_kernels": "torch"})}))
+    >>> w.actor.model_config.use_fused_kernels, w.actor.model_config.fused_kernel_options
+    (True, {'impl_backend': 'torch'})
 
 Where verl's guide has a rule, the defaults follow it (docs/perf/perf_tuning.rst in verl's
 repository): forward-only passes and the critic (a one-column value head instead of the
@@ -37,7 +40,11 @@ if TYPE_CHECKING:
     from verl.workers.config import ActorConfig, CriticConfig, FSDPEngineConfig, HFModelConfig
     from verl.workers.engine_workers import TrainingWorkerConfig
 
-__all__ = ["VerlWorkerConfigs", "worker_configs"]
+__all__ = ["FUSED_MODEL_TYPES", "VerlWorkerConfigs", "worker_configs"]
+
+FUSED_MODEL_TYPES = ("qwen2_vl", "qwen2_5_vl")
+"""Model types whose fused log-probs (``VerlConfig.fused_kernels``) darwin has checked against the
+whole logits on verl's fsdp2 workers (tests/learner/test_verl_vlm.py)."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,8 @@ def worker_configs(config: LearnerConfig, critic_path: str | Path | None = None)
     """verl's configs for ``config``'s actor and, with ``critic_path`` (the critic's checkpoint,
     :func:`~darwin.learner.verl_runtime.prepare_critic_checkpoint`), its critic.
 
-    Raises ValueError when the config needs a critic and no ``critic_path`` is given.
+    Raises ValueError when the config needs a critic and no ``critic_path`` is given, or when
+    ``fused_kernels`` is asked of a model outside :data:`FUSED_MODEL_TYPES`.
     """
     from verl.workers.config import ActorConfig, CriticConfig, FSDPOptimizerConfig
     from verl.workers.engine_workers import TrainingWorkerConfig
@@ -67,9 +75,17 @@ def worker_configs(config: LearnerConfig, critic_path: str | Path | None = None)
         raise ValueError(f"algorithm={config.algorithm.name!r} trains a critic: pass critic_path (its checkpoint)")
     actor_tokens = s.max_token_len_per_gpu
     critic_tokens = None if actor_tokens is None else 2 * actor_tokens
+    actor_model = _model(s, s.model_path, fused_kernels=s.fused_kernels)
+    model_type = actor_model.hf_config.model_type
+    if s.fused_kernels != "off" and model_type not in FUSED_MODEL_TYPES:
+        raise ValueError(
+            f"verl.fused_kernels={s.fused_kernels!r} with a {model_type!r} model at {s.model_path}: darwin runs verl's "
+            f"fused log-probs for {', '.join(FUSED_MODEL_TYPES)} only (for text decoders with a separate LM head, "
+            "verl's fused forward multiplies sharded and whole weights under fsdp2 and fails); set fused_kernels='off'"
+        )
     actor = TrainingWorkerConfig(
         model_type="language_model",
-        model_config=_model(s, s.model_path),
+        model_config=actor_model,
         engine_config=_engine(s, config.seed, actor_tokens, s.resolved_infer_max_token_len_per_gpu),
         optimizer_config=FSDPOptimizerConfig(
             lr=config.actor_lr, weight_decay=config.weight_decay, betas=config.adam_betas, clip_grad=config.grad_clip
@@ -93,7 +109,7 @@ def worker_configs(config: LearnerConfig, critic_path: str | Path | None = None)
     )
     if not config.uses_critic:
         return VerlWorkerConfigs(actor=actor, actor_loss=actor_loss, critic=None, critic_loss=None)
-    critic_model = _model(s, critic_path)
+    critic_model = _model(s, critic_path, fused_kernels="off")  # a one-column value head: no logits to fuse
     critic = TrainingWorkerConfig(
         model_type="value_model",
         model_config=critic_model,
@@ -143,7 +159,7 @@ def _engine(s: VerlConfig, seed: int, train_tokens: int | None, infer_tokens: in
     )
 
 
-def _model(s: VerlConfig, path: str | Path | None) -> HFModelConfig:
+def _model(s: VerlConfig, path: str | Path | None, *, fused_kernels: str) -> HFModelConfig:
     from verl.workers.config import HFModelConfig
 
     return HFModelConfig(
@@ -152,4 +168,6 @@ def _model(s: VerlConfig, path: str | Path | None) -> HFModelConfig:
         use_remove_padding=s.remove_padding,
         enable_gradient_checkpointing=s.gradient_checkpointing,
         override_config={"attn_implementation": s.attn_implementation},
+        use_fused_kernels=fused_kernels != "off",
+        fused_kernel_options={"impl_backend": fused_kernels} if fused_kernels != "off" else {},
     )

@@ -190,11 +190,13 @@ def test_gpu_settings_are_checked_where_they_cannot_work() -> None:
                 attn_implementation="sdpa",
                 remove_padding=True,
                 infer_max_token_len_per_gpu=64,
+                fused_kernels="triton",
             ),
         )
     text = " ".join(str(err.value).split())
     assert "remove_padding=True with device='cpu' and attn_implementation='sdpa'" in text
     assert "infer_max_token_len_per_gpu needs max_token_len_per_gpu" in text
+    assert "fused_kernels='triton' needs a GPU (Triton compiles for it): use fused_kernels='torch'" in text
     with pytest.raises(ValueError, match="remove_padding=True with device='cuda' and attn_implementation='sdpa'"):
         LearnerConfig(backend="verl", verl=VerlConfig(model_path="/m", attn_implementation="sdpa", remove_padding=True))
 
@@ -225,10 +227,26 @@ def test_the_paper_presets_gpu_settings_reach_verls_worker_configs(tmp_path: Pat
     assert (w.actor_loss.ppo_mini_batch_size, w.actor_loss.ppo_epochs) == (64, 4)
     assert (w.critic_loss.use_dynamic_bsz, w.critic_loss.ppo_max_token_len_per_gpu) == (True, 6 * (8192 + 512))
     assert w.critic.model_config.path == str(critic) and w.actor.model_config.path == str(checkpoint)
-    # The miniature keeps the CPU path as it was: fixed micro-batches of rows, padding kept.
+    # The actor's log-probs come from fused chunks of its LM head; the critic has no vocabulary to fuse.
+    assert w.actor.model_config.use_fused_kernels and w.actor.model_config.fused_kernel_options == {
+        "impl_backend": "torch"
+    }
+    assert not w.critic.model_config.use_fused_kernels
+    # The miniature keeps the CPU path as it was: fixed micro-batches of rows, padding kept, full logits.
     cpu = worker_configs(load_experiment(spa_bench, "paper-miniature").learner, critic_path=critic)
     assert not cpu.actor.engine_config.use_dynamic_bsz and cpu.actor.engine_config.micro_batch_size_per_gpu == 2
     assert not cpu.actor.model_config.use_remove_padding and cpu.actor_loss.ppo_micro_batch_size_per_gpu == 2
+    assert not cpu.actor.model_config.use_fused_kernels
+
+
+def test_fused_log_probs_are_refused_for_a_text_decoder_with_the_fix(tmp_path: Path) -> None:
+    from darwin.learner.verl_engine import worker_configs
+
+    actor = _tiny_text_model(tmp_path / "actor")
+    settings = VerlConfig(model_path=str(actor), device="cpu", attn_implementation="sdpa", fused_kernels="torch")
+    config = LearnerConfig(backend="verl", verl=settings, algorithm="grpo", critic={"warmup_updates": 0})
+    with pytest.raises(ValueError, match=r"fused_kernels='torch' with a 'qwen2' model .* set fused_kernels='off'"):
+        worker_configs(config)
 
 
 def test_runtime_check_names_the_missing_gpu_and_lets_the_cpu_run_the_critic() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -45,13 +45,14 @@ def saved(policy: HFPolicy, path: Path) -> Path:
     return path
 
 
-def cpu_config(model_path: Path, **overrides: Any) -> LearnerConfig:
+def cpu_config(model_path: Path, *, fused_kernels: Literal["off", "torch"] = "off", **overrides: Any) -> LearnerConfig:
     settings = VerlConfig(
         model_path=str(model_path),
         gpus_per_node=2,
         device="cpu",
         attn_implementation="sdpa",
         micro_batch_size_per_gpu=2,
+        fused_kernels=fused_kernels,
         ray_num_cpus=4,
     )
     base: dict[str, Any] = {
@@ -179,12 +180,22 @@ def test_screenshot_rows_carry_pixels_grids_and_3d_positions(kit) -> None:
 # --------------------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_SERVER_DEPS, reason=NO_SERVER_DEPS)
-@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl"])
-def test_verl_actor_scores_screenshot_rows_like_darwin(tmp_path: Path, kit, family: str) -> None:
+@pytest.mark.parametrize(
+    ("family", "fused_kernels"), [("qwen2_vl", "off"), ("qwen2_5_vl", "off"), ("qwen2_vl", "torch")]
+)
+def test_verl_actor_scores_screenshot_rows_like_darwin(
+    tmp_path: Path, kit, family: str, fused_kernels: Literal["off", "torch"]
+) -> None:
     """verl's FSDP actor (2 CPU workers) gives the log-probs darwin's scoring gives on the
-    same rows, for the tiny Qwen2-VL and a UI-TARS-1.5-format (Qwen2.5-VL) checkpoint."""
+    same rows, for the tiny Qwen2-VL and a UI-TARS-1.5-format (Qwen2.5-VL) checkpoint, and
+    with the log-probs fused from chunks of the LM head (the paper preset's setting)."""
     policy = vl_policy(family)
-    cfg = cpu_config(saved(policy, tmp_path / "actor"), algorithm="grpo", critic={"warmup_updates": 0})
+    cfg = cpu_config(
+        saved(policy, tmp_path / "actor"),
+        fused_kernels=fused_kernels,
+        algorithm="grpo",
+        critic={"warmup_updates": 0},
+    )
     learner = VerlLearner(policy, cfg)
     try:
         trajectories = batch_of(kit, policy, seed=1)
@@ -206,6 +217,35 @@ def test_verl_actor_scores_screenshot_rows_like_darwin(tmp_path: Path, kit, fami
         assert (verl_lp - ours).abs()[mask].max() < 1e-4
     finally:
         learner.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_SERVER_DEPS, reason=NO_SERVER_DEPS)
+def test_fused_log_probs_train_as_the_full_logits_do(tmp_path: Path, kit) -> None:
+    """A GRPO update on screenshot rows (2 CPU workers) with fused_kernels='torch' gives the
+    loss and gradient norm that the whole logits give, and the policy receives its new weights.
+    (The weights themselves are not compared: Adam's first step moves each weight by about
+    lr x sign(gradient), so a gradient of 1e-9 either side of zero differs by 2 x lr.)"""
+    source = vl_policy()
+    path = saved(source, tmp_path / "actor")
+    trajectories = batch_of(kit, source, seed=2)
+    results, weights = [], []
+    for fused in ("off", "torch"):
+        policy = vl_policy()
+        learner = VerlLearner(
+            policy, cpu_config(path, fused_kernels=fused, algorithm="grpo", critic={"warmup_updates": 0})
+        )
+        try:
+            results.append(learner.update(trajectories))
+            weights.append({k: v.clone() for k, v in policy.vlm.model.state_dict().items()})
+        finally:
+            learner.close()
+    full, fused_update = results
+    assert full.policy_loss is not None and fused_update.policy_loss is not None
+    assert fused_update.policy_loss == pytest.approx(full.policy_loss, rel=1e-4, abs=1e-6)
+    assert fused_update.actor_grad_norm == pytest.approx(full.actor_grad_norm, rel=1e-4)
+    for trained in weights:
+        assert any(not torch.equal(trained[k], v) for k, v in source.vlm.model.state_dict().items())
 
 
 @pytest.mark.slow
