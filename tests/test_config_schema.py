@@ -39,6 +39,7 @@ SETTINGS: dict[str, str] = {
     "learner.verl.model_dtype": "the precision of verl's master weights",
     "learner.verl.device": "where verl's workers run",
     "learner.verl.strategy": "verl's own FSDP version, a setting of the verl learner",
+    "learner.verl.fused_kernels": "which of verl's own log-prob kernels its workers run, a setting of the verl learner",
     "sft.agent.invalid_history": "how the tiny agent shows an unparsed reply",
     "sft.agent.off_screen": "what the tiny agent does with an off-screen point",
     "sft.model.attn_implementation": "the attention kernel of the tiny model",
