@@ -98,11 +98,11 @@ class VerlConfig(BaseModel):
     )
     fused_kernels: Literal["off", "torch", "triton"] = Field(
         "off",
-        description="the actor's log-probs and entropy straight from its last hidden states, a chunk of rows of the "
-        "LM head at a time, so the (tokens x vocabulary) logits never exist whole (verl: model.use_fused_kernels with "
+        description="the actor's log-probs and entropy straight from its last hidden states, 512 tokens at a time, "
+        "so the (tokens x vocabulary) logits never exist whole (verl: model.use_fused_kernels with "
         "fused_kernel_options.impl_backend); 'triton': verl's Triton kernel, GPUs only; 'off': the full logits, as "
         "transformers computes them. Measured on an H200 (docs/benchmarks.md): unfused, a 16,384-token micro-batch's "
-        "fp32 logits over Qwen's 151,936-word vocabulary take 10 GB, and the actor's passes 3.5x the critic's time",
+        "fp32 logits over Qwen's 151,936-word vocabulary take 10 GB, and the actor's passes took 3.4x the critic's time",
     )
     use_torch_compile: bool = Field(False, description="torch.compile verl's entropy kernel")
     ray_address: str | None = Field(
