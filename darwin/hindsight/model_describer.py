@@ -33,7 +33,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -53,6 +53,7 @@ __all__ = [
     "ModelDescriber",
     "ModelDescriberConfig",
     "checked_describer_config",
+    "validated_config",
     "parse_description",
 ]
 
@@ -247,19 +248,29 @@ class ModelDescriber:
         return dataclasses.replace(parsed, completion=completion)
 
 
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+def validated_config(
+    cls: type[ConfigT], config: ConfigT | Mapping[str, Any] | None, fields: Mapping[str, Any], label: str
+) -> ConfigT:
+    """``config`` as given (then ``fields`` must be empty), or ``cls`` validated from the mapping
+    ``config`` updated with ``fields``; a :class:`DescriberConfigError` names what is wrong."""
+    if isinstance(config, cls):
+        if fields:
+            raise DescriberConfigError(f"pass either a {cls.__name__} or its fields, not both")
+        return config
+    try:
+        return cls.model_validate({**dict(config or {}), **fields})
+    except ValidationError as exc:
+        raise DescriberConfigError(f"invalid {label} config: {validation_summary(exc)}") from None
+
+
 def checked_describer_config(
     config: ModelDescriberConfig | Mapping[str, Any] | None, fields: Mapping[str, Any]
 ) -> ModelDescriberConfig:
     """``config`` (or ``fields``) validated, the model's name checked (see :class:`ModelDescriber`)."""
-    if isinstance(config, ModelDescriberConfig):
-        if fields:
-            raise DescriberConfigError("pass either a ModelDescriberConfig or its fields, not both")
-        checked = config
-    else:
-        try:
-            checked = ModelDescriberConfig.model_validate({**dict(config or {}), **fields})
-        except ValidationError as exc:
-            raise DescriberConfigError(f"invalid describer config: {validation_summary(exc)}") from None
+    checked = validated_config(ModelDescriberConfig, config, fields, "describer")
     if checked.check_model and checked.llm.api_base is None:
         try:
             check_model_name(checked.llm.model, role="describer")

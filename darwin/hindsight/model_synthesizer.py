@@ -44,19 +44,18 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from darwin.hindsight.base import DifficultyBand, Filtered, SynthesisedTask, TaskSynthesizer, filter_tasks
 from darwin.hindsight.exploration import Exploration, ExplorationError
 from darwin.hindsight.model_describer import (
-    DescriberConfigError,
     Description,
     ModelDescriber,
     ModelDescriberConfig,
     checked_describer_config,
+    validated_config,
 )
 from darwin.predicates import JUDGED_GOAL, norm
-from darwin.problems import validation_summary
 from darwin.types import Task, VerifierSpec
 
 __all__ = ["Cut", "ModelHindsightConfig", "ModelHindsightSynthesizer", "ModelSynthesis", "cut_points"]
@@ -167,15 +166,7 @@ class ModelHindsightSynthesizer(TaskSynthesizer):
     def _checked_config(
         config: ModelHindsightConfig | Mapping[str, Any] | None, fields: Mapping[str, Any]
     ) -> ModelHindsightConfig:
-        if isinstance(config, ModelHindsightConfig):
-            if fields:
-                raise DescriberConfigError("pass either a ModelHindsightConfig or its fields, not both")
-            checked = config
-        else:
-            try:
-                checked = ModelHindsightConfig.model_validate({**dict(config or {}), **fields})
-            except ValidationError as exc:
-                raise DescriberConfigError(f"invalid model_hindsight config: {validation_summary(exc)}") from None
+        checked = validated_config(ModelHindsightConfig, config, fields, "model_hindsight")
         checked_describer_config(checked.describer, {})  # the describer's model name, before any request
         return checked
 
