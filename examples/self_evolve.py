@@ -27,7 +27,14 @@ explores nothing in a few steps) for one round of two RL updates, to exercise ev
 
 from darwin.components import ComponentSpec
 from darwin.learner.config import LearnerConfig
-from darwin.run.config import EvaluationConfig, ExperimentConfig, PhonesConfig, PolicyConfig, SelfEvolutionConfig
+from darwin.run.config import (
+    EvaluationConfig,
+    ExperimentConfig,
+    PhonesConfig,
+    PolicyConfig,
+    RoundVerifierConfig,
+    SelfEvolutionConfig,
+)
 from darwin.sft.config import SFTConfig
 from darwin.templates import SplitConfig, split_templates
 
@@ -101,6 +108,7 @@ def build(preset: str) -> ExperimentConfig:
                 sft_steps=3,
                 sft_batch_size=4,
                 rl_updates=2,
+                learned_verifier=RoundVerifierConfig(reward="learned", epochs=1, agreement_episodes=0),
             ),
             notes="every stage of examples/self_evolve.py in a minute or two: Chrome explored by the random agent",
         )

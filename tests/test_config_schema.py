@@ -40,6 +40,8 @@ SETTINGS: dict[str, str] = {
     "learner.verl.device": "where verl's workers run",
     "learner.verl.strategy": "verl's own FSDP version, a setting of the verl learner",
     "learner.verl.fused_kernels": "which of verl's own log-prob kernels its workers run, a setting of the verl learner",
+    "self_evolution.learned_verifier.reward": "which member of the round's composite decides (fallback or audit order), "
+    "a setting of the stage-3 verifier, not an implementation",
     "sft.agent.invalid_history": "how the tiny agent shows an unparsed reply",
     "sft.agent.off_screen": "what the tiny agent does with an off-screen point",
     "sft.model.attn_implementation": "the attention kernel of the tiny model",

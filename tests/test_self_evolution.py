@@ -125,6 +125,17 @@ def test_the_miniature_runs_every_stage_end_to_end(tmp_path) -> None:
     # the RL round trained on the synthesised tasks and the training tasks
     rl = json.loads((run_dir / "round-1" / "rl" / "experiment.json").read_text())
     assert rl["tasks"][0].endswith("round-1/tasks.json") and rl["checkpoint"].endswith("round-1/finetuned")
+    # stage 3: a verifier trained on the round's own demonstrations rewarded its RL, the rule auditing
+    verifier = one["verifier"]
+    assert verifier["trained"] and verifier["added"]["demonstrations"] > 0 and verifier["positives"] > 0
+    assert verifier["examples"] == verifier["added"]["demonstrations"]  # round 1: nothing judged before it
+    assert rl["verifier"]["name"] == "composite" and rl["verifier"]["kwargs"]["mode"] == "audit"
+    learned, rule = rl["verifier"]["kwargs"]["verifiers"]
+    assert learned["kwargs"]["path"].endswith("round-1/verifier") and rule["name"] == "rule"
+    audit = verifier["rl_audit"]
+    assert audit["compared"] > 0 and 0 <= audit["agreed"] <= audit["compared"]
+    # the verdicts that rewarded the RL episodes are training data for the next round's verifier
+    assert verifier["added"]["rl"] > 0
     # the explorations are in the run database, read back whole
     from darwin.hindsight.records import load_explorations
     from darwin.store import RunStore

@@ -15,7 +15,7 @@ from darwin.agents.base import Actor
 from darwin.algos.task_metrics import measure_episode
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.envs.guard import ActionBlocked
-from darwin.predicates import evaluate
+from darwin.predicates import JUDGED_GOAL, evaluate
 from darwin.task_registry import goal_text
 from darwin.types import (
     ACTOR,
@@ -349,7 +349,9 @@ class StepWorkflow(Workflow):
         checks_first = self.config.skip_already_done and self.verifier.cheap
         recorder: _MetricsRecorder | None = None
         start_state: dict[str, Any] | None = None
-        if phase == Phase.EXECUTION and self.config.episode_metrics and self.verifier.cheap:
+        # a goal in words (judge.goal) has nothing in the phone's state to measure over time
+        measurable = spec.predicate != JUDGED_GOAL
+        if phase == Phase.EXECUTION and self.config.episode_metrics and self.verifier.cheap and measurable:
             start_state, failure = await self._probe_for_metrics(env, checks_first)
             if failure is not None and checks_first:
                 return self._probe_failed(env, task, failure), None

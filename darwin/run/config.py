@@ -415,6 +415,51 @@ class BranchingConfig(BaseModel):
     points: int = Field(1, ge=1, le=32, description="states of each episode branched from, chosen at random")
 
 
+class RoundVerifierConfig(BaseModel):
+    """Stage-3 verification in the flywheel (:mod:`darwin.run.round_verifier`, docs/self-evolution.md):
+    before every round's RL a learned verifier (the current policy's backbone with a success head,
+    :mod:`darwin.verifiers.learned`) is trained again on the run's own verdicts so far (each kept
+    task's replayed demonstration, every screen labelled by its synthesised goal; every earlier
+    round's RL episodes, labelled by the verdict that rewarded them), rewards that round as
+    ``reward`` says, and is measured against the held-out apps' human-written rules, which never
+    train it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reward: Literal["fallback", "learned"] = Field(
+        "fallback",
+        description="'fallback': the experiment's verifier decides where it can and the learned verifier where it "
+        "leaves a phase unverified (a task with no rule, e.g. a model-described goal); 'learned': the learned "
+        "verifier decides every reward of the round's RL and the experiment's verifier audits it (disagreements "
+        "counted, as `darwin verifier audit` reads them)",
+    )
+    epochs: int = Field(4, ge=1, le=100)
+    batch_size: int = Field(16, ge=1, le=512)
+    lr: float = Field(2e-4, gt=0.0, le=1.0, description="backbone learning rate")
+    head_lr: float = Field(1e-3, gt=0.0, le=1.0, description="head learning rate")
+    swapped_goals: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="share of positives shown again under another synthesised goal as negatives, so the verifier "
+        "reads the goal (VerifierTrainConfig.swapped_goals)",
+    )
+    every_step: bool | None = Field(
+        None,
+        description="the learned verifier checks after every step (True) or once when the phase ends (False); None: "
+        "every step with reward='fallback' (the rule keeps its every-step check), once with reward='learned' (a false "
+        "positive is met once per phase, not at every step)",
+    )
+    agreement_episodes: int = Field(
+        2,
+        ge=0,
+        le=1000,
+        description="episodes per held-out human-written task of the explored apps and scripted agent (oracle, "
+        "stopped early, wandering, random) whose screens, labelled by the human rules, measure the verifier's "
+        "agreement every round; 0: not measured",
+    )
+
+
 class SelfEvolutionConfig(BaseModel):
     """Self-evolution on apps never shown (issue 45, :mod:`darwin.run.self_evolution`, docs/self-evolution.md):
     after the warm start, ``rounds`` of: explore ``apps`` with the current policy, synthesise tasks
@@ -467,6 +512,11 @@ class SelfEvolutionConfig(BaseModel):
     rl_updates: int = Field(4, ge=1, le=100_000, description="learner updates per round on the synthesised tasks")
     keep_training_tasks: bool = Field(
         True, description="RL each round on the synthesised tasks and the experiment's `tasks` (against forgetting)"
+    )
+    learned_verifier: RoundVerifierConfig | None = Field(
+        None,
+        description="stage-3 verification: a learned verifier retrained before every round's RL on the run's own "
+        "verdicts, rewarding as its `reward` says (None: the experiment's verifier alone)",
     )
 
 

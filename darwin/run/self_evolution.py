@@ -69,6 +69,7 @@ from darwin.run.config import ExperimentConfig, SelfEvolutionConfig
 from darwin.run.cost import RunCost
 from darwin.run.recipe import RunProgress, RunResult, evaluate_experiment, run_recipe
 from darwin.run.report import RunReport
+from darwin.run.round_verifier import RoundVerifier, RoundVerifierRecord, audit_of_run, round_reward
 from darwin.task_registry import goal_text
 from darwin.templates import split_templates
 from darwin.types import Task
@@ -112,6 +113,8 @@ class RoundRecord:
     rl_updates: int = 0
     rl_success: float | None = None
     """Training success over the round's RL episodes."""
+    verifier: RoundVerifierRecord | None = None
+    """Stage-3 verification (``learned_verifier``): the verifier trained for this round's RL and its agreement."""
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -125,6 +128,8 @@ class RoundTask:
     device_size: tuple[int, int]
     explorer_steps: int
     """The explorer's actions to the goal, before the cut."""
+    phone_seed: int
+    """The SimPhone it was explored and replayed on."""
 
 
 def replay_demonstration(
@@ -173,6 +178,7 @@ class SelfEvolution:
         self.evaluations: dict[str, EvalResult] = {}
         self.cost = RunCost()
         self._seen: list[Task] = []
+        self.verifier: RoundVerifier | None = None
 
     # ------------------------------------------------------------------------------ run
     async def run(self) -> RunResult:
@@ -184,6 +190,17 @@ class SelfEvolution:
         self._show("warm start")
         checkpoint = await asyncio.to_thread(warm_start_checkpoint, config)
         self.report.write_warm_start(checkpoint)
+        if settings.learned_verifier is not None:
+            explored = set(settings.apps)
+            self.verifier = RoundVerifier(
+                settings.learned_verifier,
+                self.run_dir,
+                agreement_tasks=[t for t in self.split.sets["unseen_apps"] if t.app in explored],
+                base_tasks=config.tasks,
+                observation_size=agent_record(checkpoint).observation_size,
+                horizon=config.horizon,
+                seed=config.phones.seed,
+            )
         if config.evaluation.enabled:
             self.evaluations["warm_start"] = await self._evaluate("warm_start", checkpoint, training, updates=0)
         updates, env_steps, points, plot = 0, 0, [], self.run_dir / "success.png"
@@ -240,9 +257,16 @@ class SelfEvolution:
             checkpoint = await asyncio.to_thread(self._finetune, chosen, checkpoint, folder, record)
         record.seconds["finetune"] = round(time.perf_counter() - clock, 2)
 
+        verifier_dir = None
+        if self.verifier is not None:
+            clock = time.perf_counter()
+            self._show(f"round {number}: train the verifier")
+            verifier_dir = await self._train_verifier(number, chosen, checkpoint, folder, record, tasks_file)
+            record.seconds["verifier"] = round(time.perf_counter() - clock, 2)
+
         clock = time.perf_counter()
         self._show(f"round {number}: RL")
-        round_config = self._round_config(number, tasks_file, checkpoint)
+        round_config = self._round_config(number, tasks_file, checkpoint, verifier_dir)
         rl_dir = folder / "rl"
         rl_dir.mkdir(exist_ok=True)
         (rl_dir / "experiment.json").write_text(round_config.model_dump_json(indent=2))
@@ -255,6 +279,11 @@ class SelfEvolution:
         scored = [success for _, success in result.success_points]
         record.rl_success = round(sum(scored) / len(scored), 4) if scored else None
         record.seconds["rl"] = round(time.perf_counter() - clock, 2)
+        if self.verifier is not None and record.verifier is not None:
+            # the verdicts that rewarded this round train the next round's verifier
+            record.verifier.added["rl"] = await asyncio.to_thread(self.verifier.add_rl_episodes, rl_dir)
+            if verifier_dir is not None and self.verifier.settings.reward == "learned":
+                record.verifier.rl_audit = await asyncio.to_thread(audit_of_run, rl_dir)
 
         self._show(f"round {number}: export")
         exported = await export_run_policy(folder / "rl", folder / "policy")
@@ -350,12 +379,13 @@ class SelfEvolution:
             if len(cut.demonstration) > self.settings.max_demonstration_steps:
                 rejected.append("too_long")
                 continue
-            env = self._phone(self._phone_seed(index % self.settings.explorations))
+            phone_seed = self._phone_seed(index % self.settings.explorations)
+            env = self._phone(phone_seed)
             screens, reached = replay_demonstration(cut, env, observation_size)
             if not reached:  # the cut lost something the state key missed
                 rejected.append("replay_failed")
                 continue
-            chosen.append(RoundTask(cut, tuple(screens), env.device_size, explorer_steps))
+            chosen.append(RoundTask(cut, tuple(screens), env.device_size, explorer_steps, phone_seed))
             record.demonstration_steps.append(len(cut.demonstration))
             record.explorer_steps.append(explorer_steps)
         record.tasks = [c.task.task.id for c in chosen]
@@ -403,7 +433,27 @@ class SelfEvolution:
         shutil.copy2(checkpoint / AGENT_FILE, out / AGENT_FILE)
         return out
 
-    def _round_config(self, number: int, tasks_file: Path, checkpoint: Path) -> ExperimentConfig:
+    async def _train_verifier(
+        self,
+        number: int,
+        chosen: list[RoundTask],
+        checkpoint: Path,
+        folder: Path,
+        record: RoundRecord,
+        tasks_file: Path,
+    ) -> Path | None:
+        """The round's learned verifier, trained on the run's verdicts so far plus this round's
+        demonstrations (each replayed on a fresh phone of its own seed); ``None`` when the data
+        cannot train one yet (``record.verifier.skipped`` says why)."""
+        assert self.verifier is not None
+        record.verifier = RoundVerifierRecord()
+        replays = [(c.task, self._phone(c.phone_seed)) for c in chosen]
+        record.verifier.added["demonstrations"] = await self.verifier.add_demonstrations(number, replays, tasks_file)
+        return await asyncio.to_thread(self.verifier.train, number, checkpoint, folder / "verifier", record.verifier)
+
+    def _round_config(
+        self, number: int, tasks_file: Path, checkpoint: Path, verifier_dir: Path | None = None
+    ) -> ExperimentConfig:
         config, settings = self.config, self.settings
         tasks = (str(tasks_file), *config.tasks) if settings.keep_training_tasks else (str(tasks_file),)
         data = config.model_dump(mode="json")
@@ -416,6 +466,10 @@ class SelfEvolution:
             run_dir=None,
         )
         data["evaluation"] = {**data["evaluation"], "samples": 0}
+        if verifier_dir is not None and settings.learned_verifier is not None:
+            data["verifier"] = round_reward(config.verifier, verifier_dir, settings.learned_verifier).model_dump(
+                mode="json"
+            )
         return ExperimentConfig.model_validate(data)
 
     async def _evaluate(self, label: str, checkpoint: Path, training: list[Task], updates: int) -> EvalResult:

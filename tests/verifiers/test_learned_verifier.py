@@ -508,7 +508,7 @@ def test_a_success_hidden_behind_the_launcher_is_not_a_positive_screen() -> None
     from darwin.actions import Finished, PressHome
     from darwin.agents.base import Actor
     from darwin.types import Decision
-    from darwin.verifiers.learned.data import _play_and_label
+    from darwin.verifiers.learned.data import play_and_label
 
     class OracleThenHome(Actor):
         def __init__(self) -> None:
@@ -530,7 +530,7 @@ def test_a_success_hidden_behind_the_launcher_is_not_a_positive_screen() -> None
 
     def play(keep: bool) -> list:
         return asyncio.run(
-            _play_and_label(
+            play_and_label(
                 SimPhoneEnv(seed=3),
                 task,
                 OracleThenHome(),

@@ -80,6 +80,7 @@ __all__ = [
     "LabelledScreen",
     "load_image",
     "load_previous_image",
+    "play_and_label",
 ]
 
 EXAMPLES_FILE = "examples.jsonl"
@@ -424,7 +425,7 @@ class _Wander(Actor):
         return Decision(action=self.random.sample(observation.device_size))
 
 
-async def _play_and_label(
+async def play_and_label(
     env: SimPhoneEnv,
     task: Task,
     actor: Actor,
@@ -515,7 +516,7 @@ def generate_verifier_data(
     write every labelled screen to ``out`` at ``observation_size``; returns the number of new
     examples. The warm-start agent acts on its own screen size whatever ``observation_size`` is.
     Success screens after the agent left the app where the goal was reached are dropped unless
-    ``keep_hidden_successes`` (see :func:`_play_and_label`)."""
+    ``keep_hidden_successes`` (see :func:`play_and_label`)."""
     return asyncio.run(
         _generate(
             out,
@@ -567,7 +568,7 @@ async def _generate(
                     phone_seed = rng.randrange(1 << 30)
                     env = SimPhoneEnv(seed=phone_seed, perturbation=PerturbationConfig())
                     episode_id = f"{source}-{task.id}-{seed}-{e}"
-                    rows = await _play_and_label(
+                    rows = await play_and_label(
                         env,
                         task,
                         make(task),

@@ -108,6 +108,12 @@ class VerifierTrainConfig(BaseModel):
         "goal, not that one, so the classifier has to read the goal instead of recognising a task's usual final "
         "screen. A screen labelled achieved for that other goal anywhere in the data is never paired with it",
     )
+    choose_on: Literal["validation", "train"] = Field(
+        "validation",
+        description="which examples choose the best epoch and the threshold: 'validation' (held-out episodes of the "
+        "training tasks); 'train' (the training examples themselves: for data too small to hold an episode out, "
+        "e.g. one self-evolution round's; the threshold then fits the data it was trained on and is optimistic)",
+    )
     seed: int = Field(0, description="shuffling, the split salt and the bootstrap")
     bootstrap_resamples: int = Field(1000, ge=100, le=100_000)
 
@@ -382,6 +388,8 @@ def train_verifier(
     examples = load_examples(data)
     train_tasks = {t.id for t in resolve_tasks(config.train_tasks)}
     splits = assign_splits(examples, train_tasks, config.seed)
+    if config.choose_on == "train":
+        splits["val"] = list(splits.get("train", []))
     if not splits.get("train") or not splits.get("val"):
         raise ValueError(
             f"{data}: no training or validation examples for tasks {sorted(train_tasks)}; generate episodes of "
@@ -460,7 +468,8 @@ def train_verifier(
 
     rng = np.random.default_rng(config.seed)
     reports: list[SplitReport] = []
-    for split in ("train", "val", *TEST_SPLITS):
+    shown = ("train", *TEST_SPLITS) if config.choose_on == "train" else ("train", "val", *TEST_SPLITS)
+    for split in shown:
         idx = splits.get(split, [])
         if not idx:
             continue
