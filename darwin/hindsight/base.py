@@ -18,8 +18,8 @@ overriding :meth:`~TaskSynthesizer.candidates`; an experiment names it by import
     >>> class WholeEnd(TaskSynthesizer):
     ...     '''One task: every path changed by the end of the exploration, at once.'''
     ...     def candidates(self, exploration):
-    ...         end = exploration.steps[-1].state
-    ...         values = {p: lookup(end, p)[1] for p in state_diff(exploration.start_state, end)}
+    ...         start, states = exploration.states("WholeEnd")
+    ...         values = {p: lookup(states[-1], p)[1] for p in state_diff(start, states[-1])}
     ...         if not values:
     ...             return []
     ...         task = Task(id="whole-end", instruction=f"{exploration.app}: reach the state I reached.",
@@ -53,12 +53,13 @@ class SynthesisedTask:
     """A task found in an exploration, with the explorer's own way to it.
 
     ``demonstration`` played from ``start_state`` (the exploration's start) reaches a state where
-    the task's verifier holds; the task is meant to start from that state too.
+    the task's verifier holds; the task is meant to start from that state too (``None``: the
+    phone had no state probe, and the start is known only by its screen).
     """
 
     task: Task
     demonstration: tuple[Action, ...]
-    start_state: State
+    start_state: State | None
 
     @property
     def steps(self) -> int:
@@ -135,7 +136,9 @@ def filter_tasks(
     return Filtered(kept=tuple(kept), rejected=tuple(rejected))
 
 
-def _holds(spec: VerifierSpec, state: State) -> bool:
+def _holds(spec: VerifierSpec, state: State | None) -> bool:
+    if state is None:
+        return False  # a phone without a state probe: only a judge on the start screen could tell
     try:
         return evaluate(spec, state).success
     except StateCannotDecide:

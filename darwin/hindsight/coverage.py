@@ -181,7 +181,8 @@ def _task_coverage(task: Task, runs: Sequence[tuple[int, Exploration]], status: 
     if status == "not_reached":
         predicate, params = resolve(task.verifier, task.id)
         for index, run in runs:
-            step = next((n for n, s in enumerate(run.steps, 1) if predicate.fn(s.state, params).success), None)
+            _, states = run.states("the coverage measure")
+            step = next((n for n, state in enumerate(states, 1) if predicate.fn(state, params).success), None)
             if step is not None:
                 reached.append(ReachedState(exploration=index, explorer_seed=run.explorer_seed, step=step))
         status = "reached" if reached else "not_reached"
@@ -211,7 +212,8 @@ def measure_coverage(
     """
     by_start: dict[tuple[str, bytes], list[tuple[int, Exploration]]] = {}
     for index, run in enumerate(explorations):
-        by_start.setdefault((run.app, _state_key(run.start_state)), []).append((index, run))
+        start, _ = run.states("the coverage measure")
+        by_start.setdefault((run.app, _state_key(start)), []).append((index, run))
     grouped: dict[str, dict[str, list[TaskCoverage]]] = {}
     for task in tasks:
         runs = by_start.get((task.app, _state_key(task_start_state(task, initial_state))), [])

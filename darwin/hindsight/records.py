@@ -142,18 +142,23 @@ def _exploration(store: RunStore, episode: EpisodeRow, app: str) -> Exploration:
     def png(rel_path: str | None) -> bytes | None:
         return None if rel_path is None else store.screenshot_file(rel_path).read_bytes()
 
-    start = episode.start_state
-    if not isinstance(start, dict):
-        raise broken("a start state")
+    start = episode.start_state if isinstance(episode.start_state, dict) else None
     rows = store.steps(episode.episode_id)
+    if start is None and (not rows or rows[0].screenshot_path is None):
+        raise broken("a start state")  # nor the screens a phone without a probe is explored by
     # a step's screenshot is the screen before its action; the next one's (or the final) is after it
     after = [row.screenshot_path for row in rows[1:]] + [episode.final_screenshot_path]
     steps = []
     for row, shot in zip(rows, after, strict=True):
         action: Action | None = row.action
         state: State | None = row.state_after if isinstance(row.state_after, dict) else None
-        if action is None or state is None:
-            raise broken(f"an action and a state at step {row.step}")
+        if action is None:
+            raise broken(f"an action at step {row.step}")
+        # states everywhere (a phone with a probe) or nowhere (one without, its screens kept)
+        if (state is None) != (start is None):
+            raise broken(f"a state at step {row.step}" if start is not None else "a start state")
+        if start is None and shot is None:
+            raise broken(f"a state or a screen after step {row.step}")
         steps.append(ExploredStep(action=action, state=state, screenshot=png(shot)))
     return Exploration(
         app=app,

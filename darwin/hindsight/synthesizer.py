@@ -62,12 +62,12 @@ class HindsightSynthesizer(TaskSynthesizer):
 
     def candidates(self, exploration: Exploration) -> list[SynthesisedTask]:
         labels = {app.id: app.label for app in default_apps()}
-        start = exploration.start_state
+        start, states = exploration.states("the hindsight synthesizer")
         first_reached: dict[tuple[str, bytes], int] = {}
         found: list[SynthesisedTask] = []
-        for index, step in enumerate(exploration.steps):
-            for path in state_diff(start, step.state, self.roots):
-                exists, value = lookup(step.state, path)
+        for index, state in enumerate(states):
+            for path in state_diff(start, state, self.roots):
+                exists, value = lookup(state, path)
                 # A removed key cannot be asked for with state.equals (its list is reported instead).
                 if not exists or path_allowed(path, self.ignored_paths):
                     continue
@@ -82,7 +82,7 @@ class HindsightSynthesizer(TaskSynthesizer):
                 digest = hashlib.blake2b(key[0].encode() + b"=" + key[1], digest_size=5).hexdigest()
                 task = Task(
                     id=f"hindsight.{app_id or 'phone'}.{digest}",
-                    instruction=describe(path, start, step.state, app),
+                    instruction=describe(path, start, state, app),
                     app=app,
                     verifier=spec,
                     source="hindsight",
