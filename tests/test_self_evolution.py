@@ -165,3 +165,24 @@ def test_novelty_candidates_put_the_explorer_inside_the_novelty_explorer(tmp_pat
     plain, novel = explored(1), explored(4)
     assert len(plain) == len(novel) == 2
     assert plain != novel  # the same random proposers, a different choice among 4 of their proposals
+
+
+def test_the_dry_run_says_what_every_round_does_and_what_rewards_it() -> None:
+    from darwin.cli.main import main
+
+    def row(*overrides: str) -> str:
+        sets = [item for override in overrides for item in ("--set", override)]
+        result = CliRunner().invoke(main, ["run", str(EXAMPLE), "--dry-run", *sets], env={"COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        (line,) = [line for line in result.output.splitlines() if "self-evolution" in line]
+        return " ".join(line.split())
+
+    plain = row()
+    assert "2 round(s) on Calendar, Chrome: 8 x 80 steps explored by the policy at temperature 1.5" in plain
+    assert (
+        "hindsight tasks (at most 16); 60 fine-tuning steps; 6 RL updates rewarded by the experiment's verifier"
+        in plain
+    )
+    stage3 = row('self_evolution.learned_verifier={"reward": "learned", "agreement_episodes": 0}')
+    assert "rewarded by a learned verifier retrained every round (reward 'learned'" in stage3
+    assert "held-out rules not measured" in stage3

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from darwin.run.config import SelfEvolutionConfig
     from darwin.run.recipe import RunProgress
 from darwin.cli.common import credentials_fail_cleanly, task_names_line
 
@@ -201,6 +202,33 @@ class _ProgressLines:
         )
 
 
+def _self_evolution_row(settings: SelfEvolutionConfig) -> str:
+    explorer = (
+        f"the policy at temperature {settings.explorer_temperature}"
+        if settings.explorer is None
+        else f"actors {settings.explorer.name!r}"
+    )
+    if settings.novelty_candidates > 1:
+        explorer += f" inside the novelty explorer ({settings.novelty_candidates} proposals)"
+    stage3 = settings.learned_verifier
+    verifier = (
+        "the experiment's verifier"
+        if stage3 is None
+        else f"a learned verifier retrained every round (reward {stage3.reward!r}, agreement with the held-out rules "
+        + (
+            f"on {stage3.agreement_episodes} episode(s) per task and agent)"
+            if stage3.agreement_episodes
+            else "not measured)"
+        )
+    )
+    return (
+        f"{settings.rounds} round(s) on {', '.join(settings.apps)}: {settings.explorations} x "
+        f"{settings.exploration_steps} steps explored by {explorer}; {settings.synthesizer.name} tasks (at most "
+        f"{settings.tasks_per_round}); {settings.sft_steps} fine-tuning steps; {settings.rl_updates} RL updates "
+        f"rewarded by {verifier}"
+    )
+
+
 def _changed_learner_fields(learner) -> str:  # noqa: ANN001 - LearnerConfig, imported lazily
     """The learner fields an experiment sets away from LearnerConfig's defaults."""
     defaults = type(learner)()
@@ -267,6 +295,7 @@ def _print_dry_run(config, path: Path) -> None:  # noqa: ANN001 - ExperimentConf
             f"memory {config.memory.name if config.memory else '(the warm start)'}, group size {config.group_size or '-'}",
         ),
         ("updates", f"{config.updates}" + (f", at most {config.time_budget_s:.0f}s" if config.time_budget_s else "")),
+        *([("self-evolution", _self_evolution_row(config.self_evolution))] if config.self_evolution else []),
         ("run dir", str(path)),
         ("notes", config.notes),
     ]
