@@ -6,11 +6,13 @@ on first use), then PPO with token-level GAE over whole trajectories, critic war
 calibrated value head, as in the paper, with the schedule scaled for CPU (every choice
 below was measured; docs/results.md):
 
-- SFT warm start: 1,000 steps (about 8 minutes on 2 cores, cached). On three seeds it ends
-  higher on every measure than 200 steps plus RL: greedy 78.6% against 71.9%, sampled 83.5%
-  against 51.0%, pass@8 89.1% against 79.2% (docs/results.md, "A longer warm start"). RL from it
-  adds under a point on average; what is left is clock_1's greedy choice and booking.com_0's
-  list row (`--set sft.steps=200` gives the old warm start, with room for RL to close),
+- SFT warm start: 1,000 steps on 1,024 oracle demonstrations from 128 phones (about 11 minutes
+  on 2 cores, cached). 1,000 steps ended higher on every measure than 200 steps plus RL (three
+  seeds: greedy 78.6% against 71.9%, sampled 83.5% against 51.0%, pass@8 89.1% against 79.2%), and
+  4x the demonstrations of the same steps higher again (paired: greedy +9.4, sampled +3.7, pass@8
+  +6.2; clock_1 greedy 25% -> 100%); docs/results.md, "A longer warm start". RL from it adds little;
+  what is left is booking.com_0's list row (`--set sft.phones=32 --set sft.episodes=256` gives
+  the 256-demonstration warm start, `--set sft.steps=200` the old one, with room for RL to close),
 - horizon 12 (the oracle needs at most 8 steps and 96% of successes take at most 8; 32, then
   20, spent most steps on lost episodes),
 - GAE lambda 1.0 (paper: 0.95). Lambda is per token: at 0.95 the reward at an episode's
@@ -70,7 +72,7 @@ def build(preset: str) -> ExperimentConfig:
             tasks=("base8",),
             horizon=12,
             phones=PhonesConfig(provider="sim", count=8, seed=100),
-            sft=SFTConfig(steps=1000),
+            sft=SFTConfig(steps=1000, phones=128, episodes=1024),
             policy=PolicyConfig(temperature=1.0, max_batch=8, max_wait=0.05),
             learner=LearnerConfig(
                 gamma=1.0,
@@ -87,7 +89,7 @@ def build(preset: str) -> ExperimentConfig:
             updates=120,
             time_budget_s=14 * 60,
             evaluation=EvaluationConfig(samples=8, phones=8),
-            notes="CPU-scaled paper schedule: 1000-step SFT warm start, horizon 12, lambda 1.0, 2 warm-up "
+            notes="CPU-scaled paper schedule: 1000-step SFT warm start on 1024 demonstrations, horizon 12, lambda 1.0, 2 warm-up "
             "updates (paper: 30), 1 PPO epoch, raised learning rates, KL to the warm start 0.1; "
             "decoupled PPO anchor, local format penalty 0.5, per-task whitening, equal trajectory weight; "
             "256 steps/update as in the paper.",
