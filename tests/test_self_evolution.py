@@ -172,10 +172,18 @@ def test_the_dry_run_says_what_every_round_does_and_what_rewards_it() -> None:
 
     def row(*overrides: str) -> str:
         sets = [item for override in overrides for item in ("--set", override)]
-        result = CliRunner().invoke(main, ["run", str(EXAMPLE), "--dry-run", *sets], env={"COLUMNS": "400"})
+        result = CliRunner().invoke(main, ["run", str(EXAMPLE), "--dry-run", *sets])
         assert result.exit_code == 0, result.output
-        (line,) = [line for line in result.output.splitlines() if "self-evolution" in line]
-        return " ".join(line.split())
+        # the table's row, its value wrapped over the lines whose first column is empty
+        lines = result.output.splitlines()
+        (start,) = [i for i, line in enumerate(lines) if line.strip("│ ").startswith("self-evolution")]
+        cells = [lines[start].split("│")[2]]
+        for line in lines[start + 1 :]:
+            parts = line.split("│")
+            if len(parts) < 4 or parts[1].strip():
+                break
+            cells.append(parts[2])
+        return " ".join(" ".join(cells).split())
 
     plain = row()
     assert "2 round(s) on Calendar, Chrome: 8 x 80 steps explored by the policy at temperature 1.5" in plain

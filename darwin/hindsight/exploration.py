@@ -87,14 +87,14 @@ class Exploration:
     def states(self, reader: str) -> tuple[State, tuple[State, ...]]:
         """The start state and the state after each step, for ``reader`` (who needs them, named in
         the error); raises :class:`ExplorationError` for an exploration of a phone without a probe."""
-        after = tuple(step.state for step in self.steps)
-        if self.start_state is None or any(state is None for state in after):
+        after = tuple(step.state for step in self.steps if step.state is not None)
+        if self.start_state is None or len(after) < len(self.steps):
             raise ExplorationError(
                 f"{reader} reads the JSON state after each step, and the exploration of {self.app} on phone "
                 f"{self.phone} has none (the phone has no state probe); synthesise from its screens with the "
                 "model_hindsight synthesizer instead"
             )
-        return self.start_state, after  # type: ignore[return-value]
+        return self.start_state, after
 
     def actions(self, upto: int) -> tuple[Action, ...]:
         """The first ``upto`` actions: from :attr:`start_state` they lead to ``steps[upto - 1].state``."""

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from darwin.actions import Finished
+from darwin.actions import Action, Finished
 from darwin.agents.base import Actor
 from darwin.components import ComponentSpec
 from darwin.envs.sim.env import SimPhoneEnv
@@ -77,7 +77,7 @@ MODEL_DIR = "verifier"
 class DemonstrationActor(Actor):
     """Plays ``actions`` in order, then ``finished``: a synthesised task's demonstration."""
 
-    def __init__(self, actions: Sequence[object]) -> None:
+    def __init__(self, actions: Sequence[Action]) -> None:
         self.actions = list(actions)
         self._next = 0
 
@@ -91,7 +91,7 @@ class DemonstrationActor(Actor):
             return Decision(action=Finished(content="done"))
         action = self.actions[self._next]
         self._next += 1
-        return Decision(action=action)  # type: ignore[arg-type]
+        return Decision(action=action)
 
 
 @dataclass(frozen=True)
