@@ -147,23 +147,17 @@ def round_reward(verifier: ComponentSpec, model_dir: Path, settings: RoundVerifi
 
 
 def audit_of_run(run_dir: Path) -> RLAudit:
-    """The audit notes of an audit-mode composite's verdicts in ``run_dir``'s database."""
-    from darwin.store import RunStore
-    from darwin.verifiers.composite import parse_audit
+    """The audit of an audit-mode composite's verdicts in ``run_dir``'s database
+    (:func:`~darwin.verifiers.audit.audit_pairs`, as ``darwin verifier audit`` reads them)."""
+    from darwin.verifiers.audit import audit_pairs
 
-    compared = agreed = rewarded = by_rule = 0
-    with RunStore.for_run_dir(run_dir) as store:
-        for run in store.runs():
-            for episode in store.episodes(run.run_id):
-                for verdict in store.verdicts(episode.episode_id):
-                    note = parse_audit(verdict.reason) if verdict.phase == Phase.EXECUTION else None
-                    if note is None or note.auditor_success is None or verdict.success is None:
-                        continue
-                    compared += 1
-                    agreed += int(note.auditor_success == bool(verdict.success))
-                    rewarded += int(bool(verdict.success))
-                    by_rule += int(note.auditor_success)
-    return RLAudit(compared, agreed, rewarded, by_rule)
+    pairs = audit_pairs(run_dir)
+    return RLAudit(
+        compared=len(pairs),
+        agreed=sum(rewarded == rule for _, rewarded, rule in pairs),
+        rewarded_success=sum(rewarded for _, rewarded, _ in pairs),
+        rule_success=sum(rule for _, _, rule in pairs),
+    )
 
 
 class RoundVerifier:

@@ -69,7 +69,7 @@ from darwin.run.config import ExperimentConfig, SelfEvolutionConfig
 from darwin.run.cost import RunCost
 from darwin.run.recipe import RunProgress, RunResult, evaluate_experiment, run_recipe
 from darwin.run.report import RunReport
-from darwin.run.round_verifier import RoundVerifier, RoundVerifierRecord, audit_of_run, round_reward
+from darwin.run.round_verifier import MODEL_DIR, RoundVerifier, RoundVerifierRecord, audit_of_run, round_reward
 from darwin.task_registry import goal_text
 from darwin.templates import split_templates
 from darwin.types import Task
@@ -449,7 +449,7 @@ class SelfEvolution:
         record.verifier = RoundVerifierRecord()
         replays = [(c.task, self._phone(c.phone_seed)) for c in chosen]
         record.verifier.added["demonstrations"] = await self.verifier.add_demonstrations(number, replays, tasks_file)
-        return await asyncio.to_thread(self.verifier.train, number, checkpoint, folder / "verifier", record.verifier)
+        return await asyncio.to_thread(self.verifier.train, number, checkpoint, folder / MODEL_DIR, record.verifier)
 
     def _round_config(
         self, number: int, tasks_file: Path, checkpoint: Path, verifier_dir: Path | None = None
