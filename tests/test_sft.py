@@ -95,6 +95,21 @@ def test_demonstrations_round_trip_through_the_agent() -> None:
             assert a == o
 
 
+def test_task_weights_demonstrate_a_task_more_often() -> None:
+    _, even_stats = collect_demonstrations(small_config(tasks=("clock_1", "amazon_0"), phones=2, episodes=12))
+    weighted = small_config(tasks=("clock_1", "amazon_0"), phones=2, episodes=12, task_weights={"amazon_0": 5})
+    assert [t.id for t in weighted.demonstration_round()] == ["clock_1"] + ["amazon_0"] * 5
+    _, stats = collect_demonstrations(weighted)
+    # Each phone plays 6 episodes: three shuffled rounds of both tasks evenly, one round of six
+    # weighted, so amazon_0 is demonstrated 5 times per phone instead of 3.
+    assert stats.per_task_steps["amazon_0"] > even_stats.per_task_steps["amazon_0"] > 0
+    assert weighted.config_hash() != small_config(tasks=("clock_1", "amazon_0"), phones=2, episodes=12).config_hash()
+    with pytest.raises(ValidationError) as err:
+        small_config(task_weights={"settings_3": 2, "clock_4": 0})
+    assert "task_weights['clock_4']=0 must be at least 1" in str(err.value)
+    assert "task_weights names ['settings_3'], not among the demonstrated tasks" in str(err.value)
+
+
 class ReplayPolicy(Policy):
     """Answers each prompt with the next scripted text, the way a model policy answers."""
 

@@ -38,6 +38,7 @@ from darwin.envs.sim.phone import appearance_key
 from darwin.memory.sliding_window import SlidingWindowConfig, SlidingWindowMemory
 from darwin.models.config import TinyVLMConfig
 from darwin.problems import problems_message
+from darwin.types import Task
 
 """Version of the checkpoint records and of the config hash (part of the hashed blob)."""
 
@@ -58,6 +59,11 @@ class SFTConfig(BaseModel):
     # --- demonstrations ----------------------------------------------------------------
     tasks: tuple[str, ...] = Field(
         ("base8",), min_length=1, description="task ids, task-set names or task files to demonstrate"
+    )
+    task_weights: dict[str, int] = Field(
+        default_factory=dict,
+        description="times a task id appears in each phone's shuffled round of tasks (unlisted tasks: 1); "
+        "e.g. {'booking.com_0': 4} demonstrates that task four times as often as each other one",
     )
     phones: int = Field(32, ge=1, le=4096, description="demonstration phones (each its own seed and layout)")
     episodes: int = Field(
@@ -143,6 +149,16 @@ class SFTConfig(BaseModel):
         w, h = self.observation_size
         return TinyVLMConfig(screen_width=w, screen_height=h)
 
+    def demonstrated_tasks(self) -> list[Task]:
+        """The tasks :attr:`tasks` names, in order, each once (resolved from the task registry or files)."""
+        from darwin.task_registry import resolve_tasks
+
+        return resolve_tasks(self.tasks)
+
+    def demonstration_round(self) -> list[Task]:
+        """One round of a demonstration phone's tasks before shuffling: each task :attr:`task_weights` times."""
+        return [t for t in self.demonstrated_tasks() for _ in range(self.task_weights.get(t.id, 1))]
+
     def problems(self) -> list[str]:
         """Every inconsistency, each with its fix ([] if none)."""
         out: list[str] = []
@@ -165,6 +181,16 @@ class SFTConfig(BaseModel):
             out.append("stop_threshold needs held-out data: set heldout_phones and heldout_episodes > 0")
         if self.stop_threshold is not None and self.eval_every == 0:
             out.append("stop_threshold is checked every eval_every steps: set eval_every > 0")
+        for task_id, weight in sorted(self.task_weights.items()):
+            if weight < 1:
+                out.append(f"task_weights[{task_id!r}]={weight} must be at least 1: remove the task from tasks instead")
+        unknown = (
+            sorted(set(self.task_weights) - {t.id for t in self.demonstrated_tasks()}) if self.task_weights else []
+        )
+        if unknown:
+            out.append(
+                f"task_weights names {unknown}, not among the demonstrated tasks {list(self.tasks)}: weight a task id they hold"
+            )
         if self.episodes < self.phones:
             out.append(f"episodes={self.episodes} leaves phones idle: use at least phones={self.phones} episodes")
         return out

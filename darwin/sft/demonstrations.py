@@ -174,10 +174,9 @@ def collect_demonstrations(config: SFTConfig, *, heldout: bool = False) -> tuple
     phones do. Deterministic for a given config.
     """
     from darwin.envs.sim.env import SimPhoneEnv
-    from darwin.task_registry import resolve_tasks
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
-    tasks = resolve_tasks(config.tasks)
+    tasks = config.demonstration_round()
     if heldout:
         phones, episodes = config.heldout_phones, config.heldout_episodes
         first_seed = config.phone_seed + config.phones
