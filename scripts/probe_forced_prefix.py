@@ -10,14 +10,24 @@ same phones and sampling seeds, greedy and sampled:
     python scripts/probe_forced_prefix.py --run runs/default-s3 --tasks booking.com_0 --forced 0,1,2,3
 
 Prints the success of the agent's part per ``k`` (docs/results.md, "Branching rollouts").
+
+``--departures`` also says where the agent leaves the simulator's shortest plans: each episode's
+actions are replayed on a SimPhone from the episode's start, and the first action after which
+the shortest plan to the goal is not one step shorter is the departure. Per plan step, the
+table counts the departures, how many different actions the plan needed there over the
+instances, and the agent's commonest actions there: an agent that taps the same place on every
+phone where the needed place differs is not reading the screen (docs/results.md, "Why
+booking.com_0 fails").
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from collections import Counter
 from pathlib import Path
 
+from darwin.actions import Action
 from darwin.agents.pool import ActorPool
 from darwin.envs.sim.oracle import shortest_plan
 from darwin.envs.sim.phone import SimPhone
@@ -27,7 +37,7 @@ from darwin.run.build import load_run_policy
 from darwin.run.report import WARM_START_FILE
 from darwin.task_registry import resolve_tasks
 from darwin.templates import task_apps
-from darwin.types import DemoStart, EpisodeSampling
+from darwin.types import DemoStart, EpisodeSampling, Task, Trajectory
 from darwin.workflows.step import LifecycleWorkflow, StepConfig
 
 
@@ -39,6 +49,7 @@ async def main() -> None:
     parser.add_argument("--phones", type=int, default=8)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--phone-seed", type=int, default=30_000)
+    parser.add_argument("--departures", action="store_true", help="also where the agent leaves the shortest plans")
     args = parser.parse_args()
     tasks = resolve_tasks([t for t in args.tasks.split(",") if t])
     forced = [int(k) for k in args.forced.split(",")]
@@ -51,10 +62,12 @@ async def main() -> None:
     )
     envs = evaluation_phones(args.phone_seed, args.phones)
     plans = {}
+    starts = {}
     for task in tasks:
         for env in envs:
             planner = SimPhone(seed=0)
-            planner.restore(await env.aprobe_state())  # type: ignore[arg-type]
+            starts[env.name] = await env.aprobe_state()
+            planner.restore(starts[env.name])  # type: ignore[arg-type]
             plans[task.id, env.name] = shortest_plan(planner, task.verifier, apps=list(task_apps(task)))
     requests, keys = [], []
     for k in forced:
@@ -76,7 +89,7 @@ async def main() -> None:
                 ] + [("sampled", protocol.sampling(task.id, env.name, j)) for j in range(args.samples)]
                 for kind, sampling in samplings:
                     requests.append(EpisodeRequest(played, phone=i, sampling=sampling))
-                    keys.append((k, task.id, kind, len(plan)))
+                    keys.append((k, task.id, kind, len(plan), env.name))
     workflow = LifecycleWorkflow(config=StepConfig(observation_size=pool.observation_size))
     try:
         trajectories = await RolloutEngine(envs, pool, workflow=workflow).run_episodes(requests)
@@ -84,7 +97,7 @@ async def main() -> None:
         await pool.aclose()
     table: dict[tuple[int, str, str], list[bool]] = {}
     lengths: dict[str, list[int]] = {}
-    for (k, task_id, kind, plan_length), trajectory in zip(keys, trajectories, strict=True):
+    for (k, task_id, kind, plan_length, _), trajectory in zip(keys, trajectories, strict=True):
         lengths.setdefault(task_id, []).append(plan_length)
         if trajectory.outcome.scored is not None:
             table.setdefault((k, task_id, kind), []).append(bool(trajectory.outcome.scored))
@@ -99,6 +112,63 @@ async def main() -> None:
                 values = table.get((k, task.id, kind), [])
                 cells.append(f"{100 * sum(values) / len(values):.1f}% ({len(values)})" if values else "-")
             print(f"| {task.id} ({'/'.join(map(str, steps))}) | {k} | {' | '.join(cells)} |")
+    if args.departures:
+        by_id = {task.id: task for task in tasks}
+        found = [
+            (k, kind, departure(by_id[task_id], starts[phone], plans[task_id, phone][:k], trajectory))
+            for (k, task_id, kind, _, phone), trajectory in zip(keys, trajectories, strict=True)
+        ]
+        print_departures(found)
+
+
+Departure = tuple[str, int, str, str] | None
+"""(task id, plan step, the action the plan needed, the agent's action), or None: never left the plans."""
+
+
+def departure(task: Task, start: dict | None, forced: list[Action], trajectory: Trajectory) -> Departure:
+    """Where ``trajectory`` (played after the ``forced`` actions from ``start``) first leaves the
+    simulator's shortest plans: the first action after which the shortest plan is not one step shorter."""
+    if start is None:
+        raise SystemExit("--departures replays episodes on a SimPhone: the phones need a state probe")
+    phone = SimPhone(seed=0)
+    phone.restore(start)
+    for action in forced:
+        phone.execute(action)
+    apps = list(task_apps(task))
+    for step, transition in enumerate(trajectory.transitions):
+        plan = shortest_plan(phone, task.verifier, apps=apps)
+        if not plan:
+            return None
+        action = transition.decision.action
+        if action is None:
+            return (task.id, len(forced) + step, action_text(plan[0]), "(no action)")
+        phone.execute(action)
+        if len(shortest_plan(phone, task.verifier, apps=apps)) != len(plan) - 1:
+            return (task.id, len(forced) + step, action_text(plan[0]), action_text(action))
+    return None
+
+
+def action_text(action: Action) -> str:
+    """``click(540, 696)``: the action's type and its fields' values, device pixels."""
+    fields = action.model_dump(exclude={"type"})
+    return f"{action.type}({', '.join(str(v) for v in fields.values())})"
+
+
+def print_departures(found: list[tuple[int, str, Departure]]) -> None:
+    """The departures table: per task, kind and plan step, how many, and what was needed and done there."""
+    print("| task | kind | plan step | departures | different actions needed | the agent's commonest actions there |")
+    print("| --- | --- | ---: | ---: | ---: | --- |")
+    groups: dict[tuple[str, str, int], list[tuple[str, str]]] = {}
+    for _, kind, where in found:
+        if where is not None:
+            task_id, step, needed, done = where
+            groups.setdefault((task_id, kind, step), []).append((needed, done))
+    for (task_id, kind, step), pairs in sorted(groups.items()):
+        needed = len({n for n, _ in pairs})
+        common = ", ".join(f"{a} x{c}" for a, c in Counter(d for _, d in pairs).most_common(3))
+        print(f"| {task_id} | {kind} | {step} | {len(pairs)} | {needed} | {common} |")
+    kept = Counter(kind for _, kind, where in found if where is None)
+    print(f"episodes that never left the shortest plans: {dict(kept)}")
 
 
 if __name__ == "__main__":
