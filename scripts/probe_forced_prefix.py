@@ -115,7 +115,7 @@ async def main() -> None:
     if args.departures:
         by_id = {task.id: task for task in tasks}
         found = [
-            (k, kind, departure(by_id[task_id], starts[phone], plans[task_id, phone][:k], trajectory))
+            (k, kind, departure(by_id[task_id], starts[phone], plans[task_id, phone][:k], actions_of(trajectory)))
             for (k, task_id, kind, _, phone), trajectory in zip(keys, trajectories, strict=True)
         ]
         print_departures(found)
@@ -125,8 +125,13 @@ Departure = tuple[str, int, str, str] | None
 """(task id, plan step, the action the plan needed, the agent's action), or None: never left the plans."""
 
 
-def departure(task: Task, start: dict | None, forced: list[Action], trajectory: Trajectory) -> Departure:
-    """Where ``trajectory`` (played after the ``forced`` actions from ``start``) first leaves the
+def actions_of(trajectory: Trajectory) -> list[Action | None]:
+    """The agent's actions in ``trajectory``, in order (``None``: a step without one)."""
+    return [transition.decision.action for transition in trajectory.transitions]
+
+
+def departure(task: Task, start: dict | None, forced: list[Action], actions: list[Action | None]) -> Departure:
+    """Where the agent's ``actions`` (played after the ``forced`` ones from ``start``) first leave the
     simulator's shortest plans: the first action after which the shortest plan is not one step shorter."""
     if start is None:
         raise SystemExit("--departures replays episodes on a SimPhone: the phones need a state probe")
@@ -135,11 +140,10 @@ def departure(task: Task, start: dict | None, forced: list[Action], trajectory: 
     for action in forced:
         phone.execute(action)
     apps = list(task_apps(task))
-    for step, transition in enumerate(trajectory.transitions):
+    for step, action in enumerate(actions):
         plan = shortest_plan(phone, task.verifier, apps=apps)
         if not plan:
             return None
-        action = transition.decision.action
         if action is None:
             return (task.id, len(forced) + step, action_text(plan[0]), "(no action)")
         phone.execute(action)
