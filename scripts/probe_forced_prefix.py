@@ -62,11 +62,10 @@ async def main() -> None:
     )
     envs = evaluation_phones(args.phone_seed, args.phones)
     plans = {}
-    starts = {}
+    starts = {env.name: await env.aprobe_state() for env in envs}  # each phone's state before any episode
     for task in tasks:
         for env in envs:
             planner = SimPhone(seed=0)
-            starts[env.name] = await env.aprobe_state()
             planner.restore(starts[env.name])  # type: ignore[arg-type]
             plans[task.id, env.name] = shortest_plan(planner, task.verifier, apps=list(task_apps(task)))
     requests, keys = [], []
