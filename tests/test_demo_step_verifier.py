@@ -180,6 +180,12 @@ def test_darwin_tasks_demos_writes_the_file_and_names_bad_options(tmp_path: Path
     result = CliRunner().invoke(main, ["tasks", "demos", "--out", str(out), "--tasks", "clock_1", "--phones", "2"])
     assert result.exit_code == 0 and "2 of 2 oracle episodes" in result.output, result.output
     assert [r.record.task_id for r in load_records(out)] == ["clock_1", "clock_1"]
+    typed = tmp_path / "typed.jsonl"
+    args = ["tasks", "demos", "--out", str(typed), "--tasks", "booking.com_0", "--phones", "1", "--prefer-typing"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0 and "1 of 1 oracle episodes" in result.output, result.output
+    (episode,) = load_records(typed)
+    assert Type(content="Berlin\n") in [s.action for s in episode.record.steps]  # typed, not picked off the list
     bad = CliRunner().invoke(main, ["tasks", "demos", "--out", str(out), "--observation-size", "252"])
     assert bad.exit_code == 2 and "write WxH" in bad.output and "--observation-size" in bad.output
     unknown = CliRunner().invoke(main, ["tasks", "demos", "--out", str(out), "--tasks", "nosuch"])

@@ -37,10 +37,13 @@ class OracleActor(Actor):
     Works on any env with a SimPhone state probe (in process or served over ADB). The plan
     is recomputed whenever the phone is not in the state the plan expected (e.g. after a
     fault), so the oracle recovers from anything that leaves a solvable state.
+    ``pick_cost`` above 2 makes it type a task's words into a field rather than tap a widget
+    showing them, where the app allows both (see :func:`shortest_plan`).
     """
 
-    def __init__(self, max_expansions: int = 20_000) -> None:
+    def __init__(self, max_expansions: int = 20_000, pick_cost: int = 1) -> None:
         self.max_expansions = max_expansions
+        self.pick_cost = pick_cost
         self._planner = SimPhone(seed=0)
         self._env: PhoneEnv | None = None
         self._task: Task | None = None
@@ -71,7 +74,11 @@ class OracleActor(Actor):
         assert self._spec is not None and self._task is not None
         # Every app the task needs (a cross-app template's apps), so the plan may open each.
         actions = shortest_plan(
-            self._planner, self._spec, apps=list(task_apps(self._task)), max_expansions=self.max_expansions
+            self._planner,
+            self._spec,
+            apps=list(task_apps(self._task)),
+            max_expansions=self.max_expansions,
+            pick_cost=self.pick_cost,
         )
         # Remember the state each action expects to start from, to detect divergence.
         sim = self._planner.fork()

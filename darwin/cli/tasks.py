@@ -132,8 +132,20 @@ def tasks_spa(show_unmapped: bool) -> None:
 @click.option(
     "--launch-by-name/--launch-by-tap", default=True, show_default=True, help="launcher taps written as open_app"
 )
+@click.option(
+    "--prefer-typing/--prefer-tapping",
+    default=False,
+    show_default=True,
+    help="type a task's words into a field rather than tap a list row showing them, where the app offers both",
+)
 def tasks_demos(
-    out: Path, task_names: str, phones: int, phone_seed: int, observation_size: str, launch_by_name: bool
+    out: Path,
+    task_names: str,
+    phones: int,
+    phone_seed: int,
+    observation_size: str,
+    launch_by_name: bool,
+    prefer_typing: bool,
 ) -> None:
     """Write the SimPhone oracle's demonstrations as a JSONL demonstration file (docs/sft.md):
     one episode per task on each phone, from its initial state, each tap with the target
@@ -157,6 +169,7 @@ def tasks_demos(
         phone_seeds=range(phone_seed, phone_seed + phones),
         observation_size=(width, height),
         launch_by_name=launch_by_name,
+        prefer_typing=prefer_typing,
     )
     console.print(
         f"{stats.successes} of {stats.episodes} oracle episodes ({stats.steps} steps) -> {out}", highlight=False

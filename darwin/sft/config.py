@@ -96,6 +96,12 @@ class SFTConfig(BaseModel):
         description="demonstrate a tap on a launcher icon as open_app('<app>') (same effect, grounded in "
         "the goal's text); False keeps the oracle's icon taps (the model must find icons by sight)",
     )
+    prefer_typing: bool = Field(
+        False,
+        description="demonstrate typing a task's words into a field rather than tapping a widget that shows "
+        "them (a shuffled list row reading 'Berlin'), where the app offers both: the typed text is copied "
+        "from the goal, the row must be read off the screen; plans may then be a step longer",
+    )
     skip_done_episodes: bool = Field(
         True,
         description="count episodes whose goal already held when they started (state persists between "
@@ -112,6 +118,13 @@ class SFTConfig(BaseModel):
         None, description="tiny model sizes; None = preset A with the observation size as its screen"
     )
     model_seed: int = Field(0, ge=0, description="seed of the random initial weights")
+
+    @property
+    def pick_cost(self) -> int:
+        """The oracle's cost of a tap on a widget showing a task's words (:func:`shortest_plan`)."""
+        from darwin.envs.sim.oracle import TYPING_PICK_COST
+
+        return TYPING_PICK_COST if self.prefer_typing else 1
 
     # --- optimisation --------------------------------------------------------------------
     steps: int = Field(225, ge=1, le=1_000_000, description="optimizer steps (the cosine schedule spans them)")

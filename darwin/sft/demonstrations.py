@@ -69,14 +69,17 @@ class _RecordingOracle(Actor):
     holds exactly what an RL rollout's history would.
 
     With ``launch_by_name`` a tap that would launch an app from the launcher is
-    demonstrated as ``open_app('<label>')`` (``SimPhone.launch`` either way).
+    demonstrated as ``open_app('<label>')`` (``SimPhone.launch`` either way). ``pick_cost``
+    is the oracle's (above 2: type a task's words rather than tap a widget showing them).
     """
 
-    def __init__(self, agent: TinyAgent, phone_seed: int, sink: list[Demonstration], launch_by_name: bool) -> None:
+    def __init__(
+        self, agent: TinyAgent, phone_seed: int, sink: list[Demonstration], launch_by_name: bool, pick_cost: int = 1
+    ) -> None:
         from darwin.agents.scripted import OracleActor
         from darwin.envs.sim.phone import SimPhone
 
-        self.oracle = OracleActor()
+        self.oracle = OracleActor(pick_cost=pick_cost)
         self.agent = agent
         self.phone_seed = phone_seed
         self.sink = sink
@@ -194,7 +197,7 @@ def collect_demonstrations(config: SFTConfig, *, heldout: bool = False) -> tuple
         rng = np.random.default_rng([config.seed, seed, int(heldout)])
         order: list[Task] = []
         episode: list[Demonstration] = []
-        actor = _RecordingOracle(agent, seed, episode, config.launch_by_name)
+        actor = _RecordingOracle(agent, seed, episode, config.launch_by_name, config.pick_cost)
         for _ in range(n):
             if not order:
                 order = [tasks[j] for j in rng.permutation(len(tasks))]
@@ -241,6 +244,7 @@ def export_oracle_demonstrations(
     locale: str = "auto",
     observation_size: tuple[int, int] = (252, 560),
     launch_by_name: bool = True,
+    prefer_typing: bool = False,
 ) -> DemoStats:
     """Play the oracle once per task on each SimPhone of ``phone_seeds`` (reset to the phone's
     initial state before every episode, as training phones are) and write the successful
@@ -249,8 +253,11 @@ def export_oracle_demonstrations(
     (:class:`darwin.verifiers.demo_steps.DemoStepVerifier`) or of ``darwin sft --from-jsonl``.
 
     Actions are the oracle's in device pixels (launcher taps as ``open_app`` with
-    ``launch_by_name``, as the SFT warm start demonstrates them). Deterministic.
+    ``launch_by_name``, as the SFT warm start demonstrates them); with ``prefer_typing`` the
+    oracle types a task's words rather than tapping a widget showing them (as
+    ``SFTConfig.prefer_typing``). Deterministic.
     """
+    from darwin.envs.sim.oracle import TYPING_PICK_COST
     from darwin.evaluate import evaluation_phones
     from darwin.sft.records import EpisodeRecord, StepRecord, write_records
     from darwin.task_registry import goal_text
@@ -267,7 +274,7 @@ def export_oracle_demonstrations(
             (env,) = evaluation_phones(seed, 1, perturbation=perturbation, locale=locale, prefix="demo")
             for task in tasks:
                 sink: list[Demonstration] = []
-                actor = _RecordingOracle(agent, seed, sink, launch_by_name)
+                actor = _RecordingOracle(agent, seed, sink, launch_by_name, TYPING_PICK_COST if prefer_typing else 1)
                 trajectory = await workflow.run(env, task, actor, episode_id=f"demo-{seed}-{task.id}")
                 counts["episodes"] += 1
                 if (

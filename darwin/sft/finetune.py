@@ -69,6 +69,9 @@ class OracleSource(BaseModel):
     heldout_phones: int = Field(2, ge=0, le=1024, description="held-out phones (seeds after the demo phones)")
     heldout_episodes: int = Field(8, ge=0, le=100_000, description="held-out episodes in all")
     launch_by_name: bool = Field(True, description="launcher taps demonstrated as open_app('<app>')")
+    prefer_typing: bool = Field(
+        False, description="type a task's words into a field rather than tap a widget showing them (SFTConfig)"
+    )
 
 
 class FinetuneConfig(BaseModel):
@@ -164,6 +167,7 @@ class FinetuneConfig(BaseModel):
             heldout_phones=o.heldout_phones,
             heldout_episodes=o.heldout_episodes,
             launch_by_name=o.launch_by_name,
+            prefer_typing=o.prefer_typing,
             observation_size=self.observation_size,
             seed=self.seed,
         )

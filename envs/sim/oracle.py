@@ -32,6 +32,10 @@ from darwin.types import VerifierSpec
 
 DEFAULT_MAX_EXPANSIONS = 20_000
 
+TYPING_PICK_COST = 3
+"""The ``pick_cost`` that makes plans type a task's words rather than tap them: more than a
+tap on the field plus the typing (2)."""
+
 
 class OracleError(RuntimeError):
     """The search found no plan within its budget (the task is unsolvable or too deep)."""
@@ -92,12 +96,20 @@ def shortest_plan(
     spec: VerifierSpec,
     apps: Sequence[str],
     max_expansions: int = DEFAULT_MAX_EXPANSIONS,
+    pick_cost: int = 1,
 ) -> list[Action]:
     """A shortest action list that makes ``spec`` hold, starting from ``phone``'s state.
 
     ``phone`` is not modified. ``apps`` are the app names the plan may open.
+    ``pick_cost`` is what a tap on a widget showing one of the task's strings costs (a list
+    row reading "Berlin"; every other action costs 1). Above 2 the plan types the string
+    into a field instead wherever the app offers one (a tap on the field and the typing cost
+    2): the typed text is copied from the goal, while the tapped row has to be read off the
+    screen. The plan is then the cheapest, not the shortest.
     Raises :class:`OracleError` if no plan exists within ``max_expansions`` states.
     """
+    if pick_cost < 1:
+        raise ValueError(f"pick_cost={pick_cost} must be at least 1 (1 = every action costs the same)")
     pred, params = resolve(spec)
     texts = params.texts()
     answers = params.answers()
@@ -114,32 +126,54 @@ def shortest_plan(
     frontier: list[tuple[int, int, int, int, bytes, bytes]] = [
         (h0.unmet, 0, next(tie), 0, start_key, orjson.dumps(start))
     ]
+    goals: set[bytes] = set()
     expansions = 0
     while frontier:
         _, _, _, g, key, blob = heapq.heappop(frontier)
         if g > best_g.get(key, g):
             continue
+        if key in goals:
+            return _unwind(parents, key)
         expansions += 1
         if expansions > max_expansions:
             break
         state = orjson.loads(blob)
         scratch.restore(state)
+        picks = _picks(scratch, texts) if pick_cost > 1 else frozenset()
         for action in list(candidate_actions(scratch, texts, apps, answers)):
+            cost = g + (pick_cost if isinstance(action, Click) and (action.x, action.y) in picks else 1)
             scratch.restore(state)
             scratch.execute(action)
             child = scratch.state
             child_key = _key(child)
-            if best_g.get(child_key, 1 << 30) <= g + 1:
+            if best_g.get(child_key, 1 << 30) <= cost:
                 continue
-            best_g[child_key] = g + 1
+            best_g[child_key] = cost
             parents[child_key] = (key, action)
             check = pred.fn(child, params)
+            # With unit costs the first goal state generated is a shortest plan. With a pick
+            # cost a cheaper plan may still be queued, so goal states wait their turn.
             if check.success:
-                return _unwind(parents, child_key)
-            heapq.heappush(frontier, (g + 1 + check.unmet, -(g + 1), next(tie), g + 1, child_key, orjson.dumps(child)))
+                if pick_cost == 1:
+                    return _unwind(parents, child_key)
+                goals.add(child_key)
+            heapq.heappush(frontier, (cost + check.unmet, -cost, next(tie), cost, child_key, orjson.dumps(child)))
     raise OracleError(
         f"no plan for {spec.predicate} {spec.params} within {max_expansions} expanded states "
         f"({expansions} expanded, {len(best_g)} seen); raise max_expansions or check the task"
+    )
+
+
+def _picks(phone: SimPhone, texts: Sequence[str]) -> frozenset[tuple[int, int]]:
+    """Centres of the tappable widgets on screen that show one of ``texts`` (read in English)."""
+    wanted = [t.lower() for t in texts if t]
+    if not wanted:
+        return frozenset()
+    centres = {w.center for w in phone.interactive_widgets()}
+    return frozenset(
+        w.center
+        for w in phone.untranslated_layout().widgets
+        if w.center in centres and any(t in f"{w.text} {w.subtitle}".lower() for t in wanted)
     )
 
 
