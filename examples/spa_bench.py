@@ -14,7 +14,8 @@ below was measured; docs/results.md):
   type a task's words into a field rather than tap a list row showing them (`prefer_typing`): the
   tiny model cannot read which of ten shuffled rows says "Berlin", and copies the word from the goal
   perfectly (booking.com_0 greedy 0% -> 100%; every task at 100% greedy, sampled 96.7%; docs/results.md,
-  "Why booking.com_0 fails"). `--set sft.prefer_typing=false` gives the list-tapping warm start,
+  "Why booking.com_0 fails"; RL from it lost one task per seed on two seeds, "The typing warm
+  start"). `--set sft.prefer_typing=false` gives the list-tapping warm start,
   `--set sft.phones=32 --set sft.episodes=256` the 256-demonstration one, `--set sft.steps=200`
   the old one, with room for RL to close,
 - horizon 12 (the oracle needs at most 8 steps and 96% of successes take at most 8; 32, then
