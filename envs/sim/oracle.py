@@ -114,7 +114,7 @@ def shortest_plan(
     texts = params.texts()
     if pick_cost > 1:
         # A shortest plan without a pick costs its length, which no plan undercuts: it is the
-        # cheapest, found at a tenth of the costed search's expansions.
+        # cheapest, and the unit-cost search finds it far sooner than the costed one.
         shortest = shortest_plan(phone, spec, apps, max_expansions)
         if not _picks_any(phone, shortest, texts):
             return shortest
