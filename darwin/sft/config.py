@@ -122,9 +122,9 @@ class SFTConfig(BaseModel):
     @property
     def pick_cost(self) -> int:
         """The oracle's cost of a tap on a widget showing a task's words (:func:`shortest_plan`)."""
-        from darwin.envs.sim.oracle import TYPING_PICK_COST
+        from darwin.envs.sim.oracle import pick_cost_for
 
-        return TYPING_PICK_COST if self.prefer_typing else 1
+        return pick_cost_for(self.prefer_typing)
 
     # --- optimisation --------------------------------------------------------------------
     steps: int = Field(225, ge=1, le=1_000_000, description="optimizer steps (the cosine schedule spans them)")

@@ -257,7 +257,7 @@ def export_oracle_demonstrations(
     oracle types a task's words rather than tapping a widget showing them (as
     ``SFTConfig.prefer_typing``). Deterministic.
     """
-    from darwin.envs.sim.oracle import TYPING_PICK_COST
+    from darwin.envs.sim.oracle import pick_cost_for
     from darwin.evaluate import evaluation_phones
     from darwin.sft.records import EpisodeRecord, StepRecord, write_records
     from darwin.task_registry import goal_text
@@ -274,7 +274,7 @@ def export_oracle_demonstrations(
             (env,) = evaluation_phones(seed, 1, perturbation=perturbation, locale=locale, prefix="demo")
             for task in tasks:
                 sink: list[Demonstration] = []
-                actor = _RecordingOracle(agent, seed, sink, launch_by_name, TYPING_PICK_COST if prefer_typing else 1)
+                actor = _RecordingOracle(agent, seed, sink, launch_by_name, pick_cost_for(prefer_typing))
                 trajectory = await workflow.run(env, task, actor, episode_id=f"demo-{seed}-{task.id}")
                 counts["episodes"] += 1
                 if (

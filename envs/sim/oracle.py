@@ -37,6 +37,16 @@ TYPING_PICK_COST = 3
 tap on the field plus the typing (2)."""
 
 
+def pick_cost_for(prefer_typing: bool) -> int:
+    """The ``pick_cost`` of a demonstrating oracle: :data:`TYPING_PICK_COST` with ``prefer_typing``
+    (``SFTConfig.prefer_typing``), else 1 (the shortest plan).
+
+    >>> pick_cost_for(True), pick_cost_for(False)
+    (3, 1)
+    """
+    return TYPING_PICK_COST if prefer_typing else 1
+
+
 class OracleError(RuntimeError):
     """The search found no plan within its budget (the task is unsolvable or too deep)."""
 
