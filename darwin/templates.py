@@ -434,6 +434,66 @@ def split_templates(config: SplitConfig | None = None) -> TemplateSplit:
     )
 
 
+def _param_key(task: Task) -> tuple[str | None, bytes]:
+    return task.template, orjson.dumps(task.params, option=orjson.OPT_SORT_KEYS)
+
+
+def few_shot_instances(split: TemplateSplit, per_app: int = 8) -> list[Task]:
+    """``per_app`` human-written instances of each held-out app, to adapt on: the few-shot
+    protocol of AndroidWorld-Generalization (8 instances per unseen app, fine-tuned with the rule
+    reward), the baseline self-evolution must beat without them.
+
+    Each app's templates take turns, with instance seeds counted from 0 (training seeds; the
+    evaluation's start at ``EVAL_SEED_BASE``) in each of the split's languages. An instance whose
+    parameters equal an ``unseen_apps`` evaluation instance's, or one already chosen, is skipped,
+    so no adaptation task is also evaluated. A cross-app template counts for the first held-out
+    app it needs. Deterministic.
+
+    >>> split = split_templates(SplitConfig(seed=0, unseen_apps=2, eval_instances=2))
+    >>> shots = few_shot_instances(split, per_app=8)
+    >>> sorted({t.app for t in shots}) == sorted(split.held_out_apps), len(shots)
+    (True, 16)
+
+    Raises:
+        ValueError: ``per_app < 1``, or an app whose templates cannot give ``per_app`` distinct
+            instances apart from the evaluation's.
+    """
+    if per_app < 1:
+        raise ValueError(f"per_app must be >= 1, got {per_app}")
+    evaluated = {_param_key(t) for t in split.sets["unseen_apps"]}
+    by_app: dict[str, list[str]] = {app: [] for app in split.held_out_apps}
+    for tpl_id in dict.fromkeys(t.template for t in split.sets["unseen_apps"] if t.template is not None):
+        app = next(a for a in TEMPLATES[tpl_id].needs if a in by_app)
+        by_app[app].append(tpl_id)
+    chosen: list[Task] = []
+    for app, tpl_ids in by_app.items():
+        streams = [(tpl_id, lang) for tpl_id in tpl_ids for lang in split.config.languages]
+        next_seed = dict.fromkeys(streams, 0)
+        found = 0
+        limit = 50 * per_app
+        while found < per_app:
+            progressed = False
+            for stream in streams:
+                if found == per_app:
+                    break
+                tpl_id, lang = stream
+                while next_seed[stream] < limit:
+                    task = TEMPLATES[tpl_id].instance(next_seed[stream], lang)
+                    next_seed[stream] += 1
+                    if _param_key(task) not in evaluated:
+                        evaluated.add(_param_key(task))
+                        chosen.append(task)
+                        found += 1
+                        progressed = True
+                        break
+            if not progressed:
+                raise ValueError(
+                    f"held-out app {app!r}: its templates {tpl_ids} give only {found} instances apart from the "
+                    f"evaluation's in {limit} seeds each; lower per_app below {found + 1}"
+                )
+    return chosen
+
+
 @cache
 def default_split() -> TemplateSplit:
     """The split behind the named task sets ``gen.train``, ``gen.unseen_instances`` ... (seed 0)."""

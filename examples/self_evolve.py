@@ -23,6 +23,17 @@ refuses the split's held-out templates in every round's tasks.
 
 The ``miniature`` preset explores Chrome with the random agent (an untrained warm start
 explores nothing in a few steps) for one round of two RL updates, to exercise every stage.
+
+Two more presets are the arms issue 45's table compares self-evolution with, from the same warm
+start, on the same evaluation, with as many RL updates as the default's rounds make (2 x 6):
+
+    darwin run examples/self_evolve.py --preset train_apps_rl   # RL on the training sample only
+    darwin run examples/self_evolve.py --preset few_shot        # + 8 human-written tasks per held-out app
+
+``few_shot`` is AndroidWorld-Generalization's few-shot adaptation (one model for all held-out
+apps, the rule reward): the training sample plus ``darwin.templates.few_shot_instances`` (8
+instances of each held-out app, none of them evaluated). It is the one arm that trains on human
+data of the held-out apps, by design.
 """
 
 from darwin.components import ComponentSpec
@@ -36,7 +47,7 @@ from darwin.run.config import (
     SelfEvolutionConfig,
 )
 from darwin.sft.config import SFTConfig
-from darwin.templates import SplitConfig, split_templates
+from darwin.templates import SplitConfig, few_shot_instances, split_templates
 
 SPLIT = SplitConfig(seed=0, unseen_apps=2, train_instances=4, eval_instances=2)
 
@@ -56,32 +67,63 @@ def build(preset: str) -> ExperimentConfig:
         mini_batch_size=32,
         actor_lr=1e-4,
     )
-    if preset == "default":
+    training_sample = train[::12]  # 17 training instances, one template in twelve: RL keeps them against forgetting
+    rounds, rl_updates = 2, 6
+
+    def full_size(
+        name: str, tasks: tuple[str, ...], notes: str, self_evolution: SelfEvolutionConfig | None = None
+    ) -> ExperimentConfig:
+        """Every full-size arm: the same warm start, phones, sampling, RL budget and evaluation."""
         return ExperimentConfig(
-            name="self_evolve",
-            tasks=train[::12],  # 17 training instances, one template in twelve: RL keeps them against forgetting
+            name=name,
+            tasks=tasks,
             horizon=20,
             phones=PhonesConfig(provider="sim", count=8, seed=300),
             sft=SFTConfig(tasks=train, steps=400, episodes=1024),
             policy=PolicyConfig(temperature=1.0, max_batch=8, max_wait=0.05),
             learner=learner,
             rollout_steps=256,
+            updates=rounds * rl_updates,  # the arms without rounds make as many updates as the rounds do
             evaluation=EvaluationConfig(samples=2, phones=4, task_sets={"unseen_apps": unseen_apps}),
-            self_evolution=SelfEvolutionConfig(
+            self_evolution=self_evolution,
+            notes=notes,
+        )
+
+    if preset == "default":
+        return full_size(
+            "self_evolve",
+            training_sample,
+            f"held out: apps {', '.join(split.held_out_apps)} ({len(unseen_apps)} human-written tasks, "
+            "evaluated only); SFT warm start of examples/generalization.py on the training apps; 2 rounds of "
+            "explore (policy at T=1.5, 8 x 80 steps per app) -> hindsight tasks -> 60 fine-tuning steps -> 6 RL updates.",
+            SelfEvolutionConfig(
                 apps=split.held_out_apps,
                 split=SPLIT,
-                rounds=2,
+                rounds=rounds,
                 explorations=8,
                 exploration_steps=80,
                 explorer_temperature=1.5,
                 max_demonstration_steps=16,
                 tasks_per_round=16,
                 sft_steps=60,
-                rl_updates=6,
+                rl_updates=rl_updates,
             ),
-            notes=f"held out: apps {', '.join(split.held_out_apps)} ({len(unseen_apps)} human-written tasks, "
-            "evaluated only); SFT warm start of examples/generalization.py on the training apps; 2 rounds of "
-            "explore (policy at T=1.5, 8 x 80 steps per app) -> hindsight tasks -> 60 fine-tuning steps -> 6 RL updates.",
+        )
+    if preset == "train_apps_rl":
+        return full_size(
+            "self_evolve_train_apps_rl",
+            training_sample,
+            "the arm with no held-out app at all: RL on the training sample for as many updates as the "
+            "default's rounds make, from the same warm start, on the same evaluation.",
+        )
+    if preset == "few_shot":
+        shots = tuple(t.id for t in few_shot_instances(split, per_app=8))
+        return full_size(
+            "self_evolve_few_shot",
+            training_sample + shots,
+            f"few-shot adaptation (AndroidWorld-Generalization): RL with the rule reward on the training sample and "
+            f"{len(shots)} human-written instances of {', '.join(split.held_out_apps)} (8 per app, none evaluated), "
+            "as many updates as the default's rounds make, from the same warm start.",
         )
     if preset == "miniature":
         return ExperimentConfig(
@@ -112,4 +154,6 @@ def build(preset: str) -> ExperimentConfig:
             ),
             notes="every stage of examples/self_evolve.py in a minute or two: Chrome explored by the random agent",
         )
-    raise ValueError(f"unknown preset {preset!r}; this experiment has 'default' and 'miniature'")
+    raise ValueError(
+        f"unknown preset {preset!r}; this experiment has 'default', 'train_apps_rl', 'few_shot' and 'miniature'"
+    )

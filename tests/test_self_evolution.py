@@ -1,6 +1,7 @@
 """Self-evolution's flywheel (issue 45): loop erasure, the round's stages, the leakage guard
 before anything runs, the config's checks, and `darwin run examples/self_evolve.py --preset
-miniature` end to end."""
+miniature` end to end, and the comparison arms' presets (RL on the training apps, few-shot
+adaptation)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,28 @@ def test_a_held_out_template_in_the_training_tasks_is_refused_before_anything_ru
     with pytest.raises(LeakageError, match=held.replace(".", r"\.")):
         asyncio.run(SelfEvolution(config, tmp_path).run())
     assert not any(tmp_path.iterdir())  # no warm start, no exploration, nothing written
+
+
+def test_the_comparison_arms_differ_from_self_evolution_only_in_their_tasks() -> None:
+    evolve = load_experiment(EXAMPLE, "default")
+    rl_only, few_shot = load_experiment(EXAMPLE, "train_apps_rl"), load_experiment(EXAMPLE, "few_shot")
+    split = split_templates(evolve.self_evolution.split)  # type: ignore[union-attr]
+    held_out = {t.template for t in split.sets["unseen_apps"]}
+    evaluated = set(evolve.evaluation.task_sets["unseen_apps"])
+    for arm in (rl_only, few_shot):
+        assert arm.self_evolution is None
+        assert (arm.sft, arm.evaluation, arm.learner, arm.phones) == (
+            evolve.sft,
+            evolve.evaluation,
+            evolve.learner,
+            evolve.phones,
+        )  # the same warm start, evaluated on the same tasks
+        assert arm.updates == evolve.self_evolution.rounds * evolve.self_evolution.rl_updates  # type: ignore[union-attr]
+    assert rl_only.tasks == evolve.tasks
+    shots = [t for t in few_shot.tasks if t not in evolve.tasks]
+    assert few_shot.tasks[: len(evolve.tasks)] == evolve.tasks and len(shots) == 16
+    assert {t.rsplit(".s", 1)[0] for t in shots} <= held_out  # human-written tasks of the held-out apps ...
+    assert not set(shots) & evaluated  # ... none of them evaluated
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import darwin.templates as tm
 from darwin.task_registry import get_task, resolve_tasks, task_set
 from darwin.templates import (
     SplitConfig,
+    few_shot_instances,
     get_template,
     instance_of,
     register,
@@ -122,6 +123,43 @@ def test_split_config_errors_name_the_fix(world: dict[str, tm.TaskTemplate]) -> 
     with pytest.raises(ValueError, match="leaves no training app"):
         split_templates(SplitConfig(unseen_apps=4))
     assert split_templates(SplitConfig(held_out_apps=("D",))).held_out_apps == ("D",)
+
+
+def _params(task) -> tuple[str | None, bytes]:
+    return task.template, orjson.dumps(task.params, option=orjson.OPT_SORT_KEYS)
+
+
+def test_few_shot_instances_are_held_out_apps_tasks_never_evaluated(world: dict[str, tm.TaskTemplate]) -> None:
+    split = split_templates(SplitConfig(seed=3, unseen_apps=2, eval_instances=2))
+    shots = few_shot_instances(split, per_app=5)
+    assert shots == few_shot_instances(split, per_app=5)  # deterministic
+    per_app = {app: [t for t in shots if t.app == app] for app in split.held_out_apps}
+    assert [len(tasks) for tasks in per_app.values()] == [5, 5]
+    for app, tasks in per_app.items():
+        app_templates = {t.template for t in split.sets["unseen_apps"] if t.app == app}
+        # the app's templates take turns: each one is used before any is used twice
+        assert {t.template for t in tasks[: len(app_templates)]} == app_templates
+    evaluated = {_params(t) for t in split.sets["unseen_apps"]}
+    assert not {_params(t) for t in shots} & evaluated and len({_params(t) for t in shots}) == len(shots)
+    assert all(t.id.rsplit(".s", 1)[1].isdigit() and int(t.id.rsplit(".s", 1)[1]) < tm.EVAL_SEED_BASE for t in shots)
+
+
+def test_few_shot_instances_refuse_what_they_cannot_give(monkeypatch: pytest.MonkeyPatch) -> None:
+    # app D's one template has 21 time zones to choose from: 2 are evaluated, 19 are left
+    zone, alarm = get_template("clock.home_time_zone"), get_template("clock.set_alarm")
+    fake = {
+        "a.t0": dataclasses.replace(alarm, id="a.t0", app="A"),
+        "d.t0": dataclasses.replace(zone, id="d.t0", app="D"),
+    }
+    monkeypatch.setattr(tm, "TEMPLATES", fake)
+    split = split_templates(SplitConfig(held_out_apps=("D",), eval_instances=2))
+    assert len(few_shot_instances(split, per_app=19)) == 19
+    with pytest.raises(
+        ValueError, match=r"held-out app 'D': its templates \['d.t0'\] give only 19 .* lower per_app below 20"
+    ):
+        few_shot_instances(split, per_app=20)
+    with pytest.raises(ValueError, match="per_app must be >= 1"):
+        few_shot_instances(split, per_app=0)
 
 
 def test_named_generalisation_sets() -> None:
