@@ -30,9 +30,10 @@ import difflib
 import hashlib
 import random
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import islice, zip_longest
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
 import orjson
@@ -347,6 +348,22 @@ EVAL_SEED_BASE = 100_000
 """Held-out instances use seeds from here on, apart from any training seed."""
 
 
+def _param_key(task: Task) -> tuple[str | None, bytes]:
+    return task.template, orjson.dumps(task.params, option=orjson.OPT_SORT_KEYS)
+
+
+def _new_instances(
+    tpl_id: str, language: Language, seeds: range, taken: set[tuple[str | None, bytes]]
+) -> Iterator[Task]:
+    """The instances of ``tpl_id`` over ``seeds`` whose parameters are not in ``taken``; each is
+    added to ``taken`` as it is yielded, so no two share parameters."""
+    for seed in seeds:
+        task = TEMPLATES[tpl_id].instance(seed, language)
+        if _param_key(task) not in taken:
+            taken.add(_param_key(task))
+            yield task
+
+
 def split_templates(config: SplitConfig | None = None) -> TemplateSplit:
     """AndroidWorld-Generalization's splits over the registered templates (reproducible from ``config``).
 
@@ -406,19 +423,12 @@ def split_templates(config: SplitConfig | None = None) -> TemplateSplit:
         return [TEMPLATES[t].instance(s, lang) for t in ids for lang in config.languages for s in seeds]
 
     train = instances(train_tpls, range(config.train_instances))
-    seen = {(t.template, orjson.dumps(t.params, option=orjson.OPT_SORT_KEYS)) for t in train}
+    seen = {_param_key(t) for t in train}
     unseen_instances: list[Task] = []
+    search = range(EVAL_SEED_BASE, EVAL_SEED_BASE + 50 * config.eval_instances)
     for tpl_id in train_tpls:
         for lang in config.languages:
-            found, seed = 0, EVAL_SEED_BASE
-            while found < config.eval_instances and seed < EVAL_SEED_BASE + 50 * config.eval_instances:
-                task = TEMPLATES[tpl_id].instance(seed, lang)
-                seed += 1
-                if (task.template, orjson.dumps(task.params, option=orjson.OPT_SORT_KEYS)) in seen:
-                    continue
-                seen.add((task.template, orjson.dumps(task.params, option=orjson.OPT_SORT_KEYS)))
-                unseen_instances.append(task)
-                found += 1
+            unseen_instances += islice(_new_instances(tpl_id, lang, search, seen), config.eval_instances)
     eval_seeds = range(EVAL_SEED_BASE, EVAL_SEED_BASE + config.eval_instances)
     return TemplateSplit(
         config=config,
@@ -432,10 +442,6 @@ def split_templates(config: SplitConfig | None = None) -> TemplateSplit:
             "unseen_apps": instances(held_app_tpls, eval_seeds),
         },
     )
-
-
-def _param_key(task: Task) -> tuple[str | None, bytes]:
-    return task.template, orjson.dumps(task.params, option=orjson.OPT_SORT_KEYS)
 
 
 def few_shot_instances(split: TemplateSplit, per_app: int = 8) -> list[Task]:
@@ -460,37 +466,25 @@ def few_shot_instances(split: TemplateSplit, per_app: int = 8) -> list[Task]:
     """
     if per_app < 1:
         raise ValueError(f"per_app must be >= 1, got {per_app}")
-    evaluated = {_param_key(t) for t in split.sets["unseen_apps"]}
+    taken = {_param_key(t) for t in split.sets["unseen_apps"]}  # evaluated, then chosen
     by_app: dict[str, list[str]] = {app: [] for app in split.held_out_apps}
     for tpl_id in dict.fromkeys(t.template for t in split.sets["unseen_apps"] if t.template is not None):
         app = next(a for a in TEMPLATES[tpl_id].needs if a in by_app)
         by_app[app].append(tpl_id)
     chosen: list[Task] = []
+    search = range(50 * per_app)
     for app, tpl_ids in by_app.items():
-        streams = [(tpl_id, lang) for tpl_id in tpl_ids for lang in split.config.languages]
-        next_seed = dict.fromkeys(streams, 0)
-        found = 0
-        limit = 50 * per_app
-        while found < per_app:
-            progressed = False
-            for stream in streams:
-                if found == per_app:
-                    break
-                tpl_id, lang = stream
-                while next_seed[stream] < limit:
-                    task = TEMPLATES[tpl_id].instance(next_seed[stream], lang)
-                    next_seed[stream] += 1
-                    if _param_key(task) not in evaluated:
-                        evaluated.add(_param_key(task))
-                        chosen.append(task)
-                        found += 1
-                        progressed = True
-                        break
-            if not progressed:
-                raise ValueError(
-                    f"held-out app {app!r}: its templates {tpl_ids} give only {found} instances apart from the "
-                    f"evaluation's in {limit} seeds each; lower per_app below {found + 1}"
-                )
+        # the app's templates (and languages) take turns; a template out of new instances drops out
+        turns = zip_longest(
+            *(_new_instances(t, lang, search, taken) for t in tpl_ids for lang in split.config.languages)
+        )
+        picked = list(islice((task for turn in turns for task in turn if task is not None), per_app))
+        if len(picked) < per_app:
+            raise ValueError(
+                f"held-out app {app!r}: its templates {tpl_ids} give only {len(picked)} instances apart from the "
+                f"evaluation's in {len(search)} seeds each; lower per_app below {len(picked) + 1}"
+            )
+        chosen += picked
     return chosen
 
 
