@@ -4,7 +4,8 @@ The templates are split as in examples/generalization.py: two apps (Calendar, Ch
 out entirely. The run:
 
 1. warm-starts the tiny Qwen2-VL by SFT on oracle demonstrations of the training apps only
-   (the same warm start as examples/generalization.py, shared through the cache),
+   (1,000 steps, typed text where an app offers it as in examples/spa_bench.py; every arm shares
+   it through the cache),
 2. evaluates it, paired, on a sample of the training tasks and on every human-written task of
    the held-out apps (``unseen_apps``), which never train,
 3. runs ``rounds`` of self-evolution on the held-out apps: the current policy explores them at
@@ -61,7 +62,7 @@ def build(preset: str) -> ExperimentConfig:
         lam=1.0,
         ppo={"clip_ratio": 0.2, "kl_coef": 0.1, "old_logprobs": "recompute"},
         critic={"warmup_updates": 1, "warmup_epochs": 4, "warmup_lam": 1.0, "value_head_bias": 0.1, "lr": 1e-3},
-        levers={"format_penalty_advantage": 0.5, "whiten_by": "task", "trajectory_weighting": True},
+        levers={"format_penalty_advantage": 0.5, "whiten_by": "batch", "trajectory_weighting": True},
         speed={"micro_batch_size": 8},
         ppo_epochs=1,
         mini_batch_size=32,
@@ -79,7 +80,7 @@ def build(preset: str) -> ExperimentConfig:
             tasks=tasks,
             horizon=20,
             phones=PhonesConfig(provider="sim", count=8, seed=300),
-            sft=SFTConfig(tasks=train, steps=400, episodes=1024),
+            sft=SFTConfig(tasks=train, steps=1000, episodes=1024, prefer_typing=True),
             policy=PolicyConfig(temperature=1.0, max_batch=8, max_wait=0.05),
             learner=learner,
             rollout_steps=256,
@@ -94,8 +95,8 @@ def build(preset: str) -> ExperimentConfig:
             "self_evolve",
             training_sample,
             f"held out: apps {', '.join(split.held_out_apps)} ({len(unseen_apps)} human-written tasks, "
-            "evaluated only); SFT warm start of examples/generalization.py on the training apps; 2 rounds of "
-            "explore (policy at T=1.5, 8 x 80 steps per app) -> hindsight tasks -> 60 fine-tuning steps -> 6 RL updates.",
+            "evaluated only); SFT warm start (1,000 steps, typing) on the training apps; 2 rounds of "
+            "explore (policy at T=1.5, 8 x 80 steps per app) -> hindsight tasks -> 120 fine-tuning steps -> 6 RL updates.",
             SelfEvolutionConfig(
                 apps=split.held_out_apps,
                 split=SPLIT,
@@ -105,7 +106,7 @@ def build(preset: str) -> ExperimentConfig:
                 explorer_temperature=1.5,
                 max_demonstration_steps=16,
                 tasks_per_round=16,
-                sft_steps=60,
+                sft_steps=120,
                 rl_updates=rl_updates,
             ),
         )

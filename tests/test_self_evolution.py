@@ -211,7 +211,7 @@ def test_the_dry_run_says_what_every_round_does_and_what_rewards_it() -> None:
     plain = row()
     assert "2 round(s) on Calendar, Chrome: 8 x 80 steps explored by the policy at temperature 1.5" in plain
     assert (
-        "hindsight tasks (at most 16); 60 fine-tuning steps; 6 RL updates rewarded by the experiment's verifier"
+        "hindsight tasks (at most 16); 120 fine-tuning steps; 6 RL updates rewarded by the experiment's verifier"
         in plain
     )
     stage3 = row('self_evolution.learned_verifier={"reward": "learned", "agreement_episodes": 0}')
