@@ -48,13 +48,29 @@ console = Console()
     is_flag=True,
     help="one curve per variant: runs named <variant>-s<N> are pooled (their points sorted by training step)",
 )
-def compare_cmd(run_dirs: tuple[str, ...], plot_path: str, window: int, metric: str, pool_seeds: bool) -> None:
+@click.option(
+    "--per-set",
+    is_flag=True,
+    help="arms of one experiment file (examples/self_evolve.py's presets): each run's paired gain on the training "
+    "tasks every run evaluated and on each evaluation.task_sets set, whole and per app, and every run against the first",
+)
+def compare_cmd(
+    run_dirs: tuple[str, ...], plot_path: str, window: int, metric: str, pool_seeds: bool, per_set: bool
+) -> None:
     """Compare finished `darwin run` directories (e.g. seeds): a Markdown table, the paired
     differences of their evaluations (final against warm start in each run, every run's final
     against the first's) and one figure. Given `darwin eval --json` files instead: each one's
-    greedy, sampled and pass@k success, and every later file against the first, paired."""
+    greedy, sampled and pass@k success, and every later file against the first, paired. With
+    --per-set: runs of one experiment file compared on each evaluated task set and app."""
     from darwin.run.figures import figure_table, plot_figure, read_runs
-    from darwin.run.report import compare_eval_files, compare_runs
+    from darwin.run.report import compare_eval_files, compare_runs, compare_task_sets
+
+    if per_set:
+        try:
+            console.print(compare_task_sets(run_dirs), highlight=False, markup=False, soft_wrap=True)
+        except (FileNotFoundError, ValueError, KeyError) as exc:
+            raise click.ClickException(str(exc)) from None
+        return
 
     files = [Path(p).is_file() for p in run_dirs]
     if any(files):

@@ -583,3 +583,100 @@ class RunReport:
     def close(self) -> None:
         if self._metrics is not None:
             self._metrics.close()
+
+
+def _task_groups(run_dirs: Sequence[Path]) -> list[tuple[str, list[str]]]:
+    """The task groups :func:`compare_task_sets` reports, from each run's ``experiment.json``: the
+    training tasks every run evaluated, then each ``evaluation.task_sets`` set, whole and per app
+    (a task id's first dotted part) when it spans several apps."""
+    experiments = []
+    for run_dir in run_dirs:
+        path = run_dir / "experiment.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{run_dir} has no experiment.json: is it a `darwin run` directory?")
+        experiments.append(json.loads(path.read_text()))
+    first_sets = experiments[0]["evaluation"]["task_sets"]
+    for run_dir, experiment in zip(run_dirs[1:], experiments[1:], strict=True):
+        if experiment["evaluation"]["task_sets"] != first_sets:
+            raise ValueError(
+                f"{run_dir} evaluated other task sets than {run_dirs[0]}: compare runs of one experiment file "
+                "(the same evaluation.task_sets), whose evaluations pair"
+            )
+    common = set(experiments[0]["tasks"]).intersection(*(e["tasks"] for e in experiments[1:]))
+    groups = [("train (every run's)", [t for t in experiments[0]["tasks"] if t in common])]
+    for name, tasks in first_sets.items():
+        groups.append((name, list(tasks)))
+        apps = list(dict.fromkeys(t.split(".", 1)[0] for t in tasks))
+        if len(apps) > 1:
+            groups += [(f"{name}: {app}", [t for t in tasks if t.split(".", 1)[0] == app]) for app in apps]
+    return groups
+
+
+def compare_task_sets(run_dirs: Sequence[str | Path], seed: int = 0) -> str:
+    """``darwin compare --per-set``: runs of one experiment file with different arms (such as
+    examples/self_evolve.py's presets), compared on each evaluated task group rather than on
+    their own training tasks.
+
+    The groups (:func:`_task_groups`) are the training tasks every run evaluated (an arm that
+    trains on more tasks also evaluates them; they are left out) and each ``evaluation.task_sets``
+    set, whole and per app. The first table has each run's warm-start and final greedy and
+    sampled success on each group and the paired gain (final minus warm start, 95% bootstrap
+    interval, strata = tasks); the second every later run's final against the first run's, paired.
+    Raises ``FileNotFoundError`` for a directory that is not a run and ``ValueError`` for runs
+    whose task sets differ."""
+    import numpy as np
+
+    from darwin.evaluate import paired_comparison, summarize_episodes
+
+    dirs = [Path(d) for d in run_dirs]
+    groups = _task_groups(dirs)
+    evaluations = {d: load_evaluations(d) for d in dirs}
+
+    def rates(result: EvalResult | None, tasks: list[str]) -> str:
+        if result is None:
+            return "-"
+        summary = summarize_episodes(result.records, tasks)
+        return " / ".join("-" if v is None else f"{100 * v:.1f}%" for v in (summary.greedy, summary.sampled))
+
+    def gains(a: EvalResult | None, b: EvalResult | None, tasks: list[str]) -> str:
+        if a is None or b is None:
+            return "- | -"
+        try:
+            differences = paired_comparison(
+                a.records, b.records, np.random.default_rng(seed), task_ids=tasks
+            ).differences
+        except ValueError:
+            return "not paired | not paired"
+        cells = []
+        for measure in ("greedy", "sampled"):
+            d = differences.get(measure)
+            cells.append(
+                "-"
+                if d is None
+                else f"{100 * d.difference.value:+.1f} ({100 * d.difference.low:+.1f} to {100 * d.difference.high:+.1f})"
+            )
+        return " | ".join(cells)
+
+    lines = [
+        "| run | tasks | n | warm start, greedy / sampled | final, greedy / sampled | gain, greedy (95%) | gain, sampled (95%) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for d in dirs:
+        warm, final = evaluations[d].get("warm_start"), evaluations[d].get("final")
+        for name, tasks in groups:
+            lines.append(
+                f"| {d.name} | {name} | {len(tasks)} | {rates(warm, tasks)} | {rates(final, tasks)} | {gains(final, warm, tasks)} |"
+            )
+    base = dirs[0]
+    if len(dirs) > 1:
+        lines += [
+            f"\nFinal evaluations against {base.name}'s (paired, 95% bootstrap interval, strata = tasks):\n",
+            "| run (A) | tasks | A - B, greedy (95%) | A - B, sampled (95%) |",
+            "| --- | --- | ---: | ---: |",
+        ]
+        for d in dirs[1:]:
+            for name, tasks in groups:
+                lines.append(
+                    f"| {d.name} | {name} | {gains(evaluations[d].get('final'), evaluations[base].get('final'), tasks)} |"
+                )
+    return "\n".join(lines) + "\n"
