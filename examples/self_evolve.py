@@ -19,8 +19,12 @@ No human-written task, demonstration or reward of Calendar or Chrome enters trai
 refuses the split's held-out templates in every round's tasks.
 
     darwin run examples/self_evolve.py --dry-run
-    darwin run examples/self_evolve.py                       # about 30 minutes on 2 cores
+    darwin run examples/self_evolve.py                       # 2 rounds; see the timings below
     darwin run examples/self_evolve.py --preset miniature    # the CI test's run: a minute or two
+
+On 2 cores the warm start's SFT takes 43 minutes on first use (cached, shared by every arm); after
+it, the arms took 49 (train_apps_rl), 62 (few_shot) and 76 minutes (the default) side by side
+(docs/results.md, "Self-evolution: the arms").
 
 The ``miniature`` preset explores Chrome with the random agent (an untrained warm start
 explores nothing in a few steps) for one round of two RL updates, to exercise every stage.
