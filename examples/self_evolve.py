@@ -154,6 +154,7 @@ def build(preset: str) -> ExperimentConfig:
                 tasks_per_round=2,
                 sft_steps=3,
                 sft_batch_size=4,
+                replay_episodes=2,
                 rl_updates=2,
                 learned_verifier=RoundVerifierConfig(reward="learned", epochs=1, agreement_episodes=0),
             ),

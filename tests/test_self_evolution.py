@@ -138,6 +138,11 @@ def test_the_miniature_runs_every_stage_end_to_end(tmp_path) -> None:
     assert one["tasks"] and all(t.startswith("hindsight.chrome.") for t in one["tasks"])
     assert all(n <= 8 for n in one["demonstration_steps"])  # max_demonstration_steps, loops cut
     assert one["rl_updates"] == 2 and one["finetune_loss"] is not None
+    # the fine-tuning mixed the training apps' oracle demonstrations (replay_episodes) into the explorer's
+    data = one["finetune_data"]
+    assert data["synthesised_episodes"] == len(one["tasks"]) and data["training_app_episodes"] == 2
+    # each synthesised demonstration trains its actions and its `finished`; the oracle's add theirs
+    assert data["steps"] > sum(one["demonstration_steps"]) + len(one["tasks"])
     # the round's tasks carry no template; its demonstrations and both policies are on disk
     tasks = json.loads((run_dir / "round-1" / "tasks.json").read_text())
     assert [t["id"] for t in tasks] == one["tasks"] and all(t.get("template") is None for t in tasks)
@@ -211,7 +216,7 @@ def test_the_dry_run_says_what_every_round_does_and_what_rewards_it() -> None:
     plain = row()
     assert "2 round(s) on Calendar, Chrome: 8 x 80 steps explored by the policy at temperature 1.5" in plain
     assert (
-        "hindsight tasks (at most 16); 120 fine-tuning steps; 6 RL updates rewarded by the experiment's verifier"
+        "hindsight tasks (at most 16); 120 fine-tuning steps (with 64 training-app demonstrations); 6 RL updates rewarded by the experiment's verifier"
         in plain
     )
     stage3 = row('self_evolution.learned_verifier={"reward": "learned", "agreement_episodes": 0}')

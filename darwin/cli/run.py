@@ -224,7 +224,9 @@ def _self_evolution_row(settings: SelfEvolutionConfig) -> str:
     return (
         f"{settings.rounds} round(s) on {', '.join(settings.apps)}: {settings.explorations} x "
         f"{settings.exploration_steps} steps explored by {explorer}; {settings.synthesizer.name} tasks (at most "
-        f"{settings.tasks_per_round}); {settings.sft_steps} fine-tuning steps; {settings.rl_updates} RL updates "
+        f"{settings.tasks_per_round}); {settings.sft_steps} fine-tuning steps"
+        f"{f' (with {settings.replay_episodes} training-app demonstrations)' if settings.replay_episodes else ''}; "
+        f"{settings.rl_updates} RL updates "
         f"rewarded by {verifier}"
     )
 

@@ -509,6 +509,13 @@ class SelfEvolutionConfig(BaseModel):
     )
     sft_batch_size: int = Field(8, ge=1, le=4096, description="demonstration steps per fine-tuning step")
     sft_lr: float = Field(5e-4, gt=0, le=1.0, description="peak learning rate of the fine-tuning")
+    replay_episodes: int = Field(
+        64,
+        ge=0,
+        le=100_000,
+        description="SimPhone oracle demonstrations of the warm start's tasks (`sft.tasks`, the training apps) mixed "
+        "into each round's fine-tuning, so that it does not forget them (0: the explorer's demonstrations alone)",
+    )
     rl_updates: int = Field(4, ge=1, le=100_000, description="learner updates per round on the synthesised tasks")
     keep_training_tasks: bool = Field(
         True, description="RL each round on the synthesised tasks and the experiment's `tasks` (against forgetting)"

@@ -110,6 +110,10 @@ class RoundRecord:
     """... and before."""
     finetune_loss: tuple[float, float] | None = None
     """The fine-tuning's loss on the demonstrations at its first step and over its last ten (``None``: none ran)."""
+    finetune_data: dict[str, int] = field(default_factory=dict)
+    """What the fine-tuning trained on: ``synthesised_episodes`` (the explorer's demonstrations),
+    ``training_app_episodes`` (the oracle's on the warm start's tasks, ``replay_episodes``) and their
+    ``steps`` in all."""
     rl_updates: int = 0
     rl_success: float | None = None
     """Training success over the round's RL episodes."""
@@ -394,7 +398,7 @@ class SelfEvolution:
 
     def _finetune(self, chosen: list[RoundTask], checkpoint: Path, folder: Path, record: RoundRecord) -> Path:
         """The policy fine-tuned on the replayed demonstrations, saved as a checkpoint of its own kind."""
-        from darwin.sft.finetune import FinetuneConfig, finetune
+        from darwin.sft.finetune import FinetuneConfig, OracleSource, finetune
         from darwin.sft.records import EpisodeRecord, StepRecord, write_records
 
         agent = agent_record(checkpoint)
@@ -408,13 +412,31 @@ class SelfEvolution:
             )
             episodes.append((episode, chosen_task.screens))
         demos = write_records(folder / "demonstrations.jsonl", episodes)
-        settings = self.settings
+        settings, sft = self.settings, self.config.sft
+        # The warm start's own kind of data, mixed in against forgetting: without it, 120 steps on
+        # 16 synthesised demonstrations took the training sample from 41% to 12% greedy
+        # (docs/results.md, "the probe").
+        replay = (
+            OracleSource(
+                tasks=sft.tasks,
+                phones=min(sft.phones, settings.replay_episodes),
+                episodes=settings.replay_episodes,
+                phone_seed=sft.phone_seed + 1000 * record.round,  # fresh phones each round
+                heldout_phones=0,
+                heldout_episodes=0,
+                launch_by_name=sft.launch_by_name,
+                prefer_typing=sft.prefer_typing,
+            )
+            if settings.replay_episodes
+            else None
+        )
         result = finetune(
             FinetuneConfig(
                 model=str(checkpoint),
                 agent_format="tiny",
                 observation_size=agent.observation_size,
                 memory=agent.memory,
+                oracle=replay,
                 jsonl=(str(demos),),
                 heldout_fraction=0.0,  # every demonstration trains: the RL that follows is the test
                 steps=settings.sft_steps,
@@ -427,6 +449,12 @@ class SelfEvolution:
         )
         training = result.metadata["training"]
         record.finetune_loss = (round(training["first_loss"], 4), round(training["final_loss"], 4))
+        data = result.metadata["data"]
+        record.finetune_data = {
+            "synthesised_episodes": len(chosen),
+            "training_app_episodes": data["oracle"]["episodes"] if replay is not None else 0,
+            "steps": data["train"]["steps"],
+        }
         out = folder / "finetuned"
         result.vlm.save_pretrained(out)
         # The same agent as the checkpoint it came from (its prompt, memory and screen), new weights.
