@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import itertools
+import logging
 from collections.abc import Iterator, Sequence
 
 import orjson
@@ -29,6 +30,8 @@ from darwin.actions import Action, Answer, Click, Direction, OpenApp, PressBack,
 from darwin.envs.sim.phone import SimPhone
 from darwin.predicates import resolve
 from darwin.types import VerifierSpec
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_EXPANSIONS = 20_000
 
@@ -116,7 +119,9 @@ def shortest_plan(
     into a field instead wherever the app offers one (a tap on the field and the typing cost
     2): the typed text is copied from the goal, while the tapped row has to be read off the
     screen. The plan is then the cheapest, not the shortest.
-    Raises :class:`OracleError` if no plan exists within ``max_expansions`` states.
+    Raises :class:`OracleError` if no plan exists within ``max_expansions`` states. With a pick
+    cost, a costed search that runs out of them falls back to the shortest plan (logged), which
+    exists: the episode is demonstrated by tapping rather than lost.
     """
     if pick_cost < 1:
         raise ValueError(f"pick_cost={pick_cost} must be at least 1 (1 = every action costs the same)")
@@ -174,6 +179,16 @@ def shortest_plan(
                     return _unwind(parents, child_key)
                 goals.add(child_key)
             heapq.heappush(frontier, (cost + check.unmet, -cost, next(tie), cost, child_key, orjson.dumps(child)))
+    if pick_cost > 1:
+        logger.warning(
+            "no plan cheaper than the shortest for %s %s within %d expanded states: the shortest (%d actions, "
+            "tapping the task's words) instead; raise max_expansions for the typing plan",
+            spec.predicate,
+            spec.params,
+            max_expansions,
+            len(shortest),
+        )
+        return shortest
     raise OracleError(
         f"no plan for {spec.predicate} {spec.params} within {max_expansions} expanded states "
         f"({expansions} expanded, {len(best_g)} seen); raise max_expansions or check the task"

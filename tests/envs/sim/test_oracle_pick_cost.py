@@ -43,6 +43,21 @@ def test_a_pick_cost_leaves_plans_without_task_words_alone() -> None:
     assert plans[0] == plans[1]
 
 
+def test_a_costed_search_out_of_expansions_falls_back_to_the_shortest_plan(caplog) -> None:
+    task = get_task("booking.com_0")
+    # 64 states suffice for the shortest plan (it taps "Berlin"); the typing plan needs more
+    shortest = shortest_plan(SimPhone(seed=0), task.verifier, apps=[task.app], max_expansions=64)
+    with caplog.at_level("WARNING", logger="darwin.envs.sim.oracle"):
+        fallback = shortest_plan(
+            SimPhone(seed=0), task.verifier, apps=[task.app], max_expansions=64, pick_cost=TYPING_PICK_COST
+        )
+    assert fallback == shortest and "Berlin" in _tapped_texts(0, fallback)
+    assert "no plan cheaper than the shortest" in caplog.text and "raise max_expansions" in caplog.text
+    # with room to search, the same call types the destination
+    typing = shortest_plan(SimPhone(seed=0), task.verifier, apps=[task.app], pick_cost=TYPING_PICK_COST)
+    assert Type(content="Berlin\n") in typing
+
+
 def test_a_pick_cost_below_one_is_refused() -> None:
     task = get_task("booking.com_0")
     with pytest.raises(ValueError, match="pick_cost=0 must be at least 1"):
