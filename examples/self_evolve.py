@@ -12,7 +12,8 @@ out entirely. The run:
    a high temperature with no task; tasks are synthesised from the app data the explorations
    changed (``state.equals`` rules, goal text from phrase rules that never read a template);
    the policy is fine-tuned on the explorer's own demonstrations (loops cut, replayed to check
-   they reach the goal), then trained by RL on those tasks and the training sample,
+   they reach the goal) mixed with 64 oracle demonstrations of the training apps (against
+   forgetting), then trained by RL on those tasks and the training sample,
 4. evaluates the last round's policy as in 2; `darwin run` prints the gain on each set.
 
 No human-written task, demonstration or reward of Calendar or Chrome enters training: a guard
@@ -23,8 +24,9 @@ refuses the split's held-out templates in every round's tasks.
     darwin run examples/self_evolve.py --preset miniature    # the CI test's run: a minute or two
 
 On 2 cores the warm start's SFT takes 43 minutes on first use (cached, shared by every arm); after
-it, the arms took 49 (train_apps_rl), 62 (few_shot) and 76 minutes (the default) side by side
-(docs/results.md, "Self-evolution: the arms").
+it, the default took 32 minutes (partly sharing the machine), and the arms 49 (train_apps_rl) and
+62 minutes (few_shot) side by side (docs/results.md, "Self-evolution: the arms" and "the replaying
+flywheel").
 
 The ``miniature`` preset explores Chrome with the random agent (an untrained warm start
 explores nothing in a few steps) for one round of two RL updates, to exercise every stage.
@@ -100,7 +102,8 @@ def build(preset: str) -> ExperimentConfig:
             training_sample,
             f"held out: apps {', '.join(split.held_out_apps)} ({len(unseen_apps)} human-written tasks, "
             "evaluated only); SFT warm start (1,000 steps, typing) on the training apps; 2 rounds of "
-            "explore (policy at T=1.5, 8 x 80 steps per app) -> hindsight tasks -> 120 fine-tuning steps -> 6 RL updates.",
+            "explore (policy at T=1.5, 8 x 80 steps per app) -> hindsight tasks -> 120 fine-tuning steps "
+            "(with 64 training-app demonstrations) -> 6 RL updates.",
             SelfEvolutionConfig(
                 apps=split.held_out_apps,
                 split=SPLIT,
