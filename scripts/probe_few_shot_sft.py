@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 
-from darwin.agents.warm_start import AGENT_FILE
 from darwin.run.build import warm_start_checkpoint
 from darwin.run.load import load_experiment
-from darwin.run.self_evolution import agent_record
-from darwin.sft.finetune import FinetuneConfig, OracleSource, finetune
+from darwin.run.self_evolution import finetune_policy
+from darwin.sft.finetune import OracleSource
 from darwin.templates import few_shot_instances, split_templates
 
 
@@ -52,34 +50,25 @@ def main(argv: list[str] | None = None) -> None:
     split = split_templates(config.self_evolution.split)
     shots = tuple(t.id for t in few_shot_instances(split, per_app=args.per_app))
     warm = warm_start_checkpoint(config)
-    agent = agent_record(warm)
-    result = finetune(
-        FinetuneConfig(
-            model=str(warm),
-            agent_format="tiny",
-            observation_size=agent.observation_size,
-            memory=agent.memory,
-            oracle=OracleSource(
-                tasks=shots,
-                phones=min(8, args.episodes),
-                episodes=args.episodes,
-                phone_seed=5000,  # none of the warm start's, the run's or the evaluation's phones
-                heldout_phones=0,
-                heldout_episodes=0,
-                prefer_typing=config.sft.prefer_typing,
-            ),
-            heldout_fraction=0.0,
-            steps=args.steps,
-            batch_size=8,
-            lr=args.lr,
-            warmup_steps=min(5, args.steps - 1),
-            seed=1,
-            sampled_match=False,
-        )
+    # the flywheel's own fine-tuning of a round, on the few-shot instances' demonstrations
+    result = finetune_policy(
+        warm,
+        args.out,
+        oracle=OracleSource(
+            tasks=shots,
+            phones=min(8, args.episodes),
+            episodes=args.episodes,
+            phone_seed=5000,  # none of the warm start's, the run's or the evaluation's phones
+            heldout_phones=0,
+            heldout_episodes=0,
+            prefer_typing=config.sft.prefer_typing,
+        ),
+        jsonl=(),
+        steps=args.steps,
+        batch_size=8,
+        lr=args.lr,
+        seed=1,
     )
-    args.out.mkdir(parents=True, exist_ok=True)
-    result.vlm.save_pretrained(args.out)
-    shutil.copy2(warm / AGENT_FILE, args.out / AGENT_FILE)
     evaluated = [t.id for t in split.sets["unseen_apps"]]
     (args.out / "evaluated_tasks.txt").write_text(",".join(evaluated))
     training = result.metadata["training"]

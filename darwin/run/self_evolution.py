@@ -16,8 +16,8 @@ each of ``rounds``:
     demonstration's loops (:func:`~darwin.algos.paths.erase_loops`) and replay it on a fresh
     phone, keeping the task only if the replay reaches its goal; **guard**: refuse any task the
     split holds out (:func:`~darwin.hindsight.leakage.refuse_held_out`); **fine-tune** the policy
-    on the replayed demonstrations (:func:`~darwin.sft.finetune.finetune`); **RL** on the
-    synthesised tasks (and ``tasks``) for ``rl_updates`` updates, a :class:`~darwin.run.recipe.TrainingRecipe`
+    on the replayed demonstrations mixed with ``replay_episodes`` of the training apps'
+    (:func:`finetune_policy`); **RL** on the synthesised tasks (and ``tasks``) for ``rl_updates`` updates, a :class:`~darwin.run.recipe.TrainingRecipe`
     of its own under ``round-N/rl``; **export** its trained policy as the next round's checkpoint.
 ``evaluation (final)``
     the same evaluation of the last round's policy; ``eval.json`` holds both (``darwin compare``
@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
@@ -73,6 +74,9 @@ from darwin.run.round_verifier import MODEL_DIR, RoundVerifier, RoundVerifierRec
 from darwin.task_registry import goal_text
 from darwin.templates import split_templates
 from darwin.types import Task
+
+if TYPE_CHECKING:
+    from darwin.sft.finetune import FinetuneResult, OracleSource
 
 logger = logging.getLogger(__name__)
 
@@ -398,10 +402,9 @@ class SelfEvolution:
 
     def _finetune(self, chosen: list[RoundTask], checkpoint: Path, folder: Path, record: RoundRecord) -> Path:
         """The policy fine-tuned on the replayed demonstrations, saved as a checkpoint of its own kind."""
-        from darwin.sft.finetune import FinetuneConfig, OracleSource, finetune
+        from darwin.sft.finetune import OracleSource
         from darwin.sft.records import EpisodeRecord, StepRecord, write_records
 
-        agent = agent_record(checkpoint)
         episodes = []
         for chosen_task in chosen:
             task = chosen_task.task.task
@@ -430,22 +433,16 @@ class SelfEvolution:
             if settings.replay_episodes
             else None
         )
-        result = finetune(
-            FinetuneConfig(
-                model=str(checkpoint),
-                agent_format="tiny",
-                observation_size=agent.observation_size,
-                memory=agent.memory,
-                oracle=replay,
-                jsonl=(str(demos),),
-                heldout_fraction=0.0,  # every demonstration trains: the RL that follows is the test
-                steps=settings.sft_steps,
-                batch_size=settings.sft_batch_size,
-                lr=settings.sft_lr,
-                warmup_steps=min(5, settings.sft_steps - 1),
-                seed=record.round,
-                sampled_match=False,
-            )
+        out = folder / "finetuned"
+        result = finetune_policy(
+            checkpoint,
+            out,
+            oracle=replay,
+            jsonl=(str(demos),),
+            steps=settings.sft_steps,
+            batch_size=settings.sft_batch_size,
+            lr=settings.sft_lr,
+            seed=record.round,
         )
         training = result.metadata["training"]
         record.finetune_loss = (round(training["first_loss"], 4), round(training["final_loss"], 4))
@@ -455,10 +452,6 @@ class SelfEvolution:
             "training_app_episodes": data["oracle"]["episodes"] if replay is not None else 0,
             "steps": data["train"]["steps"],
         }
-        out = folder / "finetuned"
-        result.vlm.save_pretrained(out)
-        # The same agent as the checkpoint it came from (its prompt, memory and screen), new weights.
-        shutil.copy2(checkpoint / AGENT_FILE, out / AGENT_FILE)
         return out
 
     async def _train_verifier(
@@ -548,6 +541,46 @@ class SelfEvolution:
         logger.info("self-evolution: %s", stage)
         self.progress.stage = stage
         self._on_progress(self.progress)
+
+
+def finetune_policy(
+    checkpoint: Path,
+    out: Path,
+    *,
+    oracle: OracleSource | None,
+    jsonl: tuple[str, ...],
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+) -> FinetuneResult:
+    """``checkpoint`` (a tiny policy) fine-tuned on ``oracle`` and ``jsonl`` demonstrations, every
+    one of them training (the RL or evaluation that follows is the test), saved in ``out`` as the
+    same agent as the checkpoint (its prompt, memory and screen) with new weights."""
+    from darwin.sft.finetune import FinetuneConfig, finetune
+
+    agent = agent_record(checkpoint)
+    result = finetune(
+        FinetuneConfig(
+            model=str(checkpoint),
+            agent_format="tiny",
+            observation_size=agent.observation_size,
+            memory=agent.memory,
+            oracle=oracle,
+            jsonl=jsonl,
+            heldout_fraction=0.0,
+            steps=steps,
+            batch_size=batch_size,
+            lr=lr,
+            warmup_steps=min(5, steps - 1),
+            seed=seed,
+            sampled_match=False,
+        )
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    result.vlm.save_pretrained(out)
+    shutil.copy2(checkpoint / AGENT_FILE, out / AGENT_FILE)
+    return result
 
 
 async def export_run_policy(run_dir: Path, out: Path) -> Path:
