@@ -11,11 +11,17 @@ policy still fails the held-out apps' evaluated instances, what a round's synthe
 teach is bounded by the model, not by the synthesis.
 
 It fine-tunes the experiment's warm start (built and cached as ``darwin run`` does) and saves the
-result; ``darwin eval`` then evaluates it with the run's protocol and phones:
+result with the evaluated and the trained task ids (``evaluated_tasks.txt``, ``trained_tasks.txt``);
+``darwin eval`` then evaluates it with the run's protocol and phones, and
+``scripts/typed_text_source.py`` tells whether it copies its goals' strings:
 
     python scripts/probe_few_shot_sft.py --experiment examples/self_evolve.py --out runs/few-shot-sft
     darwin eval --experiment examples/self_evolve.py --agent tiny:runs/few-shot-sft \\
-        --tasks "$(cat runs/few-shot-sft/evaluated_tasks.txt)" --json runs/few-shot-sft/eval.json
+        --tasks "$(cat runs/few-shot-sft/evaluated_tasks.txt)" --run-dir runs/few-shot-sft/eval
+    python scripts/typed_text_source.py runs/few-shot-sft/eval --experiment examples/self_evolve.py \\
+        --trained "$(cat runs/few-shot-sft/trained_tasks.txt)"
+
+``--per-app 64 --episodes 256`` gives it 8 to 10 instances of every held-out template instead of one or two.
 
 docs/results.md, "Self-evolution: the replaying flywheel and the few-shot SFT probe".
 """
@@ -71,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     evaluated = [t.id for t in split.sets["unseen_apps"]]
     (args.out / "evaluated_tasks.txt").write_text(",".join(evaluated))
+    (args.out / "trained_tasks.txt").write_text(",".join(shots))
     training = result.metadata["training"]
     summary = {
         "warm_start": str(warm),

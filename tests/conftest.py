@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.util
 import json
 import logging
 import os
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import psutil
@@ -253,3 +257,21 @@ _SMALL_RUN = {
 def small_run() -> dict[str, str]:
     """`--set` overrides (key -> value) for a short training run; a copy to change freely."""
     return dict(_SMALL_RUN)
+
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+@pytest.fixture
+def load_script() -> Callable[[str], ModuleType]:
+    """Loads ``scripts/<name>.py`` as the module ``name`` (the scripts are not a package)."""
+
+    def load(name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+        assert spec is not None and spec.loader is not None, f"no script {name!r} in {SCRIPTS}"
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while the script runs
+        spec.loader.exec_module(module)
+        return module
+
+    return load

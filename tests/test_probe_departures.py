@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
-import sys
-from pathlib import Path
-from types import ModuleType
 
 from darwin.actions import Click, PressBack
 from darwin.envs.sim.oracle import shortest_plan
@@ -15,20 +11,9 @@ from darwin.envs.sim.phone import SimPhone
 from darwin.task_registry import get_task
 from darwin.templates import task_apps
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "probe_forced_prefix.py"
 
-
-def probe() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("probe_forced_prefix", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_departure_is_the_first_action_that_does_not_shorten_the_plan() -> None:
-    script = probe()
+def test_the_departure_is_the_first_action_that_does_not_shorten_the_plan(load_script) -> None:
+    script = load_script("probe_forced_prefix")
     task = get_task("booking.com_0")
     start = SimPhone(seed=10_000).snapshot()
     phone = SimPhone(seed=0)
@@ -50,8 +35,8 @@ def test_the_departure_is_the_first_action_that_does_not_shorten_the_plan() -> N
     assert script.action_text(Click(x=540, y=696)) == "click(540, 696)"
 
 
-def test_the_table_counts_departures_and_the_different_needs() -> None:
-    script = probe()
+def test_the_table_counts_departures_and_the_different_needs(load_script) -> None:
+    script = load_script("probe_forced_prefix")
     found = [
         (0, "greedy", ("booking.com_0", 2, "click(540, 2044)", "click(545, 708)")),
         (0, "greedy", ("booking.com_0", 2, "click(540, 532)", "click(545, 708)")),
