@@ -34,8 +34,7 @@ from pathlib import Path
 
 from darwin.run.build import warm_start_checkpoint
 from darwin.run.load import load_experiment
-from darwin.run.self_evolution import finetune_policy
-from darwin.sft.finetune import OracleSource
+from darwin.run.self_evolution import probe_finetune
 from darwin.templates import few_shot_instances, split_templates
 
 
@@ -56,24 +55,14 @@ def main(argv: list[str] | None = None) -> None:
     split = split_templates(config.self_evolution.split)
     shots = tuple(t.id for t in few_shot_instances(split, per_app=args.per_app))
     warm = warm_start_checkpoint(config)
-    # the flywheel's own fine-tuning of a round, on the few-shot instances' demonstrations
-    result = finetune_policy(
+    result = probe_finetune(
         warm,
         args.out,
-        oracle=OracleSource(
-            tasks=shots,
-            phones=min(8, args.episodes),
-            episodes=args.episodes,
-            phone_seed=5000,  # none of the warm start's, the run's or the evaluation's phones
-            heldout_phones=0,
-            heldout_episodes=0,
-            prefer_typing=config.sft.prefer_typing,
-        ),
-        jsonl=(),
+        shots,
+        episodes=args.episodes,
+        prefer_typing=config.sft.prefer_typing,
         steps=args.steps,
-        batch_size=8,
         lr=args.lr,
-        seed=1,
     )
     evaluated = [t.id for t in split.sets["unseen_apps"]]
     (args.out / "evaluated_tasks.txt").write_text(",".join(evaluated))

@@ -1,4 +1,4 @@
-"""scripts/probe_few_shot_sft.py: the warm start fine-tuned on the held-out apps' few-shot instances."""
+"""scripts/probe_few_shot_sft.py and scripts/probe_copy_sft.py: the warm start fine-tuned on held-out instances."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from darwin.agents.warm_start import load_warm_start
+from darwin.envs.sim.templates.chrome import QUERIES
 from darwin.run.load import load_experiment
+from darwin.task_registry import resolve_tasks
 from darwin.templates import few_shot_instances, split_templates
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,3 +39,26 @@ def test_the_probe_refuses_an_experiment_without_self_evolution(tmp_path, load_s
         load_script("probe_few_shot_sft").main(
             ["--experiment", str(ROOT / "examples" / "spa_bench.py"), "--out", str(tmp_path / "x")]
         )
+
+
+def test_the_copy_probe_trains_and_tests_on_disjoint_made_up_strings(tmp_path, monkeypatch, load_script) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "copy"
+    argv = ["--experiment", str(EXAMPLE), "--preset", "miniature", "--out", str(out), "--train", "3", "--test", "2"]
+    load_script("probe_copy_sft").main([*argv, "--steps", "2"])
+    train, test = (resolve_tasks([str(out / f"{name}_tasks.json")]) for name in ("train", "test"))
+    assert len(train) == 3 and len(test) == 2 and {t.template for t in train + test} == {"chrome.search"}
+    queries = [t.params["query"] for t in train + test]
+    assert len(set(queries)) == 5 and not set(queries) & set(QUERIES)  # made up, none a template's
+    assert all(str(t.params["query"]) in t.instruction for t in train + test)
+    record = json.loads((out / "probe.json").read_text())
+    assert record["data"]["oracle"]["episodes"] == 3 and record["test_phrases"] == queries[3:]
+    assert load_warm_start(out).observation_size == (168, 364)
+
+
+def test_the_copy_probe_refuses_a_template_without_one_string_parameter(tmp_path, load_script) -> None:
+    argv = ["--experiment", str(EXAMPLE), "--preset", "miniature", "--out", str(tmp_path / "x")]
+    with pytest.raises(SystemExit):
+        load_script("probe_copy_sft").main([*argv, "--template", "chrome.close_tab"])
+    with pytest.raises(SystemExit):
+        load_script("probe_copy_sft").main([*argv, "--train", "400"])

@@ -583,6 +583,30 @@ def finetune_policy(
     return result
 
 
+PROBE_PHONE_SEED = 5000
+"""First phone of a probe's demonstrations: none of the warm start's, a run's or an evaluation's phones."""
+
+
+def probe_finetune(
+    checkpoint: Path, out: Path, tasks: tuple[str, ...], *, episodes: int, prefer_typing: bool, steps: int, lr: float
+) -> FinetuneResult:
+    """A fine-tuning probe (``scripts/probe_*_sft.py``): ``checkpoint`` fine-tuned on the oracle's
+    ``episodes`` demonstrations of ``tasks`` (up to 8 phones from :data:`PROBE_PHONE_SEED`) with a
+    flywheel round's batch, saved in ``out`` by :func:`finetune_policy`."""
+    from darwin.sft.finetune import OracleSource
+
+    oracle = OracleSource(
+        tasks=tasks,
+        phones=min(8, episodes),
+        episodes=episodes,
+        phone_seed=PROBE_PHONE_SEED,
+        heldout_phones=0,
+        heldout_episodes=0,
+        prefer_typing=prefer_typing,
+    )
+    return finetune_policy(checkpoint, out, oracle=oracle, jsonl=(), steps=steps, batch_size=8, lr=lr, seed=1)
+
+
 async def export_run_policy(run_dir: Path, out: Path) -> Path:
     """The last trained policy of a ``darwin run`` directory as a checkpoint directory of the
     kind its warm start is (``darwin eval --agent tiny:<out>`` and an experiment's ``checkpoint`` load it)."""
