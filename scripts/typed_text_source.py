@@ -29,6 +29,7 @@ from darwin.actions import Type
 from darwin.run.load import load_experiment
 from darwin.store import RunStore
 from darwin.task_registry import resolve_tasks
+from darwin.types import Task
 
 SOURCES = ("goal", "trained", "other")
 
@@ -85,9 +86,12 @@ def typed_text_report(store: RunStore, trained_goals: Iterable[str]) -> TypedTex
     """Every ``type`` action of every run in ``store``, sorted by :func:`typed_text_source`."""
     trained = list(trained_goals)
     report = TypedTextReport()
+    tasks: dict[str, Task | None] = {}  # an evaluation runs each task many times: read it once
     for run in store.runs():
         for episode in store.episodes(run.run_id):
-            task = store.task(episode.task_id)
+            if episode.task_id not in tasks:
+                tasks[episode.task_id] = store.task(episode.task_id)
+            task = tasks[episode.task_id]
             if task is None:
                 raise ValueError(f"episode {episode.episode_id} names task {episode.task_id!r}, not in the database")
             template = task.template or task.id
