@@ -7,16 +7,23 @@ human templates draw their strings from short lists (``chrome.search`` from 12 q
 policy can memorise every one of them instead of learning to copy. This probe separates the two
 causes, too few distinct strings or a model that cannot learn to copy: it fine-tunes the
 experiment's warm start on the oracle's demonstrations of ``--train`` instances of one template
-whose single string parameter is a made-up two-word phrase (an adjective and a noun, a different
-pair per instance), and writes ``--test`` instances with pairs it never trained on, to evaluate:
+whose single string parameter is a made-up two-word phrase, and writes ``--test`` instances with
+phrases it never trained on, and ``human_tasks.json``, one instance of the template per string of its
+own (which the warm start of a held-out app never typed), to evaluate:
 
     python scripts/probe_copy_sft.py --experiment examples/self_evolve.py --out runs/copy-sft
     darwin eval --experiment examples/self_evolve.py --agent tiny:runs/copy-sft \\
         --tasks runs/copy-sft/test_tasks.json --run-dir runs/copy-sft/eval
     python scripts/typed_text_source.py runs/copy-sft/eval --trained runs/copy-sft/train_tasks.json
 
-A policy that copies types the test goals' pairs (``goal``); one that memorises types trained
-pairs (``trained``). docs/results.md, "Self-evolution: the replaying flywheel and the few-shot SFT
+``--vocabulary`` chooses the phrases. ``pairs`` (the default): an adjective and a noun from 20 x 18
+English words, a different pair per instance, so the test pairs recombine trained words.
+``invented``: two invented words (consonant-vowel syllables, none a word of the tokenizer's corpus
+or of the template's strings), each word in one phrase only, so no test word was ever typed in
+training; a policy that learns to copy these has learnt copying itself, not a map from known words.
+
+A policy that copies types the test goals' phrases (``goal``); one that memorises types trained
+phrases (``trained``). docs/results.md, "Self-evolution: the replaying flywheel and the few-shot SFT
 probe".
 """
 
@@ -25,26 +32,61 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 from itertools import product
 from pathlib import Path
 
+from darwin.models._corpus import corpus
 from darwin.run.build import warm_start_checkpoint
 from darwin.run.load import load_experiment
 from darwin.run.self_evolution import probe_finetune
-from darwin.templates import get_template
+from darwin.templates import TaskTemplate, get_template
 from darwin.types import Task
 
 ADJECTIVES = "red blue green cheap quiet fast slow warm cold fresh old new small big local free easy rare dark bright"
 NOUNS = "shoes lamps bikes tents maps clocks pianos boats coffee tea bread socks chairs desks phones books kites gloves"
 PHRASES = [f"{a} {n}" for a, n in product(ADJECTIVES.split(), NOUNS.split())]
-"""The made-up strings: 360 adjective-noun pairs, none a template's."""
+"""The ``pairs`` vocabulary: 360 adjective-noun pairs, none a template's string."""
+CONSONANTS, VOWELS = "bdfgklmnprstvz", "aeiou"
+
+
+def invented_phrases(count: int, rng: random.Random, known: set[str]) -> list[str]:
+    """``count`` phrases of two invented words each (2 or 3 consonant-vowel syllables, such as
+    ``"kovira temu"``), every word distinct across phrases and none in ``known`` (lower case)."""
+    words: list[str] = []
+    seen = set(known)
+    while len(words) < 2 * count:
+        word = "".join(rng.choice(CONSONANTS) + rng.choice(VOWELS) for _ in range(rng.choice((2, 3))))
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    return [f"{words[2 * i]} {words[2 * i + 1]}" for i in range(count)]
+
+
+def template_strings(template_id: str, field: str, seeds: range = range(200)) -> list[Task]:
+    """One instance of ``template_id`` per distinct value of ``field`` among its instances of
+    ``seeds``: the strings the template itself draws (``chrome.search``'s 12 queries)."""
+    template = check_string_template(template_id, field)
+    by_value: dict[str, Task] = {}
+    for seed in seeds:
+        task = template.instance(seed)
+        by_value.setdefault(str(task.params[field]), task)
+    return list(by_value.values())
 
 
 def string_tasks(template_id: str, field: str, phrases: list[str], rng: random.Random) -> list[Task]:
     """One instance of ``template_id`` per phrase (its ``field`` set to it), each in an English
-    phrasing drawn from ``rng``.
+    phrasing drawn from ``rng``."""
+    template = check_string_template(template_id, field)
+    phrasings = len(template.phrasings["ENG"])
+    return [template.task({field: p}, phrasing=rng.randrange(phrasings)) for p in phrases]
+
+
+def check_string_template(template_id: str, field: str) -> TaskTemplate:
+    """The template ``template_id``, checked to take the one string parameter ``field``.
 
     Raises:
+        KeyError: no template has that id.
         ValueError: the template has no string parameter ``field`` that alone makes an instance.
     """
     template = get_template(template_id)
@@ -55,8 +97,7 @@ def string_tasks(template_id: str, field: str, phrases: list[str], rng: random.R
             f"{schema.get('required', [])}); the probe needs a template whose one required parameter is the "
             f"string {field!r}, such as chrome.search's 'query'"
         )
-    phrasings = len(template.phrasings["ENG"])
-    return [template.task({field: p}, phrasing=rng.randrange(phrasings)) for p in phrases]
+    return template
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -70,21 +111,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--test", type=int, default=32, help="instances with phrases never trained on")
     parser.add_argument("--steps", type=int, default=1200)
     parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--vocabulary", choices=("pairs", "invented"), default="pairs", help="see the docstring")
     parser.add_argument("--seed", type=int, default=0, help="which phrases train and which test")
     args = parser.parse_args(argv)
-    if args.train < 1 or args.test < 1 or args.train + args.test > len(PHRASES):
-        parser.error(f"--train and --test must be >= 1 and add up to at most {len(PHRASES)} (the made-up phrases)")
+    if args.train < 1 or args.test < 1:
+        parser.error("--train and --test must be >= 1")
+    if args.vocabulary == "pairs" and args.train + args.test > len(PHRASES):
+        parser.error(
+            f"--train and --test add up to more than the {len(PHRASES)} phrases of --vocabulary pairs: "
+            "lower them, or use --vocabulary invented"
+        )
 
     rng = random.Random(args.seed)
-    phrases = rng.sample(PHRASES, args.train + args.test)
     try:
+        human = template_strings(args.template, args.field)
+        if args.vocabulary == "pairs":
+            phrases = rng.sample(PHRASES, args.train + args.test)
+        else:
+            known = {w for text in corpus() for w in re.findall(r"[a-z]+", text.lower())}
+            known |= {w for t in human for w in re.findall(r"[a-z]+", str(t.params[args.field]).lower())}
+            phrases = invented_phrases(args.train + args.test, rng, known)
         train = string_tasks(args.template, args.field, phrases[: args.train], rng)
         test = string_tasks(args.template, args.field, phrases[args.train :], rng)
     except (KeyError, ValueError) as exc:
         parser.error(str(exc))
     args.out.mkdir(parents=True, exist_ok=True)
     files = {}
-    for name, tasks in (("train", train), ("test", test)):
+    for name, tasks in (("train", train), ("test", test), ("human", human)):
         files[name] = args.out / f"{name}_tasks.json"
         files[name].write_text(json.dumps([t.model_dump(mode="json") for t in tasks], indent=1))
     config = load_experiment(args.experiment, args.preset)
@@ -102,6 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     summary = {
         "warm_start": str(warm),
         "template": args.template,
+        "vocabulary": args.vocabulary,
         "trained_phrases": phrases[: args.train],
         "test_phrases": phrases[args.train :],
         "data": result.metadata["data"],
