@@ -63,10 +63,9 @@ def invented_phrases(count: int, rng: random.Random, known: set[str]) -> list[st
     return [f"{words[2 * i]} {words[2 * i + 1]}" for i in range(count)]
 
 
-def template_strings(template_id: str, field: str, seeds: range = range(200)) -> list[Task]:
-    """One instance of ``template_id`` per distinct value of ``field`` among its instances of
+def template_strings(template: TaskTemplate, field: str, seeds: range = range(200)) -> list[Task]:
+    """One instance of ``template`` per distinct value of ``field`` among its instances of
     ``seeds``: the strings the template itself draws (``chrome.search``'s 12 queries)."""
-    template = check_string_template(template_id, field)
     by_value: dict[str, Task] = {}
     for seed in seeds:
         task = template.instance(seed)
@@ -74,10 +73,9 @@ def template_strings(template_id: str, field: str, seeds: range = range(200)) ->
     return list(by_value.values())
 
 
-def string_tasks(template_id: str, field: str, phrases: list[str], rng: random.Random) -> list[Task]:
-    """One instance of ``template_id`` per phrase (its ``field`` set to it), each in an English
+def string_tasks(template: TaskTemplate, field: str, phrases: list[str], rng: random.Random) -> list[Task]:
+    """One instance of ``template`` per phrase (its ``field`` set to it), each in an English
     phrasing drawn from ``rng``."""
-    template = check_string_template(template_id, field)
     phrasings = len(template.phrasings["ENG"])
     return [template.task({field: p}, phrasing=rng.randrange(phrasings)) for p in phrases]
 
@@ -124,17 +122,18 @@ def main(argv: list[str] | None = None) -> None:
 
     rng = random.Random(args.seed)
     try:
-        human = template_strings(args.template, args.field)
-        if args.vocabulary == "pairs":
-            phrases = rng.sample(PHRASES, args.train + args.test)
-        else:
-            known = {w for text in corpus() for w in re.findall(r"[a-z]+", text.lower())}
-            known |= {w for t in human for w in re.findall(r"[a-z]+", str(t.params[args.field]).lower())}
-            phrases = invented_phrases(args.train + args.test, rng, known)
-        train = string_tasks(args.template, args.field, phrases[: args.train], rng)
-        test = string_tasks(args.template, args.field, phrases[args.train :], rng)
+        template = check_string_template(args.template, args.field)
     except (KeyError, ValueError) as exc:
         parser.error(str(exc))
+    human = template_strings(template, args.field)
+    if args.vocabulary == "pairs":
+        phrases = rng.sample(PHRASES, args.train + args.test)
+    else:
+        texts = [*corpus(), *(str(t.params[args.field]) for t in human)]
+        known = {w for text in texts for w in re.findall(r"[a-z]+", text.lower())}
+        phrases = invented_phrases(args.train + args.test, rng, known)
+    train = string_tasks(template, args.field, phrases[: args.train], rng)
+    test = string_tasks(template, args.field, phrases[args.train :], rng)
     args.out.mkdir(parents=True, exist_ok=True)
     files = {}
     for name, tasks in (("train", train), ("test", test), ("human", human)):
