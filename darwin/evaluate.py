@@ -144,17 +144,12 @@ class PairedComparison:
     differences: dict[str, PairedDifference]
 
 
-def paired_comparison(
-    a: Sequence[EvalEpisode],
-    b: Sequence[EvalEpisode],
-    rng: np.random.Generator,
-    task_ids: Sequence[str] | None = None,
-    ks: Sequence[int] = (1, 2, 4, 8),
-) -> PairedComparison:
-    """A minus B on the episodes both verified, paired by (task, instance, sample), with a
-    task-stratified bootstrap interval per measure (:func:`darwin.algos.evaluation.paired_difference`).
+def _shared_episodes(
+    a: Sequence[EvalEpisode], b: Sequence[EvalEpisode], task_ids: Sequence[str] | None
+) -> tuple[dict[tuple[str, str, int], bool], dict[tuple[str, str, int], bool], list[tuple[str, str, int]]]:
+    """Each evaluation's verified outcomes by episode key, and the keys both have (sorted).
 
-    Raises ``ValueError`` when the two share no episode (different protocols or phones)."""
+    Raises ``ValueError`` when the two share no episode."""
 
     def keep(e: EvalEpisode) -> bool:
         return e.success is not None and (task_ids is None or e.task_id in task_ids)
@@ -167,18 +162,50 @@ def paired_comparison(
             "the two evaluations share no verified episode (task, phone, sample): compare evaluations run with the "
             "same protocol on the same phones (evaluation.phones, phone_seed, samples, sampling_seed)"
         )
-    differences: dict[str, PairedDifference] = {}
+    return by_key_a, by_key_b, shared
+
+
+def paired_outcomes(
+    a: Sequence[EvalEpisode], b: Sequence[EvalEpisode], task_ids: Sequence[str] | None = None
+) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The pairs of episodes both evaluations verified, per measure (``greedy``, ``sampled``; a
+    measure with no pair is left out): A's outcomes ``(N,)`` (1.0 success, 0.0 failure), B's ``(N,)`` and the task id of each
+    pair ``(N,)`` (the bootstrap's strata), as :func:`darwin.algos.evaluation.paired_difference`
+    and :func:`~darwin.algos.evaluation.seed_mean_difference` take them.
+
+    Raises ``ValueError`` when the two share no episode (different protocols or phones)."""
+    by_key_a, by_key_b, shared = _shared_episodes(a, b, task_ids)
+    outcomes = {}
     for name, chosen in (
         ("greedy", [k for k in shared if k[2] == GREEDY]),
         ("sampled", [k for k in shared if k[2] != GREEDY]),
     ):
         if chosen:
-            differences[name] = paired_difference(
-                np.array([by_key_a[k] for k in chosen]),
-                np.array([by_key_b[k] for k in chosen]),
-                rng,
-                strata=np.array([k[0] for k in chosen]),
+            outcomes[name] = (
+                np.array([by_key_a[k] for k in chosen], dtype=float),
+                np.array([by_key_b[k] for k in chosen], dtype=float),
+                np.array([k[0] for k in chosen]),
             )
+    return outcomes
+
+
+def paired_comparison(
+    a: Sequence[EvalEpisode],
+    b: Sequence[EvalEpisode],
+    rng: np.random.Generator,
+    task_ids: Sequence[str] | None = None,
+    ks: Sequence[int] = (1, 2, 4, 8),
+) -> PairedComparison:
+    """A minus B on the episodes both verified, paired by (task, instance, sample), with a
+    task-stratified bootstrap interval per measure (:func:`darwin.algos.evaluation.paired_difference`).
+
+    Raises ``ValueError`` when the two share no episode (different protocols or phones)."""
+
+    by_key_a, by_key_b, shared = _shared_episodes(a, b, task_ids)
+    differences = {
+        name: paired_difference(x, y, rng, strata=strata)
+        for name, (x, y, strata) in paired_outcomes(a, b, task_ids).items()
+    }
     instances: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
     for key in shared:
         if key[2] != GREEDY:

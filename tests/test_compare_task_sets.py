@@ -92,3 +92,33 @@ def test_runs_with_other_task_sets_or_no_experiment_are_refused(tmp_path):
     result = CliRunner().invoke(main, ["compare", "--per-set", str(a), str(not_a_run)])
     assert result.exit_code != 0
     assert "no experiment.json" in result.output
+
+
+def test_pooled_seeds_give_each_arms_mean_with_the_seeds_spread(tmp_path):
+    # Arm "fly": seed 1 solves the calendar task on every episode, seed 2 on none; every warm start fails.
+    # Per seed the greedy gain on calendar is +100 and +0: the mean is +50, and the two-stage
+    # bootstrap draws the seeds {1,1}, {1,2}, {2,2}: its interval runs from +0 to +100 (the
+    # within-seed draws are constant). Arm "rl" has one seed, which gains nothing anywhere.
+    solved, failed = (True, True, True), (False, False, False)
+    none = dict.fromkeys(["clock.a.s0", *UNSEEN], failed)
+    fly1 = _run(tmp_path, "fly-s1", ["clock.a.s0"], none | {"calendar.x.s1": solved, "clock.a.s0": solved})
+    fly2 = _run(tmp_path, "fly-s2", ["clock.a.s0"], none | {"clock.a.s0": (True, False, True)})
+    rl = _run(tmp_path, "rl-s1", ["clock.a.s0"], none)
+    text = compare_task_sets([fly1, fly2, rl], pool_seeds=True)
+    assert "Mean over seeds" in text
+    lines = text.splitlines()
+    assert (
+        "| fly | 2 | unseen_apps: calendar | 0.0% / 0.0% | 50.0% / 50.0% | +50.0 (+0.0 to +100.0) | +50.0 (+0.0 to +100.0) | +100.0, +0.0 |"
+        in lines
+    )
+    # the training task: both seeds win the greedy pair; sampled 2 of 2 and 1 of 2 (mean 75%)
+    assert "| fly | 2 | train (every run's) | 0.0% / 0.0% | 100.0% / 75.0% | +100.0 (+100.0 to +100.0) |" in text
+    assert (
+        "| rl | 1 | unseen_apps | 0.0% / 0.0% | 0.0% / 0.0% | +0.0 (+0.0 to +0.0) | +0.0 (+0.0 to +0.0) | +0.0 |"
+        in lines
+    )
+    assert "Mean over seeds" not in compare_task_sets([fly1, fly2])
+
+    result = CliRunner().invoke(main, ["compare", "--per-set", "--pool-seeds", str(fly1), str(fly2), str(rl)])
+    assert result.exit_code == 0, result.output
+    assert "| fly | 2 | unseen_apps: calendar |" in result.output

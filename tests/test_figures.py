@@ -16,7 +16,8 @@ import darwin.run.figures as figures_module
 import darwin.store as store_module
 from darwin.actions import Click
 from darwin.cli.main import main
-from darwin.run.figures import figure_table, plot_figure, pooled_label, read_runs, trained_episodes
+from darwin.run.figures import figure_table, plot_figure, read_runs, trained_episodes
+from darwin.run.report import pooled_label
 from darwin.store import RunStore
 from darwin.types import (
     Decision,

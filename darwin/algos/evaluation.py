@@ -10,6 +10,9 @@ Pure functions of success arrays; no state, the bootstrap's generator is passed 
 - :func:`paired_difference`: the mean difference of two variants measured on the same
   initial states, with a stratified percentile-bootstrap interval (strata: tasks, resampled
   within each, as in rliable's stratified bootstrap), and whether it is separated from zero.
+- :func:`seed_mean_difference`: the mean over training seeds of each seed's paired difference,
+  with a two-stage bootstrap interval (seeds resampled, then each drawn seed's pairs within its
+  strata), so the interval holds the seed-to-seed spread as well as the evaluation's noise.
 
     >>> round(pass_at_k(n=4, c=1, k=2), 3)
     0.5
@@ -34,6 +37,7 @@ __all__ = [
     "SuccessSummary",
     "paired_difference",
     "pass_at_k",
+    "seed_mean_difference",
     "success_summary",
     "wilson_interval",
 ]
@@ -97,22 +101,97 @@ def paired_difference(
     if x.shape != y.shape or x.ndim != 1 or x.size == 0:
         raise ValueError(f"a {x.shape} and b {y.shape} must be equal, non-empty 1-D shapes (one entry per pair)")
     diff = x - y
+    means = _stratified_means(diff, _stratum_labels(strata, diff.shape), rng, resamples)
+    return PairedDifference(
+        float(x.mean()), float(y.mean()), _percentile_interval(float(diff.mean()), means, level), int(diff.size)
+    )
+
+
+def seed_mean_difference(
+    seeds: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+    rng: np.random.Generator,
+    *,
+    resamples: int = 2000,
+    level: float = 0.95,
+) -> PairedDifference:
+    """The mean over training seeds of each seed's mean ``a - b``, with a two-stage
+    percentile-bootstrap interval.
+
+    A seed is one trained policy (and its baseline), measured on pairs of initial states as in
+    :func:`paired_difference`. Each resample draws ``S`` seeds with replacement, then, for each
+    drawn seed independently, its pairs within their strata; the statistic is the mean over the
+    drawn seeds of their resampled mean differences. With one seed this is
+    :func:`paired_difference`'s interval; with several it widens by how much the seeds disagree,
+    which an interval over the pooled pairs alone would leave out.
+
+    Args:
+        seeds: ``S`` triples ``(a, b, strata)``: ``(N_s,)`` outcomes of the two variants in seed
+            ``s`` (``N_s`` may differ between seeds) and ``(N_s,)`` labels (tasks) or ``None``.
+        rng: the bootstrap's generator.
+        resamples: bootstrap resamples.
+        level: the interval's coverage.
+
+    Returns the seeds' mean of ``mean(a)``, of ``mean(b)`` and of the difference (each seed
+    weighs the same), and ``pairs`` summed over seeds.
+    """
+    if not seeds:
+        raise ValueError("no seed given: pass one (a, b, strata) triple per trained seed")
+    diffs, labels = [], []
+    mean_a, mean_b, pairs = [], [], 0
+    for number, (a, b, strata) in enumerate(seeds):
+        x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        if x.shape != y.shape or x.ndim != 1 or x.size == 0:
+            raise ValueError(
+                f"seed {number}: a {x.shape} and b {y.shape} must be equal, non-empty 1-D shapes (one entry per pair)"
+            )
+        diffs.append(x - y)
+        labels.append(_stratum_labels(strata, x.shape))
+        mean_a.append(float(x.mean()))
+        mean_b.append(float(y.mean()))
+        pairs += x.size
+    count = len(diffs)
+    # within[j, s]: seed s's resampled means for draw slot j, independent across slots, so a seed
+    # drawn twice in one resample gets two independent resamples of its pairs
+    within = np.stack(
+        [
+            np.stack([_stratified_means(d, lab, rng, resamples) for d, lab in zip(diffs, labels, strict=True)])
+            for _ in range(count)
+        ]
+    )
+    drawn = rng.integers(0, count, size=(resamples, count))
+    columns = np.arange(resamples)
+    means = np.mean([within[j, drawn[:, j], columns] for j in range(count)], axis=0)
+    value = float(np.mean([d.mean() for d in diffs]))
+    return PairedDifference(
+        float(np.mean(mean_a)), float(np.mean(mean_b)), _percentile_interval(value, means, level), pairs
+    )
+
+
+def _stratum_labels(strata: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+    """``strata`` as integer labels ``(N,)``, all zero for ``None``."""
     if strata is None:
-        labels = np.zeros(diff.size, dtype=int)
-    else:
-        s = np.asarray(strata)
-        if s.shape != diff.shape:
-            raise ValueError(f"strata {s.shape} must have the shape of a {x.shape}")
-        _, labels = np.unique(s, return_inverse=True)
+        return np.zeros(shape, dtype=int)
+    s = np.asarray(strata)
+    if s.shape != shape:
+        raise ValueError(f"strata {s.shape} must have the shape of a {shape}")
+    _, labels = np.unique(s, return_inverse=True)
+    return labels.reshape(shape)
+
+
+def _stratified_means(diff: np.ndarray, labels: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """``(resamples,)`` means of ``diff`` ``(N,)``, each resampled with replacement within every
+    stratum of ``labels`` ``(N,)`` (each stratum keeps its share of the pairs)."""
     totals = np.zeros(resamples)
     for stratum in np.unique(labels):
         members = diff[labels == stratum]
         drawn = rng.integers(0, members.size, size=(resamples, members.size))
         totals += members[drawn].sum(axis=1)
-    means = totals / diff.size
+    return totals / diff.size
+
+
+def _percentile_interval(value: float, means: np.ndarray, level: float) -> Interval:
     lo_q, hi_q = 100 * (1 - level) / 2, 100 * (1 + level) / 2
-    interval = Interval(float(diff.mean()), float(np.percentile(means, lo_q)), float(np.percentile(means, hi_q)))
-    return PairedDifference(float(x.mean()), float(y.mean()), interval, int(diff.size))
+    return Interval(value, float(np.percentile(means, lo_q)), float(np.percentile(means, hi_q)))
 
 
 @dataclass(frozen=True)

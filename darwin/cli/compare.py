@@ -46,7 +46,8 @@ console = Console()
 @click.option(
     "--pool-seeds",
     is_flag=True,
-    help="one curve per variant: runs named <variant>-s<N> are pooled (their points sorted by training step)",
+    help="one curve per variant: runs named <variant>-s<N> are pooled (their points sorted by training step); with "
+    "--per-set, a table of each variant's mean over seeds with a two-stage bootstrap interval",
 )
 @click.option(
     "--per-set",
@@ -61,13 +62,16 @@ def compare_cmd(
     differences of their evaluations (final against warm start in each run, every run's final
     against the first's) and one figure. Given `darwin eval --json` files instead: each one's
     greedy, sampled and pass@k success, and every later file against the first, paired. With
-    --per-set: runs of one experiment file compared on each evaluated task set and app."""
+    --per-set: runs of one experiment file compared on each evaluated task set and app, and with
+    --pool-seeds also each arm's mean over its seeds."""
     from darwin.run.figures import figure_table, plot_figure, read_runs
     from darwin.run.report import compare_eval_files, compare_runs, compare_task_sets
 
     if per_set:
         try:
-            console.print(compare_task_sets(run_dirs), highlight=False, markup=False, soft_wrap=True)
+            console.print(
+                compare_task_sets(run_dirs, pool_seeds=pool_seeds), highlight=False, markup=False, soft_wrap=True
+            )
         except (FileNotFoundError, ValueError, KeyError) as exc:
             raise click.ClickException(str(exc)) from None
         return

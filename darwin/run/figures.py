@@ -15,22 +15,19 @@ carries everything a curve needs, and a figure is a choice of x and y over those
 Curves follow the paper's style (:func:`darwin.run.report.draw_curve`): a bold sliding mean over
 faint raw values. ``pool_seeds`` draws one curve per variant: the runs named ``<variant>-s<N>``
 (or ``<name>-<UTC time>``, as ``darwin run`` names them) are pooled, their points sorted by x,
-so the sliding mean averages the seeds locally.
-
-    >>> pooled_label("runs/fig6a-bias-s1")
-    'fig6a-bias'
+so the sliding mean averages the seeds locally (:func:`darwin.run.report.pooled_label` names
+the variant).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from darwin.run.report import draw_curve
+from darwin.run.report import draw_curve, pooled_label
 from darwin.types import Phase
 
 __all__ = [
@@ -41,7 +38,6 @@ __all__ = [
     "figure_table",
     "panel_window",
     "plot_figure",
-    "pooled_label",
     "read_runs",
     "trained_episodes",
 ]
@@ -175,12 +171,6 @@ def _read_run(run_dir: str | Path) -> tuple[list[TrainedEpisode], int]:
             )
         )
     return out, collected
-
-
-def pooled_label(run_dir: str | Path) -> str:
-    """A run directory's name without its seed suffix (``-s<N>``, ``-seed<N>``) or the UTC time
-    ``darwin run`` appends to a directory it names itself (``-20261126-132017``)."""
-    return re.sub(r"-(s(eed)?\d+|\d{8}-\d{6})$", "", Path(run_dir).name)
 
 
 def _panels(episodes: Sequence[TrainedEpisode], metric: FigureMetric) -> dict[str, Points]:

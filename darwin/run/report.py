@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
@@ -612,7 +613,7 @@ def _task_groups(run_dirs: Sequence[Path]) -> list[tuple[str, list[str]]]:
     return groups
 
 
-def compare_task_sets(run_dirs: Sequence[str | Path], seed: int = 0) -> str:
+def compare_task_sets(run_dirs: Sequence[str | Path], seed: int = 0, pool_seeds: bool = False) -> str:
     """``darwin compare --per-set``: runs of one experiment file with different arms (such as
     examples/self_evolve.py's presets), compared on each evaluated task group rather than on
     their own training tasks.
@@ -622,6 +623,11 @@ def compare_task_sets(run_dirs: Sequence[str | Path], seed: int = 0) -> str:
     set, whole and per app. The first table has each run's warm-start and final greedy and
     sampled success on each group and the paired gain (final minus warm start, 95% bootstrap
     interval, strata = tasks); the second every later run's final against the first run's, paired.
+    With ``pool_seeds``, a third: each arm's runs named ``<arm>-s<N>``
+    (:func:`pooled_label`) pooled, their mean over seeds of the warm start's and
+    the final success, and of the paired gain, with a two-stage bootstrap interval (seeds, then
+    each seed's episodes within tasks: :func:`darwin.algos.evaluation.seed_mean_difference`) and
+    each seed's greedy gain.
     Raises ``FileNotFoundError`` for a directory that is not a run and ``ValueError`` for runs
     whose task sets differ."""
     import numpy as np
@@ -679,4 +685,79 @@ def compare_task_sets(run_dirs: Sequence[str | Path], seed: int = 0) -> str:
                 lines.append(
                     f"| {d.name} | {name} | {gains(evaluations[d].get('final'), evaluations[base].get('final'), tasks)} |"
                 )
+    if pool_seeds:
+        lines += _seed_means_table(dirs, groups, evaluations, seed)
     return "\n".join(lines) + "\n"
+
+
+def pooled_label(run_dir: str | Path) -> str:
+    """A run directory's name without its seed suffix (``-s<N>``, ``-seed<N>``) or the UTC time
+    ``darwin run`` appends to a directory it names itself (``-20261126-132017``): the variant its
+    seeds share.
+
+        >>> pooled_label("runs/fig6a-bias-s1")
+        'fig6a-bias'
+    """
+    return re.sub(r"-(s(eed)?\d+|\d{8}-\d{6})$", "", Path(run_dir).name)
+
+
+def _seed_means_table(
+    dirs: Sequence[Path],
+    groups: Sequence[tuple[str, list[str]]],
+    evaluations: Mapping[Path, Mapping[str, EvalResult]],
+    seed: int,
+) -> list[str]:
+    """:func:`compare_task_sets`'s table of each arm's mean over seeds (its runs with a warm-start
+    and a final evaluation)."""
+    import numpy as np
+
+    from darwin.algos.evaluation import seed_mean_difference
+    from darwin.evaluate import paired_outcomes, summarize_episodes
+
+    arms: dict[str, list[Path]] = {}
+    for d in dirs:
+        if {"warm_start", "final"} <= evaluations[d].keys():
+            arms.setdefault(pooled_label(d), []).append(d)
+    lines = [
+        "\nMean over seeds (runs named <arm>-s<N> pooled; each seed weighs the same; 95% two-stage bootstrap: seeds, "
+        "then each seed's episodes within tasks):\n",
+        "| arm | seeds | tasks | warm start, greedy / sampled | final, greedy / sampled | gain, greedy (95%) "
+        "| gain, sampled (95%) | greedy gain per seed |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+
+    def mean_rates(label: str, runs: list[Path], tasks: list[str]) -> str:
+        summaries = [summarize_episodes(evaluations[d][label].records, tasks) for d in runs]
+        cells = []
+        for measure in ("greedy", "sampled"):
+            values = [getattr(s, measure) for s in summaries]
+            cells.append("-" if None in values else f"{100 * float(np.mean(values)):.1f}%")
+        return " / ".join(cells)
+
+    for arm, runs in arms.items():
+        for name, tasks in groups:
+            try:
+                per_seed = [
+                    paired_outcomes(evaluations[d]["final"].records, evaluations[d]["warm_start"].records, tasks)
+                    for d in runs
+                ]
+            except ValueError:  # a run whose two evaluations share no episode, as the first table says
+                lines.append(f"| {arm} | {len(runs)} | {name} | - | - | not paired | not paired | - |")
+                continue
+            cells = []
+            for measure in ("greedy", "sampled"):
+                triples = [outcomes[measure] for outcomes in per_seed if measure in outcomes]
+                if len(triples) < len(runs):
+                    cells.append("-")
+                    continue
+                mean = seed_mean_difference(triples, np.random.default_rng(seed)).difference
+                cells.append(f"{100 * mean.value:+.1f} ({100 * mean.low:+.1f} to {100 * mean.high:+.1f})")
+            each = ", ".join(
+                f"{100 * float(np.mean(o['greedy'][0] - o['greedy'][1])):+.1f}" if "greedy" in o else "-"
+                for o in per_seed
+            )
+            lines.append(
+                f"| {arm} | {len(runs)} | {name} | {mean_rates('warm_start', runs, tasks)} | "
+                f"{mean_rates('final', runs, tasks)} | {cells[0]} | {cells[1]} | {each} |"
+            )
+    return lines

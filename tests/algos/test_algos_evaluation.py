@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from darwin.algos.evaluation import paired_difference, pass_at_k
+from darwin.algos.evaluation import paired_difference, pass_at_k, seed_mean_difference
 
 
 def test_pass_at_k_hand_computed() -> None:
@@ -66,3 +66,38 @@ def test_success_summary_hand_computed() -> None:
     assert s.pass_at == pytest.approx({1: 0.625, 2: (0.5 + 1) / 2, 4: 1.0})  # n = 4: no pass@8
     empty = success_summary([], [])
     assert (empty.greedy, empty.sampled, empty.pass_at) == (None, None, {})
+
+
+def test_seed_mean_difference_hand_computed() -> None:
+    # One seed: the point estimate and interval are paired_difference's (same draws from the same rng state).
+    a, b, strata = np.array([1, 1, 0, 0]), np.array([0, 0, 0, 1]), np.array(["x", "x", "y", "y"])
+    alone = paired_difference(a, b, np.random.default_rng(3), strata=strata)
+    one = seed_mean_difference([(a, b, strata)], np.random.default_rng(3))
+    assert one.difference == alone.difference and one.difference.value == 0.25
+    assert (one.mean_a, one.mean_b, one.pairs) == (0.5, 0.25, 4)
+    # Two seeds that each measure without noise: seed 1 wins every pair (+1), seed 2 none (0).
+    # Resampled seeds are {1,1}, {1,2}, {2,1} or {2,2} with means 1, 0.5, 0.5, 0: the 2.5th
+    # percentile is 0 and the 97.5th is 1, where pooling the 8 pairs within tasks alone would
+    # give the point interval [0.5, 0.5].
+    seeds = [(np.ones(4), np.zeros(4), None), (np.zeros(4), np.zeros(4), None)]
+    two = seed_mean_difference(seeds, np.random.default_rng(0))
+    assert (two.difference.value, two.difference.low, two.difference.high) == (0.5, 0.0, 1.0)
+    assert (two.mean_a, two.mean_b, two.pairs, two.separated) == (0.5, 0.0, 8, False)
+    # Seeds that agree: the interval stays a point, and seeds of unequal sizes weigh the same.
+    agree = seed_mean_difference(
+        [(np.ones(2), np.zeros(2), None), (np.ones(6), np.zeros(6), None)], np.random.default_rng(0)
+    )
+    assert (agree.difference.low, agree.difference.high, agree.separated) == (1.0, 1.0, True)
+    uneven = seed_mean_difference(
+        [(np.ones(2), np.zeros(2), None), (np.zeros(6), np.zeros(6), None)], np.random.default_rng(0)
+    )
+    assert uneven.difference.value == 0.5
+
+
+def test_seed_mean_difference_refuses_bad_input() -> None:
+    with pytest.raises(ValueError, match="no seed given"):
+        seed_mean_difference([], np.random.default_rng(0))
+    with pytest.raises(ValueError, match="seed 1: a"):
+        seed_mean_difference([(np.ones(2), np.ones(2), None), (np.ones(2), np.ones(3), None)], np.random.default_rng(0))
+    with pytest.raises(ValueError, match="strata"):
+        seed_mean_difference([(np.ones(2), np.ones(2), np.array([1]))], np.random.default_rng(0))
