@@ -27,6 +27,7 @@ rules, auditing, agreed with the verdicts that rewarded its RL.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -266,14 +267,20 @@ class RoundVerifier:
         if self.settings.agreement_episodes == 0 or not self.agreement_tasks:
             return None
         if not self.agreement_data.is_dir():
-            # generated once, the first time a verifier is measured, from phones and agents of their own
+            # generated once, the first time a verifier is measured, from phones and agents of their
+            # own; into a side folder renamed when complete, so a run stopped halfway leaves no
+            # partial set that a later measurement would take for the whole one
+            partial = self.agreement_data.with_name(self.agreement_data.name + ".partial")
+            if partial.exists():
+                shutil.rmtree(partial)
             generate_verifier_data(
-                self.agreement_data,
+                partial,
                 self.agreement_tasks,
                 episodes_per_agent=self.settings.agreement_episodes,
                 seed=self.seed,
                 observation_size=self.observation_size,
                 budget=self.horizon,
             )
+            partial.rename(self.agreement_data)
         _, rows = evaluate_saved_classifier(model_dir, self.agreement_data, by="task")
         return next(row for row in rows if row.split == "all")

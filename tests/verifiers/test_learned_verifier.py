@@ -549,3 +549,35 @@ def test_a_success_hidden_behind_the_launcher_is_not_a_positive_screen() -> None
     assert hidden.label and json.loads(hidden.last_action) == {"type": "press_home"}
     assert [r.example.label for r in dropped][-1] is True  # the success screen inside Settings stays
     assert all(r.example.step != hidden.step for r in dropped)
+
+
+def test_a_task_with_setup_is_labelled_on_its_set_up_phone() -> None:
+    """A question about a day's events is only answerable once the instance's events are on the
+    phone (Task.setup): the labelled episode applies it first, as a workflow does, so the
+    oracle answers it and the last screen is a success (without the setup there is no plan)."""
+    from darwin.templates import get_template
+    from darwin.types import DemoStart
+    from darwin.verifiers.learned.data import play_and_label
+
+    task = get_template("calendar.count_day").instance(100000)
+    assert task.setup
+
+    def play(t):  # noqa: ANN001, ANN202
+        return asyncio.run(
+            play_and_label(
+                SimPhoneEnv(seed=121443151),
+                t,
+                OracleActor(max_expansions=2000),
+                size=SIZE,
+                actor_size=SIZE,
+                budget=8,
+                source="oracle",
+                episode_id="e",
+            )
+        )
+
+    rows = play(task)
+    labels = [r.example.label for r in rows]
+    assert labels[0] is False and labels[-1] is True
+    with pytest.raises(ValueError, match="starts inside a demonstration"):
+        play(task.model_copy(update={"start": DemoStart(remaining=1)}))

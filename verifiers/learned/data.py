@@ -446,9 +446,19 @@ async def play_and_label(
     one where the goal was first reached is dropped unless ``keep_hidden_successes``: the state still satisfies the
     predicate (the alarm stays set after ``press_home``), but the screen shows nothing of it, so
     as a label for a screen-reading verifier it is noise."""
+    if task.start is not None:
+        raise ValueError(
+            f"task {task.id} starts inside a demonstration (Task.start, a reverse curriculum's): label its "
+            "episodes from the task's own initial state, without start"
+        )
     spec = task.verifier
     predicate, params = resolve(spec, task.id)
     goal = goal_text(task, task.instruction)
+    # The instance's state goes on the phone first, as in every workflow's episode: a question
+    # about a day's events is only answerable with that day's events set up.
+    await env.abegin_task(task)
+    if task.setup:
+        await env.aapply_setup(task.setup)
     actor.start_episode(task)
     await actor.start_phase(env, task, Phase.EXECUTION, task.instruction, spec)
     out: list[LabelledScreen] = []
