@@ -122,3 +122,17 @@ def test_pooled_seeds_give_each_arms_mean_with_the_seeds_spread(tmp_path):
     result = CliRunner().invoke(main, ["compare", "--per-set", "--pool-seeds", str(fly1), str(fly2), str(rl)])
     assert result.exit_code == 0, result.output
     assert "| fly | 2 | unseen_apps: calendar |" in result.output
+
+
+def test_the_kept_records_print_the_table_in_the_results():
+    """docs/results/self-evolution/ keeps the records of issue 45's runs: the mean-over-seeds table
+    that docs/results.md quotes is what `darwin compare --per-set --pool-seeds` prints from them."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    runs = sorted(p for p in (docs / "results" / "self-evolution").iterdir() if p.is_dir())
+    printed = compare_task_sets(runs, pool_seeds=True).splitlines()
+    section = (docs / "results.md").read_text().split("## Self-evolution: three seeds of the arms")[1].split("\n## ")[0]
+    quoted = [line for line in section.splitlines() if line.startswith("| se-")]
+    assert len(quoted) == 16
+    assert [line for line in quoted if line not in printed] == []
