@@ -188,7 +188,12 @@ def test_faulty_env_async_is_the_same_plan() -> None:
 
 
 def test_served_drop_before_and_after(adb_server_port: int) -> None:
-    config = AdbEnvConfig.for_sim(adb_port=adb_server_port, **FAST)
+    # The reconnect after each drop must work, not be fast: on a fresh-clone CI run (2 cores, two
+    # test workers) it once took longer than FAST's 3 s budget. A dropped command fails at once
+    # whatever the budget, so the longer one costs nothing when the machine is idle.
+    config = AdbEnvConfig.for_sim(
+        adb_port=adb_server_port, **{**FAST, "connect_timeout_s": 10.0, "reconnect_timeout_s": 30.0}
+    )
     with SimFarm(2, seed=1, config=config) as farm:
         before, after = farm.acquire(), farm.acquire()
         farm.set_faults(FaultSpec(drop=1.0, drop_when="before"), 0)
