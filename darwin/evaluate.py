@@ -169,12 +169,21 @@ def paired_outcomes(
     a: Sequence[EvalEpisode], b: Sequence[EvalEpisode], task_ids: Sequence[str] | None = None
 ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The pairs of episodes both evaluations verified, per measure (``greedy``, ``sampled``; a
-    measure with no pair is left out): A's outcomes ``(N,)`` (1.0 success, 0.0 failure), B's ``(N,)`` and the task id of each
-    pair ``(N,)`` (the bootstrap's strata), as :func:`darwin.algos.evaluation.paired_difference`
-    and :func:`~darwin.algos.evaluation.seed_mean_difference` take them.
+    measure with no pair is left out): A's outcomes ``(N,)`` (1.0 success, 0.0 failure), B's
+    ``(N,)`` and the task id of each pair ``(N,)`` (the bootstrap's strata), as
+    :func:`darwin.algos.evaluation.paired_difference` and
+    :func:`~darwin.algos.evaluation.seed_mean_difference` take them.
 
     Raises ``ValueError`` when the two share no episode (different protocols or phones)."""
-    by_key_a, by_key_b, shared = _shared_episodes(a, b, task_ids)
+    return _outcomes(*_shared_episodes(a, b, task_ids))
+
+
+def _outcomes(
+    by_key_a: dict[tuple[str, str, int], bool],
+    by_key_b: dict[tuple[str, str, int], bool],
+    shared: list[tuple[str, str, int]],
+) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`paired_outcomes` from :func:`_shared_episodes`' result."""
     outcomes = {}
     for name, chosen in (
         ("greedy", [k for k in shared if k[2] == GREEDY]),
@@ -204,7 +213,7 @@ def paired_comparison(
     by_key_a, by_key_b, shared = _shared_episodes(a, b, task_ids)
     differences = {
         name: paired_difference(x, y, rng, strata=strata)
-        for name, (x, y, strata) in paired_outcomes(a, b, task_ids).items()
+        for name, (x, y, strata) in _outcomes(by_key_a, by_key_b, shared).items()
     }
     instances: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
     for key in shared:
