@@ -195,6 +195,12 @@ BAD_LINES = [
         "demos.jsonl line 2: steps[0].action.x: 5000 lies outside the 8x8 device",
     ),
     ('{"goal": "g", "steps": [}', "demos.jsonl line 2: not valid JSON"),
+    (  # a hostile size: before issue 74 it was taken as is and the episode trained
+        '{"goal": "g", "device_size": [0, -3], "steps": [{"screenshot": "a.png", "action": {"type": "press_home"}}]}',
+        "demos.jsonl line 2: device_size[0]: 0 is not a side in pixels; give the phone's [width, height], both "
+        "whole numbers above 0, or leave device_size out to use the first screenshot's size\n"
+        "  device_size[1]: -3 is not a side in pixels",
+    ),
 ]
 
 

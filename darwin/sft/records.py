@@ -38,6 +38,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -56,6 +57,10 @@ __all__ = [
 ]
 
 ACTION_TYPE_NAMES: tuple[str, ...] = tuple(t.model_fields["type"].default for t in ACTION_TYPES)
+
+# A side of the phone in pixels: a zero or negative size would scale every screenshot and
+# coordinate of the episode to nothing (or flip it) and still train.
+SidePixels = Annotated[int, Field(gt=0, strict=True)]
 """Every action type's name (``click``, ``long_press``, ...)."""
 INLINE_PNG = "data:image/png;base64,"
 
@@ -92,7 +97,7 @@ class EpisodeRecord(BaseModel):
     task_id: str | None = Field(
         None, description="a task id (optional; SimPhone task ids allow task-success evaluation)"
     )
-    device_size: tuple[int, int] | None = Field(
+    device_size: tuple[SidePixels, SidePixels] | None = Field(
         None,
         description="(width, height) of the phone in pixels, which action coordinates refer to; "
         "default: the first screenshot's size",
@@ -147,6 +152,11 @@ def _describe(err: ErrorDetails) -> str:
         )
         known = f" (fields: {', '.join(model.model_fields)})" if model is not None else ""
         return f"{_loc(loc)}: unknown field; remove it or fix its name{known}"
+    if loc[:1] == ("device_size",) and len(loc) == 2:
+        return (
+            f"{_loc(loc)}: {err.get('input')!r} is not a side in pixels; give the phone's [width, height], "
+            "both whole numbers above 0, or leave device_size out to use the first screenshot's size"
+        )
     if kind == "too_short" and loc == ("steps",):
         return "steps: an episode needs at least one step; add its steps or drop the line"
     return f"{_loc(loc)}: {err['msg']}"
