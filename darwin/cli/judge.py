@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -28,6 +29,19 @@ from darwin.cli.judge_options import judge_options, judges_from_options, parse_d
 __all__ = ["judge"]
 
 _LANGUAGES = {"ENG": "English", "CHN": "Chinese"}
+_LABEL_KINDS = {"rule": "rule verdicts", "human": "human labels"}
+
+
+def _label_sources(label_kinds: Sequence[str]) -> str:
+    """What labelled the calibrated episodes, as the report names it.
+
+    >>> _label_sources(["human", "rule", "human"])
+    'human labels (2 episodes), rule verdicts (1 episode)'
+    """
+    counts = sorted(Counter(label_kinds).items())
+    return ", ".join(
+        f"{_LABEL_KINDS.get(kind, kind + ' verdicts')} ({n} episode{'s' if n != 1 else ''})" for kind, n in counts
+    )
 
 
 def _run(judges, cases, out: Path, console: Console):  # noqa: ANN001, ANN202 - darwin.verifiers.judge.calibration types, imported lazily
@@ -153,11 +167,12 @@ def calibrate(sources: tuple[str, ...], configs: tuple[str, ...], out: str, run_
     results = _run(judges, cases, Path(out), console)
     report: dict[str, Any] = {
         "sources": list(sources),
-        "labels": "rule verdicts / human labels",
+        "labels": _label_sources([c.label_kind for c in cases]),
         "seed": o["seed"],
         "resamples": o["resamples"],
         "configs": {},
     }
+    console.print(f"labels: {report['labels']}", highlight=False)
     languages = [lang for lang in _LANGUAGES if any(c.language == lang for c in cases)]
     for lang in languages:
         rows = []

@@ -21,6 +21,14 @@ __all__ = ["view_cmd"]
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
 @click.option("--expose", is_flag=True, help="allow an address other machines can reach (needs --token)")
 @click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME[:PORT]",
+    help="also answer requests that name the viewer so (another name of this machine with --expose, "
+    "or localhost:9000 behind an SSH tunnel on another port); any other Host header is refused",
+)
+@click.option(
     "--token",
     envvar="DARWIN_VIEW_TOKEN",
     default=None,
@@ -45,6 +53,7 @@ def view_cmd(
     port: int,
     host: str,
     expose: bool,
+    allow_hosts: tuple[str, ...],
     token: str | None,
     export_dir: str | None,
     labels_dir: str | None,
@@ -52,7 +61,7 @@ def view_cmd(
     """Look at RUNS (run directories, run.db files or SQLAlchemy URLs) in a browser: curves,
     episodes with their actions drawn on the screens, verdicts; label episodes by hand."""
     from darwin.database import StoreError
-    from darwin.view.app import BindRefused, check_bind, create_app
+    from darwin.view.app import BindRefused, check_bind, create_app, served_hosts
     from darwin.view.export import export_labels, export_site
     from darwin.view.server import ViewServer
     from darwin.view.source import SourceError, open_sources
@@ -72,15 +81,17 @@ def view_cmd(
             click.echo(
                 f"{source.name}: {done.trajectories} labelled trajectories to {out / 'labels.csv'}, "
                 f"{done.verifier_examples} verifier examples to {out / 'examples.jsonl'}"
-                + (f"; {len(done.skipped)} left out (see the warnings)" if done.skipped else "")
+                + (f"; {done.left_out()}" if done.left_out() else "")
             )
         return
     try:
-        check_bind(host, token=token, expose=expose)
+        check_bind(host, token=token, expose=expose, allow_hosts=allow_hosts)
     except BindRefused as exc:
         raise click.ClickException(str(exc)) from None
     try:
-        server = ViewServer(create_app(sources, token=token), host=host, port=port)
+        server = ViewServer(
+            create_app(sources, token=token, hosts=served_hosts(host, allow_hosts)), host=host, port=port
+        )
     except OSError as exc:
         raise click.ClickException(
             f"cannot listen on {host}:{port} ({exc.strerror}). Fix: pick another --port, or --port 0 for any free one"

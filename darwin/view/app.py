@@ -1,12 +1,15 @@
 """The ``darwin view`` web app (FastAPI): the pages of :mod:`darwin.view.pages` over one or more
 runs, the screenshots from each run's content-addressed store, and the one write it allows:
-a person's label of an episode.
+a person's label of a finished episode.
 
 Safe by default: :func:`check_bind` refuses an address other than the loopback unless the
-app has a token, and with a token every request must carry it (``?token=...`` once, then a
-cookie). A label is accepted only from the app's own pages (the ``Origin`` of the request
-must be the app's own). Screenshots are served only by their content-addressed path below
-the run's screenshot directory; any other path is a 404.
+app has a token, and with a token every request must carry it (``?token=...`` once, which
+sets a cookie and redirects to the same address without the token, then the cookie). Every
+request must name the viewer in its ``Host`` header and, when it has an ``Origin``, come from
+the viewer's own pages (:class:`~darwin.view.origin.SameOrigin`: no DNS rebinding). Every
+parameter is checked before it reaches a query: a value out of range is a 4xx, never a 500.
+Screenshots are served only by their content-addressed path below the run's screenshot
+directory; any other path is a 404.
 
     >>> app = create_app([])
     >>> sorted(r.path for r in app.routes if r.path.startswith("/runs/{k}"))[:3]
@@ -18,39 +21,64 @@ from __future__ import annotations
 import hmac
 import io
 import ipaddress
+import re
 import tempfile
 import zipfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode
 
 from fastapi import FastAPI, Form, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from darwin.store_rows import EpisodeFilter
+from darwin.store_rows import EpisodeFilter, EpisodeRow
 from darwin.view.export import export_labels
-from darwin.view.pages import Links, Renderer, asset, outcome
+from darwin.view.origin import LOOPBACK_NAMES, SameOrigin, parse_host
+from darwin.view.pages import Links, NoSuchPage, Renderer, asset, outcome
 from darwin.view.source import RunSource
 
-__all__ = ["TOKEN_COOKIE", "BindRefused", "check_bind", "create_app"]
+__all__ = ["TOKEN_COOKIE", "BindRefused", "check_bind", "create_app", "served_hosts"]
 
 TOKEN_COOKIE = "darwin_view_token"
 _LINKS = Links()
 _ASSETS = {"view.css": "text/css", "plotly.min.js": "text/javascript"}
+_WILDCARDS = ("0.0.0.0", "::", "")
+_NUMBER = re.compile(r"[0-9]{1,9}")
+"""A page, update or run number as a parameter gives it: ASCII digits, small enough for any database."""
+
+# The longest value each text parameter can usefully have: the run database's column widths.
+_MAX_ID = 128
+_MAX_NAME = 256
+_MAX_NOTE = 2000
+_MAX_LABELLER = 128
 
 
 class BindRefused(ValueError):
     """An address the viewer will not serve on as asked; the message says why and the fix."""
 
 
-def check_bind(host: str, *, token: str | None, expose: bool) -> None:
-    """Refuse to serve run data beyond this machine by accident: a non-loopback ``host`` needs
-    ``expose`` and a ``token``."""
+def _is_loopback(host: str) -> bool:
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
-        loopback = False
-    if loopback:
+        return False
+
+
+def check_bind(host: str, *, token: str | None, expose: bool, allow_hosts: Sequence[str] = ()) -> None:
+    """Refuse to serve run data beyond this machine by accident: a non-loopback ``host`` needs
+    ``expose`` and a ``token``; an exposed wildcard address (``0.0.0.0``) needs the names people
+    open it by (``allow_hosts``); a name beyond the loopback in ``allow_hosts`` needs ``expose``."""
+    for given in allow_hosts:
+        try:
+            name, _ = parse_host(given)
+        except ValueError as exc:
+            raise BindRefused(f"--allow-host {exc}") from None
+        if not expose and not _is_loopback(name):
+            raise BindRefused(
+                f"refusing to answer as {given!r}, a name other machines can use, without --expose. "
+                "Fix: drop --allow-host, or pass --expose, --token SECRET and --host with it"
+            )
+    if _is_loopback(host):
         return
     if not expose or not token:
         raise BindRefused(
@@ -59,10 +87,52 @@ def check_bind(host: str, *, token: str | None, expose: bool) -> None:
             + ". Fix: keep the default 127.0.0.1 (and use an SSH tunnel), or pass --expose and --token SECRET "
             "(or DARWIN_VIEW_TOKEN); open the page once as http://HOST:PORT/?token=SECRET"
         )
+    if host in _WILDCARDS and not allow_hosts:
+        raise BindRefused(
+            f"serving on every address ({host}) needs the names people will open it by: a request naming "
+            "another host is refused (DNS rebinding). Fix: add --allow-host NAME for each (this machine's "
+            "name or IP address), or pass that address as --host"
+        )
 
 
-def create_app(sources: Sequence[RunSource], *, token: str | None = None) -> FastAPI:
-    """The web app over ``sources`` (:func:`darwin.view.source.open_sources`)."""
+def served_hosts(host: str, allow_hosts: Sequence[str] = ()) -> list[tuple[str, int | None]]:
+    """The ``(name, port)`` pairs a viewer listening on ``host`` answers as (``None``: its own
+    port): the loopback names, ``host`` unless it is a wildcard, and ``allow_hosts``
+    (``NAME`` or ``NAME:PORT``, e.g. ``localhost:9000`` behind an SSH tunnel).
+
+    >>> served_hosts("127.0.0.1", ["localhost:9000"])[-1]
+    ('localhost', 9000)
+    """
+    names: list[tuple[str, int | None]] = [(name, None) for name in LOOPBACK_NAMES]
+    if host not in _WILDCARDS:
+        names.append((parse_host(f"[{host}]" if ":" in host else host)[0], None))
+    names.extend(parse_host(given) for given in allow_hosts)
+    return names
+
+
+def _text(name: str, value: str, limit: int) -> str:
+    """``value`` of the text parameter ``name``, refused (400) when no stored value could be it."""
+    if len(value) > limit or any(ord(c) < 32 for c in value):
+        raise HTTPException(
+            400, f"{name} must be at most {limit} characters without control characters; got {len(value)}"
+        )
+    return value
+
+
+def _choice(name: str, value: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise HTTPException(400, f"{name} {value[:64]!r} is not one of: {', '.join(repr(a) for a in allowed)}")
+    return value
+
+
+def create_app(
+    sources: Sequence[RunSource],
+    *,
+    token: str | None = None,
+    hosts: Sequence[tuple[str, int | None]] | None = None,
+) -> FastAPI:
+    """The web app over ``sources`` (:func:`darwin.view.source.open_sources`), answering as
+    ``hosts`` (:func:`served_hosts`; default: the loopback names at the port it listens on)."""
     app = FastAPI(title="darwin view", docs_url=None, redoc_url=None, openapi_url=None)
     renderer = Renderer(sources)
 
@@ -75,15 +145,34 @@ def create_app(sources: Sequence[RunSource], *, token: str | None = None) -> Fas
                 return Response(
                     "this darwin view needs its token: open it once as /?token=SECRET\n", 401, media_type="text/plain"
                 )
-            response = await call_next(request)
-            if "token" in request.query_params:
-                response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+            if "token" not in request.query_params:
+                return await call_next(request)
+            if request.method == "GET":  # the cookie carries it now: out of the address bar and the history
+                rest = [(key, value) for key, value in request.query_params.multi_items() if key != "token"]
+                response: Response = RedirectResponse(
+                    request.url.path + (f"?{urlencode(rest)}" if rest else ""),
+                    status_code=303,
+                    headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
+                )
+            else:
+                response = await call_next(request)
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
             return response
+
+    # Added last, so it runs first: a request for another host never meets the token check or a route.
+    app.add_middleware(SameOrigin, hosts=[(n, None) for n in LOOPBACK_NAMES] if hosts is None else hosts)
 
     def source(k: int) -> RunSource:
         if not 0 <= k < len(sources):
             raise HTTPException(404, f"no run {k}")
         return sources[k]
+
+    def episode_of(k: int, episode_id: str) -> tuple[RunSource, EpisodeRow]:
+        s = source(k)
+        found = None if len(episode_id) > _MAX_ID else s.store.episode(episode_id)
+        if found is None or found.run_id != s.run_id:
+            raise HTTPException(404, f"run {k} has no episode {episode_id[:_MAX_ID]!r}")
+        return s, found
 
     @app.get("/", response_class=HTMLResponse)
     def index() -> str:
@@ -112,19 +201,21 @@ def create_app(sources: Sequence[RunSource], *, token: str | None = None) -> Fas
         labelled: str = "",
         sort: str = "started_at",
         desc: str = "",
-        page: int = 0,
+        page: str = "0",
     ) -> str:
         s = source(k)
-        if update and not update.isdigit():
-            raise HTTPException(400, f"update {update!r} is not a number")
+        if update and not _NUMBER.fullmatch(update):
+            raise HTTPException(400, f"update {update[:64]!r} is not an update number")
+        if not _NUMBER.fullmatch(page):
+            raise HTTPException(404, f"no page {page[:64]!r}: pages are numbered 0, 1, 2, ...")
         where = EpisodeFilter(
-            task_id=task or None,
+            task_id=_text("task", task, _MAX_NAME) or None,
             outcome=outcome or None,
-            phone=phone or None,
-            verifier_kind=verifier or None,
-            termination_reason=termination or None,
+            phone=_text("phone", phone, _MAX_NAME) or None,
+            verifier_kind=_text("verifier", verifier, _MAX_NAME) or None,
+            termination_reason=_text("termination", termination, _MAX_NAME) or None,
             episode_ids=s.episodes_of_update(int(update)) if update else None,
-            labelled=None if not labelled else labelled == "yes",
+            labelled=None if not _choice("labelled", labelled, ("", "yes", "no")) else labelled == "yes",
         )
         query = {
             "task": task,
@@ -135,23 +226,24 @@ def create_app(sources: Sequence[RunSource], *, token: str | None = None) -> Fas
             "termination": termination,
             "labelled": labelled,
             "sort": sort if sort != "started_at" else "",
-            "desc": desc,
+            "desc": _choice("desc", desc, ("", "1")),
         }
         try:
-            return renderer.episodes(k, _LINKS, where, query=query, sort=sort, descending=bool(desc), page=max(page, 0))
+            return renderer.episodes(k, _LINKS, where, query=query, sort=sort, descending=bool(desc), page=int(page))
+        except NoSuchPage as exc:
+            raise HTTPException(404, str(exc)) from None
         except ValueError as exc:  # an unknown outcome or sort column, named with the fix
             raise HTTPException(400, str(exc)) from None
 
     @app.get("/runs/{k}/episodes/{episode_id}", response_class=HTMLResponse)
     def episode(k: int, episode_id: str) -> str:
-        s = source(k)
-        found = s.store.episode(episode_id)
-        if found is None or found.run_id != s.run_id:
-            raise HTTPException(404, f"run {k} has no episode {episode_id!r}")
+        s, found = episode_of(k, episode_id)
         same_task = s.store.episode_page(s.run_id, EpisodeFilter(task_id=found.task_id), limit=200).rows
         others = sorted(
             (e for e in same_task if e.episode_id != episode_id),
-            key=lambda e: outcome(e) == outcome(found),  # the other outcome first: a success beside a failure
+            # finished ones first (an unfinished one has nothing to compare yet), then the other outcome:
+            # a success beside a failure
+            key=lambda e: (not e.finished, outcome(e) == outcome(found)),
         )
         return renderer.episode(k, episode_id, _LINKS, others=others[:50]) or ""
 
@@ -159,8 +251,8 @@ def create_app(sources: Sequence[RunSource], *, token: str | None = None) -> Fas
     def compare(k: int, a: str, b: str) -> str:
         source(k)
         pairs = [_episode_ref(k, a), _episode_ref(k, b)]
-        for kk, _ in pairs:
-            source(kk)
+        for kk, episode_id in pairs:
+            episode_of(kk, episode_id)
         page = renderer.compare(pairs, _LINKS)
         if page is None:
             raise HTTPException(404, "no such episode in that run")
@@ -168,22 +260,22 @@ def create_app(sources: Sequence[RunSource], *, token: str | None = None) -> Fas
 
     @app.post("/runs/{k}/episodes/{episode_id}/label")
     def label(
-        request: Request,
         k: int,
         episode_id: str,
         verdict: str = Form(...),
         note: str = Form(""),
         labeller: str = Form(""),
     ) -> RedirectResponse:
-        s = source(k)
-        origin = request.headers.get("origin")
-        if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
-            raise HTTPException(403, "a label must come from this viewer's own page")
+        s, found = episode_of(k, episode_id)
         if verdict not in ("success", "failure"):
-            raise HTTPException(400, f"verdict {verdict!r} is neither success nor failure")
-        found = s.store.episode(episode_id)
-        if found is None or found.run_id != s.run_id:
-            raise HTTPException(404, f"run {k} has no episode {episode_id!r}")
+            raise HTTPException(400, f"verdict {verdict[:64]!r} is neither success nor failure")
+        if len(note) > _MAX_NOTE or len(labeller) > _MAX_LABELLER:
+            raise HTTPException(400, f"a note is at most {_MAX_NOTE} characters and a name {_MAX_LABELLER}")
+        if not found.finished:
+            raise HTTPException(
+                409,
+                f"episode {episode_id} is unfinished: label it once it has ended (its last screen is not known yet)",
+            )
         s.store.record_label(episode_id, success=verdict == "success", note=note, labeller=labeller)
         return RedirectResponse(f"/runs/{k}/episodes/{episode_id}", status_code=303)
 
@@ -218,6 +310,6 @@ def _episode_ref(k: int, ref: str) -> tuple[int, str]:
     run, sep, episode = ref.partition(":")
     if not sep:
         return k, ref
-    if not run.isdigit():
-        raise HTTPException(400, f"episode reference {ref!r} is not EPISODE or RUN:EPISODE")
+    if not _NUMBER.fullmatch(run):
+        raise HTTPException(400, f"episode reference {ref[:64]!r} is not EPISODE or RUN:EPISODE")
     return int(run), episode

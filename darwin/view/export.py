@@ -12,8 +12,9 @@ from __future__ import annotations
 import csv
 import logging
 import shutil
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from darwin.store_rows import EpisodeFilter
@@ -28,15 +29,35 @@ logger = logging.getLogger(__name__)
 LABELS_CSV = "labels.csv"
 """The label file (docs/verification.md's format) in a labels export."""
 
+_UNFINISHED = "unfinished (labelled before the viewer refused that: no last screen to judge)"
+_DUPLICATE = (
+    "duplicates (the same final screen, goal, screen before and last action as an example the folder holds already)"
+)
+
 
 @dataclass(frozen=True)
 class LabelExport:
     """What :func:`export_labels` wrote: ``trajectories`` rows of ``labels.csv``,
-    ``verifier_examples`` rows of ``examples.jsonl``, and the labelled episodes left out with why."""
+    ``verifier_examples`` rows of ``examples.jsonl``, the labelled episodes left out of the label
+    file (``skipped``) and those left out of the examples (``skipped_examples``), each with why."""
 
     trajectories: int
     verifier_examples: int
     skipped: dict[str, str]
+    skipped_examples: dict[str, str] = field(default_factory=dict)
+
+    def left_out(self) -> str:
+        """What was left out, counted by reason, for the user; empty when nothing was.
+
+        >>> LabelExport(1, 0, {"e1": "unfinished"}, {"e1": "unfinished", "e2": "a duplicate"}).left_out()
+        'left out of labels.csv: 1 unfinished; left out of examples.jsonl: 1 unfinished, 1 a duplicate'
+        """
+        parts = []
+        for where, skipped in ((LABELS_CSV, self.skipped), ("examples.jsonl", self.skipped_examples)):
+            if skipped:
+                counts = Counter(skipped.values())
+                parts.append(f"left out of {where}: " + ", ".join(f"{n} {why}" for why, n in counts.items()))
+        return "; ".join(parts)
 
 
 def export_labels(source: RunSource, out: Path) -> LabelExport:
@@ -59,6 +80,9 @@ def export_labels(source: RunSource, out: Path) -> LabelExport:
         task = None if episode is None else store.task(episode.task_id)
         if episode is None or task is None:
             skipped[lab.episode_id] = "its episode or task is not in the database"
+            continue
+        if not episode.finished:
+            skipped[lab.episode_id] = _UNFINISHED
             continue
         actor_steps = [s for s in store.steps(lab.episode_id) if s.agent == ACTOR]
         steps = [s for s in actor_steps if s.phase == Phase.EXECUTION]
@@ -114,11 +138,25 @@ def export_labels(source: RunSource, out: Path) -> LabelExport:
         writer.writeheader()
         writer.writerows(rows)
     examples = 0
-    if source.run_dir is not None and rows:
-        examples = DatasetWriter(out).write(examples_from_run(source.run_dir, HUMAN))
+    skipped_examples: dict[str, str] = {}
+    if source.run_dir is None:
+        skipped_examples = {row["episode_id"]: "a database given without its run directory" for row in rows}
+    elif rows:
+        writer = DatasetWriter(out)
+        made = {screen.example.episode_id: screen for screen in examples_from_run(source.run_dir, HUMAN)}
+        for row in rows:  # one at a time: a screen the folder already holds is counted, not lost in a total
+            screen = made.get(row["episode_id"])
+            if screen is None:
+                skipped_examples[row["episode_id"]] = "no final screen stored"
+            elif writer.write([screen]):
+                examples += 1
+            else:
+                skipped_examples[row["episode_id"]] = _DUPLICATE
     for episode_id, why in skipped.items():
         logger.warning("label of episode %s not exported: %s", episode_id, why)
-    return LabelExport(len(rows), examples, skipped)
+    for episode_id, why in skipped_examples.items():
+        logger.warning("label of episode %s not made a verifier example: %s", episode_id, why)
+    return LabelExport(len(rows), examples, skipped, skipped_examples)
 
 
 def export_site(sources: Sequence[RunSource], out: Path) -> int:

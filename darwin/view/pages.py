@@ -5,11 +5,13 @@ and renders one Jinja2 template. The web app (:mod:`darwin.view.app`) and the st
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
+from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
@@ -20,7 +22,7 @@ from darwin.types import Phase, StepScore
 from darwin.view.markers import ActionMarker, action_marker
 from darwin.view.source import MetricPoint, RunSource
 
-__all__ = ["PAGE_SIZE", "Links", "Renderer", "asset", "curves", "step_views"]
+__all__ = ["CURVES", "PAGE_SIZE", "Chart", "Links", "NoSuchPage", "Renderer", "Trace", "asset", "curves", "step_views"]
 
 PAGE_SIZE = 50
 """Episodes per page of the episode table."""
@@ -28,16 +30,23 @@ PAGE_SIZE = 50
 DEFAULT_DEVICE_SIZE = (1080, 2400)
 """The phone size assumed for episodes stored without one (SimPhone's)."""
 
-# (chart title, [(metrics.jsonl group, key), ...]): the training curves of a run page.
-CURVES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
-    ("success", (("rollout", "success"), ("eval", "success"))),
-    ("episode return", (("update", "episode_return_mean"),)),
-    ("KL", (("update", "approx_kl"), ("update", "kl_to_reference"))),
-    ("entropy", (("update", "entropy"),)),
-    ("explained variance", (("update", "explained_variance"),)),
-    ("clip fraction", (("update", "clip_fraction"), ("update", "value_clip_fraction"))),
-    ("value loss", (("update", "value_loss"),)),
+SHARE_RANGE = (0.0, 1.0)
+"""The y range of a chart of shares (success rates, cost shares): the whole of 0..1, so two runs' charts compare."""
+
+# (chart title, y axis title, [(metrics.jsonl group, key), ...], y range): the training curves of
+# a run page, before the success per task and the three cost charts.
+CURVES: tuple[tuple[str, str, tuple[tuple[str, str], ...], tuple[float, float] | None], ...] = (
+    ("success", "share of episodes", (("rollout", "success"), ("eval", "success")), SHARE_RANGE),
+    ("episode return", "mean return", (("update", "episode_return_mean"),), None),
+    ("KL", "KL divergence", (("update", "approx_kl"), ("update", "kl_to_reference")), None),
+    ("entropy", "nats per token", (("update", "entropy"),), None),
+    ("explained variance", "explained variance", (("update", "explained_variance"),), None),
+    ("clip fraction", "share of tokens", (("update", "clip_fraction"), ("update", "value_clip_fraction")), None),
+    ("value loss", "value loss", (("update", "value_loss"),), None),
 )
+PER_TASK_TITLE = "success per task (training episodes)"
+COST_TITLES = ("cost: time (seconds)", "cost: shares of phone time", "cost: counts")
+"""The cost charts, one per unit: ``cost/*_s`` and ``cost/*_s_per_*`` keys, ``cost/*_share`` keys, the rest."""
 _THOUGHT = re.compile(r"Thought:\s*(.*?)\s*(?:Action:|$)", re.DOTALL)
 
 
@@ -51,6 +60,10 @@ def asset(name: str) -> bytes:
     if name == "plotly.min.js":
         return plotly_js()
     return resources.files("darwin.view").joinpath("static", name).read_bytes()
+
+
+class NoSuchPage(LookupError):
+    """A page of the episode table past its last one; the message names the pages there are."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +86,7 @@ class Links:
     def episodes(self, k: int, page: int = 0, **query: str) -> str:
         if self.static:
             return self._root() + f"runs/{k}/episodes/page-{page}.html"
-        params = "&".join(f"{key}={value}" for key, value in {**query, "page": str(page)}.items() if value != "")
+        params = urlencode([(key, value) for key, value in {**query, "page": str(page)}.items() if value != ""])
         return self._root() + f"runs/{k}/episodes?{params}"
 
     def episode(self, k: int, episode_id: str) -> str:
@@ -121,29 +134,131 @@ def step_views(
     return out
 
 
-def curves(points: Sequence[MetricPoint]) -> list[dict[str, Any]]:
-    """The run page's charts as Plotly traces: :data:`CURVES`, success per task and cost (only
-    those the run's ``metrics.jsonl`` has values for)."""
+@dataclass(frozen=True)
+class Trace:
+    """One line of a chart: a ``metrics.jsonl`` key's values by update."""
+
+    name: str
+    x: tuple[int, ...]
+    y: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart of the run page: its title (drawn by the page, above Plotly's toolbar), the
+    unit of its y axis, its lines and, for shares, the fixed y range."""
+
+    title: str
+    y_title: str
+    traces: tuple[Trace, ...]
+    y_range: tuple[float, float] | None = None
+    y_counts: bool = False
+    """Whole numbers (episodes, phones): integer ticks on the y axis too."""
+
+    def figure(self) -> dict[str, Any]:
+        """The Plotly figure (``data`` and ``layout``): updates on integer ticks, the legend
+        below the x axis's title, a share's axis on 0..1 with its markers not cut at the edges."""
+        xs = [x for t in self.traces for x in t.x]
+        yaxis: dict[str, Any] = {
+            "title": {"text": self.y_title},
+            "automargin": True,
+            "zeroline": False,
+            "exponentformat": "e",  # 1e-4, not 100μ
+        }
+        if self.y_range is not None:
+            yaxis["range"] = list(self.y_range)
+        if self.y_counts:
+            ys = [y for t in self.traces for y in t.y]
+            span = math.ceil(max(ys)) - math.floor(min(ys))
+            yaxis |= {"tickmode": "linear", "tick0": 0, "dtick": integer_step(span, most=5), "tickformat": "d"}
+        return {
+            "data": [
+                {
+                    "name": t.name,
+                    "x": list(t.x),
+                    "y": list(t.y),
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "cliponaxis": self.y_range is None,
+                }
+                for t in self.traces
+            ],
+            "layout": {
+                "height": 320,
+                "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
+                "xaxis": {
+                    "title": {"text": "update"},
+                    "tickmode": "linear",
+                    "tick0": 0,
+                    "dtick": integer_step(max(xs) - min(xs)),
+                    "tickformat": "d",
+                    "automargin": True,
+                },
+                "yaxis": yaxis,
+                "showlegend": True,
+                "legend": {
+                    "orientation": "h",
+                    "x": 0,
+                    "xanchor": "left",
+                    "y": 0,
+                    "yanchor": "bottom",
+                    "yref": "container",
+                },
+            },
+        }
+
+
+def integer_step(span: int, most: int = 8) -> int:
+    """The step between ticks on an axis of whole numbers ``span`` long (updates, counts): 1, 2 or 5 times a
+    power of ten, giving at most ``most`` steps.
+
+    >>> [integer_step(s) for s in (0, 3, 8, 9, 30, 1000)]
+    [1, 1, 1, 2, 5, 200]
+    """
+    for power in range(0, 19):
+        for mantissa in (1, 2, 5):
+            step = mantissa * 10**power
+            if span <= step * most:
+                return step
+    return 10**19
+
+
+def curves(points: Sequence[MetricPoint]) -> list[Chart]:
+    """The run page's charts: :data:`CURVES`, the success per task and the cost in each of its
+    units (only those the run's ``metrics.jsonl`` has values for)."""
     series: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
     for p in points:
         for key, value in p.values.items():
+            if not math.isfinite(value):  # Plotly draws no NaN; a gap says the same
+                continue
             xs, ys = series.setdefault((p.group, key), ([], []))
             xs.append(p.step)
             ys.append(value)
 
-    def chart(title: str, keys: Sequence[tuple[str, str]]) -> dict[str, Any] | None:
-        traces = [
-            {"name": f"{key} ({group})", "x": series[group, key][0], "y": series[group, key][1]}
+    def chart(
+        title: str,
+        y_title: str,
+        keys: Sequence[tuple[str, str]],
+        y_range: tuple[float, float] | None = None,
+        y_counts: bool = False,
+    ) -> Chart | None:
+        traces = tuple(
+            Trace(f"{key.removeprefix('cost/')} ({group})", tuple(series[group, key][0]), tuple(series[group, key][1]))
             for group, key in keys
             if (group, key) in series
-        ]
-        return {"title": title, "traces": traces} if traces else None
+        )
+        return Chart(title, y_title, traces, y_range, y_counts) if traces else None
 
     per_task = sorted(k for k in series if k[0] == "rollout" and k[1].startswith("success_by_task/"))
-    cost = sorted(k for k in series if k[1].startswith("cost/") and k[1] != "cost/phones")
-    charts = [chart(title, keys) for title, keys in CURVES]
-    charts.append(chart("success per task (training episodes)", per_task))
-    charts.append(chart("cost", cost))
+    cost = sorted(k for k in series if k[1].startswith("cost/"))
+    seconds = [k for k in cost if k[1].endswith("_s") or "_s_per_" in k[1]]
+    shares = [k for k in cost if k[1].endswith("_share")]
+    counts = [k for k in cost if k not in seconds and k not in shares]
+    charts = [chart(title, y_title, keys, y_range) for title, y_title, keys, y_range in CURVES]
+    charts.append(chart(PER_TASK_TITLE, "share of episodes", per_task, SHARE_RANGE))
+    charts.append(chart(COST_TITLES[0], "seconds", seconds))
+    charts.append(chart(COST_TITLES[1], "share", shares, SHARE_RANGE))
+    charts.append(chart(COST_TITLES[2], "count", counts, y_counts=True))
     return [c for c in charts if c is not None]
 
 
@@ -179,12 +294,16 @@ class Renderer:
         for label, ev in source.evaluations().items():
             low, high = wilson_interval(ev.successes, ev.episodes) if ev.episodes else (float("nan"),) * 2
             evaluations.append((label, ev, low, high))
+        charts = curves(source.metrics())
+        drawn = {c.title for c in charts}
         return self._render(
             "run.html",
             links,
             k=k,
             source=source,
-            charts=curves(source.metrics()),
+            charts=charts,
+            figures=[c.figure() for c in charts],
+            undrawn=[title for title, *_ in CURVES if title not in drawn],
             evaluations=evaluations,
             by_task=source.store.success_by_task(source.run_id),
             config=source.config(),
@@ -206,6 +325,9 @@ class Renderer:
         listing = source.store.episode_page(
             source.run_id, where, sort=sort, descending=descending, offset=page * PAGE_SIZE, limit=PAGE_SIZE
         )
+        pages = max(1, -(-listing.total // PAGE_SIZE))
+        if not 0 <= page < pages:
+            raise NoSuchPage(f"no page {page}: these episodes fill page{'s 0 to' if pages > 1 else ''} {pages - 1}")
         labelled = {lab.episode_id for lab in source.store.labels(run_id=source.run_id)} if listing.rows else set()
         return self._render(
             "episodes.html",
@@ -214,7 +336,7 @@ class Renderer:
             source=source,
             listing=listing,
             page=page,
-            pages=max(1, -(-listing.total // PAGE_SIZE)),
+            pages=pages,
             facets=source.store.episode_facets(source.run_id),
             updates=sorted(set(source.update_of().values())),
             update_of=source.update_of(),

@@ -55,6 +55,43 @@ def screen(seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 120, size=(240, 108, 3), dtype=np.uint8)
 
 
+def metrics(u: int) -> list[tuple[str, dict[str, float]]]:
+    """``metrics.jsonl``'s groups at update ``u``: a value for every chart of the run page."""
+    return [
+        (
+            "rollout",
+            {
+                "success": 0.1 * u,
+                f"success_by_task/{TASKS[0]}": 0.2 * u,
+                f"success_by_task/{TASKS[1]}": 0.05 * u,
+                "cost/phones": 2.0,
+                "cost/rollout_s": 40.0 * u,
+                "cost/phone_s": 80.0 * u,
+                "cost/learner_s": 12.5 * u,
+                "cost/phone_s_per_success": 400.0 / u,
+                "cost/episodes": 4.0 * u,
+                "cost/successes": float(u),
+                "cost/infra_share": 0.05,
+                "cost/backpressure_share": 0.1 * u,
+            },
+        ),
+        (
+            "update",
+            {
+                "episode_return_mean": 0.1 * u - 0.05,
+                "approx_kl": 0.001 * u,
+                "kl_to_reference": 0.002 * u,
+                "entropy": 1.0 / u,
+                "explained_variance": 0.1 * u - 0.2,
+                "clip_fraction": 0.01 * u,
+                "value_clip_fraction": 0.02,
+                "value_loss": 0.5 / u,
+            },
+        ),
+        ("eval", {"success": 0.15 * u}),
+    ]
+
+
 def build_run(run_dir: Path, episodes: int = 12) -> BuiltRun:
     ids = []
     with RunStore.for_run_dir(run_dir) as store:
@@ -108,11 +145,7 @@ def build_run(run_dir: Path, episodes: int = 12) -> BuiltRun:
     )
     (run_dir / "metrics.jsonl").write_text(
         "".join(
-            json.dumps({"step": u, "group": "rollout", "success": 0.1 * u, f"success_by_task/{TASKS[0]}": 0.2 * u})
-            + "\n"
-            + json.dumps({"step": u, "group": "update", "entropy": 1.0 / u, "explained_variance": 0.1})
-            + "\n"
-            for u in (1, 2, 3)
+            json.dumps({"step": u, "group": group, **values}) + "\n" for u in (1, 2, 3) for group, values in metrics(u)
         )
     )
     (run_dir / "experiment.json").write_text(

@@ -86,9 +86,13 @@ def test_markers_are_placed_in_phone_pixels() -> None:
 # --------------------------------------------------------------------------- app
 
 
+BASE_URL = "http://127.0.0.1:8765"
+"""Where the test client sends its requests: an address the viewer answers as (its Host header)."""
+
+
 @pytest.fixture
 def client(built_run) -> TestClient:
-    return TestClient(create_app(open_sources([str(built_run.run_dir)])))
+    return TestClient(create_app(open_sources([str(built_run.run_dir)])), base_url=BASE_URL)
 
 
 def test_pages_render_with_filters_and_without_secrets(client: TestClient, built_run) -> None:
@@ -157,13 +161,16 @@ def test_a_label_from_the_form_reaches_the_database(client: TestClient, built_ru
         assert [(lab.episode_id, lab.success) for lab in store.labels(run_id=built_run.run_id)] == [("ep005", True)]
 
 
-def test_a_token_guards_every_request(built_run) -> None:
-    client = TestClient(create_app(open_sources([str(built_run.run_dir)]), token="s3cret"))
+def test_a_token_guards_every_request_and_leaves_the_address_bar(built_run) -> None:
+    client = TestClient(create_app(open_sources([str(built_run.run_dir)]), token="s3cret"), base_url=BASE_URL)
     assert client.get("/runs/0").status_code == 401
     assert client.get("/runs/0/shots/whatever").status_code == 401
     assert client.get("/?token=wrong").status_code == 401
-    assert client.get("/?token=s3cret").status_code == 200
-    assert client.get("/runs/0").status_code == 200  # the cookie the first visit set
+    first = client.get("/runs/0/episodes?task=clock_1&token=s3cret&outcome=success", follow_redirects=False)
+    assert first.status_code == 303 and first.headers["location"] == "/runs/0/episodes?task=clock_1&outcome=success"
+    assert "darwin_view_token=s3cret" in first.headers["set-cookie"] and "HttpOnly" in first.headers["set-cookie"]
+    assert client.get(first.headers["location"]).status_code == 200  # the cookie the first visit set
+    assert client.get("/?token=s3cret").history[0].headers["location"] == "/"
 
 
 def test_a_bind_beyond_this_machine_needs_expose_and_a_token(built_run) -> None:
@@ -174,7 +181,15 @@ def test_a_bind_beyond_this_machine_needs_expose_and_a_token(built_run) -> None:
         check_bind("0.0.0.0", token="t", expose=False)
     with pytest.raises(BindRefused, match="without a token"):
         check_bind("192.168.1.5", token=None, expose=True)
-    check_bind("0.0.0.0", token="t", expose=True)
+    with pytest.raises(BindRefused, match="--allow-host NAME"):
+        check_bind("0.0.0.0", token="t", expose=True)  # every request would name a host it refuses
+    check_bind("0.0.0.0", token="t", expose=True, allow_hosts=["view.lab.example"])
+    check_bind("192.168.1.5", token="t", expose=True)
+    check_bind("127.0.0.1", token=None, expose=False, allow_hosts=["localhost:9000"])  # an SSH tunnel's port
+    with pytest.raises(BindRefused, match="without --expose"):
+        check_bind("127.0.0.1", token=None, expose=False, allow_hosts=["evil.example"])
+    with pytest.raises(BindRefused, match="is not a host name"):
+        check_bind("127.0.0.1", token=None, expose=False, allow_hosts=["user@localhost"])
     result = CliRunner().invoke(main, ["view", str(built_run.run_dir), "--host", "0.0.0.0"])
     assert result.exit_code != 0 and "refusing to serve runs on 0.0.0.0" in result.output
 
@@ -248,8 +263,8 @@ def test_the_static_site_links_only_to_files_it_wrote(built_run, tmp_path: Path)
 def test_the_benchmark_times_every_page_over_a_database_it_builds(tmp_path: Path) -> None:
     from darwin.bench.view import bench_view
 
-    result = bench_view(tmp_path / "run", episodes=40, steps=3, long_steps=30, repeats=1)
-    assert result.steps == 39 * 3 + 30
+    result = bench_view(tmp_path / "run", episodes=5010, steps=1, long_steps=30, repeats=1)  # page 100 exists
+    assert result.steps == 5009 + 30
     assert [name for name, _, _ in result.rows()] == [
         "episode table, first page",
         "episode table, filtered and sorted",
@@ -259,7 +274,7 @@ def test_the_benchmark_times_every_page_over_a_database_it_builds(tmp_path: Path
     ]
     with RunStore.for_run_dir(tmp_path / "run") as store:
         (run,) = store.runs()
-        assert store.episode_page(run.run_id).total == 40
+        assert store.episode_page(run.run_id).total == 5010
         assert len(store.steps("e0000000")) == 30
 
 
