@@ -19,6 +19,10 @@ Cloud phones (``adb connect host:port``), emulators, USB phones and SimPhones se
   newlines become ``input keyevent 66`` (ENTER: a new line in multi-line fields, submit
   in single-line ones, as the ``type`` action specifies), and any other text (tabs,
   Chinese, emoji) goes through the ADBKeyboard IME as a base64 broadcast.
+- **Swipes that stay swipes**: a long press, scroll or drag is an ``input swipe``
+  (:mod:`darwin.envs.adb_gestures`); a scroll keeps its full length (its start moves inward
+  near an edge) so it never falls under Android's touch slop (8 dp at the density ``dumpsys
+  display`` reports) and becomes a tap; a drag shorter than the slop is not sent.
 - **Validated screenshots**: a PNG that does not decode, has the wrong size or is all
   black raises ``InfraError`` (``bad_screenshot`` / ``black_screen``), never a silent
   black image.
@@ -45,7 +49,7 @@ Example (a SimPhone served as an ADB device; needs the ``adb`` binary)::
 
 The module is split by job: the adb server protocol (:mod:`darwin.envs.adb_client`),
 screenshots (:mod:`darwin.envs.adb_screen`), app names to packages (:mod:`darwin.envs.adb_apps`),
-typing (:mod:`darwin.envs.adb_typing`), the settings and health records
+typing (:mod:`darwin.envs.adb_typing`), swipes (:mod:`darwin.envs.adb_gestures`), the settings and health records
 (:mod:`darwin.envs.adb_config`); this module is the environment.
 """
 
@@ -70,7 +74,6 @@ from darwin.actions import (
     Action,
     Answer,
     Click,
-    Direction,
     Drag,
     Finished,
     LongPress,
@@ -84,6 +87,7 @@ from darwin.actions import (
 from darwin.envs.adb_apps import AppMap
 from darwin.envs.adb_client import AdbServerClient, ShellOutput
 from darwin.envs.adb_config import AdbEnvConfig, CallRecord, PhoneHealth
+from darwin.envs.adb_gestures import UNKNOWN_DENSITY_DPI, GestureRefused, Swipe, swipe_for, touch_slop_px
 from darwin.envs.adb_screen import _Frame
 from darwin.envs.adb_typing import type_commands
 from darwin.envs.base import InfraError, PhoneEnv
@@ -152,6 +156,8 @@ class AdbPhoneEnv(PhoneEnv):
         self.name = name or serial
         self.client = AdbServerClient(self.config.adb_host, self.config.adb_port)
         self.device_size: tuple[int, int] = (0, 0)
+        self.density_dpi: int | None = None
+        """The screen's density as ``dumpsys display`` reports it (read at connect); ``None``: not reported."""
         self.last_error: str | None = None
         """Why the last ``open_app`` did nothing (unknown app), like SimPhoneEnv's."""
         self.last_answer: str | None = None
@@ -203,7 +209,7 @@ class AdbPhoneEnv(PhoneEnv):
                 "unsupported_device",
                 f"{self.serial} lacks the shell_v2 feature (features: {features!r}); AdbPhoneEnv needs Android 7 or later",
             )
-        self.device_size = self._read_size(deadline)
+        self.device_size, self.density_dpi = self._read_size(deadline)
         if self.config.setup_ime:
             self._setup_ime(deadline)
 
@@ -221,7 +227,9 @@ class AdbPhoneEnv(PhoneEnv):
                 raise InfraError("offline", f"{self.serial} is {state!r}, not 'device'")
             time.sleep(0.02)
 
-    def _read_size(self, deadline: float) -> tuple[int, int]:
+    def _read_size(self, deadline: float) -> tuple[tuple[int, int], int | None]:
+        """The screen's ``(width, height)`` as the phone is turned, and its density (``None``
+        where ``dumpsys display`` names none)."""
         out = self._shell_checked(["wm", "size"], deadline).stdout.decode("utf-8", "replace")
         match = re.search(r"Override size: (\d+)x(\d+)", out) or re.search(r"Physical size: (\d+)x(\d+)", out)
         if match is None:
@@ -231,7 +239,8 @@ class AdbPhoneEnv(PhoneEnv):
         rotation = re.search(r"orientation=(\d)", display)
         if rotation is not None and int(rotation.group(1)) % 2 == 1:
             w, h = h, w
-        return w, h
+        density = re.search(r"\bdensity (\d+)", display)  # DisplayInfo's "density 420 (420.0 x 420.0) dpi"
+        return (w, h), int(density.group(1)) if density is not None and int(density.group(1)) > 0 else None
 
     def _setup_ime(self, deadline: float) -> None:
         ime = self.config.ime_component
@@ -581,41 +590,41 @@ class AdbPhoneEnv(PhoneEnv):
             if isinstance(action, OpenApp):
                 self._open_app(action.app)
             elif not isinstance(action, Wait):
-                self._run(self.action_commands(action), action.type)
+                try:
+                    commands = self.action_commands(action)
+                except GestureRefused as exc:  # like a tap on nothing: the phone is left as it is
+                    self.last_error = str(exc)
+                    logger.info("%s: %s: %s", self.name, action.type, exc)
+                    return
+                self._run(commands, action.type)
             self._settle()
 
     def action_commands(self, action: Action) -> list[list[str]]:
         """The argv lists an action sends (``open_app``, ``answer``, ``wait`` and
-        ``finished`` are handled by :meth:`execute`)."""
-        cfg = self.config
-        w, h = self.device_size
+        ``finished`` are handled by :meth:`execute`). Long presses, scrolls and drags become
+        swipes that never turn into a tap (:func:`~darwin.envs.adb_gestures.swipe_for`);
+        raises :class:`~darwin.envs.adb_gestures.GestureRefused` for one no phone would perform."""
         if isinstance(action, Click):
             return [["input", "tap", str(action.x), str(action.y)]]
-        if isinstance(action, LongPress):
-            px, py = str(action.x), str(action.y)
-            return [["input", "swipe", px, py, px, py, str(cfg.long_press_ms)]]
-        if isinstance(action, Scroll):
-            x, y = action.x, action.y
-            if action.direction in (Direction.UP, Direction.DOWN):
-                d = round(cfg.scroll_distance * h)
-                y2 = y - d if action.direction == Direction.DOWN else y + d  # finger up reveals content below
-                x2, y2 = x, min(max(y2, 0), max(h - 1, 0))
-            else:
-                d = round(cfg.scroll_distance * w)
-                x2 = x - d if action.direction == Direction.RIGHT else x + d
-                x2, y2 = min(max(x2, 0), max(w - 1, 0)), y
-            return [["input", "swipe", str(x), str(y), str(x2), str(y2), str(cfg.scroll_ms)]]
-        if isinstance(action, Drag):
-            return [
-                ["input", "swipe", str(action.x1), str(action.y1), str(action.x2), str(action.y2), str(cfg.drag_ms)]
-            ]
+        if isinstance(action, LongPress | Scroll | Drag):
+            return [self.swipe(action).argv()]
         if isinstance(action, Type):
-            return type_commands(action.content, cfg.text_chunk_chars, cfg.ime_for_ascii)
+            return type_commands(action.content, self.config.text_chunk_chars, self.config.ime_for_ascii)
         if isinstance(action, PressHome):
             return [["input", "keyevent", str(KEYCODE_HOME)]]
         if isinstance(action, PressBack):
             return [["input", "keyevent", str(KEYCODE_BACK)]]
         raise TypeError(f"{type(action).__name__} has no device command; execute() handles it")
+
+    def swipe(self, action: LongPress | Scroll | Drag) -> Swipe:
+        """The ``input swipe`` ``action`` becomes on this phone (its size and density)."""
+        return swipe_for(action, self.device_size, self.density_dpi or UNKNOWN_DENSITY_DPI, self.config)
+
+    @property
+    def touch_slop_px(self) -> int:
+        """This phone's touch slop in pixels (8 dp; at :data:`~darwin.envs.adb_gestures.UNKNOWN_DENSITY_DPI`
+        where the phone reported no density)."""
+        return touch_slop_px(self.density_dpi or UNKNOWN_DENSITY_DPI)
 
     def _open_app(self, name: str) -> None:
         target = self.apps.resolve(name)

@@ -10,7 +10,7 @@ full table):
 command                                            effect on the SimPhone
 =================================================  =============================================
 ``input tap X Y``                                  ``click(X, Y)``
-``input swipe X1 Y1 X2 Y2 [MS]`` (MS default 300)  moved less than 24 px: ``long_press`` if
+``input swipe X1 Y1 X2 Y2 [MS]`` (MS default 300)  moved less than 21 px: ``long_press`` if
                                                    MS >= 500, else ``click``; moved and
                                                    MS < 500: a fling = ``scroll`` from
                                                    (X1, Y1) (finger up = content ``down``);
@@ -74,6 +74,7 @@ from darwin.actions import (
     PressHome,
     Scroll,
 )
+from darwin.envs.adb_gestures import touch_slop_px
 from darwin.envs.screen_elements import uiautomator_dump
 from darwin.envs.sim.adbd_backend import ShellResult
 from darwin.envs.sim.perturb import PerturbationConfig
@@ -90,6 +91,7 @@ __all__ = [
     "LONG_PRESS_MIN_MS",
     "STATE_COMMAND",
     "ANSWER_COMMAND",
+    "DENSITY_DPI",
     "TOUCH_SLOP_PX",
     "SimDeviceBackend",
     "decode_input_text",
@@ -111,8 +113,11 @@ ADB_KEYBOARD_IME = "com.android.adbkeyboard/.AdbIME"
 DEFAULT_IME = "com.google.android.inputmethod.latin/com.android.inputmethod.latin.LatinIME"
 LAUNCHER_COMPONENT = "com.google.android.apps.nexuslauncher/.NexusLauncherActivity"
 
-#: A swipe that moves less than this is a tap or a long press (Android's touch slop, ~8 dp).
-TOUCH_SLOP_PX = 24
+#: The screen density a SimPhone reports (``wm density``, ``dumpsys display``).
+DENSITY_DPI = 420
+#: A swipe that moves less than this is a tap or a long press (Android's touch slop, 8 dp at
+#: :data:`DENSITY_DPI`: what :class:`~darwin.envs.adb.AdbPhoneEnv` reads and keeps its swipes above).
+TOUCH_SLOP_PX = touch_slop_px(DENSITY_DPI)
 #: A stationary swipe held at least this long is a long press.
 LONG_PRESS_MIN_MS = 500
 #: A moving swipe shorter than this is a fling (a page scroll); longer ones drag.
@@ -459,7 +464,7 @@ class SimDeviceBackend:
         if args == ["size"]:
             return _ok(f"Physical size: {self.phone.width}x{self.phone.height}\n")
         if args == ["density"]:
-            return _ok("Physical density: 420\n")
+            return _ok(f"Physical density: {DENSITY_DPI}\n")
         raise _Usage(f"Error: wm {' '.join(args)} is not supported (wm size, wm density)")
 
     def _focus_component(self) -> str:
@@ -489,7 +494,7 @@ class SimDeviceBackend:
                 f"physicalPort=0, orientation=0, logicalFrame=Rect(0, 0 - {w}, {h}), "
                 f"deviceWidth={w}, deviceHeight={h}}}\n"
                 f'  DisplayDeviceInfo{{"Built-in Screen": uniqueId="local:0", {w} x {h}, '
-                "modeId 1, density 420, rotation 0}\n"
+                f"modeId 1, density {DENSITY_DPI}, rotation 0}}\n"
             )
         if service == "activity":
             return _ok(f"  mResumedActivity: ActivityRecord{{4d5e6f u0 {self._focus_component()} t1}}\n")
