@@ -1,18 +1,20 @@
 """Every `>>>` example in the package runs: one test per module, found by walking `darwin`
-(no hand-kept list), so an example that rots fails here."""
+(no hand-kept list), so an example that rots fails here. So does every `>>>` example in a code
+block of the README and docs/*.md (one test per page; the blocks of a page share their names, as
+a reader going down the page would)."""
 
 import doctest
 import importlib
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
 import tomllib
 
 # Every package the project installs (the plugin folders map onto darwin.* subpackages).
-PACKAGES = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"][
-    "packages"
-]
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
 
 
 def _modules() -> list[str]:
@@ -38,3 +40,27 @@ def test_module_examples(name):
     assert result.failed == 0, (
         f"{result.failed} of {result.attempted} examples in {name} failed (run python -m doctest -v on it)"
     )
+
+
+# a ``` code block of a markdown page: where its body starts, and the body
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+PAGES = [p for p in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))) if ">>>" in p.read_text()]
+
+
+def test_the_docs_have_examples() -> None:
+    assert ROOT / "docs/phones.md" in PAGES
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_page_examples(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    parser = doctest.DocTestParser()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
+    names: dict[str, object] = {}
+    for block in FENCE.finditer(text):
+        line = text.count("\n", 0, block.start(1))
+        test = parser.get_doctest(block.group(1), names, page.name, str(page), line)
+        runner.run(test, clear_globs=False)
+    result = runner.summarize(verbose=False)
+    assert result.attempted > 0
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {page.name} failed (output above)"

@@ -7,6 +7,17 @@ follows), plus the implicit edge from a module to the packages whose ``__init__`
 is imported. Two plugin registries load their
 plugins on first lookup from inside a function (:data:`REGISTRY_LOADS`); those loads are
 the one kind of back edge allowed.
+
+Public names (issue 74): a package ``__init__`` may export its base class and built-ins lazily
+(:mod:`darwin.lazy_exports`: a module ``__getattr__``, with the same names imported under
+``if TYPE_CHECKING:`` for type checkers). Those ``TYPE_CHECKING`` imports of a package are not
+edges of the package: nothing of them runs when the package is imported, and counting them would
+make every module of a package depend on all its built-ins (``darwin.verifiers.base`` on the
+learned verifier's torch model), circles that do not exist. Instead a module that imports a
+public name (``from darwin.verifiers import RuleVerifier``) gets an edge to the module that holds
+it (:func:`public_names`), so the graph still has every dependency, through whichever path.
+Inside the library every name is still imported from the module that holds it
+(:func:`test_the_library_imports_names_from_their_modules`): the public names are for users.
 """
 
 from __future__ import annotations
@@ -93,9 +104,46 @@ def modules() -> dict[str, Path]:
     return found
 
 
+def _type_checking_blocks(tree: ast.Module) -> list[ast.If]:
+    """The module-level ``if TYPE_CHECKING:`` blocks of ``tree``."""
+    return [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If)
+        and (
+            (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+        )
+    ]
+
+
+def public_names_in(source: str) -> dict[str, str]:
+    """A package ``__init__``'s lazy public names (name -> the module that holds it): what it
+    imports under ``if TYPE_CHECKING:`` (:mod:`darwin.lazy_exports`)."""
+    return {
+        alias.asname or alias.name: node.module or ""
+        for block in _type_checking_blocks(ast.parse(source))
+        for statement in block.body
+        for node in ast.walk(statement)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+
+
+@functools.cache
+def public_names() -> dict[str, dict[str, str]]:
+    """Package -> its lazy public names (name -> module); packages without any left out."""
+    return {
+        name: names
+        for name, path in modules().items()
+        if path.name == "__init__.py" and (names := public_names_in(path.read_text(encoding="utf-8")))
+    }
+
+
 def imported(source: str, name: str, is_package: bool) -> set[str]:
     """Dotted names that the import statements of ``source`` (module ``name``) bind, wherever
-    they are; function-level loads of :data:`REGISTRY_LOADS` left out."""
+    they are; function-level loads of :data:`REGISTRY_LOADS` and a package's lazy public names
+    (its ``TYPE_CHECKING`` imports, see the module docstring) left out."""
     tree = ast.parse(source)
     registry = {
         id(n)
@@ -104,6 +152,8 @@ def imported(source: str, name: str, is_package: bool) -> set[str]:
         for n in ast.walk(node)
         if isinstance(n, ast.Import) and all(a.name in REGISTRY_LOADS for a in n.names)
     }
+    if is_package:
+        registry |= {id(n) for block in _type_checking_blocks(tree) for s in block.body for n in ast.walk(s)}
     package = name if is_package else name.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(tree):
@@ -130,6 +180,13 @@ def graph(extra: dict[str, str] | None = None) -> dict[str, set[str]]:
             found = imported(source, name, path.name == "__init__.py")
         else:
             found = _imports_of(name)
+        # a public name resolves to the module that holds it (darwin.verifiers.RuleVerifier -> darwin.verifiers.rule)
+        lazy = public_names()
+        found = found | {
+            lazy[package][attr]
+            for t in found
+            if (package := t.rpartition(".")[0]) in lazy and (attr := t.rpartition(".")[2]) in lazy[package]
+        }
         targets = {t for t in found if t in files and t != name}
         for target in list(targets):  # importing a.b.c runs a/__init__ and a/b/__init__ first
             parts = target.split(".")
@@ -280,15 +337,22 @@ def test_a_circle_through_an_annotation_import_is_found() -> None:
 REGISTRY_PACKAGES = set(REGISTRY_LOADS)
 
 
+# What a package __init__ imports to serve its public names lazily (issue 74).
+LAZY_EXPORTS = "darwin.lazy_exports"
+
+
 def re_exports(source: str, is_package: bool, name: str) -> list[str]:
     """Names a module hands on from another darwin module: a package ``__init__``'s darwin
-    imports (registries excepted), or a module's ``__all__`` entries and ``import x as x``
-    that it imported rather than defined."""
+    imports that run when it is imported (registries and :data:`LAZY_EXPORTS` excepted; its lazy
+    public names are under ``if TYPE_CHECKING:``, not here), or a module's ``__all__`` entries
+    and ``import x as x`` that it imported rather than defined."""
     tree = ast.parse(source)
     imported = {
         a.asname or a.name: a
         for node in tree.body
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("darwin")
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith("darwin")
+        and not (is_package and node.module == LAZY_EXPORTS)
         for a in node.names
     }
     if is_package:
@@ -304,13 +368,57 @@ def re_exports(source: str, is_package: bool, name: str) -> list[str]:
 
 
 def test_no_module_re_exports_a_name() -> None:
-    """Every name is imported from the module that holds it (issue 42: no second name for one thing)."""
+    """No module hands on another's names when it is imported (issue 42: no second name kept for
+    compatibility with an old path, no package ``__init__`` that loads its whole package).
+
+    A package's public surface is the one exception (issue 74): its base class and built-ins,
+    served lazily by :mod:`darwin.lazy_exports` and listed under ``if TYPE_CHECKING:``, which this
+    check does not read; ``tests/test_public_api.py`` checks that surface, and
+    :func:`test_the_library_imports_names_from_their_modules` keeps it out of the library."""
     found = {
         name: names
         for name, path in modules().items()
         if (names := re_exports(path.read_text(encoding="utf-8"), path.name == "__init__.py", name))
     }
     assert not found, f"re-exported names (import them from where they live): {found}"
+
+
+def library_imports_of_public_names(source: str) -> list[str]:
+    """``from <package> import <public name>`` statements of ``source``, anywhere in it."""
+    lazy = public_names()
+    return sorted(
+        f"from {node.module} import {alias.name}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.module in lazy
+        for alias in node.names
+        if alias.name in lazy[node.module]
+    )
+
+
+def test_the_library_imports_names_from_their_modules() -> None:
+    """Inside darwin every name comes from the module that holds it, not from a package's
+    public surface: the graph stays readable module by module, and a module never loads
+    another through a lazy name by accident."""
+    found = {
+        name: bad
+        for name, path in modules().items()
+        if (bad := library_imports_of_public_names(path.read_text(encoding="utf-8")))
+    }
+    assert not found, f"import these from the module that holds them: {found}"
+
+
+def test_public_names_are_edges_of_their_importers_not_of_the_package() -> None:
+    lazy = public_names()
+    assert lazy["darwin.verifiers"]["RuleVerifier"] == "darwin.verifiers.rule"
+    assert lazy["darwin"]["ExperimentConfig"] == "darwin.run.config"
+    edges = graph({"darwin.envs.base": "from darwin.verifiers import RuleVerifier"})
+    assert "darwin.verifiers.rule" in edges["darwin.envs.base"]
+    assert any(b == "darwin.envs.base imports darwin.verifiers.rule" for b in violations(edges))
+    # the package itself runs none of them: darwin.verifiers.base does not depend on the learned verifier
+    assert not edges["darwin.verifiers"] & set(lazy["darwin.verifiers"].values())
+    assert library_imports_of_public_names("def f():\n    from darwin.agents import TinyAgent\n") == [
+        "from darwin.agents import TinyAgent"
+    ]
 
 
 @pytest.mark.parametrize(
