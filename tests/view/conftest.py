@@ -5,6 +5,7 @@ steps, screenshots, verdicts, ``updates.jsonl``, ``metrics.jsonl`` and ``experim
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,6 +155,41 @@ def build_run(run_dir: Path, episodes: int = 12) -> BuiltRun:
     return BuiltRun(run_dir, run_id, ids)
 
 
+def add_unfinished(built: BuiltRun, episode_id: str = "ep100", steps: int = 2) -> str:
+    """Start one more episode of ``clock_1`` in ``built``'s run and record ``steps`` steps, without
+    finishing it (a run still playing it, or one stopped before it ended)."""
+    task = Task(
+        id=TASKS[0],
+        instruction="do task 0",
+        app="Clock",
+        verifier=VerifierSpec(predicate="clock.alarm_exists", params={}),
+    )
+    with RunStore.for_run_dir(built.run_dir) as store:
+        store.start_episode(built.run_id, episode_id, task, phone="sim-0", seed=100, device_size=SIZE)
+        for step, action in enumerate(ACTIONS[:steps]):
+            observation = Observation(
+                screenshot=screen(1000 + step), goal=task.instruction, device_size=SIZE, task_id=task.id, step=step
+            )
+            t = Transition(
+                episode_id=episode_id,
+                task_id=task.id,
+                step=step,
+                phase=Phase.EXECUTION,
+                observation=observation,
+                decision=Decision(action=action, generation=Generation(text=action.type, policy_version=1)),
+                reward=0.0,
+                done=False,
+            )
+            store.record_step(t, observation.screenshot)
+    return episode_id
+
+
 @pytest.fixture
 def built_run(tmp_path: Path) -> BuiltRun:
     return build_run(tmp_path / "run")
+
+
+@pytest.fixture
+def unfinished(built_run: BuiltRun) -> Callable[[str], str]:
+    """``unfinished(episode_id)`` adds an unfinished episode to ``built_run`` (:func:`add_unfinished`)."""
+    return lambda episode_id="ep100": add_unfinished(built_run, episode_id)

@@ -5,6 +5,7 @@ what `darwin judge calibrate` / `darwin verifier` read from them."""
 from __future__ import annotations
 
 import csv
+import json
 import re
 from pathlib import Path
 
@@ -294,3 +295,108 @@ def test_the_learners_step_scores_are_stored_and_shown_by_update(built_run, clie
     page = client.get("/runs/0/episodes/ep003").text
     assert "update 1: value 0.250 · advantage -0.500 · log-prob -1.50" in page
     assert "update 2: advantage +0.125 · log-prob -1.25" in page
+
+
+# --------------------------------------------------------------------------- what the pages say
+
+
+def test_an_unfinished_episode_says_so_and_takes_no_label(client: TestClient, built_run, unfinished) -> None:
+    unfinished = unfinished()
+    page = client.get(f"/runs/0/episodes/{unfinished}").text
+    assert '<span class="unfinished">unfinished</span>: 2 steps stored so far' in page
+    assert "None" not in re.sub(r"<pre>.*?</pre>", "", page, flags=re.DOTALL)  # no "steps None" anywhere
+    assert 'id="label-form"' not in page and "cannot be labelled" in page
+    refused = client.post(f"/runs/0/episodes/{unfinished}/label", data={"verdict": "success"})
+    assert refused.status_code == 409 and "unfinished" in refused.text
+    with RunStore.for_run_dir(built_run.run_dir) as store:
+        assert store.labels(episode_id=unfinished) == []
+    compare = client.get("/runs/0/compare", params={"a": unfinished, "b": "ep000"}).text
+    assert 'id="label-form"' not in compare
+    assert 'id="label-form"' in client.get("/runs/0/episodes/ep003").text  # a finished one takes a label
+
+
+def test_the_compare_list_offers_finished_episodes_of_the_task_first(client: TestClient, unfinished) -> None:
+    unfinished("ep100")
+    unfinished("ep101")
+    page = client.get("/runs/0/episodes/ep003").text  # clock_1, a failure
+    options = re.findall(r'<option value="(ep\d+)"( selected)?>([^<]*)</option>', page)
+    assert [o[0] for o in options] == ["ep000", "ep006", "ep009", "ep100", "ep101"]
+    assert options[0][1] == " selected" and options[0][2].startswith("success ·")  # the other outcome first
+    assert options[0][2].endswith("· 4 steps") and options[-1][2].startswith("unfinished ·")
+    assert "None" not in "".join(o[2] for o in options)
+
+
+def test_export_labels_says_what_it_left_out_and_why(built_run, unfinished, tmp_path: Path) -> None:
+    with RunStore.for_run_dir(built_run.run_dir) as store:
+        store.record_label("ep002", success=True)
+        store.record_label("ep004", success=False)
+        store.record_label(unfinished(), success=True)  # as a viewer before issue 73 let one label it
+    out = tmp_path / "labelled"
+    first = CliRunner().invoke(main, ["view", str(built_run.run_dir), "--export-labels", str(out)])
+    assert first.exit_code == 0, first.output
+    text = " ".join(first.output.split())
+    assert "2 labelled trajectories" in text and "2 verifier examples" in text
+    assert "left out of labels.csv: 1 unfinished" in text
+    assert [r["episode_id"] for r in csv.DictReader((out / "labels.csv").open(encoding="utf-8"))] == ["ep002", "ep004"]
+    again = CliRunner().invoke(main, ["view", str(built_run.run_dir), "--export-labels", str(out)])
+    text = " ".join(again.output.split())
+    assert "0 verifier examples" in text and "left out of examples.jsonl: 2 duplicates (the same final screen" in text
+    assert len(load_examples(out)) == 2
+
+
+def test_calibrate_names_the_labels_it_used(built_run, openai_server, tmp_path: Path) -> None:
+    openai_server.reply = lambda body: '{"reason": "looks done", "answer": "yes"}'
+    with RunStore.for_run_dir(built_run.run_dir) as store:
+        store.record_label("ep002", success=True)
+        store.record_label("ep004", success=False)
+    flags = ["--config", "final_state", "--model", "openai/fake-llm", "--api-base", openai_server.api_base]
+    flags += ["--api-key-env", "DARWIN_FAKE_LLM_KEY", "--attempts", "1", "--resamples", "50"]
+    for labels, expected in (("human", "human labels (2 episodes)"), ("rule", "rule verdicts (12 episodes)")):
+        out = tmp_path / f"{labels}.json"
+        args = ["judge", "calibrate", str(built_run.run_dir), "--labels", labels, "--out", str(out), *flags]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        assert f"labels: {expected}" in result.output
+        assert json.loads(out.read_text())["labels"] == expected
+
+
+# --------------------------------------------------------------------------- charts
+
+
+def test_charts_split_costs_by_unit_and_keep_shares_on_zero_to_one(built_run) -> None:
+    from darwin.view.pages import COST_TITLES, CURVES, PER_TASK_TITLE, curves
+
+    charts = {c.title: c for c in curves(open_sources([str(built_run.run_dir)])[0].metrics())}
+    assert list(charts) == [title for title, *_ in CURVES] + [PER_TASK_TITLE, *COST_TITLES]
+    seconds, shares, counts = (charts[t] for t in COST_TITLES)
+    assert {t.name for t in seconds.traces} == {
+        "rollout_s (rollout)",
+        "phone_s (rollout)",
+        "learner_s (rollout)",
+        "phone_s_per_success (rollout)",
+    }
+    assert {t.name for t in shares.traces} == {"infra_share (rollout)", "backpressure_share (rollout)"}
+    assert {t.name for t in counts.traces} == {"phones (rollout)", "episodes (rollout)", "successes (rollout)"}
+    for title in ("success", PER_TASK_TITLE, COST_TITLES[1]):
+        assert charts[title].figure()["layout"]["yaxis"]["range"] == [0.0, 1.0], title
+    for chart in charts.values():
+        xaxis = chart.figure()["layout"]["xaxis"]
+        assert xaxis["tickmode"] == "linear" and isinstance(xaxis["dtick"], int) and xaxis["dtick"] >= 1
+    assert counts.figure()["layout"]["yaxis"]["dtick"] == 5  # 0..12 episodes: whole numbers
+
+
+def test_the_docs_name_every_chart_and_the_page_names_those_it_cannot_draw(built_run, client: TestClient) -> None:
+    from darwin.view.pages import COST_TITLES, CURVES, PER_TASK_TITLE
+
+    docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "view.md").read_text(encoding="utf-8").split())
+    for title in [t for t, *_ in CURVES] + [PER_TASK_TITLE, *COST_TITLES]:
+        assert f"**{title}**" in docs, f"docs/view.md does not name the chart {title!r}"
+    assert "schema version 7" in docs and "schema version 6" not in docs
+    metrics = built_run.run_dir / "metrics.jsonl"
+    metrics.write_text(
+        "".join(line for line in metrics.read_text().splitlines(keepends=True) if '"group": "update"' not in line)
+    )
+    page = client.get("/runs/0").text
+    undrawn = re.search(r'<p class="meta" id="undrawn">(.*?)</p>', page, re.DOTALL)
+    assert undrawn is not None and "explained variance" in undrawn.group(1) and "value loss" in undrawn.group(1)
+    assert 'data-title="explained variance"' not in page and 'data-title="success"' in page
