@@ -87,8 +87,9 @@ from darwin.actions import (
 from darwin.envs.adb_apps import AppMap
 from darwin.envs.adb_client import AdbServerClient, ShellOutput
 from darwin.envs.adb_config import AdbEnvConfig, CallRecord, PhoneHealth
-from darwin.envs.adb_gestures import UNKNOWN_DENSITY_DPI, GestureRefused, Swipe, swipe_for, touch_slop_px
+from darwin.envs.adb_gestures import GestureRefused, Swipe, swipe_for
 from darwin.envs.adb_screen import _Frame
+from darwin.envs.adb_touch import UNKNOWN_DENSITY_DPI, touch_slop_px
 from darwin.envs.adb_typing import type_commands
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.envs.screen_elements import ScreenElement, parse_uiautomator_dump
@@ -622,7 +623,7 @@ class AdbPhoneEnv(PhoneEnv):
 
     @property
     def touch_slop_px(self) -> int:
-        """This phone's touch slop in pixels (8 dp; at :data:`~darwin.envs.adb_gestures.UNKNOWN_DENSITY_DPI`
+        """This phone's touch slop in pixels (8 dp; at :data:`~darwin.envs.adb_touch.UNKNOWN_DENSITY_DPI`
         where the phone reported no density)."""
         return touch_slop_px(self.density_dpi or UNKNOWN_DENSITY_DPI)
 

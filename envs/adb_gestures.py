@@ -1,5 +1,6 @@
-"""Touch gestures over ADB: the ``input swipe`` a long press, a scroll or a drag becomes, and
-Android's touch slop, under which a moving finger is still a press (part of :mod:`darwin.envs.adb`).
+"""Touch gestures over ADB: the ``input swipe`` a long press, a scroll or a drag becomes, judged
+against Android's touch slop (:mod:`darwin.envs.adb_touch`), under which a moving finger is still
+a press (part of :mod:`darwin.envs.adb`).
 
 A swipe that moves less than the touch slop is a tap (or, held, a long press) on every Android
 phone, and so is one that ends inside the button it started on. A scroll therefore always keeps
@@ -10,46 +11,23 @@ all (:class:`GestureRefused`): no phone would take it as a drag.
 
     >>> from darwin.actions import Direction, Scroll
     >>> from darwin.envs.adb_config import AdbEnvConfig
-    >>> touch_slop_px(420)  # 8 dp at 420 dpi
-    21
     >>> swipe_for(Scroll(x=1060, y=184, direction=Direction.LEFT), (1080, 2400), 420, AdbEnvConfig())
     Swipe(x1=647, y1=184, x2=1079, y2=184, duration_ms=300)
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from darwin.actions import Action, Direction, Drag, LongPress, Scroll
 from darwin.envs.adb_config import AdbEnvConfig
+from darwin.envs.adb_touch import touch_slop_px
 
 __all__ = [
-    "TOUCH_SLOP_DP",
-    "UNKNOWN_DENSITY_DPI",
     "GestureRefused",
     "Swipe",
     "swipe_for",
-    "touch_slop_px",
 ]
-
-TOUCH_SLOP_DP = 8
-"""Android's touch slop in density-independent pixels (``ViewConfiguration``'s ``TOUCH_SLOP``,
-``config_viewConfigurationTouchSlop``): a finger that moves less than this is still pressing."""
-
-BASELINE_DPI = 160
-"""The density at which one dp is one pixel (Android's ``DisplayMetrics.DENSITY_DEFAULT``)."""
-
-UNKNOWN_DENSITY_DPI = 640
-"""The density assumed for a phone that does not report one: the highest Android bucket
-(xxxhdpi), so the slop assumed is never smaller than the phone's own."""
-
-
-def touch_slop_px(density_dpi: int) -> int:
-    """The touch slop in device pixels at ``density_dpi`` (rounded up: never under the phone's)."""
-    if density_dpi <= 0:
-        raise ValueError(f"a screen density must be positive, got {density_dpi} dpi")
-    return math.ceil(TOUCH_SLOP_DP * density_dpi / BASELINE_DPI)
 
 
 class GestureRefused(ValueError):  # noqa: N818 - reads as what happened

@@ -74,7 +74,7 @@ from darwin.actions import (
     PressHome,
     Scroll,
 )
-from darwin.envs.adb_gestures import touch_slop_px
+from darwin.envs.adb_touch import touch_slop_px
 from darwin.envs.screen_elements import uiautomator_dump
 from darwin.envs.sim.adbd_backend import ShellResult
 from darwin.envs.sim.perturb import PerturbationConfig

@@ -13,14 +13,8 @@ from hypothesis import strategies as st
 from darwin.actions import Action, Click, Direction, Drag, LongPress, OpenApp, Scroll, Type
 from darwin.envs.adb import AdbPhoneEnv
 from darwin.envs.adb_config import AdbEnvConfig
-from darwin.envs.adb_gestures import (
-    TOUCH_SLOP_DP,
-    UNKNOWN_DENSITY_DPI,
-    GestureRefused,
-    Swipe,
-    swipe_for,
-    touch_slop_px,
-)
+from darwin.envs.adb_gestures import GestureRefused, Swipe, swipe_for
+from darwin.envs.adb_touch import TOUCH_SLOP_DP, UNKNOWN_DENSITY_DPI, touch_slop_px
 from darwin.envs.providers import SimFarm
 from darwin.envs.sim.device import DENSITY_DPI, TOUCH_SLOP_PX, swipe_action
 from darwin.envs.sim.env import SimPhoneEnv
