@@ -1,8 +1,9 @@
 """Components an experiment names: built-ins by name, a user's class by import path.
 
 An experiment file chooses its curriculum, workflow, verifier, memory, phone provider, action
-guard, learner, advantage estimator (``algorithm``), policy backend, agent format and task
-synthesiser (``task_synthesizer``, :mod:`darwin.hindsight`) with a
+guard, learner, advantage estimator (``algorithm``), policy backend, agent format, screen reader
+(``reader``, :mod:`darwin.readers`) and task synthesiser (``task_synthesizer``,
+:mod:`darwin.hindsight`) with a
 :class:`ComponentSpec`, and ``darwin eval --agent`` names the actors it evaluates (``actors``) the
 same way: ``name`` is a built-in (``"learnability"``) or an import path
 (``"my_lab.curricula:Hardest"``), ``kwargs`` its keyword arguments. Everything is resolved
@@ -66,6 +67,7 @@ ComponentKind = Literal[
     "agent_format",
     "actors",
     "task_synthesizer",
+    "reader",
 ]
 
 BUILTINS: dict[str, dict[str, str]] = {
@@ -136,6 +138,11 @@ BUILTINS: dict[str, dict[str, str]] = {
         "hindsight": "darwin.hindsight.synthesizer:HindsightSynthesizer",
         "model_hindsight": "darwin.hindsight.model_synthesizer:ModelHindsightSynthesizer",
     },
+    "reader": {
+        "none": "darwin.readers.base:NoReader",
+        "ocr": "darwin.readers.ocr:OCRReader",
+        "elements": "darwin.readers.elements:ElementsReader",
+    },
 }
 """Built-in names of each kind and the class (or function) each stands for."""
 
@@ -152,6 +159,7 @@ _BASES: dict[str, str] = {
     "agent_format": "darwin.agents.vlm:VLMAgent",
     "actors": "darwin.agents.actors:Actors",
     "task_synthesizer": "darwin.hindsight.base:TaskSynthesizer",
+    "reader": "darwin.readers.base:Reader",
 }
 
 # Kinds named without kwargs: a learner is rebuilt from its checkpoint by ``load(path, policy,

@@ -34,9 +34,7 @@ from collections.abc import Callable, Mapping
 __all__ = ["lazy_exports"]
 
 
-def lazy_exports(
-    package: str, exports: Mapping[str, str]
-) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package`` that serve ``exports`` (public name ->
     the module that holds it); each name is imported on its first lookup, then kept on the package."""
     table = dict(exports)

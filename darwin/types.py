@@ -271,11 +271,43 @@ class ParseError(BaseModel):
 
 
 @dataclass(frozen=True)
+class Mark:
+    """One thing a reader found on a screen (:mod:`darwin.readers`): its text and where it is.
+
+    ``box`` is ``(x0, y0, x1, y1)`` in device pixels (``x1``, ``y1`` exclusive), the frame
+    actions use; ``clickable`` is known for the accessibility tree (``elements``) and ``None``
+    for text read off the pixels (``ocr``); ``score`` is the reader's confidence where it has one.
+    """
+
+    text: str
+    box: tuple[int, int, int, int]
+    clickable: bool | None = None
+    score: float | None = None
+
+    @property
+    def center(self) -> tuple[int, int]:
+        """The box's centre pixel: where a pointing action (``click(#k)``) taps."""
+        x0, y0, x1, y1 = self.box
+        return (x0 + max(x1 - 1, x0)) // 2, (y0 + max(y1 - 1, y0)) // 2
+
+    def contains(self, x: int, y: int) -> bool:
+        x0, y0, x1, y1 = self.box
+        return x0 <= x < x1 and y0 <= y < y1
+
+    @property
+    def area(self) -> int:
+        x0, y0, x1, y1 = self.box
+        return max(0, x1 - x0) * max(0, y1 - y0)
+
+
+@dataclass(frozen=True)
 class Observation:
-    """What an agent sees at one step: the screenshot and the goal (pixels and text only).
+    """What an agent sees at one step: the screenshot, the goal, and what a reader read.
 
     ``screenshot`` is an ``(H, W, 3)`` uint8 array at agent resolution; ``device_size`` is
     the phone's real ``(width, height)`` in pixels, which action coordinates refer to.
+    ``marks`` are the screen's texts and boxes as the agent's reader found them (empty for
+    the ``none`` reader): numbered in the prompt, and what ``click(#k)`` points at.
     """
 
     screenshot: np.ndarray
@@ -284,6 +316,7 @@ class Observation:
     task_id: str = ""
     phase: Phase = Phase.EXECUTION
     step: int = 0
+    marks: tuple[Mark, ...] = ()
 
     def __post_init__(self) -> None:
         s = self.screenshot
@@ -626,6 +659,7 @@ __all__ = [
     "EpisodeMetrics",
     "Generation",
     "Lifecycle",
+    "Mark",
     "Observation",
     "Outcome",
     "ParseError",

@@ -74,6 +74,22 @@ LAYERS: dict[str, set[str]] = {
     "evaluate": {"run"},
     "rollout": {"learner", "run", "sft"},
     "sft": {"run"},
+    # a reader turns a screen into marks: it knows phones (their elements), never who acts on them
+    "readers": {
+        "agents",
+        "learner",
+        "workflows",
+        "policies",
+        "models",
+        "sft",
+        "curricula",
+        "memory",
+        "verifiers",
+        "run",
+        "evaluate",
+        "bench",
+        "rollout",
+    },
     # the config is a schema: darwin.run.build makes the components from it
     "run.config": {"run.build", "run.recipe", "run.load"},
 }

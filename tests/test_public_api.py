@@ -27,6 +27,7 @@ SOURCE = {
     "darwin.envs": ROOT / "envs/__init__.py",
     "darwin.envs.sim": ROOT / "envs/sim/__init__.py",
     "darwin.agents": ROOT / "darwin/agents/__init__.py",
+    "darwin.readers": ROOT / "darwin/readers/__init__.py",
     "darwin.policies": ROOT / "darwin/policies/__init__.py",
     "darwin.algos": ROOT / "darwin/algos/__init__.py",
 }
@@ -58,6 +59,9 @@ PROMISED = [
     ("darwin.envs", "InfraError"),
     ("darwin.envs.sim", "SimPhone"),
     ("darwin.agents", "Agent"),
+    ("darwin.readers", "Reader"),
+    ("darwin.readers", "OCRReader"),
+    ("darwin.readers", "ElementsReader"),
     ("darwin.agents", "Actor"),
     ("darwin.agents", "ModelActor"),
     ("darwin.agents", "TinyAgent"),

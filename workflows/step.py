@@ -16,6 +16,7 @@ from darwin.algos.task_metrics import measure_episode
 from darwin.envs.base import InfraError, PhoneEnv
 from darwin.envs.guard import ActionBlocked
 from darwin.predicates import JUDGED_GOAL, evaluate
+from darwin.readers.base import Reader, ReaderError, read_marks
 from darwin.task_registry import goal_text
 from darwin.types import (
     ACTOR,
@@ -196,7 +197,9 @@ class StepWorkflow(Workflow):
                 return trajectory
         if task.start is not None:
             try:
-                trajectory.demonstration = await self.play_start(env, task, task.start, trajectory.episode_id)
+                trajectory.demonstration = await self.play_start(
+                    env, task, task.start, trajectory.episode_id, reader=actor.reader
+                )
             except InfraError as exc:
                 trajectory.termination = self._infra(env, task, exc)
                 return trajectory
@@ -214,10 +217,12 @@ class StepWorkflow(Workflow):
             logger.exception("actor.end_episode failed after %s (episode %s)", task.id, trajectory.episode_id)
         return trajectory
 
-    async def play_start(self, env: PhoneEnv, task: Task, start: DemoStart, episode_id: str) -> list[Transition]:
+    async def play_start(
+        self, env: PhoneEnv, task: Task, start: DemoStart, episode_id: str, reader: Reader | None = None
+    ) -> list[Transition]:
         """Play the demonstration of ``start`` except its last ``start.remaining`` actions on
         ``env``; the steps played, as transitions of agent ``"demonstration"`` (each with the
-        screen it acted on), for the agent's history. Nothing is emitted.
+        screen it acted on, read by the actor's ``reader``), for the agent's history. Nothing is emitted.
 
         Without recorded actions the demonstration is the simulator's shortest plan from the
         phone's probed state (a phone without a SimPhone state probe cannot start inside one:
@@ -261,6 +266,7 @@ class StepWorkflow(Workflow):
                 task_id=task.id,
                 phase=Phase.EXECUTION,
                 step=step,
+                marks=await read_marks(reader, shot, env.device_size, env),
             )
             played.append(
                 Transition(
@@ -310,12 +316,13 @@ class StepWorkflow(Workflow):
         history = [t for t in own if t.phase == last.phase]
         try:
             shot = await env.ascreenshot(self.config.observation_size)
-        except InfraError as exc:
+            marks = await read_marks(actor.reader, shot, env.device_size, env)
+        except (InfraError, ReaderError) as exc:
             logger.info(
-                "no screenshot after the truncation of %s on %s (%s): V(s') from the last observed state",
+                "no screen after the truncation of %s on %s (%s): V(s') from the last observed state",
                 task.id,
                 env.name,
-                exc.cause,
+                exc,
             )
             return None
         observation = Observation(
@@ -325,6 +332,7 @@ class StepWorkflow(Workflow):
             task_id=task.id,
             phase=last.phase,
             step=len(history),
+            marks=marks,
         )
         return await actor.prompt(observation, history)
 
@@ -377,15 +385,24 @@ class StepWorkflow(Workflow):
         for step in range(budget):
             try:
                 shot = await env.ascreenshot(self.config.observation_size)
+                marks = await read_marks(actor.reader, shot, env.device_size, env)
             except InfraError as exc:
                 return self._infra(env, task, exc), None
+            except ReaderError as exc:  # a screen no reader can read (empty, absurd size): this episode stops
+                return Termination(TerminationReason.ERROR, f"reader: {exc}"), None
             turns.screenshot, turns.step = shot, step
             try:
                 step_goal = await self.step_goal(turns)
             except AdviserError as exc:
                 return exc.termination, None
             obs = Observation(
-                screenshot=shot, goal=step_goal, device_size=env.device_size, task_id=task.id, phase=phase, step=step
+                screenshot=shot,
+                goal=step_goal,
+                device_size=env.device_size,
+                task_id=task.id,
+                phase=phase,
+                step=step,
+                marks=marks,
             )
             try:
                 decision = await actor.act(obs, history)

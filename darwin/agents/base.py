@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from darwin.actions import Action
 from darwin.envs.base import PhoneEnv
 from darwin.policies.base import Policy
+from darwin.readers.base import Reader
 from darwin.types import (
     Decision,
     EpisodeSampling,
@@ -71,9 +72,21 @@ class Actor(ABC):
         truncated episode's next state, for the critic); ``None`` for actors without a model."""
         return None
 
+    @property
+    def reader(self) -> Reader | None:
+        """What reads each screen into the observation's marks before :meth:`act` (the
+        workflow calls it); ``None``: the observation carries no marks."""
+        return None
+
 
 class Agent(ABC):
-    """A VLM agent's prompt building and output parsing, kept outside the learner."""
+    """A VLM agent's prompt building and output parsing, kept outside the learner.
+
+    ``reader`` reads each screen into marks before :meth:`build_context` sees it (the
+    workflow calls it: :func:`darwin.readers.read_marks`); ``None`` sees pixels only.
+    """
+
+    reader: Reader | None = None
 
     @abstractmethod
     def build_context(self, observation: Observation, history: Sequence[Transition]) -> Prompt:
@@ -106,6 +119,10 @@ class ModelActor(Actor):
 
     def use_sampling(self, sampling: EpisodeSampling | None) -> None:
         self.sampling = sampling
+
+    @property
+    def reader(self) -> Reader | None:
+        return self.agent.reader
 
     def start_episode(self, task: Task) -> None:
         self._requests = 0

@@ -19,6 +19,13 @@ listing the format, then one user turn with the screenshot(s) and ``Goal: ...`` 
 out by default, see ``TinyAgentConfig.invalid_history``). A memory with notes (app
 knowledge, summaries) adds a ``Notes:`` block between the goal and ``Done:``.
 
+With a reader (``TinyAgentConfig.reader``: ``ocr``, ``elements``) the observation's marks are
+listed after the goal (``Screen:`` then ``[k] text`` lines) and four pointing calls join the
+action space: ``click(#k)`` and ``long_press(#k)`` press mark ``k``'s centre, ``type(#k)``
+types mark ``k``'s text and ``type(@i:j)`` the goal's words ``i`` to ``j - 1``
+(:mod:`darwin.agents.pointing`). :meth:`TinyAgent.format_action` writes them wherever a mark
+or the goal covers the action (``point=True``), so demonstrations teach pointing.
+
     >>> import numpy as np
     >>> from darwin.actions import Click
     >>> from darwin.agents.tiny import TinyAgent
@@ -37,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from darwin.actions import (
     Action,
@@ -60,6 +67,16 @@ from darwin.agents.coords import (
     visual_tokens,
 )
 from darwin.agents.parsing import MAX_PARSE_CHARS, Call, find_calls, numbers
+from darwin.agents.pointing import (
+    PointingError,
+    draw_marks,
+    find_goal_span,
+    goal_span,
+    mark,
+    mark_at,
+    mark_with_text,
+    marks_text,
+)
 from darwin.agents.vlm import (
     Geometry,
     OffScreen,
@@ -70,13 +87,17 @@ from darwin.agents.vlm import (
     parse_direction,
     quote,
 )
+from darwin.components import ComponentSpec, build_component, check_component
 from darwin.memory.base import HistoryItem, Memory, format_notes
+from darwin.readers.base import Reader
 from darwin.types import ChatMessage, Observation, ParseError, Prompt, Transition
 
 ACTION_SPACE = (
     "click(x,y) long_press(x,y) type('text') scroll(x,y,up|down|left|right) drag(x1,y1,x2,y2) "
     "open_app('name') press_home() press_back() wait() finished('message') answer('text')"
 )
+POINTING_SPACE = "click(#k) long_press(#k) type(#k) type(@i:j)"
+"""The pointing calls a reader adds: mark ``k``, goal words ``i`` to ``j - 1``."""
 
 _NAMES = frozenset(
     {
@@ -112,6 +133,24 @@ class TinyAgentConfig(BaseModel):
         description="unparseable past responses: 'omit' leaves them out of the history, so the next step "
         "retries from the same context; 'mark' shows them as 'invalid'",
     )
+    reader: ComponentSpec = Field(
+        ComponentSpec(name="none"),
+        description="what reads each screen into marks (darwin.readers): none (pixels only), ocr (RapidOCR on the "
+        "screenshot), elements (the accessibility tree), or the import path of a Reader class",
+    )
+    list_marks: bool = Field(True, description="with a reader: list the marks after the goal as '[k] text' lines")
+    draw_marks: bool = Field(False, description="with a reader: outline the marks and their numbers on the screenshot")
+    point: bool = Field(
+        True,
+        description="with a reader: format_action (SFT targets) writes click(#k)/type(#k)/type(@i:j) wherever a mark "
+        "or the goal covers the action; the parser reads them either way",
+    )
+
+    @field_validator("reader")
+    @classmethod
+    def _check_reader(cls, spec: ComponentSpec) -> ComponentSpec:
+        check_component("reader", spec)  # an unknown name fails here, with the close match
+        return spec
 
     @property
     def convention(self) -> CoordinateConvention:
@@ -132,8 +171,11 @@ class TinyAgent(VLMAgent):
     ) -> None:
         if config is not None and overrides:
             raise TypeError("pass either a TinyAgentConfig or keyword overrides, not both")
-        super().__init__(memory)
-        self.config = config if config is not None else TinyAgentConfig.model_validate(overrides)
+        config = config if config is not None else TinyAgentConfig.model_validate(overrides)
+        reader = build_component("reader", config.reader)
+        assert isinstance(reader, Reader)  # checked by build_component
+        super().__init__(memory, reader if reader.reads else None)
+        self.config = config
         self.convention = self.config.convention
 
     # ---------------------------------------------------------------- prompt (psi)
@@ -144,11 +186,18 @@ class TinyAgent(VLMAgent):
             coords = f"x,y: screen pixels of the {w}x{h} screen."
         else:
             coords = f"x,y: 0-{grid - 1} across the screen width and height."
-        return f"Phone agent. Reply with one action:\n{ACTION_SPACE}\n{coords}"
+        if self.reader is None:
+            return f"Phone agent. Reply with one action:\n{ACTION_SPACE}\n{coords}"
+        return (
+            f"Phone agent. Reply with one action:\n{ACTION_SPACE} {POINTING_SPACE}\n{coords}\n"
+            "#k: screen mark k. @i:j: goal words i to j-1 (from 0)."
+        )
 
     def build_context(self, observation: Observation, history: Sequence[Transition]) -> Prompt:
         system = self.system_text(observation) if self.config.system_prompt else ""
         goal = f"Goal: {observation.goal}"
+        if observation.marks and self.config.list_marks:
+            goal += "\nScreen:\n" + marks_text(observation.marks)
         h, w = observation.screenshot.shape[:2]
         image_tokens = visual_tokens(h, w)
         if self.config.invalid_history == "omit":
@@ -163,7 +212,10 @@ class TinyAgent(VLMAgent):
             text += "\n" + format_notes(window.notes)
         if window.entries:
             text += "\nDone: " + "; ".join(e.text for e in window.entries)
-        images = (*window.images, observation.screenshot)
+        screen = observation.screenshot
+        if observation.marks and self.config.draw_marks:
+            screen = draw_marks(screen, observation.marks, observation.device_size)
+        images = (*window.images, screen)
         messages = [ChatMessage(role="system", text=system)] if system else []
         messages.append(ChatMessage(role="user", text=text, images=images))
         return Prompt(messages=tuple(messages))
@@ -190,7 +242,9 @@ class TinyAgent(VLMAgent):
         geo = Geometry(self.convention, observation, self.config.off_screen)
         call = calls[0]
         try:
-            action = _convert(call, geo)
+            action = _pointed(call, observation)
+            if action is None:
+                action = _convert(call, geo)
         except Reject as e:
             return ParsedOutput(
                 error=ParseError(reason=f"{call.name}(): {e.reason}", text=text),
@@ -210,6 +264,31 @@ class TinyAgent(VLMAgent):
 
     # ---------------------------------------------------------------- inverse
     def format_action(self, action: Action, observation: Observation) -> str:
+        """The text for ``action``: a pointing call where :attr:`TinyAgentConfig.point` is on and
+        a mark or the goal covers it (:meth:`pointing_text`), else :meth:`plain_text`."""
+        pointed = self.pointing_text(action, observation) if self.config.point else None
+        return pointed if pointed is not None else self.plain_text(action, observation)
+
+    def pointing_text(self, action: Action, observation: Observation) -> str | None:
+        """``click(#k)``/``long_press(#k)`` for a press inside mark ``k`` (the smallest holding the
+        point), ``type(@i:j)`` for text that is a span of the goal's words, ``type(#k)`` for
+        text a mark reads; None where nothing covers the action (no marks: always None)."""
+        marks = observation.marks
+        if isinstance(action, (Click, LongPress)) and marks:
+            k = mark_at(marks, action.x, action.y)
+            if k is not None:
+                return f"{'click' if isinstance(action, Click) else 'long_press'}(#{k})"
+        if isinstance(action, Type) and self.reader is not None and action.content:
+            span = find_goal_span(observation.goal, action.content)
+            if span is not None:
+                return f"type(@{span[0]}:{span[1]})"
+            k = mark_with_text(marks, action.content)
+            if k is not None:
+                return f"type(#{k})"
+        return None
+
+    def plain_text(self, action: Action, observation: Observation) -> str:
+        """The text for ``action`` with its coordinates and strings written out."""
         geo = Geometry(self.convention, observation, "clamp")
 
         def pt(x: int, y: int) -> str:
@@ -239,6 +318,47 @@ class TinyAgent(VLMAgent):
         if isinstance(action, Answer):
             return f"answer({quote(action.content)})"
         raise TypeError(f"unknown action {action!r}")
+
+
+def _reference(call: Call) -> str | None:
+    """The call's first argument as written when it is an unquoted reference (``#3``,
+    ``@2:4``), else None (``type('#3')`` types the characters ``#3``)."""
+    raw = call.text[call.text.find("(") + 1 :].lstrip()
+    if raw[:1] not in ("#", "@"):
+        return None
+    return raw.split(")", 1)[0].split(",", 1)[0].strip()
+
+
+def _index(text: str, what: str) -> int:
+    digits = text.strip()
+    if not digits.isdigit() or len(digits) > 6:
+        raise Reject(f"{what} {text!r} is not a number (write e.g. #3 or @2:4)")
+    return int(digits)
+
+
+def _pointed(call: Call, observation: Observation) -> Action | None:
+    """The action of a pointing call (``click(#k)``, ``long_press(#k)``, ``type(#k)``,
+    ``type(@i:j)``), None for a call with plain arguments; a reference to nothing rejects."""
+    ref = _reference(call)
+    if ref is None:
+        return None
+    try:
+        if ref.startswith("#"):
+            target = mark(observation.marks, _index(ref[1:], "mark"))
+            if call.name in ("click", "long_press"):
+                x, y = target.center
+                return build_action(Click if call.name == "click" else LongPress, x=x, y=y)
+            if call.name == "type":
+                return build_action(Type, content=target.text)
+            raise Reject(f"{call.name}() cannot point at a mark (only click, long_press and type can)")
+        if call.name != "type":
+            raise Reject(f"{call.name}() cannot take a goal span (only type(@i:j) can)")
+        start, sep, end = ref[1:].partition(":")
+        if not sep:
+            raise Reject(f"goal span {ref!r} needs a start and an end: @i:j")
+        return build_action(Type, content=goal_span(observation.goal, _index(start, "start"), _index(end, "end")))
+    except PointingError as e:
+        raise Reject(str(e)) from None
 
 
 def _point_values(call: Call, count: int) -> list[float]:
@@ -289,4 +409,4 @@ def _convert(call: Call, geo: Geometry) -> Action:
     return build_action(Answer, content=_text(call, "content", "text"))
 
 
-__all__ = ["ACTION_SPACE", "TinyAgent", "TinyAgentConfig"]
+__all__ = ["ACTION_SPACE", "POINTING_SPACE", "TinyAgent", "TinyAgentConfig"]

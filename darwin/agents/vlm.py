@@ -34,7 +34,8 @@ from darwin.agents.base import Agent
 from darwin.agents.coords import CoordinateConvention, Size
 from darwin.memory.base import HistoryItem, Memory
 from darwin.memory.sliding_window import SlidingWindowMemory
-from darwin.types import Observation, ParseError, Task, Trajectory, Transition
+from darwin.readers.base import Reader
+from darwin.types import Mark, Observation, ParseError, Task, Trajectory, Transition
 
 logger = logging.getLogger(__name__)
 
@@ -180,11 +181,12 @@ class VLMAgent(Agent):
     inverse of :meth:`parse`, used for scripted steps in the history and for SFT targets).
     """
 
-    def __init__(self, memory: Memory | None = None) -> None:
+    def __init__(self, memory: Memory | None = None, reader: Reader | None = None) -> None:
         self.memory: Memory = memory if memory is not None else SlidingWindowMemory()
+        self.reader = reader
         # Past responses parsed once per episode: render() is called for every past step at
         # every step, which would otherwise re-parse the whole history each time (quadratic).
-        self._parsed: dict[tuple[str, tuple[int, ...], tuple[int, int]], ParsedOutput] = {}
+        self._parsed: dict[tuple[str, tuple[int, ...], tuple[int, int], str, tuple[Mark, ...]], ParsedOutput] = {}
 
     def start_episode(self, task: Task | None = None) -> None:
         self._parsed.clear()
@@ -192,8 +194,8 @@ class VLMAgent(Agent):
 
     def parse_cached(self, text: str, observation: Observation) -> ParsedOutput:
         """:meth:`parse`, remembered for the episode (the result depends only on the text, the
-        screenshot's size and the device's size)."""
-        key = (text, observation.screenshot.shape, observation.device_size)
+        screenshot's size, the device's size and, for pointing actions, the goal and the marks)."""
+        key = (text, observation.screenshot.shape, observation.device_size, observation.goal, observation.marks)
         parsed = self._parsed.get(key)
         if parsed is None:
             if len(self._parsed) >= 4096:  # an agent used without start_episode: stay bounded

@@ -1,0 +1,125 @@
+"""Marks in the tiny agent's prompt and actions that point at them (issue 72)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from darwin.actions import Click, Direction, LongPress, Scroll, Type
+from darwin.agents.pointing import (
+    PointingError,
+    draw_marks,
+    find_goal_span,
+    goal_span,
+    mark_at,
+    mark_with_text,
+    marks_text,
+)
+from darwin.agents.tiny import ACTION_SPACE, POINTING_SPACE, TinyAgent
+from darwin.components import ComponentError
+from darwin.types import Mark, Observation
+
+MARKS = (
+    Mark("Paris", (0, 400, 1080, 520), clickable=True),
+    Mark("Berlin", (0, 520, 1080, 640), clickable=True),
+    Mark("Search", (40, 540, 200, 600)),  # inside Berlin's row: the smaller mark wins
+)
+
+
+def marked(goal: str = "Search stays in Berlin for 2 adults", marks: tuple[Mark, ...] = MARKS) -> Observation:
+    return Observation(screenshot=np.zeros((560, 252, 3), np.uint8), goal=goal, device_size=(1080, 2400), marks=marks)
+
+
+def reading_agent(**overrides: object) -> TinyAgent:
+    return TinyAgent(reader={"name": "elements"}, **overrides)
+
+
+def test_marks_reach_the_prompt_as_numbered_lines():
+    agent = reading_agent()
+    text = agent.build_context(marked(), []).messages[-1].text
+    assert "Screen:\n[0] Paris\n[1] Berlin\n[2] Search" in text
+    assert POINTING_SPACE in agent.system_text(marked())
+    assert "#k" not in TinyAgent().system_text(marked())  # no reader: the prompt is unchanged
+    assert "Screen:" not in reading_agent(list_marks=False).build_context(marked(), []).messages[-1].text
+
+
+def test_a_press_points_at_the_smallest_mark_that_holds_it_and_comes_back():
+    agent, obs = reading_agent(), marked()
+    assert agent.format_action(Click(x=100, y=570), obs) == "click(#2)"
+    assert agent.format_action(Click(x=900, y=570), obs) == "click(#1)"
+    assert agent.format_action(LongPress(x=10, y=410), obs) == "long_press(#0)"
+    for text in ("click(#1)", "long_press(#0)", "click(#2)"):
+        action = agent.project_action(text, obs)
+        assert MARKS[int(text.split("#")[1][0])].contains(action.x, action.y)
+        assert agent.format_action(action, obs) == text
+    # nothing under the press: the coordinates are written out
+    assert agent.format_action(Click(x=540, y=2000), obs) == agent.plain_text(Click(x=540, y=2000), obs)
+
+
+def test_type_copies_a_goal_span_or_a_mark_by_reference():
+    agent, obs = reading_agent(), marked()
+    assert agent.format_action(Type(content="Berlin"), obs) == "type(@3:4)"
+    assert agent.project_action("type(@3:4)", obs) == Type(content="Berlin")
+    assert agent.project_action("type(@0:2)", obs) == Type(content="Search stays")
+    assert agent.format_action(Type(content="Paris"), obs) == "type(#0)"
+    assert agent.project_action("type(#0)", obs) == Type(content="Paris")
+    # a quoted '#0' is the characters, not a reference
+    assert agent.project_action("type('#0')", obs) == Type(content="#0")
+    # a string nowhere on screen or in the goal is spelled out
+    assert agent.format_action(Type(content="Oslo"), obs) == "type('Oslo')"
+    assert reading_agent(point=False).format_action(Type(content="Berlin"), obs) == "type('Berlin')"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "click(#3)",
+        "click(#99999999999)",
+        "type(@4:3)",
+        "type(@0:99)",
+        "type(@2)",
+        "scroll(#1)",
+        "click(#x)",
+        "open_app(#0)",
+    ],
+)
+def test_a_reference_to_nothing_is_a_format_error_never_a_crash(text):
+    parsed = reading_agent().parse(text, marked())
+    assert parsed.action is None and parsed.error is not None
+
+
+def test_pointing_without_marks_is_a_format_error():
+    parsed = reading_agent().parse("click(#0)", marked(marks=()))
+    assert parsed.action is None and parsed.error is not None
+    assert "#0 is not a mark of this screen (it has 0" in parsed.error.reason
+
+
+def test_chinese_goals_point_per_character():
+    obs = marked(goal="搜索柏林的住宿", marks=())
+    assert find_goal_span(obs.goal, "柏林") == (2, 4)
+    assert reading_agent().format_action(Type(content="柏林"), obs) == "type(@2:4)"
+    assert reading_agent().project_action("type(@2:4)", obs) == Type(content="柏林")
+
+
+def test_helpers_on_hand_built_marks():
+    assert mark_at(MARKS, 100, 570) == 2 and mark_at(MARKS, 5, 2300) is None
+    assert mark_with_text(MARKS, "berlin") is None  # typing copies exactly: case matters
+    assert mark_with_text(MARKS, "Berlin") == 1
+    assert marks_text(MARKS[:2]) == "[0] Paris\n[1] Berlin"
+    with pytest.raises(PointingError, match="words"):
+        goal_span("two words", 0, 3)
+    drawn = draw_marks(np.zeros((560, 252, 3), np.uint8), MARKS, (1080, 2400))
+    assert drawn.shape == (560, 252, 3) and drawn.any()
+
+
+def test_an_unknown_reader_fails_at_build_time_with_the_close_match():
+    with pytest.raises((ComponentError, ValueError), match="ocr"):
+        TinyAgent(reader={"name": "ocrr"})
+
+
+def test_the_plain_action_space_is_unchanged():
+    assert "#" not in ACTION_SPACE
+    obs = dataclasses.replace(marked(), marks=())
+    assert TinyAgent().format_action(Scroll(x=540, y=1200, direction=Direction.DOWN), obs) == "scroll(50,50,down)"
