@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -39,6 +39,7 @@ from darwin.types import (
 
 if TYPE_CHECKING:
     from darwin.envs.sim.ui import Widget
+    from darwin.readers.base import Reader
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +94,12 @@ class _RecordingOracle(Actor):
         self._env = env
         await self.oracle.start_phase(env, task, phase, instruction, verifier)
 
+    @property
+    def reader(self) -> Reader | None:
+        """The agent's: the workflow reads every screen with it, so demonstrations carry the
+        marks (and point at them) as the agent's rollouts will."""
+        return self.agent.reader
+
     async def _hit(self, action: Action) -> tuple[Widget | None, bool]:
         """The widget a tap or long press hits on the phone's current screen, and whether that
         screen is the launcher (no app in front, no popup)."""
@@ -124,7 +131,7 @@ class _RecordingOracle(Actor):
             and widget.text
         ):
             action, target_box = OpenApp(app=widget.text), None
-        text = self.agent.format_action(action, observation)
+        text = self._pointing_press(action, widget, observation) or self.agent.format_action(action, observation)
         parsed = self.agent.parse(text, observation)
         if parsed.action is None:  # a format_action/parse mismatch is a bug in the agent
             raise RuntimeError(f"TinyAgent cannot read its own output {text!r}: {parsed.error}")
@@ -143,6 +150,25 @@ class _RecordingOracle(Actor):
             )
         )
         return Decision(action=parsed.action, generation=Generation(text=text), prompt=prompt)
+
+    def _pointing_press(self, action: Action, widget: Widget | None, observation: Observation) -> str | None:
+        """``click(#k)`` / ``long_press(#k)`` for a press on ``widget`` when the centre of mark
+        ``k`` (the smallest such) hits the same widget; the plain coordinates where no mark's
+        centre does (a mark of text beside an icon, or none). None for other actions
+        (``format_action`` decides: a typed goal span or mark text is copied by reference)."""
+        from darwin.actions import Click, LongPress
+
+        if not isinstance(action, (Click, LongPress)) or not observation.marks or not self.agent.config.point:
+            return None
+        name = "click" if isinstance(action, Click) else "long_press"
+        if widget is None:  # a press on nothing (or a phone without a state probe): no mark stands for it
+            return self.agent.plain_text(action, observation)
+        layout = self._mirror.layout()  # the screen _hit restored
+        by_size = sorted(range(len(observation.marks)), key=lambda k: observation.marks[k].area)
+        for k in by_size:
+            if layout.hit(*observation.marks[k].center) is widget:
+                return f"{name}(#{k})"
+        return self.agent.plain_text(action, observation)
 
 
 @dataclass(frozen=True)
@@ -168,13 +194,16 @@ def _ended_by(trajectory: Trajectory) -> TerminationReason:
     return trajectory.termination.reason
 
 
-def collect_demonstrations(config: SFTConfig, *, heldout: bool = False) -> tuple[list[Demonstration], DemoStats]:
+def collect_demonstrations(
+    config: SFTConfig, *, heldout: bool = False, on_episode: Callable[[int, int], None] | None = None
+) -> tuple[list[Demonstration], DemoStats]:
     """Run the oracle on perturbed SimPhones through the real workflow and record every step.
 
     Phone ``i`` (seed ``phone_seed + i``, or after the demo phones for ``heldout``) plays
     its share of the episodes round-robin, in its own shuffled task order (seeded by
     ``config.seed``), returning home between episodes but keeping its state, as training
-    phones do. Deterministic for a given config.
+    phones do. Deterministic for a given config. ``on_episode(done, total)`` follows the
+    episodes played (progress displays).
     """
     from darwin.envs.sim.env import SimPhoneEnv
     from darwin.workflows.step import LifecycleWorkflow, StepConfig
@@ -207,6 +236,8 @@ def collect_demonstrations(config: SFTConfig, *, heldout: bool = False) -> tuple
             await env.ago_home()
             counts["episodes"] += 1
             counts["successes"] += bool(trajectory.success)
+            if on_episode is not None:
+                on_episode(counts["episodes"], episodes)
             # The workflow ends an episode whose goal already holds before anyone acts.
             if config.skip_done_episodes and _ended_by(trajectory) == TerminationReason.ALREADY_DONE:
                 counts["skipped"] += 1

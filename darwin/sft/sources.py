@@ -19,6 +19,7 @@ prompt code.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ from darwin.actions import Action
 from darwin.agents.base import ModelActor
 from darwin.agents.vlm import VLMAgent
 from darwin.policies.base import Policy
+from darwin.readers.base import ReaderUnavailable, read_marks
 from darwin.types import (
     Decision,
     Generation,
@@ -327,13 +329,31 @@ def _response(agent: VLMAgent, step: DemoStep) -> str:
     return agent.format_action(step.action, step.observation)
 
 
+async def _read(agent: VLMAgent, step: DemoStep, source: str) -> DemoStep:
+    """``step`` with its screen read by ``agent``'s reader (marks recorded with the step are
+    kept): a demonstration from a file or a run has a screenshot but no phone, so only a
+    reader of pixels can read it."""
+    if agent.reader is None or step.observation.marks:
+        return step
+    if agent.reader.needs_phone:
+        raise ReaderUnavailable(
+            f"{source}: the agent's reader ({agent.reader.cache_key}) reads a phone's accessibility tree, and a "
+            "stored demonstration has only its screenshot: train with agent.reader='ocr', or record the "
+            "demonstrations with the marks on their observations"
+        )
+    observation = step.observation
+    marks = await read_marks(agent.reader, observation.screenshot, observation.device_size)
+    return dataclasses.replace(step, observation=dataclasses.replace(observation, marks=marks))
+
+
 def build_examples(make_agent: Callable[[], VLMAgent], episodes: Sequence[DemoEpisode]) -> list[Example]:
     """Training examples of ``episodes`` for the agent ``make_agent()`` builds.
 
     Each episode is played by a :class:`~darwin.agents.base.ModelActor` of a fresh agent over
     a policy that answers with the demonstrated response: the example's prompt is exactly
     what that agent sends its policy at the step, with the history of its own (parsed)
-    decisions, as in a rollout. Steps whose response does not parse stay in the history but
+    decisions, as in a rollout. With a reader on the agent each screen is read as a rollout
+    reads it (stored demonstrations carry no phone: a reader of pixels only). Steps whose response does not parse stay in the history but
     are not examples.
     """
 
@@ -346,6 +366,7 @@ def build_examples(make_agent: Callable[[], VLMAgent], episodes: Sequence[DemoEp
             agent.start_episode(ep.task)
             history: list[Transition] = []
             for step in ep.steps:
+                step = await _read(agent, step, ep.source)
                 policy.text = _response(agent, step)
                 decision: Decision = await actor.act(step.observation, history)
                 prompt = policy.prompts[-1]
