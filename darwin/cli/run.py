@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from darwin.run.config import SelfEvolutionConfig
     from darwin.run.recipe import RunProgress
 from darwin.cli.common import credentials_fail_cleanly, task_names_line
+from darwin.progress import LineSchedule
 
 console = Console()
 
@@ -107,7 +108,8 @@ def run_cmd(
     console.print(guard_notice(config, build_guard(config)), highlight=False, soft_wrap=True)
 
     def table(p: RunProgress) -> Table:
-        t = Table(title=f"darwin run {config.name}: {p.stage}{f' ({p.detail})' if p.detail else ''}")
+        timing = f" - {p.in_stage.timing()}" if p.in_stage.stage else ""
+        t = Table(title=f"darwin run {config.name}: {p.stage}{f' ({p.detail})' if p.detail else ''}{timing}")
         t.add_column("phones", justify="right")
         t.add_column("env steps", justify="right")
         t.add_column("steps/s", justify="right")
@@ -175,28 +177,45 @@ def run_cmd(
 
 
 class _ProgressLines:
-    """Progress for a non-terminal stdout: a timestamped line per stage or update change."""
+    """Progress for a non-terminal stdout (a log file, CI): a timestamped line per stage or update
+    change, and one every :data:`~darwin.progress.LINE_EVERY_S` seconds within a stage (the run
+    refreshes its progress every few seconds, :class:`~darwin.progress.Heartbeat`), each with the
+    stage's elapsed time and what is left: a log never looks hung."""
 
-    def __init__(self) -> None:
-        self.started = time.perf_counter()
-        self.last: tuple[str, int] | None = None
+    def __init__(self, schedule: LineSchedule | None = None, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.started = clock()
+        self.schedule = schedule or LineSchedule()
+        self.finished: set[tuple[str, int | None]] = set()  # stages whose finished line was printed
 
     def __call__(self, p: RunProgress) -> None:
         # A line when a learner update starts and one when the rollout goes on after it, plus one
         # for each other stage (warm start, evaluations): a log shows what the run was doing last.
+        # Within a stage, one every schedule interval (the log shows the run is not hung), and one
+        # when the stage's counted work is all done (the log keeps what each stage took).
         key = ("update" if p.stage.startswith("update") else p.stage, p.update)
-        if key == self.last:
+        stage = p.in_stage
+        finished = (stage.stage, stage.total) if stage.total is not None and stage.done >= stage.total else None
+        if finished is not None and finished not in self.finished:
+            self.finished.add(finished)
+            self.schedule.due(key)  # a new key is shown by this line: not again by the next report
+        elif not self.schedule.due(key):
             return
-        self.last = key
-        elapsed = f"[{time.perf_counter() - self.started:6.0f}s]"
-        if p.stage.startswith(("warm start", "evaluation (warm start)")):  # before RL: no RL counters
-            console.print(f"{elapsed} {p.stage}{f' ({p.detail})' if p.detail else ''}", highlight=False, soft_wrap=True)
+        elapsed = f"[{self.clock() - self.started:6.0f}s]"
+        timing = p.in_stage.timing() if p.in_stage.stage else ""
+        if not p.stage.startswith(("rollout", "update")):  # warm start, setup, evaluations: no RL counters
+            console.print(
+                f"{elapsed} {p.stage}{f' ({p.detail})' if p.detail else ''}{f': {timing}' if timing else ''}",
+                highlight=False,
+                soft_wrap=True,
+            )
             return
         rate = "-" if p.recent_success is None else f"{100 * p.recent_success:.0f}%"
         warm = " (critic warm-up)" if p.warmup else ""
         console.print(
             f"{elapsed} {p.stage}: update {p.update}/{p.updates}{warm}, "
-            f"{p.env_steps} env steps ({p.steps_per_s:.1f}/s), {p.episodes} episodes, success (last 20) {rate}",
+            f"{p.env_steps} env steps ({p.steps_per_s:.1f}/s), {p.episodes} episodes, success (last 20) {rate}"
+            f"{f'; {p.in_stage.line()}' if timing else ''}",
             highlight=False,
             soft_wrap=True,
         )

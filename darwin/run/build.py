@@ -128,15 +128,16 @@ def warm_start_checkpoint(
     *,
     on_phase: Callable[[str], None] | None = None,
     on_step: Callable[[StepStats], None] | None = None,
+    on_advance: Callable[[int, int, str], None] | None = None,
 ) -> Path:
     """The warm-start checkpoint: ``checkpoint``, or the SFT warm start for ``sft``
-    (trained once, cached under ``cache_dir``; ``on_phase`` / ``on_step`` follow the
-    training as :func:`~darwin.sft.training.train_sft` reports it)."""
+    (trained once, cached under ``cache_dir``; ``on_phase`` / ``on_step`` / ``on_advance``
+    follow the training as :func:`~darwin.sft.training.train_sft` reports it)."""
     from darwin.sft.cache import ensure_warm_start
 
     if config.checkpoint:
         return Path(config.checkpoint)
-    return ensure_warm_start(config.cache_dir, config.sft, on_phase=on_phase, on_step=on_step)
+    return ensure_warm_start(config.cache_dir, config.sft, on_phase=on_phase, on_step=on_step, on_advance=on_advance)
 
 
 def build_policy_pool(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import JsonValue, TypeAdapter
 
 from darwin.evaluate import EvalResult, evaluate_paired, summarize_episodes
+from darwin.progress import Heartbeat, StageClock, StageProgress
 from darwin.run.build import (
     build_curriculum,
     build_eval_phones,
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from darwin.envs.guard import ActionGuard
     from darwin.learner.base import Learner
     from darwin.learner.metrics import UpdateMetrics
+    from darwin.readers.base import ReaderStats
     from darwin.replay_buffer import ReplayBuffer
     from darwin.rollout import RolloutEngine
     from darwin.run.config import ExperimentConfig
@@ -99,7 +102,9 @@ class RunProgress:
     policy_version: int = 0
     stage: str = "starting"
     detail: str = ""
-    """What the stage is doing now, e.g. the warm start's SFT step, loss and time left."""
+    """What the stage is doing now, e.g. the warm start's SFT loss."""
+    in_stage: StageProgress = field(default_factory=StageProgress)
+    """How long the stage has run and what is left of it (the RL stage spans rollouts and updates)."""
 
 
 @dataclass
@@ -234,8 +239,14 @@ class TrainingRecipe:
         self._env_offset = 0  # phone steps before this process (a resumed run's)
         self._saved_pending: set[str] = set()  # episode ids of the last checkpoint's untrained trajectories
         self._batch_lag: list[int] = []  # policy versions each step of the current batch lags behind
-        self._sft_clock: tuple[float, float] = (0.0, 0.0)  # (first SFT step's time, last detail shown)
+        self._sft_shown = 0.0  # when the SFT loss was last shown
+        self._advance_shown = 0.0  # when a stage's count of work done was last shown
+        self.stage_clock = StageClock()
+        # the recipe's loop, the SFT thread and the heartbeat all report; one report at a time
+        self._reporting = threading.Lock()
         self._learner_s = 0.0  # this process's seconds in learner updates
+        self._reader_before: dict[str, ReaderStats] = {}  # the readers' counters at the last update's log
+        self._reader_clock = time.perf_counter()
         self._cost_before = RunCost()  # a resumed run's cost up to its checkpoint
         self.verification = VerificationWatch(config.verification_watch)
 
@@ -256,9 +267,10 @@ class TrainingRecipe:
             config,
             on_phase=lambda name: self._show(f"warm start: SFT {name}"),
             on_step=self._sft_step,
+            on_advance=self._advance,
         )
-        self.progress.detail = ""
         self.timings["warm_start_s"] = time.perf_counter() - clock
+        self._show("setup (policy, learner, phones)")
         self.report.write_warm_start(warm)
         self.pool = build_policy_pool(config, warm, run_dir=self.run_dir)
         self.tasks = config.resolve_tasks()
@@ -317,6 +329,11 @@ class TrainingRecipe:
         assert learner is not None, "call setup() first"
         if self._evaluates and "warm_start" not in self.evaluations:
             await self.evaluate("warm_start")
+        # one clock over the RL loop: what is left is the updates to go, or the time budget's rest
+        first = learner.updates
+        with self._reporting:
+            self.progress.stage = "rollout"
+            self.stage_clock.start("RL", total=config.updates - first, unit="updates", budget_s=config.time_budget_s)
         self._start_rollout()
         started = time.perf_counter()
         while learner.updates < config.updates:
@@ -325,6 +342,7 @@ class TrainingRecipe:
                 break
             batch = await self.collect()
             update = await self.update(batch)
+            self.stage_clock.advance(learner.updates - first)
             self.log(batch, update)
             await self.save()
             self.watch_verification(batch, update)
@@ -383,6 +401,26 @@ class TrainingRecipe:
         self._learner_s += time.perf_counter() - clock  # the learner-seconds of the cost figures
         return metrics
 
+    def _reader_metrics(self) -> dict[str, float]:
+        """The agent's reader since the last update, in this process: ms per screen (cache hits
+        included), the cache's hit rate, and its share of the phones' wall time (phones x the
+        interval). Empty without a reader; a fleet's remote phones read in their own processes."""
+        from darwin.readers.base import reader_stats
+
+        now, clock = reader_stats(), time.perf_counter()
+        before, since = self._reader_before, self._reader_clock
+        self._reader_before, self._reader_clock = now, clock
+        phones = max(1, len(self.envs))
+        out: dict[str, float] = {}
+        for key, total in now.items():
+            delta = total.since(before[key]) if key in before else total
+            if not delta.screens:
+                continue
+            out[f"reader/{key}/ms_per_screen"] = delta.ms_per_screen or 0.0
+            out[f"reader/{key}/cache_hit_rate"] = delta.hit_rate or 0.0
+            out[f"reader/{key}/share_of_phone_time"] = delta.total_seconds / (phones * max(clock - since, 1e-9))
+        return out
+
     def log(self, batch: list[Trajectory], update: UpdateMetrics) -> None:
         """What this update trained on and what it measured (metrics.jsonl, TensorBoard, updates.jsonl)."""
         assert self.engine is not None and self.curriculum is not None
@@ -416,6 +454,7 @@ class TrainingRecipe:
                 "policy_version_lag_mean": sum(self._batch_lag) / max(1, len(self._batch_lag)),
                 "policy_version_lag_max": max(self._batch_lag, default=0),
                 **{f"truncations/{k}": v for k, v in stats.truncation_causes.items()},
+                **self._reader_metrics(),
             },
         )
         weights = getattr(self.curriculum, "weights", None)
@@ -447,7 +486,7 @@ class TrainingRecipe:
             and self.eval_workflow is not None
             and self.store is not None
         )
-        self._show(f"evaluation ({label.replace('_', ' ')})")
+        self._show(f"evaluation ({label.replace('_', ' ')})", unit="episodes")
         clock = time.perf_counter()
         phones = build_eval_phones(self.config, training=self.fleet.envs if self.fleet is not None else self.envs)
         run_id = self.store.start_run(f"{self.config.name} evaluation {label}", config=None)
@@ -463,6 +502,7 @@ class TrainingRecipe:
             store=self.store,
             run_id=run_id,
             guard=self.guard,
+            on_episode=self._advance,
         )
         self.evaluations[label] = result
         self.report.save_evaluations(self.evaluations)
@@ -561,26 +601,41 @@ class TrainingRecipe:
                 self.state.run_id, event.phone, event.kind, event.reason, event.episodes, replacement=event.replacement
             )
 
-    def _show(self, stage: str) -> None:
-        self.progress.stage = stage
-        self.progress.detail = ""
-        self._refresh()
+    def _show(self, stage: str, total: int | None = None, unit: str = "") -> None:
+        """A new stage (its clock starts, but the RL loop's rollouts and updates share the RL clock)."""
+        with self._reporting:  # the heartbeat never shows the new stage with the old one's clock
+            self.progress.stage = stage
+            self.progress.detail = ""
+            if self.stage_clock.stage != "RL" or not stage.startswith(("rollout", "update")):
+                self.stage_clock.start(stage, total, unit)
+            self._report()
+
+    def _advance(self, done: int, total: int | None = None, unit: str | None = None) -> None:
+        """The stage has ``done`` of ``total`` units finished: its clock moves on, and the display
+        with it at most every second (and when the stage's work is all done)."""
+        self.stage_clock.advance(done, total, unit)
+        now = time.perf_counter()
+        if (total is not None and done >= total) or now - self._advance_shown >= 1.0:
+            self._advance_shown = now
+            self._refresh()
 
     def _sft_step(self, step: StepStats) -> None:
-        """The warm start's training step as the stage's detail, at most every 2 seconds."""
+        """The warm start's training loss as the stage's detail, at most every 2 seconds (the
+        stage clock has the steps done and left)."""
         now = time.perf_counter()
-        if step.step == 1:
-            self._sft_clock = (now, 0.0)
-        first, shown = self._sft_clock
-        if step.step < step.steps and now - shown < 2.0:
+        if step.step > 1 and step.step < step.steps and now - self._sft_shown < 2.0:
             return
-        self._sft_clock = (first, now)
-        left = (now - first) / max(step.step - 1, 1) * (step.steps - step.step)
-        self.progress.detail = f"step {step.step}/{step.steps}, loss {step.loss:.3f}, about {left:.0f}s left"
+        self._sft_shown = now
+        self.progress.detail = f"loss {step.loss:.3f}"
         self._refresh()
 
     def _refresh(self) -> None:
+        with self._reporting:
+            self._report()
+
+    def _report(self) -> None:
         progress, learner, state = self.progress, self.learner, self.state
+        progress.in_stage = self.stage_clock.snapshot()
         if self.engine is not None:
             progress.env_steps = self._env_steps
             progress.steps_per_s = self.engine.stats.steps_per_second
@@ -639,11 +694,13 @@ def _success_by_task(batch: list[Trajectory]) -> dict[str, float]:
 async def run_recipe(
     config: ExperimentConfig, run_dir: Path, resume: bool, on_progress: Callable[[RunProgress], None] | None = None
 ) -> RunResult:
-    """setup -> train -> cleanup (cleanup also after an error)."""
+    """setup -> train -> cleanup (cleanup also after an error); the progress is refreshed every
+    few seconds also while a stage reports nothing (:class:`~darwin.progress.Heartbeat`)."""
     recipe = TrainingRecipe(config, run_dir, on_progress)
     try:
-        await recipe.setup(resume)
-        return await recipe.train()
+        with Heartbeat(recipe._refresh):
+            await recipe.setup(resume)
+            return await recipe.train()
     finally:
         await recipe.cleanup()
 
@@ -660,18 +717,28 @@ async def evaluate_experiment(
     store: RunStore | None = None,
     run_id: str | None = None,
     guard: ActionGuard | None = None,
+    on_episode: Callable[[int, int], None] | None = None,
 ) -> EvalResult:
     """An experiment's paired evaluation (``darwin run`` before RL and after the last update):
     every training task and every ``evaluation.task_sets`` task under the protocol of
     ``evaluation`` (:meth:`~darwin.run.config.EvaluationConfig.protocol`), stored (with
     ``store``) like training episodes. The headline rates are the training tasks' (what the
-    run trains on); each set's are in ``per_set`` and ``per_set_greedy``."""
+    run trains on); each set's are in ``per_set`` and ``per_set_greedy``. ``on_episode(done,
+    total)`` follows the episodes played (progress displays)."""
     started = time.perf_counter()
     groups = {"train": list(tasks), **config.resolve_eval_sets()}
     every = list({t.id: t for group in groups.values() for t in group}.values())
-    report = await evaluate_paired(
-        every, envs, make_actor, config.evaluation.protocol, workflow, store, run_id, guard=guard
-    )
+    protocol = config.evaluation.protocol
+    total = len(every) * len(envs) * (int(protocol.greedy) + protocol.samples)
+    played = 0
+
+    def count(_: Trajectory) -> None:
+        nonlocal played
+        played += 1
+        if on_episode is not None:
+            on_episode(played, total)
+
+    report = await evaluate_paired(every, envs, make_actor, protocol, workflow, store, run_id, count, guard=guard)
     per_task_stats = report.per_task
     per_task = {tid: st.success_rate for tid, st in per_task_stats.items() if st.success_rate is not None}
     summaries = {tid: report.summary(tid) for tid in report.task_ids}

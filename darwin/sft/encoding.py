@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -88,13 +88,17 @@ class PromptAndTarget(Protocol):
 
 
 def encode_demonstrations(
-    vlm: VLM, demos: Sequence[Demonstration] | Sequence[PromptAndTarget], *, chunk: int = 32
+    vlm: VLM,
+    demos: Sequence[Demonstration] | Sequence[PromptAndTarget],
+    *,
+    chunk: int = 32,
+    on_chunk: Callable[[int, int], None] | None = None,
 ) -> EncodedDemos:
     """Tokenize every prompt through the policy's own path (chat template + processor) once.
 
     Screenshots are stored once each as ``uint8``; :class:`PixelEncoder` rebuilds their
     ``pixel_values`` per batch and is checked bit-exact against the processor on every
-    chunk here.
+    chunk here. ``on_chunk(done, total)`` follows the prompts encoded (progress displays).
     """
     import torch
 
@@ -139,6 +143,8 @@ def encode_demonstrations(
         if len(screens) > first_new:
             patches.append(pixels.to_patches(torch.from_numpy(np.stack(screens[first_new:]))))
         logger.debug("encoded %d prompts (%d new screens)", len(part), len(screens) - first_new)
+        if on_chunk is not None:
+            on_chunk(start + len(part), len(demos))
     targets = [tok.encode(d.target, add_special_tokens=False) + [int(eos)] for d in demos]
     proc: Any = vlm.processor  # a Qwen2-VL processor: image_token_id is its own, not ProcessorMixin's
     screen_tensor = torch.cat(patches) if patches else torch.zeros((0, 0, 3, 0), dtype=torch.uint8)

@@ -198,6 +198,7 @@ def train_sft(
     on_step: Callable[[StepStats], None] | None = None,
     on_heldout: Callable[[HeldoutMetrics], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
+    on_advance: Callable[[int, int, str], None] | None = None,
 ) -> SFTResult:
     """Collect demonstrations, behaviour-clone a fresh tiny model, save it to ``out`` (if given).
 
@@ -208,6 +209,10 @@ def train_sft(
     builds them. Training stops after ``config.steps`` optimizer steps, or earlier when the
     held-out ``stop_metric`` reaches ``stop_threshold``. Deterministic for a given config
     and thread count; global RNGs are never touched.
+
+    ``on_phase(name)`` names each phase as it starts (``demonstrations``, ``encoding``,
+    ``training``, ``held-out``) and ``on_advance(done, total, unit)`` follows the phase's work
+    (episodes played, prompts encoded, optimizer steps), for progress displays.
     """
     import torch
 
@@ -216,6 +221,7 @@ def train_sft(
 
     config = config if config is not None else SFTConfig()
     phase = on_phase or (lambda name: None)
+    advance = on_advance or (lambda done, total, unit: None)
     timings: dict[str, float] = {}
     started = time.perf_counter()
     cpu_started = time.process_time()
@@ -223,8 +229,12 @@ def train_sft(
     with _torch_threads(config.threads):
         phase("demonstrations")
         t = time.perf_counter()
-        demos, stats = collect_demonstrations(config)
-        held, held_stats = collect_demonstrations(config, heldout=True)
+        # the episodes both collections play (the held-out one plays none without phones)
+        episodes = (config.episodes if config.phones else 0) + (config.heldout_episodes if config.heldout_phones else 0)
+        demos, stats = collect_demonstrations(config, on_episode=lambda done, _: advance(done, episodes, "episodes"))
+        held, held_stats = collect_demonstrations(
+            config, heldout=True, on_episode=lambda done, _: advance(config.episodes + done, episodes, "episodes")
+        )
         if not demos:
             raise ValueError("no demonstrations were collected: raise episodes")
         timings["demonstrations_s"] = time.perf_counter() - t
@@ -233,8 +243,13 @@ def train_sft(
         t = time.perf_counter()
         vlm = build_tiny_vlm(config.resolved_model, seed=config.model_seed)
         agent = config.make_agent()
-        encoded = encode_demonstrations(vlm, demos)
-        encoded_held = encode_demonstrations(vlm, held) if held else None
+        prompts = len(demos) + len(held)
+        encoded = encode_demonstrations(vlm, demos, on_chunk=lambda done, _: advance(done, prompts, "prompts"))
+        encoded_held = (
+            encode_demonstrations(vlm, held, on_chunk=lambda done, _: advance(len(demos) + done, prompts, "prompts"))
+            if held
+            else None
+        )
         timings["encoding_s"] = time.perf_counter() - t
         target_lengths = [len(x) for x in encoded.target_ids]
         stats = DemoStats(
@@ -291,6 +306,7 @@ def train_sft(
             if not math.isfinite(value):
                 raise FloatingPointError(f"SFT loss became {value} at step {steps_run}: lower lr")
             losses.append(value)
+            advance(steps_run, config.steps, "steps")
             if on_step is not None:
                 n_tokens = int(inputs["attention_mask"].sum()) + int(mask.sum())
                 now = time.perf_counter()
