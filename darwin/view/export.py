@@ -142,13 +142,13 @@ def export_labels(source: RunSource, out: Path) -> LabelExport:
     if source.run_dir is None:
         skipped_examples = {row["episode_id"]: "a database given without its run directory" for row in rows}
     elif rows:
-        writer = DatasetWriter(out)
+        dataset = DatasetWriter(out)
         made = {screen.example.episode_id: screen for screen in examples_from_run(source.run_dir, HUMAN)}
         for row in rows:  # one at a time: a screen the folder already holds is counted, not lost in a total
             screen = made.get(row["episode_id"])
             if screen is None:
                 skipped_examples[row["episode_id"]] = "no final screen stored"
-            elif writer.write([screen]):
+            elif dataset.write([screen]):
                 examples += 1
             else:
                 skipped_examples[row["episode_id"]] = _DUPLICATE

@@ -192,4 +192,8 @@ def built_run(tmp_path: Path) -> BuiltRun:
 @pytest.fixture
 def unfinished(built_run: BuiltRun) -> Callable[[str], str]:
     """``unfinished(episode_id)`` adds an unfinished episode to ``built_run`` (:func:`add_unfinished`)."""
-    return lambda episode_id="ep100": add_unfinished(built_run, episode_id)
+
+    def add(episode_id: str = "ep100") -> str:
+        return add_unfinished(built_run, episode_id)
+
+    return add

@@ -2,7 +2,10 @@
 real training run of the embedded default: the run page's curves, the episode table filtered
 to one task, an episode whose every step shows its action marker in pixels, a label given
 through the form (then in the database, in the exported label file and read by `darwin judge
-calibrate`), and the static export opened from disk. No page may log a browser console error.
+calibrate`), and the static export opened from disk. Over a handmade run with a value for
+every chart: each chart screenshotted and read (its title clear of Plotly's toolbar, shares on
+0..1, whole-number update ticks, a legend that covers no tick, costs split by unit); and the
+token gone from the address bar once its cookie is set. No page may log a browser console error.
 
 Skipped where Chromium or its driver is missing, except in CI (``CI=true``), where .ci/run
 installs them and a skip would hide a broken viewer.
@@ -13,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +30,7 @@ from darwin.cli.main import main
 from darwin.store import RunStore
 from darwin.verifiers.judge.calibration import load_cases
 from darwin.view.app import create_app
+from darwin.view.pages import COST_TITLES, CURVES, PER_TASK_TITLE, SHARE_RANGE
 from darwin.view.server import ViewServer
 from darwin.view.source import open_sources
 
@@ -38,7 +43,11 @@ if not (CHROMIUM and CHROMEDRIVER):
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver import Chrome  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
@@ -47,7 +56,7 @@ MAGENTA = np.array([255, 0, 255])
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[Chrome]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
@@ -59,8 +68,8 @@ def browser() -> Iterator[object]:
     driver.quit()
 
 
-def console_errors(driver: object) -> list[dict]:
-    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]  # type: ignore[attr-defined]
+def console_errors(driver: Chrome) -> list[dict]:
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
 def magenta_share(png: bytes) -> tuple[float, tuple[float, float] | None]:
@@ -74,7 +83,7 @@ def magenta_share(png: bytes) -> tuple[float, tuple[float, float] | None]:
     return float(near.mean()), (float(xs.mean()) / near.shape[1], float(ys.mean()) / near.shape[0])
 
 
-def check_markers(driver: object) -> int:
+def check_markers(driver: WebDriver) -> int:
     """Checks that every step of the open episode page shows its marker in pixels, each tap's
     centred where it tapped, and that every screen loaded; returns the taps checked."""
     steps = WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "figure.step[data-shape]"))
@@ -82,22 +91,94 @@ def check_markers(driver: object) -> int:
     taps = 0
     for figure in steps:
         shot = figure.find_element(By.CSS_SELECTOR, ".shot")
-        driver.execute_script("arguments[0].scrollIntoView()", shot)  # type: ignore[attr-defined]
+        driver.execute_script("arguments[0].scrollIntoView()", shot)
         share, centre = magenta_share(shot.screenshot_as_png)
         assert share > 0.001, f"step {figure.get_attribute('data-step')} shows no action marker"
         if figure.get_attribute("data-shape") == "point":
-            label = figure.find_element(By.CSS_SELECTOR, "svg.marker").get_attribute("aria-label")
+            label = figure.find_element(By.CSS_SELECTOR, "svg.marker").get_attribute("aria-label") or ""
             x, y = (int(v) for v in label.split("(")[1].rstrip(")").split(","))
             assert centre is not None
             assert abs(centre[0] - x / 1080) < 0.05 and abs(centre[1] - y / 2400) < 0.05, (label, centre)
             taps += 1
-    for image in driver.find_elements(By.CSS_SELECTOR, "figure.step img"):  # type: ignore[attr-defined]
-        WebDriverWait(driver, 30).until(lambda d, i=image: d.execute_script("return arguments[0].complete", i))
-        assert driver.execute_script("return arguments[0].naturalWidth", image) > 0  # type: ignore[attr-defined]
+    for image in driver.find_elements(By.CSS_SELECTOR, "figure.step img"):
+
+        def loaded(d: WebDriver, image: WebElement = image) -> bool:
+            return bool(d.execute_script("return arguments[0].complete", image))
+
+        WebDriverWait(driver, 30).until(loaded)
+        assert driver.execute_script("return arguments[0].naturalWidth", image) > 0
     return taps
 
 
-def wait_for(driver: object, css: str) -> object:
+Box = dict[str, float]
+
+
+def overlap(a: Box, b: Box) -> bool:
+    """Whether two element rectangles (Selenium's ``rect``) share more than a pixel's edge."""
+    return (
+        min(a["x"] + a["width"], b["x"] + b["width"]) - max(a["x"], b["x"]) > 1
+        and min(a["y"] + a["height"], b["y"] + b["height"]) - max(a["y"], b["y"]) > 1
+    )
+
+
+def check_charts(driver: WebDriver, out: Path) -> tuple[list[str], str]:
+    """Reads every chart of the open run page as a person would and saves its screenshot under
+    ``out``: its title drawn above Plotly's toolbar (shown, as on hover), whole-number update
+    ticks, shares on 0..1, a legend that covers no tick label or axis title. Returns the charts'
+    titles and the page's note of the charts it could not draw."""
+    figures = driver.find_elements(By.CSS_SELECTOR, "figure.chart")
+    assert figures
+    WebDriverWait(driver, 30).until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "figure.chart .plot .main-svg")) >= len(figures)
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    titles = []
+    shares = {"success", PER_TASK_TITLE, COST_TITLES[1]}
+    for i, figure in enumerate(figures):
+        title = figure.get_attribute("data-title") or ""
+        titles.append(title)
+        driver.execute_script("arguments[0].scrollIntoView()", figure)
+        plot = figure.find_element(By.CSS_SELECTOR, ".plot")
+        ActionChains(driver).move_to_element(plot).perform()  # Plotly shows its toolbar on hover
+        caption = figure.find_element(By.CSS_SELECTOR, "figcaption.chart-title")
+        toolbar = figure.find_element(By.CSS_SELECTOR, ".modebar")
+        assert caption.text == title and toolbar.rect["height"] > 0, title
+        assert caption.rect["y"] + caption.rect["height"] <= toolbar.rect["y"] + 1, (title, "title under the toolbar")
+        png = figure.screenshot_as_png
+        (out / f"chart-{i:02d}.png").write_bytes(png)
+        with Image.open(io.BytesIO(png)) as im:  # the title's letters are there, dark on the page
+            band = np.asarray(im.convert("L"))[: int(caption.rect["height"]), :]
+        assert (band < 100).mean() > 0.005, (title, "no title drawn")
+
+        def labels(css: str, figure: WebElement = figure) -> list[WebElement]:
+            return [e for e in figure.find_elements(By.CSS_SELECTOR, css) if e.text]
+
+        x_ticks, y_ticks = labels(".xtick text"), labels(".ytick text")
+        assert x_ticks and all(re.fullmatch(r"[−-]?\d+", t.text) for t in x_ticks), (title, [t.text for t in x_ticks])
+        values = [float(t.text.replace("−", "-")) for t in y_ticks]
+        if title in shares:
+            assert (min(values), max(values)) == SHARE_RANGE, (title, values)
+        if title == COST_TITLES[2]:
+            assert all(v == int(v) for v in values), (title, values)
+        legend = figure.find_element(By.CSS_SELECTOR, ".legend")
+        legend_box = legend.rect
+        for other in [*x_ticks, *y_ticks, *labels(".xtitle"), *labels(".ytitle")]:
+            assert not overlap(legend_box, other.rect), (title, "the legend covers", other.text)
+        inside = figure.rect
+        assert legend_box["y"] + legend_box["height"] <= inside["y"] + inside["height"] + 1, (title, "legend cut off")
+    undrawn = driver.find_elements(By.ID, "undrawn")
+    return titles, undrawn[0].text if undrawn else ""
+
+
+def documented_charts() -> list[str]:
+    """The charts docs/view.md lists for a run page, in its order: the ``- **title**:`` items
+    between the page's heading and the sentence after the list."""
+    docs = (ROOT / "docs" / "view.md").read_text(encoding="utf-8")
+    section = docs.split("**A run**", 1)[1].split("A chart whose values", 1)[0]
+    return re.findall(r"^- \*\*(.+?)\*\*:", section, re.MULTILINE)
+
+
+def wait_for(driver: WebDriver, css: str) -> WebElement:
     return WebDriverWait(driver, 30).until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
 
 
@@ -129,10 +210,13 @@ def test_a_person_reviews_and_labels_a_short_training_run(browser, small_run, tm
     assert result.exit_code == 0, result.output
 
     with ViewServer(create_app(open_sources([str(run_dir), str(oracle_dir)])), host="127.0.0.1", port=0) as server:
-        # The run page: its curves drawn by Plotly.
+        # The run page: its curves drawn by Plotly, readable; a chart it cannot draw is named.
         driver.get(server.url + "runs/0")
         wait_for(driver, "#chart-0 .main-svg")
         assert len(driver.find_elements(By.CSS_SELECTOR, ".chart .main-svg")) >= 3
+        titles, undrawn = check_charts(driver, tmp_path / "charts")
+        assert all(title in titles or title in undrawn for title, *_ in CURVES), (titles, undrawn)
+        assert set(COST_TITLES) <= set(titles)
         assert console_errors(driver) == []
 
         # The episode table, filtered to one task.
@@ -195,3 +279,36 @@ def test_a_person_reviews_and_labels_a_short_training_run(browser, small_run, tm
     WebDriverWait(driver, 30).until(lambda d: d.execute_script("return arguments[0].complete", image))
     assert driver.execute_script("return arguments[0].naturalWidth", image) > 0
     assert console_errors(driver) == []
+
+
+def test_every_chart_the_docs_list_is_drawn_readably(browser, built_run, tmp_path) -> None:
+    driver = browser
+    with ViewServer(create_app(open_sources([str(built_run.run_dir)])), host="127.0.0.1", port=0) as server:
+        driver.get(server.url + "runs/0")
+        titles, undrawn = check_charts(driver, tmp_path / "charts")
+        assert titles == documented_charts() and undrawn == ""
+        y_titles = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "figure.chart .ytitle")]
+        assert y_titles[-3:] == ["seconds", "share", "count"]  # one unit per cost chart
+        assert console_errors(driver) == []
+
+
+def test_the_token_leaves_the_address_bar_once_its_cookie_is_set(browser, built_run) -> None:
+    driver = browser
+    app = create_app(open_sources([str(built_run.run_dir)]), token="s3cret")
+    with ViewServer(app, host="127.0.0.1", port=0) as server:
+        driver.get(server.url + "runs/0/episodes?task=clock_1&token=s3cret")
+        WebDriverWait(driver, 30).until(lambda d: "token" not in d.current_url)
+        assert driver.current_url == server.url + "runs/0/episodes?task=clock_1"
+        assert wait_for(driver, "#episodes tbody tr") is not None
+        driver.get(server.url + "runs/0")  # the cookie carries the token now
+        wait_for(driver, "#chart-0 .main-svg")
+        assert console_errors(driver) == []
+
+
+def test_the_console_check_sees_a_page_that_logs_an_error(browser) -> None:
+    """The tests above pass only with no console error: that is worth something only if an
+    error reaches the check (headless Chromium's log is read through the driver)."""
+    browser.get("data:text/html,<script>console.error('a broken chart')</script>")
+    errors = console_errors(browser)
+    assert errors and "a broken chart" in errors[0]["message"]
+    assert console_errors(browser) == []  # read once: the next page starts clean

@@ -178,7 +178,8 @@ def test_no_route_answers_a_hostile_walk_with_a_server_error(built_run) -> None:
         params = [*route.dependant.path_params, *route.dependant.query_params, *route.dependant.body_params]
         missing = [p.name for p in params if p.field_info.is_required() and p.name not in valid]
         assert not missing, f"{route.path}: add a valid value for {missing} to VALID"
-        methods = sorted(route.methods | ({"HEAD"} if "GET" in route.methods else set()))
+        route_methods = route.methods or set()
+        methods = sorted(route_methods | ({"HEAD"} if "GET" in route_methods else set()))
         for target in [*path_names, *query_names, *form_names]:
             for value in HOSTILE:
 
