@@ -31,6 +31,13 @@ class ScreenElement:
     bounds: tuple[int, int, int, int]
     clickable: bool = False
     focused: bool = False
+    class_name: str = ""
+    """The view's class (``android.widget.EditText``, ``android.widget.Button`` ...), as dumped."""
+
+    @property
+    def is_text_field(self) -> bool:
+        """Whether the element is a text field (an ``EditText`` or one of its kind)."""
+        return self.class_name.endswith(_TEXT_FIELD_CLASSES)
 
     def contains(self, x: int, y: int) -> bool:
         x0, y0, x1, y1 = self.bounds
@@ -43,6 +50,7 @@ class ScreenElement:
         return ox0 <= x0 and oy0 <= y0 and x1 <= ox1 and y1 <= oy1
 
 
+_TEXT_FIELD_CLASSES = ("EditText", "AutoCompleteTextView", "SearchAutoComplete")
 _BOUNDS = re.compile(r"\[(-?\d+),(-?\d+)\]\[(-?\d+),(-?\d+)\]")
 
 
@@ -67,6 +75,7 @@ def parse_uiautomator_dump(xml: str) -> list[ScreenElement]:
                 bounds=(x0, y0, x1, y1),
                 clickable=node.get("clickable") == "true" or node.get("long-clickable") == "true",
                 focused=node.get("focused") == "true",
+                class_name=node.get("class", ""),
             )
         )
     return elements
@@ -90,7 +99,7 @@ def uiautomator_dump(elements: list[ScreenElement]) -> str:
                 "index": str(index),
                 "text": e.text,
                 "resource-id": "",
-                "class": "android.view.View",
+                "class": e.class_name,
                 "package": e.package,
                 "content-desc": e.description,
                 "clickable": str(e.clickable).lower(),

@@ -265,3 +265,5 @@ def translate_screen(
             w.subtitle = translate(w.subtitle, source, locale)
         if w.placeholder:
             w.placeholder = translate(w.placeholder, source, locale)
+        if w.description:
+            w.description = translate(w.description, source, locale)

@@ -62,6 +62,19 @@ LAUNCHER_PAGE_SIZE = 12
 """Icons on one launcher page (three rows of four). Apps past the first twelve, in
 :func:`~darwin.envs.sim.apps.default_apps` order (then extra apps), go on later pages, which
 a horizontal swipe on the launcher shows: the first page looks as it did before they came."""
+VIEW_CLASSES: dict[str, str] = {
+    "field": "android.widget.EditText",
+    "button": "android.widget.Button",
+    "dialog_button": "android.widget.Button",
+    "pill": "android.widget.Button",
+    "chip": "android.widget.Button",
+    "key": "android.widget.Button",
+    "icon": "android.widget.ImageButton",
+    "fab": "android.widget.ImageButton",
+    "navbutton": "android.widget.ImageButton",
+}
+"""The Android view class each widget kind is dumped as (others: ``android.view.View``), so a
+program reading the view hierarchy tells a text field from a button as on a phone."""
 LAYOUT_VERSION = 2
 """Bump whenever SimPhone's screens or drawing change what an agent sees (2: the twelve-app launcher)."""
 
@@ -277,11 +290,12 @@ class SimPhone:
         return [
             ScreenElement(
                 text=" ".join(t for t in (w.text, w.subtitle) if t) or w.placeholder,  # an empty field shows its hint
-                description=w.glyph,  # an icon button's label, as Android's content description
+                description=w.description or w.glyph,  # what an icon does, as Android's content description
                 package=package,
                 bounds=(w.box[0], w.box[1], w.box[2], w.box[3]),
                 clickable=w.interactive and (not screen.modal or screen.reacts_in_modal(w)),
                 focused=w.focused,
+                class_name=VIEW_CLASSES.get(w.kind, "android.view.View"),
             )
             for w in screen.widgets
         ]

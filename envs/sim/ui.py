@@ -49,6 +49,9 @@ class Widget:
     scroll_max: int = 0
     role: str = "surface"
     glyph: str = ""
+    description: str = ""
+    """What the widget does, for screen readers (Android's content description): an icon's
+    ``glyph`` says nothing to a program (``➤`` is "Send"); empty: the glyph stands for itself."""
 
     @property
     def center(self) -> tuple[int, int]:
@@ -162,16 +165,26 @@ class UI:
         self,
         title: str,
         on_back: Callback | None = None,
-        actions: Sequence[tuple[str, str, Callback]] = (),
+        actions: Sequence[tuple[str, str, Callback] | tuple[str, str, Callback, str]] = (),
     ) -> None:
-        """Title bar with an optional back arrow and icon actions ``(id, glyph, callback)``."""
+        """Title bar with an optional back arrow and icon actions ``(id, glyph, callback)`` or
+        ``(id, glyph, callback, description)`` (what the icon does: its content description)."""
         y0 = self.y
         self.add(Widget(id="appbar", kind="appbar", box=(0, y0, WIDTH, y0 + APP_BAR_H), text=title, role="bar"))
         if on_back is not None:
             self.add(Widget(id="nav_up", kind="icon", box=(16, y0 + 24, 144, y0 + 152), glyph="<", on_tap=on_back))
         x1 = WIDTH - 16
-        for aid, glyph, cb in reversed(list(actions)):
-            self.add(Widget(id=aid, kind="icon", box=(x1 - 128, y0 + 24, x1, y0 + 152), glyph=glyph, on_tap=cb))
+        for aid, glyph, cb, *description in reversed(list(actions)):
+            self.add(
+                Widget(
+                    id=aid,
+                    kind="icon",
+                    box=(x1 - 128, y0 + 24, x1, y0 + 152),
+                    glyph=glyph,
+                    on_tap=cb,
+                    description="".join(description),
+                )
+            )
             x1 -= 136
         self.y += APP_BAR_H
 

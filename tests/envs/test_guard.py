@@ -21,9 +21,9 @@ from darwin.envs.guard import (
     GuardedPhone,
     GuardError,
     RuleGuard,
-    action_target,
     load_guard_rules,
 )
+from darwin.envs.guard_targets import action_targets
 from darwin.envs.providers import SimFarm
 from darwin.envs.screen_elements import parse_uiautomator_dump
 from darwin.envs.sim.env import SimPhoneEnv
@@ -54,7 +54,7 @@ def _go(phone: SimPhone, *steps: str | Action) -> None:
 
 
 # Each irreversible action: how to reach the screen, the widget the policy presses, the data it changes.
-SCENARIOS = {
+SCENARIOS: dict[str, tuple[tuple[str | Action, ...], str, str, str]] = {
     "order": ((OpenApp(app="Amazon"), "amazon.deal.0", "amazon.buy_now"), "amazon.place_order", "amazon", "orders"),
     "post": ((OpenApp(app="X"), "x.compose", Type(content="hello world")), "x.post_button", "x", "posts"),
     "send": (
@@ -145,7 +145,7 @@ def test_a_task_that_allows_the_change_is_not_blocked_and_the_state_decides_over
     # A task that declares what it may change: anything else is a side effect, whatever the text says.
     env = _phone_at("order")
     block = asyncio.run(RuleGuard().check(env, post_task, _tap(env.phone, "amazon.place_order")))
-    assert block is not None and block.rule == "side_effect" and "apps.amazon.data.orders" in block.detail
+    assert block is not None and block.cause == "payment: click on 'Place your order'"
     # Pressing "Buy Now" itself changes no data: only the press that places the order is blocked.
     env = SimPhoneEnv(seed=0, perturbation=CALM)
     _go(env.phone, OpenApp(app="Amazon"), "amazon.deal.0")
@@ -165,19 +165,64 @@ def test_a_rule_on_changes_blocks_even_what_the_task_allows(tmp_path: Path) -> N
     assert info.value.reward == -0.5 and _app_data(env, "x")["posts"] == []  # type: ignore[index]  # the app's JSON data
 
 
-def test_rules_files_are_checked_with_the_problem_named(tmp_path: Path) -> None:
+RULE_FILE_ERRORS = [
+    ("rules:\n  - name: x\n    text: ['(']\n", "rule 1 ('x'): text: '(' is not a regular expression"),
+    (
+        "rules:\n  - name: x\n    text: [pay]\n    actions: [tap]\n",
+        "rule 1 ('x'): actions: unknown action types ['tap']",
+    ),
+    ("rules:\n  - name: x\n", "rule 1 ('x'): it names no apps, text or changes"),
+    (
+        "rules:\n  - name: x\n    text: [pay]\n    colour: red\n",
+        "rule 1 ('x'): unknown key 'colour' (a rule's keys: name,",
+    ),
+    ("rules:\n  - name: x\n    text: ['']\n", "rule 1 ('x'): text: '' matches an empty label"),
+    (
+        "rules:\n  - name: x\n    text: 5\n",
+        "rule 1 ('x'): text should be a list of strings (or one string), not the number 5",
+    ),
+    ("rules:\n  - name: x\n    text: [[a]]\n", "rule 1 ('x'): text item 1 should be a string, not a list"),
+    ("rules:\n  - name: x\n    text: [pay]\n    unless_allowed: maybe\n", "unless_allowed should be true or false"),
+    ("rules:\n  - text: [pay]\n", "rule 1: the key 'name' is missing"),
+    ("rules:\n  - name: ''\n    text: [pay]\n", "rule 1: name is empty"),
+    ("rules:\n  - pay\n", "rule 1: should be a mapping of keys (name, why,"),
+    (
+        "rules:\n  - name: x\n    text: [pay]\n  - name: y\n    text: ['a*']\n",
+        "rule 2 ('y'): text: 'a*' matches an empty",
+    ),
+    ("rules: []\n", "rules should be a list of at least one rule, not an empty list"),
+    ("rules: pay\n", "rules should be a list of at least one rule, not the string 'pay'"),
+    ("- name: x\n", "should be a mapping with one key, rules, not a list"),
+    ("", "should be a mapping with one key, rules, not nothing (null)"),
+    ("rules: [", "is not valid YAML"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), RULE_FILE_ERRORS)
+def test_a_rules_file_error_says_one_thing_in_yaml_terms(text: str, message: str, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    for text, message in [
-        ("rules:\n  - name: x\n    text: ['(']\n", r"rules\.0\.text.*'\(' is not a regular expression"),
-        ("rules:\n  - name: x\n    text: [pay]\n    actions: [tap]\n", r"unknown action types \['tap'\]"),
-        ("rules:\n  - name: x\n", "names no apps, text or changes"),
-        ("rules:\n  - name: x\n    text: [pay]\n    colour: red\n", r"rules\.0\.colour: Extra inputs"),
-        ("rules: [", "not valid YAML"),
-    ]:
-        bad.write_text(text)
-        with pytest.raises(GuardError, match=message) as info:
-            load_guard_rules(bad)
-        assert str(bad) in str(info.value)
+    bad.write_text(text)
+    with pytest.raises(GuardError) as info:
+        load_guard_rules(bad)
+    said = str(info.value)
+    assert said.startswith(f"guard rules file {bad}") and message in said, said
+    # One problem, in the YAML's words: no second, misleading error about the list, no pydantic jargon.
+    assert ";" not in said.replace("; use some of", "") and said.count("rule ") <= 1, said
+    for jargon in ("Tuple", "tuple", "Input should", "validation error", "dict", "NoneType"):
+        assert jargon not in said, said
+
+
+def test_rules_files_take_one_string_for_a_list_and_report_every_bad_rule(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - name: x\n    text: pay\n    apps: com.bank\n")
+    (rule,) = load_guard_rules(rules)
+    assert rule.text == ("pay",) and rule.apps == ("com.bank",)
+    rules.write_text("rules:\n  - name: x\n    text: ['(']\n  - name: y\n    colour: red\n    text: [pay]\n")
+    with pytest.raises(GuardError) as info:
+        load_guard_rules(rules)
+    assert "rule 1 ('x'): text: '(' is not" in str(info.value) and "rule 2 ('y'): unknown key 'colour'" in str(
+        info.value
+    )
     with pytest.raises(GuardError, match="cannot read it"):
         load_guard_rules(tmp_path / "missing.yaml")
     with pytest.raises(GuardError, match="penalty must be >= 0"):
@@ -195,10 +240,12 @@ def test_the_target_of_a_tap_is_the_clickable_element_and_the_text_inside_it() -
         "</node></hierarchy>UI hierchary dumped to: /dev/tty"
     )
     elements = parse_uiautomator_dump(dump)
-    target = action_target(elements, Click(x=120, y=2010))  # the button's edge: its label is inside it
-    assert target is not None and target.text == "Place your order" and target.package == "com.shop"
-    assert action_target(elements, Type(content="shoes\n")).text == "Search"  # type: ignore[union-attr]  # a focused field is there
-    assert action_target(elements, OpenApp(app="Shop")) is None
+    (target,) = action_targets(elements, Click(x=120, y=2010))  # the button's edge: its label is inside it
+    assert target.text == "Place your order" and target.package == "com.shop"
+    (submit,) = action_targets(elements, Type(content="shoes\n"))  # Enter in the focused field submits it
+    assert submit.text == "Search" and submit.how == "Enter submits"
+    assert action_targets(elements, Type(content="shoes")) == []  # typing alone presses nothing
+    assert action_targets(elements, OpenApp(app="Shop")) == []
     with pytest.raises(ValueError, match="not a uiautomator dump"):
         parse_uiautomator_dump("ERROR: null root node returned by UiTestAutomationBridge.")
 
@@ -246,7 +293,7 @@ def test_on_a_phone_without_a_state_the_rules_read_its_view_hierarchy(served) ->
             device.phone.reset()
             _go(device.phone, OpenApp(app="Amazon"), "amazon.deal.0", "amazon.buy_now")
         block = asyncio.run(RuleGuard().check(farm_env, get_task("x.post.s0"), press))
-        assert block is not None and block.rule == "side_effect"
+        assert block is not None and block.rule == "payment"
     finally:
         farm.release(farm_env)
 
@@ -264,7 +311,9 @@ def test_the_guard_is_on_by_default_for_phones_that_are_not_simphones_and_off_on
     guard = build_guard(adb)
     assert isinstance(guard, RuleGuard)
     notice = guard_notice(adb, guard)
-    assert "action guard: rules from" in notice and "payment (pays, buys or places an order)" in notice
+    assert (
+        "action guard: rules from" in notice and "payment (pays, buys, orders, subscribes, books or donates)" in notice
+    )
     served = adb.model_copy(update={"phones": adb.phones.model_copy(update={"sim_state_probe": True})})
     assert served.phones.simulated and build_guard(served) is None
     off = ExperimentConfig.model_validate(

@@ -173,7 +173,7 @@ class CalendarApp(SimApp):
         ui.app_bar(
             event["title"],
             on_back=ctx.popper(),
-            actions=[("calendar.edit", "✎", ctx.pusher("edit", **_edit_form(event)))],
+            actions=[("calendar.edit", "✎", ctx.pusher("edit", **_edit_form(event)), "Edit")],
         )
         ui.title(event["title"])
         ui.row("calendar.detail.date", date_text(event["day"]), "Date")
@@ -197,7 +197,7 @@ class CalendarApp(SimApp):
         ui.app_bar(
             "New event" if s["event"] is None else "Edit event",
             on_back=ctx.popper(),
-            actions=[("calendar.save", "✓", self._save(ctx))],
+            actions=[("calendar.save", "✓", self._save(ctx), "Save")],
         )
         # Labels above the fields stay visible once the fields hold text.
         ui.label("calendar.edit.title_label", "Title", h=64)

@@ -233,7 +233,7 @@ class ContactsApp(SimApp):
         ui.app_bar(
             "Create contact" if creating else "Edit contact",
             on_back=self._close_edit(ctx),
-            actions=[("contacts.save", "✓", self._save(ctx))],
+            actions=[("contacts.save", "✓", self._save(ctx), "Save")],
         )
         for i, f in enumerate(FIELDS):
             nxt = FIELD_KEYS[FIELDS[i + 1]] if i + 1 < len(FIELDS) else None

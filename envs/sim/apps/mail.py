@@ -94,7 +94,7 @@ class MailApp(SimApp):
             self._email(ui, ctx)
         elif name == "compose":
             s = ctx.screen
-            ui.app_bar("Compose email", on_back=_closer(ctx), actions=[("mail.send", "➤", _sender(ctx))])
+            ui.app_bar("Compose email", on_back=_closer(ctx), actions=[("mail.send", "➤", _sender(ctx), "Send")])
             ctx.text_field(ui, TO, "To", on_submit=focus_next(ctx, SUBJECT))
             ctx.text_field(ui, SUBJECT, "Subject", on_submit=focus_next(ctx, BODY))
             ctx.text_field(ui, BODY, "Compose email", multiline=True, h=400)
@@ -147,8 +147,8 @@ class MailApp(SimApp):
             on_back=ctx.popper(),
             actions=[
                 ("mail.star", "★" if m["starred"] else "☆", _flip_star(m)),
-                ("mail.archive", "▣", _mover(ctx, m, "archive", "Archived")),
-                ("mail.delete", "✕", _mover(ctx, m, "trash", "Moved to Trash")),
+                ("mail.archive", "▣", _mover(ctx, m, "archive", "Archived"), "Archive"),
+                ("mail.delete", "✕", _mover(ctx, m, "trash", "Moved to Trash"), "Delete"),
             ],
         )
         ui.title(m["subject"] or "(no subject)")

@@ -162,7 +162,7 @@ class TasksApp(SimApp):
             on_back=self._close(ctx),
             actions=[
                 ("tasks.star", "★" if t["starred"] else "☆", _flip(t, "starred")),
-                ("tasks.delete", "✕", _deleter(ctx, t["id"])),
+                ("tasks.delete", "✕", _deleter(ctx, t["id"]), "Delete"),
             ],
         )
         ctx.text_field(ui, TITLE, "Title", on_submit=lambda _text: _save_title(ctx))
