@@ -124,7 +124,9 @@ console = Console()
     "--guard",
     "guard_name",
     default=None,
-    help="the action guard (docs/phones.md): 'rules' (the built-in rules), an import path 'module:Class', or 'off'  "
+    help="the action guard (docs/phones.md): 'rules' (the built-in rules), a rules file (PATH.yaml: the built-in guard "
+    'with its rules), a spec as JSON (\'{"name": "rules", "kwargs": {"rules": "my.yaml", "penalty": 0.5}}\'), '
+    "an import path 'module:Class', or 'off'  "
     "[default: the experiment's phones.guard; none without --experiment (the evaluation phones are SimPhones)]",
 )
 @click.option(

@@ -6,14 +6,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import click
+from pydantic import ValidationError
 
 if TYPE_CHECKING:
+    from darwin.components import ComponentSpec
     from darwin.envs.base import PhoneEnv
     from darwin.envs.guard import ActionGuard
     from darwin.run.config import ExperimentConfig
     from darwin.workflows.base import Workflow
 
-__all__ = ["eval_guard", "eval_phones_and_workflow"]
+__all__ = ["eval_guard", "eval_phones_and_workflow", "guard_spec"]
 
 
 def eval_phones_and_workflow(
@@ -49,8 +51,11 @@ def eval_phones_and_workflow(
 
 def eval_guard(experiment: ExperimentConfig | None, guard_name: str | None) -> ActionGuard | None:
     """The guard of ``--guard`` (``off``: none), else the experiment's ``phones.guard``; none
-    without either (the evaluation phones are SimPhones)."""
-    from darwin.components import ComponentError, ComponentSpec, build_component
+    without either (the evaluation phones are SimPhones). ``--guard`` is ``rules`` (the built-in
+    rules), a rules file (a path ending in ``.yaml`` / ``.yml``: the built-in guard with its
+    rules), a component spec as JSON (``{"name": "rules", "kwargs": {"rules": "my.yaml"}}``, as
+    ``--set phones.guard=...`` takes it) or an import path ``module:Class``."""
+    from darwin.components import ComponentError, build_component
     from darwin.envs.guard import ActionGuard, GuardError
     from darwin.problems import ExperimentError
     from darwin.run.build import build_guard
@@ -59,9 +64,35 @@ def eval_guard(experiment: ExperimentConfig | None, guard_name: str | None) -> A
         if guard_name == "off":
             return None
         if guard_name is not None:
-            guard = build_component("guard", ComponentSpec(name=guard_name))
+            guard = build_component("guard", guard_spec(guard_name))
             assert isinstance(guard, ActionGuard)  # build_component checked the class
             return guard
         return None if experiment is None else build_guard(experiment)
     except (ComponentError, ExperimentError, GuardError) as exc:
         raise click.BadParameter(str(exc), param_hint="--guard") from None
+
+
+def guard_spec(value: str) -> ComponentSpec:
+    """The guard component ``--guard VALUE`` names (see :func:`eval_guard`); raises
+    :class:`~darwin.components.ComponentError` for JSON that is not a component spec.
+
+    >>> guard_spec("my_rules.yaml")
+    ComponentSpec(name='rules', kwargs={'rules': 'my_rules.yaml'})
+    >>> guard_spec('{"name": "rules", "kwargs": {"penalty": 0.5}}').kwargs
+    {'penalty': 0.5}
+    """
+    from darwin.components import ComponentError, ComponentSpec
+
+    text = value.strip()
+    if text.startswith("{"):
+        try:
+            return ComponentSpec.model_validate_json(text)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the spec'}: {e['msg']}" for e in exc.errors())
+            raise ComponentError(
+                f"--guard {value!r} is not a guard spec ({problems}); write "
+                '{"name": "rules", "kwargs": {"rules": "my_rules.yaml", "penalty": 1.0}}'
+            ) from None
+    if text.lower().endswith((".yaml", ".yml")):
+        return ComponentSpec(name="rules", kwargs={"rules": text})
+    return ComponentSpec(name=text)
