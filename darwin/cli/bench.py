@@ -190,6 +190,76 @@ def bench_sim(instances: int, steps: int, locale: str) -> None:
     console.print(table)
 
 
+@bench.command("reader")
+@click.option(
+    "--reader",
+    "reader_name",
+    default="ocr",
+    show_default=True,
+    help="a pixel reader: ocr, or the import path of a Reader class (darwin.readers)",
+)
+@click.option(
+    "--size", default="504x1120", show_default=True, help="the screenshot size WxH read (the agent's resolution)"
+)
+@click.option("--locales", default="en,zh", show_default=True, help="comma-separated SimPhone locales (en, zh)")
+def bench_reader_cmd(reader_name: str, size: str, locales: str) -> None:
+    """A reader against SimPhone's own elements on the launcher and every app's first screen:
+    word recall, box IoU, centre hits, ms per screen cold / warm / cached (docs/benchmarks.md)."""
+    from darwin.bench.reader import bench_reader
+    from darwin.components import ComponentError, ComponentSpec, build_component
+    from darwin.readers.base import Reader
+
+    try:
+        width, height = (int(v) for v in size.lower().split("x"))
+    except ValueError:
+        raise click.BadParameter(f"{size!r} is not WxH, e.g. 504x1120", param_hint="--size") from None
+    if not (16 <= width <= 4096 and 16 <= height <= 4096):
+        raise click.BadParameter(f"{size} must lie between 16 and 4096 pixels a side", param_hint="--size")
+    try:
+        reader = build_component("reader", ComponentSpec(name=reader_name))
+    except ComponentError as exc:
+        raise click.BadParameter(str(exc), param_hint="--reader") from None
+    assert isinstance(reader, Reader)
+    if reader.needs_phone or not reader.reads:
+        raise click.BadParameter(
+            f"{reader_name!r} does not read pixels; the benchmark compares a pixel reader (ocr) with the elements",
+            param_hint="--reader",
+        )
+    try:
+        results = bench_reader(reader, (width, height), tuple(v.strip() for v in locales.split(",") if v.strip()))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--locales") from None
+    table = Table(title=f"reader {reader.cache_key} at {width}x{height} against SimPhone's elements (seed 0)")
+    for column in (
+        "locale",
+        "screens",
+        "word recall",
+        "box IoU (median)",
+        "centre hits",
+        "ms cold",
+        "ms warm",
+        "ms cached",
+        "elements ms",
+    ):
+        table.add_column(column, justify="right")
+    for r in results:
+        table.add_row(
+            r.locale,
+            str(r.screens),
+            f"{100 * r.recall:.1f}% ({r.words_read}/{r.words})",
+            f"{r.iou_median:.2f}",
+            f"{100 * r.centre_hits:.1f}% of {r.matched}",
+            "-" if not r.cold_ms else f"{r.cold_ms:.0f}",
+            f"{r.warm_ms:.0f}",
+            f"{r.cached_ms:.1f}",
+            f"{r.elements_ms:.1f}",
+        )
+    console.print(table)
+    for r in results:
+        if r.missed:
+            console.print(f"{r.locale} words not read: {', '.join(r.missed)}", highlight=False, soft_wrap=True)
+
+
 @bench.command("view")
 @click.option("--episodes", default=10_000, show_default=True, type=click.IntRange(1), help="episodes in the database")
 @click.option("--steps", default=8, show_default=True, type=click.IntRange(1), help="steps per episode")

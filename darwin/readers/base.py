@@ -75,6 +75,15 @@ class ReaderStats:
     def hit_rate(self) -> float | None:
         return self.hits / self.screens if self.screens else None
 
+    def since(self, before: ReaderStats) -> ReaderStats:
+        """What was counted after ``before`` (a copy taken earlier)."""
+        return ReaderStats(
+            self.screens - before.screens,
+            self.hits - before.hits,
+            self.read_seconds - before.read_seconds,
+            self.total_seconds - before.total_seconds,
+        )
+
     @property
     def ms_per_screen(self) -> float | None:
         return 1000.0 * self.total_seconds / self.screens if self.screens else None
