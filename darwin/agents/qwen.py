@@ -37,7 +37,7 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from darwin.actions import (
     Action,
@@ -72,6 +72,7 @@ from darwin.agents.vlm import (
     Geometry,
     OffScreen,
     ParsedOutput,
+    ReaderSettings,
     Reject,
     VLMAgent,
     build_action,
@@ -210,8 +211,10 @@ def mobile_use_function(version: Literal["2.5", "3"], width: int, height: int, d
     return json.dumps({"type": "function", "function": function}, ensure_ascii=False)
 
 
-class QwenVLConfig(BaseModel):
-    """Settings of :class:`QwenVLAgent` (validated when built)."""
+class QwenVLConfig(ReaderSettings):
+    """Settings of :class:`QwenVLAgent` (validated when built). With a reader (off by default)
+    the marks are listed as ``[k] text`` lines after the user turn's text (``list_marks``) and
+    may be drawn on the screenshot (``draw_marks``); actions keep their coordinates."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -251,8 +254,9 @@ class QwenVLAgent(VLMAgent):
     def __init__(self, config: QwenVLConfig | None = None, memory: Memory | None = None, **overrides: object) -> None:
         if config is not None and overrides:
             raise TypeError("pass either a QwenVLConfig or keyword overrides, not both")
-        super().__init__(memory)
-        self.config = config if config is not None else QwenVLConfig.model_validate(overrides)
+        config = config if config is not None else QwenVLConfig.model_validate(overrides)
+        super().__init__(memory, config.build_reader())
+        self.config = config
         self.convention = self.config.convention
 
     # ---------------------------------------------------------------- prompt (psi)
@@ -296,7 +300,14 @@ class QwenVLAgent(VLMAgent):
         system = self.system_text(observation)
         image_tokens = self.image_tokens(observation)
         base_user = self.user_text(observation.goal, [])
-        reserved = self.memory.count_tokens(system) + self.memory.count_tokens(base_user) + image_tokens + 16
+        lines = self.config.screen_lines(observation)  # the marks, after the user turn's text
+        reserved = (
+            self.memory.count_tokens(system)
+            + self.memory.count_tokens(base_user)
+            + self.memory.count_tokens(lines)
+            + image_tokens
+            + 16
+        )
         window = self.memory.window(history, self.render, reserved_tokens=reserved, image_tokens=image_tokens)
         first = len(history) - len(window.entries)  # step numbers count every past step, shown or not
         steps = []
@@ -305,9 +316,11 @@ class QwenVLAgent(VLMAgent):
             if self.config.version == "3":  # as the Qwen3-VL cookbook cleans its history
                 text = text.replace("\n", "").replace('"', "")
             steps.append((first + i + 1, text))
-        images = tuple(window.images) + (observation.screenshot,)
+        images = tuple(window.images) + (self.config.screen_image(observation),)
         # The notes' tokens are in the memory's budget already (MemoryWindow.notes_tokens).
         user = self.user_text(observation.goal, steps, past_images=len(images) - 1, notes=window.notes)
+        if lines:
+            user += "\n" + lines
         return Prompt(
             messages=(
                 ChatMessage(role="system", text=system),

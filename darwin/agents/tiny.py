@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field
 
 from darwin.actions import (
     Action,
@@ -69,27 +69,24 @@ from darwin.agents.coords import (
 from darwin.agents.parsing import MAX_PARSE_CHARS, Call, find_calls, numbers
 from darwin.agents.pointing import (
     PointingError,
-    draw_marks,
     find_goal_span,
     goal_span,
     mark,
     mark_at,
     mark_with_text,
-    marks_text,
 )
 from darwin.agents.vlm import (
     Geometry,
     OffScreen,
     ParsedOutput,
+    ReaderSettings,
     Reject,
     VLMAgent,
     build_action,
     parse_direction,
     quote,
 )
-from darwin.components import ComponentSpec, build_component, check_component
 from darwin.memory.base import HistoryItem, Memory, format_notes
-from darwin.readers.base import Reader
 from darwin.types import ChatMessage, Observation, ParseError, Prompt, Transition
 
 ACTION_SPACE = (
@@ -116,7 +113,7 @@ _NAMES = frozenset(
 )
 
 
-class TinyAgentConfig(BaseModel):
+class TinyAgentConfig(ReaderSettings):
     """Settings of :class:`TinyAgent` (validated when built)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -133,24 +130,11 @@ class TinyAgentConfig(BaseModel):
         description="unparseable past responses: 'omit' leaves them out of the history, so the next step "
         "retries from the same context; 'mark' shows them as 'invalid'",
     )
-    reader: ComponentSpec = Field(
-        ComponentSpec(name="none"),
-        description="what reads each screen into marks (darwin.readers): none (pixels only), ocr (RapidOCR on the "
-        "screenshot), elements (the accessibility tree), or the import path of a Reader class",
-    )
-    list_marks: bool = Field(True, description="with a reader: list the marks after the goal as '[k] text' lines")
-    draw_marks: bool = Field(False, description="with a reader: outline the marks and their numbers on the screenshot")
     point: bool = Field(
         True,
         description="with a reader: format_action (SFT targets) writes click(#k)/type(#k)/type(@i:j) wherever a mark "
         "or the goal covers the action; the parser reads them either way",
     )
-
-    @field_validator("reader")
-    @classmethod
-    def _check_reader(cls, spec: ComponentSpec) -> ComponentSpec:
-        check_component("reader", spec)  # an unknown name fails here, with the close match
-        return spec
 
     @property
     def convention(self) -> CoordinateConvention:
@@ -172,9 +156,7 @@ class TinyAgent(VLMAgent):
         if config is not None and overrides:
             raise TypeError("pass either a TinyAgentConfig or keyword overrides, not both")
         config = config if config is not None else TinyAgentConfig.model_validate(overrides)
-        reader = build_component("reader", config.reader)
-        assert isinstance(reader, Reader)  # checked by build_component
-        super().__init__(memory, reader if reader.reads else None)
+        super().__init__(memory, config.build_reader())
         self.config = config
         self.convention = self.config.convention
 
@@ -196,8 +178,8 @@ class TinyAgent(VLMAgent):
     def build_context(self, observation: Observation, history: Sequence[Transition]) -> Prompt:
         system = self.system_text(observation) if self.config.system_prompt else ""
         goal = f"Goal: {observation.goal}"
-        if observation.marks and self.config.list_marks:
-            goal += "\nScreen:\n" + marks_text(observation.marks)
+        if lines := self.config.screen_lines(observation):
+            goal += "\n" + lines
         h, w = observation.screenshot.shape[:2]
         image_tokens = visual_tokens(h, w)
         if self.config.invalid_history == "omit":
@@ -212,10 +194,7 @@ class TinyAgent(VLMAgent):
             text += "\n" + format_notes(window.notes)
         if window.entries:
             text += "\nDone: " + "; ".join(e.text for e in window.entries)
-        screen = observation.screenshot
-        if observation.marks and self.config.draw_marks:
-            screen = draw_marks(screen, observation.marks, observation.device_size)
-        images = (*window.images, screen)
+        images = (*window.images, self.config.screen_image(observation))
         messages = [ChatMessage(role="system", text=system)] if system else []
         messages.append(ChatMessage(role="user", text=text, images=images))
         return Prompt(messages=tuple(messages))

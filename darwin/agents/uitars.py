@@ -36,7 +36,7 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from darwin.actions import (
     Action,
@@ -65,6 +65,7 @@ from darwin.agents.vlm import (
     Geometry,
     OffScreen,
     ParsedOutput,
+    ReaderSettings,
     Reject,
     VLMAgent,
     build_action,
@@ -142,8 +143,10 @@ _UNSUPPORTED = frozenset({"left_double", "right_single", "hover", "call_user", "
 _NAMES = _SUPPORTED | _UNSUPPORTED
 
 
-class UITarsConfig(BaseModel):
-    """Settings of :class:`UITarsAgent` (validated when built)."""
+class UITarsConfig(ReaderSettings):
+    """Settings of :class:`UITarsAgent` (validated when built). With a reader (off by default,
+    and in the paper preset) the marks are listed as ``[k] text`` lines beside the screenshot
+    (``list_marks``) and may be drawn on it (``draw_marks``); actions keep their coordinates."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -183,8 +186,9 @@ class UITarsAgent(VLMAgent):
     def __init__(self, config: UITarsConfig | None = None, memory: Memory | None = None, **overrides: object) -> None:
         if config is not None and overrides:
             raise TypeError("pass either a UITarsConfig or keyword overrides, not both")
-        super().__init__(memory)
-        self.config = config if config is not None else UITarsConfig.model_validate(overrides)
+        config = config if config is not None else UITarsConfig.model_validate(overrides)
+        super().__init__(memory, config.build_reader())
+        self.config = config
         self.convention = self.config.convention
 
     # ---------------------------------------------------------------- prompt (psi)
@@ -207,7 +211,8 @@ class UITarsAgent(VLMAgent):
     def build_context(self, observation: Observation, history: Sequence[Transition]) -> Prompt:
         intro = self.system_text(observation.goal)
         image_tokens = self.image_tokens(observation)
-        reserved = self.memory.count_tokens(intro) + image_tokens + 16
+        lines = self.config.screen_lines(observation)  # the marks, beside the screenshot
+        reserved = self.memory.count_tokens(intro) + self.memory.count_tokens(lines) + image_tokens + 16
         window = self.memory.window(history, self.render, reserved_tokens=reserved, image_tokens=image_tokens)
         if window.notes:  # after the instruction; their tokens are in the memory's budget
             intro += "\n" + format_notes(window.notes) + "\n"
@@ -216,7 +221,8 @@ class UITarsAgent(VLMAgent):
             if entry.image is not None:
                 messages.append(ChatMessage(role="user", text="", images=(entry.image,)))
             messages.append(ChatMessage(role="assistant", text=entry.text))
-        messages.append(ChatMessage(role="user", text="", images=(observation.screenshot,)))
+        screen = ChatMessage(role="user", text=lines, images=(self.config.screen_image(observation),))
+        messages.append(screen)
         return Prompt(messages=tuple(messages))
 
     def history_item(self, parsed: ParsedOutput) -> HistoryItem:

@@ -27,11 +27,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import ValidationError
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from darwin.actions import Action, Direction
 from darwin.agents.base import Agent
 from darwin.agents.coords import CoordinateConvention, Size
+from darwin.agents.pointing import draw_marks, marks_text
+from darwin.components import ComponentSpec, build_component, check_component
 from darwin.memory.base import HistoryItem, Memory
 from darwin.memory.sliding_window import SlidingWindowMemory
 from darwin.readers.base import Reader
@@ -173,6 +176,47 @@ def truncate(text: str, limit: int = HISTORY_TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+class ReaderSettings(BaseModel):
+    """How an agent format reads the screen beyond its pixels (:mod:`darwin.readers`); every
+    format's config has these fields, all off by default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reader: ComponentSpec = Field(
+        ComponentSpec(name="none"),
+        description="what reads each screen into marks (darwin.readers): none (pixels only), ocr (RapidOCR on the "
+        "screenshot), elements (the accessibility tree), or the import path of a Reader class",
+    )
+    list_marks: bool = Field(True, description="with a reader: list the marks in the prompt as '[k] text' lines")
+    draw_marks: bool = Field(False, description="with a reader: outline the marks and their numbers on the screenshot")
+
+    @field_validator("reader")
+    @classmethod
+    def _check_reader(cls, spec: ComponentSpec) -> ComponentSpec:
+        check_component("reader", spec)  # an unknown name fails here, with the close match
+        return spec
+
+    def build_reader(self) -> Reader | None:
+        """The reader these settings name; None for ``none``."""
+        reader = build_component("reader", self.reader)
+        assert isinstance(reader, Reader)  # checked by build_component
+        return reader if reader.reads else None
+
+    def screen_lines(self, observation: Observation) -> str:
+        """``Screen:`` and the observation's marks as ``[k] text`` lines; empty without marks,
+        without a reader (marks another reader left on an observation are not this agent's) or
+        with ``list_marks`` off."""
+        if not observation.marks or not self.list_marks or self.reader.name == "none":
+            return ""
+        return "Screen:\n" + marks_text(observation.marks)
+
+    def screen_image(self, observation: Observation) -> np.ndarray:
+        """The screenshot the model sees: with the marks drawn where ``draw_marks`` is on."""
+        if observation.marks and self.draw_marks and self.reader.name != "none":
+            return draw_marks(observation.screenshot, observation.marks, observation.device_size)
+        return observation.screenshot
+
+
 class VLMAgent(Agent):
     """Base of prompt-and-parse agents: memory, :meth:`parse`, :meth:`format_action`, history rendering.
 
@@ -268,6 +312,7 @@ __all__ = [
     "Geometry",
     "OffScreen",
     "ParsedOutput",
+    "ReaderSettings",
     "Reject",
     "VLMAgent",
     "build_action",

@@ -17,7 +17,9 @@ from darwin.agents.pointing import (
     mark_with_text,
     marks_text,
 )
+from darwin.agents.qwen import QwenVLAgent
 from darwin.agents.tiny import ACTION_SPACE, POINTING_SPACE, TinyAgent
+from darwin.agents.uitars import UITarsAgent
 from darwin.components import ComponentError
 from darwin.types import Mark, Observation
 
@@ -123,3 +125,26 @@ def test_the_plain_action_space_is_unchanged():
     assert "#" not in ACTION_SPACE
     obs = dataclasses.replace(marked(), marks=())
     assert TinyAgent().format_action(Scroll(x=540, y=1200, direction=Direction.DOWN), obs) == "scroll(50,50,down)"
+
+
+@pytest.mark.parametrize(
+    "make", [lambda **kw: UITarsAgent(**kw), lambda **kw: QwenVLAgent(**kw)], ids=["uitars", "qwen"]
+)
+def test_uitars_and_qwen_list_marks_only_when_asked(make):
+    plain = make().build_context(marked(), [])
+    assert all("[1] Berlin" not in m.text for m in plain.messages)
+    reading = make(reader={"name": "elements"}).build_context(marked(), [])
+    assert reading.messages[-1].text.endswith("Screen:\n[0] Paris\n[1] Berlin\n[2] Search")
+    drawn = make(reader={"name": "elements"}, draw_marks=True, list_marks=False).build_context(marked(), [])
+    assert "Screen:" not in drawn.messages[-1].text
+    assert drawn.messages[-1].images[-1].any() and not plain.messages[-1].images[-1].any()
+
+
+def test_the_paper_preset_reads_pixels_only():
+    from darwin.agents.formats import make_agent
+    from darwin.run.load import load_experiment
+
+    config = load_experiment("examples/spa_bench.py", preset="paper")
+    assert config.agent.format is not None
+    agent = make_agent(config.agent.format, memory=None)
+    assert agent.reader is None and config.sft.agent.reader.name == "none"
