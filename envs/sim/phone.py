@@ -289,7 +289,9 @@ class SimPhone:
         package = self.apps[fg].package if fg is not None else LAUNCHER_PACKAGE
         return [
             ScreenElement(
-                text=" ".join(t for t in (w.text, w.subtitle) if t) or w.placeholder,  # an empty field shows its hint
+                # an empty field shows its hint; a list's text is its scroll offset, never drawn
+                # (a RecyclerView has no text in a dump)
+                text="" if w.kind == "scroller" else " ".join(t for t in (w.text, w.subtitle) if t) or w.placeholder,
                 description=w.description or w.glyph,  # what an icon does, as Android's content description
                 package=package,
                 bounds=(w.box[0], w.box[1], w.box[2], w.box[3]),
