@@ -75,8 +75,10 @@ VIEW_CLASSES: dict[str, str] = {
 }
 """The Android view class each widget kind is dumped as (others: ``android.view.View``), so a
 program reading the view hierarchy tells a text field from a button as on a phone."""
-LAYOUT_VERSION = 2
-"""Bump whenever SimPhone's screens or drawing change what an agent sees (2: the twelve-app launcher)."""
+LAYOUT_VERSION = 3
+"""Bump whenever SimPhone's screens, drawing or listed elements change what an agent sees (2: the
+twelve-app launcher; 3: the elements an ``elements`` reader lists: icons by their description,
+lists without their scroll offset)."""
 
 
 def appearance_key(apps: Sequence[SimApp] | None = None) -> str:
