@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import string
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -153,3 +154,38 @@ class AnswerKey(BaseModel):
         if self.kind == "time":
             return parse_time(answer) is not None and parse_time(answer) == parse_time(self.expected)
         return parse_date(answer) is not None and parse_date(answer) == parse_date(self.expected)
+
+
+def grounded(answer: str, kind: MatcherKind, screens: Sequence[Sequence[str]]) -> bool:
+    """Whether the value of ``answer`` is read on one of ``screens`` (each the texts a reader
+    read off one screen the agent saw): a number answer's first number is a number on a screen,
+    a time or date answer's value is a time or date on a screen, a text answer (``exact``) is
+    within a screen's text, case and spacing aside. A ``choice`` (yes/no, on/off)
+    judges what a screen shows rather than copying it, so it is always grounded.
+
+    An answer that is worked out rather than read (a count of rows, a sum) is never grounded: a
+    verifier that asks for grounding rejects it, right or not.
+
+        >>> grounded("It is 18 degrees", "number", [("Weather", "18°")])
+        True
+        >>> grounded("3", "number", [("Mon 2 events",)])
+        False
+        >>> grounded("Berlin", "exact", [("Stays in BERLIN",)])
+        True
+    """
+    if kind == "choice":
+        return True
+    lines = [t for screen in screens for t in (*screen, " ".join(screen))]
+    if kind == "number":
+        want = parse_number(answer)
+        return want is not None and any(
+            float(m.group().replace(",", "")) == want for line in lines for m in _NUMBER.finditer(line)
+        )
+    if kind == "time":
+        want_time = parse_time(answer)
+        return want_time is not None and any(parse_time(line) == want_time for line in lines)
+    if kind == "date":
+        want_date = parse_date(answer)
+        return want_date is not None and any(parse_date(line) == want_date for line in lines)
+    want_text = normalise(answer)
+    return bool(want_text) and any(want_text in normalise(line) for line in lines)

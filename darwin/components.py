@@ -93,6 +93,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "llm_judge": "darwin.verifiers.judge.llm_judge:LLMJudge",
         "composite": "darwin.verifiers.composite:CompositeVerifier",
         "learned": "darwin.verifiers.learned.model:LearnedVerifier",
+        "screen_text": "darwin.verifiers.screen_text:ScreenTextVerifier",
     },
     "memory": {
         "sliding_window": "darwin.memory.sliding_window:SlidingWindowMemory",

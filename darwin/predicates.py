@@ -20,9 +20,9 @@ agent's answer, lives here.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from pydantic import (
     BaseModel,
@@ -368,6 +368,60 @@ def _judged_goal(state: State, p: JudgedGoalParams) -> Check:
         f"{JUDGED_GOAL} ({p.goal!r}) is decided by an LLM judge reading the screens, not by the phone's state: "
         "verify with the llm_judge verifier, or with composite fallback ['rule', 'llm_judge']"
     )
+
+
+SCREEN_TEXT = "screen.text"
+"""The predicate of goals a reader decides from the screens (:class:`ScreenTextParams`)."""
+SCREEN_TEXTS = "screen_texts"
+"""The key of the state :class:`~darwin.verifiers.screen_text.ScreenTextVerifier` builds for
+:data:`SCREEN_TEXT`: the texts a reader read off each screen of the episode, the last screen last."""
+
+
+class ScreenTextParams(PredicateParams):
+    """A text shown (``shown=True``) or gone (``False``) on the episode's last screen
+    (``where="last"``) or on any of its screens (``"any"``: shown on at least one; gone: on none).
+    Matching ignores case and spacing, and a text within a longer line counts ("Berlin" is shown
+    by "Stays in Berlin"). A reader decides it from the screenshots, so it works on phones
+    without a JSON state probe."""
+
+    text: str = Field(min_length=1, max_length=200)
+    shown: bool = True
+    where: Literal["last", "any"] = "last"
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("the text is blank: name the text that must be shown or gone")
+        return text
+
+    def texts(self) -> list[str]:
+        return [self.text] if self.shown else []
+
+
+def screen_has(texts: Sequence[str], text: str) -> bool:
+    """Whether ``text`` is within one of a screen's ``texts`` or their joined line (case and spacing aside)."""
+    want = norm(text)
+    return any(want in norm(t) for t in (*texts, " ".join(texts)))
+
+
+@predicate(SCREEN_TEXT, ScreenTextParams)
+def _screen_text(state: State, p: ScreenTextParams) -> Check:
+    """A text shown or gone on the last screen or any screen, as a reader read them; a phone's
+    JSON state alone cannot tell (checking it raises :class:`StateCannotDecide`)."""
+    screens = state.get(SCREEN_TEXTS)
+    if screens is None:
+        raise StateCannotDecide(
+            f"{SCREEN_TEXT} ({p.text!r}) is decided by a reader from the episode's screens, not by the phone's "
+            "state: verify with the screen_text verifier (darwin.verifiers.ScreenTextVerifier)"
+        )
+    if not screens:
+        return Check.of(1)
+    considered = screens[-1:] if p.where == "last" else screens
+    found = [screen_has(texts, p.text) for texts in considered]
+    if p.shown:
+        return Check.of(0 if any(found) else 1)
+    return Check.of(0 if not any(found) else 1)
 
 
 @predicate("no_goal")

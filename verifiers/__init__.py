@@ -25,6 +25,7 @@ __all__ = [
     "LLMJudgeConfig",
     "LearnedVerifier",
     "RuleVerifier",
+    "ScreenTextVerifier",
     "VerificationRequest",
     "Verifier",
     "as_verifier",
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from darwin.verifiers.judge.llm_judge import LLMJudge, LLMJudgeConfig
     from darwin.verifiers.learned.model import LearnedVerifier
     from darwin.verifiers.rule import RuleVerifier
+    from darwin.verifiers.screen_text import ScreenTextVerifier
 else:  # hidden from type checkers, so that a misspelt name is their error
     # public name -> the module that holds it, imported on first use (darwin.lazy_exports)
     __getattr__, __dir__ = lazy_exports(
@@ -49,6 +51,7 @@ else:  # hidden from type checkers, so that a misspelt name is their error
             "LLMJudgeConfig": "darwin.verifiers.judge.llm_judge",
             "LearnedVerifier": "darwin.verifiers.learned.model",
             "RuleVerifier": "darwin.verifiers.rule",
+            "ScreenTextVerifier": "darwin.verifiers.screen_text",
             "VerificationRequest": "darwin.verifiers.base",
             "Verifier": "darwin.verifiers.base",
             "as_verifier": "darwin.verifiers.base",
