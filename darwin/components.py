@@ -138,6 +138,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     "task_synthesizer": {
         "hindsight": "darwin.hindsight.synthesizer:HindsightSynthesizer",
         "model_hindsight": "darwin.hindsight.model_synthesizer:ModelHindsightSynthesizer",
+        "screen_text": "darwin.hindsight.screen_text:ScreenTextSynthesizer",
     },
     "reader": {
         "none": "darwin.readers.base:NoReader",

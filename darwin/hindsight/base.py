@@ -45,7 +45,16 @@ from darwin.hindsight.exploration import Exploration
 from darwin.predicates import State, StateCannotDecide, evaluate
 from darwin.types import Task, VerifierSpec
 
-__all__ = ["DifficultyBand", "Filtered", "Rejected", "SynthesisedTask", "TaskSynthesizer", "filter_tasks", "spec_key"]
+__all__ = [
+    "DifficultyBand",
+    "Filtered",
+    "Rejected",
+    "SynthesisedTask",
+    "TaskSynthesizer",
+    "filter_tasks",
+    "spec_key",
+    "verifier_holds",
+]
 
 
 @dataclass(frozen=True)
@@ -120,7 +129,7 @@ def filter_tasks(
     for candidate in candidates:
         reason: RejectReason | None = None
         key = spec_key(candidate.task.verifier)
-        if _holds(candidate.task.verifier, candidate.start_state):
+        if verifier_holds(candidate.task.verifier, candidate.start_state):
             reason = "already_true"
         elif key in known:
             reason = "duplicate"
@@ -136,7 +145,9 @@ def filter_tasks(
     return Filtered(kept=tuple(kept), rejected=tuple(rejected))
 
 
-def _holds(spec: VerifierSpec, state: State | None) -> bool:
+def verifier_holds(spec: VerifierSpec, state: State | None) -> bool:
+    """Whether ``spec`` holds in ``state`` as far as the state can tell (a goal it cannot decide,
+    ``judge.goal`` or ``screen.text``, and a phone without a probe: no)."""
     if state is None:
         return False  # a phone without a state probe: only a judge on the start screen could tell
     try:

@@ -50,14 +50,16 @@ from darwin.algos.paths import erase_loops
 from darwin.components import build_component
 from darwin.envs.sim.env import SimPhoneEnv
 from darwin.evaluate import EvalResult
-from darwin.hindsight.base import SynthesisedTask, TaskSynthesizer
+from darwin.hindsight.base import SynthesisedTask, TaskSynthesizer, verifier_holds
 from darwin.hindsight.exploration import Exploration, explore
 from darwin.hindsight.leakage import refuse_held_out
 from darwin.hindsight.novelty import NoveltyExplorer
 from darwin.hindsight.records import store_exploration
 from darwin.memory.sliding_window import SlidingWindowConfig
-from darwin.predicates import evaluate
+from darwin.predicates import SCREEN_TEXT, SCREEN_TEXTS, evaluate
 from darwin.problems import ExperimentError
+from darwin.readers.base import read_marks_sync
+from darwin.readers.ocr import OCRReader
 from darwin.run.build import (
     build_actors,
     build_eval_phones,
@@ -77,6 +79,9 @@ from darwin.types import Task
 
 if TYPE_CHECKING:
     from darwin.sft.finetune import FinetuneResult, OracleSource
+
+READ_SIZE = (504, 1120)
+"""Screen size a replayed ``screen.text`` goal is read at (the reader benchmark's, docs/benchmarks.md)."""
 
 logger = logging.getLogger(__name__)
 
@@ -144,12 +149,16 @@ def replay_demonstration(
     task: SynthesisedTask, env: SimPhoneEnv, observation_size: tuple[int, int]
 ) -> tuple[list[np.ndarray], bool]:
     """Play ``task.demonstration`` on ``env`` (a fresh SimPhone), returning the screen before each
-    action and before the closing ``finished``, and whether the task's verifier holds at the end."""
+    action and before the closing ``finished``, and whether the task's verifier holds at the end
+    (a ``screen.text`` goal: on the final screen as the OCR reader reads it at :data:`READ_SIZE`)."""
     shots: list[np.ndarray] = []
     for action in task.demonstration:
         shots.append(env.screenshot(observation_size))
         env.execute(action)
     shots.append(env.screenshot(observation_size))
+    if task.task.verifier.predicate == SCREEN_TEXT:  # decided by what the final screen shows, read by OCR
+        final = read_marks_sync(OCRReader(), env.screenshot(READ_SIZE), env.device_size)
+        return shots, evaluate(task.task.verifier, {SCREEN_TEXTS: [[m.text for m in final]]}).success
     state = env.probe_state()
     return shots, state is not None and evaluate(task.task.verifier, state).success
 
@@ -374,7 +383,7 @@ class SelfEvolution:
             rejected += [r.reason for r in result.rejected]
             seen += [t.task.verifier for t in result.kept]
             for candidate in result.kept:
-                if any(s is not None and evaluate(candidate.task.verifier, s).success for s in starts):
+                if any(verifier_holds(candidate.task.verifier, s) for s in starts):
                     rejected.append("true_on_a_training_phone")
                     continue
                 candidates.append((_cut(candidate, exploration), index, candidate.steps))
