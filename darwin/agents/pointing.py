@@ -4,7 +4,9 @@ Context processing (psi) lists an observation's marks as numbered lines, ``[k] t
 (:func:`marks_text`), and may draw their boxes and numbers on the screenshot
 (:func:`draw_marks`). Action projection (xi) resolves references: ``#k`` is mark ``k`` (a tap
 or long press at its box's centre, or its text typed), ``@i:j`` the goal's words ``i`` to
-``j - 1`` (the goal's own characters between them, typed). A reference past the marks or the
+``j - 1`` (the goal's own characters between them, typed), and a press with a quoted text
+(``click('Berlin')``) the mark that reads it (:func:`mark_reading`): a model that can copy a
+word from its goal can then press the row showing it without counting marks. A reference past the marks or the
 goal's words is a format error, never a crash (:class:`PointingError`).
 
     >>> from darwin.agents.pointing import goal_span, find_goal_span, goal_words
@@ -94,6 +96,44 @@ def mark_with_text(marks: Sequence[Mark], text: str) -> int | None:
     return next((k for k, m in enumerate(marks) if m.text == text), None)
 
 
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text[a:b].casefold() for a, b in goal_words(text))
+
+
+def mark_reading(marks: Sequence[Mark], text: str) -> int | None:
+    """The mark ``click('text')`` presses: the first (in reading order) that reads ``text``
+    (case and spacing aside), else the first whose words hold ``text``'s words in a row
+    ("Berlin" presses "Berlin City"); None if no mark does."""
+    want = _words(text)
+    if not want:
+        return None
+    held: int | None = None
+    for k, m in enumerate(marks):
+        words = _words(m.text)
+        if words == want:
+            return k
+        if held is None and any(words[i : i + len(want)] == want for i in range(len(words) - len(want) + 1)):
+            held = k
+    return held
+
+
+def press_text(marks: Sequence[Mark], goal: str, k: int, max_chars: int = 40) -> str | None:
+    """The shortest text that presses mark ``k`` (:func:`mark_reading`): a span of the goal's
+    words the mark holds (copied from the goal), else the mark's own text; None if neither
+    leads back to mark ``k`` (another mark reads it first) or the text is over ``max_chars``."""
+    target = _words(marks[k].text)
+    spans = goal_words(goal)
+    for length in range(1, min(len(target), 4) + 1):
+        for i in range(len(spans) - length + 1):
+            span = goal[spans[i][0] : spans[i + length - 1][1]]
+            words = _words(span)
+            held = any(target[j : j + length] == words for j in range(len(target) - length + 1))
+            if held and mark_reading(marks, span) == k:
+                return span
+    own = marks[k].text
+    return own if len(own) <= max_chars and mark_reading(marks, own) == k else None
+
+
 def marks_text(marks: Sequence[Mark]) -> str:
     """The numbered lines a prompt lists: ``[k] text`` per mark, in order."""
     return "\n".join(f"[{k}] {m.text}" for k, m in enumerate(marks))
@@ -125,6 +165,8 @@ __all__ = [
     "goal_words",
     "mark",
     "mark_at",
+    "mark_reading",
     "mark_with_text",
     "marks_text",
+    "press_text",
 ]

@@ -20,10 +20,10 @@ out by default, see ``TinyAgentConfig.invalid_history``). A memory with notes (a
 knowledge, summaries) adds a ``Notes:`` block between the goal and ``Done:``.
 
 With a reader (``TinyAgentConfig.reader``: ``ocr``, ``elements``) the observation's marks are
-listed after the goal (``Screen:`` then ``[k] text`` lines) and four pointing calls join the
-action space: ``click(#k)`` and ``long_press(#k)`` press mark ``k``'s centre, ``type(#k)``
-types mark ``k``'s text and ``type(@i:j)`` the goal's words ``i`` to ``j - 1``
-(:mod:`darwin.agents.pointing`). :meth:`TinyAgent.format_action` writes them wherever a mark
+listed after the goal (``Screen:`` then ``[k] text`` lines) and pointing calls join the
+action space: ``click(#k)`` and ``long_press(#k)`` press mark ``k``'s centre, ``click('text')``
+the mark that reads ``text``, ``type(#k)`` types mark ``k``'s text and ``type(@i:j)`` the
+goal's words ``i`` to ``j - 1`` (:mod:`darwin.agents.pointing`). :meth:`TinyAgent.format_action` writes them wherever a mark
 or the goal covers the action (``point=True``), so demonstrations teach pointing.
 
     >>> import numpy as np
@@ -73,7 +73,9 @@ from darwin.agents.pointing import (
     goal_span,
     mark,
     mark_at,
+    mark_reading,
     mark_with_text,
+    press_text,
 )
 from darwin.agents.vlm import (
     Geometry,
@@ -93,8 +95,8 @@ ACTION_SPACE = (
     "click(x,y) long_press(x,y) type('text') scroll(x,y,up|down|left|right) drag(x1,y1,x2,y2) "
     "open_app('name') press_home() press_back() wait() finished('message') answer('text')"
 )
-POINTING_SPACE = "click(#k) long_press(#k) type(#k) type(@i:j)"
-"""The pointing calls a reader adds: mark ``k``, goal words ``i`` to ``j - 1``."""
+POINTING_SPACE = "click(#k) click('text') long_press(#k) long_press('text') type(#k) type(@i:j)"
+"""The pointing calls a reader adds: mark ``k``, the mark that reads ``text``, goal words ``i`` to ``j - 1``."""
 
 _NAMES = frozenset(
     {
@@ -135,6 +137,12 @@ class TinyAgentConfig(ReaderSettings):
         description="with a reader: format_action (SFT targets) writes click(#k)/type(#k)/type(@i:j) wherever a mark "
         "or the goal covers the action; the parser reads them either way",
     )
+    point_text: bool = Field(
+        True,
+        description="with a reader and point: a press is written with the text that reads its mark, "
+        "click('Berlin') (a span of the goal the mark holds, else the mark's own text), where that text leads "
+        "back to the mark; else click(#k)",
+    )
 
     @property
     def convention(self) -> CoordinateConvention:
@@ -172,7 +180,7 @@ class TinyAgent(VLMAgent):
             return f"Phone agent. Reply with one action:\n{ACTION_SPACE}\n{coords}"
         return (
             f"Phone agent. Reply with one action:\n{ACTION_SPACE} {POINTING_SPACE}\n{coords}\n"
-            "#k: screen mark k. @i:j: goal words i to j-1 (from 0)."
+            "#k: screen mark k. 'text': the mark reading it. @i:j: goal words i to j-1 (from 0)."
         )
 
     def build_context(self, observation: Observation, history: Sequence[Transition]) -> Prompt:
@@ -256,7 +264,7 @@ class TinyAgent(VLMAgent):
         if isinstance(action, (Click, LongPress)) and marks:
             k = mark_at(marks, action.x, action.y)
             if k is not None:
-                return f"{'click' if isinstance(action, Click) else 'long_press'}(#{k})"
+                return self.press_call("click" if isinstance(action, Click) else "long_press", k, observation)
         if isinstance(action, Type) and self.reader is not None and action.content:
             span = find_goal_span(observation.goal, action.content)
             if span is not None:
@@ -265,6 +273,13 @@ class TinyAgent(VLMAgent):
             if k is not None:
                 return f"type(#{k})"
         return None
+
+    def press_call(self, name: str, k: int, observation: Observation) -> str:
+        """``name('text')`` pressing mark ``k`` by the text that reads it
+        (:func:`~darwin.agents.pointing.press_text`) where ``point_text`` is on and one does,
+        else ``name(#k)``."""
+        text = press_text(observation.marks, observation.goal, k) if self.config.point_text else None
+        return f"{name}(#{k})" if text is None else f"{name}({quote(text)})"
 
     def plain_text(self, action: Action, observation: Observation) -> str:
         """The text for ``action`` with its coordinates and strings written out."""
@@ -308,6 +323,11 @@ def _reference(call: Call) -> str | None:
     return raw.split(")", 1)[0].split(",", 1)[0].strip()
 
 
+def _quoted(call: Call) -> bool:
+    """Whether the call's first argument is written as a quoted string (``click('Berlin')``)."""
+    return call.text[call.text.find("(") + 1 :].lstrip()[:1] in ("'", '"')
+
+
 def _index(text: str, what: str) -> int:
     digits = text.strip()
     if not digits.isdigit() or len(digits) > 6:
@@ -320,6 +340,12 @@ def _pointed(call: Call, observation: Observation) -> Action | None:
     ``type(@i:j)``), None for a call with plain arguments; a reference to nothing rejects."""
     ref = _reference(call)
     if ref is None:
+        if call.name in ("click", "long_press") and _quoted(call) and len(call.args) == 1 and not call.kwargs:
+            k = mark_reading(observation.marks, call.args[0])
+            if k is None:
+                raise Reject(f"no mark of this screen reads {call.args[0]!r} (press a mark by its text, #k or x,y)")
+            x, y = observation.marks[k].center
+            return build_action(Click if call.name == "click" else LongPress, x=x, y=y)
         return None
     try:
         if ref.startswith("#"):

@@ -152,8 +152,9 @@ class _RecordingOracle(Actor):
         return Decision(action=parsed.action, generation=Generation(text=text), prompt=prompt)
 
     def _pointing_press(self, action: Action, widget: Widget | None, observation: Observation) -> str | None:
-        """``click(#k)`` / ``long_press(#k)`` for a press on ``widget`` when the centre of mark
-        ``k`` (the smallest such) hits the same widget; the plain coordinates where no mark's
+        """``click('text')`` / ``click(#k)`` (and ``long_press``) for a press on ``widget`` when
+        the centre of mark ``k`` (the smallest such) hits the same widget: by the text that reads
+        the mark where it leads back there (:meth:`TinyAgent.press_call`), else by number; the plain coordinates where no mark's
         centre does (a mark of text beside an icon, or none). None for other actions
         (``format_action`` decides: a typed goal span or mark text is copied by reference)."""
         from darwin.actions import Click, LongPress
@@ -166,8 +167,13 @@ class _RecordingOracle(Actor):
         layout = self._mirror.layout()  # the screen _hit restored
         by_size = sorted(range(len(observation.marks)), key=lambda k: observation.marks[k].area)
         for k in by_size:
-            if layout.hit(*observation.marks[k].center) is widget:
-                return f"{name}(#{k})"
+            if layout.hit(*observation.marks[k].center) is not widget:
+                continue
+            text = self.agent.press_call(name, k, observation)  # by its text where that leads back to k
+            pressed = self.agent.parse(text, observation).action
+            if isinstance(pressed, (Click, LongPress)) and layout.hit(pressed.x, pressed.y) is widget:
+                return text
+            return f"{name}(#{k})"
         return self.agent.plain_text(action, observation)
 
 

@@ -14,8 +14,10 @@ from darwin.agents.pointing import (
     find_goal_span,
     goal_span,
     mark_at,
+    mark_reading,
     mark_with_text,
     marks_text,
+    press_text,
 )
 from darwin.agents.qwen import QwenVLAgent
 from darwin.agents.tiny import ACTION_SPACE, POINTING_SPACE, TinyAgent
@@ -48,7 +50,7 @@ def test_marks_reach_the_prompt_as_numbered_lines():
 
 
 def test_a_press_points_at_the_smallest_mark_that_holds_it_and_comes_back():
-    agent, obs = reading_agent(), marked()
+    agent, obs = reading_agent(point_text=False), marked()
     assert agent.format_action(Click(x=100, y=570), obs) == "click(#2)"
     assert agent.format_action(Click(x=900, y=570), obs) == "click(#1)"
     assert agent.format_action(LongPress(x=10, y=410), obs) == "long_press(#0)"
@@ -58,6 +60,32 @@ def test_a_press_points_at_the_smallest_mark_that_holds_it_and_comes_back():
         assert agent.format_action(action, obs) == text
     # nothing under the press: the coordinates are written out
     assert agent.format_action(Click(x=540, y=2000), obs) == agent.plain_text(Click(x=540, y=2000), obs)
+
+
+def test_a_press_is_written_with_the_text_that_reads_its_mark():
+    agent, obs = reading_agent(), marked()
+    assert agent.format_action(Click(x=900, y=570), obs) == "click('Berlin')"  # copied from the goal
+    assert agent.format_action(Click(x=100, y=570), obs) == "click('Search')"
+    assert agent.format_action(Click(x=10, y=410), obs) == "click('Paris')"  # its own text: not in the goal
+    for text in ("click('Berlin')", "click('berlin')", "click( \"Berlin\" )"):
+        assert agent.project_action(text, obs) == Click(x=MARKS[1].center[0], y=MARKS[1].center[1])
+    assert agent.project_action("long_press('Paris')", obs) == LongPress(x=MARKS[0].center[0], y=MARKS[0].center[1])
+    # a text no mark reads is a format error; without marks the quoted press is too
+    for text, o in (("click('Oslo')", obs), ("click('Berlin')", marked(marks=()))):
+        parsed = agent.parse(text, o)
+        assert parsed.action is None and parsed.error is not None
+    # a text read by an earlier mark first does not lead back: the number is written instead
+    twice = (Mark("Berlin", (0, 0, 100, 50)), Mark("Berlin", (0, 100, 100, 150)))
+    assert agent.format_action(Click(x=10, y=120), marked(marks=twice)) == "click(#1)"
+
+
+def test_mark_reading_prefers_an_exact_text_then_whole_words():
+    marks = (Mark("Berlin City", (0, 0, 9, 9)), Mark("Berlin", (0, 10, 9, 19)), Mark("Berliner", (0, 20, 9, 29)))
+    assert mark_reading(marks, "berlin") == 1
+    assert mark_reading(marks, "City") == 0
+    assert mark_reading(marks, "Berl") is None
+    assert press_text(marks, "Stays in Berlin City", 0) == "City"  # the shortest span that leads back
+    assert press_text(marks, "Stays in Berlin", 2) == "Berliner"
 
 
 def test_type_copies_a_goal_span_or_a_mark_by_reference():
