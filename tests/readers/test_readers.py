@@ -205,3 +205,24 @@ def test_text_and_boxes_are_normalised():
     row = [Mark("b", (500, 10, 600, 50)), Mark("a", (0, 12, 100, 52)), Mark("c", (0, 100, 50, 150))]
     assert [m.text for m in order_marks(row + row[:1], 10)] == ["a", "b", "c"]
     assert len(order_marks(row, 2)) == 2
+
+
+def test_a_run_logs_each_readers_cost_since_the_last_update():
+    import types
+
+    from darwin.run.recipe import TrainingRecipe
+
+    recipe = types.SimpleNamespace(_reader_before={}, _reader_clock=0.0, envs=[object(), object()])
+    reader = Counting("per-update")
+    shot = np.zeros((8, 4, 3), np.uint8)
+    read_marks_sync(reader, shot, (40, 80))
+    read_marks_sync(reader, shot, (40, 80))
+    first = TrainingRecipe._reader_metrics(recipe)
+    assert first["reader/counting-per-update/cache_hit_rate"] == 0.5
+    assert first["reader/counting-per-update/ms_per_screen"] > 0
+    assert 0 < first["reader/counting-per-update/share_of_phone_time"] < 1
+    # nothing read since: nothing logged for it; three hits after: their rate alone
+    assert "reader/counting-per-update/cache_hit_rate" not in TrainingRecipe._reader_metrics(recipe)
+    for _ in range(3):
+        read_marks_sync(reader, shot, (40, 80))
+    assert TrainingRecipe._reader_metrics(recipe)["reader/counting-per-update/cache_hit_rate"] == 1.0
