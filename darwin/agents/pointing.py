@@ -4,9 +4,11 @@ Context processing (psi) lists an observation's marks as numbered lines, ``[k] t
 (:func:`marks_text`), and may draw their boxes and numbers on the screenshot
 (:func:`draw_marks`). Action projection (xi) resolves references: ``#k`` is mark ``k`` (a tap
 or long press at its box's centre, or its text typed), ``@i:j`` the goal's words ``i`` to
-``j - 1`` (the goal's own characters between them, typed), and a press with a quoted text
-(``click('Berlin')``) the mark that reads it (:func:`mark_reading`): a model that can copy a
-word from its goal can then press the row showing it without counting marks. A reference past the marks or the
+``j - 1`` (the goal's own characters between them, typed, or the mark that reads them,
+pressed), and a press with a quoted text (``click('Search')``) the mark that reads it
+(:func:`mark_reading`). ``click(@7:8)`` presses the row that shows the goal's eighth word, whatever
+the word: a model that learned where a template puts its destination presses the row of a city it
+never saw, without reading or spelling it. A reference past the marks or the
 goal's words is a format error, never a crash (:class:`PointingError`).
 
     >>> from darwin.agents.pointing import goal_span, find_goal_span, goal_words
@@ -117,10 +119,11 @@ def mark_reading(marks: Sequence[Mark], text: str) -> int | None:
     return held
 
 
-def press_text(marks: Sequence[Mark], goal: str, k: int, max_chars: int = 40) -> str | None:
-    """The shortest text that presses mark ``k`` (:func:`mark_reading`): a span of the goal's
-    words the mark holds (copied from the goal), else the mark's own text; None if neither
-    leads back to mark ``k`` (another mark reads it first) or the text is over ``max_chars``."""
+def press_text(marks: Sequence[Mark], goal: str, k: int, max_chars: int = 40) -> str | tuple[int, int] | None:
+    """How to press mark ``k`` by what reads it (:func:`mark_reading`): the ``(i, j)`` span of the
+    goal's words the mark holds (the shortest, then the first), else the mark's own text; None
+    if neither leads back to mark ``k`` (another mark reads it first) or the text is over
+    ``max_chars``."""
     target = _words(marks[k].text)
     spans = goal_words(goal)
     for length in range(1, min(len(target), 4) + 1):
@@ -129,7 +132,7 @@ def press_text(marks: Sequence[Mark], goal: str, k: int, max_chars: int = 40) ->
             words = _words(span)
             held = any(target[j : j + length] == words for j in range(len(target) - length + 1))
             if held and mark_reading(marks, span) == k:
-                return span
+                return i, i + length
     own = marks[k].text
     return own if len(own) <= max_chars and mark_reading(marks, own) == k else None
 

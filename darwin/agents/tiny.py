@@ -21,9 +21,10 @@ knowledge, summaries) adds a ``Notes:`` block between the goal and ``Done:``.
 
 With a reader (``TinyAgentConfig.reader``: ``ocr``, ``elements``) the observation's marks are
 listed after the goal (``Screen:`` then ``[k] text`` lines) and pointing calls join the
-action space: ``click(#k)`` and ``long_press(#k)`` press mark ``k``'s centre, ``click('text')``
-the mark that reads ``text``, ``type(#k)`` types mark ``k``'s text and ``type(@i:j)`` the
-goal's words ``i`` to ``j - 1`` (:mod:`darwin.agents.pointing`). :meth:`TinyAgent.format_action` writes them wherever a mark
+action space: ``click(#k)`` and ``long_press(#k)`` press mark ``k``'s centre, ``click(@i:j)``
+the mark that reads the goal's words ``i`` to ``j - 1``, ``click('text')`` the mark that reads
+``text``; ``type(#k)`` types mark ``k``'s text and ``type(@i:j)`` the goal's words
+(:mod:`darwin.agents.pointing`). :meth:`TinyAgent.format_action` writes them wherever a mark
 or the goal covers the action (``point=True``), so demonstrations teach pointing.
 
     >>> import numpy as np
@@ -95,8 +96,9 @@ ACTION_SPACE = (
     "click(x,y) long_press(x,y) type('text') scroll(x,y,up|down|left|right) drag(x1,y1,x2,y2) "
     "open_app('name') press_home() press_back() wait() finished('message') answer('text')"
 )
-POINTING_SPACE = "click(#k) click('text') long_press(#k) long_press('text') type(#k) type(@i:j)"
-"""The pointing calls a reader adds: mark ``k``, the mark that reads ``text``, goal words ``i`` to ``j - 1``."""
+POINTING_SPACE = "click(#k|@i:j|'text') long_press(#k|@i:j|'text') type(#k|@i:j)"
+"""The pointing calls a reader adds: mark ``k``, goal words ``i`` to ``j - 1`` (typed, or the
+mark that reads them pressed), the mark that reads ``text``."""
 
 _NAMES = frozenset(
     {
@@ -139,9 +141,9 @@ class TinyAgentConfig(ReaderSettings):
     )
     point_text: bool = Field(
         True,
-        description="with a reader and point: a press is written with the text that reads its mark, "
-        "click('Berlin') (a span of the goal the mark holds, else the mark's own text), where that text leads "
-        "back to the mark; else click(#k)",
+        description="with a reader and point: a press is written by what reads its mark, click(@i:j) (a span "
+        "of the goal's words the mark holds) or click('text') (the mark's own text), where that leads back to "
+        "the mark; else click(#k)",
     )
 
     @property
@@ -180,7 +182,8 @@ class TinyAgent(VLMAgent):
             return f"Phone agent. Reply with one action:\n{ACTION_SPACE}\n{coords}"
         return (
             f"Phone agent. Reply with one action:\n{ACTION_SPACE} {POINTING_SPACE}\n{coords}\n"
-            "#k: screen mark k. 'text': the mark reading it. @i:j: goal words i to j-1 (from 0)."
+            "#k: screen mark k. @i:j: goal words i to j-1 (from 0), or the mark reading them. "
+            "'text': the mark reading it."
         )
 
     def build_context(self, observation: Observation, history: Sequence[Transition]) -> Prompt:
@@ -275,11 +278,15 @@ class TinyAgent(VLMAgent):
         return None
 
     def press_call(self, name: str, k: int, observation: Observation) -> str:
-        """``name('text')`` pressing mark ``k`` by the text that reads it
-        (:func:`~darwin.agents.pointing.press_text`) where ``point_text`` is on and one does,
-        else ``name(#k)``."""
-        text = press_text(observation.marks, observation.goal, k) if self.config.point_text else None
-        return f"{name}(#{k})" if text is None else f"{name}({quote(text)})"
+        """``name(@i:j)`` pressing mark ``k`` by the goal's words it shows, or ``name('text')`` by
+        its own text (:func:`~darwin.agents.pointing.press_text`), where ``point_text`` is on and
+        that leads back to mark ``k``; else ``name(#k)``."""
+        how = press_text(observation.marks, observation.goal, k) if self.config.point_text else None
+        if how is None:
+            return f"{name}(#{k})"
+        if isinstance(how, tuple):
+            return f"{name}(@{how[0]}:{how[1]})"
+        return f"{name}({quote(how)})"
 
     def plain_text(self, action: Action, observation: Observation) -> str:
         """The text for ``action`` with its coordinates and strings written out."""
@@ -356,12 +363,19 @@ def _pointed(call: Call, observation: Observation) -> Action | None:
             if call.name == "type":
                 return build_action(Type, content=target.text)
             raise Reject(f"{call.name}() cannot point at a mark (only click, long_press and type can)")
-        if call.name != "type":
-            raise Reject(f"{call.name}() cannot take a goal span (only type(@i:j) can)")
+        if call.name not in ("type", "click", "long_press"):
+            raise Reject(f"{call.name}() cannot take a goal span (only type, click and long_press can)")
         start, sep, end = ref[1:].partition(":")
         if not sep:
             raise Reject(f"goal span {ref!r} needs a start and an end: @i:j")
-        return build_action(Type, content=goal_span(observation.goal, _index(start, "start"), _index(end, "end")))
+        words = goal_span(observation.goal, _index(start, "start"), _index(end, "end"))
+        if call.name == "type":
+            return build_action(Type, content=words)
+        k = mark_reading(observation.marks, words)
+        if k is None:
+            raise Reject(f"no mark of this screen reads the goal's {ref} ({words!r})")
+        x, y = observation.marks[k].center
+        return build_action(Click if call.name == "click" else LongPress, x=x, y=y)
     except PointingError as e:
         raise Reject(str(e)) from None
 

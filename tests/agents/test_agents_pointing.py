@@ -64,14 +64,18 @@ def test_a_press_points_at_the_smallest_mark_that_holds_it_and_comes_back():
 
 def test_a_press_is_written_with_the_text_that_reads_its_mark():
     agent, obs = reading_agent(), marked()
-    assert agent.format_action(Click(x=900, y=570), obs) == "click('Berlin')"  # copied from the goal
-    assert agent.format_action(Click(x=100, y=570), obs) == "click('Search')"
+    assert agent.format_action(Click(x=900, y=570), obs) == "click(@3:4)"  # the goal's "Berlin"
+    assert agent.format_action(Click(x=100, y=570), obs) == "click(@0:1)"  # the goal's "Search"
+    assert agent.project_action("click(@3:4)", obs) == Click(x=MARKS[1].center[0], y=MARKS[1].center[1])
+    # the same words of another goal press the row that shows that goal's city
+    oslo = marked(goal="Search stays in Paris for 2 adults")
+    assert agent.project_action("click(@3:4)", oslo) == Click(x=MARKS[0].center[0], y=MARKS[0].center[1])
     assert agent.format_action(Click(x=10, y=410), obs) == "click('Paris')"  # its own text: not in the goal
     for text in ("click('Berlin')", "click('berlin')", "click( \"Berlin\" )"):
         assert agent.project_action(text, obs) == Click(x=MARKS[1].center[0], y=MARKS[1].center[1])
     assert agent.project_action("long_press('Paris')", obs) == LongPress(x=MARKS[0].center[0], y=MARKS[0].center[1])
     # a text no mark reads is a format error; without marks the quoted press is too
-    for text, o in (("click('Oslo')", obs), ("click('Berlin')", marked(marks=()))):
+    for text, o in (("click('Oslo')", obs), ("click('Berlin')", marked(marks=())), ("click(@5:7)", obs)):
         parsed = agent.parse(text, o)
         assert parsed.action is None and parsed.error is not None
     # a text read by an earlier mark first does not lead back: the number is written instead
@@ -84,7 +88,7 @@ def test_mark_reading_prefers_an_exact_text_then_whole_words():
     assert mark_reading(marks, "berlin") == 1
     assert mark_reading(marks, "City") == 0
     assert mark_reading(marks, "Berl") is None
-    assert press_text(marks, "Stays in Berlin City", 0) == "City"  # the shortest span that leads back
+    assert press_text(marks, "Stays in Berlin City", 0) == (3, 4)  # "City": the shortest span that leads back
     assert press_text(marks, "Stays in Berlin", 2) == "Berliner"
 
 
