@@ -70,3 +70,14 @@ def test_stored_demonstrations_are_read_by_a_pixel_reader():
 def test_stored_demonstrations_cannot_be_read_from_a_tree_they_do_not_have():
     with pytest.raises(ReaderUnavailable, match="agent.reader='ocr'"):
         build_examples(lambda: TinyAgent(reader={"name": "elements"}), [_episode("Open Clock", Click(x=5, y=5))])
+
+
+def test_the_cities_probes_task_files_load_and_never_share_a_destination():
+    from darwin.task_registry import load_task_file
+
+    trained = load_task_file("examples/tasks/booking_cities_trained.yaml")
+    unseen = load_task_file("examples/tasks/booking_cities_unseen.yaml")
+    assert len(trained) == len(unseen) == 5
+    cities = [{t.verifier.params["destination"] for t in tasks} for tasks in (trained, unseen)]
+    assert not cities[0] & cities[1]
+    assert all(t.verifier.params["destination"] in t.instruction for t in trained + unseen)
