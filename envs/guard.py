@@ -479,7 +479,8 @@ def _swipe(env: PhoneEnv, action: Action) -> tuple[Swipe | None, int]:
     if not isinstance(action, Scroll | Drag):
         return None, slop
     try:
-        return swipe_for(action, tuple(env.device_size), density, config), slop
+        width, height = env.device_size
+        return swipe_for(action, (width, height), density, config), slop
     except GestureRefused:
         return None, slop
 

@@ -74,25 +74,12 @@ LAYERS: dict[str, set[str]] = {
     "evaluate": {"run"},
     "rollout": {"learner", "run", "sft"},
     "sft": {"run"},
-    # a reader turns a screen into marks: it knows phones (their elements), never who acts on them
-    "readers": {
-        "agents",
-        "learner",
-        "workflows",
-        "policies",
-        "models",
-        "sft",
-        "curricula",
-        "memory",
-        "verifiers",
-        "run",
-        "evaluate",
-        "bench",
-        "rollout",
-    },
     # the config is a schema: darwin.run.build makes the components from it
     "run.config": {"run.build", "run.recipe", "run.load"},
 }
+
+# A reader turns a screen into marks: it knows phones (their elements), never who acts on them.
+LAYERS["readers"] = LAYERS["envs"] | {"models"}
 
 # Everything a run is made of lives below darwin.run; only darwin.run and the command line import it.
 RUN_IMPORTERS = ("darwin.run", "darwin.cli")

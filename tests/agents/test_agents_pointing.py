@@ -71,7 +71,7 @@ def test_a_press_is_written_with_the_text_that_reads_its_mark():
     oslo = marked(goal="Search stays in Paris for 2 adults")
     assert agent.project_action("click(@3:4)", oslo) == Click(x=MARKS[0].center[0], y=MARKS[0].center[1])
     assert agent.format_action(Click(x=10, y=410), obs) == "click('Paris')"  # its own text: not in the goal
-    for text in ("click('Berlin')", "click('berlin')", "click( \"Berlin\" )"):
+    for text in ("click('Berlin')", "click('berlin')", 'click( "Berlin" )'):
         assert agent.project_action(text, obs) == Click(x=MARKS[1].center[0], y=MARKS[1].center[1])
     assert agent.project_action("long_press('Paris')", obs) == LongPress(x=MARKS[0].center[0], y=MARKS[0].center[1])
     # a text no mark reads is a format error; without marks the quoted press is too
