@@ -54,16 +54,16 @@ class ScreenTextVerifier(Verifier):
         grounded_answers: bool = True,
         otherwise: str | Mapping[str, Any] | ComponentSpec = "rule",
     ) -> None:
-        built = build_component("reader", _spec(reader))
+        built = build_component("reader", ComponentSpec.model_validate(reader))
         assert isinstance(built, Reader)  # checked by build_component
         if built.needs_phone or not built.reads:
             raise ValueError(
-                f"the screen_text verifier reads stored screenshots; reader {_spec(reader).name!r} cannot "
+                f"the screen_text verifier reads stored screenshots; reader {ComponentSpec.model_validate(reader).name!r} cannot "
                 "(it reads a phone, or nothing): use reader='ocr' or a Reader of pixels"
             )
         self.reader = built
         self.grounded_answers = grounded_answers
-        inner = build_component("verifier", _spec(otherwise))
+        inner = build_component("verifier", ComponentSpec.model_validate(otherwise))
         assert isinstance(inner, Verifier)
         self.otherwise = inner
 
@@ -120,14 +120,6 @@ class ScreenTextVerifier(Verifier):
 
     def close(self) -> None:
         self.otherwise.close()
-
-
-def _spec(value: str | Mapping[str, Any] | ComponentSpec) -> ComponentSpec:
-    if isinstance(value, ComponentSpec):
-        return value
-    if isinstance(value, str):
-        return ComponentSpec(name=value)
-    return ComponentSpec.model_validate(value)
 
 
 def _answer(request: VerificationRequest) -> str | None:

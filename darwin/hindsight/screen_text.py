@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from darwin.components import ComponentSpec, build_component
+from darwin.envs.sim.ui import HEIGHT, WIDTH
 from darwin.hindsight.base import DifficultyBand, SynthesisedTask, TaskSynthesizer
 from darwin.hindsight.exploration import Exploration, ExplorationError
 from darwin.png import decode_png
@@ -37,8 +38,8 @@ from darwin.types import Task, VerifierSpec
 
 __all__ = ["ScreenTextSynthesizer"]
 
-PHONE_SIZE = (1080, 2400)
-"""Device size assumed for an exploration that did not record one (marks' boxes are unused here)."""
+PHONE_SIZE = (WIDTH, HEIGHT)
+"""Device size assumed for an exploration that did not record one (SimPhone's; marks' boxes are unused here)."""
 
 
 class ScreenTextSynthesizer(TaskSynthesizer):
@@ -59,11 +60,7 @@ class ScreenTextSynthesizer(TaskSynthesizer):
         min_steps: int = 1,
         max_steps: int | None = None,
     ) -> None:
-        spec = (
-            reader
-            if isinstance(reader, ComponentSpec)
-            else (ComponentSpec(name=reader) if isinstance(reader, str) else ComponentSpec.model_validate(reader))
-        )
+        spec = ComponentSpec.model_validate(reader)  # a name, a dict or a spec
         built = build_component("reader", spec)
         assert isinstance(built, Reader)  # checked by build_component
         if built.needs_phone or not built.reads:
