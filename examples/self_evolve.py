@@ -25,8 +25,8 @@ refuses the split's held-out templates in every round's tasks.
 
 On 2 cores the warm start's SFT takes 43 minutes on first use (cached, shared by every arm); after
 it, the default took 32 minutes (partly sharing the machine), and the arms 49 (train_apps_rl) and
-62 minutes (few_shot) side by side (docs/results.md, "Self-evolution: the arms" and "the replaying
-flywheel").
+62 minutes (few_shot) side by side (docs/results-archive.md, "Self-evolution: the arms" and "the
+replaying flywheel").
 
 The ``miniature`` preset explores Chrome with the random agent (an untrained warm start
 explores nothing in a few steps) for one round of two RL updates, to exercise every stage.
