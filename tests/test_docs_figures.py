@@ -16,9 +16,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results.md"
 MAX_RESULTS_LINES = 300
 
-# The owner rewrites this docstring with the new demo; remove the entry then.
-OWNER_REWRITES = {"spa_bench.py"}
-
 # A figure starts after neither a word character nor a point, so the "-12" of "2026-12-02", the
 # "-5" of "1e-5" and the "5%" of "2.5%" are not read as figures of their own.
 PERCENTAGE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?%")
@@ -35,8 +32,6 @@ def stated_figures() -> dict[str, set[str]]:
     """File (relative to the repository) -> the figures README.md or its module docstring states."""
     stated = {"README.md": figures((ROOT / "README.md").read_text(encoding="utf-8"))}
     for example in sorted((ROOT / "examples").glob("*.py")):
-        if example.name in OWNER_REWRITES:
-            continue
         docstring = ast.get_docstring(ast.parse(example.read_text(encoding="utf-8"))) or ""
         stated[example.relative_to(ROOT).as_posix()] = figures(docstring)
     return stated

@@ -556,3 +556,38 @@ def test_phone_faults_wrap_the_training_simphones_only_and_a_bad_spec_says_how(t
         apply_overrides(config, ["phones.faults=crash=often"])
     with pytest.raises(ExperimentError, match=r"in-process SimPhones .*'sim_farm', kwargs = \{faults"):
         apply_overrides(config, ["phones.faults=crash=0.1", "phones.provider=sim_farm"])
+
+
+def _differences(a: object, b: object, path: str = "") -> set[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set().union(
+            *(_differences(a.get(k), b.get(k), f"{path}.{k}" if path else k) for k in a.keys() | b.keys())
+        )
+    return set() if a == b else {path}
+
+
+def test_best_preset_is_the_default_from_the_strongest_warm_start():
+    """`--preset best` changes only the warm start (and gives its RL the 14 minutes it was measured
+    with): a user choosing "the best agent" gets the default's RL from the 1,000-step warm start."""
+    default = load_experiment(ROOT / "examples" / "spa_bench.py").model_dump(mode="json")
+    best = load_experiment(ROOT / "examples" / "spa_bench.py", "best").model_dump(mode="json")
+    assert _differences(default, best) == {"name", "notes", "sft.steps", "sft.phones", "sft.episodes", "time_budget_s"}
+    assert (best["sft"]["steps"], best["sft"]["phones"], best["sft"]["episodes"]) == (1000, 128, 1024)
+    assert best["sft"]["prefer_typing"] and best["time_budget_s"] == 14 * 60
+
+
+def test_best_preset_trains_the_warm_start_whose_numbers_results_md_records():
+    """docs/results.md quotes the strongest warm start's SFT config hash beside its numbers. SFT is
+    deterministic for its config, so the same hash is the same weights; a change to SimPhone's
+    screens or to the tiny agent changes the hash and fails this test until the numbers are re-measured."""
+    section = (ROOT / "docs" / "results.md").read_text().split("## The strongest warm start")[1].split("\n## ")[0]
+    best = load_experiment(ROOT / "examples" / "spa_bench.py", "best")
+    assert f"`{best.sft.config_hash()}`" in section
+
+
+def test_the_default_leaves_room_for_rl_and_fits_the_demo_budget():
+    """`make demo`'s warm start is the short one and its RL at most 10 minutes (docs/results.md,
+    "The default run")."""
+    config = load_experiment(ROOT / "examples" / "spa_bench.py")
+    assert (config.sft.steps, config.sft.phones, config.sft.episodes) == (200, 32, 256)
+    assert config.time_budget_s == 10 * 60
