@@ -30,7 +30,7 @@ def evaluate_with_progress(
     """Run ``evaluation`` under a progress bar of ``total`` episodes on ``console``; it is
     given the callback to call after each episode. A missing or rejected API key stops the
     command with one line."""
-    with progress_bar(console, "eval") as progress:
+    with progress_bar(console, "eval", unit="episodes") as progress:
         bar = progress.add_task(description, total=total)
         with credentials_fail_cleanly():
             return asyncio.run(evaluation(lambda t: progress.advance(bar)))

@@ -118,7 +118,7 @@ def finetune_command(
         f"fine-tuning {model} as {config.agent_format} ({mode}) on {w}x{h} screens: {config.steps} steps of batch {config.batch_size}, lr {config.lr:g}"
     )
 
-    with progress_bar(console, "sft", TextColumn("loss {task.fields[loss]}")) as progress:
+    with progress_bar(console, "sft", TextColumn("loss {task.fields[loss]}"), unit="steps") as progress:
         bar = progress.add_task("demonstrations", total=config.steps, loss="-")
         try:
             result = finetune(

@@ -55,7 +55,7 @@ def _run(judges, cases, out: Path, console: Console):  # noqa: ANN001, ANN202 - 
     total = len(judges) * len(cases)
     if done:
         console.print(f"resuming: {done} of {total} verdicts already in {results.path}", highlight=False)
-    with progress_bar(console, "judge") as progress:
+    with progress_bar(console, "judge", unit="verdicts") as progress:
         bar = progress.add_task(
             f"{len(cases)} episode(s) x {len(judges)} configuration(s)", total=total, completed=done
         )

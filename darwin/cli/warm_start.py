@@ -109,7 +109,7 @@ def warm_start_command(
     )
 
     step_columns = (TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"))
-    with progress_bar(console, "sft", *step_columns, time_remaining=True) as progress:
+    with progress_bar(console, "sft", *step_columns, time_remaining=True, unit="steps") as progress:
         bar = progress.add_task("demonstrations", total=config.steps, loss="-", tps="-")
 
         def on_step(s: StepStats) -> None:
