@@ -35,7 +35,7 @@ measured, and why each setting below was chosen: docs/results.md.
 
 Best preset (`--preset best`): the strongest agent measured on 2 cores, one flag away. The same
 RL for at most 14 minutes from a warm start of 1,000 SFT steps on 1,024 typing demonstrations
-from 128 phones (about 15 minutes of SFT here, cached), which already solves every base task
+from 128 phones (about 20 minutes of SFT here, cached), which already solves every base task
 greedily, so RL keeps it rather than improving it (docs/results.md, "The strongest warm start").
 
 Paper preset (`--preset paper`): Table 1 hyperparameters on cloud phones listed in
@@ -201,7 +201,7 @@ def build(preset: str) -> ExperimentConfig:
 
 def best(default: ExperimentConfig) -> ExperimentConfig:
     """The strongest agent on 2 cores: the default's RL from the strongest warm start measured, 1,000
-    SFT steps on 1,024 typing demonstrations from 128 phones (about 35-40 minutes of SFT, cached).
+    SFT steps on 1,024 typing demonstrations from 128 phones (about 20 minutes of SFT, cached).
     It solves every base task greedily before RL, so its RL has little to add and keeps it
     (docs/results.md, "The strongest warm start: `--preset best`").
     """
