@@ -41,7 +41,7 @@ SHRINK = [
     "horizon=6",
     "learner.mini_batch_size=8",
     'tasks=["clock_1","settings_dark_theme"]',
-    "learner.speed.freeze_vision=false",  # the setting the first two variants were recorded with (the default's)
+    "learner.speed.freeze_vision=false",  # the setting the first two variants were recorded with
 ]
 VARIANTS = {
     "critic_warmup": ["learner.critic.warmup_updates=1", "updates=2"],  # the default's first update: critic warm-up

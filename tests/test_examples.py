@@ -313,3 +313,32 @@ def test_generalization_example_trains_on_the_training_split_only():
     assert not {t.template for t in held["unseen_templates"] + held["unseen_apps"]} & train
     assert not {t.app for t in held["unseen_apps"]} & {t.app for t in config.resolve_tasks()}
     assert not {t.id for t in held["unseen_instances"]} & set(config.tasks)
+
+
+def test_reader_rl_presets_differ_from_the_default_and_from_each_other_only_in_what_they_name():
+    reader = load_experiment(EXAMPLES / "reader_rl.py")
+    pixels = load_experiment(EXAMPLES / "reader_rl.py", "pixels")
+    spa = load_experiment(EXAMPLES / "spa_bench.py")
+    held_out = {"booking.com_3", "settings_dark_theme"}
+    assert reader.tasks == spa.tasks  # RL trains on all eight base tasks
+    assert set(reader.sft.tasks) == {t.id for t in spa.resolve_tasks()} - held_out
+    assert reader.sft.prefer_typing is False and reader.sft.agent.reader.name == "elements"
+    assert pixels.sft.agent.reader.name == "none"
+    unseen = reader.resolve_eval_sets()["unseen_words"]
+    destinations = {t.verifier.params["destination"] for t in unseen}
+    assert len(destinations) == 5
+    trained_text = " ".join(t.instruction for t in reader.resolve_tasks())
+    assert not any(d in trained_text for d in destinations)  # no training goal names them
+    # Only the warm start's settings and the evaluation's extra set differ from the default ...
+    changed = {"name", "notes", "sft", "evaluation"}
+    assert reader.model_dump(exclude=changed) == spa.model_dump(exclude=changed)
+    assert reader.evaluation.model_dump(exclude={"task_sets"}) == spa.evaluation.model_dump(exclude={"task_sets"})
+    sft_changed = {"tasks", "prefer_typing", "agent"}
+    assert reader.sft.model_dump(exclude=sft_changed) == spa.sft.model_dump(exclude=sft_changed)
+    # ... and the paired control differs from the reader run in its reader alone.
+    assert pixels.model_dump(exclude={"name", "notes", "sft"}) == reader.model_dump(exclude={"name", "notes", "sft"})
+    assert pixels.sft.model_dump(exclude={"agent"}) == reader.sft.model_dump(exclude={"agent"})
+    assert pixels.sft.agent.model_dump(exclude={"reader"}) == reader.sft.agent.model_dump(exclude={"reader"})
+    result = CliRunner().invoke(main, ["run", str(EXAMPLES / "reader_rl.py"), "--preset", "ocr", "--dry-run"])
+    assert result.exit_code != 0 and "choose one of reader, pixels" in result.output
+    assert "Traceback" not in result.output

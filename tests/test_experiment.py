@@ -559,12 +559,19 @@ def test_phone_faults_wrap_the_training_simphones_only_and_a_bad_spec_says_how(t
 
 
 def test_best_preset_is_the_default_from_the_strongest_warm_start():
-    """`--preset best` changes only the warm start (and gives its RL the 14 minutes it was measured
-    with): a user choosing "the best agent" gets the default's RL from the 1,000-step warm start."""
+    """`--preset best` changes only the warm start (and gives its RL the 14 minutes and the trained
+    vision tower it was measured with): a user choosing "the best agent" gets the default's RL from
+    the 1,000-step warm start."""
     default = load_experiment(ROOT / "examples" / "spa_bench.py")
     best = load_experiment(ROOT / "examples" / "spa_bench.py", "best")
-    run_fields, sft_fields = {"name", "notes", "time_budget_s", "sft"}, {"steps", "phones", "episodes"}
+    run_fields, sft_fields = {"name", "notes", "time_budget_s", "sft", "learner"}, {"steps", "phones", "episodes"}
     assert best.model_dump(exclude=run_fields) == default.model_dump(exclude=run_fields)
+    # ... and its RL trains the vision tower, the setting its recorded numbers were measured with
+    assert best.learner.model_dump(exclude={"speed"}) == default.learner.model_dump(exclude={"speed"})
+    assert best.learner.speed.model_dump(exclude={"freeze_vision"}) == default.learner.speed.model_dump(
+        exclude={"freeze_vision"}
+    )
+    assert default.learner.speed.freeze_vision and not best.learner.speed.freeze_vision
     assert best.sft.model_dump(exclude=sft_fields) == default.sft.model_dump(exclude=sft_fields)
     assert (best.sft.steps, best.sft.phones, best.sft.episodes) == (1000, 128, 1024)
     assert best.sft.prefer_typing and best.time_budget_s == 14 * 60

@@ -42,6 +42,8 @@ def load_experiment(path: str | Path, preset: str = "default") -> ExperimentConf
         raise ExperimentError(
             f"{path} (preset {preset!r}) has {len(lines)} problem(s):\n  " + "\n  ".join(lines)
         ) from None
+    except ValueError as exc:  # an experiment file refusing its preset or its own settings
+        raise ExperimentError(f"{path} (preset {preset!r}): {exc}") from exc
     if not isinstance(config, ExperimentConfig):
         raise ExperimentError(f"{path}: build({preset!r}) returned {type(config).__name__}, not an ExperimentConfig")
     try:
