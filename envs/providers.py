@@ -433,6 +433,8 @@ class SimPhones(PhoneProvider):
         seed: phone ``i`` is seeded ``seed + i``.
         perturbation: the SimPhones' perturbation settings.
         reset_between_episodes: every episode starts from the phone's initial state.
+        fresh_initial_states: with ``reset_between_episodes``, every episode starts from a new
+            initial state (:attr:`SimPhoneEnv.fresh_initial_states`; ``phones.initial_states='fresh'``).
         locale: the SimPhones' UI language (``"auto"``: each episode's task's, see :class:`SimPhoneEnv`).
         faults: infrastructure faults injected into every phone (a :class:`~darwin.envs.faults.FaultSpec`
             or its string form; ``phones.faults``), each phone with its own RNG.
@@ -450,6 +452,7 @@ class SimPhones(PhoneProvider):
         locale: str = "en",
         faults: FaultSpec | str | None = None,
         call_deadline_s: float = 10.0,
+        fresh_initial_states: bool = False,
     ) -> None:
         super().__init__()
         if count < 1:
@@ -458,6 +461,7 @@ class SimPhones(PhoneProvider):
         self._seeds = {p.id: seed + i for i, p in enumerate(self._phones)}
         self.perturbation = perturbation
         self.reset_between_episodes = reset_between_episodes
+        self.fresh_initial_states = fresh_initial_states
         self.locale = locale
         self.faults = FaultSpec.parse(faults) if isinstance(faults, str) else (faults or FaultSpec())
         self.call_deadline_s = call_deadline_s
@@ -474,6 +478,7 @@ class SimPhones(PhoneProvider):
             name=phone.id,
             reset_between_episodes=self.reset_between_episodes,
             locale=self.locale,
+            fresh_initial_states=self.fresh_initial_states,
         )
         if not self.faults.enabled:
             return env

@@ -19,6 +19,7 @@ from darwin.run.config import ExperimentConfig
 
 SETTINGS: dict[str, str] = {
     "phones.locale": "the SimPhones' UI language",
+    "phones.initial_states": "whether a SimPhone's episodes start from one initial state or each from a new one",
     "phones.guard": "'off' turns the guard component off; the guard itself is a ComponentSpec",
     "learner.levers.whiten_by": "the group GAE whitening normalises over",
     "learner.ppo.old_logprobs": "where PPO's anchor log-probs come from",

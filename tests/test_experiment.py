@@ -558,6 +558,39 @@ def test_phone_faults_wrap_the_training_simphones_only_and_a_bad_spec_says_how(t
         apply_overrides(config, ["phones.faults=crash=0.1", "phones.provider=sim_farm"])
 
 
+def test_fresh_initial_states_start_every_training_episode_anew_and_never_on_an_evaluation_phone(tmp_path):
+    """`phones.initial_states='fresh'`: each training episode starts from a new factory-reset
+    state (other list order, app data, look); 'fixed' (the default) from the same one; the
+    evaluation phones are the same either way; a setting it cannot honour is refused."""
+    from darwin.envs.sim.env import FRESH_SEED_STRIDE, SimPhoneEnv
+    from darwin.run.build import build_eval_phones, build_fleet
+
+    config = load_experiment(small_experiment(tmp_path, 2))
+    fresh = apply_overrides(config, ["phones.initial_states=fresh"])
+    fixed_env, fresh_env = build_fleet(config).envs[0], build_fleet(fresh).envs[0]
+    first = fresh_env.phone.snapshot()
+    assert fixed_env.phone.snapshot() == first  # the first episode starts where a fixed phone's do
+    starts = []
+    for env in (fixed_env, fresh_env):
+        env.phone.press_home()
+        env.go_home()
+        starts.append(env.phone.snapshot())
+    assert starts[0] == first and starts[1] != first
+    assert fresh_env.phone.seed == config.phones.seed + FRESH_SEED_STRIDE
+    assert starts[1]["perturb"]["seed"] == fresh_env.phone.seed
+    fresh_env.go_home()
+    assert fresh_env.phone.seed == config.phones.seed + 2 * FRESH_SEED_STRIDE  # and the next one anew again
+    eval_fixed, eval_fresh = build_eval_phones(config), build_eval_phones(fresh)
+    assert [e.phone.snapshot() for e in eval_fixed] == [e.phone.snapshot() for e in eval_fresh]
+    assert not any(e.fresh_initial_states for e in eval_fresh)
+    with pytest.raises(ExperimentError, match=r"initial_states = 'fresh'.*reset_between_episodes = true"):
+        apply_overrides(fresh, ["phones.reset_between_episodes=false"])
+    with pytest.raises(ExperimentError, match=r"initial_states = 'fresh'.*provider = 'sim'.*got provider 'sim_farm'"):
+        apply_overrides(fresh, ["phones.provider=sim_farm"])
+    with pytest.raises(ValueError, match=r"needs reset_between_episodes=True"):
+        SimPhoneEnv(seed=1, fresh_initial_states=True)
+
+
 def test_best_preset_is_the_default_from_the_strongest_warm_start():
     """`--preset best` changes only the warm start (and gives its RL the 14 minutes and the trained
     vision tower it was measured with): a user choosing "the best agent" gets the default's RL from

@@ -283,7 +283,8 @@ def _start_provider(config: ExperimentConfig, closers: list[Callable[[], None]])
 
     The provider is built with what the experiment says of its phones (the ones its ``__init__``
     takes; the spec's own kwargs win): ``count`` (with the spares), ``seed``, ``config`` (the adb
-    settings), ``perturbation``, ``locale``, ``reset_between_episodes``, ``faults`` and
+    settings), ``perturbation``, ``locale``, ``reset_between_episodes``, ``fresh_initial_states``
+    (``phones.initial_states``), ``faults`` and
     ``call_deadline_s``, and where set, ``devices`` and ``ray``."""
     from darwin.envs.adb_server import PrivateAdbServer
     from darwin.envs.providers import PhoneProvider, SimFarm
@@ -303,6 +304,7 @@ def _start_provider(config: ExperimentConfig, closers: list[Callable[[], None]])
         "perturbation": phones.perturbation,
         "locale": phones.locale,
         "reset_between_episodes": phones.reset_between_episodes,
+        "fresh_initial_states": phones.initial_states == "fresh",
         "faults": phones.fault_spec(),
         "call_deadline_s": phones.call_deadline_s,
     }

@@ -82,6 +82,13 @@ class PhonesConfig(BaseModel):
         "reached once holds in every later episode of that task on that phone (base tasks have no teardown), "
         "so training would dry up; real phones keep their state (use lifecycle tasks with teardown there)",
     )
+    initial_states: Literal["fixed", "fresh"] = Field(
+        "fixed",
+        description="sim, with reset_between_episodes: 'fixed': every episode of phone i starts from seed + i's "
+        "initial state; 'fresh': each episode starts from a new one (a factory reset to a new seed: other app data, "
+        "list and icon order, accent, pop-ups), so RL cannot fit a handful of starts. Evaluation phones are "
+        "unaffected: their seeds never train",
+    )
     faults: str = Field(
         "none",
         description="sim: infrastructure faults injected into the training SimPhones in process (the spec of "
@@ -252,6 +259,12 @@ class PhonesConfig(BaseModel):
                 f"phones.faults = {self.faults!r} injects faults into in-process SimPhones (phones.provider = 'sim'); "
                 "for SimPhones served over adb give the provider the spec "
                 "(phones.provider = {name = 'sim_farm', kwargs = {faults = '...'}}); real phones fault on their own"
+            )
+        if self.initial_states == "fresh" and not (self.in_process and self.reset_between_episodes):
+            problems.append(
+                "phones.initial_states = 'fresh' factory-resets in-process SimPhones to a new seed before each "
+                "episode: it needs phones.provider = 'sim' and phones.reset_between_episodes = true "
+                f"(got provider {name!r}, reset_between_episodes = {str(self.reset_between_episodes).lower()})"
             )
         if problems:
             raise ValueError("; ".join(problems))

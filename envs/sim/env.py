@@ -16,6 +16,11 @@ from darwin.envs.sim.phone import SimPhone, UnknownAppError
 from darwin.envs.sim.setups import apply_setup
 from darwin.types import StateSetup, Task
 
+FRESH_SEED_STRIDE = 2**32
+"""A phone seeded ``s`` with fresh initial states starts its k-th later episode from seed
+``s + k * FRESH_SEED_STRIDE``: never the seed of another phone (training phones and evaluation
+phones are seeded below 2**32), so an evaluation phone's initial state never trains."""
+
 
 class SimPhoneEnv(PhoneEnv):
     """An in-process SimPhone. Its async methods run inline: rendering is a few milliseconds.
@@ -42,9 +47,15 @@ class SimPhoneEnv(PhoneEnv):
         phone: SimPhone | None = None,
         reset_between_episodes: bool = False,
         locale: str = "en",
+        fresh_initial_states: bool = False,
     ) -> None:
         if locale != "auto":
             check_locale(locale)
+        if fresh_initial_states and not reset_between_episodes:
+            raise ValueError(
+                "fresh_initial_states=True starts each episode from a new factory-reset state, which needs "
+                "reset_between_episodes=True (a phone that keeps its state has no initial state to renew)"
+            )
         self.locale = locale
         """``"auto"``, ``"en"`` or ``"zh"`` (see the class docstring)."""
         self.phone = (
@@ -59,6 +70,13 @@ class SimPhoneEnv(PhoneEnv):
         """``go_home`` (called between episodes) restores the phone's initial state instead of
         only pressing home, so no goal reached in one episode holds at the start of the next."""
         self._initial = self.phone.snapshot() if reset_between_episodes else None
+        self.fresh_initial_states = fresh_initial_states
+        """``go_home`` factory-resets the phone to a new seed instead (:data:`FRESH_SEED_STRIDE`): each
+        episode starts from another initial state (new app data, list order, icon order, accent and
+        pop-ups), as AndroidWorld draws each episode's task parameters anew, so RL cannot fit a
+        fixed handful of starts."""
+        self._first_seed = self.phone.seed
+        self._episodes_started = 0
 
     def screenshot(self, size: tuple[int, int] | None = None) -> np.ndarray:
         return self.phone.screenshot(size)
@@ -81,6 +99,10 @@ class SimPhoneEnv(PhoneEnv):
             self.phone.set_locale(locale_for_task(task.language))
 
     def go_home(self) -> None:
+        if self._initial is not None and self.fresh_initial_states:
+            self._episodes_started += 1
+            self.phone.reset(self._first_seed + self._episodes_started * FRESH_SEED_STRIDE)
+            return
         if self._initial is not None:
             self.phone.restore(self._initial)
             return
