@@ -2,7 +2,7 @@
 
 Default preset (`make demo`; a 2-core laptop, no GPU, no network): reinforcement learning at
 work in under 20 minutes. The paper's 8 base tasks on 8 SimPhones; the tiny Qwen2-VL
-warm-started by a short SFT on oracle demonstrations (about 3 minutes, cached), which leaves
+warm-started by a short SFT on oracle demonstrations (about 4 minutes, cached), which leaves
 every task short of mastery; then 10 minutes of PPO with token-level GAE over whole
 trajectories, critic warm-up and a calibrated value head, as in the paper, with the schedule
 scaled for CPU; then a paired evaluation of the warm start and of the final policy on 8 phones
