@@ -276,6 +276,13 @@ class EvalResult:
     """Phone-seconds the evaluation's episodes took (its cost)."""
     records: list[EvalEpisode] = field(default_factory=list)
     """Every episode, to pair with another evaluation (:func:`paired_comparison`)."""
+    set_tasks: dict[str, list[str]] = field(default_factory=dict)
+    """The task ids of each evaluated set: ``train`` (the headline rates' tasks) and every
+    ``evaluation.task_sets`` entry (empty in an ``eval.json`` written before the field)."""
+
+    def task_ids(self, task_set: str = "train") -> list[str]:
+        """The ids of ``task_set``'s tasks; every evaluated task where the sets are not recorded."""
+        return list(self.set_tasks.get(task_set) or self.per_task)
 
     @property
     def success_rate(self) -> float:

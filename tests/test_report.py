@@ -113,3 +113,52 @@ def test_plot_draws_raw_values_as_dots_one_per_x_not_vertical_strokes(tmp_path):
     raw = [ln for ln in main.get_lines() if "mean" not in ln.get_label()][0]
     assert list(raw.get_xdata()) == [100, 200, 300] and list(raw.get_ydata()) == [0.5, 0.5, 1.0]
     assert raw.get_linestyle() == "None"  # dots: no stroke from 0 to 1 between them
+
+
+def _evaluation(label: str, success: dict[str, list[bool]], updates: int = 0):
+    """An evaluation of 2 phones per task: per task, each phone's greedy episode then one sample."""
+    from darwin.evaluate import GREEDY, EvalEpisode, EvalResult
+
+    records = [
+        EvalEpisode(task, f"phone-{i // 2}", GREEDY if i % 2 == 0 else 0, ok, f"{label}-{task}-{i}", 3)
+        for task, outcomes in success.items()
+        for i, ok in enumerate(outcomes)
+    ]
+    sets = {"train": ["a", "b"], "unseen": ["c"]}
+
+    def rate(tasks, sample):
+        chosen = [r.success for r in records if r.task_id in tasks and (r.sample == GREEDY) == (sample == GREEDY)]
+        return sum(chosen) / len(chosen)
+
+    sampled = [r for r in records if r.task_id in sets["train"] and r.sample != GREEDY]
+    return EvalResult(
+        label,
+        updates,
+        updates,
+        sum(bool(r.success) for r in sampled),
+        len(sampled),
+        {t: rate([t], 0) for t in success},
+        1.0,
+        per_set={name: rate(tasks, 0) for name, tasks in sets.items()},
+        greedy=rate(sets["train"], GREEDY),
+        per_set_greedy={name: rate(tasks, GREEDY) for name, tasks in sets.items()},
+        records=records,
+        set_tasks=sets,
+    )
+
+
+def test_closing_lines_pair_the_training_tasks_apart_from_each_held_out_set():
+    """The headline gain is the training tasks' (as the rates beside it), never diluted by a
+    held-out set's episodes; each set gets its own rates and paired differences."""
+    from darwin.run.report import closing_lines
+
+    before = _evaluation("warm_start", {"a": [False] * 4, "b": [False] * 4, "c": [False] * 4})
+    after = _evaluation("final", {"a": [True] * 4, "b": [True] * 4, "c": [False] * 4}, updates=5)
+    lines = closing_lines(before, after)
+    assert lines[0].startswith("warm start: greedy 0.0%") and lines[1].startswith("after 5 updates: greedy 100.0%")
+    greedy = next(line for line in lines if line.startswith("greedy:"))
+    assert greedy.startswith("greedy: +100.0 points") and "4 pairs" in greedy  # 2 tasks x 2 phones, not 3 tasks
+    unseen = lines.index("unseen: greedy 0.0% -> 0.0%, sampled 0.0% -> 0.0%")
+    assert lines[unseen + 1].startswith("  greedy: +0.0 points") and "2 pairs" in lines[unseen + 1]
+    reread = type(after).from_json(json.loads(json.dumps(after.to_json())))
+    assert reread.set_tasks == after.set_tasks and reread.task_ids("unseen") == ["c"]

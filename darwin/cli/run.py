@@ -150,30 +150,13 @@ def run_cmd(
     console.print(f"{result.cost.describe()} (summary.json)", highlight=False)
     before, after = result.evaluations.get("warm_start"), result.evaluations.get("final")
     if before is not None and after is not None:
-        import numpy as np
-
-        from darwin.evaluate import paired_comparison
-        from darwin.run.report import evaluation_line
+        from darwin.run.report import closing_lines
 
         console.print(
             f"evaluation of {task_names_line(config.tasks)} on the evaluation phones (eval.json):", highlight=False
         )
-        console.print(f"  warm start: {evaluation_line(before)}", highlight=False)
-        console.print(f"  after {after.updates} updates: {evaluation_line(after)}", highlight=False)
-        comparison = paired_comparison(after.records, before.records, np.random.default_rng(0), list(after.per_task))
-        for name, d in comparison.differences.items():
-            console.print(
-                f"  {name}: {100 * d.difference.value:+.1f} points (paired 95% interval {100 * d.difference.low:+.1f} "
-                f"to {100 * d.difference.high:+.1f}, {d.pairs} pairs{', separated from zero' if d.separated else ''})",
-                highlight=False,
-            )
-        for name in after.per_set:
-            if name != "train" and name in before.per_set:
-                console.print(
-                    f"  {name}: {100 * before.per_set[name]:.1f}% -> {100 * after.per_set[name]:.1f}% "
-                    f"({100 * (after.per_set[name] - before.per_set[name]):+.1f} points)",
-                    highlight=False,
-                )
+        for line in closing_lines(before, after):
+            console.print(f"  {line}", highlight=False)
 
 
 class _ProgressLines:

@@ -772,6 +772,7 @@ async def evaluate_experiment(
         protocol=config.evaluation.protocol,
         phone_s=round(report.phone_s, 2),
         records=report.records,
+        set_tasks={name: [t.id for t in group] for name, group in groups.items()},
     )
     logger.info(
         "evaluation %s: greedy %s, sampled %d/%d (%.1f%%), %s; %s",

@@ -318,6 +318,38 @@ def evaluation_line(result: EvalResult) -> str:
     return f"greedy {greedy}, sampled {100 * result.success_rate:.1f}% ({result.successes}/{result.episodes}){passes}"
 
 
+def closing_lines(before: EvalResult, after: EvalResult, seed: int = 0) -> list[str]:
+    """What ``darwin run`` prints last: the warm start's and the final policy's rates on the
+    training tasks, their paired differences with 95% intervals, and the same for each
+    ``evaluation.task_sets`` set. A set's episodes never enter another set's comparison."""
+    import numpy as np
+
+    from darwin.evaluate import paired_comparison
+
+    def differences(task_ids: Sequence[str]) -> list[str]:
+        try:
+            comparison = paired_comparison(after.records, before.records, np.random.default_rng(seed), task_ids)
+        except ValueError as exc:  # no episode verified in both evaluations
+            return [f"not paired: {exc}"]
+        return [
+            f"{name}: {100 * d.difference.value:+.1f} points (paired 95% interval {100 * d.difference.low:+.1f} "
+            f"to {100 * d.difference.high:+.1f}, {d.pairs} pairs{', separated from zero' if d.separated else ''})"
+            for name, d in comparison.differences.items()
+        ]
+
+    lines = [f"warm start: {evaluation_line(before)}", f"after {after.updates} updates: {evaluation_line(after)}"]
+    lines += differences(after.task_ids())
+    for name in after.set_tasks:
+        if name == "train" or name not in before.per_set or name not in after.per_set:
+            continue
+        greedy = ""
+        if name in before.per_set_greedy and name in after.per_set_greedy:
+            greedy = f"greedy {100 * before.per_set_greedy[name]:.1f}% -> {100 * after.per_set_greedy[name]:.1f}%, "
+        lines.append(f"{name}: {greedy}sampled {100 * before.per_set[name]:.1f}% -> {100 * after.per_set[name]:.1f}%")
+        lines += [f"  {line}" for line in differences(after.task_ids(name))]
+    return lines
+
+
 def paired_table(comparison: PairedComparison) -> list[str]:
     """A paired comparison as Markdown rows: each measure's A, B, A - B, interval, pairs, separated."""
     lines = [
@@ -357,7 +389,7 @@ def paired_lines(summaries: Sequence[RunSummary], seed: int = 0) -> list[str]:
     for s in summaries:
         final, warm = s.evaluations.get("final"), s.evaluations.get("warm_start")
         if final is not None and warm is not None and final.records:
-            lines += section(f"{s.run_dir.name}: final (A) against warm start (B)", final, warm, list(final.per_task))
+            lines += section(f"{s.run_dir.name}: final (A) against warm start (B)", final, warm, final.task_ids())
     first = summaries[0].evaluations.get("final") if summaries else None
     for s in summaries[1:]:
         final = s.evaluations.get("final")
@@ -366,7 +398,7 @@ def paired_lines(summaries: Sequence[RunSummary], seed: int = 0) -> list[str]:
                 f"{s.run_dir.name} (A) against {summaries[0].run_dir.name} (B), final evaluations",
                 final,
                 first,
-                list(first.per_task),
+                first.task_ids(),
             )
     return lines
 
