@@ -99,15 +99,14 @@ class SimPhoneEnv(PhoneEnv):
             self.phone.set_locale(locale_for_task(task.language))
 
     def go_home(self) -> None:
-        if self._initial is not None and self.fresh_initial_states:
+        if self.fresh_initial_states:  # implies reset_between_episodes (checked in __init__)
             self._episodes_started += 1
             self.phone.reset(self._first_seed + self._episodes_started * FRESH_SEED_STRIDE)
-            return
-        if self._initial is not None:
+        elif self._initial is not None:
             self.phone.restore(self._initial)
-            return
-        self.phone.press_home()
-        self.phone.advance_clock(3)
+        else:
+            self.phone.press_home()
+            self.phone.advance_clock(3)
 
     def probe_state(self) -> dict[str, Any]:
         return self.phone.snapshot()
