@@ -7,9 +7,10 @@ The default run (`examples/spa_bench.py`) with three changes, one protocol for t
 - Two of the eight base tasks are held out of the demonstrations (`HELD_OUT`: booking.com_3 and
   settings_dark_theme); RL trains on all eight, so on those two everything beyond the warm start's
   transfer is RL's.
-- The evaluation adds five Booking.com destinations that never appear in training (task set
-  `unseen_words`, examples/tasks/booking_cities_unseen.yaml) beside the trained one
-  (booking.com_0, Berlin).
+- The demonstrations also search Booking.com for four more destinations (Paris, London, Rome and
+  Vienna beside booking.com_0's Berlin: examples/tasks/booking_cities_trained.yaml), so the word in
+  a goal varies in training; the evaluation adds five destinations that never appear in training
+  (task set `unseen_words`, examples/tasks/booking_cities_unseen.yaml) beside the trained Berlin.
 
 Preset `reader` (the default): the agent reads the screen with the `elements` reader (SimPhone's
 accessibility tree, docs/agents.md "Readers, marks and pointing actions"): the marks' texts are
@@ -30,6 +31,9 @@ from darwin.task_registry import task_set
 HELD_OUT = ("booking.com_3", "settings_dark_theme")
 """Base tasks the warm start never sees demonstrated (RL trains on them)."""
 
+TRAINED_WORDS = Path(__file__).with_name("tasks") / "booking_cities_trained.yaml"
+"""Booking.com searches for five destinations (Berlin, Paris, London, Rome, Vienna) the warm start sees demonstrated."""
+
 UNSEEN_WORDS = Path(__file__).with_name("tasks") / "booking_cities_unseen.yaml"
 """Booking.com searches for destinations that no demonstration and no training task names."""
 
@@ -42,7 +46,7 @@ def build(preset: str) -> ExperimentConfig:
         preset = "reader"
     if preset not in READERS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(READERS)}")
-    demonstrated = [t.id for t in task_set("base8") if t.id not in HELD_OUT]
+    demonstrated = [t.id for t in task_set("base8") if t.id not in HELD_OUT] + [str(TRAINED_WORDS)]
     default = load_experiment(Path(__file__).with_name("spa_bench.py"))
     return apply_overrides(
         default,
@@ -52,7 +56,8 @@ def build(preset: str) -> ExperimentConfig:
             f"sft.agent.reader={READERS[preset]}",
             "sft.tasks=[" + ", ".join(f'"{t}"' for t in demonstrated) + "]",
             'evaluation.task_sets={"unseen_words": ["' + str(UNSEEN_WORDS) + '"]}',
-            f"notes=spa_bench's default, list-tapping warm start without demonstrations of {' and '.join(HELD_OUT)}, "
+            f"notes=spa_bench's default, list-tapping warm start without demonstrations of {' and '.join(HELD_OUT)} "
+            "and with four more Booking.com destinations, "
             f"reader {READERS[preset]}; evaluated also on five unseen Booking.com destinations",
         ],
     )

@@ -321,13 +321,19 @@ def test_reader_rl_presets_differ_from_the_default_and_from_each_other_only_in_w
     spa = load_experiment(EXAMPLES / "spa_bench.py")
     held_out = {"booking.com_3", "settings_dark_theme"}
     assert reader.tasks == spa.tasks  # RL trains on all eight base tasks
-    assert set(reader.sft.tasks) == {t.id for t in spa.resolve_tasks()} - held_out
+    demonstrated = reader.sft.demonstrated_tasks()
+    base = {t.id for t in spa.resolve_tasks()}
+    assert {t.id for t in demonstrated} & base == base - held_out
+    trained_words = {
+        t.verifier.params["destination"] for t in demonstrated if t.verifier.predicate == "booking.stays_results"
+    }
+    assert trained_words == {"Berlin", "Paris", "London", "Rome", "Vienna"}  # the word varies in training
     assert reader.sft.prefer_typing is False and reader.sft.agent.reader.name == "elements"
     assert pixels.sft.agent.reader.name == "none"
     unseen = reader.resolve_eval_sets()["unseen_words"]
     destinations = {t.verifier.params["destination"] for t in unseen}
     assert len(destinations) == 5
-    trained_text = " ".join(t.instruction for t in reader.resolve_tasks())
+    trained_text = " ".join(t.instruction for t in [*reader.resolve_tasks(), *demonstrated])
     assert not any(d in trained_text for d in destinations)  # no training goal names them
     # Only the warm start's settings and the evaluation's extra set differ from the default ...
     changed = {"name", "notes", "sft", "evaluation"}
