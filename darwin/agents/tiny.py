@@ -23,7 +23,9 @@ With a reader (``TinyAgentConfig.reader``: ``ocr``, ``elements``) the observatio
 listed after the goal (``Screen:`` then ``[k] text`` lines) and pointing calls join the
 action space: ``click(#k)`` and ``long_press(#k)`` press mark ``k``'s centre, ``click(@i:j)``
 the mark that reads the goal's words ``i`` to ``j - 1``, ``click('text')`` the mark that reads
-``text``; ``type(#k)`` types mark ``k``'s text and ``type(@i:j)`` the goal's words
+``text``; ``type(#k)`` types mark ``k``'s text and ``type(@i:j)`` the goal's words;
+``open_app(@i:j)`` opens the app the goal's words name (the goal starts with its app: a model
+that learned ``open_app(@0:1)`` opens an app it never saw demonstrated)
 (:mod:`darwin.agents.pointing`). :meth:`TinyAgent.format_action` writes them wherever a mark
 or the goal covers the action (``point=True``), so demonstrations teach pointing.
 
@@ -96,9 +98,9 @@ ACTION_SPACE = (
     "click(x,y) long_press(x,y) type('text') scroll(x,y,up|down|left|right) drag(x1,y1,x2,y2) "
     "open_app('name') press_home() press_back() wait() finished('message') answer('text')"
 )
-POINTING_SPACE = "click(#k|@i:j|'text') long_press(#k|@i:j|'text') type(#k|@i:j)"
-"""The pointing calls a reader adds: mark ``k``, goal words ``i`` to ``j - 1`` (typed, or the
-mark that reads them pressed), the mark that reads ``text``."""
+POINTING_SPACE = "click(#k|@i:j|'text') long_press(#k|@i:j|'text') type(#k|@i:j) open_app(@i:j)"
+"""The pointing calls a reader adds: mark ``k``, goal words ``i`` to ``j - 1`` (typed, the
+mark that reads them pressed, or the app they name opened), the mark that reads ``text``."""
 
 _NAMES = frozenset(
     {
@@ -136,8 +138,8 @@ class TinyAgentConfig(ReaderSettings):
     )
     point: bool = Field(
         True,
-        description="with a reader: format_action (SFT targets) writes click(#k)/type(#k)/type(@i:j) wherever a mark "
-        "or the goal covers the action; the parser reads them either way",
+        description="with a reader: format_action (SFT targets) writes click(#k)/type(#k)/type(@i:j)/open_app(@i:j) "
+        "wherever a mark or the goal covers the action; the parser reads them either way",
     )
     point_text: bool = Field(
         True,
@@ -262,7 +264,8 @@ class TinyAgent(VLMAgent):
     def pointing_text(self, action: Action, observation: Observation) -> str | None:
         """``click(#k)``/``long_press(#k)`` for a press inside mark ``k`` (the smallest holding the
         point), ``type(@i:j)`` for text that is a span of the goal's words, ``type(#k)`` for
-        text a mark reads; None where nothing covers the action (no marks: always None)."""
+        text a mark reads, ``open_app(@i:j)`` for an app the goal's words name; None where
+        nothing covers the action (no reader: always None)."""
         marks = observation.marks
         if isinstance(action, (Click, LongPress)) and marks:
             k = mark_at(marks, action.x, action.y)
@@ -275,6 +278,10 @@ class TinyAgent(VLMAgent):
             k = mark_with_text(marks, action.content)
             if k is not None:
                 return f"type(#{k})"
+        if isinstance(action, OpenApp) and self.reader is not None:
+            span = find_goal_span(observation.goal, action.app)
+            if span is not None:
+                return f"open_app(@{span[0]}:{span[1]})"
         return None
 
     def press_call(self, name: str, k: int, observation: Observation) -> str:
@@ -344,7 +351,8 @@ def _index(text: str, what: str) -> int:
 
 def _pointed(call: Call, observation: Observation) -> Action | None:
     """The action of a pointing call (``click(#k)``, ``long_press(#k)``, ``type(#k)``,
-    ``type(@i:j)``), None for a call with plain arguments; a reference to nothing rejects."""
+    ``type(@i:j)``, ``open_app(@i:j)``), None for a call with plain arguments; a reference to
+    nothing rejects."""
     ref = _reference(call)
     if ref is None:
         if call.name in ("click", "long_press") and _quoted(call) and len(call.args) == 1 and not call.kwargs:
@@ -363,14 +371,16 @@ def _pointed(call: Call, observation: Observation) -> Action | None:
             if call.name == "type":
                 return build_action(Type, content=target.text)
             raise Reject(f"{call.name}() cannot point at a mark (only click, long_press and type can)")
-        if call.name not in ("type", "click", "long_press"):
-            raise Reject(f"{call.name}() cannot take a goal span (only type, click and long_press can)")
+        if call.name not in ("type", "click", "long_press", "open_app"):
+            raise Reject(f"{call.name}() cannot take a goal span (only type, click, long_press and open_app can)")
         start, sep, end = ref[1:].partition(":")
         if not sep:
             raise Reject(f"goal span {ref!r} needs a start and an end: @i:j")
         words = goal_span(observation.goal, _index(start, "start"), _index(end, "end"))
         if call.name == "type":
             return build_action(Type, content=words)
+        if call.name == "open_app":
+            return build_action(OpenApp, app=words)
         k = mark_reading(observation.marks, words)
         if k is None:
             raise Reject(f"no mark of this screen reads the goal's {ref} ({words!r})")

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from darwin.actions import Click, Direction, LongPress, Scroll, Type
+from darwin.actions import Click, Direction, LongPress, OpenApp, Scroll, Type
 from darwin.agents.pointing import (
     PointingError,
     draw_marks,
@@ -106,6 +106,20 @@ def test_type_copies_a_goal_span_or_a_mark_by_reference():
     assert reading_agent(point=False).format_action(Type(content="Berlin"), obs) == "type('Berlin')"
 
 
+def test_open_app_names_the_app_by_the_goals_words():
+    agent, obs = reading_agent(), marked(goal="Booking.com: Navigate to app settings.")
+    assert agent.format_action(OpenApp(app="Booking.com"), obs) == "open_app(@0:2)"
+    assert agent.project_action("open_app(@0:2)", obs) == OpenApp(app="Booking.com")
+    # the same words open an app the model never saw opened: the goal names it
+    settings = marked(goal="Settings: Go to display settings. Turn on Dark Theme.")
+    assert agent.project_action("open_app(@0:1)", settings) == OpenApp(app="Settings")
+    # an app the goal does not name keeps its name; without a reader or point the name is written
+    assert agent.format_action(OpenApp(app="Clock"), obs) == "open_app('Clock')"
+    assert reading_agent(point=False).format_action(OpenApp(app="Booking.com"), obs) == "open_app('Booking.com')"
+    assert TinyAgent().format_action(OpenApp(app="Booking.com"), obs) == "open_app('Booking.com')"
+    assert "open_app(@i:j)" in POINTING_SPACE
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -117,6 +131,8 @@ def test_type_copies_a_goal_span_or_a_mark_by_reference():
         "scroll(#1)",
         "click(#x)",
         "open_app(#0)",
+        "open_app(@5:99)",
+        "press_back(@0:1)",
     ],
 )
 def test_a_reference_to_nothing_is_a_format_error_never_a_crash(text):
