@@ -592,13 +592,17 @@ def test_fresh_initial_states_start_every_training_episode_anew_and_never_on_an_
 
 
 def test_best_preset_is_the_default_from_the_strongest_warm_start():
-    """`--preset best` changes only the warm start (and gives its RL the 14 minutes and the trained
-    vision tower it was measured with): a user choosing "the best agent" gets the default's RL from
+    """`--preset best` changes only the warm start (and gives its RL the 14 minutes, the trained
+    vision tower and the fixed initial states it was measured with): a user choosing "the best agent" gets the default's RL from
     the 1,000-step warm start."""
     default = load_experiment(ROOT / "examples" / "spa_bench.py")
     best = load_experiment(ROOT / "examples" / "spa_bench.py", "best")
-    run_fields, sft_fields = {"name", "notes", "time_budget_s", "sft", "learner"}, {"steps", "phones", "episodes"}
+    run_fields = {"name", "notes", "time_budget_s", "sft", "learner", "phones"}
+    sft_fields = {"steps", "phones", "episodes"}
     assert best.model_dump(exclude=run_fields) == default.model_dump(exclude=run_fields)
+    # ... its training phones start each episode from their one initial state, as when it was measured
+    assert best.phones.model_dump(exclude={"initial_states"}) == default.phones.model_dump(exclude={"initial_states"})
+    assert (default.phones.initial_states, best.phones.initial_states) == ("fresh", "fixed")
     # ... and its RL trains the vision tower, the setting its recorded numbers were measured with
     assert best.learner.model_dump(exclude={"speed"}) == default.learner.model_dump(exclude={"speed"})
     assert best.learner.speed.model_dump(exclude={"freeze_vision"}) == default.learner.speed.model_dump(
