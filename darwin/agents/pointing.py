@@ -122,8 +122,10 @@ def mark_reading(marks: Sequence[Mark], text: str) -> int | None:
 def press_text(marks: Sequence[Mark], goal: str, k: int, max_chars: int = 40) -> str | tuple[int, int] | None:
     """How to press mark ``k`` by what reads it (:func:`mark_reading`): the ``(i, j)`` span of the
     goal's words the mark holds (the shortest, then the first), else the mark's own text; None
-    if neither leads back to mark ``k`` (another mark reads it first) or the text is over
-    ``max_chars``."""
+    if neither leads back to mark ``k`` (another mark reads it first), the text is over
+    ``max_chars``, or it is digits only: Qwen's tokenizer writes a digit per token and a greedy
+    decoder repeats them (``click('222')`` for a calendar's ``22``), so a number is pressed as
+    ``#k``."""
     target = _words(marks[k].text)
     spans = goal_words(goal)
     for length in range(1, min(len(target), 4) + 1):
@@ -134,6 +136,8 @@ def press_text(marks: Sequence[Mark], goal: str, k: int, max_chars: int = 40) ->
             if held and mark_reading(marks, span) == k:
                 return i, i + length
     own = marks[k].text
+    if own.strip().isdigit():
+        return None
     return own if len(own) <= max_chars and mark_reading(marks, own) == k else None
 
 

@@ -81,6 +81,11 @@ def test_a_press_is_written_with_the_text_that_reads_its_mark():
     # a text read by an earlier mark first does not lead back: the number is written instead
     twice = (Mark("Berlin", (0, 0, 100, 50)), Mark("Berlin", (0, 100, 100, 150)))
     assert agent.format_action(Click(x=10, y=120), marked(marks=twice)) == "click(#1)"
+    # a number is pressed by its mark: a greedy decoder repeats digits written out (click('222'))
+    calendar = (Mark("2", (0, 0, 100, 50)), Mark("22", (0, 100, 100, 150)), Mark("23", (100, 100, 200, 150)))
+    assert agent.format_action(Click(x=150, y=120), marked(marks=calendar)) == "click(#2)"
+    assert press_text(calendar, "Set the alarm for 9am", 1) is None
+    assert press_text(calendar, "Check in on the 22 of May", 1) == (4, 5)  # a span of the goal still points
 
 
 def test_mark_reading_prefers_an_exact_text_then_whole_words():
