@@ -31,6 +31,12 @@ import numpy as np
 
 from darwin.types import Mark
 
+POINTING_VERSION = 2
+"""How :meth:`~darwin.agents.tiny.TinyAgent.format_action` writes pointing calls (2: apps opened
+by the goal's words, numbers pressed as ``#k``). A reading warm start's cache key holds it
+(:meth:`darwin.sft.config.SFTConfig.config_hash`), so a cached warm start never teaches an
+older writing."""
+
 MAX_GOAL_WORDS = 256
 """Goal words beyond this many cannot be pointed at (a goal is a sentence or two)."""
 
@@ -165,6 +171,7 @@ def draw_marks(screenshot: np.ndarray, marks: Sequence[Mark], device_size: tuple
 
 __all__ = [
     "MAX_GOAL_WORDS",
+    "POINTING_VERSION",
     "PointingError",
     "draw_marks",
     "find_goal_span",

@@ -219,10 +219,15 @@ class SFTConfig(BaseModel):
         """16 hex digits identifying the trained weights (everything but ``threads``).
 
         SimPhone's appearance (layout version and installed apps) is part of it: the
-        demonstrations are its screens, so a cache built on another launcher is never reused.
+        demonstrations are its screens, so a cache built on another launcher is never reused;
+        so is, with a reader, how pointing calls are written (``POINTING_VERSION``).
         """
         data = self.model_dump(mode="json", exclude={"threads"})
         data["model"] = self.resolved_model.model_dump(mode="json")
+        if self.agent.reader.name != "none":
+            from darwin.agents.pointing import POINTING_VERSION
+
+            data["pointing"] = POINTING_VERSION  # how the demonstrations' pointing calls are written
         blob = json.dumps({"format": SFT_FORMAT_VERSION, "config": data, "simphone": appearance_key()}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
