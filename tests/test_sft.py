@@ -73,6 +73,16 @@ def test_config_reports_every_problem_with_a_fix() -> None:
     assert SFTConfig().config_hash() != SFTConfig(steps=301).config_hash()
 
 
+def test_a_reading_warm_starts_cache_key_holds_how_pointing_calls_are_written(monkeypatch) -> None:
+    import darwin.agents.pointing as pointing
+
+    reading, plain = SFTConfig(agent={"reader": {"name": "elements"}}), SFTConfig()
+    before = reading.config_hash(), plain.config_hash()
+    monkeypatch.setattr(pointing, "POINTING_VERSION", pointing.POINTING_VERSION + 1)
+    assert reading.config_hash() != before[0]  # retrained, never reused with the old targets
+    assert plain.config_hash() == before[1]  # a pixels-only warm start writes no pointing call
+
+
 def test_demonstrations_round_trip_through_the_agent() -> None:
     config = small_config()
     demos, stats = collect_demonstrations(config)
