@@ -79,14 +79,12 @@ PRESETS: dict[str, list[str]] = {
         "workflow.name=lifecycle",
         "phones.count=16",
         "phones.reset_between_episodes=false",
-        "phones.initial_states=fixed",  # phones that keep their state have no initial state to renew
         "phones.hard_reset_every=8",
     ],
     "fig5-plain": [
         'tasks=["base8"]',
         "phones.count=16",
         "phones.reset_between_episodes=false",
-        "phones.initial_states=fixed",  # phones that keep their state have no initial state to renew
         "phones.hard_reset_every=8",
     ],
     "fig3-phones8": ["phones.count=8"],

@@ -30,8 +30,9 @@ measured, and why each setting below was chosen: docs/results.md.
 - a KL penalty to the warm start (coefficient 0.1, low-variance estimator): without it the policy
   collapsed (docs/results-archive.md, "2026-11-21 (a)"),
 - mini-batch 64 -> 32, micro-batch 16 -> 8 (CPU memory and speed),
-- each training episode starts from a new factory-reset phone (`phones.initial_states="fresh"`:
-  new app data, list and icon order, accent and pop-ups; the evaluation phones keep theirs): reset
+- each training episode starts from a new factory-reset phone (`phones.initial_states="auto"`, fresh
+  on SimPhones, fixed on phones that cannot be renewed: new app data, list and icon order, accent
+  and pop-ups; the evaluation phones keep theirs): reset
   to 8 fixed starts, RL fitted them and a task fell on the evaluation phones (chrome_clear_tabs
   37.5% -> 12.5% greedy in one seed),
 - the vision tower kept at the warm start's weights during RL (`learner.speed.freeze_vision`):
@@ -80,7 +81,7 @@ def build(preset: str) -> ExperimentConfig:
             name="spa_bench",
             tasks=("base8",),
             horizon=12,
-            phones=PhonesConfig(provider="sim", count=8, seed=100, initial_states="fresh"),
+            phones=PhonesConfig(provider="sim", count=8, seed=100, initial_states="auto"),
             sft=SFTConfig(steps=200, phones=32, episodes=256, prefer_typing=True),
             policy=PolicyConfig(temperature=1.0, max_batch=8, max_wait=0.05),
             learner=LearnerConfig(

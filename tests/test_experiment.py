@@ -561,7 +561,8 @@ def test_phone_faults_wrap_the_training_simphones_only_and_a_bad_spec_says_how(t
 def test_fresh_initial_states_start_every_training_episode_anew_and_never_on_an_evaluation_phone(tmp_path):
     """`phones.initial_states='fresh'`: each training episode starts from a new factory-reset
     state (other list order, app data, look); 'fixed' (the default) from the same one; the
-    evaluation phones are the same either way; a setting it cannot honour is refused."""
+    evaluation phones are the same either way; a setting it cannot honour is refused, and 'auto'
+    falls back to fixed starts there."""
     from darwin.envs.sim.env import FRESH_SEED_STRIDE, SimPhoneEnv
     from darwin.run.build import build_eval_phones, build_fleet
 
@@ -589,12 +590,18 @@ def test_fresh_initial_states_start_every_training_episode_anew_and_never_on_an_
         apply_overrides(fresh, ["phones.provider=sim_farm"])
     with pytest.raises(ValueError, match=r"needs reset_between_episodes=True"):
         SimPhoneEnv(seed=1, fresh_initial_states=True)
+    # 'auto' renews the starts where the phones can and keeps them where they cannot, without an error
+    auto = apply_overrides(config, ["phones.initial_states=auto"])
+    assert auto.phones.fresh_initial_states and build_fleet(auto).envs[0].fresh_initial_states
+    assert not apply_overrides(auto, ["phones.reset_between_episodes=false"]).phones.fresh_initial_states
+    assert not apply_overrides(auto, ["phones.provider=sim_farm"]).phones.fresh_initial_states
+    assert not config.phones.fresh_initial_states and fresh.phones.fresh_initial_states
 
 
 def test_best_preset_is_the_default_from_the_strongest_warm_start():
     """`--preset best` changes only the warm start (and gives its RL the 14 minutes, the trained
-    vision tower and the fixed initial states it was measured with): a user choosing "the best agent" gets the default's RL from
-    the 1,000-step warm start."""
+    vision tower and the fixed initial states it was measured with): a user choosing "the best
+    agent" gets the default's RL from the 1,000-step warm start."""
     default = load_experiment(ROOT / "examples" / "spa_bench.py")
     best = load_experiment(ROOT / "examples" / "spa_bench.py", "best")
     run_fields = {"name", "notes", "time_budget_s", "sft", "learner", "phones"}
@@ -602,7 +609,7 @@ def test_best_preset_is_the_default_from_the_strongest_warm_start():
     assert best.model_dump(exclude=run_fields) == default.model_dump(exclude=run_fields)
     # ... its training phones start each episode from their one initial state, as when it was measured
     assert best.phones.model_dump(exclude={"initial_states"}) == default.phones.model_dump(exclude={"initial_states"})
-    assert (default.phones.initial_states, best.phones.initial_states) == ("fresh", "fixed")
+    assert (default.phones.initial_states, best.phones.initial_states) == ("auto", "fixed")
     # ... and its RL trains the vision tower, the setting its recorded numbers were measured with
     assert best.learner.model_dump(exclude={"speed"}) == default.learner.model_dump(exclude={"speed"})
     assert best.learner.speed.model_dump(exclude={"freeze_vision"}) == default.learner.speed.model_dump(

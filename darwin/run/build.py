@@ -304,7 +304,7 @@ def _start_provider(config: ExperimentConfig, closers: list[Callable[[], None]])
         "perturbation": phones.perturbation,
         "locale": phones.locale,
         "reset_between_episodes": phones.reset_between_episodes,
-        "fresh_initial_states": phones.initial_states == "fresh",
+        "fresh_initial_states": phones.fresh_initial_states,
         "faults": phones.fault_spec(),
         "call_deadline_s": phones.call_deadline_s,
     }

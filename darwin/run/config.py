@@ -82,12 +82,14 @@ class PhonesConfig(BaseModel):
         "reached once holds in every later episode of that task on that phone (base tasks have no teardown), "
         "so training would dry up; real phones keep their state (use lifecycle tasks with teardown there)",
     )
-    initial_states: Literal["fixed", "fresh"] = Field(
+    initial_states: Literal["fixed", "fresh", "auto"] = Field(
         "fixed",
         description="sim, with reset_between_episodes: 'fixed': every episode of phone i starts from seed + i's "
         "initial state; 'fresh': each episode starts from a new one (a factory reset to a new seed: other app data, "
-        "list and icon order, accent, pop-ups), so RL cannot fit a handful of starts. Evaluation phones are "
-        "unaffected: their seeds never train",
+        "list and icon order, accent, pop-ups), so RL cannot fit a handful of starts; 'auto': 'fresh' where the "
+        "phones can (in-process SimPhones that reset between episodes), else 'fixed' (phones served over adb, "
+        "real phones, phones that keep their state), so an experiment moves to other phones unchanged. Evaluation "
+        "phones are unaffected: their seeds never train",
     )
     faults: str = Field(
         "none",
@@ -260,15 +262,26 @@ class PhonesConfig(BaseModel):
                 "for SimPhones served over adb give the provider the spec "
                 "(phones.provider = {name = 'sim_farm', kwargs = {faults = '...'}}); real phones fault on their own"
             )
-        if self.initial_states == "fresh" and not (self.in_process and self.reset_between_episodes):
+        if self.initial_states == "fresh" and not self._can_renew_initial_states:
             problems.append(
                 "phones.initial_states = 'fresh' factory-resets in-process SimPhones to a new seed before each "
                 "episode: it needs phones.provider = 'sim' and phones.reset_between_episodes = true "
-                f"(got provider {name!r}, reset_between_episodes = {str(self.reset_between_episodes).lower()})"
+                f"(got provider {name!r}, reset_between_episodes = {str(self.reset_between_episodes).lower()}); "
+                "'auto' renews them only where the phones can"
             )
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @property
+    def _can_renew_initial_states(self) -> bool:
+        return self.in_process and self.reset_between_episodes
+
+    @property
+    def fresh_initial_states(self) -> bool:
+        """Whether each training episode starts from a new initial state: ``initial_states`` is
+        ``'fresh'``, or ``'auto'`` on phones that can (in-process SimPhones that reset between episodes)."""
+        return self.initial_states == "fresh" or (self.initial_states == "auto" and self._can_renew_initial_states)
 
     def fault_spec(self) -> FaultSpec:
         """The parsed ``faults`` (no faults for ``'none'``).
