@@ -32,9 +32,8 @@ measured, and why each setting below was chosen: docs/results.md.
 - mini-batch 64 -> 32, micro-batch 16 -> 8 (CPU memory and speed),
 - each training episode starts from a new factory-reset phone (`phones.initial_states="auto"`, fresh
   on SimPhones, fixed on phones that cannot be renewed: new app data, list and icon order, accent
-  and pop-ups; the evaluation phones keep theirs): reset
-  to 8 fixed starts, RL fitted them and a task fell on the evaluation phones (chrome_clear_tabs
-  37.5% -> 12.5% greedy in one seed),
+  and pop-ups; the evaluation phones keep theirs): reset to 8 fixed starts, RL fitted them and a
+  task fell on the evaluation phones (chrome_clear_tabs 37.5% -> 12.5% greedy in one seed),
 - the vision tower kept at the warm start's weights during RL (`learner.speed.freeze_vision`):
   the image features are computed once per update and reused by every pass, so the time budget
   holds more updates, and the warm start's reading of the screen is not moved by RL's noise,

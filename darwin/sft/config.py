@@ -31,6 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from darwin.agents import pointing
 from darwin.agents.tiny import TinyAgent, TinyAgentConfig
 from darwin.agents.warm_start import SFT_FORMAT_VERSION
 from darwin.envs.sim.perturb import PerturbationConfig
@@ -225,9 +226,7 @@ class SFTConfig(BaseModel):
         data = self.model_dump(mode="json", exclude={"threads"})
         data["model"] = self.resolved_model.model_dump(mode="json")
         if self.agent.reader.name != "none":
-            from darwin.agents.pointing import POINTING_VERSION
-
-            data["pointing"] = POINTING_VERSION  # how the demonstrations' pointing calls are written
+            data["pointing"] = pointing.POINTING_VERSION  # how the demonstrations' pointing calls are written
         blob = json.dumps({"format": SFT_FORMAT_VERSION, "config": data, "simphone": appearance_key()}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
