@@ -43,7 +43,7 @@ if not (CHROMIUM and CHROMEDRIVER):
     pytest.skip("no chromium/chromedriver here (apt-get install chromium chromium-driver)", allow_module_level=True)
 
 webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
 from selenium.webdriver import Chrome  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -127,8 +127,16 @@ def check_charts(driver: WebDriver, out: Path) -> tuple[list[str], str]:
     ``out``: its title drawn above Plotly's toolbar (shown, as on hover), whole-number update
     ticks, shares on 0..1, a legend that covers no tick label or axis title. Returns the charts'
     titles and the page's note of the charts it could not draw."""
-    figures = driver.find_elements(By.CSS_SELECTOR, "figure.chart")
-    assert figures
+    # Wait for the page's charts rather than reading at once: on a loaded machine (the full suite
+    # in CI) the DOM was read empty once, before the page had arrived.
+    try:
+        figures = WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "figure.chart"))
+    except TimeoutException:
+        heading = driver.find_elements(By.TAG_NAME, "h1")
+        raise AssertionError(
+            f"no chart on {driver.current_url} after 60 s; the page's heading: "
+            f"{heading[0].text if heading else driver.page_source[:300]!r}"
+        ) from None
     WebDriverWait(driver, 30).until(
         lambda d: len(d.find_elements(By.CSS_SELECTOR, "figure.chart .plot .main-svg")) >= len(figures)
     )
