@@ -636,3 +636,20 @@ def test_the_default_leaves_room_for_rl_and_fits_the_demo_budget():
     config = load_experiment(ROOT / "examples" / "spa_bench.py")
     assert (config.sft.steps, config.sft.phones, config.sft.episodes) == (200, 32, 256)
     assert config.time_budget_s == 10 * 60
+
+
+def test_evaluation_phones_keep_their_own_perturbation_when_training_phones_change_theirs(tmp_path):
+    """`evaluation.perturbation` measures on the usual mix while the training phones see another
+    (here every app launch under a pop-up); unset, the evaluation phones take the training phones'."""
+    from darwin.run.build import build_eval_phones, build_fleet
+
+    config = load_experiment(small_experiment(tmp_path, 2))
+    popups = apply_overrides(config, ["phones.perturbation.popup_rate=1.0"])
+    kept = apply_overrides(popups, ['evaluation.perturbation={"popup_rate": 0.25}'])
+    assert build_fleet(popups).envs[0].phone.state["perturb"]["popup_rate"] == 1.0
+    assert [e.phone.state["perturb"]["popup_rate"] for e in build_eval_phones(popups)] == [1.0, 1.0]
+    assert [e.phone.state["perturb"]["popup_rate"] for e in build_eval_phones(kept)] == [0.25, 0.25]
+    # the same evaluation phones as an experiment that never changed its training phones
+    assert [e.phone.snapshot() for e in build_eval_phones(kept)] == [
+        e.phone.snapshot() for e in build_eval_phones(config)
+    ]

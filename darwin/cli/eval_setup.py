@@ -41,8 +41,12 @@ def eval_phones_and_workflow(
         step_config = StepConfig(observation_size=observation_size, end_on_success=end_on_success)
         return envs, LifecycleWorkflow(config=step_config)
     if no_perturb:
+        canonical = PerturbationConfig(enabled=False)
         experiment = experiment.model_copy(
-            update={"phones": experiment.phones.model_copy(update={"perturbation": PerturbationConfig(enabled=False)})}
+            update={
+                "phones": experiment.phones.model_copy(update={"perturbation": canonical}),
+                "evaluation": experiment.evaluation.model_copy(update={"perturbation": canonical}),
+            }
         )
     # An experiment on other phones is evaluated here on `phones` SimPhones with its settings.
     envs = build_eval_phones(experiment) if experiment.phones.in_process else sim_eval_phones(experiment, phones)

@@ -327,21 +327,23 @@ def _start_provider(config: ExperimentConfig, closers: list[Callable[[], None]])
 
 def build_eval_phones(config: ExperimentConfig, training: Sequence[PhoneEnv] = ()) -> list[PhoneEnv]:
     """Fresh phones for one evaluation: :func:`~darwin.evaluate.evaluation_phones` seeded
-    from ``evaluation.phone_seed`` with this experiment's perturbation and locale (reset to
-    their initial state before every episode, the rule of every evaluation), so the warm
-    start and the final policy meet identical states. Real phones: the ``training`` ones
-    (evaluated before rollout starts and after it stops)."""
+    from ``evaluation.phone_seed`` with ``evaluation.perturbation`` (else the training phones')
+    and this experiment's locale (reset to their initial state before every episode, the rule of
+    every evaluation), so the warm start and the final policy meet identical states. Real phones:
+    the ``training`` ones (evaluated before rollout starts and after it stops)."""
     if not config.phones.in_process:
         return list(training)
     return sim_eval_phones(config, config.evaluation.phones)
 
 
 def sim_eval_phones(config: ExperimentConfig, count: int) -> list[PhoneEnv]:
-    """``count`` evaluation SimPhones from ``evaluation.phone_seed`` (:func:`~darwin.evaluate.evaluation_phones`)."""
+    """``count`` evaluation SimPhones from ``evaluation.phone_seed`` with ``evaluation.perturbation``
+    (else the training phones') (:func:`~darwin.evaluate.evaluation_phones`)."""
     from darwin.evaluate import evaluation_phones
 
+    perturbation = config.evaluation.perturbation or config.phones.perturbation
     return evaluation_phones(
-        config.evaluation.phone_seed, count, perturbation=config.phones.perturbation, locale=config.phones.locale
+        config.evaluation.phone_seed, count, perturbation=perturbation, locale=config.phones.locale
     )
 
 

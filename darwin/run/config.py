@@ -415,6 +415,11 @@ class EvaluationConfig(BaseModel):
         description="held-out task sets evaluated besides the training tasks, by name (e.g. {'unseen_apps': "
         "('gen.unseen_apps',)}); each evaluation reports their success rates under `per_set`",
     )
+    perturbation: PerturbationConfig | None = Field(
+        None,
+        description="sim: the evaluation phones' perturbations; None = the training phones' (phones.perturbation). "
+        "Set it to train on another mix (e.g. more pop-ups) while measuring on the usual one",
+    )
 
     @property
     def enabled(self) -> bool:
