@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
@@ -103,6 +104,24 @@ def test_demonstrations_round_trip_through_the_agent() -> None:
             assert abs(a.x1 - o.x1) <= w / 200 + 1 and abs(a.y2 - o.y2) <= h / 200 + 1  # type: ignore[union-attr]
         else:
             assert a == o
+
+
+def test_demonstrations_played_in_worker_processes_are_those_of_one_process() -> None:
+    """Two worker processes (spawned) give the same demonstrations, in the same order, and the
+    same counts as one; progress comes back a phone at a time and reaches the total."""
+    one = small_config(phones=3, episodes=7, demo_workers=1)
+    two = small_config(phones=3, episodes=7, demo_workers=2)
+    assert one.config_hash() == two.config_hash()  # the warm start's cache key ignores it
+    demos, stats = collect_demonstrations(one)
+    progress: list[tuple[int, int]] = []
+    fanned, fanned_stats = collect_demonstrations(two, on_episode=lambda done, total: progress.append((done, total)))
+    assert [(d.phone_seed, d.step, d.target) for d in fanned] == [(d.phone_seed, d.step, d.target) for d in demos]
+    assert all(
+        np.array_equal(a.observation.screenshot, b.observation.screenshot) for a, b in zip(fanned, demos, strict=True)
+    )
+    assert [m.text for d in fanned for m in d.prompt.messages] == [m.text for d in demos for m in d.prompt.messages]
+    assert fanned_stats == stats and stats.episodes == 7
+    assert len(progress) == 3 and progress[-1] == (7, 7)
 
 
 def test_task_weights_demonstrate_a_task_more_often() -> None:

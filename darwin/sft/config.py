@@ -52,7 +52,7 @@ class SFTConfig(BaseModel):
     Defaults are the embedded default's warm start, tuned on the reference machine (2 CPU
     cores) to train in well under 10 minutes and land clearly *below* mastery on ``base8``
     (see docs/sft.md for the measured figures). Fields that do not change the trained
-    weights (``threads``) are left out of :meth:`config_hash`.
+    weights (``threads``, ``demo_workers``) are left out of :meth:`config_hash`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -154,6 +154,13 @@ class SFTConfig(BaseModel):
     )
 
     threads: int = Field(2, ge=1, le=1024, description="torch CPU threads while training (not hashed)")
+    demo_workers: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="processes the demonstration phones play in (the demonstrations are the same for any "
+        "number; not hashed); None = one per core from 64 episodes, else one",
+    )
 
     @property
     def resolved_model(self) -> TinyVLMConfig:
@@ -217,13 +224,13 @@ class SFTConfig(BaseModel):
         return self
 
     def config_hash(self) -> str:
-        """16 hex digits identifying the trained weights (everything but ``threads``).
+        """16 hex digits identifying the trained weights (everything but ``threads`` and ``demo_workers``).
 
         SimPhone's appearance (layout version and installed apps) is part of it: the
         demonstrations are its screens, so a cache built on another launcher is never reused;
         so is, with a reader, how pointing calls are written (``POINTING_VERSION``).
         """
-        data = self.model_dump(mode="json", exclude={"threads"})
+        data = self.model_dump(mode="json", exclude={"threads", "demo_workers"})
         data["model"] = self.resolved_model.model_dump(mode="json")
         if self.agent.reader.name != "none":
             data["pointing"] = pointing.POINTING_VERSION  # how the demonstrations' pointing calls are written

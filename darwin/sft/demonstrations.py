@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -200,6 +202,83 @@ def _ended_by(trajectory: Trajectory) -> TerminationReason:
     return trajectory.termination.reason
 
 
+@dataclass
+class _PhoneDemonstrations:
+    """What one demonstration phone played (:func:`_demonstrate_on_phone`)."""
+
+    demos: list[Demonstration]
+    episodes: int
+    successes: int
+    skipped: int
+    endings: list[str]
+    """Why episodes ended early (the workflow's cause), for the caller to log."""
+
+
+def _demonstrate_on_phone(
+    config: SFTConfig, seed: int, episodes: int, first_episode: int, heldout: bool
+) -> _PhoneDemonstrations:
+    """Phone ``seed`` plays ``episodes`` demonstration episodes in its own shuffled task order
+    (seeded by ``config.seed``), returning home between episodes but keeping its state, as
+    training phones do; its episodes are numbered from ``first_episode``. Deterministic, and
+    independent of every other phone: the phones may play in separate processes."""
+    from darwin.envs.sim.env import SimPhoneEnv
+    from darwin.workflows.step import LifecycleWorkflow, StepConfig
+
+    tasks = config.demonstration_round()
+    agent = config.make_agent()
+    workflow = LifecycleWorkflow(config=StepConfig(observation_size=config.observation_size))
+    out = _PhoneDemonstrations(demos=[], episodes=0, successes=0, skipped=0, endings=[])
+
+    async def play() -> None:
+        env = SimPhoneEnv(seed=seed, perturbation=config.perturbation, name=f"demo-{seed}")
+        rng = np.random.default_rng([config.seed, seed, int(heldout)])
+        order: list[Task] = []
+        episode: list[Demonstration] = []
+        actor = _RecordingOracle(agent, seed, episode, config.launch_by_name, config.pick_cost)
+        for _ in range(episodes):
+            if not order:
+                order = [tasks[j] for j in rng.permutation(len(tasks))]
+            task = order.pop(0)
+            episode.clear()
+            episode_id = f"demo-{seed}-{first_episode + out.episodes}"
+            trajectory = await workflow.run(env, task, actor, episode_id=episode_id)
+            await env.ago_home()
+            out.episodes += 1
+            out.successes += bool(trajectory.success)
+            # The workflow ends an episode whose goal already holds before anyone acts.
+            if config.skip_done_episodes and _ended_by(trajectory) == TerminationReason.ALREADY_DONE:
+                out.skipped += 1
+                continue
+            out.demos.extend(episode)
+            if trajectory.termination is not None and trajectory.termination.cause:
+                out.endings.append(f"demo episode {task.id} on phone {seed} ended: {trajectory.termination.cause}")
+
+    asyncio.run(play())
+    return out
+
+
+MIN_EPISODES_TO_FAN_OUT = 64
+"""Below this many episodes the demonstrations play in this process: starting worker processes
+(each imports darwin and builds its agent) costs more than the plans they would share."""
+
+
+def demonstration_workers(config: SFTConfig, episodes: int, phones: int) -> int:
+    """The processes :func:`collect_demonstrations` plays ``phones`` phones' ``episodes`` in:
+    ``config.demo_workers``, else one per core for :data:`MIN_EPISODES_TO_FAN_OUT` episodes or
+    more (one below), never more than the phones.
+
+    >>> from darwin.sft.config import SFTConfig
+    >>> demonstration_workers(SFTConfig(demo_workers=4), episodes=256, phones=2)
+    2
+    >>> demonstration_workers(SFTConfig(), episodes=16, phones=8)
+    1
+    """
+    wanted = config.demo_workers
+    if wanted is None:
+        wanted = (os.cpu_count() or 1) if episodes >= MIN_EPISODES_TO_FAN_OUT else 1
+    return max(1, min(wanted, phones))
+
+
 def collect_demonstrations(
     config: SFTConfig, *, heldout: bool = False, on_episode: Callable[[int, int], None] | None = None
 ) -> tuple[list[Demonstration], DemoStats]:
@@ -208,66 +287,53 @@ def collect_demonstrations(
     Phone ``i`` (seed ``phone_seed + i``, or after the demo phones for ``heldout``) plays
     its share of the episodes round-robin, in its own shuffled task order (seeded by
     ``config.seed``), returning home between episodes but keeping its state, as training
-    phones do. Deterministic for a given config. ``on_episode(done, total)`` follows the
-    episodes played (progress displays).
+    phones do. The phones play in :func:`demonstration_workers` processes, their
+    demonstrations put back in phone order: the result is the same for any number of them
+    (deterministic for a given config). ``on_episode(done, total)`` follows the episodes played
+    (progress displays; with worker processes, a phone's episodes at once when it finishes).
     """
-    from darwin.envs.sim.env import SimPhoneEnv
-    from darwin.workflows.step import LifecycleWorkflow, StepConfig
-
-    tasks = config.demonstration_round()
     if heldout:
         phones, episodes = config.heldout_phones, config.heldout_episodes
         first_seed = config.phone_seed + config.phones
     else:
         phones, episodes = config.phones, config.episodes
         first_seed = config.phone_seed
-    agent = config.make_agent()
-    workflow = LifecycleWorkflow(config=StepConfig(observation_size=config.observation_size))
-    demos: list[Demonstration] = []
-    counts = {"episodes": 0, "successes": 0, "skipped": 0}
-
-    async def play(i: int, n: int) -> None:
-        seed = first_seed + i
-        env = SimPhoneEnv(seed=seed, perturbation=config.perturbation, name=f"demo-{seed}")
-        rng = np.random.default_rng([config.seed, seed, int(heldout)])
-        order: list[Task] = []
-        episode: list[Demonstration] = []
-        actor = _RecordingOracle(agent, seed, episode, config.launch_by_name, config.pick_cost)
-        for _ in range(n):
-            if not order:
-                order = [tasks[j] for j in rng.permutation(len(tasks))]
-            task = order.pop(0)
-            episode.clear()
-            trajectory = await workflow.run(env, task, actor, episode_id=f"demo-{seed}-{counts['episodes']}")
-            await env.ago_home()
-            counts["episodes"] += 1
-            counts["successes"] += bool(trajectory.success)
+    if not (phones and episodes):
+        phones = 0
+    shares = [episodes // phones + (1 if i < episodes % phones else 0) for i in range(phones)]
+    jobs = [(config, first_seed + i, shares[i], sum(shares[:i]), heldout) for i in range(phones)]
+    played: list[_PhoneDemonstrations] = []
+    workers = demonstration_workers(config, episodes, phones) if phones else 1
+    if workers == 1:
+        for job in jobs:
+            played.append(_demonstrate_on_phone(*job))
             if on_episode is not None:
-                on_episode(counts["episodes"], episodes)
-            # The workflow ends an episode whose goal already holds before anyone acts.
-            if config.skip_done_episodes and _ended_by(trajectory) == TerminationReason.ALREADY_DONE:
-                counts["skipped"] += 1
-                continue
-            demos.extend(episode)
-            if trajectory.termination is not None and trajectory.termination.cause:
-                logger.warning("demo episode %s on phone %d ended: %s", task.id, seed, trajectory.termination.cause)
-
-    async def run_all() -> None:
-        for i in range(phones):  # sequential: deterministic, and SimPhones are in-process
-            await play(i, episodes // phones + (1 if i < episodes % phones else 0))
-
-    if phones and episodes:
-        asyncio.run(run_all())
+                on_episode(sum(p.episodes for p in played), episodes)
+    else:
+        # spawn, not fork: the parent may hold torch's thread pools, which a forked child inherits broken
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = [pool.submit(_demonstrate_on_phone, *job) for job in jobs]
+            done = 0
+            for future in as_completed(futures):
+                done += future.result().episodes
+                if on_episode is not None:
+                    on_episode(done, episodes)
+            played = [f.result() for f in futures]
+    demos = [d for p in played for d in p.demos]
+    for p in played:
+        for ending in p.endings:
+            logger.warning("%s", ending)
     per_task: dict[str, int] = {}
     for d in demos:
         per_task[d.task_id] = per_task.get(d.task_id, 0) + 1
     stats = DemoStats(
-        episodes=counts["episodes"],
-        successes=counts["successes"],
+        episodes=sum(p.episodes for p in played),
+        successes=sum(p.successes for p in played),
         steps=len(demos),
-        phones=phones if episodes else 0,
+        phones=phones,
         per_task_steps=per_task,
-        skipped_done_episodes=counts["skipped"],
+        skipped_done_episodes=sum(p.skipped for p in played),
     )
     return demos, stats
 
