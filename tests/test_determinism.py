@@ -43,6 +43,7 @@ SHRINK = [
     'tasks=["clock_1","settings_dark_theme"]',
     "learner.speed.freeze_vision=false",  # the setting the first two variants were recorded with
     "phones.initial_states=fixed",  # the setting all three were recorded with
+    "phones.perturbation.popup_rate=0.25",  # the training phones' pop-ups all three were recorded with
 ]
 VARIANTS = {
     "critic_warmup": ["learner.critic.warmup_updates=1", "updates=2"],  # the default's first update: critic warm-up

@@ -13,6 +13,7 @@ import torch
 from click.testing import CliRunner
 
 from darwin.cli.main import main
+from darwin.envs.sim.perturb import PerturbationConfig
 from darwin.problems import ExperimentError
 from darwin.run.build import build_policy_pool, build_store, build_workflow, load_run_policy, warm_start_checkpoint
 from darwin.run.load import apply_overrides, load_experiment
@@ -600,7 +601,7 @@ def test_fresh_initial_states_start_every_training_episode_anew_and_never_on_an_
 
 def test_best_preset_is_the_default_from_the_strongest_warm_start():
     """`--preset best` changes only the warm start (and gives its RL the 14 minutes, the trained
-    vision tower and the fixed initial states it was measured with): a user choosing "the best
+    vision tower, the fixed initial states and the pop-up rate it was measured with): a user choosing "the best
     agent" gets the default's RL from the 1,000-step warm start."""
     default = load_experiment(ROOT / "examples" / "spa_bench.py")
     best = load_experiment(ROOT / "examples" / "spa_bench.py", "best")
@@ -608,8 +609,12 @@ def test_best_preset_is_the_default_from_the_strongest_warm_start():
     sft_fields = {"steps", "phones", "episodes"}
     assert best.model_dump(exclude=run_fields) == default.model_dump(exclude=run_fields)
     # ... its training phones start each episode from their one initial state, as when it was measured
-    assert best.phones.model_dump(exclude={"initial_states"}) == default.phones.model_dump(exclude={"initial_states"})
+    changed = {"initial_states", "perturbation"}
+    assert best.phones.model_dump(exclude=changed) == default.phones.model_dump(exclude=changed)
     assert (default.phones.initial_states, best.phones.initial_states) == ("auto", "fixed")
+    # ... and pop-ups at the evaluation phones' rate; the evaluation phones are the default's
+    assert (default.phones.perturbation.popup_rate, best.phones.perturbation.popup_rate) == (0.5, 0.25)
+    assert best.phones.perturbation == best.evaluation.perturbation == PerturbationConfig()
     # ... and its RL trains the vision tower, the setting its recorded numbers were measured with
     assert best.learner.model_dump(exclude={"speed"}) == default.learner.model_dump(exclude={"speed"})
     assert best.learner.speed.model_dump(exclude={"freeze_vision"}) == default.learner.speed.model_dump(
