@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -275,8 +276,26 @@ def demonstration_workers(config: SFTConfig, episodes: int, phones: int) -> int:
     """
     wanted = config.demo_workers
     if wanted is None:
-        wanted = (os.cpu_count() or 1) if episodes >= MIN_EPISODES_TO_FAN_OUT else 1
+        wanted = usable_cores() if episodes >= MIN_EPISODES_TO_FAN_OUT else 1
     return max(1, min(wanted, phones))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity, capped by a cgroup v2 CPU quota
+    (``/sys/fs/cgroup/cpu.max``) where one is set. ``os.cpu_count()`` counts the host's cores,
+    which in a container can be many more than it may use.
+
+    >>> 1 <= usable_cores() <= (os.cpu_count() or 1)
+    True
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text(encoding="ascii").split()[:2]
+        if quota == "max":
+            return cores
+        return max(1, min(cores, int(quota) // max(1, int(period))))
+    except (OSError, ValueError):  # no cgroup v2 quota file (or an unreadable one): the affinity alone
+        return cores
 
 
 def collect_demonstrations(
