@@ -1,8 +1,8 @@
 """The Darwin paper's SPA-Bench experiment.
 
 Default preset (`make demo`; a 2-core laptop, no GPU, no network): reinforcement learning at
-work in under 20 minutes. The paper's 8 base tasks on 8 SimPhones; the tiny Qwen2-VL
-warm-started by a short SFT on oracle demonstrations (about 4 minutes, cached), which leaves
+work in 16-25 minutes, by the machine. The paper's 8 base tasks on 8 SimPhones; the tiny Qwen2-VL
+warm-started by a short SFT on oracle demonstrations (3-6 minutes, cached), which leaves
 every task short of mastery; then 10 minutes of PPO with token-level GAE over whole
 trajectories, critic warm-up and a calibrated value head, as in the paper, with the schedule
 scaled for CPU; then a paired evaluation of the warm start and of the final policy on 8 phones
@@ -44,7 +44,7 @@ measured, and why each setting below was chosen: docs/results.md.
   holds more updates, and the warm start's reading of the screen is not moved by RL's noise,
 - at most 120 updates and 10 minutes of RL (the time budget ends it); the paired evaluation (per
   task and phone 1 greedy and 8 sampled episodes: greedy success, sampled success and
-  pass@1/2/4/8, 576 episodes, about 2 minutes each) reports the gain with paired intervals.
+  pass@1/2/4/8, 576 episodes, 2-4 minutes each) reports the gain with paired intervals.
 
 Best preset (`--preset best`): the strongest agent measured on 2 cores, one flag away. The same
 RL for at most 14 minutes from a warm start of 1,000 SFT steps on 1,024 typing demonstrations
