@@ -10,6 +10,7 @@ prompt is the one a rollout would build. See docs/sft.md.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import multiprocessing
 import os
@@ -320,20 +321,22 @@ def collect_demonstrations(
     if not (phones and episodes):
         phones = 0
     shares = [episodes // phones + (1 if i < episodes % phones else 0) for i in range(phones)]
-    jobs = [(config, first_seed + i, shares[i], sum(shares[:i]), heldout) for i in range(phones)]
+    firsts = [0, *itertools.accumulate(shares)]  # phone i's episodes are numbered from firsts[i]
+    jobs = [(config, first_seed + i, shares[i], firsts[i], heldout) for i in range(phones)]
     played: list[_PhoneDemonstrations] = []
-    workers = demonstration_workers(config, episodes, phones) if phones else 1
+    done = 0
+    workers = demonstration_workers(config, episodes, phones)
     if workers == 1:
         for job in jobs:
             played.append(_demonstrate_on_phone(*job))
+            done += played[-1].episodes
             if on_episode is not None:
-                on_episode(sum(p.episodes for p in played), episodes)
+                on_episode(done, episodes)
     else:
         # spawn, not fork: the parent may hold torch's thread pools, which a forked child inherits broken
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             futures = [pool.submit(_demonstrate_on_phone, *job) for job in jobs]
-            done = 0
             for future in as_completed(futures):
                 done += future.result().episodes
                 if on_episode is not None:
