@@ -10,7 +10,6 @@ darwin tasks coverage --run-dir runs/explore            # also store the explora
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from rich.table import Table
 
 from darwin.agents.actors import AgentChoiceError
 from darwin.cli.common import credentials_fail_cleanly
+from darwin.loop_thread import run_returning
 
 if TYPE_CHECKING:
     from darwin.agents.actors import Actors
@@ -167,7 +167,7 @@ def tasks_coverage(
                     await built.aclose()
 
     with credentials_fail_cleanly():
-        explorations = asyncio.run(explore_all())
+        explorations = run_returning(explore_all())
     who = f"{'novelty-picked ' if explorer == 'novelty' else ''}{agent_spec or 'random'}"
     if run_dir is not None:
         stored = _store(run_dir, f"explore {who}, {steps} steps, seeds {explorer_seeds}", explorations)

@@ -5,7 +5,6 @@ per task and the table of episode metrics per task (their rows come from
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from darwin.cli.common import credentials_fail_cleanly, progress_bar
+from darwin.loop_thread import run_returning
 
 if TYPE_CHECKING:
     from darwin.evaluate import EvalProtocol, EvalReport
@@ -33,7 +33,7 @@ def evaluate_with_progress(
     with progress_bar(console, "eval", unit="episodes") as progress:
         bar = progress.add_task(description, total=total)
         with credentials_fail_cleanly():
-            return asyncio.run(evaluation(lambda t: progress.advance(bar)))
+            return run_returning(evaluation(lambda t: progress.advance(bar)))
 
 
 def success_table(report: EvalReport, protocol: EvalProtocol, agent_spec: str, phones: int) -> Table:

@@ -5,7 +5,6 @@ command in :mod:`darwin.cli` hands over to :func:`finetune_command` when ``--mod
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from rich.table import Table
 
 from darwin.agents.warm_start import AGENT_FILE, SFT_FILE
 from darwin.cli.common import progress_bar
+from darwin.loop_thread import run_returning
 
 __all__ = ["checkpoint_defaults", "finetune_command"]
 
@@ -186,7 +186,7 @@ def evaluate_and_record(
 
     started = time.perf_counter()
     with console.status("evaluating"):
-        report = asyncio.run(evaluate_warm_start(out_path, task_ids, phones=phones, samples=samples))
+        report = run_returning(evaluate_warm_start(out_path, task_ids, phones=phones, samples=samples))
     columns, rows = success_rows(report)
     table = Table(
         title=f"{out_path}: success on {', '.join(task_ids)} ({phones} phones, 1 greedy and {samples} sampled "

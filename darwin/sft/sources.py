@@ -18,7 +18,6 @@ prompt code.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import os
@@ -31,6 +30,7 @@ import numpy as np
 from darwin.actions import Action
 from darwin.agents.base import ModelActor
 from darwin.agents.vlm import VLMAgent
+from darwin.loop_thread import run_returning
 from darwin.policies.base import Policy
 from darwin.readers.base import ReaderUnavailable, read_marks
 from darwin.types import (
@@ -402,4 +402,4 @@ def build_examples(make_agent: Callable[[], VLMAgent], episodes: Sequence[DemoEp
                 )
         return out
 
-    return asyncio.run(play())
+    return run_returning(play())

@@ -122,6 +122,29 @@ def test_build_inputs_accepts_numpy_and_left_pads(vlm: VLM) -> None:
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+def test_image_token_check_counts_like_transformers_and_refuses_truncation(vlm: VLM) -> None:
+    """The processors' vectorised image-token check accepts what transformers' accepts and
+    refuses a prompt whose image tokens truncation cut, with transformers' message."""
+    from transformers.processing_utils import ProcessorMixin
+
+    processor = vlm.processor
+    pad = processor.image_token
+    expanded = [
+        f"<|vision_start|>{pad * 3}<|vision_end|>Go.",
+        f"Open the clock.<|vision_start|>{pad * 5}<|vision_end|>",
+    ]
+    for tensors in ("pt", None):
+        whole = processor.tokenizer(expanded, padding=True, return_tensors=tensors)
+        processor._check_special_mm_tokens(expanded, whole, ["image", "video"])
+        ProcessorMixin._check_special_mm_tokens(processor, expanded, whole, ["image", "video"])
+        cut = processor.tokenizer(expanded, truncation=True, max_length=4, padding=True, return_tensors=tensors)
+        with pytest.raises(ValueError, match="Mismatch in `image` token count") as ours:
+            processor._check_special_mm_tokens(expanded, cut, ["image", "video"])
+        with pytest.raises(ValueError) as theirs:
+            ProcessorMixin._check_special_mm_tokens(processor, expanded, cut, ["image", "video"])
+        assert str(ours.value) == str(theirs.value)
+
+
 @pytest.mark.parametrize(("size", "grid"), [((252, 560), [1, 40, 18]), ((1080, 2400), [1, 40, 18])])
 def test_screen_sizes_map_to_the_configured_grid(vlm: VLM, size: tuple[int, int], grid: list[int]) -> None:
     out = vlm.image_processor(images=[screenshot(*size)], return_tensors="pt")
