@@ -37,8 +37,8 @@ measured, and why each setting below was chosen: docs/results.md.
 - training phones show an app's pop-up at half of its launches, twice the evaluation phones' rate
   (`phones.perturbation.popup_rate=0.5`, `evaluation.perturbation` the usual mix): at the usual
   rate RL found almost no reward behind Booking.com's pop-up and broke that branch (booking.com_0
-  100% -> 62.5% greedy in two seeds of three); at twice the rate it held at 100% in three seeds
-  (24 to 60 updates) and a probe, and no task fell,
+  100% -> 62.5% greedy in two seeds of three); at twice the rate it held at 100% in two seeds of
+  three at the time budget, at 41 and at 60 updates (seed 2 at 28 updates still broke it),
 - the vision tower kept at the warm start's weights during RL (`learner.speed.freeze_vision`):
   the image features are computed once per update and reused by every pass, so the time budget
   holds more updates, and the warm start's reading of the screen is not moved by RL's noise,

@@ -41,8 +41,8 @@ class _ImageOnlyMixin:
         """transformers' check that tokenizing kept every image token, counted on the tensor.
 
         transformers counts with ``list(ids).count(token_id)``, one Python object per token of
-        every prompt: 12% of the policy's time in an evaluation of the tiny model on 2 cores
-        (docs/benchmarks.md). Same rule, same error.
+        every prompt: about 13% of the policy's time in an evaluation of the tiny model on 2
+        cores (docs/benchmarks.md, "Where an evaluation's time goes"). Same rule, same error.
         """
         for modality in modalities:
             token_str = getattr(self, f"{modality}_token", None)
