@@ -15,8 +15,8 @@ The default run (`examples/spa_bench.py`) with three changes, one protocol for t
 Preset `reader` (the default): the agent reads the screen with the `elements` reader (SimPhone's
 accessibility tree, docs/agents.md "Readers, marks and pointing actions"): the marks' texts are
 listed in its prompt, and a press can point at the mark that reads the goal's words. Preset
-`pixels`: the same run without a reader, the paired control. The reader run takes about 23
-minutes on 2 cores; docs/results.md ("The agent reads") gives what it measured:
+`pixels`: the same run without a reader, the paired control. The reader run takes 23-29
+minutes on 2 cores, by the machine; docs/results.md ("The agent reads") gives what it measured:
 
     darwin run examples/reader_rl.py --seed 0                    # the reader
     darwin run examples/reader_rl.py --preset pixels --seed 0    # the same run without it
