@@ -1,7 +1,8 @@
-"""An asyncio event loop on a daemon thread of its own.
+"""An asyncio event loop on a daemon thread of its own, and ``asyncio.run`` for large results.
 
 Work that must not hold up the caller's loop (the task proposer's model calls, the adbd farm's
-servers, the local policy server) runs there; any thread hands it coroutines.
+servers, the local policy server) runs there; any thread hands it coroutines. Commands whose
+coroutine returns episodes run it with :func:`run_returning`.
 
 >>> import asyncio
 >>> async def double(x):
